@@ -1,0 +1,212 @@
+/*
+ * vidfeat.h - the whole public API of libvidfeat.
+ *
+ * vidfeat turns images and video frames into CNN feature vectors. This header is the contract:
+ * anything not declared here is internal and may change without notice. It depends only on the
+ * C standard library, compiles as C99 and C++, and never changes with the build configuration
+ * (ask vf_has_feature() what was compiled in).
+ *
+ * Threads: a handle may be used by one thread at a time. Functions marked "any thread" may be
+ * called concurrently with everything else. Nothing here keeps global mutable state except the
+ * log callback (vf_set_log_callback).
+ *
+ * Errors: every fallible function returns a vf_status; a test for failure is `if (rc < 0)`.
+ * Handles carry the text of their last error (vf_extractor_errmsg()).
+ */
+#ifndef VIDFEAT_H
+#define VIDFEAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define VF_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define VF_API __attribute__((visibility("default")))
+#else
+#define VF_API
+#endif
+
+#define VF_VERSION_MAJOR 0
+#define VF_VERSION_MINOR 1
+#define VF_VERSION_PATCH 0
+
+/** Status codes. Values are stable; new codes are only appended. */
+typedef enum vf_status {
+    VF_OK = 0,
+    VF_EOF = 1,                /**< end of stream or queue: a normal stop, not a failure */
+    VF_ERR_INVALID = -1,       /**< bad argument or API misuse */
+    VF_ERR_NOMEM = -2,         /**< out of memory, or a size beyond what we accept */
+    VF_ERR_IO = -3,            /**< cannot open, read or write a file */
+    VF_ERR_DECODE = -4,        /**< demux, decode or scale failed */
+    VF_ERR_MODEL = -5,         /**< model file malformed or inconsistent */
+    VF_ERR_UNSUPPORTED = -6,   /**< valid model using an operator or attribute we lack */
+    VF_ERR_BACKEND = -7,       /**< the compute library failed at run time */
+    VF_ERR_NO_DEVICE = -8,     /**< backend compiled in, but no usable device here */
+    VF_ERR_NOT_BUILT = -9,     /**< feature not compiled into this build */
+    VF_ERR_STORE = -10,        /**< the database failed */
+    VF_ERR_CANCELLED = -11,    /**< cancelled by the caller or by a failing stage */
+    VF_ERR_INTERNAL = -12,     /**< a vidfeat bug: an invariant did not hold */
+} vf_status;
+
+/** Numeric precision the network runs in. */
+typedef enum vf_precision {
+    VF_PRECISION_F32 = 0,  /**< exact float32 (within 1e-4 relative of ONNX Runtime) */
+    VF_PRECISION_BF16 = 1, /**< bfloat16 weights and activations, float32 accumulation */
+} vf_precision;
+
+/** Order of the colour channels the network expects in its input tensor. */
+typedef enum vf_channel_order {
+    VF_CHANNELS_RGB = 0,
+    VF_CHANNELS_BGR = 1,
+} vf_channel_order;
+
+/** How a frame is fitted to the network's square input. */
+typedef enum vf_resize_policy {
+    VF_RESIZE_STRETCH = 0,     /**< whole frame scaled to size x size, aspect not kept */
+    VF_RESIZE_SHORT_CROP = 1,  /**< shorter side to resize_short, then a centred size x size crop */
+} vf_resize_policy;
+
+/**
+ * Options for opening a model. Obtain defaults with vf_config_default() and change only what
+ * you need; fields are only ever appended.
+ */
+typedef struct vf_config {
+    /** A known model's name (a manifest models/NAME.json, see vf_model_list()) or a path to an
+     *  ONNX file. Default "inception_v3". */
+    const char *model;
+    /** Extra directory searched first for manifests and ONNX files; NULL for none. The search
+     *  continues with $VIDFEAT_MODELS, ./models and the installed models directory. */
+    const char *models_dir;
+    /** Feature layer: a name from the manifest ("fc7", "pool5") or any tensor name in the graph.
+     *  NULL: the manifest's default layer, or the graph's first output for a plain ONNX file. */
+    const char *layer;
+    /** "auto", "cpu" (oneDNN), "ref" (plain C, slow, exact) or "cuda". Default "auto". */
+    const char *backend;
+    vf_precision precision; /**< default VF_PRECISION_F32 */
+    int batch_size;         /**< images per forward pass, 1..4096; default 32 */
+    int n_threads;          /**< compute threads; 0 = all cores */
+    /** Input preprocessing; 0 / NULL fields take the manifest's values. For a plain ONNX file
+     *  input_size defaults to the graph's input size, mean to 0 and std to 1 (pixel units,
+     *  0..255). */
+    int input_size;
+    float mean[3];          /**< per channel, in pixel units; std[0] == 0 means "not set" */
+    float std[3];
+} vf_config;
+
+/** An opened model: the network compiled for one backend, batch size and precision. */
+typedef struct vf_extractor vf_extractor;
+
+/** What an extractor expects and produces. Strings are borrowed from the extractor. */
+typedef struct vf_model_info {
+    const char *name;           /**< manifest name, or the ONNX file's base name */
+    const char *path;           /**< the ONNX file that was loaded */
+    const char *layer;          /**< the feature layer's name as requested or defaulted */
+    const char *tensor;         /**< the graph tensor the features come from */
+    const char *backend;        /**< backend actually used: "dnnl", "ref", "cuda" */
+    vf_precision precision;
+    int batch_size;
+    int input_size;             /**< the network's input is [N, 3, input_size, input_size] */
+    int feature_dim;            /**< floats per image in the output */
+    int pooled;                 /**< 1 if a 4-D map is global-average-pooled into the vector */
+    vf_channel_order channel_order;
+    vf_resize_policy resize;
+    int resize_short;           /**< shorter side before the crop (VF_RESIZE_SHORT_CROP) */
+    float mean[3];              /**< pixel units, in channel_order */
+    float std[3];
+} vf_model_info;
+
+/** The default configuration (thread-safe, no allocation). */
+VF_API vf_config vf_config_default(void);
+
+/**
+ * Load, check and compile a model.
+ *
+ * @param cfg  options; copied, need not outlive the call.
+ * @param out  receives the extractor. On failure *out is still set when the failure could be
+ *             described (every status but VF_ERR_NOMEM and VF_ERR_INVALID for a NULL cfg), so
+ *             that vf_extractor_errmsg() explains it; free it with vf_extractor_free() either way.
+ * @return VF_OK; VF_ERR_INVALID (bad option), VF_ERR_IO (file missing: the message gives the
+ *         expected path and how to get the model), VF_ERR_MODEL, VF_ERR_UNSUPPORTED (names the
+ *         operator and node), VF_ERR_NOT_BUILT / VF_ERR_NO_DEVICE (backend), VF_ERR_BACKEND,
+ *         VF_ERR_NOMEM.
+ */
+VF_API vf_status vf_extractor_create(const vf_config *cfg, vf_extractor **out);
+
+/** Describe the extractor. @p info is filled; its strings live as long as @p ex. */
+VF_API vf_status vf_extractor_info(const vf_extractor *ex, vf_model_info *info);
+
+/**
+ * Run the network on @p n preprocessed images.
+ *
+ * @param images    n x 3 x S x S float32, planar, already normalised ((pixel - mean) / std) in the
+ *                  model's channel order, S = input_size.
+ * @param n         any number >= 1; the extractor runs it in batches of batch_size.
+ * @param features  receives n x feature_dim float32.
+ * @return VF_OK, VF_ERR_INVALID, VF_ERR_BACKEND.
+ */
+VF_API vf_status vf_extractor_infer(vf_extractor *ex, const float *images, int n, float *features);
+
+/** The last error's text on this handle; "" if none. Borrowed: valid until the next call. */
+VF_API const char *vf_extractor_errmsg(const vf_extractor *ex);
+
+/** Free an extractor. Accepts NULL and *pex == NULL; sets *pex to NULL. */
+VF_API void vf_extractor_free(vf_extractor **pex);
+
+/** One known model, as listed by vf_model_list(). Strings borrowed from the list. */
+typedef struct vf_model_entry {
+    const char *name;
+    const char *manifest;      /**< the JSON manifest's path */
+    const char *file;          /**< the ONNX file name the manifest names */
+    const char *found;         /**< where the ONNX file was found, or NULL if nowhere */
+    const char *layers;        /**< "fc7:4096 pool5:512", default first */
+    const char *description;
+    int input_size;
+} vf_model_entry;
+
+typedef struct vf_model_list vf_model_list;
+
+/**
+ * Collect the known models (manifests) from @p models_dir (may be NULL), $VIDFEAT_MODELS, ./models
+ * and the installed models directory; the first manifest of each name wins.
+ * Free with vf_model_list_free().
+ */
+VF_API vf_status vf_model_list_create(const char *models_dir, vf_model_list **out);
+VF_API size_t vf_model_list_count(const vf_model_list *list);
+VF_API const vf_model_entry *vf_model_list_get(const vf_model_list *list, size_t i);
+VF_API void vf_model_list_free(vf_model_list **plist);
+
+/** Static text for a status ("model error", ...). Any thread. */
+VF_API const char *vf_status_str(vf_status s);
+/** "MAJOR.MINOR.PATCH" of the library actually linked. Any thread. */
+VF_API const char *vf_version(void);
+/** Write the compiled-in backends and library versions into buf, one "name: value" per line
+ *  (truncated to size). Returns buf. Any thread. */
+VF_API char *vf_build_info(char *buf, size_t size);
+/** 1 if the named feature is compiled in ("dnnl", "cuda", "ref", "bf16"), else 0. Any thread. */
+VF_API int vf_has_feature(const char *name);
+/** Parse "f32" / "bf16" (case-insensitive). VF_ERR_INVALID for anything else. */
+VF_API vf_status vf_precision_parse(const char *text, vf_precision *out);
+/** "f32" / "bf16". */
+VF_API const char *vf_precision_str(vf_precision p);
+
+/** Log levels, most severe first. */
+enum { VF_LOG_ERROR = 0, VF_LOG_WARNING = 1, VF_LOG_INFO = 2, VF_LOG_DEBUG = 3 };
+
+typedef void (*vf_log_fn)(void *user, int level, const char *tag, const char *msg);
+
+/**
+ * Send the library's log lines to @p fn instead of stderr; NULL restores stderr. Lines above
+ * @p max_level are dropped. Set it once, before creating handles.
+ */
+VF_API void vf_set_log_callback(vf_log_fn fn, void *user, int max_level);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VIDFEAT_H */

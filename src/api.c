@@ -1,0 +1,465 @@
+/*
+ * api.c - implements vidfeat.h: argument checks, model resolution (manifest or plain ONNX file),
+ * layer selection, the pass pipeline and the backend, behind one handle. A vf_extractor is used by
+ * one thread at a time; it owns its graph, backend and manifest.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "backend.h"
+#include "graph.h"
+#include "log.h"
+#include "manifest.h"
+#include "mem.h"
+#include "onnx.h"
+#include "passes.h"
+
+#ifndef VF_VERSION_STRING
+#define VF_VERSION_STRING "0.1.0"
+#endif
+
+#define MAX_BATCH 4096
+
+struct vf_extractor {
+    char *model_name;
+    char *model_path;
+    char *layer;
+    vf_manifest *manifest; /* NULL for a plain ONNX file without one */
+    vf_graph *graph;
+    vf_backend *backend;
+    vf_model_info info;
+    vf_err err;
+};
+
+vf_config vf_config_default(void)
+{
+    vf_config c;
+    memset(&c, 0, sizeof(c));
+    c.model = "inception_v3";
+    c.backend = "auto";
+    c.precision = VF_PRECISION_F32;
+    c.batch_size = 32;
+    return c;
+}
+
+const char *vf_version(void)
+{
+    return VF_VERSION_STRING;
+}
+
+const char *vf_precision_str(vf_precision p)
+{
+    return p == VF_PRECISION_BF16 ? "bf16" : p == VF_PRECISION_F32 ? "f32" : "?";
+}
+
+vf_status vf_precision_parse(const char *text, vf_precision *out)
+{
+    if (text && (!strcasecmp(text, "f32") || !strcasecmp(text, "fp32") ||
+                 !strcasecmp(text, "float32"))) {
+        *out = VF_PRECISION_F32;
+        return VF_OK;
+    }
+    if (text && (!strcasecmp(text, "bf16") || !strcasecmp(text, "bfloat16"))) {
+        *out = VF_PRECISION_BF16;
+        return VF_OK;
+    }
+    return VF_ERR_INVALID;
+}
+
+int vf_has_feature(const char *name)
+{
+    const vf_backend_ops *const *list;
+    size_t n = vfi_backend_list(&list);
+    if (!name)
+        return 0;
+    if (!strcmp(name, "bf16"))
+        return 1; /* the dnnl backend is always built */
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(list[i]->name, name))
+            return 1;
+    }
+    return 0;
+}
+
+char *vf_build_info(char *buf, size_t size)
+{
+    const vf_backend_ops *const *list;
+    size_t n = vfi_backend_list(&list), len = 0;
+    if (!buf || !size)
+        return buf;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && len < size; i++) {
+        char lib[160] = "built in";
+        if (list[i]->library_version)
+            list[i]->library_version(lib, sizeof(lib));
+        len += (size_t)snprintf(buf + len, size - len, "backend %s: %s (%s)\n", list[i]->name,
+                                list[i]->description, lib);
+    }
+    if (len < size)
+        snprintf(buf + len, size - len, "cuda: %s\n", vf_has_feature("cuda") ? "yes" : "no");
+    return buf;
+}
+
+static int looks_like_path(const char *model)
+{
+    struct stat st;
+    size_t n = strlen(model);
+    return strchr(model, '/') || (n > 5 && !strcmp(model + n - 5, ".onnx")) ||
+           stat(model, &st) == 0;
+}
+
+/* Resolve cfg->model into ex->model_path (+ ex->manifest when one applies). */
+static vf_status resolve_model(vf_extractor *ex, const vf_config *cfg)
+{
+    vf_err *err = &ex->err;
+    if (looks_like_path(cfg->model)) {
+        ex->model_path = vfi_strdup(cfg->model);
+        const char *base = strrchr(cfg->model, '/');
+        base = base ? base + 1 : cfg->model;
+        ex->model_name = vfi_strdup(base);
+        if (!ex->model_path || !ex->model_name)
+            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        char *dot = strrchr(ex->model_name, '.');
+        if (dot && !strcmp(dot, ".onnx"))
+            *dot = '\0';
+        /* A file a manifest describes brings its preprocessing and layer names along. */
+        if (vfi_manifest_find_by_file(cfg->models_dir, base, &ex->manifest, NULL) < 0)
+            ex->manifest = NULL;
+        return VF_OK;
+    }
+    vf_status rc = vfi_manifest_find(cfg->models_dir, cfg->model, &ex->manifest, err);
+    if (rc < 0)
+        return rc;
+    ex->model_name = vfi_strdup(ex->manifest->name);
+    if (!ex->model_name)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    ex->model_path = vfi_manifest_locate_file(cfg->models_dir, ex->manifest);
+    if (!ex->model_path) {
+        const vf_manifest *m = ex->manifest;
+        return vfi_fail(err, VF_ERR_IO,
+                        "model '%s': %s not found (looked in --models-dir, $VIDFEAT_MODELS, "
+                        "./models and %s); get it with: scripts/fetch-models.sh %s%s%s",
+                        m->name, m->file, m->dir, m->name,
+                        m->export_hint ? " or: " : "", m->export_hint ? m->export_hint : "");
+    }
+    return VF_OK;
+}
+
+/* Which graph value the features come from. */
+static vf_status resolve_layer(vf_extractor *ex, const vf_config *cfg, int *value,
+                               const vf_layer_spec **spec)
+{
+    const vf_manifest *m = ex->manifest;
+    const char *want = cfg->layer && *cfg->layer ? cfg->layer : NULL;
+    const char *tensor = NULL;
+    *spec = NULL;
+    if (m) {
+        for (int i = 0; i < m->n_layers; i++) {
+            if (!want || !strcmp(want, m->layers[i].name)) {
+                *spec = &m->layers[i];
+                tensor = m->layers[i].tensor;
+                want = m->layers[i].name;
+                break;
+            }
+        }
+    }
+    if (!tensor)
+        tensor = want;
+    if (!tensor) {
+        *value = ex->graph->output;
+        tensor = ex->graph->values[*value].name;
+        want = tensor;
+    } else {
+        *value = vfi_graph_find(ex->graph, tensor);
+    }
+    ex->layer = vfi_strdup(want);
+    if (!ex->layer)
+        return vfi_fail(&ex->err, VF_ERR_NOMEM, "out of memory");
+    if (*value < 0) {
+        char names[256] = "";
+        size_t len = 0;
+        for (int i = 0; m && i < m->n_layers && len < sizeof(names); i++)
+            len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "",
+                                    m->layers[i].name);
+        return vfi_fail(&ex->err, VF_ERR_INVALID,
+                        "%s: no layer or tensor named '%s'%s%s%s", ex->model_path, tensor,
+                        *names ? " (layers: " : "", names, *names ? "; or any tensor name)" : "");
+    }
+    return VF_OK;
+}
+
+static vf_status check_config(const vf_config *cfg, vf_err *err)
+{
+    if (!cfg->model || !*cfg->model)
+        return vfi_fail(err, VF_ERR_INVALID, "no model given");
+    if (cfg->batch_size < 1 || cfg->batch_size > MAX_BATCH)
+        return vfi_fail(err, VF_ERR_INVALID, "batch size %d is not in 1..%d", cfg->batch_size,
+                        MAX_BATCH);
+    if (cfg->n_threads < 0 || cfg->n_threads > 1024)
+        return vfi_fail(err, VF_ERR_INVALID, "thread count %d is not in 0..1024",
+                        cfg->n_threads);
+    if (cfg->precision != VF_PRECISION_F32 && cfg->precision != VF_PRECISION_BF16)
+        return vfi_fail(err, VF_ERR_INVALID, "unknown precision %d", (int)cfg->precision);
+    if (cfg->input_size < 0 || cfg->input_size > 8192)
+        return vfi_fail(err, VF_ERR_INVALID, "input size %d is not in 1..8192", cfg->input_size);
+    if (cfg->std[0] != 0.0f) {
+        for (int i = 0; i < 3; i++) {
+            if (!(cfg->std[i] > 0.0f))
+                return vfi_fail(err, VF_ERR_INVALID, "std must be positive");
+        }
+    }
+    return VF_OK;
+}
+
+static void fill_info(vf_extractor *ex, const vf_config *cfg, int pooled)
+{
+    vf_model_info *in = &ex->info;
+    const vf_manifest *m = ex->manifest;
+    const vf_graph *g = ex->graph;
+    const vf_value *iv = &g->values[g->input];
+    in->name = ex->model_name;
+    in->path = ex->model_path;
+    in->layer = ex->layer;
+    in->backend = ex->backend->ops->name;
+    in->precision = cfg->precision;
+    in->batch_size = cfg->batch_size;
+    in->input_size = (int)iv->dims[2];
+    in->feature_dim = (int)vfi_value_sample_numel(&g->values[g->output]);
+    in->pooled = pooled;
+    in->channel_order = m ? m->channel_order : VF_CHANNELS_RGB;
+    in->resize = m ? m->resize : VF_RESIZE_STRETCH;
+    in->resize_short = m ? m->resize_short : 0;
+    for (int i = 0; i < 3; i++) {
+        in->mean[i] = cfg->std[0] != 0.0f ? cfg->mean[i] : m ? m->mean[i] : cfg->mean[i];
+        in->std[i] = cfg->std[0] != 0.0f ? cfg->std[i] : m ? m->std[i] : 1.0f;
+    }
+}
+
+vf_status vf_extractor_create(const vf_config *cfg, vf_extractor **out)
+{
+    if (!out)
+        return VF_ERR_INVALID;
+    *out = NULL;
+    if (!cfg)
+        return VF_ERR_INVALID;
+    vf_extractor *ex = vfi_calloc(1, sizeof(*ex));
+    if (!ex)
+        return VF_ERR_NOMEM;
+    *out = ex;
+    vf_status rc = check_config(cfg, &ex->err);
+    if (rc < 0)
+        return rc;
+    rc = resolve_model(ex, cfg);
+    if (rc < 0)
+        return rc;
+
+    vf_onnx_opts oo = {cfg->input_size ? cfg->input_size
+                                        : ex->manifest ? ex->manifest->input_size : 0};
+    rc = vfi_onnx_load(ex->model_path, &oo, &ex->graph, &ex->err);
+    if (rc < 0)
+        return rc;
+    const vf_value *iv = &ex->graph->values[ex->graph->input];
+    if (iv->dims[1] != 3 || iv->dims[2] != iv->dims[3])
+        return vfi_fail(&ex->err, VF_ERR_UNSUPPORTED,
+                        "%s: the input is %lldx%lldx%lld; an image model takes 3 x S x S",
+                        ex->model_path, (long long)iv->dims[1], (long long)iv->dims[2],
+                        (long long)iv->dims[3]);
+
+    int value, pooled;
+    const vf_layer_spec *spec;
+    rc = resolve_layer(ex, cfg, &value, &spec);
+    if (rc >= 0)
+        rc = vfi_pass_set_output(ex->graph, value, &pooled, &ex->err);
+    if (rc >= 0)
+        rc = vfi_pass_optimize(ex->graph, &ex->err);
+    if (rc < 0) {
+        vfi_err_prefix(&ex->err, "%s", ex->model_path);
+        return rc;
+    }
+    int64_t dim = vfi_value_sample_numel(&ex->graph->values[ex->graph->output]);
+    if (spec && spec->dim && spec->dim != dim)
+        return vfi_fail(&ex->err, VF_ERR_MODEL,
+                        "%s: layer '%s' gives %lld values, the manifest says %d", ex->model_path,
+                        spec->name, (long long)dim, spec->dim);
+
+    vf_backend_opts bo = {0, cfg->n_threads, cfg->precision};
+    rc = vfi_backend_open(cfg->backend ? cfg->backend : "auto", &bo, &ex->backend, &ex->err);
+    if (rc < 0)
+        return rc;
+    rc = ex->backend->ops->prepare(ex->backend, ex->graph, cfg->batch_size);
+    if (rc < 0) {
+        ex->err = ex->backend->err;
+        vfi_err_prefix(&ex->err, "%s", ex->model_path);
+        return rc;
+    }
+    if (ex->backend->ops->describe && ex->backend->ops->describe(ex->backend))
+        vfi_log(VF_LOG_DEBUG, "engine", "%s", ex->backend->ops->describe(ex->backend));
+    fill_info(ex, cfg, pooled);
+    return VF_OK;
+}
+
+vf_status vf_extractor_info(const vf_extractor *ex, vf_model_info *info)
+{
+    if (!ex || !info || !ex->backend)
+        return VF_ERR_INVALID;
+    *info = ex->info;
+    return VF_OK;
+}
+
+vf_status vf_extractor_infer(vf_extractor *ex, const float *images, int n, float *features)
+{
+    if (!ex || !ex->backend || !images || !features || n < 1)
+        return ex ? vfi_fail(&ex->err, VF_ERR_INVALID, "invalid arguments") : VF_ERR_INVALID;
+    size_t in_per = (size_t)3 * ex->info.input_size * ex->info.input_size;
+    size_t out_per = (size_t)ex->info.feature_dim;
+    for (int done = 0; done < n;) {
+        int count = n - done < ex->info.batch_size ? n - done : ex->info.batch_size;
+        vf_status rc = ex->backend->ops->run(ex->backend, images + (size_t)done * in_per,
+                                             features + (size_t)done * out_per, count);
+        if (rc < 0) {
+            ex->err = ex->backend->err;
+            return rc;
+        }
+        done += count;
+    }
+    return VF_OK;
+}
+
+const char *vf_extractor_errmsg(const vf_extractor *ex)
+{
+    return ex ? ex->err.msg : "out of memory";
+}
+
+void vf_extractor_free(vf_extractor **pex)
+{
+    vf_extractor *ex = pex ? *pex : NULL;
+    if (!ex)
+        return;
+    vfi_backend_free(&ex->backend);
+    vfi_graph_free(&ex->graph);
+    vfi_manifest_free(&ex->manifest);
+    vfi_free(ex->model_name);
+    vfi_free(ex->model_path);
+    vfi_free(ex->layer);
+    vfi_free(ex);
+    *pex = NULL;
+}
+
+/* ---- model list ------------------------------------------------------------------------------ */
+
+typedef struct list_item {
+    vf_model_entry entry;
+    vf_manifest *m;
+    char *found;
+    char *layers;
+} list_item;
+
+struct vf_model_list {
+    list_item *items;
+    size_t n;
+};
+
+static vf_status add_listed(vf_model_list *list, vf_manifest *m, const char *models_dir)
+{
+    for (size_t i = 0; i < list->n; i++) {
+        if (!strcmp(list->items[i].m->name, m->name))
+            return VF_ERR_INVALID; /* shadowed by an earlier directory */
+    }
+    list_item *items = vfi_realloc(list->items, (list->n + 1) * sizeof(*items));
+    if (!items)
+        return VF_ERR_NOMEM;
+    list->items = items;
+    list_item *it = &items[list->n];
+    memset(it, 0, sizeof(*it));
+    it->layers = vfi_malloc(1024);
+    if (!it->layers)
+        return VF_ERR_NOMEM;
+    it->layers[0] = '\0';
+    size_t len = 0;
+    for (int i = 0; i < m->n_layers && len < 1024; i++)
+        len += (size_t)snprintf(it->layers + len, 1024 - len, "%s%s:%d", i ? " " : "",
+                                m->layers[i].name, m->layers[i].dim);
+    it->m = m;
+    it->found = vfi_manifest_locate_file(models_dir, m);
+    it->entry.name = m->name;
+    it->entry.manifest = m->path;
+    it->entry.file = m->file;
+    it->entry.found = it->found;
+    it->entry.layers = it->layers;
+    it->entry.description = m->description ? m->description : "";
+    it->entry.input_size = m->input_size;
+    list->n++;
+    return VF_OK;
+}
+
+vf_status vf_model_list_create(const char *models_dir, vf_model_list **out)
+{
+    if (!out)
+        return VF_ERR_INVALID;
+    vf_model_list *list = vfi_calloc(1, sizeof(*list));
+    if (!list)
+        return VF_ERR_NOMEM;
+    const char *dirs[VF_MAX_SEARCH_DIRS];
+    char env[4096], path[4096];
+    int n = vfi_models_search_path(models_dir, dirs, env, sizeof(env));
+    for (int i = 0; i < n; i++) {
+        DIR *d = opendir(dirs[i]);
+        if (!d)
+            continue;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            size_t len = strlen(e->d_name);
+            if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
+                continue;
+            snprintf(path, sizeof(path), "%s/%s", dirs[i], e->d_name);
+            vf_manifest *m = NULL;
+            vf_err err;
+            vf_status rc = vfi_manifest_load(path, &m, &err);
+            if (rc == VF_ERR_INVALID)
+                vfi_log(VF_LOG_WARNING, "models", "%s", err.msg);
+            if (rc < 0)
+                continue;
+            rc = add_listed(list, m, models_dir);
+            if (rc < 0)
+                vfi_manifest_free(&m);
+            if (rc == VF_ERR_NOMEM) {
+                closedir(d);
+                vf_model_list_free(&list);
+                return rc;
+            }
+        }
+        closedir(d);
+    }
+    *out = list;
+    return VF_OK;
+}
+
+size_t vf_model_list_count(const vf_model_list *list)
+{
+    return list ? list->n : 0;
+}
+
+const vf_model_entry *vf_model_list_get(const vf_model_list *list, size_t i)
+{
+    return list && i < list->n ? &list->items[i].entry : NULL;
+}
+
+void vf_model_list_free(vf_model_list **plist)
+{
+    vf_model_list *list = plist ? *plist : NULL;
+    if (!list)
+        return;
+    for (size_t i = 0; i < list->n; i++) {
+        vfi_manifest_free(&list->items[i].m);
+        vfi_free(list->items[i].found);
+        vfi_free(list->items[i].layers);
+    }
+    vfi_free(list->items);
+    vfi_free(list);
+    *plist = NULL;
+}

@@ -1,0 +1,76 @@
+/*
+ * backend.h - the contract between the engine and a compute backend (STYLE 2.7).
+ *
+ * A backend turns a finished vf_graph (one input [N, C, H, W], one output [N, D], topological
+ * order) into something it can run on batches. Lifecycle: probe -> init -> prepare (once, on the
+ * thread that will call run) -> run (per batch, blocking) -> destroy. Each backend lives in one
+ * file and exports exactly one ops table; backend.c is the only place that lists them.
+ */
+#ifndef VIDFEAT_BACKEND_H
+#define VIDFEAT_BACKEND_H
+
+#include <stddef.h>
+
+#include "graph.h"
+
+typedef struct vf_backend vf_backend;
+
+typedef struct vf_backend_opts {
+    int device;             /* GPU ordinal; ignored by CPU backends */
+    int n_threads;          /* 0 = backend default */
+    vf_precision precision;
+} vf_backend_opts;
+
+typedef struct vf_backend_ops {
+    const char *name;       /* "dnnl", "ref", "cuda": what --backend accepts */
+    const char *description;
+    int is_gpu;
+
+    /* Can this backend run here and now? Cheap, no lasting side effects. VF_OK, or
+     * VF_ERR_NO_DEVICE with the reason in *err. */
+    vf_status (*probe)(vf_err *err);
+
+    /* Allocate private state into b->ctx; VF_ERR_UNSUPPORTED for a precision it lacks. */
+    vf_status (*init)(vf_backend *b, const vf_backend_opts *opts);
+
+    /* Compile g for batches of up to max_batch images. g is borrowed and must outlive the
+     * backend (weights may be used in place). Called once. */
+    vf_status (*prepare)(vf_backend *b, const vf_graph *g, int max_batch);
+
+    /* Run n <= max_batch images: in is host f32 [n, C, H, W], out host f32 [n, D]. Blocking;
+     * on VF_OK out is complete. Does not allocate. */
+    vf_status (*run)(vf_backend *b, const float *in, float *out, int n);
+
+    /* (optional) Text describing what prepare chose (kernels, memory), for --verbose; NULL if
+     * none. Borrowed from the backend. */
+    const char *(*describe)(vf_backend *b);
+
+    /* (optional) Write the underlying library's name and version into buf. */
+    void (*library_version)(char *buf, size_t size);
+
+    /* Release everything init/prepare acquired; copes with a partial init. */
+    void (*destroy)(vf_backend *b);
+} vf_backend_ops;
+
+struct vf_backend {
+    const vf_backend_ops *ops; /* static table, never freed */
+    void *ctx;                 /* backend-private state */
+    vf_backend_opts opts;
+    vf_err err;                /* detail of the last failing call */
+};
+
+/* Resolve a name ("auto", "cpu" = "dnnl", "ref", "cuda", "gpu" = "cuda"), probe and init it.
+ * VF_ERR_NOT_BUILT for a backend not compiled in, VF_ERR_NO_DEVICE when its probe fails,
+ * VF_ERR_INVALID for an unknown name. */
+vf_status vfi_backend_open(const char *name, const vf_backend_opts *opts, vf_backend **out,
+                           vf_err *err);
+void vfi_backend_free(vf_backend **pb);
+
+/* The compiled-in backends, in "auto" order; returns the count. */
+size_t vfi_backend_list(const vf_backend_ops *const **list);
+
+extern const vf_backend_ops vfi_backend_ref;  /* backend_ref.c */
+extern const vf_backend_ops vfi_backend_dnnl; /* backend_dnnl.c */
+extern const vf_backend_ops vfi_backend_cuda; /* backend_cuda.c, when built */
+
+#endif /* VIDFEAT_BACKEND_H */

@@ -1,0 +1,92 @@
+#!/usr/bin/python3
+"""Export torchvision CNNs to ONNX with seeded random weights.
+
+No pretrained VGG19 / Inception v3 / ResNet-50 weights can be downloaded on a machine without
+network access, but the architectures (and so the cost and the operator mix) are identical with
+random weights, which is what conformance tests and benchmarks need.  With PyTorch and network
+access, --pretrained loads torchvision's ImageNet weights instead.
+
+The export matches the ONNX model zoo's *_Opset17_torch_hub files: opset 17, a fixed batch of 1
+(vidfeat runs it at any batch size), input "input", output "output".  --dynamic-batch exports
+a dynamic batch axis instead.
+
+Usage:
+  /usr/bin/python3 scripts/export-torchvision.py [--out DIR] [--dynamic-batch] NAME...
+  NAME: vgg19 inception_v3 resnet50 mobilenet_v2 squeezenet1_1 densenet121
+"""
+import argparse
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torchvision
+
+SIZES = {"inception_v3": 299}
+NAMES = ["vgg19", "inception_v3", "resnet50", "mobilenet_v2", "squeezenet1_1", "densenet121"]
+
+
+def build(name, seed, pretrained):
+    torch.manual_seed(seed)
+    kw = {"weights": "DEFAULT" if pretrained else None}
+    if name == "inception_v3":
+        # The torch-hub Inception v3 normalises with transform_input=True (the ImageNet weights
+        # expect it); the prelude is Gather/Unsqueeze/Mul/Add/Concat in ONNX.
+        kw.update(aux_logits=True, transform_input=True, init_weights=not pretrained)
+    model = getattr(torchvision.models, name)(**kw)
+    if not pretrained:
+        randomize_statistics(model, seed)
+    return model.eval()
+
+
+def randomize_statistics(model, seed):
+    """Give biases and BatchNorm statistics distinct random values, as a trained model has:
+    with the default constants the exporter merges equal initializers, and BatchNorm would be
+    an identity that tests nothing."""
+    g = torch.Generator().manual_seed(seed + 1000)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)) and m.bias is not None:
+                m.bias.uniform_(-0.1, 0.1, generator=g)
+            elif isinstance(m, nn.BatchNorm2d):
+                m.weight.uniform_(0.5, 1.5, generator=g)
+                m.bias.uniform_(-0.1, 0.1, generator=g)
+                m.running_mean.uniform_(-0.1, 0.1, generator=g)
+                m.running_var.uniform_(0.5, 1.5, generator=g)
+
+
+def export(name, out_dir, dynamic, pretrained, opset):
+    path = os.path.join(out_dir, name + ".onnx")
+    model = build(name, NAMES.index(name) + 1, pretrained)
+    size = SIZES.get(name, 224)
+    x = torch.randn(1, 3, size, size)
+    axes = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic else None
+    with torch.no_grad():
+        torch.onnx.export(model, x, path, opset_version=opset, input_names=["input"],
+                          output_names=["output"], dynamic_axes=axes, do_constant_folding=True)
+    print("wrote %s (%.0f MB)" % (path, os.path.getsize(path) / 1e6))
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("names", nargs="+", choices=NAMES)
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "models"))
+    ap.add_argument("--dynamic-batch", action="store_true")
+    ap.add_argument("--pretrained", action="store_true",
+                    help="torchvision's ImageNet weights (needs them downloaded)")
+    ap.add_argument("--opset", type=int, default=17)
+    ap.add_argument("--force", action="store_true", help="overwrite existing files")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    for name in args.names:
+        path = os.path.join(args.out, name + ".onnx")
+        if os.path.exists(path) and not args.force:
+            print("exists %s" % path)
+            continue
+        export(name, args.out, args.dynamic_batch, args.pretrained, args.opset)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+#!/usr/bin/python3
+"""Build the ONNX Runtime reference outputs that tests/test_conformance.c compares vidfeat with.
+
+For each model: export it (torchvision, seeded random weights) unless it is already in the
+cache, add the feature tensors as extra graph outputs in a copy, run ONNX Runtime 1.30
+(onnxruntime-node, CPU) on photos from ../shared/images one image at a time, and record a case in
+OUT/cases.tsv.  The real-weight MobileNetV2 from ../shared/models runs on the 15 photos of
+../shared/images, decoded and stretched to 224x224 by the ffmpeg CLI (bilinear), and the top-1
+classes its verification file lists are written to OUT/top1.tsv.
+
+Exits 77 (skipped) when a tool it needs is missing: python3-onnx, python3-numpy, python3-torch,
+node with onnxruntime-node (ORT_NODE_DIR), the ffmpeg CLI.
+
+usage: /usr/bin/python3 scripts/make_conformance.py --out DIR [--shared DIR] [--quick]
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SKIP = 77
+
+# model, input size, [(layer as given to --layer, tensor, H*W averaged by vidfeat or 0)], images
+CASES = [
+    ("vgg19", 224, [("fc7", "/classifier/classifier.4/Relu_output_0", 0),
+                    ("pool5", "/features/features.36/MaxPool_output_0", 49)], 8),
+    ("inception_v3", 299, [("pool", "/avgpool/GlobalAveragePool_output_0", 0)], 8),
+    ("resnet50", 224, [("pool", "/avgpool/GlobalAveragePool_output_0", 0)], 8),
+    ("squeezenet1_1", 224, [("output", "output", 0)], 8),
+    ("densenet121", 224, [("output", "output", 0)], 8),
+    ("mobilenet_v2", 224, [("pool", "/GlobalAveragePool_output_0", 0)], 8),
+]
+QUICK = {"squeezenet1_1", "mobilenet_v2"}
+
+
+def need(module):
+    try:
+        return __import__(module)
+    except ImportError:
+        print("make_conformance: python module %s missing: skipped" % module)
+        sys.exit(SKIP)
+
+
+def run_ort(model, inp, n, size, prefix, names):
+    env = dict(os.environ)
+    subprocess.run(["node", os.path.join(HERE, "ort_run.js"), model, inp, str(n), "3",
+                    str(size), str(size), prefix] + names, check=True, env=env, cwd=ROOT)
+    safe = lambda s: "".join(c if c.isalnum() or c in "_.-" else "_" for c in s)
+    return ["%s.%s.bin" % (prefix, safe(nm)) for nm in names]
+
+
+def with_outputs(onnx, src, dst, tensors):
+    """Copy of src whose graph outputs include the given tensors."""
+    m = onnx.load(src)
+    have = {o.name for o in m.graph.output}
+    for t in tensors:
+        if t not in have:
+            m.graph.output.append(onnx.helper.make_empty_tensor_value_info(t))
+    onnx.save(m, dst)
+
+
+def load_photos(np, shared, names, size, mean, std):
+    """Photos stretched to size x size (bilinear, ffmpeg CLI), normalised, planar float32."""
+    planes = []
+    for name in names:
+        raw = subprocess.run(["ffmpeg", "-v", "error", "-i", os.path.join(shared, "images", name),
+                              "-vf", "scale=%d:%d:flags=bilinear" % (size, size), "-frames:v", "1",
+                              "-pix_fmt", "rgb24", "-f", "rawvideo", "-"],
+                             check=True, capture_output=True).stdout
+        img = np.frombuffer(raw, np.uint8).reshape(size, size, 3).astype(np.float32)
+        planes.append(((img - np.float32(mean)) / np.float32(std)).transpose(2, 0, 1))
+    return np.stack(planes).astype("<f4")
+
+
+def photos(np, shared, out):
+    """The 15 photos with MobileNetV2's preprocessing, and their expected top-1 classes."""
+    ver = json.load(open(os.path.join(shared, "models", "mobilenet_v2_1.0_224.verification.json")))
+    names = [im["image"] for im in ver["images"]]
+    x = load_photos(np, shared, names, 224, 127.5, 127.5)
+    path = os.path.join(out, "photos.bin")
+    x.tofile(path)
+    with open(os.path.join(out, "top1.tsv"), "w") as f:
+        for im in ver["images"]:
+            f.write("%s\t%d\n" % (im["image"], im["top5"][0][0]))
+    return path, len(names)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--shared", default=os.environ.get("VIDFEAT_SHARED",
+                                                       os.path.join(ROOT, "..", "shared")))
+    ap.add_argument("--cache", help="where exported models live (default OUT/models)")
+    ap.add_argument("--quick", action="store_true", help="only the small models")
+    args = ap.parse_args()
+    np = need("numpy")
+    onnx = need("onnx")
+    need("onnx.helper")
+    need("torch")
+    ort_dir = os.environ.get("ORT_NODE_DIR",
+                             os.path.join(ROOT, "build", "ort", "node_modules", "onnxruntime-node"))
+    if not shutil.which("node") or not os.path.isdir(ort_dir):
+        print("make_conformance: node or onnxruntime-node (%s) missing: skipped" % ort_dir)
+        return SKIP
+    os.environ["ORT_NODE_DIR"] = ort_dir
+    if not shutil.which("ffmpeg"):
+        print("make_conformance: the ffmpeg CLI is missing: skipped")
+        return SKIP
+    out = os.path.abspath(args.out)
+    cache = os.path.abspath(args.cache or os.path.join(out, "models"))
+    os.makedirs(out, exist_ok=True)
+    os.makedirs(cache, exist_ok=True)
+    lines = []
+    images = sorted(f for f in os.listdir(os.path.join(args.shared, "images")))
+    imagenet_mean = [123.675, 116.28, 103.53]
+    imagenet_std = [58.395, 57.12, 57.375]
+
+    for name, size, layers, n in CASES:
+        if args.quick and name not in QUICK:
+            continue
+        src = os.path.join(cache, name + ".onnx")
+        if not os.path.exists(src):
+            subprocess.run([sys.executable, os.path.join(HERE, "export-torchvision.py"),
+                            "--out", cache, name], check=True)
+        tensors = [t for _, t, _ in layers]
+        aug = os.path.join(out, name + ".ref.onnx")
+        with_outputs(onnx, src, aug, tensors)
+        x = load_photos(np, args.shared, images[:n], size, imagenet_mean, imagenet_std)
+        inp = os.path.join(out, name + ".input.bin")
+        x.tofile(inp)
+        refs = run_ort(aug, inp, n, size, os.path.join(out, name), tensors)
+        os.remove(aug)
+        for (layer, tensor, spatial), ref in zip(layers, refs):
+            y = np.fromfile(ref, "<f4").reshape(n, -1)
+            if spatial:  # vidfeat global-average-pools a 4-D map
+                y = y.reshape(n, -1, spatial).mean(axis=2, dtype=np.float64).astype("<f4")
+                y.tofile(ref)
+            spread = float(np.std(y, axis=0).mean() / (np.abs(y).mean() + 1e-30))
+            print("%-14s %-6s %5d-d  spread across images %.3f" % (name, layer, y.shape[1], spread))
+            # models with a manifest are asked for by layer name, the others by tensor name
+            has_manifest = os.path.exists(os.path.join(ROOT, "models", name + ".json"))
+            lines.append("\t".join([src, layer if has_manifest else tensor, inp, ref,
+                                    str(n), str(size), str(y.shape[1])]))
+
+    shared_model = os.path.join(args.shared, "models", "mobilenet_v2_1.0_224.onnx")
+    if os.path.exists(shared_model):
+        inp, n = photos(np, args.shared, out)
+        refs = run_ort(shared_model, inp, n, 224, os.path.join(out, "mobilenet_real"),
+                       ["features", "probs"])
+        for layer, ref in zip(["features", "probs"], refs):
+            dim = np.fromfile(ref, "<f4").size // n
+            lines.append("\t".join([shared_model, layer, inp, ref, str(n), "224", str(dim)]))
+    with open(os.path.join(out, "cases.tsv"), "w") as f:
+        f.write("# model\tlayer\tinput\treference\timages\tsize\tdim\n")
+        f.write("\n".join(lines) + "\n")
+    print("make_conformance: %d cases in %s" % (len(lines), os.path.join(out, "cases.tsv")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

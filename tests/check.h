@@ -1,0 +1,95 @@
+/*
+ * check.h - the test harness: a few macros, no framework. A failed check prints
+ * "file:line: expression" (and detail) and exits 1; SKIP exits 77, which ctest reports as
+ * skipped.
+ */
+#ifndef VIDFEAT_CHECK_H
+#define VIDFEAT_CHECK_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond);               \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                                       \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);               \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_EQ(a, b)                                                                             \
+    do {                                                                                           \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                        \
+        if (a_ != b_) {                                                                            \
+            fprintf(stderr, "%s:%d: CHECK_EQ(%s, %s) failed: %lld != %lld\n", __FILE__, __LINE__, \
+                    #a, #b, a_, b_);                                                               \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                                      \
+    do {                                                                                           \
+        double a_ = (a), b_ = (b);                                                                 \
+        if (!(fabs(a_ - b_) <= (tol))) {                                                           \
+            fprintf(stderr, "%s:%d: CHECK_NEAR(%s, %s, %s) failed: %.9g vs %.9g\n", __FILE__,      \
+                    __LINE__, #a, #b, #tol, a_, b_);                                               \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+/* A vf_status expression that must be >= 0; msg_expr gives the detail on failure. */
+#define CHECK_OK(expr, msg_expr)                                                                   \
+    do {                                                                                           \
+        int rc_ = (int)(expr);                                                                     \
+        if (rc_ < 0) {                                                                             \
+            fprintf(stderr, "%s:%d: %s failed: %s: %s\n", __FILE__, __LINE__, #expr,               \
+                    vf_status_str((vf_status)rc_), (msg_expr));                                    \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+#define SKIP(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "skipped: ");                                                              \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fputc('\n', stderr);                                                                       \
+        exit(77);                                                                                  \
+    } while (0)
+
+/* Relative error of a against reference r: max|a - r| / max|r| (0 when both are 0). */
+static inline double vf_rel_err(const float *a, const float *r, size_t n)
+{
+    double diff = 0.0, mag = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - r[i]);
+        diff = d > diff ? d : diff;
+        mag = fabs(r[i]) > mag ? fabs(r[i]) : mag;
+    }
+    if (diff != diff)
+        return INFINITY; /* NaN */
+    return mag > 0.0 ? diff / mag : diff;
+}
+
+static inline double vf_cosine(const float *a, const float *b, size_t n)
+{
+    double ab = 0.0, aa = 0.0, bb = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    return aa > 0.0 && bb > 0.0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
+}
+
+#endif /* VIDFEAT_CHECK_H */

@@ -1,0 +1,172 @@
+/*
+ * test_conformance.c - vidfeat against ONNX Runtime 1.30 on whole networks.
+ *
+ * Reads DIR/cases.tsv written by scripts/make_conformance.py (the fixture test before this one):
+ * each case is an ONNX file, a feature layer, input images and ONNX Runtime's output for them.
+ * Every case runs through the public API on the oneDNN backend at batch 1 and 8 in f32 (each
+ * vector within 1e-4 relative: max|ours - ort| / max|ort|) and in bf16 (cosine >= 0.999 per
+ * vector); small models also run on the reference backend. Where DIR/top1.tsv exists, the real
+ * MobileNetV2's class probabilities must give the verified top-1 class for every photo.
+ * Skips (77) when the fixture skipped.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "vidfeat.h"
+
+#define F32_TOL 1e-4
+#define BF16_MIN_COS 0.999
+/* Class probabilities go through a softmax, which sharpens bf16 rounding in the logits; for them
+ * the bound is looser and the top-1 class must still match. */
+#define BF16_MIN_COS_PROBS 0.99
+
+typedef struct conf_case {
+    char model[1024], layer[256], input[1024], reference[1024];
+    int n, size, dim;
+} conf_case;
+
+static float *read_floats(const char *path, size_t count)
+{
+    FILE *f = fopen(path, "rb");
+    CHECK_MSG(f, "cannot open %s", path);
+    float *buf = malloc(count * sizeof(float));
+    CHECK(buf);
+    size_t got = fread(buf, sizeof(float), count, f);
+    CHECK_MSG(got == count && fgetc(f) == EOF, "%s: expected %zu floats", path, count);
+    fclose(f);
+    return buf;
+}
+
+static float *run(const conf_case *c, const char *backend, vf_precision prec, int batch,
+                  const float *input)
+{
+    vf_config cfg = vf_config_default();
+    cfg.model = c->model;
+    cfg.layer = c->layer;
+    cfg.backend = backend;
+    cfg.precision = prec;
+    cfg.batch_size = batch;
+    vf_extractor *ex = NULL;
+    vf_status rc = vf_extractor_create(&cfg, &ex);
+    CHECK_OK(rc, vf_extractor_errmsg(ex));
+    vf_model_info info;
+    CHECK_OK(vf_extractor_info(ex, &info), vf_extractor_errmsg(ex));
+    CHECK_EQ(info.feature_dim, c->dim);
+    CHECK_EQ(info.input_size, c->size);
+    float *out = malloc((size_t)c->n * c->dim * sizeof(float));
+    CHECK(out);
+    CHECK_OK(vf_extractor_infer(ex, input, c->n, out), vf_extractor_errmsg(ex));
+    vf_extractor_free(&ex);
+    CHECK(ex == NULL);
+    return out;
+}
+
+static int is_small(const conf_case *c)
+{
+    return strstr(c->model, "mobilenet") || strstr(c->model, "squeezenet");
+}
+
+static void check_top1(const char *dir, const float *probs, const conf_case *c, const char *what)
+{
+    char path[2048];
+    snprintf(path, sizeof(path), "%s/top1.tsv", dir);
+    FILE *f = fopen(path, "r");
+    CHECK_MSG(f, "cannot open %s", path);
+    char name[256];
+    int want, i = 0;
+    while (fscanf(f, "%255s %d", name, &want) == 2) {
+        CHECK(i < c->n);
+        const float *p = probs + (size_t)i * c->dim;
+        int best = 0;
+        for (int k = 1; k < c->dim; k++)
+            best = p[k] > p[best] ? k : best;
+        CHECK_MSG(best == want, "%s (%s): top-1 class %d, verified %d", name, what, best, want);
+        i++;
+    }
+    fclose(f);
+    CHECK_EQ(i, c->n);
+    printf("  top-1 matches the verified class on all %d photos (%s)\n", i, what);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        SKIP("usage: test_conformance DIR");
+    char path[2048];
+    snprintf(path, sizeof(path), "%s/cases.tsv", argv[1]);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        SKIP("%s missing (make_conformance skipped: ONNX Runtime, PyTorch or ffmpeg not "
+             "installed)",
+             path);
+    char line[8192];
+    int n_cases = 0;
+    double worst_f32 = 0.0, worst_cos = 1.0;
+    while (fgets(line, sizeof(line), f)) {
+        if (line[0] == '#')
+            continue;
+        conf_case c;
+        CHECK(sscanf(line, "%1023[^\t]\t%255[^\t]\t%1023[^\t]\t%1023[^\t]\t%d\t%d\t%d", c.model,
+                     c.layer, c.input, c.reference, &c.n, &c.size, &c.dim) == 7);
+        size_t in_count = (size_t)c.n * 3 * c.size * c.size, out_count = (size_t)c.n * c.dim;
+        float *input = read_floats(c.input, in_count);
+        float *ref = read_floats(c.reference, out_count);
+        printf("%s [%s] %d images, %d-d\n", c.model, c.layer, c.n, c.dim);
+
+        static const int batches[] = {1, 8};
+        for (int bi = 0; bi < 2; bi++) {
+            float *out = run(&c, "cpu", VF_PRECISION_F32, batches[bi], input);
+            double worst = 0.0;
+            for (int i = 0; i < c.n; i++) {
+                double e = vf_rel_err(out + (size_t)i * c.dim, ref + (size_t)i * c.dim,
+                                      (size_t)c.dim);
+                CHECK_MSG(e <= F32_TOL, "%s %s f32 batch %d image %d: relative error %.3g",
+                          c.model, c.layer, batches[bi], i, e);
+                worst = e > worst ? e : worst;
+            }
+            printf("  dnnl f32 batch %d: max relative error %.2e\n", batches[bi], worst);
+            worst_f32 = worst > worst_f32 ? worst : worst_f32;
+            if (!strcmp(c.layer, "probs") && bi == 1)
+                check_top1(argv[1], out, &c, "f32");
+            free(out);
+        }
+        float *out = run(&c, "cpu", VF_PRECISION_BF16, 8, input);
+        int is_probs = !strcmp(c.layer, "probs");
+        double min_cos = 1.0, bound = is_probs ? BF16_MIN_COS_PROBS : BF16_MIN_COS;
+        for (int i = 0; i < c.n; i++) {
+            double cs = vf_cosine(out + (size_t)i * c.dim, ref + (size_t)i * c.dim, (size_t)c.dim);
+            CHECK_MSG(cs >= bound, "%s %s bf16 image %d: cosine %.5f", c.model, c.layer, i, cs);
+            min_cos = cs < min_cos ? cs : min_cos;
+        }
+        printf("  dnnl bf16 batch 8: min cosine %.6f (bound %.3f)\n", min_cos, bound);
+        if (!is_probs)
+            worst_cos = min_cos < worst_cos ? min_cos : worst_cos;
+        if (!strcmp(c.layer, "probs"))
+            check_top1(argv[1], out, &c, "bf16");
+        free(out);
+        if (is_small(&c)) {
+            out = run(&c, "ref", VF_PRECISION_F32, 4, input);
+            double worst = 0.0;
+            for (int i = 0; i < c.n; i++) {
+                double e = vf_rel_err(out + (size_t)i * c.dim, ref + (size_t)i * c.dim,
+                                      (size_t)c.dim);
+                CHECK_MSG(e <= F32_TOL, "%s %s ref image %d: relative error %.3g", c.model,
+                          c.layer, i, e);
+                worst = e > worst ? e : worst;
+            }
+            printf("  ref f32 batch 4: max relative error %.2e\n", worst);
+            free(out);
+        }
+        free(input);
+        free(ref);
+        n_cases++;
+    }
+    fclose(f);
+    CHECK_MSG(n_cases > 0, "no cases in %s", path);
+    printf("%d cases: f32 max relative error %.2e (bound %.0e), bf16 feature min cosine %.6f "
+           "(bound %.3f)\n",
+           n_cases, worst_f32, F32_TOL, worst_cos, BF16_MIN_COS);
+    return 0;
+}

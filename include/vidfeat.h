@@ -38,19 +38,19 @@ extern "C" {
 /** Status codes. Values are stable; new codes are only appended. */
 typedef enum vf_status {
     VF_OK = 0,
-    VF_EOF = 1,                /**< end of stream or queue: a normal stop, not a failure */
-    VF_ERR_INVALID = -1,       /**< bad argument or API misuse */
-    VF_ERR_NOMEM = -2,         /**< out of memory, or a size beyond what we accept */
-    VF_ERR_IO = -3,            /**< cannot open, read or write a file */
-    VF_ERR_DECODE = -4,        /**< demux, decode or scale failed */
-    VF_ERR_MODEL = -5,         /**< model file malformed or inconsistent */
-    VF_ERR_UNSUPPORTED = -6,   /**< valid model using an operator or attribute we lack */
-    VF_ERR_BACKEND = -7,       /**< the compute library failed at run time */
-    VF_ERR_NO_DEVICE = -8,     /**< backend compiled in, but no usable device here */
-    VF_ERR_NOT_BUILT = -9,     /**< feature not compiled into this build */
-    VF_ERR_STORE = -10,        /**< the database failed */
-    VF_ERR_CANCELLED = -11,    /**< cancelled by the caller or by a failing stage */
-    VF_ERR_INTERNAL = -12,     /**< a vidfeat bug: an invariant did not hold */
+    VF_EOF = 1,              /**< end of stream or queue: a normal stop, not a failure */
+    VF_ERR_INVALID = -1,     /**< bad argument or API misuse */
+    VF_ERR_NOMEM = -2,       /**< out of memory, or a size beyond what we accept */
+    VF_ERR_IO = -3,          /**< cannot open, read or write a file */
+    VF_ERR_DECODE = -4,      /**< demux, decode or scale failed */
+    VF_ERR_MODEL = -5,       /**< model file malformed or inconsistent */
+    VF_ERR_UNSUPPORTED = -6, /**< valid model using an operator or attribute we lack */
+    VF_ERR_BACKEND = -7,     /**< the compute library failed at run time */
+    VF_ERR_NO_DEVICE = -8,   /**< backend compiled in, but no usable device here */
+    VF_ERR_NOT_BUILT = -9,   /**< feature not compiled into this build */
+    VF_ERR_STORE = -10,      /**< the database failed */
+    VF_ERR_CANCELLED = -11,  /**< cancelled by the caller or by a failing stage */
+    VF_ERR_INTERNAL = -12,   /**< a vidfeat bug: an invariant did not hold */
 } vf_status;
 
 /** Numeric precision the network runs in. */
@@ -67,8 +67,8 @@ typedef enum vf_channel_order {
 
 /** How a frame is fitted to the network's square input. */
 typedef enum vf_resize_policy {
-    VF_RESIZE_STRETCH = 0,     /**< whole frame scaled to size x size, aspect not kept */
-    VF_RESIZE_SHORT_CROP = 1,  /**< shorter side to resize_short, then a centred size x size crop */
+    VF_RESIZE_STRETCH = 0,    /**< whole frame scaled to size x size, aspect not kept */
+    VF_RESIZE_SHORT_CROP = 1, /**< shorter side to resize_short, then a centred size x size crop */
 } vf_resize_policy;
 
 /**
@@ -94,7 +94,7 @@ typedef struct vf_config {
      *  input_size defaults to the graph's input size, mean to 0 and std to 1 (pixel units,
      *  0..255). */
     int input_size;
-    float mean[3];          /**< per channel, in pixel units; std[0] == 0 means "not set" */
+    float mean[3]; /**< per channel, in pixel units; std[0] == 0 means "not set" */
     float std[3];
 } vf_config;
 
@@ -103,20 +103,20 @@ typedef struct vf_extractor vf_extractor;
 
 /** What an extractor expects and produces. Strings are borrowed from the extractor. */
 typedef struct vf_model_info {
-    const char *name;           /**< manifest name, or the ONNX file's base name */
-    const char *path;           /**< the ONNX file that was loaded */
-    const char *layer;          /**< the feature layer's name as requested or defaulted */
-    const char *tensor;         /**< the graph tensor the features come from */
-    const char *backend;        /**< backend actually used: "dnnl", "ref", "cuda" */
+    const char *name;    /**< manifest name, or the ONNX file's base name */
+    const char *path;    /**< the ONNX file that was loaded */
+    const char *layer;   /**< the feature layer's name as requested or defaulted */
+    const char *tensor;  /**< the graph tensor the features come from */
+    const char *backend; /**< backend actually used: "dnnl", "ref", "cuda" */
     vf_precision precision;
     int batch_size;
-    int input_size;             /**< the network's input is [N, 3, input_size, input_size] */
-    int feature_dim;            /**< floats per image in the output */
-    int pooled;                 /**< 1 if a 4-D map is global-average-pooled into the vector */
+    int input_size;  /**< the network's input is [N, 3, input_size, input_size] */
+    int feature_dim; /**< floats per image in the output */
+    int pooled;      /**< 1 if a 4-D map is global-average-pooled into the vector */
     vf_channel_order channel_order;
     vf_resize_policy resize;
-    int resize_short;           /**< shorter side before the crop (VF_RESIZE_SHORT_CROP) */
-    float mean[3];              /**< pixel units, in channel_order */
+    int resize_short; /**< shorter side before the crop (VF_RESIZE_SHORT_CROP) */
+    float mean[3];    /**< pixel units, in channel_order */
     float std[3];
 } vf_model_info;
 
@@ -160,10 +160,10 @@ VF_API void vf_extractor_free(vf_extractor **pex);
 /** One known model, as listed by vf_model_list(). Strings borrowed from the list. */
 typedef struct vf_model_entry {
     const char *name;
-    const char *manifest;      /**< the JSON manifest's path */
-    const char *file;          /**< the ONNX file name the manifest names */
-    const char *found;         /**< where the ONNX file was found, or NULL if nowhere */
-    const char *layers;        /**< "fc7:4096 pool5:512", default first */
+    const char *manifest; /**< the JSON manifest's path */
+    const char *file;     /**< the ONNX file name the manifest names */
+    const char *found;    /**< where the ONNX file was found, or NULL if nowhere */
+    const char *layers;   /**< "fc7:4096 pool5:512", default first */
     const char *description;
     int input_size;
 } vf_model_entry;

@@ -59,8 +59,8 @@ const char *vf_precision_str(vf_precision p)
 
 vf_status vf_precision_parse(const char *text, vf_precision *out)
 {
-    if (text && (!strcasecmp(text, "f32") || !strcasecmp(text, "fp32") ||
-                 !strcasecmp(text, "float32"))) {
+    if (text &&
+        (!strcasecmp(text, "f32") || !strcasecmp(text, "fp32") || !strcasecmp(text, "float32"))) {
         *out = VF_PRECISION_F32;
         return VF_OK;
     }
@@ -144,8 +144,8 @@ static vf_status resolve_model(vf_extractor *ex, const vf_config *cfg)
         return vfi_fail(err, VF_ERR_IO,
                         "model '%s': %s not found (looked in --models-dir, $VIDFEAT_MODELS, "
                         "./models and %s); get it with: scripts/fetch-models.sh %s%s%s",
-                        m->name, m->file, m->dir, m->name,
-                        m->export_hint ? " or: " : "", m->export_hint ? m->export_hint : "");
+                        m->name, m->file, m->dir, m->name, m->export_hint ? " or: " : "",
+                        m->export_hint ? m->export_hint : "");
     }
     return VF_OK;
 }
@@ -186,9 +186,9 @@ static vf_status resolve_layer(vf_extractor *ex, const vf_config *cfg, int *valu
         for (int i = 0; m && i < m->n_layers && len < sizeof(names); i++)
             len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "",
                                     m->layers[i].name);
-        return vfi_fail(&ex->err, VF_ERR_INVALID,
-                        "%s: no layer or tensor named '%s'%s%s%s", ex->model_path, tensor,
-                        *names ? " (layers: " : "", names, *names ? "; or any tensor name)" : "");
+        return vfi_fail(&ex->err, VF_ERR_INVALID, "%s: no layer or tensor named '%s'%s%s%s",
+                        ex->model_path, tensor, *names ? " (layers: " : "", names,
+                        *names ? "; or any tensor name)" : "");
     }
     return VF_OK;
 }
@@ -201,8 +201,7 @@ static vf_status check_config(const vf_config *cfg, vf_err *err)
         return vfi_fail(err, VF_ERR_INVALID, "batch size %d is not in 1..%d", cfg->batch_size,
                         MAX_BATCH);
     if (cfg->n_threads < 0 || cfg->n_threads > 1024)
-        return vfi_fail(err, VF_ERR_INVALID, "thread count %d is not in 0..1024",
-                        cfg->n_threads);
+        return vfi_fail(err, VF_ERR_INVALID, "thread count %d is not in 0..1024", cfg->n_threads);
     if (cfg->precision != VF_PRECISION_F32 && cfg->precision != VF_PRECISION_BF16)
         return vfi_fail(err, VF_ERR_INVALID, "unknown precision %d", (int)cfg->precision);
     if (cfg->input_size < 0 || cfg->input_size > 8192)
@@ -259,7 +258,8 @@ vf_status vf_extractor_create(const vf_config *cfg, vf_extractor **out)
         return rc;
 
     vf_onnx_opts oo = {cfg->input_size ? cfg->input_size
-                                        : ex->manifest ? ex->manifest->input_size : 0};
+                       : ex->manifest  ? ex->manifest->input_size
+                                       : 0};
     rc = vfi_onnx_load(ex->model_path, &oo, &ex->graph, &ex->err);
     if (rc < 0)
         return rc;

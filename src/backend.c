@@ -33,8 +33,8 @@ static const vf_backend_ops *find(const char *name)
     return NULL;
 }
 
-static vf_status open_ops(const vf_backend_ops *ops, const vf_backend_opts *opts,
-                          vf_backend **out, vf_err *err)
+static vf_status open_ops(const vf_backend_ops *ops, const vf_backend_opts *opts, vf_backend **out,
+                          vf_err *err)
 {
     vf_status rc = ops->probe(err);
     if (rc < 0)
@@ -70,8 +70,7 @@ vf_status vfi_backend_open(const char *name, const vf_backend_opts *opts, vf_bac
             }
             if (first.code == VF_OK)
                 first = *err;
-            vfi_log(VF_LOG_INFO, "backend", "auto: %s not usable: %s", registry[i]->name,
-                    err->msg);
+            vfi_log(VF_LOG_INFO, "backend", "auto: %s not usable: %s", registry[i]->name, err->msg);
         }
         *err = first;
         return first.code < 0 ? first.code : vfi_fail(err, VF_ERR_NO_DEVICE, "no backend");
@@ -83,8 +82,8 @@ vf_status vfi_backend_open(const char *name, const vf_backend_opts *opts, vf_bac
             return vfi_fail(err, VF_ERR_NOT_BUILT,
                             "this build has no CUDA backend (rebuild with -DVIDFEAT_CUDA=ON on a "
                             "machine with the CUDA toolkit, cuBLAS and cuDNN)");
-        return vfi_fail(err, VF_ERR_INVALID,
-                        "unknown backend '%s' (use auto, cpu, ref or cuda)", name);
+        return vfi_fail(err, VF_ERR_INVALID, "unknown backend '%s' (use auto, cpu, ref or cuda)",
+                        name);
     }
     return open_ops(ops, opts, out, err);
 }

@@ -16,13 +16,13 @@
 typedef struct vf_backend vf_backend;
 
 typedef struct vf_backend_opts {
-    int device;             /* GPU ordinal; ignored by CPU backends */
-    int n_threads;          /* 0 = backend default */
+    int device;    /* GPU ordinal; ignored by CPU backends */
+    int n_threads; /* 0 = backend default */
     vf_precision precision;
 } vf_backend_opts;
 
 typedef struct vf_backend_ops {
-    const char *name;       /* "dnnl", "ref", "cuda": what --backend accepts */
+    const char *name; /* "dnnl", "ref", "cuda": what --backend accepts */
     const char *description;
     int is_gpu;
 
@@ -56,7 +56,7 @@ struct vf_backend {
     const vf_backend_ops *ops; /* static table, never freed */
     void *ctx;                 /* backend-private state */
     vf_backend_opts opts;
-    vf_err err;                /* detail of the last failing call */
+    vf_err err; /* detail of the last failing call */
 };
 
 /* Resolve a name ("auto", "cpu" = "dnnl", "ref", "cuda", "gpu" = "cuda"), probe and init it.

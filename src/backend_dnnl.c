@@ -45,7 +45,7 @@ typedef struct dbuf {
     int parent;      /* BUF_VIEW: the buffer whose memory this describes */
     int first, last; /* steps that touch it */
     size_t size, offset;
-    void *owned;     /* BUF_CONST: storage we allocated (NULL when borrowing the graph's) */
+    void *owned; /* BUF_CONST: storage we allocated (NULL when borrowing the graph's) */
 } dbuf;
 
 typedef struct step {
@@ -72,7 +72,7 @@ typedef struct dnnl_ctx {
     int n_threads;
     const vf_graph *g;
     int batch;
-    int *vbuf;       /* value -> buffer */
+    int *vbuf; /* value -> buffer */
     dbuf *bufs;
     int n_bufs, cap_bufs;
     step *steps;
@@ -121,8 +121,8 @@ static vf_status dnnl_fail(vf_backend *b, dnnl_status_t s, const char *what, int
     if (c && c->node)
         return vfi_fail(&b->err, code, "node '%s': oneDNN %s: %s (backend_dnnl.c:%d)", c->node,
                         what, dnnl_status_text(s), line);
-    return vfi_fail(&b->err, code, "oneDNN %s: %s (backend_dnnl.c:%d)", what,
-                    dnnl_status_text(s), line);
+    return vfi_fail(&b->err, code, "oneDNN %s: %s (backend_dnnl.c:%d)", what, dnnl_status_text(s),
+                    line);
 }
 
 /* Run a oneDNN call; on failure record it and jump to the function's fail label. */
@@ -202,8 +202,7 @@ static void dnnl_destroy(vf_backend *b)
 
 /* ---- buffers and steps ---------------------------------------------------------------------- */
 
-static vf_status new_buf(vf_backend *b, const dnnl_memory_desc_t *md, enum buf_kind kind,
-                         int *out)
+static vf_status new_buf(vf_backend *b, const dnnl_memory_desc_t *md, enum buf_kind kind, int *out)
 {
     dnnl_ctx *c = b->ctx;
     if (c->n_bufs == c->cap_bufs) {
@@ -267,8 +266,8 @@ static vf_status add_step(vf_backend *b, const_dnnl_primitive_desc_t pd, int n_a
         const char *impl = NULL;
         if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success)
             s->impl = impl;
-        const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md,
-                                                                     0);
+        const dnnl_memory_desc_t *smd =
+            dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
         size_t ss = smd ? dnnl_memory_desc_get_size(smd) : 0;
         if (ss) {
             CHECK(dnnl_memory_create(&s->scratch, smd, c->engine, DNNL_MEMORY_NONE));
@@ -302,8 +301,9 @@ static vf_status add_fill(vf_backend *b, int buf, float value)
 }
 
 /* Create pd, add it as a step, destroy pd. */
-static vf_status add_prim(vf_backend *b, const_dnnl_op_desc_t desc, const_dnnl_primitive_attr_t attr,
-                          int n_args, const int *kinds, const int *bufs, dnnl_primitive_desc_t *keep)
+static vf_status add_prim(vf_backend *b, const_dnnl_op_desc_t desc,
+                          const_dnnl_primitive_attr_t attr, int n_args, const int *kinds,
+                          const int *bufs, dnnl_primitive_desc_t *keep)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
@@ -346,8 +346,8 @@ static vf_status make_attr(vf_backend *b, const vf_act *act, dnnl_primitive_attr
             CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f));
             break;
         case VF_ACT_HARD_SIGMOID:
-            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, act->alpha,
-                                               act->beta));
+            CHECK(
+                dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, act->alpha, act->beta));
             CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip_v2, 0.0f, 1.0f));
             break;
         case VF_ACT_NONE:
@@ -411,8 +411,8 @@ static vf_status ensure_md(vf_backend *b, int src, const dnnl_memory_desc_t *wan
     TRY(new_buf(b, want, BUF_ARENA, &dst));
     dnnl_primitive_attr_t attr = NULL;
     TRY(make_attr(b, NULL, &attr));
-    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, &c->bufs[src].md, c->engine, want,
-                                                         c->engine, attr);
+    dnnl_status_t s =
+        dnnl_reorder_primitive_desc_create(&pd, &c->bufs[src].md, c->engine, want, c->engine, attr);
     dnnl_primitive_attr_destroy(attr);
     CHECK(s);
     int kinds[2] = {DNNL_ARG_FROM, DNNL_ARG_TO}, bufs[2] = {src, dst};
@@ -530,8 +530,7 @@ static vf_status conv_op(vf_backend *b, const vf_node *nd)
         pr[a] = p->win.pads[a + 2];
     }
     CHECK(dnnl_memory_desc_init_by_tag(&src_md, 4, xd, c->act_dt, dnnl_format_tag_any));
-    CHECK(dnnl_memory_desc_init_by_tag(&w_md, grouped ? 5 : 4, wd, c->act_dt,
-                                       dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&w_md, grouped ? 5 : 4, wd, c->act_dt, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(&w_user, grouped ? 5 : 4, wd, dnnl_f32,
                                        grouped ? dnnl_goihw : dnnl_oihw));
     CHECK(dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
@@ -545,9 +544,9 @@ static vf_status conv_op(vf_backend *b, const vf_node *nd)
     for (int attempt = try_wino ? 0 : 1; attempt < 2 && s != dnnl_success; attempt++) {
         dnnl_convolution_desc_t cd;
         dnnl_alg_kind_t alg = attempt == 0 ? dnnl_convolution_winograd : dnnl_convolution_direct;
-        s = dnnl_dilated_convolution_forward_desc_init(
-            &cd, dnnl_forward_inference, alg, &src_md, &w_md, nd->n_inputs > 2 ? &b_md : NULL,
-            &dst_md, strides, dil, pl, pr);
+        s = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, alg, &src_md,
+                                                       &w_md, nd->n_inputs > 2 ? &b_md : NULL,
+                                                       &dst_md, strides, dil, pl, pr);
         if (s == dnnl_success)
             s = dnnl_primitive_desc_create(&pd, &cd, attr, c->engine, NULL);
     }
@@ -595,8 +594,8 @@ static vf_status fc_op(vf_backend *b, const vf_node *nd)
                                                nd->n_inputs > 2 ? &b_md : NULL, &dst_md));
     CHECK(dnnl_primitive_desc_create(&pd, &ipd, attr, c->engine, NULL));
     int x_buf, w_buf, b_buf = -1, y_buf;
-    TRY(ensure_md(b, c->vbuf[nd->inputs[0]],
-                  dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), &x_buf));
+    TRY(ensure_md(b, c->vbuf[nd->inputs[0]], dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0),
+                  &x_buf));
     TRY(upload_const(b, wv, &w_user, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
                      &w_buf));
     if (nd->n_inputs > 2)
@@ -689,7 +688,7 @@ static vf_status pool_op(vf_backend *b, const vf_node *nd)
         pl[a] = p->global ? 0 : p->win.pads[a];
         pr[a] = p->global ? 0 : p->win.pads[a + 2];
     }
-    dnnl_alg_kind_t alg = p->kind == VF_POOL_MAX        ? dnnl_pooling_max
+    dnnl_alg_kind_t alg = p->kind == VF_POOL_MAX ? dnnl_pooling_max
                           : p->count_include_pad ? dnnl_pooling_avg_include_padding
                                                  : dnnl_pooling_avg_exclude_padding;
     int x = c->vbuf[nd->inputs[0]], y;
@@ -847,8 +846,7 @@ static vf_status softmax_op(vf_backend *b, const vf_node *nd)
     int x = c->vbuf[nd->inputs[0]], y;
     TRY(new_buf(b, &c->bufs[x].md, BUF_ARENA, &y));
     dnnl_softmax_desc_t sd;
-    CHECK(dnnl_softmax_forward_desc_init(&sd, dnnl_forward_inference, &c->bufs[x].md,
-                                         nd->p.axis));
+    CHECK(dnnl_softmax_forward_desc_init(&sd, dnnl_forward_inference, &c->bufs[x].md, nd->p.axis));
     TRY(make_attr(b, NULL, &attr));
     int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, bufs[2] = {x, y};
     TRY(add_prim(b, &sd, attr, 2, kinds, bufs, NULL));
@@ -1238,8 +1236,7 @@ static vf_status dnnl_run(vf_backend *b, const float *in, float *out, int n)
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     if (n < 1 || n > c->batch)
-        return vfi_fail(&b->err, VF_ERR_INVALID, "batch of %d (plan is for up to %d)", n,
-                        c->batch);
+        return vfi_fail(&b->err, VF_ERR_INVALID, "batch of %d (plan is for up to %d)", n, c->batch);
     if (c->n_threads > 0)
         omp_set_num_threads(c->n_threads);
     /* The plan reads and writes fixed staging buffers (views of the input need a fixed
@@ -1251,8 +1248,8 @@ static vf_status dnnl_run(vf_backend *b, const float *in, float *out, int n)
             fill(c, s);
             continue;
         }
-        CHECK(dnnl_primitive_execute(s->prim, c->stream, s->n_args + (s->scratch ? 1 : 0),
-                                     s->args));
+        CHECK(
+            dnnl_primitive_execute(s->prim, c->stream, s->n_args + (s->scratch ? 1 : 0), s->args));
     }
     CHECK(dnnl_stream_wait(c->stream));
     memcpy(out, c->stage_out, c->out_size / (size_t)c->batch * (size_t)n);

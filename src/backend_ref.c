@@ -14,7 +14,7 @@
 typedef struct ref_ctx {
     const vf_graph *g;
     int max_batch;
-    float **buf;      /* per value: activation storage for max_batch images, NULL otherwise */
+    float **buf; /* per value: activation storage for max_batch images, NULL otherwise */
 } ref_ctx;
 
 static vf_status ref_probe(vf_err *err)
@@ -197,8 +197,8 @@ static float binary_apply(vf_binary_kind k, float a, float b)
 }
 
 /* Elementwise with numpy broadcasting; a is batched, b batched or constant. */
-static void binary(const vf_node *nd, const vf_graph *g, const float *a, const float *b,
-                   float *y, int n)
+static void binary(const vf_node *nd, const vf_graph *g, const float *a, const float *b, float *y,
+                   int n)
 {
     const vf_value *av = &g->values[nd->inputs[0]], *bv = &g->values[nd->inputs[1]];
     const vf_value *yv = &g->values[nd->output];
@@ -483,8 +483,8 @@ static vf_status ref_run(vf_backend *b, const float *in, float *out, int n)
         }
     }
     const float *result = g->output == g->input ? in : c->buf[g->output];
-    memcpy(out, result, (size_t)n * (size_t)vfi_value_sample_numel(&g->values[g->output]) *
-                            sizeof(float));
+    memcpy(out, result,
+           (size_t)n * (size_t)vfi_value_sample_numel(&g->values[g->output]) * sizeof(float));
     return VF_OK;
 }
 

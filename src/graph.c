@@ -101,12 +101,18 @@ const char *vfi_value_shape_str(const vf_value *v, char *buf, size_t size)
 const char *vfi_op_name(vf_op op)
 {
     static const char *const names[VF_OP_COUNT_] = {
-        [VF_OP_CONV] = "Conv",           [VF_OP_FC] = "Gemm",
-        [VF_OP_ACT] = "Activation",      [VF_OP_POOL] = "Pool",
-        [VF_OP_BINARY] = "Binary",       [VF_OP_CONCAT] = "Concat",
-        [VF_OP_SOFTMAX] = "Softmax",     [VF_OP_LRN] = "LRN",
-        [VF_OP_PAD] = "Pad",             [VF_OP_REDUCE_MEAN] = "ReduceMean",
-        [VF_OP_TRANSPOSE] = "Transpose", [VF_OP_RESHAPE] = "Reshape",
+        [VF_OP_CONV] = "Conv",
+        [VF_OP_FC] = "Gemm",
+        [VF_OP_ACT] = "Activation",
+        [VF_OP_POOL] = "Pool",
+        [VF_OP_BINARY] = "Binary",
+        [VF_OP_CONCAT] = "Concat",
+        [VF_OP_SOFTMAX] = "Softmax",
+        [VF_OP_LRN] = "LRN",
+        [VF_OP_PAD] = "Pad",
+        [VF_OP_REDUCE_MEAN] = "ReduceMean",
+        [VF_OP_TRANSPOSE] = "Transpose",
+        [VF_OP_RESHAPE] = "Reshape",
         [VF_OP_GATHER] = "Gather",
     };
     return (unsigned)op < VF_OP_COUNT_ ? names[op] : "?";
@@ -279,13 +285,15 @@ static vf_status window_out(vf_window *w, int ceil_mode, int avg_include_pad, co
             w->pads[a] = w->pads[a + 2] = 0;
         }
         if (w->pads[a] < 0 || w->pads[a + 2] < 0 || w->pads[a] >= eff || w->pads[a + 2] >= eff)
-            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': padding %d/%d not smaller than the "
+            return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                             "node '%s': padding %d/%d not smaller than the "
                              "kernel extent %lld",
                              n->name, w->pads[a], w->pads[a + 2], (long long)eff);
         int64_t span = in + w->pads[a] + w->pads[a + 2] - eff;
         if (span < 0)
             return NODE_FAIL(VF_ERR_MODEL, "node '%s': kernel %lld larger than padded input %lld",
-                             n->name, (long long)eff, (long long)(in + w->pads[a] + w->pads[a + 2]));
+                             n->name, (long long)eff,
+                             (long long)(in + w->pads[a] + w->pads[a + 2]));
         int64_t out = span / s + 1;
         if (ceil_mode) {
             int64_t out_c = (span + s - 1) / s + 1;
@@ -293,7 +301,8 @@ static vf_status window_out(vf_window *w, int ceil_mode, int avg_include_pad, co
                 out_c--;
             if (out_c > out) {
                 if (avg_include_pad)
-                    return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': ceil_mode with "
+                    return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                                     "node '%s': ceil_mode with "
                                      "count_include_pad changes the output size",
                                      n->name);
                 /* Grow the end padding so the floor formula gives the ceil size. */
@@ -312,7 +321,8 @@ static vf_status infer_binary(vf_graph *g, vf_node *n, vf_value *y, vf_err *err)
     const vf_value *a = &g->values[n->inputs[0]];
     const vf_value *b = &g->values[n->inputs[1]];
     if (a->is_batched && b->is_batched && a->rank != b->rank)
-        return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': broadcasting between activations of "
+        return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                         "node '%s': broadcasting between activations of "
                          "rank %d and %d",
                          n->name, a->rank, b->rank);
     const vf_value *big = a->rank >= b->rank ? a : b;
@@ -321,7 +331,8 @@ static vf_status infer_binary(vf_graph *g, vf_node *n, vf_value *y, vf_err *err)
         int ia = i - (y->rank - a->rank), ib = i - (y->rank - b->rank);
         int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
         if (da != db && da != 1 && db != 1)
-            return NODE_FAIL(VF_ERR_MODEL, "node '%s': shapes do not broadcast (dim %d: %lld vs "
+            return NODE_FAIL(VF_ERR_MODEL,
+                             "node '%s': shapes do not broadcast (dim %d: %lld vs "
                              "%lld)",
                              n->name, i, (long long)da, (long long)db);
         y->dims[i] = da > db ? da : db;
@@ -333,7 +344,8 @@ static vf_status infer_binary(vf_graph *g, vf_node *n, vf_value *y, vf_err *err)
         return NODE_FAIL(VF_ERR_INTERNAL, "node '%s': binary op on two constants", n->name);
     const vf_value *act = a->is_batched ? a : b;
     if (act->rank != y->rank)
-        return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': a constant of higher rank than the "
+        return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                         "node '%s': a constant of higher rank than the "
                          "activation",
                          n->name);
     return VF_OK;
@@ -354,7 +366,8 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
                              n->name, vfi_op_name(n->op), v->name);
     }
     if (!x->is_batched && n->op != VF_OP_BINARY)
-        return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s' (%s): first input '%s' is a constant "
+        return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                         "node '%s' (%s): first input '%s' is a constant "
                          "(constant subgraphs of this op are not folded)",
                          n->name, vfi_op_name(n->op), x->name);
 
@@ -365,14 +378,16 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
             return NODE_FAIL(VF_ERR_MODEL, "node '%s': Conv needs 2 or 3 inputs", n->name);
         const vf_value *w = &g->values[n->inputs[1]];
         if (x->rank != 4)
-            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': only 2-D convolution is supported "
+            return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                             "node '%s': only 2-D convolution is supported "
                              "(input rank %d)",
                              n->name, x->rank);
         if (!w->data || w->rank != 4)
             return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': weights must be a constant 4-D tensor",
                              n->name);
         if (p->group < 1 || w->dims[0] % p->group || w->dims[1] * p->group != x->dims[1])
-            return NODE_FAIL(VF_ERR_MODEL, "node '%s': weights %lldx%lld do not fit %lld input "
+            return NODE_FAIL(VF_ERR_MODEL,
+                             "node '%s': weights %lldx%lld do not fit %lld input "
                              "channels in %d groups",
                              n->name, (long long)w->dims[0], (long long)w->dims[1],
                              (long long)x->dims[1], p->group);
@@ -424,7 +439,8 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
         break;
     case VF_OP_LRN:
         if (x->rank != 4 || n->p.lrn.size < 1 || n->p.lrn.size > 1024)
-            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': LRN needs a 4-D input and a size "
+            return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                             "node '%s': LRN needs a 4-D input and a size "
                              "in 1..1024",
                              n->name);
         y->rank = 4;
@@ -442,9 +458,9 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
             break;
         }
         int64_t hw[2];
-        vf_status rc = window_out(&p->win, p->ceil_mode,
-                                  p->kind == VF_POOL_AVG && p->count_include_pad, &x->dims[2], hw,
-                                  n, err);
+        vf_status rc =
+            window_out(&p->win, p->ceil_mode, p->kind == VF_POOL_AVG && p->count_include_pad,
+                       &x->dims[2], hw, n, err);
         if (rc < 0)
             return rc;
         p->ceil_mode = 0; /* folded into the end padding */
@@ -468,7 +484,8 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
         for (int i = 0; i < n->n_inputs; i++) {
             const vf_value *v = &g->values[n->inputs[i]];
             if (!v->is_batched || v->rank != x->rank)
-                return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': concat of '%s' (a constant or "
+                return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                                 "node '%s': concat of '%s' (a constant or "
                                  "another rank)",
                                  n->name, v->name);
             for (int d = 1; d < x->rank; d++) {
@@ -486,8 +503,7 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
         vf_pad_params *p = &n->p.pad;
         y->rank = x->rank;
         if (p->begin[0] || p->end[0])
-            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': padding the batch dimension",
-                             n->name);
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': padding the batch dimension", n->name);
         for (int d = 1; d < x->rank; d++) {
             if (p->begin[d] < 0 || p->end[d] < 0 || p->begin[d] > VF_MAX_DIM ||
                 p->end[d] > VF_MAX_DIM)
@@ -531,13 +547,13 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
     case VF_OP_RESHAPE: {
         /* The target was stored into y by the loader (dims[0] = batch); check the count. */
         if (y->rank < 1 || y->rank > VF_MAX_DIMS)
-            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': reshape to rank %d", n->name,
-                             y->rank);
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': reshape to rank %d", n->name, y->rank);
         y->dims[0] = 1;
         if (check_dims(y->rank, y->dims, y->name, err) < 0)
             return err->code;
         if (vfi_value_sample_numel(y) != vfi_value_sample_numel(x))
-            return NODE_FAIL(VF_ERR_MODEL, "node '%s': reshape changes the element count per "
+            return NODE_FAIL(VF_ERR_MODEL,
+                             "node '%s': reshape changes the element count per "
                              "image (%lld -> %lld)",
                              n->name, (long long)vfi_value_sample_numel(x),
                              (long long)vfi_value_sample_numel(y));
@@ -578,8 +594,8 @@ vf_status vfi_graph_infer_node(vf_graph *g, int i, vf_err *err)
 }
 
 vf_status vfi_graph_add_node(vf_graph *g, vf_op op, const char *node_name, const int *inputs,
-                             int n_inputs, const void *params, const char *out_name,
-                             int *out_index, vf_err *err)
+                             int n_inputs, const void *params, const char *out_name, int *out_index,
+                             vf_err *err)
 {
     static const size_t param_size[VF_OP_COUNT_] = {
         [VF_OP_CONV] = sizeof(vf_conv_params),

@@ -32,36 +32,36 @@ typedef enum vf_dtype {
 } vf_dtype;
 
 typedef struct vf_value {
-    char *name;             /* owned; unique within the graph */
+    char *name; /* owned; unique within the graph */
     vf_dtype dtype;
-    int rank;               /* 0..VF_MAX_DIMS */
+    int rank; /* 0..VF_MAX_DIMS */
     int64_t dims[VF_MAX_DIMS];
-    int is_batched;         /* activation: dims[0] is the batch (stored as 1) */
-    void *data;             /* constants only: owned, rank-major dense, NULL for activations */
-    int producer;           /* index of the producing node, -1 for the input and constants */
+    int is_batched; /* activation: dims[0] is the batch (stored as 1) */
+    void *data;     /* constants only: owned, rank-major dense, NULL for activations */
+    int producer;   /* index of the producing node, -1 for the input and constants */
 } vf_value;
 
 typedef enum vf_op {
-    VF_OP_CONV = 0,   /* in: x, W [OC, IC/group, KH, KW], optional B [OC] */
-    VF_OP_FC,         /* in: x [N, IC], W [OC, IC], optional B [OC]; y = x W^T + B */
-    VF_OP_ACT,        /* elementwise activation */
-    VF_OP_POOL,       /* max / average, windowed or global */
-    VF_OP_BINARY,     /* add / sub / mul / div with broadcasting */
+    VF_OP_CONV = 0, /* in: x, W [OC, IC/group, KH, KW], optional B [OC] */
+    VF_OP_FC,       /* in: x [N, IC], W [OC, IC], optional B [OC]; y = x W^T + B */
+    VF_OP_ACT,      /* elementwise activation */
+    VF_OP_POOL,     /* max / average, windowed or global */
+    VF_OP_BINARY,   /* add / sub / mul / div with broadcasting */
     VF_OP_CONCAT,
     VF_OP_SOFTMAX,
-    VF_OP_LRN,        /* across channels */
-    VF_OP_PAD,        /* constant-value padding */
+    VF_OP_LRN, /* across channels */
+    VF_OP_PAD, /* constant-value padding */
     VF_OP_REDUCE_MEAN,
-    VF_OP_TRANSPOSE,  /* perm[0] == 0: the batch stays first */
-    VF_OP_RESHAPE,    /* row-major reinterpretation: Flatten, Reshape, Squeeze, Unsqueeze */
-    VF_OP_GATHER,     /* constant indices along one non-batch axis */
+    VF_OP_TRANSPOSE, /* perm[0] == 0: the batch stays first */
+    VF_OP_RESHAPE,   /* row-major reinterpretation: Flatten, Reshape, Squeeze, Unsqueeze */
+    VF_OP_GATHER,    /* constant indices along one non-batch axis */
     VF_OP_COUNT_
 } vf_op;
 
 typedef enum vf_act_kind {
     VF_ACT_NONE = 0,
-    VF_ACT_RELU,         /* alpha: negative slope (LeakyRelu), 0 for Relu */
-    VF_ACT_CLIP,         /* clamp to [alpha, beta] (Relu6: 0, 6) */
+    VF_ACT_RELU, /* alpha: negative slope (LeakyRelu), 0 for Relu */
+    VF_ACT_CLIP, /* clamp to [alpha, beta] (Relu6: 0, 6) */
     VF_ACT_SIGMOID,
     VF_ACT_HARD_SIGMOID, /* max(0, min(1, alpha x + beta)) */
     VF_ACT_HARD_SWISH,   /* x * max(0, min(1, x / 6 + 1/2)) */
@@ -97,7 +97,7 @@ typedef struct vf_window {
 typedef struct vf_conv_params {
     vf_window win;
     int group;
-    vf_act act;          /* fused activation applied to the output */
+    vf_act act; /* fused activation applied to the output */
 } vf_conv_params;
 
 typedef struct vf_fc_params {
@@ -106,7 +106,7 @@ typedef struct vf_fc_params {
 
 typedef struct vf_pool_params {
     vf_pool_kind kind;
-    int global;          /* kernel = the whole input plane */
+    int global; /* kernel = the whole input plane */
     int ceil_mode;
     int count_include_pad;
     vf_window win;
@@ -126,30 +126,30 @@ typedef struct vf_pad_params {
 typedef struct vf_gather_params {
     int axis;
     int n_indices;
-    int scalar;          /* indices were a scalar: the axis is removed */
-    int64_t *indices;    /* owned, already normalised to 0..dim-1 */
+    int scalar;       /* indices were a scalar: the axis is removed */
+    int64_t *indices; /* owned, already normalised to 0..dim-1 */
 } vf_gather_params;
 
 typedef struct vf_node {
     vf_op op;
-    char *name;          /* owned; the ONNX node name or a generated one */
+    char *name; /* owned; the ONNX node name or a generated one */
     int n_inputs;
-    int *inputs;         /* owned; value indices */
-    int output;          /* value index */
+    int *inputs; /* owned; value indices */
+    int output;  /* value index */
     union {
         vf_conv_params conv;
         vf_fc_params fc;
         vf_act act;
         vf_pool_params pool;
         vf_binary_kind binary;
-        int axis;                  /* CONCAT, SOFTMAX */
+        int axis; /* CONCAT, SOFTMAX */
         vf_lrn_params lrn;
         vf_pad_params pad;
         struct {
-            uint32_t axes;         /* bit i: reduce dimension i */
+            uint32_t axes; /* bit i: reduce dimension i */
             int keepdims;
         } reduce;
-        int perm[VF_MAX_DIMS];     /* TRANSPOSE */
+        int perm[VF_MAX_DIMS]; /* TRANSPOSE */
         vf_gather_params gather;
     } p;
 } vf_node;
@@ -159,11 +159,11 @@ typedef struct vf_strmap vf_strmap;
 typedef struct vf_graph {
     vf_value *values;
     int n_values, cap_values;
-    vf_node *nodes;      /* topological order */
+    vf_node *nodes; /* topological order */
     int n_nodes, cap_nodes;
-    int input;           /* the image input value, -1 until set */
-    int output;          /* the feature output value, -1 until set */
-    vf_strmap *names;    /* value name (and aliases) -> index */
+    int input;        /* the image input value, -1 until set */
+    int output;       /* the feature output value, -1 until set */
+    vf_strmap *names; /* value name (and aliases) -> index */
 } vf_graph;
 
 vf_status vfi_graph_create(vf_graph **out);
@@ -197,8 +197,8 @@ vf_status vfi_graph_add_alias(vf_graph *g, const char *alias, int index, vf_err 
  * A GATHER's indices belong to the graph once the node is added, even if inference then fails.
  * On failure the message names the node. */
 vf_status vfi_graph_add_node(vf_graph *g, vf_op op, const char *node_name, const int *inputs,
-                             int n_inputs, const void *params, const char *out_name,
-                             int *out_index, vf_err *err);
+                             int n_inputs, const void *params, const char *out_name, int *out_index,
+                             vf_err *err);
 
 /* Run shape inference for node i again (after a pass changed its inputs or parameters). */
 vf_status vfi_graph_infer_node(vf_graph *g, int i, vf_err *err);

@@ -32,8 +32,7 @@ static vf_status perr(parser *ps, const char *what)
 
 static void skip_ws(parser *ps)
 {
-    while (ps->p < ps->end &&
-           (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
+    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
         ps->p++;
 }
 
@@ -238,8 +237,7 @@ static vf_status parse_value(parser *ps, vf_json *j, int depth)
     if (ch == '-' || (ch >= '0' && ch <= '9')) {
         char buf[64];
         size_t n = 0;
-        while (ps->p + n < ps->end && n < sizeof(buf) - 1 &&
-               strchr("+-0123456789.eE", ps->p[n]))
+        while (ps->p + n < ps->end && n < sizeof(buf) - 1 && strchr("+-0123456789.eE", ps->p[n]))
             n++;
         memcpy(buf, ps->p, n);
         buf[n] = '\0';

@@ -22,10 +22,10 @@ typedef enum vf_json_type {
 typedef struct vf_json vf_json;
 struct vf_json {
     vf_json_type type;
-    double number;     /* NUMBER, BOOL (0/1) */
-    char *string;      /* STRING; owned */
-    char *key;         /* member name when inside an object; owned */
-    vf_json *items;    /* ARRAY / OBJECT children; owned */
+    double number;  /* NUMBER, BOOL (0/1) */
+    char *string;   /* STRING; owned */
+    char *key;      /* member name when inside an object; owned */
+    vf_json *items; /* ARRAY / OBJECT children; owned */
     size_t n_items;
 };
 

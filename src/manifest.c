@@ -120,8 +120,7 @@ static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
             return vfi_fail(err, VF_ERR_INVALID, "%s: resize_short must be >= size", path);
         m->resize_short = (int)s;
     } else {
-        return vfi_fail(err, VF_ERR_INVALID, "%s: resize must be stretch or short_side_crop",
-                        path);
+        return vfi_fail(err, VF_ERR_INVALID, "%s: resize must be stretch or short_side_crop", path);
     }
     vf_status rc = read_triple(in, "mean", m->mean, path, err);
     if (rc >= 0)
@@ -233,7 +232,8 @@ vf_status vfi_manifest_find(const char *models_dir, const char *name, vf_manifes
             continue; /* some other JSON with that name */
         return rc;
     }
-    return vfi_fail(err, VF_ERR_IO, "unknown model '%s' (no %s.json in the models directories; "
+    return vfi_fail(err, VF_ERR_IO,
+                    "unknown model '%s' (no %s.json in the models directories; "
                     "`vidfeat models` lists the known ones)",
                     name, name);
 }

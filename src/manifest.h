@@ -20,14 +20,14 @@ typedef struct vf_layer_spec {
 } vf_layer_spec;
 
 typedef struct vf_manifest {
-    char *path;          /* the manifest file */
-    char *dir;           /* its directory */
+    char *path; /* the manifest file */
+    char *dir;  /* its directory */
     char *name;
     char *description;
-    char *file;          /* ONNX file name */
-    char *sha256;        /* lower-case hex, or NULL when not known */
-    char *url;           /* official download address, or NULL */
-    char *export_hint;   /* how to produce the file locally, or NULL */
+    char *file;        /* ONNX file name */
+    char *sha256;      /* lower-case hex, or NULL when not known */
+    char *url;         /* official download address, or NULL */
+    char *export_hint; /* how to produce the file locally, or NULL */
     int input_size;
     vf_channel_order channel_order;
     vf_resize_policy resize;

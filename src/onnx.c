@@ -47,9 +47,9 @@ enum {
 typedef struct loader {
     vf_graph *g;
     Onnx__GraphProto *gp;
-    vf_strmap *inits;        /* initializer name -> index in gp->initializer */
-    const char *base_dir;    /* for external data; NULL: forbidden */
-    int64_t opset;           /* default-domain opset version */
+    vf_strmap *inits;     /* initializer name -> index in gp->initializer */
+    const char *base_dir; /* for external data; NULL: forbidden */
+    int64_t opset;        /* default-domain opset version */
     int input_size;
     vf_err *err;
     const Onnx__NodeProto *node; /* the node being converted, for messages */
@@ -188,8 +188,7 @@ static int attr_ints(const Onnx__NodeProto *n, const char *name, int64_t *out, i
     return (int)a->n_ints;
 }
 
-static int attr_str_is(const Onnx__NodeProto *n, const char *name, const char *value,
-                       int def_match)
+static int attr_str_is(const Onnx__NodeProto *n, const char *name, const char *value, int def_match)
 {
     const Onnx__AttributeProto *a = find_attr(n, name);
     if (!a || !a->has_s)
@@ -264,8 +263,8 @@ static vf_status read_external(loader *L, const Onnx__TensorProto *t, size_t wan
         return vfi_fail(L->err, VF_ERR_MODEL, "initializer '%s': external data without a location",
                         t->name);
     if (!L->base_dir)
-        return vfi_fail(L->err, VF_ERR_MODEL,
-                        "initializer '%s': external data is not allowed here", t->name);
+        return vfi_fail(L->err, VF_ERR_MODEL, "initializer '%s': external data is not allowed here",
+                        t->name);
     if (location[0] == '/' || strstr(location, ".."))
         return vfi_fail(L->err, VF_ERR_MODEL,
                         "initializer '%s': external data location '%s' leaves the model's "
@@ -280,14 +279,15 @@ static vf_status read_external(loader *L, const Onnx__TensorProto *t, size_t wan
         return vfi_fail(L->err, VF_ERR_MODEL, "initializer '%s': path too long", t->name);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return vfi_fail(L->err, VF_ERR_IO, "%s: %s (external data of '%s')", path,
-                        strerror(errno), t->name);
+        return vfi_fail(L->err, VF_ERR_IO, "%s: %s (external data of '%s')", path, strerror(errno),
+                        t->name);
     vf_status rc = VF_OK;
     void *buf = vfi_aligned_alloc(VF_TENSOR_ALIGN, want ? want : 1);
     if (!buf) {
         rc = vfi_fail(L->err, VF_ERR_NOMEM, "out of memory reading '%s'", path);
     } else if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(buf, 1, want, f) != want) {
-        rc = vfi_fail(L->err, VF_ERR_MODEL, "%s: shorter than the %zu bytes at offset %lld that "
+        rc = vfi_fail(L->err, VF_ERR_MODEL,
+                      "%s: shorter than the %zu bytes at offset %lld that "
                       "'%s' needs",
                       path, want, offset, t->name);
     }
@@ -339,11 +339,11 @@ static vf_status tensor_to_const(loader *L, Onnx__TensorProto *t, const char *na
         return vfi_fail(L->err, VF_ERR_UNSUPPORTED, "tensor '%s' has unsupported data type %d",
                         name, dt);
     }
-    vf_dtype dtype = (dt == DT_FLOAT || dt == DT_FLOAT16 || dt == DT_DOUBLE) ? VF_DTYPE_F32
-                                                                            : VF_DTYPE_I64;
+    vf_dtype dtype =
+        (dt == DT_FLOAT || dt == DT_FLOAT16 || dt == DT_DOUBLE) ? VF_DTYPE_F32 : VF_DTYPE_I64;
     size_t want = (size_t)n * in_size;
-    int external = t->has_data_location &&
-                   t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    int external =
+        t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
 
     /* Fast path: FLOAT raw bytes become the constant's storage without a copy. */
     if (dt == DT_FLOAT && !external && t->has_raw_data && t->raw_data.len == want && want &&
@@ -537,7 +537,8 @@ static vf_status normalize_axis(loader *L, int64_t axis, int rank, int *out)
     return VF_OK;
 }
 
-/* ---- folding of constant subgraphs ------------------------------------------------------------ */
+/* ---- folding of constant subgraphs ------------------------------------------------------------
+ */
 
 /* Row-major strides of dims. */
 static void strides_of(int rank, const int64_t *dims, int64_t *strides)
@@ -600,8 +601,7 @@ static vf_status fold_binary(loader *L, const vf_value *a, const vf_value *b, in
     if (a->dtype != b->dtype)
         return NFAIL(L, VF_ERR_MODEL, "operands of different types");
     int rank = a->rank > b->rank ? a->rank : b->rank;
-    int64_t dims[VF_MAX_DIMS], sa[VF_MAX_DIMS], sb[VF_MAX_DIMS], ta[VF_MAX_DIMS],
-        tb[VF_MAX_DIMS];
+    int64_t dims[VF_MAX_DIMS], sa[VF_MAX_DIMS], sb[VF_MAX_DIMS], ta[VF_MAX_DIMS], tb[VF_MAX_DIMS];
     strides_of(a->rank, a->dims, ta);
     strides_of(b->rank, b->dims, tb);
     for (int i = 0; i < rank; i++) {
@@ -663,8 +663,8 @@ static vf_status fold_gather(loader *L, const vf_value *d, const vf_value *ind, 
         dims[r++] = ind->dims[i];
     for (int i = axis + 1; i < d->rank; i++)
         dims[r++] = d->dims[i];
-    int64_t outer = numel_of(axis, d->dims), inner = numel_of(d->rank - axis - 1,
-                                                              d->dims + axis + 1);
+    int64_t outer = numel_of(axis, d->dims),
+            inner = numel_of(d->rank - axis - 1, d->dims + axis + 1);
     int64_t len = d->dims[axis];
     size_t es = vfi_dtype_size(d->dtype);
     uint8_t *data = alloc_elems(outer * n_ind * inner, d->dtype);
@@ -727,8 +727,8 @@ static vf_status fold_concat(loader *L, int axis, int rank)
         const vf_value *v = val(L, idx);
         int64_t chunk = v->dims[axis] * inner;
         for (int64_t o = 0; o < outer; o++)
-            memcpy(data + (o * total * inner + at) * es,
-                   (const uint8_t *)v->data + o * chunk * es, (size_t)chunk * es);
+            memcpy(data + (o * total * inner + at) * es, (const uint8_t *)v->data + o * chunk * es,
+                   (size_t)chunk * es);
         at += chunk;
     }
     int out;
@@ -766,12 +766,11 @@ static vf_status fold_transpose(loader *L, const vf_value *x, const int *perm)
 
 /* ---- node conversion ------------------------------------------------------------------------- */
 
-static vf_status add_node(loader *L, vf_op op, const int *inputs, int n_inputs,
-                          const void *params)
+static vf_status add_node(loader *L, vf_op op, const int *inputs, int n_inputs, const void *params)
 {
     int out;
-    return vfi_graph_add_node(L->g, op, node_label(L), inputs, n_inputs, params, out_name(L),
-                              &out, L->err);
+    return vfi_graph_add_node(L->g, op, node_label(L), inputs, n_inputs, params, out_name(L), &out,
+                              L->err);
 }
 
 static vf_status read_window(loader *L, vf_window *w, const vf_value *weights)
@@ -1046,8 +1045,8 @@ static vf_status binary_node(loader *L, int op)
         return NFAIL(L, VF_ERR_MODEL, "missing input");
     if (val(L, a)->data && val(L, b)->data)
         return fold_binary(L, val(L, a), val(L, b), op);
-    static const vf_binary_kind kinds[128] = {['a'] = VF_BIN_ADD, ['s'] = VF_BIN_SUB,
-                                              ['m'] = VF_BIN_MUL, ['d'] = VF_BIN_DIV};
+    static const vf_binary_kind kinds[128] = {
+        ['a'] = VF_BIN_ADD, ['s'] = VF_BIN_SUB, ['m'] = VF_BIN_MUL, ['d'] = VF_BIN_DIV};
     vf_binary_kind kind = kinds[op];
     if (val(L, a)->data) {
         if (kind == VF_BIN_SUB || kind == VF_BIN_DIV)
@@ -1283,8 +1282,8 @@ static vf_status gather_node(loader *L)
         p.indices[i] = k < 0 ? k + xv->dims[axis] : k;
     }
     int out;
-    rc = vfi_graph_add_node(L->g, VF_OP_GATHER, node_label(L), &x, 1, &p, out_name(L), &out,
-                            L->err);
+    rc =
+        vfi_graph_add_node(L->g, VF_OP_GATHER, node_label(L), &x, 1, &p, out_name(L), &out, L->err);
     if (rc < 0 && vfi_graph_find(L->g, out_name(L)) < 0)
         vfi_free(p.indices); /* the node was not created */
     return rc;
@@ -1495,8 +1494,8 @@ static vf_status cast_node(loader *L)
     int64_t to = attr_int(L->node, "to", 0);
     const vf_value *xv = val(L, x);
     vf_dtype dt = (to == DT_FLOAT || to == DT_DOUBLE || to == DT_FLOAT16) ? VF_DTYPE_F32
-                  : (to == DT_INT64 || to == DT_INT32) ? VF_DTYPE_I64
-                                                         : (vf_dtype)-1;
+                  : (to == DT_INT64 || to == DT_INT32)                    ? VF_DTYPE_I64
+                                                                          : (vf_dtype)-1;
     if ((int)dt < 0)
         return NFAIL(L, VF_ERR_UNSUPPORTED, "cast to type %lld", (long long)to);
     if (!xv->data) {
@@ -1693,8 +1692,7 @@ static vf_status sort_nodes(loader *L, size_t **order_out)
             if (!nd->output[j] || !*nd->output[j])
                 continue;
             if (vfi_strmap_put(producer, nd->output[j], (int)i) < 0) {
-                rc = vfi_fail(L->err, VF_ERR_MODEL, "tensor '%s' is produced twice",
-                              nd->output[j]);
+                rc = vfi_fail(L->err, VF_ERR_MODEL, "tensor '%s' is produced twice", nd->output[j]);
                 goto fail;
             }
         }
@@ -1713,8 +1711,7 @@ static vf_status sort_nodes(loader *L, size_t **order_out)
     for (size_t i = 0; i < n; i++) {
         const Onnx__NodeProto *nd = gp->node[i];
         for (size_t j = 0; j < nd->n_input; j++) {
-            int p = nd->input[j] && *nd->input[j] ? vfi_strmap_get(producer, nd->input[j], -1)
-                                                   : -1;
+            int p = nd->input[j] && *nd->input[j] ? vfi_strmap_get(producer, nd->input[j], -1) : -1;
             if (p >= 0) {
                 edge_start[p + 1]++;
                 pending[i]++;
@@ -1730,8 +1727,8 @@ static vf_status sort_nodes(loader *L, size_t **order_out)
         for (size_t i = 0; i < n; i++) {
             const Onnx__NodeProto *nd = gp->node[i];
             for (size_t j = 0; j < nd->n_input; j++) {
-                int p = nd->input[j] && *nd->input[j] ? vfi_strmap_get(producer, nd->input[j], -1)
-                                                       : -1;
+                int p =
+                    nd->input[j] && *nd->input[j] ? vfi_strmap_get(producer, nd->input[j], -1) : -1;
                 if (p >= 0)
                     edges[fill[p]++] = i;
             }
@@ -1755,8 +1752,8 @@ static vf_status sort_nodes(loader *L, size_t **order_out)
                 const Onnx__NodeProto *nd = gp->node[i];
                 rc = vfi_fail(L->err, VF_ERR_MODEL, "the graph has a cycle through node '%s'",
                               nd->name && *nd->name ? nd->name
-                              : nd->n_output       ? nd->output[0]
-                                                   : "?");
+                              : nd->n_output        ? nd->output[0]
+                                                    : "?");
                 break;
             }
         }
@@ -1785,8 +1782,7 @@ static vf_status add_image_input(loader *L)
             continue;
         if (in)
             return vfi_fail(L->err, VF_ERR_UNSUPPORTED,
-                            "the model has more than one input ('%s' and '%s')", in->name,
-                            v->name);
+                            "the model has more than one input ('%s' and '%s')", in->name, v->name);
         in = v;
     }
     if (!in)
@@ -1910,8 +1906,8 @@ vf_status vfi_onnx_load_mem(const void *data, size_t size, const char *base_dir,
         return vfi_fail(err, VF_ERR_MODEL, "empty file");
     if (size > VF_ONNX_MAX_FILE)
         return vfi_fail(err, VF_ERR_MODEL, "larger than 2 GiB (not a protobuf model)");
-    vf_status rc = check_wire(data, (const uint8_t *)data + size,
-                              &onnx__model_proto__descriptor, 0, err);
+    vf_status rc =
+        check_wire(data, (const uint8_t *)data + size, &onnx__model_proto__descriptor, 0, err);
     if (rc < 0)
         return rc;
     model = onnx__model_proto__unpack(&alloc, size, data);

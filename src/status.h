@@ -19,13 +19,15 @@ typedef struct vf_err {
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-vf_status vfi_fail(vf_err *err, vf_status code, const char *fmt, ...);
+vf_status
+vfi_fail(vf_err *err, vf_status code, const char *fmt, ...);
 
 /* Prefix an existing message with "what: " (for context added by a caller); returns err->code. */
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-vf_status vfi_err_prefix(vf_err *err, const char *fmt, ...);
+vf_status
+vfi_err_prefix(vf_err *err, const char *fmt, ...);
 
 /* Reset to VF_OK with an empty message. */
 void vfi_err_clear(vf_err *err);

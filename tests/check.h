@@ -32,7 +32,7 @@
     do {                                                                                           \
         long long a_ = (long long)(a), b_ = (long long)(b);                                        \
         if (a_ != b_) {                                                                            \
-            fprintf(stderr, "%s:%d: CHECK_EQ(%s, %s) failed: %lld != %lld\n", __FILE__, __LINE__, \
+            fprintf(stderr, "%s:%d: CHECK_EQ(%s, %s) failed: %lld != %lld\n", __FILE__, __LINE__,  \
                     #a, #b, a_, b_);                                                               \
             exit(1);                                                                               \
         }                                                                                          \

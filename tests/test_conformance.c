@@ -16,7 +16,7 @@
 #include "check.h"
 #include "vidfeat.h"
 
-#define F32_TOL 1e-4
+#define F32_TOL      1e-4
 #define BF16_MIN_COS 0.999
 /* Class probabilities go through a softmax, which sharpens bf16 rounding in the logits; for them
  * the bound is looser and the top-1 class must still match. */
@@ -120,10 +120,10 @@ int main(int argc, char **argv)
             float *out = run(&c, "cpu", VF_PRECISION_F32, batches[bi], input);
             double worst = 0.0;
             for (int i = 0; i < c.n; i++) {
-                double e = vf_rel_err(out + (size_t)i * c.dim, ref + (size_t)i * c.dim,
-                                      (size_t)c.dim);
-                CHECK_MSG(e <= F32_TOL, "%s %s f32 batch %d image %d: relative error %.3g",
-                          c.model, c.layer, batches[bi], i, e);
+                double e =
+                    vf_rel_err(out + (size_t)i * c.dim, ref + (size_t)i * c.dim, (size_t)c.dim);
+                CHECK_MSG(e <= F32_TOL, "%s %s f32 batch %d image %d: relative error %.3g", c.model,
+                          c.layer, batches[bi], i, e);
                 worst = e > worst ? e : worst;
             }
             printf("  dnnl f32 batch %d: max relative error %.2e\n", batches[bi], worst);
@@ -150,10 +150,10 @@ int main(int argc, char **argv)
             out = run(&c, "ref", VF_PRECISION_F32, 4, input);
             double worst = 0.0;
             for (int i = 0; i < c.n; i++) {
-                double e = vf_rel_err(out + (size_t)i * c.dim, ref + (size_t)i * c.dim,
-                                      (size_t)c.dim);
-                CHECK_MSG(e <= F32_TOL, "%s %s ref image %d: relative error %.3g", c.model,
-                          c.layer, i, e);
+                double e =
+                    vf_rel_err(out + (size_t)i * c.dim, ref + (size_t)i * c.dim, (size_t)c.dim);
+                CHECK_MSG(e <= F32_TOL, "%s %s ref image %d: relative error %.3g", c.model, c.layer,
+                          i, e);
                 worst = e > worst ? e : worst;
             }
             printf("  ref f32 batch 4: max relative error %.2e\n", worst);

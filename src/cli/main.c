@@ -429,9 +429,10 @@ int main(int argc, char **argv)
     int rc = parse_options(argc - 1, argv + 1, &c);
     if (rc)
         return rc;
-    int level = c.verbosity < 0 ? VF_LOG_ERROR : c.verbosity == 0 ? VF_LOG_WARNING
-                                             : c.verbosity == 1   ? VF_LOG_INFO
-                                                                  : VF_LOG_DEBUG;
+    int level = c.verbosity < 0    ? VF_LOG_ERROR
+                : c.verbosity == 0 ? VF_LOG_WARNING
+                : c.verbosity == 1 ? VF_LOG_INFO
+                                   : VF_LOG_DEBUG;
     vf_set_log_callback(log_to_stderr, NULL, level);
     if (optind < argc - 1) {
         fprintf(stderr, "vidfeat: %s: unexpected argument '%s'\n", cmd, argv[optind + 1]);

@@ -274,7 +274,7 @@ vf_status vf_extractor_create(const vf_config *cfg, vf_extractor **out)
     const vf_layer_spec *spec;
     rc = resolve_layer(ex, cfg, &value, &spec);
     if (rc >= 0)
-        rc = vfi_pass_set_output(ex->graph, value, &pooled, &ex->err);
+        rc = vfi_pass_set_output(ex->graph, value, 1, &pooled, &ex->err);
     if (rc >= 0)
         rc = vfi_pass_optimize(ex->graph, &ex->err);
     if (rc < 0) {

@@ -302,10 +302,11 @@ static vf_status read_external(loader *L, const Onnx__TensorProto *t, size_t wan
 
 /* ---- initializers ---------------------------------------------------------------------------- */
 
-/* Convert a TensorProto into a graph constant named `name`. */
-static vf_status tensor_to_const(loader *L, Onnx__TensorProto *t, const char *name, int *out)
+/* Decode a TensorProto into a new buffer (float32 or int64) with its rank and dims. A FLOAT
+ * tensor's raw bytes are taken over from the message instead of copied. `name` is for messages. */
+static vf_status tensor_decode(loader *L, Onnx__TensorProto *t, const char *name,
+                               vf_dtype *dtype_out, int *rank_out, int64_t *dims, void **data_out)
 {
-    int64_t dims[VF_MAX_DIMS];
     if (t->n_dims > VF_MAX_DIMS)
         return vfi_fail(L->err, VF_ERR_UNSUPPORTED, "tensor '%s' has rank %zu", name, t->n_dims);
     int rank = (int)t->n_dims;
@@ -342,17 +343,19 @@ static vf_status tensor_to_const(loader *L, Onnx__TensorProto *t, const char *na
     vf_dtype dtype =
         (dt == DT_FLOAT || dt == DT_FLOAT16 || dt == DT_DOUBLE) ? VF_DTYPE_F32 : VF_DTYPE_I64;
     size_t want = (size_t)n * in_size;
+    *dtype_out = dtype;
+    *rank_out = rank;
     int external =
         t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
 
     /* Fast path: FLOAT raw bytes become the constant's storage without a copy. */
     if (dt == DT_FLOAT && !external && t->has_raw_data && t->raw_data.len == want && want &&
         ((uintptr_t)t->raw_data.data % 4) == 0) {
-        void *data = t->raw_data.data;
+        *data_out = t->raw_data.data;
         t->raw_data.data = NULL;
         t->raw_data.len = 0;
         t->has_raw_data = 0;
-        return add_const(L, name, dtype, rank, dims, data, out);
+        return VF_OK;
     }
 
     void *owned = NULL;
@@ -457,6 +460,20 @@ static vf_status tensor_to_const(loader *L, Onnx__TensorProto *t, const char *na
         }
     }
     vfi_free(owned);
+    *data_out = data;
+    return VF_OK;
+}
+
+/* Convert a TensorProto into a graph constant named `name`. */
+static vf_status tensor_to_const(loader *L, Onnx__TensorProto *t, const char *name, int *out)
+{
+    int64_t dims[VF_MAX_DIMS];
+    vf_dtype dtype = VF_DTYPE_F32;
+    int rank = 0;
+    void *data = NULL;
+    vf_status rc = tensor_decode(L, t, name, &dtype, &rank, dims, &data);
+    if (rc < 0)
+        return rc;
     return add_const(L, name, dtype, rank, dims, data, out);
 }
 
@@ -1520,7 +1537,7 @@ static vf_status cast_node(loader *L)
     return add_const(L, out_name(L), dt, xv->rank, xv->dims, data, &out);
 }
 
-/* Slice of a 1-D constant (shape[2:], ...). */
+/* Slice of a constant (shape arithmetic: shape[2:], pads reversed with step -1, ...). */
 static vf_status slice_node(loader *L)
 {
     int x;
@@ -1528,49 +1545,129 @@ static vf_status slice_node(loader *L)
     if (rc < 0)
         return rc;
     const vf_value *xv = val(L, x);
-    if (!xv->data || xv->rank != 1)
+    if (!xv->data)
         return NFAIL(L, VF_ERR_UNSUPPORTED, "slicing an activation");
-    int64_t starts[1], ends[1], steps[1] = {1}, axes[1] = {0};
-    int ns = 0, ne = 0, nst = 1, na = 1;
+    int rank = xv->rank;
+    int64_t starts[VF_MAX_DIMS], ends[VF_MAX_DIMS], axes[VF_MAX_DIMS], steps[VF_MAX_DIMS];
+    int ns = -1, ne = -1, na = -1, nst = -1;
     if (L->opset < 10) {
-        ns = attr_ints(L->node, "starts", starts, 1);
-        ne = attr_ints(L->node, "ends", ends, 1);
+        ns = attr_ints(L->node, "starts", starts, VF_MAX_DIMS);
+        ne = attr_ints(L->node, "ends", ends, VF_MAX_DIMS);
+        na = attr_ints(L->node, "axes", axes, VF_MAX_DIMS);
     } else {
-        rc = const_ints(L, 1, starts, 1, &ns);
+        rc = const_ints(L, 1, starts, VF_MAX_DIMS, &ns);
         if (rc >= 0)
-            rc = const_ints(L, 2, ends, 1, &ne);
+            rc = const_ints(L, 2, ends, VF_MAX_DIMS, &ne);
         if (rc >= 0 && L->node->n_input > 3 && *L->node->input[3])
-            rc = const_ints(L, 3, axes, 1, &na);
+            rc = const_ints(L, 3, axes, VF_MAX_DIMS, &na);
         if (rc >= 0 && L->node->n_input > 4 && *L->node->input[4])
-            rc = const_ints(L, 4, steps, 1, &nst);
+            rc = const_ints(L, 4, steps, VF_MAX_DIMS, &nst);
         if (rc < 0)
             return rc;
     }
-    if (ns != 1 || ne != 1 || na != 1 || nst != 1 || (axes[0] != 0 && axes[0] != -1) ||
-        steps[0] == 0)
-        return NFAIL(L, VF_ERR_UNSUPPORTED, "slice form");
-    int64_t len = xv->dims[0], s = starts[0], e = ends[0], st = steps[0];
-    s = s < 0 ? s + len : s;
-    e = e < 0 ? e + len : e;
-    if (st > 0) {
-        s = s < 0 ? 0 : s > len ? len : s;
-        e = e < 0 ? 0 : e > len ? len : e;
-    } else {
-        s = s < 0 ? -1 : s > len - 1 ? len - 1 : s;
-        e = e < -1 ? -1 : e > len - 1 ? len - 1 : e;
+    if (ns < 1 || ns != ne || (na >= 0 && na != ns) || (nst >= 0 && nst != ns))
+        return NFAIL(L, VF_ERR_MODEL, "starts/ends/axes/steps do not match");
+    /* Per dimension: first index, step and count (whole dimension by default). */
+    int64_t first[VF_MAX_DIMS], step[VF_MAX_DIMS], dims[VF_MAX_DIMS];
+    for (int d = 0; d < rank; d++) {
+        first[d] = 0;
+        step[d] = 1;
+        dims[d] = xv->dims[d];
     }
-    int64_t n = 0;
-    for (int64_t i = s; st > 0 ? i < e : i > e; i += st)
-        n++;
+    for (int i = 0; i < ns; i++) {
+        int a = i;
+        if (na >= 0) {
+            rc = normalize_axis(L, axes[i], rank, &a);
+            if (rc < 0)
+                return rc;
+        }
+        int64_t len = xv->dims[a], st = nst >= 0 ? steps[i] : 1, b = starts[i], e = ends[i];
+        if (st == 0)
+            return NFAIL(L, VF_ERR_MODEL, "slice step 0");
+        b = b < 0 ? b + len : b;
+        e = e < 0 ? e + len : e;
+        if (st > 0) {
+            b = b < 0 ? 0 : b > len ? len : b;
+            e = e < 0 ? 0 : e > len ? len : e;
+        } else {
+            b = b < 0 ? -1 : b > len - 1 ? len - 1 : b;
+            e = e < -1 ? -1 : e > len - 1 ? len - 1 : e;
+        }
+        int64_t count = st > 0 ? (e - b + st - 1) / st : (b - e + (-st) - 1) / (-st);
+        first[a] = b;
+        step[a] = st;
+        dims[a] = count > 0 ? count : 0;
+    }
+    int64_t n = numel_of(rank, dims), src_strides[VF_MAX_DIMS];
+    strides_of(rank, xv->dims, src_strides);
     size_t es = vfi_dtype_size(xv->dtype);
     uint8_t *data = alloc_elems(n, xv->dtype);
     if (!data)
         return NFAIL(L, VF_ERR_NOMEM, "out of memory");
-    int64_t k = 0;
-    for (int64_t i = s; st > 0 ? i < e : i > e; i += st)
-        memcpy(data + (k++) * es, (const uint8_t *)xv->data + i * es, es);
+    int64_t idx[VF_MAX_DIMS] = {0};
+    for (int64_t k = 0; k < n; k++) {
+        int64_t off = 0;
+        for (int d = 0; d < rank; d++)
+            off += (first[d] + idx[d] * step[d]) * src_strides[d];
+        memcpy(data + k * es, (const uint8_t *)xv->data + off * es, es);
+        for (int d = rank - 1; d >= 0; d--) {
+            if (++idx[d] < dims[d])
+                break;
+            idx[d] = 0;
+        }
+    }
     int out;
-    return add_const(L, out_name(L), xv->dtype, 1, &n, data, &out);
+    return add_const(L, out_name(L), xv->dtype, rank, dims, data, &out);
+}
+
+static vf_status constant_of_shape_node(loader *L)
+{
+    int64_t dims[VF_MAX_DIMS];
+    int n;
+    vf_status rc = const_ints(L, 0, dims, VF_MAX_DIMS, &n);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < n; i++) {
+        if (dims[i] < 0 || dims[i] > VF_MAX_DIM)
+            return NFAIL(L, VF_ERR_UNSUPPORTED, "shape entry %lld", (long long)dims[i]);
+    }
+    if (numel_of(n, dims) > VF_MAX_DIM)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "a constant of %lld elements",
+                     (long long)numel_of(n, dims));
+    /* The fill value: a one-element tensor attribute, float 0 by default. */
+    vf_dtype dt = VF_DTYPE_F32;
+    float fv = 0.0f;
+    int64_t iv = 0;
+    const Onnx__AttributeProto *a = find_attr(L->node, "value");
+    if (a && a->t) {
+        int64_t vd[VF_MAX_DIMS];
+        int vr = 0;
+        void *v = NULL;
+        rc = tensor_decode(L, a->t, "value", &dt, &vr, vd, &v);
+        if (rc < 0)
+            return rc;
+        if (numel_of(vr, vd) != 1) {
+            vfi_free(v);
+            return NFAIL(L, VF_ERR_MODEL, "value must hold one element");
+        }
+        if (dt == VF_DTYPE_F32)
+            fv = *(const float *)v;
+        else
+            iv = *(const int64_t *)v;
+        vfi_free(v);
+    }
+    int64_t count = numel_of(n, dims);
+    void *data = alloc_elems(count, dt);
+    if (!data)
+        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < count; i++) {
+        if (dt == VF_DTYPE_F32)
+            ((float *)data)[i] = fv;
+        else
+            ((int64_t *)data)[i] = iv;
+    }
+    int out;
+    return add_const(L, out_name(L), dt, n, dims, data, &out);
 }
 
 static vf_status alias_node(loader *L)
@@ -1662,6 +1759,8 @@ static vf_status convert_node(loader *L)
         return cast_node(L);
     if (!strcmp(op, "Slice"))
         return slice_node(L);
+    if (!strcmp(op, "ConstantOfShape"))
+        return constant_of_shape_node(L);
     if (!strcmp(op, "Identity") || !strcmp(op, "Dropout"))
         return alias_node(L);
     return NFAIL(L, VF_ERR_UNSUPPORTED, "unsupported operator '%s'", op);

@@ -36,7 +36,7 @@ static vf_node *producer_of(vf_graph *g, int v, vf_op op)
     return &g->nodes[p];
 }
 
-vf_status vfi_pass_set_output(vf_graph *g, int v, int *pooled, vf_err *err)
+vf_status vfi_pass_set_output(vf_graph *g, int v, int pool_maps, int *pooled, vf_err *err)
 {
     char name[600];
     vf_status rc;
@@ -45,7 +45,7 @@ vf_status vfi_pass_set_output(vf_graph *g, int v, int *pooled, vf_err *err)
         return vfi_fail(err, VF_ERR_INVALID, "'%s' is not computed from the input",
                         v >= 0 && v < g->n_values ? g->values[v].name : "?");
     const vf_value *x = &g->values[v];
-    if (x->rank == 4 && x->dims[2] * x->dims[3] > 1) {
+    if (pool_maps && x->rank == 4 && x->dims[2] * x->dims[3] > 1) {
         vf_pool_params p;
         memset(&p, 0, sizeof(p));
         p.kind = VF_POOL_AVG;

@@ -1,0 +1,474 @@
+#!/usr/bin/python3
+"""Regenerate the small test models and their goldens (committed; a few KB each).
+
+  tests/data/ops/NAME.onnx      one operator family per model, seeded weights
+  tests/golden/ops/NAME.txt     a seeded input batch and PyTorch's output for it: the independent
+                                oracle that the reference backend is checked against
+  tests/data/bad/NAME.onnx      malformed or unsupported models, each with the status and message
+                                fragment the loader must report (tests/data/bad/EXPECTED.tsv);
+                                they also seed the fuzz corpus
+  models/tiny_cnn.onnx          a few-KB CNN for the CLI tests and the quick start
+
+usage: /usr/bin/python3 scripts/make_test_models.py
+"""
+import os
+import struct
+
+import numpy as np
+import onnx
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OPS = os.path.join(ROOT, "tests", "data", "ops")
+GOLD = os.path.join(ROOT, "tests", "golden", "ops")
+BAD = os.path.join(ROOT, "tests", "data", "bad")
+BATCH = 3
+
+
+def seeded(seed):
+    torch.manual_seed(seed)
+    return np.random.default_rng(seed)
+
+
+def write_golden(name, x, y):
+    """Text: 'shape d0 d1 ...' then the values (%.9g), for the input and the expected output."""
+    with open(os.path.join(GOLD, name + ".txt"), "w") as f:
+        for arr in (x, y):
+            arr = np.asarray(arr, np.float32)
+            f.write("shape %s\n" % " ".join(str(d) for d in arr.shape))
+            flat = arr.reshape(-1)
+            for i in range(0, flat.size, 8):
+                f.write(" ".join("%.9g" % v for v in flat[i:i + 8]) + "\n")
+
+
+def randomize(m, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, (nn.Conv2d, nn.Linear)) and mod.bias is not None:
+                mod.bias.uniform_(-0.5, 0.5, generator=g)
+            if isinstance(mod, nn.BatchNorm2d):
+                mod.weight.uniform_(0.5, 1.5, generator=g)
+                mod.bias.uniform_(-0.5, 0.5, generator=g)
+                mod.running_mean.uniform_(-0.5, 0.5, generator=g)
+                mod.running_var.uniform_(0.5, 1.5, generator=g)
+
+
+def export(name, module, shape, seed, dynamic=True, opset=13, nhwc=False):
+    seeded(seed)
+    randomize(module, seed)
+    module.eval()
+    x = torch.randn(BATCH, *shape)
+    path = os.path.join(OPS, name + ".onnx")
+    axes = {"input": {0: "N"}, "output": {0: "N"}} if dynamic else None
+    with torch.no_grad():
+        # A fixed-batch export is evaluated image by image, as it was written for batch 1.
+        y = module(x) if dynamic else torch.cat([module(x[i:i + 1]) for i in range(BATCH)])
+        torch.onnx.export(module, x if dynamic else x[:1], path, opset_version=opset,
+                          input_names=["input"], output_names=["output"], dynamic_axes=axes)
+    # vidfeat's engine input is always planar NCHW; an NHWC model gets its transpose inside.
+    write_golden(name, (x.permute(0, 3, 1, 2) if nhwc else x).numpy(), y.numpy())
+
+
+# ---- operator cases ---------------------------------------------------------------------------
+
+class ConvRelu(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x):
+        return F.relu(self.conv(x))
+
+
+class ConvGrouped(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 8, 3, stride=2, padding=2, dilation=2, groups=2)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+class Depthwise(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.pw = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        return self.pw(F.relu6(self.dw(x)))
+
+
+class BnStandalone(nn.Module):
+    """BatchNorm that cannot be folded (it reads the input), then ReLU, then a conv."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(4)
+        self.conv = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(F.relu(self.bn(x)))
+
+
+class Pools(nn.Module):
+    def forward(self, x):
+        a = F.max_pool2d(x, 3, 2, ceil_mode=True)                      # 13 -> 6 (ceil)
+        b = F.avg_pool2d(x, 3, 2, padding=1, count_include_pad=False)  # exclude padding
+        c = F.avg_pool2d(x, 3, 2, padding=1)                           # include (Pad + pool)
+        d = F.max_pool2d(x, 2, 2, padding=1, dilation=2)
+        return torch.cat([a.flatten(1), b.flatten(1), c.flatten(1), d.flatten(1)], 1)
+
+
+class GlobalPools(nn.Module):
+    def forward(self, x):
+        return torch.cat([F.adaptive_avg_pool2d(x, 1), F.adaptive_max_pool2d(x, 1)], 1).flatten(1)
+
+
+class GemmMatmul(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4 * 5 * 5, 16)
+        self.w = nn.Parameter(torch.randn(16, 7) * 0.2)
+
+    def forward(self, x):
+        return torch.matmul(F.relu(self.fc(torch.flatten(x, 1))), self.w)
+
+
+class Binary(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.rand(4, 1, 1) + 0.5)
+        self.shift = nn.Parameter(torch.randn(4, 1, 1))
+        self.conv = nn.Conv2d(4, 4, 1)
+
+    def forward(self, x):
+        y = x * self.scale + self.shift
+        z = self.conv(x)
+        w = (y - z) / 1.7 - 0.25
+        pooled = F.adaptive_avg_pool2d(z, 1)   # [N, C, 1, 1] broadcast over the plane
+        return w * pooled + y
+
+
+class ConcatSoftmax(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 4, 1)
+        self.b = nn.Conv2d(3, 2, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.cat([self.a(x), self.b(x), x], 1)
+        return F.softmax(y.flatten(1), dim=1)
+
+
+class Activations(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 5, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return torch.cat([torch.sigmoid(y), F.leaky_relu(y, 0.1), F.hardsigmoid(y),
+                          F.hardswish(y), torch.tanh(y), F.relu6(y * 3)], 1)
+
+
+class ShapeReshape(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, stride=2)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y.view(y.size(0), -1)
+
+
+class Nhwc(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        return self.conv(x.permute(0, 3, 1, 2)).mean((2, 3))
+
+
+class Pads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, stride=2)
+
+    def forward(self, x):
+        a = self.conv(F.pad(x, (0, 1, 0, 1)))                 # zero pad: folded into the conv
+        b = F.pad(x, (1, 2, 0, 1), value=0.5)                 # standalone constant pad
+        return torch.cat([a.flatten(1), b.flatten(1)], 1)
+
+
+class SqueezeUnsqueeze(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3)
+
+    def forward(self, x):
+        y = self.conv(x).mean((2, 3), keepdim=True)   # ReduceMean keepdims
+        y = y.squeeze(3).squeeze(2)                    # Squeeze
+        return y.unsqueeze(2) * 2.0                    # Unsqueeze
+
+
+class TransformInput(nn.Module):
+    """torchvision Inception v3's transform_input prelude."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        x0 = torch.unsqueeze(x[:, 0], 1) * (0.229 / 0.5) + (0.485 - 0.5) / 0.5
+        x1 = torch.unsqueeze(x[:, 1], 1) * (0.224 / 0.5) + (0.456 - 0.5) / 0.5
+        x2 = torch.unsqueeze(x[:, 2], 1) * (0.225 / 0.5) + (0.406 - 0.5) / 0.5
+        return self.conv(torch.cat((x0, x1, x2), 1))
+
+
+class FixedBatch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, stride=2)
+        self.fc = nn.Linear(4 * 3 * 3, 5)
+
+    def forward(self, x):
+        return self.fc(self.conv(x).reshape(1, -1))
+
+
+class TinyCnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.c2 = nn.Conv2d(8, 16, 3, padding=1)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        y = F.max_pool2d(F.relu(self.c1(x)), 2)
+        y = F.relu(self.c2(y))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
+def helper_model(name, nodes, inits, in_shape, out_name="output", opset=13, in_name="input",
+                 elem=TensorProto.FLOAT, extra_inputs=()):
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info(in_name, elem, in_shape)] + list(extra_inputs),
+        [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, None)],
+        initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                             producer_name="vidfeat make_test_models")
+
+
+def conv_bn_relu():
+    """Conv -> BatchNormalization -> Relu built by hand (torch folds BN itself)."""
+    rng = seeded(30)
+    w = rng.standard_normal((6, 3, 3, 3)).astype(np.float32) * 0.3
+    b = rng.standard_normal(6).astype(np.float32) * 0.1
+    scale = rng.uniform(0.5, 1.5, 6).astype(np.float32)
+    bias = rng.uniform(-0.5, 0.5, 6).astype(np.float32)
+    mean = rng.uniform(-0.5, 0.5, 6).astype(np.float32)
+    var = rng.uniform(0.5, 1.5, 6).astype(np.float32)
+    inits = [numpy_helper.from_array(a, n) for a, n in
+             [(w, "w"), (b, "b"), (scale, "s"), (bias, "bb"), (mean, "m"), (var, "v")]]
+    nodes = [helper.make_node("Conv", ["input", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("BatchNormalization", ["c", "s", "bb", "m", "v"], ["n"],
+                              epsilon=1e-3, name="bn"),
+             helper.make_node("Relu", ["n"], ["output"], name="relu")]
+    model = helper_model("conv_bn_relu", nodes, inits, ["N", 3, 9, 9])
+    onnx.save(model, os.path.join(OPS, "conv_bn_relu.onnx"))
+    x = torch.from_numpy(rng.standard_normal((BATCH, 3, 9, 9)).astype(np.float32))
+    y = F.conv2d(x, torch.from_numpy(w), torch.from_numpy(b), padding=1)
+    y = F.batch_norm(y, torch.from_numpy(mean), torch.from_numpy(var), torch.from_numpy(scale),
+                     torch.from_numpy(bias), eps=1e-3)
+    write_golden("conv_bn_relu", x.numpy(), F.relu(y).numpy())
+
+
+def lrn():
+    """ONNX LRN built by hand (PyTorch exports LocalResponseNorm as a decomposition)."""
+    rng = seeded(33)
+    nodes = [helper.make_node("LRN", ["input"], ["output"], size=5, alpha=1e-2, beta=0.75,
+                              bias=2.0, name="lrn")]
+    onnx.save(helper_model("lrn", nodes, [], ["N", 8, 4, 4]), os.path.join(OPS, "lrn.onnx"))
+    x = torch.from_numpy(rng.standard_normal((BATCH, 8, 4, 4)).astype(np.float32) * 2)
+    y = F.local_response_norm(x, 5, alpha=1e-2, beta=0.75, k=2.0)
+    write_golden("lrn", x.numpy(), y.numpy())
+
+
+def same_upper():
+    """Conv with auto_pad SAME_UPPER, stride 2 on an even size: padding only at the end."""
+    rng = seeded(31)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32) * 0.3
+    nodes = [helper.make_node("Conv", ["input", "w"], ["output"], auto_pad="SAME_UPPER",
+                              strides=[2, 2], name="conv_same")]
+    model = helper_model("same_upper", nodes, [numpy_helper.from_array(w, "w")], ["N", 3, 8, 8])
+    onnx.save(model, os.path.join(OPS, "same_upper.onnx"))
+    x = torch.from_numpy(rng.standard_normal((BATCH, 3, 8, 8)).astype(np.float32))
+    y = F.conv2d(F.pad(x, (0, 1, 0, 1)), torch.from_numpy(w), stride=2)
+    write_golden("same_upper", x.numpy(), y.numpy())
+
+
+def external_data():
+    """A Gemm whose weights live in an external-data file beside the model."""
+    rng = seeded(32)
+    w = rng.standard_normal((5, 12)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    wt = numpy_helper.from_array(w, "w")
+    nodes = [helper.make_node("Flatten", ["input"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "w", "b"], ["output"], transB=1, name="fc")]
+    model = helper_model("external_data", nodes, [wt, numpy_helper.from_array(b, "b")],
+                         ["N", 3, 2, 2])
+    onnx.save(model, os.path.join(OPS, "external_data.onnx"), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="external_data.weights", size_threshold=64)
+    x = rng.standard_normal((BATCH, 3, 2, 2)).astype(np.float32)
+    write_golden("external_data", x, x.reshape(BATCH, -1) @ w.T + b)
+
+
+# ---- malformed models -------------------------------------------------------------------------
+
+def bad_models():
+    expected = []
+
+    def save(name, data, code, fragment):
+        path = os.path.join(BAD, name + ".onnx")
+        with open(path, "wb") as f:
+            f.write(data if isinstance(data, bytes) else data.SerializeToString())
+        expected.append((name, code, fragment))
+
+    tiny = open(os.path.join(ROOT, "models", "tiny_cnn.onnx"), "rb").read()
+    w = numpy_helper.from_array(np.ones((2, 3, 1, 1), np.float32), "w")
+
+    save("empty", b"", "VF_ERR_MODEL", "empty file")
+    save("garbage", bytes(np.random.default_rng(5).integers(0, 256, 300, dtype=np.uint8)),
+         "VF_ERR_MODEL", "protobuf")
+    save("truncated", tiny[: len(tiny) * 3 // 5], "VF_ERR_MODEL", "truncated")
+    save("not_a_model", b"\x89PNG\r\n\x1a\n" + b"\0" * 64, "VF_ERR_MODEL", "protobuf")
+
+    m = helper_model("u", [helper.make_node("LSTM", ["input"], ["output"], name="my_lstm")], [],
+                     ["N", 3, 4, 4])
+    save("unsupported_op", m, "VF_ERR_UNSUPPORTED", "'my_lstm' (LSTM): unsupported operator")
+
+    m = helper_model("c", [helper.make_node("Relu", ["b"], ["a"], name="r1"),
+                           helper.make_node("Relu", ["a"], ["b"], name="r2"),
+                           helper.make_node("Relu", ["input"], ["output"], name="r3")],
+                     [], ["N", 3, 4, 4])
+    save("cycle", m, "VF_ERR_MODEL", "cycle")
+
+    m = helper_model("d", [helper.make_node("Add", ["input", "nowhere"], ["output"], name="add")],
+                     [], ["N", 3, 4, 4])
+    save("dangling", m, "VF_ERR_MODEL", "input 'nowhere' is not defined")
+
+    huge = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[1 << 40, 3, 1, 1])
+    m = helper_model("h", [helper.make_node("Conv", ["input", "w"], ["output"], name="conv")],
+                     [huge], ["N", 3, 4, 4])
+    save("huge_dims", m, "VF_ERR_MODEL", "invalid dimensions")
+
+    neg = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2, -3, 1, 1])
+    m = helper_model("n", [helper.make_node("Conv", ["input", "w"], ["output"], name="conv")],
+                     [neg], ["N", 3, 4, 4])
+    save("negative_dim", m, "VF_ERR_MODEL", "invalid dimensions")
+
+    short = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2, 3, 1, 1],
+                        raw_data=b"\0" * 20)
+    m = helper_model("s", [helper.make_node("Conv", ["input", "w"], ["output"], name="conv")],
+                     [short], ["N", 3, 4, 4])
+    save("raw_size_mismatch", m, "VF_ERR_MODEL", "bytes of data")
+
+    m = helper_model("k", [helper.make_node("Conv", ["input", "w"], ["output"], name="conv")],
+                     [w], ["N", 4, 4, 4])
+    save("channel_mismatch", m, "VF_ERR_MODEL", "do not fit 4 input channels")
+
+    m = helper_model("t", [helper.make_node("Add", ["input", "other"], ["output"], name="add")],
+                     [], ["N", 3, 4, 4],
+                     extra_inputs=[helper.make_tensor_value_info("other", TensorProto.FLOAT,
+                                                                 ["N", 3, 4, 4])])
+    save("two_inputs", m, "VF_ERR_UNSUPPORTED", "more than one input")
+
+    m = helper_model("i", [helper.make_node("Relu", ["input"], ["output"], name="r")], [],
+                     ["N", 3, 4, 4], elem=TensorProto.INT64)
+    save("int_input", m, "VF_ERR_UNSUPPORTED", "not float32")
+
+    ext = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2, 3, 1, 1],
+                      data_location=TensorProto.EXTERNAL)
+    ext.external_data.add(key="location", value="../../etc/passwd")
+    m = helper_model("e", [helper.make_node("Conv", ["input", "w"], ["output"], name="conv")],
+                     [ext], ["N", 3, 4, 4])
+    save("external_escape", m, "VF_ERR_MODEL", "leaves the model's directory")
+
+    ext = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2, 3, 1, 1],
+                      data_location=TensorProto.EXTERNAL)
+    ext.external_data.add(key="location", value="no_such_file.bin")
+    m = helper_model("e2", [helper.make_node("Conv", ["input", "w"], ["output"], name="conv")],
+                     [ext], ["N", 3, 4, 4])
+    save("external_missing", m, "VF_ERR_IO", "no_such_file.bin")
+
+    m = helper_model("p", [helper.make_node("Relu", ["input"], ["x"], name="r1"),
+                           helper.make_node("Relu", ["input"], ["x"], name="r2"),
+                           helper.make_node("Relu", ["x"], ["output"], name="r3")],
+                     [], ["N", 3, 4, 4])
+    save("duplicate_output", m, "VF_ERR_MODEL", "produced twice")
+
+    m = helper_model("b", [helper.make_node("Flatten", ["input"], ["output"], axis=0, name="fl")],
+                     [], ["N", 3, 4, 4])
+    save("batch_mixing", m, "VF_ERR_UNSUPPORTED", "mixes the batch")
+
+    # Nesting: a node attribute holding a graph whose node holds a graph, 100 levels deep,
+    # written by hand (protobuf libraries refuse to build it): AttributeProto.g = 6,
+    # GraphProto.node = 1, NodeProto.attribute = 5, ModelProto.graph = 7.
+    def ld(field, payload):
+        key = bytes([field << 3 | 2])
+        n, out = len(payload), b""
+        while True:
+            out += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
+            n >>= 7
+            if not n:
+                break
+        return key + out + payload
+    inner = b""
+    for _ in range(100):
+        inner = ld(1, ld(5, ld(6, inner)))  # graph.node.attribute.g
+    save("deep_nesting", ld(7, inner), "VF_ERR_MODEL", "nested deeper")
+
+    with open(os.path.join(BAD, "EXPECTED.tsv"), "w") as f:
+        f.write("# file\tstatus\tmessage fragment\n")
+        for name, code, frag in expected:
+            f.write("%s.onnx\t%s\t%s\n" % (name, code, frag))
+
+
+def main():
+    for d in (OPS, GOLD, BAD):
+        os.makedirs(d, exist_ok=True)
+    export("tiny_cnn", TinyCnn(), (3, 32, 32), 1)
+    os.replace(os.path.join(OPS, "tiny_cnn.onnx"), os.path.join(ROOT, "models", "tiny_cnn.onnx"))
+    os.replace(os.path.join(GOLD, "tiny_cnn.txt"), os.path.join(GOLD, "..", "tiny_cnn.txt"))
+    export("conv_relu", ConvRelu(), (3, 7, 7), 2)
+    export("conv_grouped", ConvGrouped(), (4, 11, 11), 3)
+    export("depthwise_relu6", Depthwise(), (8, 6, 6), 4)
+    export("bn_standalone", BnStandalone(), (4, 5, 5), 5)
+    export("pools", Pools(), (3, 13, 13), 6)
+    export("global_pools", GlobalPools(), (5, 6, 7), 7)
+    export("gemm_matmul", GemmMatmul(), (4, 5, 5), 9)
+    export("binary", Binary(), (4, 5, 5), 10)
+    export("concat_softmax", ConcatSoftmax(), (3, 4, 4), 11)
+    export("activations", Activations(), (3, 5, 5), 12)
+    export("shape_reshape", ShapeReshape(), (3, 9, 9), 13, opset=11)
+    export("nhwc_transpose", Nhwc(), (8, 8, 3), 14, nhwc=True)
+    export("pads", Pads(), (3, 7, 7), 15)
+    export("squeeze_unsqueeze", SqueezeUnsqueeze(), (3, 6, 6), 16)
+    export("transform_input", TransformInput(), (3, 8, 8), 17)
+    export("fixed_batch", FixedBatch(), (3, 8, 8), 18, dynamic=False)
+    conv_bn_relu()
+    lrn()
+    same_upper()
+    external_data()
+    bad_models()
+    print("wrote", OPS, GOLD, BAD)
+
+
+if __name__ == "__main__":
+    main()

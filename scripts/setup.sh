@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install what vidfeat needs on Debian 12 / Ubuntu (as root), then configure and build into
+# build/. Idempotent. VIDFEAT_NO_APT=1 skips the package step; BUILD_DIR overrides build/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+
+PACKAGES=(
+    build-essential cmake pkg-config git
+    libavformat-dev libavcodec-dev libswscale-dev libavutil-dev   # decoding (FFmpeg)
+    libdnnl-dev                                                   # CPU backend (oneDNN 2.x)
+    libprotobuf-c-dev protobuf-c-compiler libonnx-dev             # ONNX loading
+    libsqlite3-dev sqlite3                                        # storage
+    python3 python3-numpy python3-onnx python3-torch python3-torchvision  # model export, refs
+    ffmpeg                                                        # sample clips, test images
+    clang clang-format libclang-rt-dev                            # fuzzing, format check
+)
+
+if [ "${VIDFEAT_NO_APT:-0}" != 1 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y --no-install-recommends "${PACKAGES[@]}"
+    command -v npm >/dev/null || apt-get install -y --no-install-recommends nodejs npm
+fi
+
+# ONNX Runtime (CPU library inside the npm package) for the conformance tests only.
+if [ ! -d "$BUILD_DIR/ort/node_modules/onnxruntime-node" ]; then
+    mkdir -p "$BUILD_DIR/ort"
+    npm install --silent --no-audit --no-fund --ignore-scripts --prefix "$BUILD_DIR/ort" \
+        onnxruntime-node@1.30.0
+fi
+
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CMAKE_ARGS:-}
+cmake --build "$BUILD_DIR" -j"$(nproc)"

@@ -1,0 +1,95 @@
+/*
+ * op_cases.c - see op_cases.h.
+ */
+#include "op_cases.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "onnx.h"
+#include "passes.h"
+
+const char *const op_case_names[] = {
+    "activations",    "binary",         "bn_standalone",     "concat_softmax",  "conv_bn_relu",
+    "conv_grouped",   "conv_relu",      "depthwise_relu6",   "external_data",   "fixed_batch",
+    "gemm_matmul",    "global_pools",   "lrn",               "nhwc_transpose",  "pads",
+    "pools",          "same_upper",     "shape_reshape",     "squeeze_unsqueeze",
+    "transform_input", NULL,
+};
+
+static float *read_block(FILE *f, int *rank, long *dims, size_t *count)
+{
+    char line[256];
+    CHECK(fgets(line, sizeof(line), f));
+    CHECK(strncmp(line, "shape", 5) == 0);
+    *rank = 0;
+    *count = 1;
+    char *p = line + 5, *end;
+    for (long d; (d = strtol(p, &end, 10)), end != p; p = end) {
+        CHECK(*rank < 6);
+        dims[(*rank)++] = d;
+        *count *= (size_t)d;
+    }
+    float *v = malloc(*count * sizeof(float));
+    CHECK(v);
+    for (size_t i = 0; i < *count; i++)
+        CHECK(fscanf(f, "%f", &v[i]) == 1);
+    int c = fgetc(f); /* the newline after the last value */
+    (void)c;
+    return v;
+}
+
+void op_golden_load(const char *name, op_golden *g)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/ops/%s.txt", VF_GOLDEN_DIR, name);
+    FILE *f = fopen(path, "r");
+    CHECK_MSG(f, "cannot open %s", path);
+    memset(g, 0, sizeof(*g));
+    g->x = read_block(f, &g->x_rank, g->x_dims, &g->x_count);
+    g->y = read_block(f, &g->y_rank, g->y_dims, &g->y_count);
+    g->batch = (int)g->x_dims[0];
+    fclose(f);
+}
+
+void op_golden_free(op_golden *g)
+{
+    free(g->x);
+    free(g->y);
+}
+
+vf_graph *op_graph_load(const char *name, int optimize)
+{
+    char path[1024];
+    vf_err err = {0};
+    vf_graph *g = NULL;
+    int pooled;
+    snprintf(path, sizeof(path), "%s/ops/%s.onnx", VF_TEST_DATA_DIR, name);
+    CHECK_OK(vfi_onnx_load(path, NULL, &g, &err), err.msg);
+    CHECK_OK(vfi_pass_set_output(g, g->output, 0, &pooled, &err), err.msg);
+    if (optimize)
+        CHECK_OK(vfi_pass_optimize(g, &err), err.msg);
+    return g;
+}
+
+float *op_run(const char *backend, vf_precision prec, const vf_graph *g, int max_batch,
+              const float *x, int n)
+{
+    vf_err err = {0};
+    vf_backend *b = NULL;
+    vf_backend_opts opts = {0, 0, prec};
+    CHECK_OK(vfi_backend_open(backend, &opts, &b, &err), err.msg);
+    CHECK_OK(b->ops->prepare(b, g, max_batch), b->err.msg);
+    size_t in_per = (size_t)vfi_value_sample_numel(&g->values[g->input]);
+    size_t out_per = (size_t)vfi_value_sample_numel(&g->values[g->output]);
+    float *y = calloc((size_t)n * out_per, sizeof(float));
+    CHECK(y);
+    for (int done = 0; done < n; done += max_batch) {
+        int count = n - done < max_batch ? n - done : max_batch;
+        CHECK_OK(b->ops->run(b, x + done * in_per, y + done * out_per, count), b->err.msg);
+    }
+    vfi_backend_free(&b);
+    return y;
+}

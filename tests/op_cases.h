@@ -1,0 +1,36 @@
+/*
+ * op_cases.h - the operator test cases shared by the backend tests: the small ONNX models in
+ * tests/data/ops with the inputs and PyTorch outputs in tests/golden/ops (both written by
+ * scripts/make_test_models.py).
+ */
+#ifndef VIDFEAT_OP_CASES_H
+#define VIDFEAT_OP_CASES_H
+
+#include <stddef.h>
+
+#include "backend.h"
+#include "graph.h"
+
+typedef struct op_golden {
+    float *x, *y;
+    int x_rank, y_rank;
+    long x_dims[6], y_dims[6];
+    size_t x_count, y_count;
+    int batch;
+} op_golden;
+
+/* The case names, NULL-terminated. */
+extern const char *const op_case_names[];
+
+/* Load tests/golden/ops/NAME.txt (exits on failure). */
+void op_golden_load(const char *name, op_golden *g);
+void op_golden_free(op_golden *g);
+
+/* Load tests/data/ops/NAME.onnx, choose its output and (if optimize) run the passes. */
+vf_graph *op_graph_load(const char *name, int optimize);
+
+/* Compile g on a backend for max_batch and run n images; returns malloc'd output. */
+float *op_run(const char *backend, vf_precision prec, const vf_graph *g, int max_batch,
+              const float *x, int n);
+
+#endif /* VIDFEAT_OP_CASES_H */

@@ -1,0 +1,51 @@
+/*
+ * test_backend_dnnl.c - the oneDNN backend against the reference backend on every operator
+ * case: f32 at batch 1 (image by image) and at the full batch within 1e-5 relative, bf16 with
+ * cosine >= 0.999 per image. Also checks that a partial batch gives the same numbers.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "op_cases.h"
+
+#define F32_TOL 1e-5
+#define BF16_MIN_COS 0.999
+
+int main(void)
+{
+    for (int i = 0; op_case_names[i]; i++) {
+        const char *name = op_case_names[i];
+        op_golden gold;
+        op_golden_load(name, &gold);
+        vf_graph *g = op_graph_load(name, 1);
+        int n = gold.batch;
+        size_t per = gold.y_count / (size_t)n;
+        float *ref = op_run("ref", VF_PRECISION_F32, g, n, gold.x, n);
+        float *b1 = op_run("dnnl", VF_PRECISION_F32, g, 1, gold.x, n);
+        float *bn = op_run("dnnl", VF_PRECISION_F32, g, n, gold.x, n);
+        float *part = op_run("dnnl", VF_PRECISION_F32, g, n + 2, gold.x, n); /* short batch */
+        float *bf = op_run("dnnl", VF_PRECISION_BF16, g, n, gold.x, n);
+        double e1 = vf_rel_err(b1, ref, gold.y_count), en = vf_rel_err(bn, ref, gold.y_count);
+        double ep = vf_rel_err(part, ref, gold.y_count);
+        CHECK_MSG(e1 <= F32_TOL, "%s: batch 1 relative error %.3g", name, e1);
+        CHECK_MSG(en <= F32_TOL, "%s: batch %d relative error %.3g", name, n, en);
+        CHECK_MSG(ep <= F32_TOL, "%s: short batch relative error %.3g", name, ep);
+        double min_cos = 1.0;
+        for (int k = 0; k < n; k++) {
+            double c = vf_cosine(bf + k * per, ref + k * per, per);
+            min_cos = c < min_cos ? c : min_cos;
+        }
+        CHECK_MSG(min_cos >= BF16_MIN_COS, "%s: bf16 cosine %.5f", name, min_cos);
+        printf("%-18s f32 rel err %.2e / %.2e / %.2e, bf16 min cosine %.6f\n", name, e1, en, ep,
+               min_cos);
+        free(ref);
+        free(b1);
+        free(bn);
+        free(part);
+        free(bf);
+        vfi_graph_free(&g);
+        op_golden_free(&gold);
+    }
+    return 0;
+}

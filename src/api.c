@@ -128,8 +128,10 @@ static vf_status resolve_model(vf_extractor *ex, const vf_config *cfg)
         if (dot && !strcmp(dot, ".onnx"))
             *dot = '\0';
         /* A file a manifest describes brings its preprocessing and layer names along. */
-        if (vfi_manifest_find_by_file(cfg->models_dir, base, &ex->manifest, NULL) < 0)
-            ex->manifest = NULL;
+        vf_status rc = vfi_manifest_find_by_file(cfg->models_dir, base, &ex->manifest, err);
+        if (rc == VF_ERR_NOMEM)
+            return rc;
+        vfi_err_clear(err);
         return VF_OK;
     }
     vf_status rc = vfi_manifest_find(cfg->models_dir, cfg->model, &ex->manifest, err);

@@ -255,12 +255,17 @@ vf_status vfi_manifest_find_by_file(const char *models_dir, const char *base, vf
                 continue;
             snprintf(path, sizeof(path), "%s/%s", dirs[i], e->d_name);
             vf_manifest *m = NULL;
-            if (vfi_manifest_load(path, &m, NULL) >= 0 && !strcmp(m->file, base)) {
+            vf_status rc = vfi_manifest_load(path, &m, err);
+            if (rc >= 0 && !strcmp(m->file, base)) {
                 closedir(d);
                 *out = m;
                 return VF_OK;
             }
             vfi_manifest_free(&m);
+            if (rc == VF_ERR_NOMEM) {
+                closedir(d);
+                return rc;
+            }
         }
         closedir(d);
     }

@@ -57,10 +57,14 @@ typedef struct loader {
 
 /* ---- protobuf-c allocator through mem.c --------------------------------------------------- */
 
+/* allocator_data points to an int set when an allocation fails, so that a failed unpack can be
+ * told apart from a malformed file. */
 static void *pb_alloc(void *data, size_t size)
 {
-    (void)data;
-    return vfi_malloc(size);
+    void *p = vfi_malloc(size);
+    if (!p)
+        *(int *)data = 1;
+    return p;
 }
 
 static void pb_free(void *data, void *ptr)
@@ -1790,8 +1794,13 @@ static vf_status sort_nodes(loader *L, size_t **order_out)
         for (size_t j = 0; j < nd->n_output; j++) {
             if (!nd->output[j] || !*nd->output[j])
                 continue;
-            if (vfi_strmap_put(producer, nd->output[j], (int)i) < 0) {
+            vf_status put = vfi_strmap_put(producer, nd->output[j], (int)i);
+            if (put == VF_ERR_INVALID) {
                 rc = vfi_fail(L->err, VF_ERR_MODEL, "tensor '%s' is produced twice", nd->output[j]);
+                goto fail;
+            }
+            if (put < 0) {
+                rc = vfi_fail(L->err, VF_ERR_NOMEM, "out of memory");
                 goto fail;
             }
         }
@@ -1993,7 +2002,8 @@ static vf_status convert_graph(loader *L)
 vf_status vfi_onnx_load_mem(const void *data, size_t size, const char *base_dir,
                             const vf_onnx_opts *opts, vf_graph **out, vf_err *err)
 {
-    ProtobufCAllocator alloc = {pb_alloc, pb_free, NULL};
+    int alloc_failed = 0;
+    ProtobufCAllocator alloc = {pb_alloc, pb_free, &alloc_failed};
     Onnx__ModelProto *model = NULL;
     loader L;
     memset(&L, 0, sizeof(L));
@@ -2010,6 +2020,8 @@ vf_status vfi_onnx_load_mem(const void *data, size_t size, const char *base_dir,
     if (rc < 0)
         return rc;
     model = onnx__model_proto__unpack(&alloc, size, data);
+    if (!model && alloc_failed)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory decoding the model");
     if (!model)
         return vfi_fail(err, VF_ERR_MODEL, "not an ONNX model (protobuf decoding failed)");
     if (!model->graph) {

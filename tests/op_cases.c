@@ -12,11 +12,27 @@
 #include "passes.h"
 
 const char *const op_case_names[] = {
-    "activations",    "binary",         "bn_standalone",     "concat_softmax",  "conv_bn_relu",
-    "conv_grouped",   "conv_relu",      "depthwise_relu6",   "external_data",   "fixed_batch",
-    "gemm_matmul",    "global_pools",   "lrn",               "nhwc_transpose",  "pads",
-    "pools",          "same_upper",     "shape_reshape",     "squeeze_unsqueeze",
-    "transform_input", NULL,
+    "activations",
+    "binary",
+    "bn_standalone",
+    "concat_softmax",
+    "conv_bn_relu",
+    "conv_grouped",
+    "conv_relu",
+    "depthwise_relu6",
+    "external_data",
+    "fixed_batch",
+    "gemm_matmul",
+    "global_pools",
+    "lrn",
+    "nhwc_transpose",
+    "pads",
+    "pools",
+    "same_upper",
+    "shape_reshape",
+    "squeeze_unsqueeze",
+    "transform_input",
+    NULL,
 };
 
 static float *read_block(FILE *f, int *rank, long *dims, size_t *count)

@@ -9,7 +9,7 @@
 #include "check.h"
 #include "op_cases.h"
 
-#define F32_TOL 1e-5
+#define F32_TOL      1e-5
 #define BF16_MIN_COS 0.999
 
 int main(void)

@@ -1,0 +1,168 @@
+/*
+ * test_onnx.c - the ONNX loader and the passes: every malformed or unsupported model in
+ * tests/data/bad fails with the status and message listed in EXPECTED.tsv (never a crash), and
+ * the passes produce the graphs they promise (BatchNorm folded, activations fused, inverse
+ * transposes cancelled, zero padding folded, nothing after the feature layer kept).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "onnx.h"
+#include "passes.h"
+
+static vf_status status_by_name(const char *name)
+{
+    static const struct {
+        const char *name;
+        vf_status code;
+    } table[] = {{"VF_ERR_MODEL", VF_ERR_MODEL},
+                 {"VF_ERR_UNSUPPORTED", VF_ERR_UNSUPPORTED},
+                 {"VF_ERR_IO", VF_ERR_IO},
+                 {"VF_ERR_INVALID", VF_ERR_INVALID}};
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        if (!strcmp(name, table[i].name))
+            return table[i].code;
+    }
+    CHECK_MSG(0, "unknown status %s", name);
+    return VF_OK;
+}
+
+static void bad_models(void)
+{
+    char path[1024], line[1024];
+    snprintf(path, sizeof(path), "%s/bad/EXPECTED.tsv", VF_TEST_DATA_DIR);
+    FILE *f = fopen(path, "r");
+    CHECK_MSG(f, "cannot open %s", path);
+    int n = 0;
+    while (fgets(line, sizeof(line), f)) {
+        char file[256], code[64], frag[512];
+        if (line[0] == '#')
+            continue;
+        CHECK(sscanf(line, "%255[^\t]\t%63[^\t]\t%511[^\n]", file, code, frag) == 3);
+        snprintf(path, sizeof(path), "%s/bad/%s", VF_TEST_DATA_DIR, file);
+        vf_graph *g = NULL;
+        vf_err err = {0};
+        vf_status rc = vfi_onnx_load(path, NULL, &g, &err);
+        CHECK_MSG(rc == status_by_name(code), "%s: got %s (%s), want %s", file, vf_status_str(rc),
+                  err.msg, code);
+        CHECK_MSG(strstr(err.msg, frag), "%s: message '%s' lacks '%s'", file, err.msg, frag);
+        CHECK_MSG(strstr(err.msg, file), "%s: message '%s' does not name the file", file, err.msg);
+        CHECK(g == NULL);
+        printf("%-24s %s: %s\n", file, vf_status_str(rc), err.msg);
+        n++;
+    }
+    fclose(f);
+    CHECK(n >= 15);
+}
+
+static int count_op(const vf_graph *g, vf_op op)
+{
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        n += g->nodes[i].op == op;
+    return n;
+}
+
+static vf_graph *load(const char *name)
+{
+    char path[1024];
+    vf_err err = {0};
+    vf_graph *g = NULL;
+    snprintf(path, sizeof(path), "%s/ops/%s.onnx", VF_TEST_DATA_DIR, name);
+    CHECK_OK(vfi_onnx_load(path, NULL, &g, &err), err.msg);
+    return g;
+}
+
+static void optimize(vf_graph *g, int out)
+{
+    vf_err err = {0};
+    int pooled;
+    CHECK_OK(vfi_pass_set_output(g, out, 0, &pooled, &err), err.msg);
+    CHECK_OK(vfi_pass_optimize(g, &err), err.msg);
+}
+
+static void passes(void)
+{
+    /* Conv -> BatchNormalization -> Relu: one conv with the relu fused. */
+    vf_graph *g = load("conv_bn_relu");
+    CHECK_EQ(count_op(g, VF_OP_CONV), 2); /* the BN arrives as a depthwise 1x1 conv */
+    optimize(g, g->output);
+    CHECK_EQ(count_op(g, VF_OP_CONV), 1);
+    CHECK_EQ(count_op(g, VF_OP_ACT), 0);
+    CHECK_EQ(g->nodes[0].p.conv.act.kind, VF_ACT_RELU);
+    vfi_graph_free(&g);
+
+    /* NHWC input: the engine's NCHW input, the model's transpose and ours cancel out. */
+    g = load("nhwc_transpose");
+    CHECK_EQ(g->values[g->input].dims[1], 3);
+    CHECK_EQ(g->values[g->input].dims[2], 8);
+    optimize(g, g->output);
+    CHECK_EQ(count_op(g, VF_OP_TRANSPOSE), 0);
+    vfi_graph_free(&g);
+
+    /* Zero padding before a conv is folded into it; a 0.5 pad stays. */
+    g = load("pads");
+    CHECK_EQ(count_op(g, VF_OP_PAD), 2);
+    optimize(g, g->output);
+    CHECK_EQ(count_op(g, VF_OP_PAD), 1);
+    vfi_graph_free(&g);
+
+    /* Cutting at an inner tensor removes everything after it. */
+    g = load("depthwise_relu6");
+    int n_before = g->n_nodes;
+    int inner = g->nodes[0].output; /* the depthwise conv */
+    optimize(g, inner);
+    CHECK(g->n_nodes < n_before);
+    CHECK_EQ(count_op(g, VF_OP_CONV), 1);
+    vfi_graph_free(&g);
+
+    /* A fixed-batch-1 export with Reshape(1, -1) still has a batch dimension. */
+    g = load("fixed_batch");
+    CHECK(g->values[g->output].is_batched);
+    CHECK_EQ(g->values[g->output].rank, 2);
+    vfi_graph_free(&g);
+
+    /* The shape subgraph of x.view(x.size(0), -1) folds to one reshape. */
+    g = load("shape_reshape");
+    CHECK_EQ(g->n_nodes, 2);
+    CHECK_EQ(count_op(g, VF_OP_RESHAPE), 1);
+    vfi_graph_free(&g);
+}
+
+static void memory_input(void)
+{
+    /* Truncating a valid model at every 7th byte never crashes and always fails cleanly. */
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/tiny_cnn.onnx", VF_MODELS_DIR);
+    FILE *f = fopen(path, "rb");
+    CHECK(f);
+    static unsigned char buf[65536];
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    CHECK(n > 1000 && n < sizeof(buf));
+    int failures = 0;
+    for (size_t len = 0; len < n; len += 7) {
+        vf_graph *g = NULL;
+        vf_err err = {0};
+        vf_status rc = vfi_onnx_load_mem(buf, len, NULL, NULL, &g, &err);
+        CHECK(rc < 0 ? g == NULL : g != NULL);
+        failures += rc < 0;
+        vfi_graph_free(&g);
+    }
+    CHECK(failures > 0);
+    vf_graph *g = NULL;
+    vf_err err = {0};
+    CHECK_OK(vfi_onnx_load_mem(buf, n, NULL, NULL, &g, &err), err.msg);
+    vfi_graph_free(&g);
+    printf("truncations of tiny_cnn.onnx: %d of %zu rejected cleanly\n", failures, n / 7 + 1);
+}
+
+int main(void)
+{
+    bad_models();
+    passes();
+    memory_input();
+    return 0;
+}

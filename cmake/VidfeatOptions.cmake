@@ -10,6 +10,14 @@ if(VIDFEAT_WERROR)
     list(APPEND VF_WARNINGS -Werror)
 endif()
 
+if(VIDFEAT_FUZZ)
+    if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+        message(FATAL_ERROR "VIDFEAT_FUZZ=ON needs clang (CC=clang)")
+    endif()
+    add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer)
+    add_link_options(-fsanitize=address,undefined)
+endif()
+
 if(VIDFEAT_SANITIZE)
     add_compile_options(-fsanitize=${VIDFEAT_SANITIZE} -fno-omit-frame-pointer
                         -fno-sanitize-recover=all)

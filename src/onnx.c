@@ -1693,6 +1693,9 @@ static vf_status convert_node(loader *L)
         return NFAIL(L, VF_ERR_UNSUPPORTED, "operator domain '%s' is not supported", n->domain);
     if (n->n_output < 1 || !n->output[0] || !*n->output[0])
         return NFAIL(L, VF_ERR_MODEL, "node has no output");
+    /* Every op but Constant reads its first input; the handlers rely on it being there. */
+    if (strcmp(op, "Constant") != 0 && (n->n_input < 1 || !n->input[0] || !*n->input[0]))
+        return NFAIL(L, VF_ERR_MODEL, "the first input is missing");
 
     if (!strcmp(op, "Conv"))
         return conv_node(L);

@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""Inference throughput of vidfeat against its peers on the same ONNX files, in one run.
+
+For each model (VGG19 to fc7 at 224, Inception v3 to the 2048-d pool at 299) and each round,
+runs back to back: vidfeat f32, vidfeat bf16, ONNX Runtime 1.30 f32 (onnxruntime-node),
+PyTorch 1.13 f32 channels_last and PyTorch bf16 (autocast + channels_last, and pure bf16).
+Every harness times RUNS runs of 32 images after one warm-up run and reports its median; the
+table gives the median over rounds and vidfeat's ratios to the peers measured in the same run.
+
+The models are the peer benchmark's own exports (../shared/bench/peers/export_models.py: dynamic
+batch, seeded weights), so every runtime reads the same file and PyTorch builds the same
+weights.  Needs: a built vidfeat (build/), node + onnxruntime-node (build/ort or ORT_NODE_DIR),
+python3-torch.
+
+usage: /usr/bin/python3 scripts/bench-peers.py [--models vgg19_fc7,inception_v3_pool]
+         [--batch 32] [--threads 2] [--runs 5] [--rounds 1] [--no-torch] [--json FILE]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def run_json(argv, env=None):
+    p = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        sys.stderr.write("bench-peers: %s failed:\n%s\n" % (" ".join(argv), p.stderr[-2000:]))
+        return None
+    for line in reversed(p.stdout.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="vgg19_fc7,inception_v3_pool")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared"))
+    ap.add_argument("--model-dir", default="/tmp/peer-models")
+    ap.add_argument("--vidfeat", default=os.path.join(ROOT, "build", "src", "cli", "vidfeat"))
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--json", help="also write all measurements here")
+    a = ap.parse_args()
+
+    peers = os.path.join(a.shared, "bench", "peers")
+    env = dict(os.environ)
+    env.setdefault("ORT_NODE_DIR", os.path.join(ROOT, "build", "ort", "node_modules",
+                                                "onnxruntime-node"))
+    env["OMP_NUM_THREADS"] = str(a.threads)
+    models = a.models.split(",")
+    missing = [m for m in models if not os.path.exists(os.path.join(a.model_dir, m + ".onnx"))]
+    if missing:
+        subprocess.run(["/usr/bin/python3", os.path.join(peers, "export_models.py"), a.model_dir],
+                       check=True)
+
+    configs = [
+        ("vidfeat", "f32", lambda m: [a.vidfeat, "bench", "--infer-only", "--json", "--model", m,
+                                      "--batch", str(a.batch), "--threads", str(a.threads),
+                                      "--runs", str(a.runs), "--precision", "f32"]),
+        ("vidfeat", "bf16", lambda m: [a.vidfeat, "bench", "--infer-only", "--json", "--model", m,
+                                       "--batch", str(a.batch), "--threads", str(a.threads),
+                                       "--runs", str(a.runs), "--precision", "bf16"]),
+        ("onnxruntime 1.30", "f32", lambda m: ["node", os.path.join(peers, "ort_bench.js"), m,
+                                               str(a.batch), str(a.runs), str(a.threads)]),
+    ]
+    if not a.no_torch:
+        for variant, dtype in (("cl", "f32"), ("bf16_cl", "bf16"), ("bf16_pure", "bf16")):
+            configs.append(("pytorch 1.13 " + variant, dtype,
+                            lambda m, v=variant: ["/usr/bin/python3",
+                                                  os.path.join(peers, "torch_bench.py"),
+                                                  os.path.basename(m)[:-5], str(a.batch), v,
+                                                  str(a.runs), str(a.threads)]))
+
+    results = {}  # (model, runtime, dtype) -> [median per round]
+    for rnd in range(a.rounds):
+        for m in models:
+            path = os.path.join(a.model_dir, m + ".onnx")
+            for name, dtype, argv in configs:
+                r = run_json(argv(path), env)
+                if not r:
+                    continue
+                ips = r.get("infer_fps", r.get("median"))
+                results.setdefault((m, name, dtype), []).append(ips)
+                print("round %d  %-18s %-22s %-4s %7.2f img/s" % (rnd + 1, m, name, dtype, ips),
+                      flush=True)
+
+    print("\n| model | runtime | dtype | img/s (median of %d round%s x %d runs) | vidfeat f32 / it |"
+          " vidfeat bf16 / it |" % (a.rounds, "s" if a.rounds > 1 else "", a.runs))
+    print("|---|---|---|---|---|---|")
+    for m in models:
+        own = {d: statistics.median(results.get((m, "vidfeat", d), [0]) or [0])
+               for d in ("f32", "bf16")}
+        for (mm, name, dtype), vals in results.items():
+            if mm != m:
+                continue
+            med = statistics.median(vals)
+            print("| %s | %s | %s | %.2f | %s | %s |" % (
+                m, name, dtype, med, "%.2fx" % (own["f32"] / med) if med else "-",
+                "%.2fx" % (own["bf16"] / med) if med else "-"))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump([{"model": k[0], "runtime": k[1], "dtype": k[2], "img_s": v}
+                       for k, v in results.items()], f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -766,6 +766,15 @@ fail:
     return rc;
 }
 
+/* Is md exactly the layout `tag` for its dims and data type? */
+static int has_tag(const dnnl_memory_desc_t *md, dnnl_format_tag_t tag)
+{
+    dnnl_memory_desc_t t;
+    if (dnnl_memory_desc_init_by_tag(&t, md->ndims, md->dims, md->data_type, tag) != dnnl_success)
+        return 0;
+    return dnnl_memory_desc_equal(md, &t);
+}
+
 static vf_status concat_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
@@ -789,6 +798,21 @@ static vf_status concat_op(vf_backend *b, const vf_node *nd)
         bufs[i] = c->vbuf[nd->inputs[i]];
         kinds[i] = DNNL_ARG_MULTIPLE_SRC + i;
         mds[i] = c->bufs[bufs[i]].md;
+    }
+    /* Inputs in different layouts send oneDNN to its slow reference concat: bring 4-D inputs
+     * to channels-last (what its convolutions use on this class of CPU) when they differ. */
+    static const dnnl_format_tag_t layouts[] = {dnnl_acdb, dnnl_aBcd16b, dnnl_abcd};
+    int uniform = mds[0].ndims != 4;
+    for (size_t t = 0; !uniform && t < sizeof(layouts) / sizeof(layouts[0]); t++) {
+        uniform = 1;
+        for (int i = 0; i < n && uniform; i++)
+            uniform = has_tag(&mds[i], layouts[t]);
+    }
+    for (int i = 0; !uniform && i < n; i++) {
+        dnnl_memory_desc_t nhwc;
+        CHECK(dnnl_memory_desc_init_by_tag(&nhwc, 4, mds[i].dims, c->act_dt, dnnl_acdb));
+        TRY(ensure_md(b, bufs[i], &nhwc, &bufs[i]));
+        mds[i] = nhwc;
     }
     TRY(make_attr(b, NULL, &attr));
     CHECK(dnnl_concat_primitive_desc_create(&pd, NULL, n, nd->p.axis, mds, attr, c->engine));

@@ -90,18 +90,28 @@ static void cancel_transposes(vf_graph *g)
     }
 }
 
-/* Pad(value 0, spatial only) followed by Conv -> Conv with larger padding. */
+/* Pad(value 0, spatial only) followed by Conv -> Conv with larger padding; followed by an
+ * average pool that has no padding of its own -> a pool counting the padding (what PyTorch's
+ * avg_pool2d(padding=1) exports as). */
 static vf_status fold_pads(vf_graph *g, vf_err *err)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         vf_node *c = &g->nodes[i];
-        if (c->op != VF_OP_CONV)
+        vf_window *w = NULL;
+        if (c->op == VF_OP_CONV) {
+            w = &c->p.conv.win;
+        } else if (c->op == VF_OP_POOL && c->p.pool.kind == VF_POOL_AVG && !c->p.pool.global) {
+            const int *pp = c->p.pool.win.pads;
+            if (pp[0] || pp[1] || pp[2] || pp[3])
+                continue;
+            w = &c->p.pool.win;
+        } else {
             continue;
+        }
         vf_node *pad = producer_of(g, c->inputs[0], VF_OP_PAD);
         if (!pad || pad->p.pad.value != 0.0f || g->values[pad->output].rank != 4 ||
             pad->p.pad.begin[1] || pad->p.pad.end[1] || vfi_graph_count_uses(g, pad->output) != 1)
             continue;
-        vf_window *w = &c->p.conv.win;
         int fits = 1;
         for (int a = 0; a < 2; a++) {
             int64_t eff = (int64_t)(w->kernel[a] - 1) * w->dilation[a] + 1;
@@ -114,6 +124,8 @@ static vf_status fold_pads(vf_graph *g, vf_err *err)
             w->pads[a] += (int)pad->p.pad.begin[2 + a];
             w->pads[a + 2] += (int)pad->p.pad.end[2 + a];
         }
+        if (c->op == VF_OP_POOL)
+            c->p.pool.count_include_pad = 1; /* the zeros were real elements */
         c->inputs[0] = pad->inputs[0];
         vf_status rc = vfi_graph_infer_node(g, i, err);
         if (rc < 0)

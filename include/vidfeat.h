@@ -96,6 +96,21 @@ typedef struct vf_config {
     int input_size;
     float mean[3]; /**< per channel, in pixel units; std[0] == 0 means "not set" */
     float std[3];
+
+    /* ---- extraction (vf_pipeline); ignored by vf_extractor ---- */
+    /** SQLite database the vectors go to (created if missing); NULL: no storage, vectors reach
+     *  the caller only through vf_run_hooks.batch. Default NULL. */
+    const char *db_path;
+    double sample_fps;  /**< > 0: at most this many frames per second (by time); 0 = all */
+    int every;          /**< keep every Nth decoded frame; 0 or 1 = all */
+    int keyframes;      /**< only key frames (the decoder skips the others) */
+    double start;       /**< seconds into the file to start at; 0 = beginning */
+    double duration;    /**< seconds to cover after start; 0 = to the end */
+    int64_t max_frames; /**< stop a file after this many sampled frames; 0 = no limit */
+    int force;          /**< redo files the database already has (default: skip them) */
+    int store_f16;      /**< store vectors as float16 instead of float32 */
+    int queue_depth;    /**< batches in flight between stages; 0 = default (2) */
+    int decode_threads; /**< codec threads per file; 0 = automatic */
 } vf_config;
 
 /** An opened model: the network compiled for one backend, batch size and precision. */
@@ -156,6 +171,82 @@ VF_API const char *vf_extractor_errmsg(const vf_extractor *ex);
 
 /** Free an extractor. Accepts NULL and *pex == NULL; sets *pex to NULL. */
 VF_API void vf_extractor_free(vf_extractor **pex);
+
+/* ---- extraction pipeline ---------------------------------------------------------------- */
+
+/**
+ * Decode, sample, convert, infer and store, each stage on its own thread joined by bounded
+ * queues, for a list of files: decoding of the next file overlaps inference of the current one.
+ * A vf_pipeline is used by one thread at a time, except vf_pipeline_cancel() (any thread).
+ */
+typedef struct vf_pipeline vf_pipeline;
+
+/** The outcome of one input file. Strings are borrowed for the duration of the callback. */
+typedef struct vf_file_result {
+    const char *path;
+    vf_status status;  /**< VF_OK done; < 0 failed (error says why) */
+    int skipped;       /**< already done in the database: nothing was run */
+    const char *error; /**< one line, "" when status is VF_OK */
+    int64_t frames;    /**< vectors produced (stored) for this file */
+    double seconds;    /**< wall time from opening the file to its last vector */
+    double decode_fps, convert_fps, infer_fps, store_fps; /**< per stage: frames / busy s */
+    int width, height, rotation;
+    const char *codec;
+} vf_file_result;
+
+/** One batch of vectors, as it leaves the network. Arrays are borrowed during the callback. */
+typedef struct vf_batch_view {
+    int file; /**< index into the run's path list */
+    const char *path;
+    int n; /**< vectors in this batch */
+    int dim;
+    const float *features; /**< n x dim */
+    const int64_t *frame_index;
+    const int64_t *pts; /**< presentation timestamps in the stream's time base */
+    const double *t;    /**< seconds from the start of the file's timeline */
+} vf_batch_view;
+
+/** Callbacks of a run; all are optional and called on the pipeline's store thread. */
+typedef struct vf_run_hooks {
+    void *user;
+    /** After each batch; frames_expected is an estimate (0 if unknown). Non-zero cancels. */
+    int (*progress)(void *user, int file, const char *path, int64_t frames_done,
+                    int64_t frames_expected);
+    /** When a file is finished, failed or skipped. */
+    void (*file_done)(void *user, int file, const vf_file_result *result);
+    /** Each batch of vectors (also when they are stored). Non-zero cancels. */
+    int (*batch)(void *user, const vf_batch_view *batch);
+} vf_run_hooks;
+
+/** Open the model (as vf_extractor_create) and the database. On failure *out is still set when
+ *  the failure could be described; free it either way. */
+VF_API vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out);
+/**
+ * Extract every file in paths. A file that cannot be read or decoded is reported through
+ * hooks->file_done (and recorded as failed in the database) and the run goes on.
+ * @return VF_OK when every file was attempted (check the results for failures);
+ *         VF_ERR_CANCELLED after vf_pipeline_cancel() or a hook asked to stop (vectors already
+ *         written stay; unfinished extractions are never marked done); VF_ERR_STORE or
+ *         VF_ERR_BACKEND when the run could not go on.
+ */
+VF_API vf_status vf_pipeline_run(vf_pipeline *p, const char *const *paths, int n_paths,
+                                 const vf_run_hooks *hooks);
+/** Ask a running vf_pipeline_run() to stop soon (within one network layer). Any thread; not
+ *  async-signal-safe (call it from a normal thread, not a signal handler). */
+VF_API void vf_pipeline_cancel(vf_pipeline *p);
+/** The model the pipeline runs (strings live as long as p). */
+VF_API vf_status vf_pipeline_info(const vf_pipeline *p, vf_model_info *info);
+/** The last error's text; "" if none. Borrowed. */
+VF_API const char *vf_pipeline_errmsg(const vf_pipeline *p);
+VF_API void vf_pipeline_free(vf_pipeline **pp);
+
+/** Describe what a database holds, one line of text per call of line() (no newline). Opens it
+ *  read-only. VF_ERR_STORE when it is not a vidfeat database. */
+VF_API vf_status vf_db_describe(const char *db_path, void (*line)(void *user, const char *text),
+                                void *user, char *errbuf, size_t errbuf_size);
+
+/** 1 if FFmpeg can open path and it has a video stream (probes the content, not the name). */
+VF_API int vf_probe_media(const char *path);
 
 /** One known model, as listed by vf_model_list(). Strings borrowed from the list. */
 typedef struct vf_model_entry {

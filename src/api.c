@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "api.h"
 #include "backend.h"
 #include "graph.h"
 #include "log.h"
@@ -18,6 +19,7 @@
 #include "mem.h"
 #include "onnx.h"
 #include "passes.h"
+#include "store_sqlite.h"
 
 #ifndef VF_VERSION_STRING
 #define VF_VERSION_STRING "0.1.0"
@@ -332,6 +334,11 @@ vf_status vf_extractor_infer(vf_extractor *ex, const float *images, int n, float
     return VF_OK;
 }
 
+vf_backend *vfi_extractor_backend(vf_extractor *ex)
+{
+    return ex->backend;
+}
+
 const char *vf_extractor_errmsg(const vf_extractor *ex)
 {
     return ex ? ex->err.msg : "out of memory";
@@ -464,4 +471,16 @@ void vf_model_list_free(vf_model_list **plist)
     vfi_free(list->items);
     vfi_free(list);
     *plist = NULL;
+}
+
+vf_status vf_db_describe(const char *db_path, void (*line)(void *user, const char *text),
+                         void *user, char *errbuf, size_t errbuf_size)
+{
+    vf_err err = {VF_OK, ""};
+    if (!db_path || !line)
+        return VF_ERR_INVALID;
+    vf_status rc = vfi_store_describe(db_path, line, user, &err);
+    if (rc < 0 && errbuf && errbuf_size)
+        snprintf(errbuf, errbuf_size, "%s", err.msg);
+    return rc;
 }

@@ -9,6 +9,7 @@
 #ifndef VIDFEAT_BACKEND_H
 #define VIDFEAT_BACKEND_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "graph.h"
@@ -57,6 +58,9 @@ struct vf_backend {
     void *ctx;                 /* backend-private state */
     vf_backend_opts opts;
     vf_err err; /* detail of the last failing call */
+    /* (optional) set by the owner: when it reads non-zero, run() stops between layers and
+     * returns VF_ERR_CANCELLED. */
+    const atomic_int *cancel;
 };
 
 /* Resolve a name ("auto", "cpu" = "dnnl", "ref", "cuda", "gpu" = "cuda"), probe and init it.

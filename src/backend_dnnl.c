@@ -1268,6 +1268,10 @@ static vf_status dnnl_run(vf_backend *b, const float *in, float *out, int n)
     memcpy(c->stage_in, in, c->in_size / (size_t)c->batch * (size_t)n);
     for (int i = 0; i < c->n_steps; i++) {
         const step *s = &c->steps[i];
+        if (b->cancel && atomic_load(b->cancel)) {
+            dnnl_stream_wait(c->stream);
+            return vfi_fail(&b->err, VF_ERR_CANCELLED, "cancelled");
+        }
         if (!s->prim) {
             fill(c, s);
             continue;

@@ -427,6 +427,8 @@ static vf_status ref_run(vf_backend *b, const float *in, float *out, int n)
                         c->max_batch);
     for (int i = 0; i < g->n_nodes; i++) {
         const vf_node *nd = &g->nodes[i];
+        if (b->cancel && atomic_load(b->cancel))
+            return vfi_fail(&b->err, VF_ERR_CANCELLED, "cancelled");
         int xi = nd->inputs[0];
         const float *x = xi == g->input ? in : c->buf[xi];
         if (!x)

@@ -3,12 +3,20 @@
  * getopt_long and --help; each subcommand is one function. Exit status: 0 success, 1 a runtime
  * failure, 2 a usage error. Messages go to stderr as "vidfeat: <what>: <message>".
  */
+#include <dirent.h>
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <stdarg.h>
 
 #include "vidfeat.h"
 
@@ -35,6 +43,17 @@ enum opt_id {
     OPT_IMAGES,
     OPT_JSON,
     OPT_VERSION,
+    OPT_DB = 'o',
+    OPT_FPS = 300,
+    OPT_EVERY,
+    OPT_KEYFRAMES,
+    OPT_START,
+    OPT_DURATION,
+    OPT_MAX_FRAMES,
+    OPT_FORCE,
+    OPT_DTYPE,
+    OPT_QUEUE_DEPTH,
+    OPT_DECODE_THREADS,
 };
 
 typedef struct opt_def {
@@ -45,6 +64,17 @@ typedef struct opt_def {
 } opt_def;
 
 static const opt_def options[] = {
+    {"db", OPT_DB, "FILE", "SQLite database to write (default ./vidfeat.db)"},
+    {"fps", OPT_FPS, "R", "sample at most R frames per second, by presentation time"},
+    {"every", OPT_EVERY, "N", "keep every Nth decoded frame"},
+    {"keyframes", OPT_KEYFRAMES, NULL, "only key frames (the others are not decoded)"},
+    {"start", OPT_START, "T", "start T seconds into each file"},
+    {"duration", OPT_DURATION, "D", "cover D seconds after the start"},
+    {"max-frames", OPT_MAX_FRAMES, "N", "at most N frames per file"},
+    {"force", OPT_FORCE, NULL, "redo files the database already has"},
+    {"dtype", OPT_DTYPE, "f32|f16", "how vectors are stored (default f32)"},
+    {"queue-depth", OPT_QUEUE_DEPTH, "N", "batches in flight between stages (default 2)"},
+    {"decode-threads", OPT_DECODE_THREADS, "N", "codec threads per file (default automatic)"},
     {"model", OPT_MODEL, "NAME|FILE", "model name (see `vidfeat models`) or ONNX file"},
     {"models-dir", OPT_MODELS_DIR, "DIR", "look for manifests and ONNX files here first"},
     {"layer", OPT_LAYER, "NAME", "feature layer (manifest name or any tensor name)"},
@@ -70,6 +100,7 @@ static const opt_def options[] = {
 
 typedef struct cli {
     vf_config cfg;
+    int db_set;
     const char *device;
     int infer_only;
     int runs;
@@ -80,10 +111,14 @@ typedef struct cli {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: vidfeat COMMAND [options]\n\n"
+    fprintf(f, "usage: vidfeat [extract] [options] FILE|DIR...\n"
+               "       vidfeat COMMAND [options]\n\n"
                "commands:\n"
+               "  extract (default)              features of every frame (or sample) into SQLite\n"
+               "  info DB                        what a database holds\n"
                "  bench --infer-only [options]   network throughput on synthetic images\n"
                "  models [options]               known models, where found, input size, layers\n"
+               "\nexit status: 0 all done, 1 some inputs failed, 2 usage error\n"
                "\noptions:\n");
     for (size_t i = 0; i < N_OPTIONS; i++) {
         char left[48];
@@ -224,6 +259,68 @@ static int parse_options(int argc, char **argv, cli *c)
             break;
         case OPT_JSON:
             c->json = 1;
+            break;
+        case OPT_DB:
+            c->cfg.db_path = a;
+            c->db_set = 1;
+            break;
+        case OPT_FPS:
+        case OPT_START:
+        case OPT_DURATION: {
+            char *end;
+            double v = strtod(a, &end);
+            if (!*a || *end || !(v >= 0) || v > 1e9 || (id == OPT_FPS && v <= 0)) {
+                fprintf(stderr, "vidfeat: --%s: expected a %snumber of %s, not '%s'\n",
+                        id == OPT_FPS     ? "fps"
+                        : id == OPT_START ? "start"
+                                          : "duration",
+                        id == OPT_FPS ? "positive " : "", id == OPT_FPS ? "frames" : "seconds", a);
+                return EXIT_USAGE;
+            }
+            *(id == OPT_FPS     ? &c->cfg.sample_fps
+              : id == OPT_START ? &c->cfg.start
+                                : &c->cfg.duration) = v;
+            break;
+        }
+        case OPT_EVERY:
+            if (parse_int(a, 1, 1000000, &c->cfg.every) < 0) {
+                fprintf(stderr, "vidfeat: --every: expected 1..1000000, not '%s'\n", a);
+                return EXIT_USAGE;
+            }
+            break;
+        case OPT_KEYFRAMES:
+            c->cfg.keyframes = 1;
+            break;
+        case OPT_MAX_FRAMES: {
+            int v;
+            if (parse_int(a, 1, 2000000000, &v) < 0) {
+                fprintf(stderr, "vidfeat: --max-frames: expected a positive count, not '%s'\n", a);
+                return EXIT_USAGE;
+            }
+            c->cfg.max_frames = v;
+            break;
+        }
+        case OPT_FORCE:
+            c->cfg.force = 1;
+            break;
+        case OPT_DTYPE:
+            if (strcmp(a, "f32") && strcmp(a, "f16")) {
+                fprintf(stderr, "vidfeat: --dtype: expected f32 or f16, not '%s'\n", a);
+                return EXIT_USAGE;
+            }
+            c->cfg.store_f16 = !strcmp(a, "f16");
+            break;
+        case OPT_QUEUE_DEPTH:
+            if (parse_int(a, 1, 64, &c->cfg.queue_depth) < 0) {
+                fprintf(stderr, "vidfeat: --queue-depth: expected 1..64, not '%s'\n", a);
+                return EXIT_USAGE;
+            }
+            break;
+        case OPT_DECODE_THREADS:
+            if (parse_int(a, 0, 64, &c->cfg.decode_threads) < 0) {
+                fprintf(stderr, "vidfeat: --decode-threads: expected 0..64, not '%s'\n", a);
+                return EXIT_USAGE;
+            }
             break;
         case OPT_QUIET:
             c->verbosity = -1;
@@ -368,6 +465,327 @@ done:
     return status;
 }
 
+/* ---- extract ------------------------------------------------------------------------------ */
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+typedef struct path_list {
+    char **items;
+    int n, cap;
+} path_list;
+
+static int add_path(path_list *l, const char *path)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        char **items = realloc(l->items, (size_t)cap * sizeof(char *));
+        if (!items)
+            return -1;
+        l->items = items;
+        l->cap = cap;
+    }
+    if (!(l->items[l->n] = strdup(path)))
+        return -1;
+    l->n++;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Media files under dir, recursively, in name order; media is recognised by probing. */
+static int walk(path_list *l, const char *dir, int depth)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "vidfeat: %s: cannot read directory\n", dir);
+        return 1;
+    }
+    path_list here = {0};
+    struct dirent *e;
+    int failed = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[4096];
+        if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path))
+            continue;
+        if (add_path(&here, path) < 0)
+            failed = 1;
+    }
+    closedir(d);
+    qsort(here.items, (size_t)here.n, sizeof(char *), cmp_str);
+    for (int i = 0; i < here.n; i++) {
+        struct stat st;
+        if (stat(here.items[i], &st) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode) && depth < 64)
+            failed |= walk(l, here.items[i], depth + 1);
+        else if (S_ISREG(st.st_mode) && st.st_size > 0 && vf_probe_media(here.items[i]))
+            failed |= add_path(l, here.items[i]) < 0;
+        free(here.items[i]);
+    }
+    free(here.items);
+    return failed;
+}
+
+typedef struct run_ctx {
+    const cli *c;
+    vf_pipeline *p;
+    int n_files, done, failed, skipped;
+    int64_t frames;
+    int tty;
+    double t0;
+    atomic_int finished;
+    char *json;
+    size_t json_len, json_cap;
+} run_ctx;
+
+static void json_append(run_ctx *r, const char *fmt, ...)
+{
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof(buf))
+        n = sizeof(buf) - 1;
+    if (r->json_len + (size_t)n + 1 > r->json_cap) {
+        size_t cap = r->json_cap ? 2 * r->json_cap : 4096;
+        while (cap < r->json_len + (size_t)n + 1)
+            cap *= 2;
+        char *j = realloc(r->json, cap);
+        if (!j)
+            return;
+        r->json = j;
+        r->json_cap = cap;
+    }
+    memcpy(r->json + r->json_len, buf, (size_t)n + 1);
+    r->json_len += (size_t)n;
+}
+
+/* JSON string escaping into a static-size buffer. */
+static const char *jesc(const char *s, char *buf, size_t size)
+{
+    size_t j = 0;
+    for (; *s && j + 7 < size; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') {
+            buf[j++] = '\\';
+            buf[j++] = (char)ch;
+        } else if (ch < 0x20) {
+            j += (size_t)snprintf(buf + j, size - j, "\\u%04x", ch);
+        } else {
+            buf[j++] = (char)ch;
+        }
+    }
+    buf[j] = '\0';
+    return buf;
+}
+
+static int on_progress(void *user, int file, const char *path, int64_t done, int64_t expected)
+{
+    run_ctx *r = user;
+    if (r->tty && r->c->verbosity >= 0) {
+        double el = now_s() - r->t0;
+        int64_t total = r->frames + done;
+        double fps = el > 0 ? total / el : 0;
+        const char *base = strrchr(path, '/');
+        fprintf(stderr, "\r\033[K[%d/%d] %s  %lld", file + 1, r->n_files, base ? base + 1 : path,
+                (long long)done);
+        if (expected > done)
+            fprintf(stderr, "/%lld", (long long)expected);
+        fprintf(stderr, " frames  %.1f frames/s", fps);
+        if (expected > done && fps > 0)
+            fprintf(stderr, "  ETA %.0f s", (expected - done) / fps);
+        fflush(stderr);
+    }
+    return interrupted;
+}
+
+static void on_file(void *user, int file, const vf_file_result *res)
+{
+    run_ctx *r = user;
+    (void)file;
+    char e1[4096], e2[1024];
+    if (r->tty && r->c->verbosity >= 0)
+        fprintf(stderr, "\r\033[K");
+    if (res->skipped) {
+        r->skipped++;
+        if (r->tty && r->c->verbosity > 0)
+            fprintf(stderr, "vidfeat: %s: already done, skipped\n", res->path);
+    } else if (res->status < 0) {
+        r->failed++;
+        fprintf(stderr, "vidfeat: %s: %s\n", res->path, res->error);
+    } else {
+        r->done++;
+        if (r->tty && r->c->verbosity >= 0)
+            fprintf(stderr,
+                    "vidfeat: %s: %lld frames in %.1f s (decode %.0f, convert %.0f, infer %.1f, "
+                    "store %.0f frames/s)\n",
+                    res->path, (long long)res->frames, res->seconds, res->decode_fps,
+                    res->convert_fps, res->infer_fps, res->store_fps);
+    }
+    r->frames += res->frames;
+    if (r->c->json)
+        json_append(r,
+                    "%s{\"path\":\"%s\",\"status\":\"%s\",\"error\":\"%s\",\"frames\":%lld,"
+                    "\"seconds\":%.3f,\"decode_fps\":%.2f,\"convert_fps\":%.2f,"
+                    "\"infer_fps\":%.2f,\"store_fps\":%.2f,\"width\":%d,\"height\":%d,"
+                    "\"rotation\":%d}",
+                    r->json_len ? "," : "", jesc(res->path, e1, sizeof(e1)),
+                    res->skipped      ? "skipped"
+                    : res->status < 0 ? "failed"
+                                      : "done",
+                    jesc(res->error ? res->error : "", e2, sizeof(e2)), (long long)res->frames,
+                    res->seconds, res->decode_fps, res->convert_fps, res->infer_fps, res->store_fps,
+                    res->width, res->height, res->rotation);
+}
+
+/* Turns a Ctrl-C (a flag set by the handler) into vf_pipeline_cancel within 50 ms. */
+static void *watch_signals(void *arg)
+{
+    run_ctx *r = arg;
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    while (!atomic_load(&r->finished)) {
+        if (interrupted) {
+            vf_pipeline_cancel(r->p);
+            break;
+        }
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static int cmd_extract(cli *c, int argc, char **argv)
+{
+    if (argc < 1) {
+        fprintf(stderr, "vidfeat: no input files (try --help)\n");
+        return EXIT_USAGE;
+    }
+    if (!c->db_set)
+        c->cfg.db_path = "vidfeat.db";
+    path_list inputs = {0};
+    int status = EXIT_OK;
+    for (int i = 0; i < argc; i++) {
+        struct stat st;
+        if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            int before = inputs.n;
+            if (walk(&inputs, argv[i], 0))
+                status = EXIT_FAIL;
+            if (inputs.n == before) {
+                fprintf(stderr, "vidfeat: %s: no media files in this directory\n", argv[i]);
+                status = EXIT_FAIL;
+            }
+        } else if (add_path(&inputs, argv[i]) < 0) {
+            fprintf(stderr, "vidfeat: out of memory\n");
+            return EXIT_FAIL;
+        }
+    }
+    vf_pipeline *p = NULL;
+    vf_status rc = vf_pipeline_create(&c->cfg, &p);
+    if (rc < 0) {
+        fprintf(stderr, "vidfeat: %s\n", p ? vf_pipeline_errmsg(p) : vf_status_str(rc));
+        vf_pipeline_free(&p);
+        for (int i = 0; i < inputs.n; i++)
+            free(inputs.items[i]);
+        free(inputs.items);
+        return rc == VF_ERR_INVALID ? EXIT_USAGE : EXIT_FAIL;
+    }
+    run_ctx r;
+    memset(&r, 0, sizeof(r));
+    r.c = c;
+    r.p = p;
+    r.n_files = inputs.n;
+    r.tty = isatty(STDERR_FILENO);
+    r.t0 = now_s();
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    pthread_t watcher;
+    int watching = pthread_create(&watcher, NULL, watch_signals, &r) == 0;
+    vf_run_hooks hooks = {&r, on_progress, on_file, NULL};
+    rc = vf_pipeline_run(p, (const char *const *)inputs.items, inputs.n, &hooks);
+    atomic_store(&r.finished, 1);
+    if (watching)
+        pthread_join(watcher, NULL);
+    double seconds = now_s() - r.t0;
+    if (rc == VF_ERR_CANCELLED) {
+        if (r.tty)
+            fprintf(stderr, "\r\033[K");
+        fprintf(stderr, "vidfeat: interrupted: %d files done, vectors written so far are kept\n",
+                r.done);
+        status = EXIT_FAIL;
+    } else if (rc < 0) {
+        fprintf(stderr, "vidfeat: %s\n", vf_pipeline_errmsg(p));
+        status = EXIT_FAIL;
+    }
+    if (r.failed)
+        status = EXIT_FAIL;
+    if (c->json) {
+        vf_model_info info;
+        vf_pipeline_info(p, &info);
+        printf(
+            "{\"model\":\"%s\",\"layer\":\"%s\",\"dim\":%d,\"backend\":\"%s\","
+            "\"precision\":\"%s\",\"batch\":%d,\"db\":\"%s\",\"done\":%d,\"failed\":%d,"
+            "\"skipped\":%d,\"frames\":%lld,\"seconds\":%.3f,\"status\":\"%s\",\"files\":[%s]}\n",
+            info.name, info.layer, info.feature_dim, info.backend, vf_precision_str(info.precision),
+            info.batch_size, c->cfg.db_path, r.done, r.failed, r.skipped, (long long)r.frames,
+            seconds,
+            rc == VF_ERR_CANCELLED ? "interrupted"
+            : rc < 0               ? "error"
+                                   : "ok",
+            r.json ? r.json : "");
+    } else if (c->verbosity >= 0 && r.tty) {
+        fprintf(stderr, "vidfeat: %d done, %d failed, %d skipped; %lld frames in %.1f s -> %s\n",
+                r.done, r.failed, r.skipped, (long long)r.frames, seconds, c->cfg.db_path);
+    }
+    free(r.json);
+    vf_pipeline_free(&p);
+    for (int i = 0; i < inputs.n; i++)
+        free(inputs.items[i]);
+    free(inputs.items);
+    return status;
+}
+
+static void print_line(void *user, const char *text)
+{
+    (void)user;
+    printf("%s\n", text);
+}
+
+static int cmd_info(int argc, char **argv)
+{
+    if (argc != 1) {
+        fprintf(stderr, "vidfeat: info: expected one database file\n");
+        return EXIT_USAGE;
+    }
+    char err[1024] = "";
+    struct stat st;
+    if (stat(argv[0], &st) != 0) {
+        fprintf(stderr, "vidfeat: %s: no such database\n", argv[0]);
+        return EXIT_FAIL;
+    }
+    if (vf_db_describe(argv[0], print_line, NULL, err, sizeof(err)) < 0) {
+        fprintf(stderr, "vidfeat: %s\n", err);
+        return EXIT_FAIL;
+    }
+    return EXIT_OK;
+}
+
 static int cmd_models(cli *c)
 {
     vf_model_list *list = NULL;
@@ -417,16 +835,17 @@ int main(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
-    const char *cmd = argv[1];
-    if (cmd[0] == '-') {
-        /* options only: --version / --help */
-        int rc = parse_options(argc, argv, &c);
-        if (rc)
-            return rc;
-        usage(stderr);
-        return EXIT_USAGE;
+    /* The first word is a command, or an input of the default "extract" command. */
+    static const char *const commands[] = {"extract", "bench", "models", "info"};
+    const char *cmd = "extract";
+    int shift = 0;
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (!strcmp(argv[1], commands[i])) {
+            cmd = commands[i];
+            shift = 1;
+        }
     }
-    int rc = parse_options(argc - 1, argv + 1, &c);
+    int rc = parse_options(argc - shift, argv + shift, &c);
     if (rc)
         return rc;
     int level = c.verbosity < 0    ? VF_LOG_ERROR
@@ -434,14 +853,19 @@ int main(int argc, char **argv)
                 : c.verbosity == 1 ? VF_LOG_INFO
                                    : VF_LOG_DEBUG;
     vf_set_log_callback(log_to_stderr, NULL, level);
-    if (optind < argc - 1) {
-        fprintf(stderr, "vidfeat: %s: unexpected argument '%s'\n", cmd, argv[optind + 1]);
+    int n_args = argc - shift - optind;
+    char **args = argv + shift + optind;
+    if (!strcmp(cmd, "extract"))
+        return cmd_extract(&c, n_args, args);
+    if (!strcmp(cmd, "info"))
+        return cmd_info(n_args, args);
+    if (n_args > 0) {
+        fprintf(stderr, "vidfeat: %s: unexpected argument '%s'\n", cmd, args[0]);
         return EXIT_USAGE;
     }
     if (!strcmp(cmd, "bench"))
         return cmd_bench(&c);
     if (!strcmp(cmd, "models"))
         return cmd_models(&c);
-    fprintf(stderr, "vidfeat: unknown command '%s' (commands: bench, models; try --help)\n", cmd);
     return EXIT_USAGE;
 }

@@ -1,0 +1,434 @@
+/*
+ * decode.c - libavformat/libavcodec: open a file, pick its best video stream, run the
+ * send/receive loop on the codec's own threads, and sample as early as possible. Called on the
+ * pipeline's decode thread; owns the AVFormatContext, AVCodecContext and packet.
+ *
+ * Sampling skips work, not only frames: --keyframes never sends non-key packets to the decoder;
+ * --start seeks; sparse --fps sampling lets the decoder drop non-reference frames while the
+ * next wanted time is more than two frames away, and seeks when it is more than SEEK_MIN_GAP
+ * seconds away (once a seek fails to move forward, the file is read sequentially).
+ *
+ * Time: each frame's best-effort timestamp in the stream's time base (pts, stored raw) and t =
+ * pts x time base - the file's start time, which is the position `ffmpeg -ss t` seeks to.
+ * Frame index: the frame's ordinal in presentation order when every frame has been decoded from
+ * the start (every-frame, --every and --fps without seeking); after a seek or in keyframe mode,
+ * where skipped frames are never decoded, it is the nominal frame number round(t x frame rate).
+ */
+#include "decode.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/display.h>
+#include <libavutil/pixdesc.h>
+#include <libswscale/swscale.h>
+
+#include "log.h"
+#include "mem.h"
+
+#define SEEK_MIN_GAP 4.0 /* seconds: below this, decoding through is cheaper than seeking */
+#define T_EPS        1e-6
+
+struct vf_decoder {
+    AVFormatContext *fmt;
+    AVCodecContext *dec;
+    AVPacket *pkt;
+    AVFrame *tmp;
+    AVRational tb;
+    int64_t origin; /* start time in the stream's time base */
+    vf_sampling s;
+    vf_video_meta meta;
+    int64_t decoded; /* frames out of the decoder */
+    int64_t errors;  /* packets the decoder rejected */
+    int64_t kept;
+    int64_t window_first; /* ordinal of the first frame inside the window (for --every) */
+    int64_t last_pts;
+    double next_t; /* --fps: the next wanted time */
+    double last_t;
+    int index_exact; /* no seek has happened */
+    int can_seek;
+    int flushing; /* the demuxer is exhausted; the decoder is being drained */
+    int done;
+    int read_error; /* AVERROR from av_read_frame other than EOF */
+    int pending;    /* d->pkt holds a packet the decoder refused with EAGAIN */
+};
+
+/* FFmpeg's own messages (concealed errors, deprecation notes) go to our log at debug level:
+ * every failure that matters is reported by vidfeat itself, once, naming the file. */
+static void av_log_bridge(void *avcl, int level, const char *fmt, va_list ap)
+{
+    (void)avcl;
+    if (level > AV_LOG_WARNING)
+        return;
+    char line[1024];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    size_t n = strlen(line);
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        line[--n] = '\0';
+    if (n)
+        vfi_log(VF_LOG_DEBUG, "ffmpeg", "%s", line);
+}
+
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+
+static void install_log_bridge(void)
+{
+    av_log_set_callback(av_log_bridge);
+}
+
+static const char *av_err(int code, char *buf, size_t size)
+{
+    av_strerror(code, buf, size);
+    return buf;
+}
+
+vf_status vfi_frame_init(vf_frame *f)
+{
+    memset(f, 0, sizeof(*f));
+    f->av = av_frame_alloc();
+    return f->av ? VF_OK : VF_ERR_NOMEM;
+}
+
+void vfi_frame_release(vf_frame *f)
+{
+    if (f && f->av)
+        av_frame_unref(f->av);
+}
+
+void vfi_frame_destroy(vf_frame *f)
+{
+    if (!f)
+        return;
+    AVFrame *av = f->av;
+    av_frame_free(&av);
+    f->av = NULL;
+}
+
+void vfi_decoder_free(vf_decoder **pd)
+{
+    vf_decoder *d = pd ? *pd : NULL;
+    if (!d)
+        return;
+    avcodec_free_context(&d->dec);
+    avformat_close_input(&d->fmt);
+    av_packet_free(&d->pkt);
+    av_frame_free(&d->tmp);
+    vfi_free(d);
+    *pd = NULL;
+}
+
+const vf_video_meta *vfi_decoder_meta(const vf_decoder *d)
+{
+    return &d->meta;
+}
+
+void vfi_decoder_counts(const vf_decoder *d, int64_t *decoded, int64_t *errors)
+{
+    *decoded = d->decoded;
+    *errors = d->errors;
+}
+
+/* Clockwise rotation that makes the picture upright, from the display matrix. */
+static int stream_rotation(const AVStream *st)
+{
+    const uint8_t *m = av_stream_get_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, NULL);
+    if (!m)
+        return 0;
+    double theta = -av_display_rotation_get((const int32_t *)m);
+    if (isnan(theta))
+        return 0;
+    int r = (int)lround(theta / 90.0) * 90 % 360;
+    return r < 0 ? r + 360 : r;
+}
+
+static vf_status seek_to(vf_decoder *d, double t, vf_err *err)
+{
+    int64_t ts = d->origin + (int64_t)llround(t / av_q2d(d->tb));
+    int ret = av_seek_frame(d->fmt, d->meta.stream_index, ts, AVSEEK_FLAG_BACKWARD);
+    if (ret < 0) {
+        d->can_seek = 0; /* read through instead */
+        return VF_OK;
+    }
+    (void)err;
+    avcodec_flush_buffers(d->dec);
+    d->index_exact = 0;
+    d->flushing = 0;
+    return VF_OK;
+}
+
+vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling, int threads,
+                           vf_decoder **out, vf_err *err)
+{
+    char eb[AV_ERROR_MAX_STRING_SIZE];
+    vf_status rc = VF_OK;
+    pthread_once(&log_once, install_log_bridge);
+    vf_decoder *d = vfi_calloc(1, sizeof(*d));
+    if (!d)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    d->s = *sampling;
+    if (d->s.every < 1)
+        d->s.every = 1;
+    d->index_exact = 1;
+    d->last_pts = AV_NOPTS_VALUE;
+    d->window_first = -1;
+
+    int ret = avformat_open_input(&d->fmt, path, NULL, NULL);
+    if (ret < 0) {
+        rc = vfi_fail(
+            err, ret == AVERROR(ENOENT) || ret == AVERROR(EACCES) ? VF_ERR_IO : VF_ERR_DECODE, "%s",
+            ret == AVERROR_INVALIDDATA ? "not a media file FFmpeg can read"
+                                       : av_err(ret, eb, sizeof(eb)));
+        goto fail;
+    }
+    ret = avformat_find_stream_info(d->fmt, NULL);
+    if (ret < 0) {
+        rc = vfi_fail(err, VF_ERR_DECODE, "cannot read stream info: %s",
+                      av_err(ret, eb, sizeof(eb)));
+        goto fail;
+    }
+    const AVCodec *codec = NULL;
+    for (unsigned i = 0; i < d->fmt->nb_streams; i++) {
+        const AVStream *st = d->fmt->streams[i];
+        d->meta.n_video_streams += st->codecpar->codec_type == AVMEDIA_TYPE_VIDEO &&
+                                   !(st->disposition & AV_DISPOSITION_ATTACHED_PIC);
+    }
+    int si = av_find_best_stream(d->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    if (si >= 0 && (d->fmt->streams[si]->disposition & AV_DISPOSITION_ATTACHED_PIC) &&
+        d->meta.n_video_streams == 0)
+        si = AVERROR_STREAM_NOT_FOUND; /* cover art of an audio file is not a video */
+    if (si == AVERROR_STREAM_NOT_FOUND || d->meta.n_video_streams == 0) {
+        rc = vfi_fail(err, VF_ERR_DECODE, "no video stream (%u stream%s: audio or data only)",
+                      d->fmt->nb_streams, d->fmt->nb_streams == 1 ? "" : "s");
+        goto fail;
+    }
+    if (si < 0 || !codec) {
+        const AVStream *st = d->fmt->streams[si >= 0 ? si : 0];
+        rc = vfi_fail(err, VF_ERR_DECODE, "no decoder for the video codec '%s'",
+                      avcodec_get_name(st->codecpar->codec_id));
+        goto fail;
+    }
+    AVStream *st = d->fmt->streams[si];
+    for (unsigned i = 0; i < d->fmt->nb_streams; i++)
+        d->fmt->streams[i]->discard = (int)i == si ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
+    d->dec = avcodec_alloc_context3(codec);
+    d->pkt = av_packet_alloc();
+    d->tmp = av_frame_alloc();
+    if (!d->dec || !d->pkt || !d->tmp) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    ret = avcodec_parameters_to_context(d->dec, st->codecpar);
+    if (ret >= 0) {
+        d->dec->thread_count = threads;
+        d->dec->thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE;
+        d->dec->pkt_timebase = st->time_base;
+        if (d->s.keyframes)
+            d->dec->skip_frame = AVDISCARD_NONKEY;
+        ret = avcodec_open2(d->dec, codec, NULL);
+    }
+    if (ret < 0) {
+        rc = vfi_fail(err, VF_ERR_DECODE, "cannot open the %s decoder: %s", codec->name,
+                      av_err(ret, eb, sizeof(eb)));
+        goto fail;
+    }
+    if (st->codecpar->width < 1 || st->codecpar->height < 1 || st->codecpar->width > 32768 ||
+        st->codecpar->height > 32768) {
+        rc = vfi_fail(err, VF_ERR_DECODE, "unusable frame size %dx%d", st->codecpar->width,
+                      st->codecpar->height);
+        goto fail;
+    }
+
+    d->tb = st->time_base;
+    int64_t fmt_start = d->fmt->start_time;
+    if (fmt_start != AV_NOPTS_VALUE)
+        d->origin = av_rescale_q(fmt_start, AV_TIME_BASE_Q, d->tb);
+    else if (st->start_time != AV_NOPTS_VALUE)
+        d->origin = st->start_time;
+    d->can_seek = d->fmt->pb ? (d->fmt->pb->seekable & AVIO_SEEKABLE_NORMAL) != 0 : 0;
+
+    vf_video_meta *m = &d->meta;
+    m->width = st->codecpar->width;
+    m->height = st->codecpar->height;
+    m->rotation = stream_rotation(st);
+    m->stream_index = si;
+    snprintf(m->codec, sizeof(m->codec), "%s", codec->name);
+    const char *pf = av_get_pix_fmt_name((enum AVPixelFormat)st->codecpar->format);
+    snprintf(m->pix_fmt, sizeof(m->pix_fmt), "%s", pf ? pf : "unknown");
+    AVRational fr =
+        st->avg_frame_rate.num && st->avg_frame_rate.den ? st->avg_frame_rate : st->r_frame_rate;
+    m->frame_rate = fr.num && fr.den ? av_q2d(fr) : 0.0;
+    m->duration = d->fmt->duration != AV_NOPTS_VALUE ? d->fmt->duration / (double)AV_TIME_BASE
+                  : st->duration != AV_NOPTS_VALUE   ? st->duration * av_q2d(d->tb)
+                                                     : 0.0;
+    m->nb_frames = st->nb_frames > 0 ? st->nb_frames : 0;
+    m->start_time = d->origin * av_q2d(d->tb);
+
+    d->next_t = d->s.start;
+    if (d->s.start > 0.0 && d->can_seek) {
+        rc = seek_to(d, d->s.start, err);
+        if (rc < 0)
+            goto fail;
+    }
+    *out = d;
+    return VF_OK;
+fail:
+    vfi_decoder_free(&d);
+    return rc;
+}
+
+/* Decide whether the decoded frame in d->tmp is wanted; 1 keep, 0 drop, -1 past the window. */
+static int sample(vf_decoder *d, double t, int64_t ordinal)
+{
+    const vf_sampling *s = &d->s;
+    if (t < s->start - T_EPS)
+        return 0;
+    if (s->duration > 0.0 && t >= s->start + s->duration - T_EPS)
+        return -1;
+    if (d->window_first < 0)
+        d->window_first = ordinal;
+    if (s->keyframes)
+        return 1;
+    if (s->every > 1 && (ordinal - d->window_first) % s->every)
+        return 0;
+    if (s->fps > 0.0) {
+        if (t < d->next_t - T_EPS)
+            return 0;
+        double slot = floor((t - s->start) * s->fps + T_EPS);
+        d->next_t = s->start + (slot + 1.0) / s->fps;
+    }
+    return 1;
+}
+
+/* Between samples: let the decoder skip what cannot be needed, or seek far ahead. */
+static void plan_skip(vf_decoder *d, double t)
+{
+    if (d->s.fps <= 0.0 || d->s.keyframes)
+        return;
+    double gap = d->next_t - t;
+    double frame = d->meta.frame_rate > 0 ? 1.0 / d->meta.frame_rate : 0.04;
+    d->dec->skip_frame = gap > 2.0 * frame ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
+    if (gap > SEEK_MIN_GAP && d->can_seek) {
+        double before = t;
+        seek_to(d, d->next_t, NULL);
+        d->last_t = before; /* checked against the first frame after the seek */
+    }
+}
+
+vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
+{
+    char eb[AV_ERROR_MAX_STRING_SIZE];
+    for (;;) {
+        if (d->done)
+            return VF_EOF;
+        int ret = avcodec_receive_frame(d->dec, d->tmp);
+        if (ret >= 0) {
+            int64_t pts = d->tmp->best_effort_timestamp;
+            if (pts == AV_NOPTS_VALUE)
+                pts = d->last_pts == AV_NOPTS_VALUE
+                          ? d->origin
+                          : d->last_pts + (d->tmp->pkt_duration > 0 ? d->tmp->pkt_duration : 1);
+            double t = (pts - d->origin) * av_q2d(d->tb);
+            if (!d->index_exact && d->last_t > 0 && t <= d->last_t + T_EPS && d->s.fps > 0)
+                d->can_seek = 0; /* the seek did not move forward: read sequentially */
+            d->last_t = t;
+            d->last_pts = pts;
+            int64_t ordinal = d->decoded++;
+            int64_t index = d->index_exact || d->meta.frame_rate <= 0
+                                ? ordinal
+                                : (int64_t)llround(t * d->meta.frame_rate);
+            if (d->s.keyframes && d->meta.frame_rate > 0)
+                index = (int64_t)llround(t * d->meta.frame_rate);
+            int keep = sample(d, t, ordinal);
+            if (keep < 0) {
+                av_frame_unref(d->tmp);
+                d->done = 1;
+                return VF_EOF;
+            }
+            if (!keep) {
+                av_frame_unref(d->tmp);
+                plan_skip(d, t);
+                continue;
+            }
+            av_frame_unref(f->av);
+            av_frame_move_ref(f->av, d->tmp);
+            f->pts = pts;
+            f->t = t;
+            f->index = index;
+            d->kept++;
+            if (d->s.max_frames > 0 && d->kept >= d->s.max_frames)
+                d->done = 1;
+            plan_skip(d, t);
+            return VF_OK;
+        }
+        if (ret == AVERROR_EOF) {
+            d->done = 1;
+            if (d->read_error)
+                return vfi_fail(err, VF_ERR_DECODE, "read error after %lld frames: %s",
+                                (long long)d->decoded, av_err(d->read_error, eb, sizeof(eb)));
+            if (d->decoded == 0)
+                return vfi_fail(err, VF_ERR_DECODE, "no frame could be decoded%s",
+                                d->errors ? " (corrupt data)" : "");
+            return VF_EOF;
+        }
+        if (ret != AVERROR(EAGAIN))
+            return vfi_fail(err, VF_ERR_DECODE, "decoding failed after %lld frames: %s",
+                            (long long)d->decoded, av_err(ret, eb, sizeof(eb)));
+        if (d->flushing)
+            return vfi_fail(err, VF_ERR_INTERNAL, "decoder wants input after flush");
+        if (d->pending) {
+            ret = avcodec_send_packet(d->dec, d->pkt);
+            if (ret == AVERROR(EAGAIN))
+                return vfi_fail(err, VF_ERR_INTERNAL, "decoder neither takes nor gives");
+            d->pending = 0;
+            av_packet_unref(d->pkt);
+            d->errors += ret < 0;
+            continue;
+        }
+        ret = av_read_frame(d->fmt, d->pkt);
+        if (ret < 0) {
+            if (ret != AVERROR_EOF && ret != AVERROR(EAGAIN))
+                d->read_error = ret;
+            d->flushing = 1;
+            avcodec_send_packet(d->dec, NULL);
+            continue;
+        }
+        if (d->pkt->stream_index != d->meta.stream_index ||
+            (d->s.keyframes && !(d->pkt->flags & AV_PKT_FLAG_KEY))) {
+            av_packet_unref(d->pkt);
+            continue;
+        }
+        ret = avcodec_send_packet(d->dec, d->pkt);
+        if (ret == AVERROR(EAGAIN)) {
+            d->pending = 1; /* receive first, then send it again */
+            continue;
+        }
+        av_packet_unref(d->pkt);
+        if (ret < 0)
+            d->errors++; /* a corrupt packet: FFmpeg conceals what it can; keep going */
+    }
+}
+
+int vfi_decode_probe(const char *path)
+{
+    pthread_once(&log_once, install_log_bridge);
+    AVFormatContext *fmt = NULL;
+    if (avformat_open_input(&fmt, path, NULL, NULL) < 0)
+        return 0;
+    int ok = avformat_find_stream_info(fmt, NULL) >= 0 &&
+             av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0) >= 0;
+    avformat_close_input(&fmt);
+    return ok;
+}
+
+void vfi_decode_versions(char *buf, size_t size)
+{
+    unsigned f = avformat_version(), c = avcodec_version(), s = swscale_version();
+    snprintf(buf, size, "libavformat %u.%u.%u, libavcodec %u.%u.%u, libswscale %u.%u.%u", f >> 16,
+             (f >> 8) & 255, f & 255, c >> 16, (c >> 8) & 255, c & 255, s >> 16, (s >> 8) & 255,
+             s & 255);
+}

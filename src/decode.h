@@ -1,0 +1,70 @@
+/*
+ * decode.h - demux and decode one video stream, sampling frames as early as possible. The only
+ * module (with preprocess.c) that sees FFmpeg types; frames travel through the pipeline as
+ * vf_frame, whose AVFrame only decode.c and preprocess.c look into.
+ */
+#ifndef VIDFEAT_DECODE_H
+#define VIDFEAT_DECODE_H
+
+#include <stdint.h>
+
+#include "status.h"
+
+/* Which frames to keep. */
+typedef struct vf_sampling {
+    double fps;         /* > 0: at most this many frames per second, by presentation time */
+    int every;          /* >= 1: every Nth decoded frame */
+    int keyframes;      /* only key frames; the decoder never sees the others */
+    double start;       /* seconds from the start of the file's timeline */
+    double duration;    /* seconds after start; 0 = to the end */
+    int64_t max_frames; /* 0 = no limit */
+} vf_sampling;
+
+/* Facts about the chosen video stream. */
+typedef struct vf_video_meta {
+    int width, height; /* coded size, before rotation */
+    int rotation;      /* clockwise degrees (0, 90, 180, 270) that make the picture upright */
+    int stream_index;
+    int n_video_streams;
+    char codec[32];
+    char pix_fmt[32];
+    double frame_rate; /* average (or nominal) frames per second; 0 when unknown */
+    double duration;   /* seconds; 0 when unknown */
+    int64_t nb_frames; /* frames the container declares; 0 when it does not say */
+    double start_time; /* seconds: the timeline origin that t is measured from */
+} vf_video_meta;
+
+/* One decoded frame. */
+typedef struct vf_frame {
+    void *av;      /* AVFrame; owned by this struct */
+    int64_t index; /* 0-based frame number in presentation order (see decode.c) */
+    int64_t pts;   /* best-effort presentation timestamp, in the stream's time base */
+    double t;      /* seconds since meta.start_time */
+} vf_frame;
+
+typedef struct vf_decoder vf_decoder;
+
+/* Open path and its best video stream. threads: codec threads, 0 = automatic.
+ * VF_ERR_IO (cannot open), VF_ERR_DECODE (not media, no video stream, unsupported codec). */
+vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling, int threads,
+                           vf_decoder **out, vf_err *err);
+const vf_video_meta *vfi_decoder_meta(const vf_decoder *d);
+/* The next sampled frame into f (its previous picture is released). VF_EOF at the end of the
+ * stream or of the sampling window; VF_ERR_DECODE when the file turns out corrupt/truncated. */
+vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err);
+/* Frames decoded so far (sampled or not) and packets that failed to decode. */
+void vfi_decoder_counts(const vf_decoder *d, int64_t *decoded, int64_t *errors);
+void vfi_decoder_free(vf_decoder **pd);
+
+/* Frames own an AVFrame: create them once (pools), release the picture after use. */
+vf_status vfi_frame_init(vf_frame *f);
+void vfi_frame_release(vf_frame *f); /* drop the picture, keep the frame usable */
+void vfi_frame_destroy(vf_frame *f);
+
+/* Does path look like media FFmpeg can open (probe, not extension)? 1 yes, 0 no. */
+int vfi_decode_probe(const char *path);
+
+/* "libavformat 59.27.100 ..." */
+void vfi_decode_versions(char *buf, size_t size);
+
+#endif /* VIDFEAT_DECODE_H */

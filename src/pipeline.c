@@ -1,0 +1,831 @@
+/*
+ * pipeline.c - the extraction pipeline: the only code that knows how the stages are wired.
+ *
+ *               free frames                         free batches
+ *                 ^     |                              ^      |
+ *                 |     v                              |      v
+ *   [decode] --q_frames--> [convert] --q_batches--> [infer] --q_done--> [store]
+ *   decoder_next           sws into a batch slot    backend run         SQLite / hooks,
+ *   (codec threads)        + normalise, rotate      (oneDNN threads)    batch -> free pool
+ *
+ * One thread per stage; stages talk only through bounded queues (queue.c), so memory is fixed
+ * by the pools: FRAME_POOL decoded frames and queue_depth + 3 batch tensors, whatever the
+ * video length. The decode thread walks the whole file list, so the next file is decoded while
+ * the current one is still in inference. Besides frames and batches, per-file events travel the
+ * same queues in order: BEGIN (stream facts), END (outcome, each stage adding its busy time) and
+ * SKIP (already in the database). Batches never span two files: the convert stage sends the
+ * partial batch on END.
+ *
+ * Startup: pools and queues are made, files already done are marked (calling thread, which
+ * owns the store until the threads start), then four threads start.
+ * Normal shutdown: decode closes q_frames after the last file; each stage drains its input,
+ * closes its output and exits; run() joins them.
+ * Failure and cancel: a fatal error (backend, database, a hook asking to stop, or
+ * vf_pipeline_cancel) records the first error under a mutex and cancels every queue and the
+ * backend (which stops between layers); every stage wakes with VF_ERR_CANCELLED and exits.
+ * Frames, batches and events are owned by the pipeline's arrays/lists whatever queue they are
+ * in, and freed at the end of run(). The store commits one transaction per batch, so what was
+ * written before a cancel stays, and an unfinished file is left 'running' or marked 'failed',
+ * never 'done'.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "api.h"
+#include "decode.h"
+#include "log.h"
+#include "mem.h"
+#include "preprocess.h"
+#include "queue.h"
+#include "sha256.h"
+#include "store_sqlite.h"
+
+#define FRAME_POOL          8
+#define DEFAULT_QUEUE_DEPTH 2
+#define HASH_SPAN           65536 /* bytes from each end of a file in its content hash */
+
+enum item_kind { ITEM_FRAME, ITEM_BATCH, ITEM_BEGIN, ITEM_END, ITEM_SKIP };
+
+typedef struct item {
+    enum item_kind kind;
+    int file;
+} item;
+
+typedef struct frame_item {
+    item hdr;
+    vf_frame f;
+} frame_item;
+
+typedef struct batch_item {
+    item hdr;
+    int n;
+    float *images;   /* batch x 3 x S x S */
+    float *features; /* batch x dim */
+    int64_t *index, *pts;
+    double *t;
+} batch_item;
+
+typedef struct event_item {
+    item hdr;
+    struct event_item *prev, *next; /* the pipeline's list of live events */
+    vf_video_meta meta;
+    vf_status status;
+    char error[VF_ERRMSG_SIZE];
+    char content_hash[32];
+    int64_t size;
+    double mtime;
+    double t_open;                       /* monotonic seconds when decoding started */
+    double decode_s, convert_s, infer_s; /* busy time per stage */
+    int64_t decoded;
+} event_item;
+
+struct vf_pipeline {
+    vf_config cfg;
+    char *db_path;
+    vf_extractor *ex;
+    vf_model_info info;
+    vf_store *store;
+    int64_t model_id;
+    char sampling[160];
+    vf_err err;
+    pthread_mutex_t lock; /* err, events, cancelled */
+    atomic_int cancel;
+    int stop_reason; /* the first fatal status of the current run */
+
+    /* per run */
+    const char *const *paths;
+    int n_paths;
+    char *skip;
+    const vf_run_hooks *hooks;
+    vf_queue *q_frames, *q_free_frames, *q_batches, *q_done, *q_free_batches;
+    frame_item *frames;
+    batch_item *batches;
+    int n_batches;
+    event_item *events;
+    vf_preproc *pre;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Record the first fatal error and stop every stage. */
+static void stop(vf_pipeline *p, vf_status code, const char *msg)
+{
+    pthread_mutex_lock(&p->lock);
+    if (p->stop_reason == VF_OK) {
+        p->stop_reason = code;
+        vfi_fail(&p->err, code, "%s", msg);
+    }
+    pthread_mutex_unlock(&p->lock);
+    atomic_store(&p->cancel, 1);
+    vf_queue *qs[] = {p->q_frames, p->q_free_frames, p->q_batches, p->q_done, p->q_free_batches};
+    for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
+        if (qs[i])
+            vfi_queue_cancel(qs[i]);
+    }
+}
+
+void vf_pipeline_cancel(vf_pipeline *p)
+{
+    if (p)
+        stop(p, VF_ERR_CANCELLED, "cancelled");
+}
+
+static event_item *new_event(vf_pipeline *p, enum item_kind kind, int file)
+{
+    event_item *e = vfi_calloc(1, sizeof(*e));
+    if (!e)
+        return NULL;
+    e->hdr.kind = kind;
+    e->hdr.file = file;
+    pthread_mutex_lock(&p->lock);
+    e->next = p->events;
+    if (p->events)
+        p->events->prev = e;
+    p->events = e;
+    pthread_mutex_unlock(&p->lock);
+    return e;
+}
+
+static void free_event(vf_pipeline *p, event_item *e)
+{
+    pthread_mutex_lock(&p->lock);
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        p->events = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    pthread_mutex_unlock(&p->lock);
+    vfi_free(e);
+}
+
+/* A cheap fingerprint of a file's content: FNV-1a over its size and first and last 64 KiB. */
+static void content_hash(const char *path, int64_t size, char out[32])
+{
+    uint64_t h = 1469598103934665603ull;
+    unsigned char buf[4096];
+    for (int i = 0; i < 8; i++) {
+        h ^= (uint64_t)(size >> (8 * i)) & 255;
+        h *= 1099511628211ull;
+    }
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        for (int part = 0; part < 2; part++) {
+            if (part == 1 && size > 2 * HASH_SPAN)
+                fseeko(f, (off_t)(size - HASH_SPAN), SEEK_SET);
+            else if (part == 1)
+                break;
+            size_t left = HASH_SPAN, n;
+            while (left && (n = fread(buf, 1, left < sizeof(buf) ? left : sizeof(buf), f)) > 0) {
+                for (size_t i = 0; i < n; i++) {
+                    h ^= buf[i];
+                    h *= 1099511628211ull;
+                }
+                left -= n;
+            }
+        }
+        fclose(f);
+    }
+    snprintf(out, 32, "fnv64:%016llx", (unsigned long long)h);
+}
+
+/* ---- decode thread ---------------------------------------------------------------------- */
+
+static int push_or_stop(vf_queue *q, void *it)
+{
+    return vfi_queue_push(q, it) >= 0;
+}
+
+/* Decode one file; returns 0 when the pipeline is stopping. */
+static int decode_file(vf_pipeline *p, int i)
+{
+    const char *path = p->paths[i];
+    vf_sampling s = {p->cfg.sample_fps, p->cfg.every,    p->cfg.keyframes,
+                     p->cfg.start,      p->cfg.duration, p->cfg.max_frames};
+    event_item *end = new_event(p, ITEM_END, i);
+    if (!end) {
+        stop(p, VF_ERR_NOMEM, "out of memory");
+        return 0;
+    }
+    struct stat st;
+    memset(&st, 0, sizeof(st));
+    end->t_open = now_s();
+    vf_decoder *dec = NULL;
+    vf_err err = {VF_OK, ""};
+    vf_status rc;
+    if (stat(path, &st) != 0)
+        rc = vfi_fail(&err, VF_ERR_IO, "%s", strerror(errno));
+    else if (S_ISDIR(st.st_mode))
+        rc = vfi_fail(&err, VF_ERR_IO, "is a directory");
+    else if (st.st_size == 0)
+        rc = vfi_fail(&err, VF_ERR_DECODE, "empty file");
+    else
+        rc = vfi_decoder_open(path, &s, p->cfg.decode_threads, &dec, &err);
+    end->size = st.st_size;
+    end->mtime = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
+    if (rc >= 0) {
+        event_item *begin = new_event(p, ITEM_BEGIN, i);
+        if (!begin) {
+            vfi_decoder_free(&dec);
+            stop(p, VF_ERR_NOMEM, "out of memory");
+            return 0;
+        }
+        begin->meta = *vfi_decoder_meta(dec);
+        begin->size = end->size;
+        begin->mtime = end->mtime;
+        begin->t_open = end->t_open;
+        content_hash(path, end->size, begin->content_hash);
+        end->meta = begin->meta;
+        if (begin->meta.n_video_streams > 1)
+            vfi_log(VF_LOG_INFO, "decode", "%s: %d video streams, using #%d", path,
+                    begin->meta.n_video_streams, begin->meta.stream_index);
+        if (!push_or_stop(p->q_frames, begin)) {
+            vfi_decoder_free(&dec);
+            return 0;
+        }
+        for (;;) {
+            void *slot;
+            if (vfi_queue_pop(p->q_free_frames, &slot) < 0) {
+                vfi_decoder_free(&dec);
+                return 0;
+            }
+            frame_item *fi = slot;
+            double t0 = now_s();
+            rc = vfi_decoder_next(dec, &fi->f, &err);
+            end->decode_s += now_s() - t0;
+            if (rc != VF_OK) {
+                vfi_frame_release(&fi->f);
+                vfi_queue_push(p->q_free_frames, fi); /* cannot block: it came from there */
+                break;
+            }
+            fi->hdr.file = i;
+            if (!push_or_stop(p->q_frames, fi)) {
+                vfi_decoder_free(&dec);
+                return 0;
+            }
+        }
+        int64_t errors;
+        vfi_decoder_counts(dec, &end->decoded, &errors);
+        if (rc == VF_EOF && errors)
+            vfi_log(VF_LOG_WARNING, "decode", "%s: %lld corrupt packet%s skipped", path,
+                    (long long)errors, errors == 1 ? "" : "s");
+        vfi_decoder_free(&dec);
+    }
+    end->status = rc == VF_EOF ? VF_OK : rc;
+    if (rc < 0)
+        snprintf(end->error, sizeof(end->error), "%s", err.msg);
+    return push_or_stop(p->q_frames, end);
+}
+
+static void *decode_thread(void *arg)
+{
+    vf_pipeline *p = arg;
+    for (int i = 0; i < p->n_paths && !atomic_load(&p->cancel); i++) {
+        if (p->skip[i]) {
+            event_item *e = new_event(p, ITEM_SKIP, i);
+            if (!e) {
+                stop(p, VF_ERR_NOMEM, "out of memory");
+                break;
+            }
+            if (!push_or_stop(p->q_frames, e))
+                break;
+            continue;
+        }
+        if (!decode_file(p, i))
+            break;
+    }
+    vfi_queue_close(p->q_frames);
+    return NULL;
+}
+
+/* ---- convert thread --------------------------------------------------------------------- */
+
+static void *convert_thread(void *arg)
+{
+    vf_pipeline *p = arg;
+    const size_t slot = (size_t)3 * p->info.input_size * p->info.input_size;
+    batch_item *b = NULL;
+    int rotation = 0;
+    double busy = 0.0;
+    vf_err conv_err = {VF_OK, ""};
+    for (;;) {
+        void *it;
+        vf_status rc = vfi_queue_pop(p->q_frames, &it);
+        if (rc == VF_EOF)
+            break;
+        if (rc < 0)
+            return NULL;
+        item *h = it;
+        if (h->kind == ITEM_FRAME) {
+            frame_item *fi = it;
+            if (!b) {
+                void *bs;
+                if (vfi_queue_pop(p->q_free_batches, &bs) < 0) {
+                    vfi_frame_release(&fi->f);
+                    return NULL;
+                }
+                b = bs;
+                b->hdr.kind = ITEM_BATCH;
+                b->hdr.file = h->file;
+                b->n = 0;
+            }
+            double t0 = now_s();
+            vf_err e = {VF_OK, ""};
+            rc = conv_err.code < 0 ? conv_err.code
+                                   : vfi_preproc_frame(p->pre, &fi->f, rotation,
+                                                       b->images + (size_t)b->n * slot, &e);
+            busy += now_s() - t0;
+            if (rc >= 0) {
+                b->index[b->n] = fi->f.index;
+                b->pts[b->n] = fi->f.pts;
+                b->t[b->n] = fi->f.t;
+                b->n++;
+            } else if (conv_err.code == VF_OK) {
+                conv_err = e; /* the rest of this file is dropped; END reports it */
+            }
+            vfi_frame_release(&fi->f);
+            if (vfi_queue_push(p->q_free_frames, fi) < 0)
+                return NULL;
+            if (b->n == p->info.batch_size) {
+                if (vfi_queue_push(p->q_batches, b) < 0)
+                    return NULL;
+                b = NULL;
+            }
+            continue;
+        }
+        if (h->kind == ITEM_BEGIN) {
+            rotation = ((event_item *)it)->meta.rotation;
+            busy = 0.0;
+            vfi_err_clear(&conv_err);
+        } else if (h->kind == ITEM_END) {
+            event_item *e = it;
+            if (b && b->n > 0) {
+                if (vfi_queue_push(p->q_batches, b) < 0)
+                    return NULL;
+                b = NULL;
+            }
+            e->convert_s = busy;
+            if (conv_err.code < 0 && e->status >= 0) {
+                e->status = conv_err.code;
+                snprintf(e->error, sizeof(e->error), "%s", conv_err.msg);
+            }
+        }
+        if (vfi_queue_push(p->q_batches, it) < 0)
+            return NULL;
+    }
+    if (b) /* an empty batch left from the last file goes back */
+        vfi_queue_push(p->q_free_batches, b);
+    vfi_queue_close(p->q_batches);
+    return NULL;
+}
+
+/* ---- infer thread ----------------------------------------------------------------------- */
+
+static void *infer_thread(void *arg)
+{
+    vf_pipeline *p = arg;
+    vf_backend *be = vfi_extractor_backend(p->ex);
+    double busy = 0.0;
+    for (;;) {
+        void *it;
+        vf_status rc = vfi_queue_pop(p->q_batches, &it);
+        if (rc == VF_EOF)
+            break;
+        if (rc < 0)
+            return NULL;
+        item *h = it;
+        if (h->kind == ITEM_BATCH) {
+            batch_item *b = it;
+            double t0 = now_s();
+            rc = be->ops->run(be, b->images, b->features, b->n);
+            busy += now_s() - t0;
+            if (rc < 0) {
+                if (rc != VF_ERR_CANCELLED)
+                    stop(p, rc, be->err.msg);
+                return NULL;
+            }
+        } else if (h->kind == ITEM_BEGIN) {
+            busy = 0.0;
+        } else if (h->kind == ITEM_END) {
+            ((event_item *)it)->infer_s = busy;
+        }
+        if (vfi_queue_push(p->q_done, it) < 0)
+            return NULL;
+    }
+    vfi_queue_close(p->q_done);
+    return NULL;
+}
+
+/* ---- store thread ----------------------------------------------------------------------- */
+
+typedef struct file_state {
+    int64_t ext_id; /* 0: nothing recorded yet */
+    int64_t frames;
+    double store_s;
+    vf_video_meta meta;
+} file_state;
+
+static void report(vf_pipeline *p, const event_item *e, const file_state *fs, int skipped)
+{
+    if (!p->hooks || !p->hooks->file_done)
+        return;
+    vf_file_result r;
+    memset(&r, 0, sizeof(r));
+    r.path = p->paths[e->hdr.file];
+    r.status = skipped ? VF_OK : e->status;
+    r.skipped = skipped;
+    r.error = skipped ? "" : e->error;
+    r.frames = fs->frames;
+    r.seconds = skipped ? 0.0 : now_s() - e->t_open;
+    double n = (double)fs->frames;
+    r.decode_fps = e->decode_s > 0 ? (e->decoded ? e->decoded : n) / e->decode_s : 0;
+    r.convert_fps = e->convert_s > 0 ? n / e->convert_s : 0;
+    r.infer_fps = e->infer_s > 0 ? n / e->infer_s : 0;
+    r.store_fps = fs->store_s > 0 ? n / fs->store_s : 0;
+    r.width = e->meta.width;
+    r.height = e->meta.height;
+    r.rotation = e->meta.rotation;
+    r.codec = e->meta.codec;
+    p->hooks->file_done(p->hooks->user, e->hdr.file, &r);
+}
+
+static vf_status store_begin(vf_pipeline *p, const event_item *e, file_state *fs, vf_err *err)
+{
+    if (!p->store)
+        return VF_OK;
+    const vf_video_meta *m = &e->meta;
+    vf_store_video v = {p->paths[e->hdr.file],
+                        e->size,
+                        e->mtime,
+                        e->content_hash,
+                        m->duration,
+                        m->width,
+                        m->height,
+                        m->rotation,
+                        m->codec,
+                        m->frame_rate};
+    vf_store_run run = {p->info.backend, vf_precision_str(p->info.precision), p->info.batch_size};
+    return vfi_store_begin(p->store, &v, p->model_id, p->sampling, &run, &fs->ext_id, err);
+}
+
+static void *store_thread(void *arg)
+{
+    vf_pipeline *p = arg;
+    file_state fs;
+    memset(&fs, 0, sizeof(fs));
+    vf_err err = {VF_OK, ""};
+    for (;;) {
+        void *it;
+        vf_status rc = vfi_queue_pop(p->q_done, &it);
+        if (rc == VF_EOF)
+            break;
+        if (rc < 0)
+            break;
+        item *h = it;
+        if (h->kind == ITEM_BEGIN) {
+            event_item *e = it;
+            memset(&fs, 0, sizeof(fs));
+            fs.meta = e->meta;
+            rc = store_begin(p, e, &fs, &err);
+            free_event(p, e);
+            if (rc < 0) {
+                stop(p, rc, err.msg);
+                break;
+            }
+        } else if (h->kind == ITEM_BATCH) {
+            batch_item *b = it;
+            double t0 = now_s();
+            if (p->store)
+                rc = vfi_store_batch(p->store, fs.ext_id, b->n, p->info.feature_dim,
+                                     p->cfg.store_f16, b->index, b->pts, b->t, b->features, &err);
+            fs.store_s += now_s() - t0;
+            if (rc < 0) {
+                stop(p, rc, err.msg);
+                break;
+            }
+            fs.frames += b->n;
+            const char *path = p->paths[b->hdr.file];
+            int halt = 0;
+            if (p->hooks && p->hooks->batch) {
+                vf_batch_view v = {b->hdr.file, path,     b->n,   p->info.feature_dim,
+                                   b->features, b->index, b->pts, b->t};
+                halt = p->hooks->batch(p->hooks->user, &v);
+            }
+            if (!halt && p->hooks && p->hooks->progress) {
+                double rate = p->cfg.sample_fps > 0 && fs.meta.frame_rate > p->cfg.sample_fps
+                                  ? p->cfg.sample_fps
+                                  : fs.meta.frame_rate;
+                int64_t expect =
+                    fs.meta.duration > 0 && rate > 0
+                        ? (int64_t)(fs.meta.duration * rate / (p->cfg.every > 1 ? p->cfg.every : 1))
+                        : 0;
+                halt = p->hooks->progress(p->hooks->user, b->hdr.file, path, fs.frames, expect);
+            }
+            if (vfi_queue_push(p->q_free_batches, b) < 0 || halt) {
+                if (halt)
+                    stop(p, VF_ERR_CANCELLED, "cancelled");
+                break;
+            }
+        } else if (h->kind == ITEM_END) {
+            event_item *e = it;
+            if (p->store && fs.ext_id == 0) {
+                /* The file failed before it could start (missing, not media): record that. */
+                rc = store_begin(p, e, &fs, &err);
+            }
+            double fps[4] = {e->decode_s > 0 ? e->decoded / e->decode_s : 0,
+                             e->convert_s > 0 ? fs.frames / e->convert_s : 0,
+                             e->infer_s > 0 ? fs.frames / e->infer_s : 0,
+                             fs.store_s > 0 ? fs.frames / fs.store_s : 0};
+            if (rc >= 0 && p->store)
+                rc = vfi_store_finish(p->store, fs.ext_id, e->status >= 0, e->error, fs.frames, fps,
+                                      &err);
+            if (rc < 0) {
+                free_event(p, e);
+                stop(p, rc, err.msg);
+                break;
+            }
+            report(p, e, &fs, 0);
+            free_event(p, e);
+            memset(&fs, 0, sizeof(fs));
+        } else if (h->kind == ITEM_SKIP) {
+            event_item *e = it;
+            report(p, e, &fs, 1);
+            free_event(p, e);
+        }
+    }
+    /* Stopped in the middle of a file: it stays unfinished, with what was written. */
+    if (fs.ext_id && p->store && atomic_load(&p->cancel)) {
+        vf_err ignore;
+        pthread_mutex_lock(&p->lock);
+        char why[VF_ERRMSG_SIZE];
+        snprintf(why, sizeof(why), "%s", p->err.msg);
+        pthread_mutex_unlock(&p->lock);
+        vfi_store_finish(p->store, fs.ext_id, 0, why, fs.frames, NULL, &ignore);
+    }
+    return NULL;
+}
+
+/* ---- setup and teardown ----------------------------------------------------------------- */
+
+static void free_run(vf_pipeline *p)
+{
+    vfi_queue_free(&p->q_frames);
+    vfi_queue_free(&p->q_free_frames);
+    vfi_queue_free(&p->q_batches);
+    vfi_queue_free(&p->q_done);
+    vfi_queue_free(&p->q_free_batches);
+    if (p->frames) {
+        for (int i = 0; i < FRAME_POOL; i++)
+            vfi_frame_destroy(&p->frames[i].f);
+        vfi_free(p->frames);
+        p->frames = NULL;
+    }
+    if (p->batches) {
+        for (int i = 0; i < p->n_batches; i++) {
+            batch_item *b = &p->batches[i];
+            vfi_free(b->images);
+            vfi_free(b->features);
+            vfi_free(b->index);
+            vfi_free(b->pts);
+            vfi_free(b->t);
+        }
+        vfi_free(p->batches);
+        p->batches = NULL;
+    }
+    while (p->events)
+        free_event(p, p->events);
+    vfi_free(p->skip);
+    p->skip = NULL;
+}
+
+static vf_status make_run(vf_pipeline *p)
+{
+    int depth = p->cfg.queue_depth > 0 ? p->cfg.queue_depth : DEFAULT_QUEUE_DEPTH;
+    int bs = p->info.batch_size, dim = p->info.feature_dim;
+    size_t slot = (size_t)3 * p->info.input_size * p->info.input_size;
+    /* events ride the same queues: leave room for them beside the items */
+    size_t cap_frames = FRAME_POOL + 4, cap_batches = (size_t)depth + 8;
+    p->n_batches = depth + 3; /* one being filled, one in inference, one being stored */
+    if (vfi_queue_create(cap_frames, &p->q_frames) < 0 ||
+        vfi_queue_create(FRAME_POOL, &p->q_free_frames) < 0 ||
+        vfi_queue_create(cap_batches, &p->q_batches) < 0 ||
+        vfi_queue_create(cap_batches, &p->q_done) < 0 ||
+        vfi_queue_create((size_t)p->n_batches, &p->q_free_batches) < 0)
+        return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+    p->frames = vfi_calloc(FRAME_POOL, sizeof(frame_item));
+    p->batches = vfi_calloc((size_t)p->n_batches, sizeof(batch_item));
+    if (!p->frames || !p->batches)
+        return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < FRAME_POOL; i++) {
+        if (vfi_frame_init(&p->frames[i].f) < 0)
+            return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+        p->frames[i].hdr.kind = ITEM_FRAME;
+        vfi_queue_push(p->q_free_frames, &p->frames[i]);
+    }
+    for (int i = 0; i < p->n_batches; i++) {
+        batch_item *b = &p->batches[i];
+        b->images = vfi_aligned_alloc(VF_TENSOR_ALIGN, (size_t)bs * slot * sizeof(float));
+        b->features = vfi_aligned_alloc(VF_TENSOR_ALIGN, (size_t)bs * dim * sizeof(float));
+        b->index = vfi_mallocarray((size_t)bs, sizeof(int64_t));
+        b->pts = vfi_mallocarray((size_t)bs, sizeof(int64_t));
+        b->t = vfi_mallocarray((size_t)bs, sizeof(double));
+        if (!b->images || !b->features || !b->index || !b->pts || !b->t)
+            return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory for batch buffers");
+        /* the padding of a short batch is fed to the network too: keep it defined */
+        memset(b->images, 0, (size_t)bs * slot * sizeof(float));
+        vfi_queue_push(p->q_free_batches, b);
+    }
+    p->skip = vfi_calloc((size_t)p->n_paths + 1, 1);
+    if (!p->skip)
+        return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+    return VF_OK;
+}
+
+/* Which files are already done (calling thread, before the store thread owns the store). */
+static vf_status mark_done(vf_pipeline *p)
+{
+    if (!p->store || p->cfg.force)
+        return VF_OK;
+    for (int i = 0; i < p->n_paths; i++) {
+        struct stat st;
+        if (stat(p->paths[i], &st) != 0)
+            continue;
+        double mtime = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
+        int done = 0;
+        vf_status rc = vfi_store_is_done(p->store, p->paths[i], st.st_size, mtime, p->model_id,
+                                         p->sampling, &done, &p->err);
+        if (rc < 0)
+            return rc;
+        p->skip[i] = (char)done;
+    }
+    return VF_OK;
+}
+
+vf_status vf_pipeline_run(vf_pipeline *p, const char *const *paths, int n_paths,
+                          const vf_run_hooks *hooks)
+{
+    if (!p || (!paths && n_paths) || n_paths < 0)
+        return VF_ERR_INVALID;
+    p->paths = paths;
+    p->n_paths = n_paths;
+    p->hooks = hooks;
+    p->stop_reason = VF_OK;
+    vfi_err_clear(&p->err);
+    atomic_store(&p->cancel, 0);
+    vf_status rc = make_run(p);
+    if (rc >= 0)
+        rc = mark_done(p);
+    if (rc < 0) {
+        free_run(p);
+        return rc;
+    }
+    pthread_t th[4];
+    void *(*fn[4])(void *) = {decode_thread, convert_thread, infer_thread, store_thread};
+    int started = 0;
+    for (; started < 4; started++) {
+        if (pthread_create(&th[started], NULL, fn[started], p) != 0) {
+            stop(p, VF_ERR_INTERNAL, "cannot start a pipeline thread");
+            break;
+        }
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_lock(&p->lock);
+    rc = p->stop_reason;
+    pthread_mutex_unlock(&p->lock);
+    free_run(p);
+    return rc;
+}
+
+/* ---- create / free ---------------------------------------------------------------------- */
+
+static void describe_sampling(const vf_config *c, char *buf, size_t size)
+{
+    size_t n = 0;
+    if (c->keyframes)
+        n += (size_t)snprintf(buf + n, size - n, "keyframes");
+    else if (c->sample_fps > 0)
+        n += (size_t)snprintf(buf + n, size - n, "fps=%g", c->sample_fps);
+    else if (c->every > 1)
+        n += (size_t)snprintf(buf + n, size - n, "every=%d", c->every);
+    else
+        n += (size_t)snprintf(buf + n, size - n, "all");
+    if (c->start > 0 && n < size)
+        n += (size_t)snprintf(buf + n, size - n, ";start=%g", c->start);
+    if (c->duration > 0 && n < size)
+        n += (size_t)snprintf(buf + n, size - n, ";duration=%g", c->duration);
+    if (c->max_frames > 0 && n < size)
+        snprintf(buf + n, size - n, ";max=%lld", (long long)c->max_frames);
+}
+
+vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
+{
+    if (!out)
+        return VF_ERR_INVALID;
+    *out = NULL;
+    if (!cfg)
+        return VF_ERR_INVALID;
+    vf_pipeline *p = vfi_calloc(1, sizeof(*p));
+    if (!p)
+        return VF_ERR_NOMEM;
+    pthread_mutex_init(&p->lock, NULL);
+    *out = p;
+    p->cfg = *cfg;
+    if (cfg->sample_fps < 0 || cfg->every < 0 || cfg->start < 0 || cfg->duration < 0 ||
+        cfg->max_frames < 0 || cfg->queue_depth < 0 || cfg->queue_depth > 64 ||
+        cfg->decode_threads < 0 || cfg->decode_threads > 64 || !isfinite(cfg->sample_fps) ||
+        !isfinite(cfg->start) || !isfinite(cfg->duration))
+        return vfi_fail(&p->err, VF_ERR_INVALID, "invalid sampling or queue settings");
+    if (cfg->db_path && !(p->db_path = vfi_strdup(cfg->db_path)))
+        return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+    p->cfg.db_path = p->db_path;
+    p->cfg.model = p->cfg.models_dir = p->cfg.layer = p->cfg.backend = NULL; /* not kept */
+    describe_sampling(cfg, p->sampling, sizeof(p->sampling));
+
+    vf_status rc = vf_extractor_create(cfg, &p->ex);
+    if (rc < 0) {
+        vfi_fail(&p->err, rc, "%s", p->ex ? vf_extractor_errmsg(p->ex) : "out of memory");
+        return rc;
+    }
+    vf_extractor_info(p->ex, &p->info);
+    vfi_extractor_backend(p->ex)->cancel = &p->cancel;
+    vf_preproc_opts po;
+    memset(&po, 0, sizeof(po));
+    po.size = p->info.input_size;
+    po.resize = p->info.resize;
+    po.resize_short = p->info.resize_short;
+    po.order = p->info.channel_order;
+    memcpy(po.mean, p->info.mean, sizeof(po.mean));
+    memcpy(po.std, p->info.std, sizeof(po.std));
+    rc = vfi_preproc_create(&po, &p->pre, &p->err);
+    if (rc < 0)
+        return rc;
+    if (p->db_path) {
+        rc = vfi_store_open(p->db_path, &p->store, &p->err);
+        if (rc < 0)
+            return rc;
+        char sha[65];
+        rc = vfi_sha256_file(p->info.path, sha, &p->err);
+        if (rc < 0)
+            return rc;
+        char prep[256];
+        snprintf(prep, sizeof(prep),
+                 "size=%d;resize=%s;short=%d;order=%s;mean=%g,%g,%g;"
+                 "std=%g,%g,%g;pooled=%d",
+                 p->info.input_size,
+                 p->info.resize == VF_RESIZE_STRETCH ? "stretch" : "short_side_crop",
+                 p->info.resize_short, p->info.channel_order == VF_CHANNELS_RGB ? "RGB" : "BGR",
+                 p->info.mean[0], p->info.mean[1], p->info.mean[2], p->info.std[0], p->info.std[1],
+                 p->info.std[2], p->info.pooled);
+        vf_store_model m = {p->info.name,   sha, p->info.layer, p->info.feature_dim,
+                            cfg->store_f16, prep};
+        rc = vfi_store_model(p->store, &m, &p->model_id, &p->err);
+        if (rc < 0)
+            return rc;
+    }
+    return VF_OK;
+}
+
+vf_status vf_pipeline_info(const vf_pipeline *p, vf_model_info *info)
+{
+    if (!p || !info || !p->ex)
+        return VF_ERR_INVALID;
+    *info = p->info;
+    return VF_OK;
+}
+
+const char *vf_pipeline_errmsg(const vf_pipeline *p)
+{
+    return p ? p->err.msg : "out of memory";
+}
+
+void vf_pipeline_free(vf_pipeline **pp)
+{
+    vf_pipeline *p = pp ? *pp : NULL;
+    if (!p)
+        return;
+    vfi_store_close(&p->store);
+    vfi_preproc_free(&p->pre);
+    vf_extractor_free(&p->ex);
+    vfi_free(p->db_path);
+    pthread_mutex_destroy(&p->lock);
+    vfi_free(p);
+    *pp = NULL;
+}
+
+int vf_probe_media(const char *path)
+{
+    return path ? vfi_decode_probe(path) : 0;
+}

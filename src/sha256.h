@@ -1,0 +1,18 @@
+/*
+ * sha256.h - SHA-256 (FIPS 180-4) of a file, for model identity in the database and manifest
+ * checks.
+ */
+#ifndef VIDFEAT_SHA256_H
+#define VIDFEAT_SHA256_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+/* hex: 65 bytes (64 hex digits + NUL). VF_ERR_IO when the file cannot be read. */
+vf_status vfi_sha256_file(const char *path, char hex[65], vf_err *err);
+/* One-shot over memory, for tests. */
+void vfi_sha256(const void *data, size_t size, char hex[65]);
+
+#endif /* VIDFEAT_SHA256_H */

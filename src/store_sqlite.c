@@ -1,0 +1,471 @@
+/*
+ * store_sqlite.c - see store_sqlite.h. WAL journal, synchronous=NORMAL (a crash or kill -9
+ * never corrupts the file and loses at most the batch being written), a 5 s busy timeout for
+ * another writer, prepared statements reused for every batch. An extraction is marked done only
+ * by the statement that records its frame count, after every batch is committed, so a database
+ * can never show a done extraction with frames missing.
+ */
+#include "store_sqlite.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "mem.h"
+
+struct vf_store {
+    sqlite3 *db;
+    sqlite3_stmt *ins_feature;
+    char *path;
+};
+
+#define BUSY_TIMEOUT_MS 5000
+
+/* Fail with SQLite's message, copied at once (the next call may overwrite it). */
+static vf_status db_fail(vf_store *s, vf_err *err, const char *what)
+{
+    return vfi_fail(err, VF_ERR_STORE, "%s: %s: %s", s->path, what,
+                    s->db ? sqlite3_errmsg(s->db) : "cannot open");
+}
+
+#define CHECK_SQL(call, what)                                                                      \
+    do {                                                                                           \
+        if ((call) != SQLITE_OK) {                                                                 \
+            rc = db_fail(s, err, what);                                                            \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+static const char *const schema_v1 =
+    "CREATE TABLE videos ("
+    " id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, size INTEGER, mtime REAL,"
+    " content_hash TEXT, duration REAL, width INTEGER, height INTEGER, rotation INTEGER,"
+    " codec TEXT, frame_rate REAL);"
+    "CREATE TABLE models ("
+    " id INTEGER PRIMARY KEY, name TEXT NOT NULL, file_sha256 TEXT NOT NULL, layer TEXT NOT NULL,"
+    " dim INTEGER NOT NULL, dtype TEXT NOT NULL, preprocessing TEXT NOT NULL,"
+    " UNIQUE(name, file_sha256, layer, dtype, preprocessing));"
+    "CREATE TABLE extractions ("
+    " id INTEGER PRIMARY KEY, video_id INTEGER NOT NULL REFERENCES videos(id),"
+    " model_id INTEGER NOT NULL REFERENCES models(id), sampling TEXT NOT NULL,"
+    " status TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed')), error TEXT,"
+    " device TEXT, precision TEXT, batch_size INTEGER, frames INTEGER NOT NULL DEFAULT 0,"
+    " started_at TEXT, finished_at TEXT, decode_fps REAL, convert_fps REAL, infer_fps REAL,"
+    " store_fps REAL, UNIQUE(video_id, model_id, sampling));"
+    "CREATE TABLE features ("
+    " extraction_id INTEGER NOT NULL REFERENCES extractions(id) ON DELETE CASCADE,"
+    " frame_index INTEGER NOT NULL, pts INTEGER, t REAL NOT NULL, vec BLOB NOT NULL,"
+    " PRIMARY KEY (extraction_id, frame_index)) WITHOUT ROWID;";
+
+static vf_status exec(vf_store *s, const char *sql, vf_err *err)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        vf_status rc = vfi_fail(err, VF_ERR_STORE, "%s: %s", s->path, msg ? msg : "error");
+        sqlite3_free(msg);
+        return rc;
+    }
+    return VF_OK;
+}
+
+void vfi_store_close(vf_store **ps)
+{
+    vf_store *s = ps ? *ps : NULL;
+    if (!s)
+        return;
+    sqlite3_finalize(s->ins_feature);
+    sqlite3_close(s->db);
+    vfi_free(s->path);
+    vfi_free(s);
+    *ps = NULL;
+}
+
+const char *vfi_store_version(void)
+{
+    return sqlite3_libversion();
+}
+
+vf_status vfi_store_open(const char *path, vf_store **out, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    vf_store *s = vfi_calloc(1, sizeof(*s));
+    if (!s || !(s->path = vfi_strdup(path))) {
+        vfi_free(s);
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+        SQLITE_OK) {
+        rc = db_fail(s, err, "cannot open");
+        goto fail;
+    }
+    sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+    sqlite3_extended_result_codes(s->db, 1);
+    int version = -1;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_step(st) != SQLITE_ROW) {
+        sqlite3_finalize(st);
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: not a vidfeat database (%s)", path,
+                      sqlite3_errmsg(s->db));
+        goto fail;
+    }
+    version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    if (version > VF_STORE_SCHEMA_VERSION) {
+        rc = vfi_fail(err, VF_ERR_STORE,
+                      "%s: schema version %d is newer than this vidfeat's %d (upgrade vidfeat)",
+                      path, version, VF_STORE_SCHEMA_VERSION);
+        goto fail;
+    }
+    if ((rc = exec(s,
+                   "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                   "PRAGMA foreign_keys=ON;",
+                   err)) < 0)
+        goto fail;
+    if (version == 0) {
+        /* A new file, or a database that is not ours: refuse anything with tables in it. */
+        int tables = 0;
+        if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &st, NULL) ==
+                SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            tables = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+        if (tables) {
+            rc = vfi_fail(err, VF_ERR_STORE, "%s: a database that vidfeat did not create", path);
+            goto fail;
+        }
+        if ((rc = exec(s, "BEGIN IMMEDIATE", err)) < 0)
+            goto fail;
+        if ((rc = exec(s, schema_v1, err)) < 0 ||
+            (rc = exec(s, "PRAGMA user_version=1; COMMIT", err)) < 0) {
+            exec(s, "ROLLBACK", NULL);
+            goto fail;
+        }
+    }
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "INSERT OR REPLACE INTO features (extraction_id, frame_index, "
+                                 "pts, t, vec) VALUES (?, ?, ?, ?, ?)",
+                                 -1, &s->ins_feature, NULL),
+              "prepare");
+    *out = s;
+    return VF_OK;
+fail:
+    vfi_store_close(&s);
+    return rc;
+}
+
+static void now_iso(char *buf, size_t size)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+vf_status vfi_store_model(vf_store *s, const vf_store_model *m, int64_t *model_id, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    const char *dtype = m->f16 ? "float16" : "float32";
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "INSERT INTO models (name, file_sha256, layer, dim, dtype, "
+                                 "preprocessing) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+                                 "ON CONFLICT DO UPDATE SET dim = ?4 RETURNING id",
+                                 -1, &st, NULL),
+              "prepare");
+    sqlite3_bind_text(st, 1, m->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, m->file_sha256, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, m->layer, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 4, m->dim);
+    sqlite3_bind_text(st, 5, dtype, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, m->preprocessing, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        rc = db_fail(s, err, "recording the model");
+        goto fail;
+    }
+    *model_id = sqlite3_column_int64(st, 0);
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+vf_status vfi_store_is_done(vf_store *s, const char *path, int64_t size, double mtime,
+                            int64_t model_id, const char *sampling, int *done, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    *done = 0;
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT e.status FROM extractions e JOIN videos v ON v.id = "
+                                 "e.video_id WHERE v.path = ? AND v.size = ? AND v.mtime = ? AND "
+                                 "e.model_id = ? AND e.sampling = ?",
+                                 -1, &st, NULL),
+              "prepare");
+    sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, size);
+    sqlite3_bind_double(st, 3, mtime);
+    sqlite3_bind_int64(st, 4, model_id);
+    sqlite3_bind_text(st, 5, sampling, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW)
+        *done = !strcmp((const char *)sqlite3_column_text(st, 0), "done");
+    else if (r != SQLITE_DONE)
+        rc = db_fail(s, err, "reading extractions");
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+vf_status vfi_store_begin(vf_store *s, const vf_store_video *v, int64_t model_id,
+                          const char *sampling, const vf_store_run *run, int64_t *ext_id,
+                          vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    char now[32];
+    now_iso(now, sizeof(now));
+    if ((rc = exec(s, "BEGIN IMMEDIATE", err)) < 0)
+        return rc;
+    CHECK_SQL(sqlite3_prepare_v2(
+                  s->db,
+                  "INSERT INTO videos (path, size, mtime, content_hash, duration, width, height, "
+                  "rotation, codec, frame_rate) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+                  "ON CONFLICT (path) DO UPDATE SET size = ?2, mtime = ?3, content_hash = ?4, "
+                  "duration = ?5, width = ?6, height = ?7, rotation = ?8, codec = ?9, "
+                  "frame_rate = ?10 RETURNING id",
+                  -1, &st, NULL),
+              "prepare");
+    sqlite3_bind_text(st, 1, v->path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, v->size);
+    sqlite3_bind_double(st, 3, v->mtime);
+    sqlite3_bind_text(st, 4, v->content_hash, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 5, v->duration);
+    sqlite3_bind_int(st, 6, v->width);
+    sqlite3_bind_int(st, 7, v->height);
+    sqlite3_bind_int(st, 8, v->rotation);
+    sqlite3_bind_text(st, 9, v->codec, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 10, v->frame_rate);
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        rc = db_fail(s, err, "recording the video");
+        goto fail;
+    }
+    int64_t video_id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    st = NULL;
+    /* An earlier attempt (unfinished, failed or forced) goes, with its vectors. */
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "DELETE FROM extractions WHERE video_id = ? AND model_id = ? "
+                                 "AND sampling = ?",
+                                 -1, &st, NULL),
+              "prepare");
+    sqlite3_bind_int64(st, 1, video_id);
+    sqlite3_bind_int64(st, 2, model_id);
+    sqlite3_bind_text(st, 3, sampling, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        rc = db_fail(s, err, "removing an old extraction");
+        goto fail;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "INSERT INTO extractions (video_id, model_id, sampling, status, "
+                                 "device, precision, batch_size, started_at) VALUES (?, ?, ?, "
+                                 "'running', ?, ?, ?, ?) RETURNING id",
+                                 -1, &st, NULL),
+              "prepare");
+    sqlite3_bind_int64(st, 1, video_id);
+    sqlite3_bind_int64(st, 2, model_id);
+    sqlite3_bind_text(st, 3, sampling, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, run->device, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, run->precision, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 6, run->batch_size);
+    sqlite3_bind_text(st, 7, now, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        rc = db_fail(s, err, "starting the extraction");
+        goto fail;
+    }
+    *ext_id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    st = NULL;
+    if ((rc = exec(s, "COMMIT", err)) < 0)
+        goto fail;
+    return VF_OK;
+fail:
+    sqlite3_finalize(st);
+    exec(s, "ROLLBACK", NULL);
+    return rc;
+}
+
+/* IEEE half from float, round to nearest even. */
+static uint16_t to_half(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
+    int exp = (int)((x >> 23) & 0xff) - 127 + 15;
+    if (((x >> 23) & 0xff) == 0xff)
+        return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+    if (exp >= 31)
+        return (uint16_t)(sign | 0x7c00u);
+    if (exp <= 0) {
+        if (exp < -10)
+            return (uint16_t)sign;
+        mant |= 0x800000u;
+        int shift = 14 - exp;
+        uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1)))
+            half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = sign | ((uint32_t)exp << 10) | (mant >> 13), rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (half & 1)))
+        half++; /* may carry into the exponent, which is the correct rounding */
+    return (uint16_t)half;
+}
+
+vf_status vfi_store_batch(vf_store *s, int64_t ext_id, int n, int dim, int f16,
+                          const int64_t *frame_index, const int64_t *pts, const double *t,
+                          const float *vecs, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    uint16_t *half = NULL;
+    if (f16 && !(half = vfi_mallocarray((size_t)dim, sizeof(uint16_t))))
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if ((rc = exec(s, "BEGIN IMMEDIATE", err)) < 0)
+        goto out;
+    for (int i = 0; i < n; i++) {
+        sqlite3_stmt *st = s->ins_feature;
+        const float *v = vecs + (size_t)i * dim;
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, ext_id);
+        sqlite3_bind_int64(st, 2, frame_index[i]);
+        sqlite3_bind_int64(st, 3, pts[i]);
+        sqlite3_bind_double(st, 4, t[i]);
+        if (f16) {
+            for (int k = 0; k < dim; k++)
+                half[k] = to_half(v[k]);
+            sqlite3_bind_blob(st, 5, half, dim * 2, SQLITE_TRANSIENT);
+        } else {
+            sqlite3_bind_blob(st, 5, v, dim * 4, SQLITE_STATIC); /* x86-64: little-endian */
+        }
+        if (sqlite3_step(st) != SQLITE_DONE) {
+            rc = db_fail(s, err, "writing features");
+            sqlite3_reset(st);
+            exec(s, "ROLLBACK", NULL);
+            goto out;
+        }
+    }
+    sqlite3_reset(s->ins_feature);
+    if ((rc = exec(s, "COMMIT", err)) < 0)
+        exec(s, "ROLLBACK", NULL);
+out:
+    vfi_free(half);
+    return rc;
+}
+
+vf_status vfi_store_finish(vf_store *s, int64_t ext_id, int ok, const char *error, int64_t frames,
+                           const double *stage_fps, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    char now[32];
+    now_iso(now, sizeof(now));
+    /* The count comes from the rows actually written, so "done" always matches them. */
+    CHECK_SQL(sqlite3_prepare_v2(
+                  s->db,
+                  "UPDATE extractions SET status = ?2, error = ?3, finished_at = ?4, "
+                  "decode_fps = ?5, convert_fps = ?6, infer_fps = ?7, store_fps = ?8, frames = "
+                  "(SELECT count(*) FROM features WHERE extraction_id = ?1) WHERE id = ?1",
+                  -1, &st, NULL),
+              "prepare");
+    sqlite3_bind_int64(st, 1, ext_id);
+    sqlite3_bind_text(st, 2, ok ? "done" : "failed", -1, SQLITE_STATIC);
+    if (error && *error)
+        sqlite3_bind_text(st, 3, error, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 3);
+    sqlite3_bind_text(st, 4, now, -1, SQLITE_STATIC);
+    for (int i = 0; i < 4; i++) {
+        if (stage_fps && isfinite(stage_fps[i]) && stage_fps[i] > 0)
+            sqlite3_bind_double(st, 5 + i, stage_fps[i]);
+        else
+            sqlite3_bind_null(st, 5 + i);
+    }
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        rc = db_fail(s, err, "finishing the extraction");
+        goto fail;
+    }
+    (void)frames;
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+vf_status vfi_store_describe(const char *path, void (*line)(void *user, const char *text),
+                             void *user, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    vf_store tmp = {NULL, NULL, (char *)path}, *s = &tmp;
+    sqlite3_stmt *st = NULL;
+    char buf[1024];
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        rc = db_fail(s, err, "cannot open");
+        goto fail;
+    }
+    sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_step(st) != SQLITE_ROW || sqlite3_column_int(st, 0) < 1) {
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: not a vidfeat database", path);
+        goto fail;
+    }
+    snprintf(buf, sizeof(buf), "database %s (schema %d, SQLite %s)", path,
+             sqlite3_column_int(st, 0), sqlite3_libversion());
+    line(user, buf);
+    sqlite3_finalize(st);
+    st = NULL;
+    CHECK_SQL(
+        sqlite3_prepare_v2(s->db,
+                           "SELECT (SELECT count(*) FROM videos), (SELECT count(*) FROM models),"
+                           " (SELECT count(*) FROM extractions WHERE status = 'done'),"
+                           " (SELECT count(*) FROM extractions WHERE status = 'failed'),"
+                           " (SELECT count(*) FROM extractions WHERE status = 'running'),"
+                           " (SELECT count(*) FROM features)",
+                           -1, &st, NULL),
+        "reading");
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        snprintf(buf, sizeof(buf),
+                 "%d videos, %d models, extractions: %d done, %d failed, %d unfinished; %lld "
+                 "vectors",
+                 sqlite3_column_int(st, 0), sqlite3_column_int(st, 1), sqlite3_column_int(st, 2),
+                 sqlite3_column_int(st, 3), sqlite3_column_int(st, 4),
+                 (long long)sqlite3_column_int64(st, 5));
+        line(user, buf);
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT e.status, e.frames, e.infer_fps, m.name, m.layer, m.dim,"
+                                 " m.dtype, e.sampling, v.path, e.error FROM extractions e"
+                                 " JOIN videos v ON v.id = e.video_id JOIN models m ON m.id ="
+                                 " e.model_id ORDER BY v.path, m.name",
+                                 -1, &st, NULL),
+              "reading");
+    line(user, "status   frames  infer/s  model (layer, dim, dtype, sampling)  path");
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *error = (const char *)sqlite3_column_text(st, 9);
+        snprintf(buf, sizeof(buf), "%-7s %7lld  %7.1f  %s (%s, %d, %s, %s)  %s%s%s",
+                 (const char *)sqlite3_column_text(st, 0), (long long)sqlite3_column_int64(st, 1),
+                 sqlite3_column_double(st, 2), (const char *)sqlite3_column_text(st, 3),
+                 (const char *)sqlite3_column_text(st, 4), sqlite3_column_int(st, 5),
+                 (const char *)sqlite3_column_text(st, 6), (const char *)sqlite3_column_text(st, 7),
+                 (const char *)sqlite3_column_text(st, 8), error ? ": " : "", error ? error : "");
+        line(user, buf);
+    }
+fail:
+    sqlite3_finalize(st);
+    sqlite3_close(s->db);
+    return rc;
+}

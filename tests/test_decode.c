@@ -1,0 +1,131 @@
+/*
+ * test_decode.c - decoding and sampling on the committed sample clips: frame counts, true
+ * timestamps, every sampling mode, rotation, and the error statuses for missing, truncated,
+ * audio-only and non-media files.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "decode.h"
+
+#define CLIP VF_SAMPLES_DIR "/testsrc_64x48.mp4"
+
+/* Decode with a sampling; fill t[] (up to max) and return the count. */
+static int run(const char *path, vf_sampling s, double *t, int64_t *index, int max)
+{
+    vf_decoder *d = NULL;
+    vf_err err = {0};
+    CHECK_OK(vfi_decoder_open(path, &s, 0, &d, &err), err.msg);
+    vf_frame f;
+    CHECK_EQ(vfi_frame_init(&f), VF_OK);
+    int n = 0;
+    vf_status rc;
+    while ((rc = vfi_decoder_next(d, &f, &err)) == VF_OK) {
+        CHECK(n < max);
+        t[n] = f.t;
+        index[n] = f.index;
+        n++;
+    }
+    CHECK_MSG(rc == VF_EOF, "%s: %s", path, err.msg);
+    vfi_frame_destroy(&f);
+    vfi_decoder_free(&d);
+    return n;
+}
+
+static vf_status open_status(const char *path, char *msg, size_t size)
+{
+    vf_decoder *d = NULL;
+    vf_err err = {0};
+    vf_sampling s = {0};
+    vf_status rc = vfi_decoder_open(path, &s, 0, &d, &err);
+    snprintf(msg, size, "%s", err.msg);
+    vfi_decoder_free(&d);
+    return rc;
+}
+
+int main(void)
+{
+    double t[64];
+    int64_t idx[64];
+    vf_sampling all = {0};
+
+    int n = run(CLIP, all, t, idx, 64);
+    CHECK_EQ(n, 20);
+    for (int i = 0; i < n; i++) {
+        CHECK_NEAR(t[i], i * 0.1, 1e-6);
+        CHECK_EQ(idx[i], i);
+    }
+
+    vf_sampling every = {0};
+    every.every = 3;
+    n = run(CLIP, every, t, idx, 64);
+    CHECK_EQ(n, 7);
+    CHECK_EQ(idx[1], 3);
+    CHECK_EQ(idx[6], 18);
+
+    vf_sampling fps = {0};
+    fps.fps = 2.0;
+    n = run(CLIP, fps, t, idx, 64);
+    CHECK_EQ(n, 4);
+    for (int i = 0; i < n; i++)
+        CHECK_NEAR(t[i], i * 0.5, 1e-6);
+
+    vf_sampling key = {0};
+    key.keyframes = 1;
+    n = run(CLIP, key, t, idx, 64);
+    CHECK_EQ(n, 4);
+    for (int i = 0; i < n; i++) {
+        CHECK_NEAR(t[i], i * 0.5, 1e-6);
+        CHECK_EQ(idx[i], 5 * i);
+    }
+
+    vf_sampling window = {0};
+    window.start = 0.75;
+    window.duration = 0.5;
+    n = run(CLIP, window, t, idx, 64);
+    CHECK_EQ(n, 5); /* 0.8, 0.9, 1.0, 1.1, 1.2 */
+    CHECK_NEAR(t[0], 0.8, 1e-6);
+    CHECK_EQ(idx[0], 8);
+    CHECK_NEAR(t[4], 1.2, 1e-6);
+
+    vf_sampling cap = {0};
+    cap.max_frames = 3;
+    CHECK_EQ(run(CLIP, cap, t, idx, 64), 3);
+
+    /* metadata */
+    vf_decoder *d = NULL;
+    vf_err err = {0};
+    CHECK_OK(vfi_decoder_open(VF_SAMPLES_DIR "/rotated90_64x48.mp4", &all, 0, &d, &err), err.msg);
+    const vf_video_meta *m = vfi_decoder_meta(d);
+    CHECK_EQ(m->width, 64);
+    CHECK_EQ(m->height, 48);
+    CHECK_EQ(m->rotation, 270); /* display matrix 90 counter-clockwise = 270 clockwise */
+    CHECK(!strcmp(m->codec, "h264"));
+    CHECK_NEAR(m->frame_rate, 10.0, 1e-9);
+    vfi_decoder_free(&d);
+
+    /* truncated: the frames before the cut, then a decode error */
+    CHECK_OK(vfi_decoder_open(VF_SAMPLES_DIR "/truncated.mp4", &all, 0, &d, &err), err.msg);
+    vf_frame f;
+    CHECK_EQ(vfi_frame_init(&f), VF_OK);
+    int got = 0;
+    vf_status rc;
+    while ((rc = vfi_decoder_next(d, &f, &err)) == VF_OK)
+        got++;
+    CHECK_MSG(rc == VF_ERR_DECODE, "truncated clip ended with %s", vf_status_str(rc));
+    CHECK(got > 0 && got < 20);
+    vfi_frame_destroy(&f);
+    vfi_decoder_free(&d);
+
+    char msg[512];
+    CHECK_EQ(open_status("/nonexistent/clip.mp4", msg, sizeof(msg)), VF_ERR_IO);
+    CHECK_EQ(open_status(VF_SAMPLES_DIR "/audio_only.m4a", msg, sizeof(msg)), VF_ERR_DECODE);
+    CHECK(strstr(msg, "no video stream"));
+    CHECK_EQ(open_status(VF_SAMPLES_DIR "/README.md", msg, sizeof(msg)), VF_ERR_DECODE);
+    CHECK(vfi_decode_probe(CLIP) == 1);
+    CHECK(vfi_decode_probe(VF_SAMPLES_DIR "/audio_only.m4a") == 0);
+    printf("decode: counts, timestamps, sampling modes, rotation and errors as expected\n");
+    return 0;
+}

@@ -527,9 +527,11 @@ static int walk(path_list *l, const char *dir, int depth)
         struct stat st;
         if (stat(here.items[i], &st) != 0)
             continue;
+        /* Zero-byte files are kept so that they are reported as failed: in an archive they
+         * are broken media far more often than anything else. */
         if (S_ISDIR(st.st_mode) && depth < 64)
             failed |= walk(l, here.items[i], depth + 1);
-        else if (S_ISREG(st.st_mode) && st.st_size > 0 && vf_probe_media(here.items[i]))
+        else if (S_ISREG(st.st_mode) && (st.st_size == 0 || vf_probe_media(here.items[i])))
             failed |= add_path(l, here.items[i]) < 0;
         free(here.items[i]);
     }

@@ -1,0 +1,214 @@
+#!/usr/bin/python3
+"""End-to-end tests of the vidfeat command on the real clips in ../shared/videos.
+
+usage: test_cli_videos.py VIDFEAT MODEL SHARED_DIR
+Checks: every-frame mode stores exactly the decoded frame count of each clip (MANIFEST.tsv),
+timestamps strictly increase and equal ffprobe's; the empty file fails with a one-line message
+while the rest completes (exit 1); --fps 1 on the 30 s clip gives one frame per second at the
+right times; --keyframes gives the key frames ffprobe lists; the upside-down phone clip gives
+the same vectors as its frames turned upright by ffmpeg; a rerun skips everything; kill -9 at
+random moments never leaves a done extraction with missing frames, and a rerun completes with
+the same rows as a clean run.  Exits 77 when ../shared/videos or ffprobe is missing.
+"""
+import csv
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def vidfeat(exe, model, *args, **kw):
+    return subprocess.run([exe, "--model", model, "--batch", "8", *args],
+                          capture_output=True, text=True, **kw)
+
+
+def rows(db, path):
+    con = sqlite3.connect(db)
+    r = con.execute("SELECT f.frame_index, f.pts, f.t FROM features f JOIN extractions e ON "
+                    "e.id = f.extraction_id JOIN videos v ON v.id = e.video_id WHERE v.path = ? "
+                    "ORDER BY f.t", (path,)).fetchall()
+    con.close()
+    return r
+
+
+def ffprobe_frames(path, extra=()):
+    out = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", *extra,
+                          "-show_entries", "frame=best_effort_timestamp,pts,pkt_dts,key_frame",
+                          "-of", "json", path], capture_output=True, text=True).stdout
+    frames = json.loads(out).get("frames", [])
+    ts = []
+    for f in frames:
+        v = f.get("best_effort_timestamp", f.get("pts", f.get("pkt_dts")))
+        ts.append((int(v) if v is not None else None, int(f.get("key_frame", 0))))
+    return ts
+
+
+def consistent(db):
+    """No extraction is done with frames missing; the file passes integrity_check."""
+    con = sqlite3.connect(db)
+    check(con.execute("PRAGMA integrity_check").fetchone()[0] == "ok", "integrity_check")
+    bad = con.execute("SELECT count(*) FROM extractions e WHERE status = 'done' AND frames != "
+                      "(SELECT count(*) FROM features WHERE extraction_id = e.id)").fetchone()[0]
+    con.close()
+    check(bad == 0, "a done extraction has frames missing")
+
+
+def counts(db):
+    con = sqlite3.connect(db)
+    r = dict(con.execute("SELECT v.path, e.frames FROM extractions e JOIN videos v ON v.id = "
+                         "e.video_id WHERE e.status = 'done'").fetchall())
+    con.close()
+    return r
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__)
+        return 2
+    exe, model, shared = sys.argv[1:]
+    vdir = os.path.join(shared, "videos")
+    if not os.path.isdir(vdir) or not shutil.which("ffprobe") or not shutil.which("ffmpeg"):
+        print("skipped: %s or ffprobe/ffmpeg missing" % vdir)
+        return SKIP
+    manifest = {r["file"]: r for r in csv.DictReader(open(os.path.join(vdir, "MANIFEST.tsv")),
+                                                     delimiter="\t")}
+    tmp = tempfile.mkdtemp(prefix="vidfeat_cli_")
+    try:
+        clips = sorted(os.path.join(vdir, f) for f in manifest)
+        db = os.path.join(tmp, "all.db")
+        r = vidfeat(exe, model, "-o", db, "--json", *clips)
+        check(r.returncode == 1, "exit status %d with the empty file among the inputs (want 1)"
+              % r.returncode)
+        err_lines = [l for l in r.stderr.splitlines() if l.strip()]
+        check(any("empty_0bytes.webm: empty file" in l for l in err_lines),
+              "no one-line message for the empty file: %r" % r.stderr)
+        summary = json.loads(r.stdout)
+        check(summary["failed"] == 1 and summary["done"] == len(clips) - 1,
+              "summary %s" % {k: summary[k] for k in ("done", "failed")})
+        for path in clips:
+            name = os.path.basename(path)
+            want = manifest[name]["decoded_frames_ffmpeg"]
+            if want in ("", "n/a"):
+                continue
+            got = rows(db, path)
+            check(len(got) == int(want), "%s: %d vectors, %s decoded frames" %
+                  (name, len(got), want))
+            ts = [t for _, _, t in got]
+            check(all(a < b for a, b in zip(ts, ts[1:])), "%s: times do not increase" % name)
+            probe = ffprobe_frames(path)
+            if all(p is not None for p, _ in probe):
+                check(sorted(p for _, p, _ in got) == sorted(p for p, _ in probe),
+                      "%s: pts differ from ffprobe's" % name)
+            print("ok %-36s %4d frames, pts = ffprobe" % (name, len(got)))
+
+        # --fps 1 on the 30 s clip
+        vp8 = os.path.join(vdir, "vp8_720p_bigbuckbunny_30s.webm")
+        db1 = os.path.join(tmp, "fps.db")
+        t0 = time.time()
+        r = vidfeat(exe, model, "-o", db1, "--fps", "1", vp8)
+        check(r.returncode == 0, "--fps 1: %s" % r.stderr)
+        got = rows(db1, vp8)
+        check(len(got) == 30, "--fps 1 on 30 s: %d frames" % len(got))
+        check(all(abs(t - k) < 1.0 / 24 + 1e-6 for k, (_, _, t) in enumerate(got)),
+              "--fps 1 times: %s" % [round(t, 3) for _, _, t in got])
+        print("ok --fps 1: 30 frames at t = 0..29 s (%.1f s)" % (time.time() - t0))
+
+        # --keyframes
+        h264 = os.path.join(vdir, "h264_720p_bigbuckbunny.mp4")
+        db2 = os.path.join(tmp, "key.db")
+        r = vidfeat(exe, model, "-o", db2, "--keyframes", h264)
+        check(r.returncode == 0, "--keyframes: %s" % r.stderr)
+        keys = [p for p, k in ffprobe_frames(h264) if k]
+        got = [p for _, p, _ in rows(db2, h264)]
+        check(got == keys, "--keyframes pts %s, ffprobe key frames %s" % (got, keys))
+        print("ok --keyframes: %d key frames = ffprobe's" % len(keys))
+
+        # the upside-down phone clip is turned upright: same vectors as ffmpeg's autorotated frames
+        phone = os.path.join(vdir, "phone_rotated180_ipad2.mov")
+        upright = os.path.join(tmp, "upright.nut")
+        subprocess.run(["ffmpeg", "-v", "error", "-i", phone, "-an", "-c:v", "rawvideo",
+                        "-pix_fmt", "yuv420p", upright], check=True)
+        vecs = []
+        for clip in (phone, upright):
+            d = os.path.join(tmp, os.path.basename(clip) + ".db")
+            r = vidfeat(exe, model, "-o", d, clip)
+            check(r.returncode == 0, "%s: %s" % (clip, r.stderr))
+            con = sqlite3.connect(d)
+            vecs.append([v for (v,) in con.execute("SELECT vec FROM features ORDER BY t")])
+            con.close()
+        check(len(vecs[0]) == len(vecs[1]) == 81, "phone clip frame counts %d/%d" %
+              (len(vecs[0]), len(vecs[1])))
+        import array
+        worst = 0.0
+        for a, b in zip(*vecs):
+            x, y = array.array("f", a), array.array("f", b)
+            worst = max(worst, max(abs(p - q) for p, q in zip(x, y)) / max(abs(q) for q in y))
+        check(worst < 1e-3, "rotated clip differs from its upright frames: %.3g" % worst)
+        print("ok rotation: phone clip = upright frames (max relative difference %.1e)" % worst)
+
+        # a rerun skips everything that is done
+        r = vidfeat(exe, model, "-o", db, "--json", *clips)
+        s = json.loads(r.stdout)
+        check(s["skipped"] == len(clips) - 1 and s["failed"] == 1, "rerun: %s" % s)
+        print("ok rerun: %d skipped" % s["skipped"])
+
+        # kill -9 at random moments, then finish: same rows as the clean run
+        clean = counts(db)
+        big = [os.path.join(vdir, f) for f in ("vp8_720p_bigbuckbunny_30s.webm",
+                                               "h264_1080p_smpte_bars_counter.mp4",
+                                               "mpeg4asp_megamind.avi")]
+        dbk = os.path.join(tmp, "kill.db")
+        rnd = random.Random(7)
+        for i in range(20):
+            p = subprocess.Popen([exe, "--model", model, "--batch", "8", "-o", dbk, *big],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(rnd.uniform(0.05, 1.5))
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            consistent(dbk)
+        r = vidfeat(exe, model, "-o", dbk, *big)
+        check(r.returncode == 0, "after kills: %s" % r.stderr)
+        consistent(dbk)
+        got = counts(dbk)
+        check(all(got.get(b) == clean[b] for b in big), "after kills %s, clean %s" %
+              (got, {b: clean[b] for b in big}))
+        print("ok kill -9 x20: database consistent, rerun gives the clean run's rows")
+
+        # Ctrl-C (SIGINT) stops quickly and keeps what was written
+        dbi = os.path.join(tmp, "int.db")
+        p = subprocess.Popen([exe, "--model", model, "--batch", "8", "-o", dbi, *big],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.6)
+        t0 = time.time()
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=30)
+        stop = time.time() - t0
+        check(p.returncode == 1 and "interrupted" in err, "SIGINT: rc %d %s" % (p.returncode, err))
+        check(stop < 1.0, "SIGINT took %.2f s to stop" % stop)
+        consistent(dbi)
+        print("ok SIGINT: stopped in %.2f s, database consistent" % stop)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

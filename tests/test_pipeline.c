@@ -61,6 +61,7 @@ static vf_config config(const char *db)
 {
     vf_config cfg = vf_config_default();
     cfg.model = VF_MODELS_DIR "/tiny_cnn.onnx";
+    cfg.backend = "ref"; /* plain threads only: ThreadSanitizer runs this test */
     cfg.batch_size = 4;
     cfg.db_path = db;
     return cfg;
@@ -130,6 +131,7 @@ static void same_as_ffmpeg(const char *clip, const capture *c, double tol)
     CHECK_EQ(n, c->n);
     vf_config cfg = vf_config_default();
     cfg.model = VF_MODELS_DIR "/tiny_cnn.onnx";
+    cfg.backend = "ref";
     cfg.batch_size = 4;
     vf_extractor *ex = NULL;
     CHECK_OK(vf_extractor_create(&cfg, &ex), vf_extractor_errmsg(ex));

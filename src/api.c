@@ -13,6 +13,7 @@
 
 #include "api.h"
 #include "backend.h"
+#include "decode.h"
 #include "graph.h"
 #include "log.h"
 #include "manifest.h"
@@ -102,8 +103,11 @@ char *vf_build_info(char *buf, size_t size)
         len += (size_t)snprintf(buf + len, size - len, "backend %s: %s (%s)\n", list[i]->name,
                                 list[i]->description, lib);
     }
+    char av[256];
+    vfi_decode_versions(av, sizeof(av));
     if (len < size)
-        snprintf(buf + len, size - len, "cuda: %s\n", vf_has_feature("cuda") ? "yes" : "no");
+        snprintf(buf + len, size - len, "cuda: %s\ndecode: %s\nsqlite: %s\n",
+                 vf_has_feature("cuda") ? "yes" : "no", av, vfi_store_version());
     return buf;
 }
 
@@ -406,6 +410,20 @@ static vf_status add_listed(vf_model_list *list, vf_manifest *m, const char *mod
     return VF_OK;
 }
 
+typedef struct list_visit {
+    vf_model_list *list;
+    const char *models_dir;
+} list_visit;
+
+static vf_status list_one(void *user, vf_manifest *m)
+{
+    list_visit *v = user;
+    vf_status rc = add_listed(v->list, m, v->models_dir);
+    if (rc < 0)
+        vfi_manifest_free(&m);
+    return rc == VF_ERR_NOMEM ? rc : VF_OK; /* a shadowed name is not an error */
+}
+
 vf_status vf_model_list_create(const char *models_dir, vf_model_list **out)
 {
     if (!out)
@@ -413,36 +431,11 @@ vf_status vf_model_list_create(const char *models_dir, vf_model_list **out)
     vf_model_list *list = vfi_calloc(1, sizeof(*list));
     if (!list)
         return VF_ERR_NOMEM;
-    const char *dirs[VF_MAX_SEARCH_DIRS];
-    char env[4096], path[4096];
-    int n = vfi_models_search_path(models_dir, dirs, env, sizeof(env));
-    for (int i = 0; i < n; i++) {
-        DIR *d = opendir(dirs[i]);
-        if (!d)
-            continue;
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            size_t len = strlen(e->d_name);
-            if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
-                continue;
-            snprintf(path, sizeof(path), "%s/%s", dirs[i], e->d_name);
-            vf_manifest *m = NULL;
-            vf_err err;
-            vf_status rc = vfi_manifest_load(path, &m, &err);
-            if (rc == VF_ERR_INVALID)
-                vfi_log(VF_LOG_WARNING, "models", "%s", err.msg);
-            if (rc < 0)
-                continue;
-            rc = add_listed(list, m, models_dir);
-            if (rc < 0)
-                vfi_manifest_free(&m);
-            if (rc == VF_ERR_NOMEM) {
-                closedir(d);
-                vf_model_list_free(&list);
-                return rc;
-            }
-        }
-        closedir(d);
+    list_visit v = {list, models_dir};
+    vf_status rc = vfi_manifest_foreach(models_dir, list_one, &v);
+    if (rc < 0) {
+        vf_model_list_free(&list);
+        return rc;
     }
     *out = list;
     return VF_OK;

@@ -365,6 +365,20 @@ fail:
     return rc;
 }
 
+/* A primitive from buffer x to buffer y (SRC -> DST, the usual user scratchpad attr). */
+static vf_status src_dst_step(vf_backend *b, int x, int y, const_dnnl_op_desc_t desc)
+{
+    vf_status rc = VF_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    TRY(make_attr(b, NULL, &attr));
+    int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, bufs[2] = {x, y};
+    TRY(add_prim(b, desc, attr, 2, kinds, bufs, NULL));
+fail:
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
 /* Row-major ("plain") descriptor over dims with the batch set to c->batch. */
 static vf_status plain_md(vf_backend *b, const vf_value *v, dnnl_data_type_t dt,
                           dnnl_memory_desc_t *md)
@@ -613,22 +627,17 @@ fail:
     return rc;
 }
 
-/* One eltwise step on buffer x into a new buffer (or in place when y == x). */
+/* One eltwise step on buffer x into buffer y (in place when y == x). */
 static vf_status eltwise_step(vf_backend *b, int x, int y, dnnl_alg_kind_t alg, float alpha,
                               float beta)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
-    dnnl_primitive_attr_t attr = NULL;
     dnnl_eltwise_desc_t ed;
     CHECK(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, alg, &c->bufs[x].md, alpha,
                                          beta));
-    TRY(make_attr(b, NULL, &attr));
-    int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, bufs[2] = {x, y};
-    TRY(add_prim(b, &ed, attr, 2, kinds, bufs, NULL));
+    rc = src_dst_step(b, x, y, &ed);
 fail:
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
     return rc;
 }
 
@@ -862,43 +871,28 @@ fail:
     return rc;
 }
 
-static vf_status softmax_op(vf_backend *b, const vf_node *nd)
+/* Softmax and LRN: the output keeps the input's layout. */
+static vf_status softmax_lrn_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
-    dnnl_primitive_attr_t attr = NULL;
     int x = c->vbuf[nd->inputs[0]], y;
-    TRY(new_buf(b, &c->bufs[x].md, BUF_ARENA, &y));
+    const dnnl_memory_desc_t *md = &c->bufs[x].md;
     dnnl_softmax_desc_t sd;
-    CHECK(dnnl_softmax_forward_desc_init(&sd, dnnl_forward_inference, &c->bufs[x].md, nd->p.axis));
-    TRY(make_attr(b, NULL, &attr));
-    int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, bufs[2] = {x, y};
-    TRY(add_prim(b, &sd, attr, 2, kinds, bufs, NULL));
-    c->vbuf[nd->output] = y;
-fail:
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
-    return rc;
-}
-
-static vf_status lrn_op(vf_backend *b, const vf_node *nd)
-{
-    dnnl_ctx *c = b->ctx;
-    const vf_lrn_params *p = &nd->p.lrn;
-    vf_status rc = VF_OK;
-    dnnl_primitive_attr_t attr = NULL;
-    int x = c->vbuf[nd->inputs[0]], y;
-    TRY(new_buf(b, &c->bufs[x].md, BUF_ARENA, &y));
     dnnl_lrn_desc_t ld;
-    CHECK(dnnl_lrn_forward_desc_init(&ld, dnnl_forward_inference, dnnl_lrn_across_channels,
-                                     &c->bufs[x].md, p->size, p->alpha, p->beta, p->bias));
-    TRY(make_attr(b, NULL, &attr));
-    int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, bufs[2] = {x, y};
-    TRY(add_prim(b, &ld, attr, 2, kinds, bufs, NULL));
+    const_dnnl_op_desc_t desc = &sd;
+    if (nd->op == VF_OP_SOFTMAX) {
+        CHECK(dnnl_softmax_forward_desc_init(&sd, dnnl_forward_inference, md, nd->p.axis));
+    } else {
+        const vf_lrn_params *p = &nd->p.lrn;
+        CHECK(dnnl_lrn_forward_desc_init(&ld, dnnl_forward_inference, dnnl_lrn_across_channels, md,
+                                         p->size, p->alpha, p->beta, p->bias));
+        desc = &ld;
+    }
+    TRY(new_buf(b, md, BUF_ARENA, &y));
+    TRY(src_dst_step(b, x, y, desc));
     c->vbuf[nd->output] = y;
 fail:
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
     return rc;
 }
 
@@ -1199,10 +1193,8 @@ static vf_status dnnl_prepare(vf_backend *b, const vf_graph *g, int max_batch)
             rc = nd->n_inputs + 1 > MAX_ARGS ? concat_wide_op(b, nd) : concat_op(b, nd);
             break;
         case VF_OP_SOFTMAX:
-            rc = softmax_op(b, nd);
-            break;
         case VF_OP_LRN:
-            rc = lrn_op(b, nd);
+            rc = softmax_lrn_op(b, nd);
             break;
         case VF_OP_PAD:
             rc = pad_op(b, nd);

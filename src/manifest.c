@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "json.h"
+#include "log.h"
 #include "mem.h"
 
 #define MAX_MANIFEST_SIZE (1 << 20)
@@ -238,8 +239,8 @@ vf_status vfi_manifest_find(const char *models_dir, const char *name, vf_manifes
                     name, name);
 }
 
-vf_status vfi_manifest_find_by_file(const char *models_dir, const char *base, vf_manifest **out,
-                                    vf_err *err)
+vf_status vfi_manifest_foreach(const char *models_dir,
+                               vf_status (*visit)(void *user, vf_manifest *m), void *user)
 {
     const char *dirs[VF_MAX_SEARCH_DIRS];
     char env[4096], path[4096];
@@ -249,27 +250,55 @@ vf_status vfi_manifest_find_by_file(const char *models_dir, const char *base, vf
         if (!d)
             continue;
         struct dirent *e;
-        while ((e = readdir(d))) {
+        vf_status rc = VF_OK;
+        while (rc == VF_OK && (e = readdir(d))) {
             size_t len = strlen(e->d_name);
             if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
                 continue;
             snprintf(path, sizeof(path), "%s/%s", dirs[i], e->d_name);
             vf_manifest *m = NULL;
-            vf_status rc = vfi_manifest_load(path, &m, err);
-            if (rc >= 0 && !strcmp(m->file, base)) {
-                closedir(d);
-                *out = m;
-                return VF_OK;
-            }
-            vfi_manifest_free(&m);
-            if (rc == VF_ERR_NOMEM) {
-                closedir(d);
-                return rc;
-            }
+            vf_err err;
+            rc = vfi_manifest_load(path, &m, &err);
+            if (rc == VF_ERR_INVALID)
+                vfi_log(VF_LOG_WARNING, "models", "%s", err.msg);
+            if (rc == VF_ERR_NOMEM)
+                break;
+            rc = rc < 0 ? VF_OK : visit(user, m);
         }
         closedir(d);
+        if (rc != VF_OK)
+            return rc;
     }
-    return vfi_fail(err, VF_ERR_IO, "no manifest names '%s'", base);
+    return VF_OK;
+}
+
+typedef struct by_file {
+    const char *base;
+    vf_manifest *found;
+} by_file;
+
+static vf_status match_file(void *user, vf_manifest *m)
+{
+    by_file *b = user;
+    if (strcmp(m->file, b->base) != 0) {
+        vfi_manifest_free(&m);
+        return VF_OK;
+    }
+    b->found = m;
+    return VF_EOF;
+}
+
+vf_status vfi_manifest_find_by_file(const char *models_dir, const char *base, vf_manifest **out,
+                                    vf_err *err)
+{
+    by_file b = {base, NULL};
+    vf_status rc = vfi_manifest_foreach(models_dir, match_file, &b);
+    if (rc == VF_ERR_NOMEM)
+        return vfi_fail(err, rc, "out of memory");
+    if (!b.found)
+        return vfi_fail(err, VF_ERR_IO, "no manifest names '%s'", base);
+    *out = b.found;
+    return VF_OK;
 }
 
 char *vfi_manifest_locate_file(const char *models_dir, const vf_manifest *m)

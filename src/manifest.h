@@ -50,6 +50,12 @@ int vfi_models_search_path(const char *models_dir, const char **dirs, char *env_
 vf_status vfi_manifest_find(const char *models_dir, const char *name, vf_manifest **out,
                             vf_err *err);
 
+/* Visit every vidfeat manifest in the search directories, in search order. visit() owns m; it
+ * returns VF_OK to go on, VF_EOF to stop, or a failure to abort (returned as is). Malformed
+ * manifests are logged and skipped, other JSON files skipped silently. */
+vf_status vfi_manifest_foreach(const char *models_dir,
+                               vf_status (*visit)(void *user, vf_manifest *m), void *user);
+
 /* Find a manifest whose "file" equals base (the basename of an ONNX path); VF_ERR_IO if none. */
 vf_status vfi_manifest_find_by_file(const char *models_dir, const char *base, vf_manifest **out,
                                     vf_err *err);

@@ -15,6 +15,10 @@ ffmpeg -v error -y -f lavfi -i testsrc=size=64x48:rate=10:duration=1 -c:v libx26
     -pix_fmt yuv420p unrotated.tmp.mp4
 ffmpeg -v error -y -i unrotated.tmp.mp4 -c copy -metadata:s:v:0 rotate=90 rotated90_64x48.mp4
 rm -f unrotated.tmp.mp4
+# 12 s at 2 fps with a single key frame: seeking cannot move forward (sparse sampling must not
+# loop, and must still find every wanted frame).
+ffmpeg -v error -y -f lavfi -i testsrc=size=32x24:rate=2:duration=12 -c:v libx264 -g 1000 \
+    -keyint_min 1000 -sc_threshold 0 -bf 0 -pix_fmt yuv420p one_gop_12s.mp4
 # Audio only: a one-second tone.
 ffmpeg -v error -y -f lavfi -i sine=frequency=440:duration=1 -c:a aac audio_only.m4a
 ls -l

@@ -48,14 +48,15 @@ struct vf_decoder {
     int64_t kept;
     int64_t window_first; /* ordinal of the first frame inside the window (for --every) */
     int64_t last_pts;
-    double next_t; /* --fps: the next wanted time */
-    double last_t;
+    double next_t;   /* --fps: the next wanted time */
     int index_exact; /* no seek has happened */
     int can_seek;
     int flushing; /* the demuxer is exhausted; the decoder is being drained */
     int done;
-    int read_error; /* AVERROR from av_read_frame other than EOF */
-    int pending;    /* d->pkt holds a packet the decoder refused with EAGAIN */
+    int read_error;   /* AVERROR from av_read_frame other than EOF */
+    int pending;      /* d->pkt holds a packet the decoder refused with EAGAIN */
+    int seeked;       /* a seek happened since the last decoded frame */
+    double seek_from; /* t of the last frame before that seek */
 };
 
 /* FFmpeg's own messages (concealed errors, deprecation notes) go to our log at debug level:
@@ -311,11 +312,14 @@ static void plan_skip(vf_decoder *d, double t)
         return;
     double gap = d->next_t - t;
     double frame = d->meta.frame_rate > 0 ? 1.0 / d->meta.frame_rate : 0.04;
-    d->dec->skip_frame = gap > 2.0 * frame ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
+    /* Packets sent now come out a few frames later (reordering, frame threads): stop skipping
+     * that many frames before the wanted one, or it could be dropped itself. */
+    int delay = 4 + (d->dec->thread_count > 1 ? d->dec->thread_count : 1);
+    d->dec->skip_frame = gap > delay * frame ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
     if (gap > SEEK_MIN_GAP && d->can_seek) {
-        double before = t;
         seek_to(d, d->next_t, NULL);
-        d->last_t = before; /* checked against the first frame after the seek */
+        d->seeked = 1;
+        d->seek_from = t; /* checked against the first frame after the seek */
     }
 }
 
@@ -333,9 +337,13 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
                           ? d->origin
                           : d->last_pts + (d->tmp->pkt_duration > 0 ? d->tmp->pkt_duration : 1);
             double t = (pts - d->origin) * av_q2d(d->tb);
-            if (!d->index_exact && d->last_t > 0 && t <= d->last_t + T_EPS && d->s.fps > 0)
-                d->can_seek = 0; /* the seek did not move forward: read sequentially */
-            d->last_t = t;
+            if (d->seeked) {
+                /* A seek that did not move forward (a sparse key frame behind us) would loop:
+                 * read the rest of this file sequentially. */
+                d->seeked = 0;
+                if (t <= d->seek_from + T_EPS)
+                    d->can_seek = 0;
+            }
             d->last_pts = pts;
             int64_t ordinal = d->decoded++;
             int64_t index = d->index_exact || d->meta.frame_rate <= 0

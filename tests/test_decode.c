@@ -90,6 +90,17 @@ int main(void)
     CHECK_EQ(idx[0], 8);
     CHECK_NEAR(t[4], 1.2, 1e-6);
 
+    /* Sparse sampling seeks; with one key frame the seeks cannot move forward, and the
+     * decoder must fall back to reading through instead of looping. */
+    vf_sampling sparse = {0};
+    sparse.fps = 0.2;
+    n = run(VF_SAMPLES_DIR "/one_gop_12s.mp4", sparse, t, idx, 64);
+    CHECK_EQ(n, 3);
+    for (int i = 0; i < n; i++)
+        CHECK_NEAR(t[i], 5.0 * i, 1e-6);
+    sparse.fps = 0.1;
+    CHECK_EQ(run(VF_SAMPLES_DIR "/one_gop_12s.mp4", sparse, t, idx, 64), 2);
+
     vf_sampling cap = {0};
     cap.max_frames = 3;
     CHECK_EQ(run(CLIP, cap, t, idx, 64), 3);

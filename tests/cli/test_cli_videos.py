@@ -130,6 +130,13 @@ def main():
         check(all(abs(t - k) < 1.0 / 24 + 1e-6 for k, (_, _, t) in enumerate(got)),
               "--fps 1 times: %s" % [round(t, 3) for _, _, t in got])
         print("ok --fps 1: 30 frames at t = 0..29 s (%.1f s)" % (time.time() - t0))
+        db1b = os.path.join(tmp, "fps02.db")
+        r = vidfeat(exe, model, "-o", db1b, "--fps", "0.2", vp8)
+        got = [t for _, _, t in rows(db1b, vp8)]
+        check(r.returncode == 0 and len(got) == 6 and
+              all(abs(t - 5 * k) < 1.0 / 24 + 1e-6 for k, t in enumerate(got)),
+              "--fps 0.2 (seeking): %s" % got)
+        print("ok --fps 0.2: 6 frames at t = 0, 5, ..., 25 s (seeking)")
 
         # --keyframes
         h264 = os.path.join(vdir, "h264_720p_bigbuckbunny.mp4")

@@ -295,7 +295,9 @@ vf_status vf_extractor_create(const vf_config *cfg, vf_extractor **out)
                         "%s: layer '%s' gives %lld values, the manifest says %d", ex->model_path,
                         spec->name, (long long)dim, spec->dim);
 
-    vf_backend_opts bo = {0, cfg->n_threads, cfg->precision};
+    vf_backend_opts bo = {.release_weights = 1, /* the graph is this extractor's alone */
+                          .n_threads = cfg->n_threads,
+                          .precision = cfg->precision};
     rc = vfi_backend_open(cfg->backend ? cfg->backend : "auto", &bo, &ex->backend, &ex->err);
     if (rc < 0)
         return rc;

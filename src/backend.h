@@ -17,6 +17,9 @@
 typedef struct vf_backend vf_backend;
 
 typedef struct vf_backend_opts {
+    /* The backend may free a graph constant's data (setting it to NULL) once it holds its own
+     * copy, so that weights are not kept twice. Only for a graph no one else runs. */
+    int release_weights;
     int device;    /* GPU ordinal; ignored by CPU backends */
     int n_threads; /* 0 = backend default */
     vf_precision precision;
@@ -35,8 +38,8 @@ typedef struct vf_backend_ops {
     vf_status (*init)(vf_backend *b, const vf_backend_opts *opts);
 
     /* Compile g for batches of up to max_batch images. g is borrowed and must outlive the
-     * backend (weights may be used in place). Called once. */
-    vf_status (*prepare)(vf_backend *b, const vf_graph *g, int max_batch);
+     * backend (weights may be used in place, or freed: see release_weights). Called once. */
+    vf_status (*prepare)(vf_backend *b, vf_graph *g, int max_batch);
 
     /* Run n <= max_batch images: in is host f32 [n, C, H, W], out host f32 [n, D]. Blocking;
      * on VF_OK out is complete. Does not allocate. */

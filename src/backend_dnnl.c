@@ -71,6 +71,8 @@ typedef struct dnnl_ctx {
     int winograd;
     int n_threads;
     const vf_graph *g;
+    vf_graph *owner_view; /* the same graph, for releasing weights (release_weights) */
+    int release_weights;
     int batch;
     int *vbuf; /* value -> buffer */
     dbuf *bufs;
@@ -482,7 +484,7 @@ static vf_status upload_const(vf_backend *b, const vf_value *v, const dnnl_memor
     int idx;
     TRY(new_buf(b, want, BUF_CONST, &idx));
     dbuf *d = &c->bufs[idx];
-    if (dnnl_memory_desc_equal(user_md, want)) {
+    if (dnnl_memory_desc_equal(user_md, want) && !c->release_weights) {
         /* Same layout: use the graph's storage in place (the graph outlives the backend). */
         CHECK(dnnl_memory_create(&d->mem, want, c->engine, v->data));
         *out = idx;
@@ -499,6 +501,12 @@ static vf_status upload_const(vf_backend *b, const vf_value *v, const dnnl_memor
     CHECK(dnnl_primitive_execute(prim, c->stream, 2, args));
     CHECK(dnnl_stream_wait(c->stream));
     *out = idx;
+    /* Our copy is made: the graph's can go, unless another node still reads it. */
+    int vi = (int)(v - c->g->values);
+    if (c->release_weights && vfi_graph_count_uses(c->g, vi) == 1) {
+        vfi_free(c->owner_view->values[vi].data);
+        c->owner_view->values[vi].data = NULL;
+    }
 fail:
     if (prim)
         dnnl_primitive_destroy(prim);
@@ -1143,13 +1151,15 @@ static vf_status make_summary(vf_backend *b)
     return VF_OK;
 }
 
-static vf_status dnnl_prepare(vf_backend *b, const vf_graph *g, int max_batch)
+static vf_status dnnl_prepare(vf_backend *b, vf_graph *g, int max_batch)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     if (c->n_threads > 0)
         omp_set_num_threads(c->n_threads);
     c->g = g;
+    c->owner_view = g;
+    c->release_weights = b->opts.release_weights;
     c->batch = max_batch;
     c->vbuf = vfi_mallocarray((size_t)g->n_values, sizeof(int));
     if (!c->vbuf)

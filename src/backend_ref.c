@@ -47,7 +47,7 @@ static void ref_destroy(vf_backend *b)
     b->ctx = NULL;
 }
 
-static vf_status ref_prepare(vf_backend *b, const vf_graph *g, int max_batch)
+static vf_status ref_prepare(vf_backend *b, vf_graph *g, int max_batch)
 {
     ref_ctx *c = b->ctx;
     c->g = g;

@@ -90,12 +90,12 @@ vf_graph *op_graph_load(const char *name, int optimize)
     return g;
 }
 
-float *op_run(const char *backend, vf_precision prec, const vf_graph *g, int max_batch,
-              const float *x, int n)
+float *op_run(const char *backend, vf_precision prec, vf_graph *g, int max_batch, const float *x,
+              int n)
 {
     vf_err err = {0};
     vf_backend *b = NULL;
-    vf_backend_opts opts = {0, 0, prec};
+    vf_backend_opts opts = {.precision = prec};
     CHECK_OK(vfi_backend_open(backend, &opts, &b, &err), err.msg);
     CHECK_OK(b->ops->prepare(b, g, max_batch), b->err.msg);
     size_t in_per = (size_t)vfi_value_sample_numel(&g->values[g->input]);

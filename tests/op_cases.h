@@ -30,7 +30,7 @@ void op_golden_free(op_golden *g);
 vf_graph *op_graph_load(const char *name, int optimize);
 
 /* Compile g on a backend for max_batch and run n images; returns malloc'd output. */
-float *op_run(const char *backend, vf_precision prec, const vf_graph *g, int max_batch,
-              const float *x, int n);
+float *op_run(const char *backend, vf_precision prec, vf_graph *g, int max_batch, const float *x,
+              int n);
 
 #endif /* VIDFEAT_OP_CASES_H */

@@ -47,7 +47,9 @@
 #include "sha256.h"
 #include "store_sqlite.h"
 
-#define FRAME_POOL          8
+#define FRAME_POOL 8
+/* Events a batch carries before it is sent on, full or not (many failing files in a row). */
+#define MAX_MARKS           32
 #define DEFAULT_QUEUE_DEPTH 2
 #define HASH_SPAN           65536 /* bytes from each end of a file in its content hash */
 
@@ -63,6 +65,14 @@ typedef struct frame_item {
     vf_frame f;
 } frame_item;
 
+struct event_item;
+
+/* A per-file event riding in a batch: handled by the store after the rows before `pos`. */
+typedef struct marker {
+    int pos;
+    struct event_item *event;
+} marker;
+
 typedef struct batch_item {
     item hdr;
     int n;
@@ -70,6 +80,9 @@ typedef struct batch_item {
     float *features; /* batch x dim */
     int64_t *index, *pts;
     double *t;
+    int *file; /* per row: index into the path list */
+    marker marks[MAX_MARKS];
+    int n_marks;
 } batch_item;
 
 typedef struct event_item {
@@ -312,6 +325,23 @@ static void *decode_thread(void *arg)
 
 /* ---- convert thread --------------------------------------------------------------------- */
 
+/* The batch being filled, taken from the free pool when needed; NULL when stopping. */
+static batch_item *current_batch(vf_pipeline *p, batch_item **b)
+{
+    if (!*b) {
+        void *bs;
+        if (vfi_queue_pop(p->q_free_batches, &bs) < 0)
+            return NULL;
+        *b = bs;
+        (*b)->hdr.kind = ITEM_BATCH;
+        (*b)->n = 0;
+        (*b)->n_marks = 0;
+    }
+    return *b;
+}
+
+/* Batches are filled across file boundaries, so an archive of short clips still runs full
+ * batches; per-file events ride inside them as markers, in order. */
 static void *convert_thread(void *arg)
 {
     vf_pipeline *p = arg;
@@ -328,19 +358,13 @@ static void *convert_thread(void *arg)
         if (rc < 0)
             return NULL;
         item *h = it;
+        if (!current_batch(p, &b)) {
+            if (h->kind == ITEM_FRAME)
+                vfi_frame_release(&((frame_item *)it)->f);
+            return NULL;
+        }
         if (h->kind == ITEM_FRAME) {
             frame_item *fi = it;
-            if (!b) {
-                void *bs;
-                if (vfi_queue_pop(p->q_free_batches, &bs) < 0) {
-                    vfi_frame_release(&fi->f);
-                    return NULL;
-                }
-                b = bs;
-                b->hdr.kind = ITEM_BATCH;
-                b->hdr.file = h->file;
-                b->n = 0;
-            }
             double t0 = now_s();
             vf_err e = {VF_OK, ""};
             rc = conv_err.code < 0 ? conv_err.code
@@ -351,6 +375,7 @@ static void *convert_thread(void *arg)
                 b->index[b->n] = fi->f.index;
                 b->pts[b->n] = fi->f.pts;
                 b->t[b->n] = fi->f.t;
+                b->file[b->n] = h->file;
                 b->n++;
             } else if (conv_err.code == VF_OK) {
                 conv_err = e; /* the rest of this file is dropped; END reports it */
@@ -358,35 +383,34 @@ static void *convert_thread(void *arg)
             vfi_frame_release(&fi->f);
             if (vfi_queue_push(p->q_free_frames, fi) < 0)
                 return NULL;
-            if (b->n == p->info.batch_size) {
-                if (vfi_queue_push(p->q_batches, b) < 0)
-                    return NULL;
-                b = NULL;
-            }
-            continue;
-        }
-        if (h->kind == ITEM_BEGIN) {
-            rotation = ((event_item *)it)->meta.rotation;
-            busy = 0.0;
-            vfi_err_clear(&conv_err);
-        } else if (h->kind == ITEM_END) {
+        } else {
             event_item *e = it;
-            if (b && b->n > 0) {
-                if (vfi_queue_push(p->q_batches, b) < 0)
-                    return NULL;
-                b = NULL;
+            if (h->kind == ITEM_BEGIN) {
+                rotation = e->meta.rotation;
+                busy = 0.0;
+                vfi_err_clear(&conv_err);
+            } else if (h->kind == ITEM_END) {
+                e->convert_s = busy;
+                if (conv_err.code < 0 && e->status >= 0) {
+                    e->status = conv_err.code;
+                    snprintf(e->error, sizeof(e->error), "%s", conv_err.msg);
+                }
             }
-            e->convert_s = busy;
-            if (conv_err.code < 0 && e->status >= 0) {
-                e->status = conv_err.code;
-                snprintf(e->error, sizeof(e->error), "%s", conv_err.msg);
-            }
+            b->marks[b->n_marks].pos = b->n;
+            b->marks[b->n_marks++].event = e;
         }
-        if (vfi_queue_push(p->q_batches, it) < 0)
-            return NULL;
+        if (b->n == p->info.batch_size || b->n_marks == MAX_MARKS) {
+            if (vfi_queue_push(p->q_batches, b) < 0)
+                return NULL;
+            b = NULL;
+        }
     }
-    if (b) /* an empty batch left from the last file goes back */
+    if (b && (b->n || b->n_marks)) {
+        if (vfi_queue_push(p->q_batches, b) < 0)
+            return NULL;
+    } else if (b) {
         vfi_queue_push(p->q_free_batches, b);
+    }
     vfi_queue_close(p->q_batches);
     return NULL;
 }
@@ -397,7 +421,7 @@ static void *infer_thread(void *arg)
 {
     vf_pipeline *p = arg;
     vf_backend *be = vfi_extractor_backend(p->ex);
-    double busy = 0.0;
+    double busy = 0.0; /* of the file whose END comes next */
     for (;;) {
         void *it;
         vf_status rc = vfi_queue_pop(p->q_batches, &it);
@@ -405,21 +429,31 @@ static void *infer_thread(void *arg)
             break;
         if (rc < 0)
             return NULL;
-        item *h = it;
-        if (h->kind == ITEM_BATCH) {
-            batch_item *b = it;
+        batch_item *b = it;
+        double dt = 0.0;
+        if (b->n > 0) {
             double t0 = now_s();
             rc = be->ops->run(be, b->images, b->features, b->n);
-            busy += now_s() - t0;
+            dt = now_s() - t0;
             if (rc < 0) {
                 if (rc != VF_ERR_CANCELLED)
                     stop(p, rc, be->err.msg);
                 return NULL;
             }
-        } else if (h->kind == ITEM_BEGIN) {
-            busy = 0.0;
-        } else if (h->kind == ITEM_END) {
-            ((event_item *)it)->infer_s = busy;
+        }
+        /* Share the batch's time among its files by rows, for the per-file rates. */
+        int row = 0;
+        for (int m = 0; m <= b->n_marks; m++) {
+            int until = m < b->n_marks ? b->marks[m].pos : b->n;
+            busy += b->n ? dt * (until - row) / b->n : 0.0;
+            row = until;
+            if (m == b->n_marks)
+                break;
+            event_item *e = b->marks[m].event;
+            if (e->hdr.kind == ITEM_BEGIN)
+                busy = 0.0;
+            else if (e->hdr.kind == ITEM_END)
+                e->infer_s = busy;
         }
         if (vfi_queue_push(p->q_done, it) < 0)
             return NULL;
@@ -480,90 +514,108 @@ static vf_status store_begin(vf_pipeline *p, const event_item *e, file_state *fs
     return vfi_store_begin(p->store, &v, p->model_id, p->sampling, &run, &fs->ext_id, err);
 }
 
+/* Store rows [from, to) of b, which all belong to the file in fs; 1 to stop the run. */
+static int store_rows(vf_pipeline *p, batch_item *b, int from, int to, file_state *fs)
+{
+    if (to <= from)
+        return 0;
+    vf_err err = {VF_OK, ""};
+    int dim = p->info.feature_dim, file = b->file[from];
+    double t0 = now_s();
+    vf_status rc = VF_OK;
+    if (p->store)
+        rc =
+            vfi_store_batch(p->store, fs->ext_id, to - from, dim, p->cfg.store_f16, b->index + from,
+                            b->pts + from, b->t + from, b->features + (size_t)from * dim, &err);
+    fs->store_s += now_s() - t0;
+    if (rc < 0) {
+        stop(p, rc, err.msg);
+        return 1;
+    }
+    fs->frames += to - from;
+    const char *path = p->paths[file];
+    int halt = 0;
+    if (p->hooks && p->hooks->batch) {
+        vf_batch_view v = {file,
+                           path,
+                           to - from,
+                           dim,
+                           b->features + (size_t)from * dim,
+                           b->index + from,
+                           b->pts + from,
+                           b->t + from};
+        halt = p->hooks->batch(p->hooks->user, &v);
+    }
+    if (!halt && p->hooks && p->hooks->progress) {
+        double rate = p->cfg.sample_fps > 0 && fs->meta.frame_rate > p->cfg.sample_fps
+                          ? p->cfg.sample_fps
+                          : fs->meta.frame_rate;
+        int every = p->cfg.every > 1 ? p->cfg.every : 1;
+        int64_t expect =
+            fs->meta.duration > 0 && rate > 0 ? (int64_t)(fs->meta.duration * rate / every) : 0;
+        halt = p->hooks->progress(p->hooks->user, file, path, fs->frames, expect);
+    }
+    if (halt)
+        stop(p, VF_ERR_CANCELLED, "cancelled");
+    return halt;
+}
+
+/* Handle one per-file event; 1 to stop the run. */
+static int store_event(vf_pipeline *p, event_item *e, file_state *fs)
+{
+    vf_err err = {VF_OK, ""};
+    vf_status rc = VF_OK;
+    if (e->hdr.kind == ITEM_BEGIN) {
+        memset(fs, 0, sizeof(*fs));
+        fs->meta = e->meta;
+        rc = store_begin(p, e, fs, &err);
+    } else if (e->hdr.kind == ITEM_END) {
+        if (p->store && fs->ext_id == 0) /* failed before it could start: record that */
+            rc = store_begin(p, e, fs, &err);
+        double fps[4] = {e->decode_s > 0 ? e->decoded / e->decode_s : 0,
+                         e->convert_s > 0 ? fs->frames / e->convert_s : 0,
+                         e->infer_s > 0 ? fs->frames / e->infer_s : 0,
+                         fs->store_s > 0 ? fs->frames / fs->store_s : 0};
+        if (rc >= 0 && p->store)
+            rc = vfi_store_finish(p->store, fs->ext_id, e->status >= 0, e->error, fs->frames, fps,
+                                  &err);
+        if (rc >= 0)
+            report(p, e, fs, 0);
+        memset(fs, 0, sizeof(*fs));
+    } else if (e->hdr.kind == ITEM_SKIP) {
+        report(p, e, fs, 1);
+    }
+    free_event(p, e);
+    if (rc < 0) {
+        stop(p, rc, err.msg);
+        return 1;
+    }
+    return 0;
+}
+
 static void *store_thread(void *arg)
 {
     vf_pipeline *p = arg;
     file_state fs;
     memset(&fs, 0, sizeof(fs));
-    vf_err err = {VF_OK, ""};
-    for (;;) {
+    int halt = 0;
+    while (!halt) {
         void *it;
         vf_status rc = vfi_queue_pop(p->q_done, &it);
-        if (rc == VF_EOF)
+        if (rc != VF_OK) /* VF_EOF (finished) or cancelled */
             break;
-        if (rc < 0)
-            break;
-        item *h = it;
-        if (h->kind == ITEM_BEGIN) {
-            event_item *e = it;
-            memset(&fs, 0, sizeof(fs));
-            fs.meta = e->meta;
-            rc = store_begin(p, e, &fs, &err);
-            free_event(p, e);
-            if (rc < 0) {
-                stop(p, rc, err.msg);
-                break;
-            }
-        } else if (h->kind == ITEM_BATCH) {
-            batch_item *b = it;
-            double t0 = now_s();
-            if (p->store)
-                rc = vfi_store_batch(p->store, fs.ext_id, b->n, p->info.feature_dim,
-                                     p->cfg.store_f16, b->index, b->pts, b->t, b->features, &err);
-            fs.store_s += now_s() - t0;
-            if (rc < 0) {
-                stop(p, rc, err.msg);
-                break;
-            }
-            fs.frames += b->n;
-            const char *path = p->paths[b->hdr.file];
-            int halt = 0;
-            if (p->hooks && p->hooks->batch) {
-                vf_batch_view v = {b->hdr.file, path,     b->n,   p->info.feature_dim,
-                                   b->features, b->index, b->pts, b->t};
-                halt = p->hooks->batch(p->hooks->user, &v);
-            }
-            if (!halt && p->hooks && p->hooks->progress) {
-                double rate = p->cfg.sample_fps > 0 && fs.meta.frame_rate > p->cfg.sample_fps
-                                  ? p->cfg.sample_fps
-                                  : fs.meta.frame_rate;
-                int64_t expect =
-                    fs.meta.duration > 0 && rate > 0
-                        ? (int64_t)(fs.meta.duration * rate / (p->cfg.every > 1 ? p->cfg.every : 1))
-                        : 0;
-                halt = p->hooks->progress(p->hooks->user, b->hdr.file, path, fs.frames, expect);
-            }
-            if (vfi_queue_push(p->q_free_batches, b) < 0 || halt) {
-                if (halt)
-                    stop(p, VF_ERR_CANCELLED, "cancelled");
-                break;
-            }
-        } else if (h->kind == ITEM_END) {
-            event_item *e = it;
-            if (p->store && fs.ext_id == 0) {
-                /* The file failed before it could start (missing, not media): record that. */
-                rc = store_begin(p, e, &fs, &err);
-            }
-            double fps[4] = {e->decode_s > 0 ? e->decoded / e->decode_s : 0,
-                             e->convert_s > 0 ? fs.frames / e->convert_s : 0,
-                             e->infer_s > 0 ? fs.frames / e->infer_s : 0,
-                             fs.store_s > 0 ? fs.frames / fs.store_s : 0};
-            if (rc >= 0 && p->store)
-                rc = vfi_store_finish(p->store, fs.ext_id, e->status >= 0, e->error, fs.frames, fps,
-                                      &err);
-            if (rc < 0) {
-                free_event(p, e);
-                stop(p, rc, err.msg);
-                break;
-            }
-            report(p, e, &fs, 0);
-            free_event(p, e);
-            memset(&fs, 0, sizeof(fs));
-        } else if (h->kind == ITEM_SKIP) {
-            event_item *e = it;
-            report(p, e, &fs, 1);
-            free_event(p, e);
+        batch_item *b = it;
+        int row = 0;
+        for (int m = 0; m < b->n_marks && !halt; m++) {
+            halt = store_rows(p, b, row, b->marks[m].pos, &fs);
+            row = b->marks[m].pos;
+            if (!halt)
+                halt = store_event(p, b->marks[m].event, &fs);
         }
+        if (!halt)
+            halt = store_rows(p, b, row, b->n, &fs);
+        if (!halt && vfi_queue_push(p->q_free_batches, b) < 0)
+            break;
     }
     /* Stopped in the middle of a file: it stays unfinished, with what was written. */
     if (fs.ext_id && p->store && atomic_load(&p->cancel)) {
@@ -600,6 +652,7 @@ static void free_run(vf_pipeline *p)
             vfi_free(b->index);
             vfi_free(b->pts);
             vfi_free(b->t);
+            vfi_free(b->file);
         }
         vfi_free(p->batches);
         p->batches = NULL;
@@ -641,7 +694,8 @@ static vf_status make_run(vf_pipeline *p)
         b->index = vfi_mallocarray((size_t)bs, sizeof(int64_t));
         b->pts = vfi_mallocarray((size_t)bs, sizeof(int64_t));
         b->t = vfi_mallocarray((size_t)bs, sizeof(double));
-        if (!b->images || !b->features || !b->index || !b->pts || !b->t)
+        b->file = vfi_mallocarray((size_t)bs, sizeof(int));
+        if (!b->images || !b->features || !b->index || !b->pts || !b->t || !b->file)
             return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory for batch buffers");
         /* the padding of a short batch is fed to the network too: keep it defined */
         memset(b->images, 0, (size_t)bs * slot * sizeof(float));

@@ -203,7 +203,7 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling, int th
         d->meta.n_video_streams == 0)
         si = AVERROR_STREAM_NOT_FOUND; /* cover art of an audio file is not a video */
     if (si == AVERROR_STREAM_NOT_FOUND || d->meta.n_video_streams == 0) {
-        rc = vfi_fail(err, VF_ERR_DECODE, "no video stream (%u stream%s: audio or data only)",
+        rc = vfi_fail(err, VF_ERR_DECODE, "no video stream (%u stream%s, none of them video)",
                       d->fmt->nb_streams, d->fmt->nb_streams == 1 ? "" : "s");
         goto fail;
     }

@@ -1,0 +1,153 @@
+#!/usr/bin/python3
+"""Hostile inputs, generated from the real clips in ../shared/videos with the ffmpeg CLI and
+byte surgery (nothing is committed): every input is processed or fails with exactly one line
+naming it, and the run goes on with the others.
+
+usage: test_hostile.py VIDFEAT MODEL SHARED_DIR        (exits 77 without ../shared or ffmpeg)
+The matrix of cases and outcomes is kept in tests/README.md.
+"""
+import json
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+
+
+def check(cond, msg):
+    if not cond:
+        print("FAIL:", msg)
+        sys.exit(1)
+
+
+def ff(*args):
+    subprocess.run(["ffmpeg", "-v", "error", "-y", *args], check=True)
+
+
+def probe_count(path):
+    """Frames the ffprobe CLI decodes (the truth to compare with)."""
+    out = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-count_frames",
+                          "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", path],
+                         capture_output=True, text=True).stdout
+    return int(out.strip().strip(",").split(",")[0])
+
+
+def make_inputs(v, d):
+    """name -> (path, expected: 'done' with a frame count, or 'failed' with a message part)"""
+    bbb = os.path.join(v, "h264_720p_bigbuckbunny.mp4")  # moov at the end
+    cases = {}
+
+    def add(name, expect):
+        cases[name] = (os.path.join(d, name), expect)
+
+    ff("-i", bbb, "-c", "copy", "-movflags", "+faststart", os.path.join(d, "fast.mp4"))
+    data = open(os.path.join(d, "fast.mp4"), "rb").read()
+    open(os.path.join(d, "mdat_cut.mp4"), "wb").write(data[: len(data) // 2])
+    add("mdat_cut.mp4", ("failed", ""))
+    raw = open(bbb, "rb").read()
+    open(os.path.join(d, "moov_missing.mp4"), "wb").write(raw[: len(raw) * 4 // 5])
+    add("moov_missing.mp4", ("failed", ""))
+    mkv = bytearray(open(os.path.join(v, "h264_640x480_asl_again.mkv"), "rb").read())
+    rnd = random.Random(3)
+    for _ in range(40):  # scattered corrupt bytes in the middle of the stream
+        mkv[rnd.randrange(len(mkv) // 4, len(mkv))] = rnd.randrange(256)
+    open(os.path.join(d, "corrupt_bytes.mkv"), "wb").write(bytes(mkv))
+    add("corrupt_bytes.mkv", ("any", ""))
+    open(os.path.join(d, "garbage.mp4"), "wb").write(bytes(rnd.randrange(256) for _ in range(4096)))
+    add("garbage.mp4", ("failed", "not a media file"))
+    open(os.path.join(d, "empty.mov"), "wb").close()
+    add("empty.mov", ("failed", "empty file"))
+    ff("-i", bbb, "-vn", "-c:a", "copy", os.path.join(d, "audio_only.m4a"))
+    add("audio_only.m4a", ("failed", "no video stream"))
+    ff("-f", "lavfi", "-i", "sine=duration=1", "-f", "lavfi", "-i",
+       "testsrc=size=64x64:rate=1:duration=1", "-map", "0", "-map", "1", "-c:a", "libmp3lame",
+       "-c:v", "mjpeg", "-disposition:v", "attached_pic", os.path.join(d, "cover_art.mp3"))
+    add("cover_art.mp3", ("failed", "no video stream"))
+    srt = os.path.join(d, "s.srt")
+    open(srt, "w").write("1\n00:00:00,000 --> 00:00:01,000\nhello\n")
+    ff("-i", srt, os.path.join(d, "subtitles_only.mkv"))
+    os.remove(srt)
+    add("subtitles_only.mkv", ("failed", "no video stream"))
+    ff("-i", bbb, "-i", os.path.join(v, "vp9_480p_bigbuckbunny_1s.webm"), "-map", "0:v",
+       "-map", "1:v", "-c", "copy", os.path.join(d, "two_video_streams.mkv"))
+    add("two_video_streams.mkv", ("done", 132))
+    ff("-f", "lavfi", "-i", "testsrc=size=96x64:rate=10:duration=1", "-c:v", "libx264",
+       "-pix_fmt", "yuv420p10le", os.path.join(d, "ten_bit.mp4"))
+    add("ten_bit.mp4", ("done", 10))
+    ff("-f", "lavfi", "-i", "testsrc=size=96x64:rate=10:duration=1", "-c:v", "libx264",
+       "-pix_fmt", "yuv422p", os.path.join(d, "yuv422.mp4"))
+    add("yuv422.mp4", ("done", 10))
+    ff("-f", "lavfi", "-i", "testsrc=size=96x64:rate=25:duration=1", "-c:v", "mpeg2video",
+       "-flags", "+ildct+ilme", "-top", "1", os.path.join(d, "interlaced.mpg"))
+    add("interlaced.mpg", ("done", 25))
+    for name, size in (("a.ts", "64x48"), ("b.ts", "96x80")):
+        ff("-f", "lavfi", "-i", "testsrc=size=%s:rate=10:duration=1" % size, "-c:v",
+           "mpeg2video", os.path.join(d, name))
+    with open(os.path.join(d, "resolution_change.ts"), "wb") as out:
+        for name in ("a.ts", "b.ts"):
+            out.write(open(os.path.join(d, name), "rb").read())
+            os.remove(os.path.join(d, name))
+    add("resolution_change.ts", ("done", probe_count(os.path.join(d, "resolution_change.ts"))))
+    odd = os.path.join(d, "name with spaces \xe9\udcff.mp4".encode("utf-8", "surrogateescape")
+                       .decode("utf-8", "surrogateescape"))
+    shutil.copy(os.path.join(v, "hevc_640x360_aac.mp4"), odd)
+    cases["odd name"] = (odd, ("done", 27))
+    cases["missing"] = (os.path.join(d, "does_not_exist.mp4"), ("failed", "No such file"))
+    os.remove(os.path.join(d, "fast.mp4"))
+    return cases
+
+
+def main():
+    exe, model, shared = sys.argv[1:4]
+    v = os.path.join(shared, "videos")
+    if not os.path.isdir(v) or not shutil.which("ffmpeg"):
+        print("skipped: %s or ffmpeg missing" % v)
+        return 77
+    tmp = tempfile.mkdtemp(prefix="vidfeat_hostile_")
+    try:
+        d = os.path.join(tmp, "in")
+        os.makedirs(d)
+        cases = make_inputs(v, d)
+        os.makedirs(os.path.join(tmp, "no_media"))
+        open(os.path.join(tmp, "no_media", "notes.txt"), "w").write("nothing to see")
+        db = os.path.join(tmp, "h.db")
+        paths = [p for p, _ in cases.values()] + [os.path.join(tmp, "no_media")]
+        r = subprocess.run([exe, "--model", model, "--batch", "8", "-o", db, "--json", *paths],
+                           capture_output=True)
+        check(r.returncode == 1, "exit status %d (want 1)" % r.returncode)
+        err = r.stderr.decode("utf-8", "surrogateescape")
+        summary = json.loads(r.stdout.decode("utf-8", "surrogateescape"))
+        by_path = {f["path"]: f for f in summary["files"]}
+        lines = [l for l in err.splitlines() if l.strip()]
+        failed = [f for f in summary["files"] if f["status"] == "failed"]
+        check(len(lines) == len(failed) + 1, "one stderr line per failure (+1 for the empty "
+              "directory): %d lines, %d failures\n%s" % (len(lines), len(failed), err))
+        check(any("no_media: no media files" in l for l in lines), "empty directory not reported")
+        for name, (path, (want, arg)) in sorted(cases.items()):
+            f = by_path.get(path)
+            check(f is not None, "%s: no result" % name)
+            if want == "done":
+                check(f["status"] == "done" and f["frames"] == arg,
+                      "%s: %s with %d frames (want done, %d): %s" %
+                      (name, f["status"], f["frames"], arg, f["error"]))
+            elif want == "failed":
+                check(f["status"] == "failed" and arg in f["error"],
+                      "%s: %s '%s' (want failed, '%s')" % (name, f["status"], f["error"], arg))
+                check(sum(path in l for l in lines) == 1, "%s: not exactly one line" % name)
+            print("ok %-22s %-6s %4d frames %s" % (name, f["status"], f["frames"], f["error"]))
+        con = sqlite3.connect(db)
+        check(con.execute("PRAGMA integrity_check").fetchone()[0] == "ok", "integrity")
+        bad = con.execute("SELECT count(*) FROM extractions e WHERE status = 'done' AND frames "
+                          "!= (SELECT count(*) FROM features WHERE extraction_id = e.id)")
+        check(bad.fetchone()[0] == 0, "done extraction with frames missing")
+        con.close()
+        print("hostile inputs: all processed or failed with one line; database consistent")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

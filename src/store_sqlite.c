@@ -120,13 +120,9 @@ vf_status vfi_store_open(const char *path, vf_store **out, vf_err *err)
                       path, version, VF_STORE_SCHEMA_VERSION);
         goto fail;
     }
-    if ((rc = exec(s,
-                   "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                   "PRAGMA foreign_keys=ON;",
-                   err)) < 0)
-        goto fail;
     if (version == 0) {
-        /* A new file, or a database that is not ours: refuse anything with tables in it. */
+        /* A new file, or a database that is not ours: refuse anything with tables in it, before
+         * anything is written to it. */
         int tables = 0;
         if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &st, NULL) ==
                 SQLITE_OK &&
@@ -137,6 +133,13 @@ vf_status vfi_store_open(const char *path, vf_store **out, vf_err *err)
             rc = vfi_fail(err, VF_ERR_STORE, "%s: a database that vidfeat did not create", path);
             goto fail;
         }
+    }
+    if ((rc = exec(s,
+                   "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                   "PRAGMA foreign_keys=ON;",
+                   err)) < 0)
+        goto fail;
+    if (version == 0) {
         if ((rc = exec(s, "BEGIN IMMEDIATE", err)) < 0)
             goto fail;
         if ((rc = exec(s, schema_v1, err)) < 0 ||

@@ -1,0 +1,100 @@
+#!/usr/bin/python3
+"""Database trouble: a locked, read-only, corrupt or foreign database gives one clear line and
+exit 1, and a database vidfeat cannot use is left untouched.
+
+usage: test_db_errors.py VIDFEAT MODELS_DIR SAMPLES_DIR
+"""
+import hashlib
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+
+def check(cond, msg):
+    if not cond:
+        print("FAIL:", msg)
+        sys.exit(1)
+
+
+def run(exe, model, db, clip, timeout=60):
+    return subprocess.run([exe, "--model", model, "-o", db, clip], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def digest(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def main():
+    exe, models, samples = sys.argv[1:4]
+    model = os.path.join(models, "tiny_cnn.onnx")
+    clip = os.path.join(samples, "testsrc_64x48.mp4")
+    tmp = tempfile.mkdtemp(prefix="vidfeat_db_")
+    try:
+        # corrupt: garbage where a database should be; the file stays as it was
+        bad = os.path.join(tmp, "corrupt.db")
+        open(bad, "wb").write(b"this is not an SQLite database" * 100)
+        before = digest(bad)
+        r = run(exe, model, bad, clip)
+        check(r.returncode == 1 and "corrupt.db" in r.stderr and
+              len(r.stderr.strip().splitlines()) == 1, "corrupt: %d %r" % (r.returncode, r.stderr))
+        check(digest(bad) == before, "the corrupt file was modified")
+        print("ok corrupt database: %s" % r.stderr.strip())
+
+        # someone else's database: refused, untouched
+        other = os.path.join(tmp, "other.db")
+        con = sqlite3.connect(other)
+        con.execute("CREATE TABLE t (x)")
+        con.commit()
+        con.close()
+        before = digest(other)
+        r = run(exe, model, other, clip)
+        check(r.returncode == 1 and "did not create" in r.stderr, "foreign: %r" % r.stderr)
+        check(digest(other) == before, "the foreign database was modified")
+        print("ok foreign database: %s" % r.stderr.strip())
+
+        # read-only
+        ro = os.path.join(tmp, "ro.db")
+        check(run(exe, model, ro, clip).returncode == 0, "creating ro.db")
+        os.chmod(ro, stat.S_IRUSR)
+        os.chmod(tmp, stat.S_IRUSR | stat.S_IXUSR)  # no new -wal/-shm files either
+        if os.access(ro, os.W_OK):
+            print("ok read-only database: not testable as root here (skipped)")
+        else:
+            r = run(exe, model, ro, clip)
+            check(r.returncode == 1 and "ro.db" in r.stderr, "read-only: %r" % r.stderr)
+            print("ok read-only database: %s" % r.stderr.strip())
+        os.chmod(tmp, stat.S_IRWXU)
+        os.chmod(ro, stat.S_IRUSR | stat.S_IWUSR)
+
+        # locked: another writer holds it for longer than the 5 s busy timeout
+        locked = os.path.join(tmp, "locked.db")
+        check(run(exe, model, locked, clip).returncode == 0, "creating locked.db")
+        holder = sqlite3.connect(locked, isolation_level=None, timeout=1)
+        holder.execute("BEGIN EXCLUSIVE")
+        t0 = time.time()
+        r = run(exe, model, locked, clip, timeout=60)
+        waited = time.time() - t0
+        holder.execute("ROLLBACK")
+        holder.close()
+        check(r.returncode == 1 and "locked" in r.stderr, "locked: %d %r" % (r.returncode,
+                                                                            r.stderr))
+        check(4.0 <= waited < 30.0, "locked: gave up after %.1f s" % waited)
+        print("ok locked database (%.1f s): %s" % (waited, r.stderr.strip()))
+        # ...and once the other writer is gone, the same database works
+        r = run(exe, model, locked, clip)
+        check(r.returncode == 0, "after unlock: %r" % r.stderr)
+    finally:
+        os.chmod(tmp, stat.S_IRWXU)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

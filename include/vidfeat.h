@@ -111,6 +111,9 @@ typedef struct vf_config {
     int store_f16;      /**< store vectors as float16 instead of float32 */
     int queue_depth;    /**< batches in flight between stages; 0 = default (2) */
     int decode_threads; /**< codec threads per file; 0 = automatic */
+    /** Abandon a file when no frame has been decoded for this many seconds (a stalled source
+     *  or a stream that decodes to nothing); 0 = never. Default 60. */
+    double stall_timeout;
 } vf_config;
 
 /** An opened model: the network compiled for one backend, batch size and precision. */

@@ -47,6 +47,7 @@ vf_config vf_config_default(void)
     c.backend = "auto";
     c.precision = VF_PRECISION_F32;
     c.batch_size = 32;
+    c.stall_timeout = 60.0;
     return c;
 }
 

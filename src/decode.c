@@ -21,6 +21,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
@@ -53,8 +54,11 @@ struct vf_decoder {
     int can_seek;
     int flushing; /* the demuxer is exhausted; the decoder is being drained */
     int done;
-    int read_error;   /* AVERROR from av_read_frame other than EOF */
-    int pending;      /* d->pkt holds a packet the decoder refused with EAGAIN */
+    int read_error; /* AVERROR from av_read_frame other than EOF */
+    int pending;    /* d->pkt holds a packet the decoder refused with EAGAIN */
+    vf_decode_opts o;
+    double deadline;  /* monotonic seconds by which a frame must come; 0 = no watchdog */
+    int stalled;      /* the interrupt callback fired on the deadline */
     int seeked;       /* a seek happened since the last decoded frame */
     double seek_from; /* t of the last frame before that seek */
 };
@@ -162,8 +166,34 @@ static vf_status seek_to(vf_decoder *d, double t, vf_err *err)
     return VF_OK;
 }
 
-vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling, int threads,
-                           vf_decoder **out, vf_err *err)
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* FFmpeg's I/O checks this between reads: a cancel or a passed deadline stops a read that is
+ * trickling data (a blocking read(2) of a local file cannot be interrupted this way). */
+static int interrupt_cb(void *opaque)
+{
+    vf_decoder *d = opaque;
+    if (d->o.cancel && atomic_load(d->o.cancel))
+        return 1;
+    if (d->deadline > 0 && mono_now() > d->deadline) {
+        d->stalled = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static void rearm(vf_decoder *d)
+{
+    d->deadline = d->o.stall_timeout > 0 ? mono_now() + d->o.stall_timeout : 0;
+}
+
+vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
+                           const vf_decode_opts *opts, vf_decoder **out, vf_err *err)
 {
     char eb[AV_ERROR_MAX_STRING_SIZE];
     vf_status rc = VF_OK;
@@ -172,13 +202,28 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling, int th
     if (!d)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     d->s = *sampling;
+    if (opts)
+        d->o = *opts;
     if (d->s.every < 1)
         d->s.every = 1;
+    rearm(d);
     d->index_exact = 1;
     d->last_pts = AV_NOPTS_VALUE;
     d->window_first = -1;
 
+    d->fmt = avformat_alloc_context();
+    if (!d->fmt) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    d->fmt->interrupt_callback.callback = interrupt_cb;
+    d->fmt->interrupt_callback.opaque = d;
     int ret = avformat_open_input(&d->fmt, path, NULL, NULL);
+    if (ret < 0 && d->stalled) {
+        rc = vfi_fail(err, VF_ERR_DECODE, "stalled: nothing could be read for %g s",
+                      d->o.stall_timeout);
+        goto fail;
+    }
     if (ret < 0) {
         rc = vfi_fail(
             err, ret == AVERROR(ENOENT) || ret == AVERROR(EACCES) ? VF_ERR_IO : VF_ERR_DECODE, "%s",
@@ -225,7 +270,7 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling, int th
     }
     ret = avcodec_parameters_to_context(d->dec, st->codecpar);
     if (ret >= 0) {
-        d->dec->thread_count = threads;
+        d->dec->thread_count = d->o.threads;
         d->dec->thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE;
         d->dec->pkt_timebase = st->time_base;
         if (d->s.keyframes)
@@ -329,8 +374,19 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
     for (;;) {
         if (d->done)
             return VF_EOF;
+        if (d->o.cancel && atomic_load(d->o.cancel)) {
+            d->done = 1;
+            return vfi_fail(err, VF_ERR_CANCELLED, "cancelled");
+        }
+        if (d->stalled || (d->deadline > 0 && mono_now() > d->deadline)) {
+            d->done = 1;
+            return vfi_fail(err, VF_ERR_DECODE,
+                            "stalled: no frame decoded for %g s (after %lld frames)",
+                            d->o.stall_timeout, (long long)d->decoded);
+        }
         int ret = avcodec_receive_frame(d->dec, d->tmp);
         if (ret >= 0) {
+            rearm(d);
             int64_t pts = d->tmp->best_effort_timestamp;
             if (pts == AV_NOPTS_VALUE)
                 pts = d->last_pts == AV_NOPTS_VALUE
@@ -398,6 +454,8 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
             continue;
         }
         ret = av_read_frame(d->fmt, d->pkt);
+        if (ret == AVERROR_EXIT)
+            continue; /* interrupted: the checks at the top of the loop say why */
         if (ret < 0) {
             if (ret != AVERROR_EOF && ret != AVERROR(EAGAIN))
                 d->read_error = ret;

@@ -6,6 +6,7 @@
 #ifndef VIDFEAT_DECODE_H
 #define VIDFEAT_DECODE_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "status.h"
@@ -44,10 +45,16 @@ typedef struct vf_frame {
 
 typedef struct vf_decoder vf_decoder;
 
-/* Open path and its best video stream. threads: codec threads, 0 = automatic.
- * VF_ERR_IO (cannot open), VF_ERR_DECODE (not media, no video stream, unsupported codec). */
-vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling, int threads,
-                           vf_decoder **out, vf_err *err);
+typedef struct vf_decode_opts {
+    int threads;              /* codec threads; 0 = automatic */
+    double stall_timeout;     /* seconds without a decoded frame before giving up; 0 = never */
+    const atomic_int *cancel; /* (optional) non-zero interrupts reading at once */
+} vf_decode_opts;
+
+/* Open path and its best video stream; opts may be NULL (defaults). VF_ERR_IO (cannot open),
+ * VF_ERR_DECODE (not media, no video stream, unsupported codec, stalled). */
+vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
+                           const vf_decode_opts *opts, vf_decoder **out, vf_err *err);
 const vf_video_meta *vfi_decoder_meta(const vf_decoder *d);
 /* The next sampled frame into f (its previous picture is released). VF_EOF at the end of the
  * stream or of the sampling window; VF_ERR_DECODE when the file turns out corrupt/truncated. */

@@ -227,6 +227,7 @@ static int decode_file(vf_pipeline *p, int i)
     const char *path = p->paths[i];
     vf_sampling s = {p->cfg.sample_fps, p->cfg.every,    p->cfg.keyframes,
                      p->cfg.start,      p->cfg.duration, p->cfg.max_frames};
+    vf_decode_opts dopts = {p->cfg.decode_threads, p->cfg.stall_timeout, &p->cancel};
     event_item *end = new_event(p, ITEM_END, i);
     if (!end) {
         stop(p, VF_ERR_NOMEM, "out of memory");
@@ -242,10 +243,10 @@ static int decode_file(vf_pipeline *p, int i)
         rc = vfi_fail(&err, VF_ERR_IO, "%s", strerror(errno));
     else if (S_ISDIR(st.st_mode))
         rc = vfi_fail(&err, VF_ERR_IO, "is a directory");
-    else if (st.st_size == 0)
+    else if (S_ISREG(st.st_mode) && st.st_size == 0) /* pipes and devices have no size */
         rc = vfi_fail(&err, VF_ERR_DECODE, "empty file");
     else
-        rc = vfi_decoder_open(path, &s, p->cfg.decode_threads, &dec, &err);
+        rc = vfi_decoder_open(path, &s, &dopts, &dec, &err);
     end->size = st.st_size;
     end->mtime = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
     if (rc >= 0) {
@@ -799,8 +800,8 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
     p->cfg = *cfg;
     if (cfg->sample_fps < 0 || cfg->every < 0 || cfg->start < 0 || cfg->duration < 0 ||
         cfg->max_frames < 0 || cfg->queue_depth < 0 || cfg->queue_depth > 64 ||
-        cfg->decode_threads < 0 || cfg->decode_threads > 64 || !isfinite(cfg->sample_fps) ||
-        !isfinite(cfg->start) || !isfinite(cfg->duration))
+        cfg->decode_threads < 0 || cfg->decode_threads > 64 || !(cfg->stall_timeout >= 0) ||
+        !isfinite(cfg->sample_fps) || !isfinite(cfg->start) || !isfinite(cfg->duration))
         return vfi_fail(&p->err, VF_ERR_INVALID, "invalid sampling or queue settings");
     if (cfg->db_path && !(p->db_path = vfi_strdup(cfg->db_path)))
         return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");

@@ -17,7 +17,7 @@ static int run(const char *path, vf_sampling s, double *t, int64_t *index, int m
 {
     vf_decoder *d = NULL;
     vf_err err = {0};
-    CHECK_OK(vfi_decoder_open(path, &s, 0, &d, &err), err.msg);
+    CHECK_OK(vfi_decoder_open(path, &s, NULL, &d, &err), err.msg);
     vf_frame f;
     CHECK_EQ(vfi_frame_init(&f), VF_OK);
     int n = 0;
@@ -39,7 +39,7 @@ static vf_status open_status(const char *path, char *msg, size_t size)
     vf_decoder *d = NULL;
     vf_err err = {0};
     vf_sampling s = {0};
-    vf_status rc = vfi_decoder_open(path, &s, 0, &d, &err);
+    vf_status rc = vfi_decoder_open(path, &s, NULL, &d, &err);
     snprintf(msg, size, "%s", err.msg);
     vfi_decoder_free(&d);
     return rc;
@@ -108,7 +108,7 @@ int main(void)
     /* metadata */
     vf_decoder *d = NULL;
     vf_err err = {0};
-    CHECK_OK(vfi_decoder_open(VF_SAMPLES_DIR "/rotated90_64x48.mp4", &all, 0, &d, &err), err.msg);
+    CHECK_OK(vfi_decoder_open(VF_SAMPLES_DIR "/rotated90_64x48.mp4", &all, NULL, &d, &err), err.msg);
     const vf_video_meta *m = vfi_decoder_meta(d);
     CHECK_EQ(m->width, 64);
     CHECK_EQ(m->height, 48);
@@ -118,7 +118,7 @@ int main(void)
     vfi_decoder_free(&d);
 
     /* truncated: the frames before the cut, then a decode error */
-    CHECK_OK(vfi_decoder_open(VF_SAMPLES_DIR "/truncated.mp4", &all, 0, &d, &err), err.msg);
+    CHECK_OK(vfi_decoder_open(VF_SAMPLES_DIR "/truncated.mp4", &all, NULL, &d, &err), err.msg);
     vf_frame f;
     CHECK_EQ(vfi_frame_init(&f), VF_OK);
     int got = 0;

@@ -54,6 +54,7 @@ enum opt_id {
     OPT_DTYPE,
     OPT_QUEUE_DEPTH,
     OPT_DECODE_THREADS,
+    OPT_STALL_TIMEOUT,
 };
 
 typedef struct opt_def {
@@ -75,6 +76,8 @@ static const opt_def options[] = {
     {"dtype", OPT_DTYPE, "f32|f16", "how vectors are stored (default f32)"},
     {"queue-depth", OPT_QUEUE_DEPTH, "N", "batches in flight between stages (default 2)"},
     {"decode-threads", OPT_DECODE_THREADS, "N", "codec threads per file (default automatic)"},
+    {"stall-timeout", OPT_STALL_TIMEOUT, "S",
+     "give up a file with no frame for S s (60; 0 = never)"},
     {"model", OPT_MODEL, "NAME|FILE", "model name (see `vidfeat models`) or ONNX file"},
     {"models-dir", OPT_MODELS_DIR, "DIR", "look for manifests and ONNX files here first"},
     {"layer", OPT_LAYER, "NAME", "feature layer (manifest name or any tensor name)"},
@@ -264,6 +267,16 @@ static int parse_options(int argc, char **argv, cli *c)
             c->cfg.db_path = a;
             c->db_set = 1;
             break;
+        case OPT_STALL_TIMEOUT: {
+            char *end;
+            double v = strtod(a, &end);
+            if (!*a || *end || !(v >= 0) || v > 1e6) {
+                fprintf(stderr, "vidfeat: --stall-timeout: expected seconds >= 0, not '%s'\n", a);
+                return EXIT_USAGE;
+            }
+            c->cfg.stall_timeout = v;
+            break;
+        }
         case OPT_FPS:
         case OPT_START:
         case OPT_DURATION: {

@@ -108,7 +108,8 @@ int main(void)
     /* metadata */
     vf_decoder *d = NULL;
     vf_err err = {0};
-    CHECK_OK(vfi_decoder_open(VF_SAMPLES_DIR "/rotated90_64x48.mp4", &all, NULL, &d, &err), err.msg);
+    CHECK_OK(vfi_decoder_open(VF_SAMPLES_DIR "/rotated90_64x48.mp4", &all, NULL, &d, &err),
+             err.msg);
     const vf_video_meta *m = vfi_decoder_meta(d);
     CHECK_EQ(m->width, 64);
     CHECK_EQ(m->height, 48);

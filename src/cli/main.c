@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,9 +103,15 @@ static const opt_def options[] = {
 };
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
 
+#define MAX_LIST 16
+
 typedef struct cli {
     vf_config cfg;
     int db_set;
+    int batches[MAX_LIST]; /* --batch 1,8,32 (bench); batches[0] is cfg.batch_size */
+    int n_batches;
+    vf_precision precisions[MAX_LIST];
+    int n_precisions;
     const char *device;
     int infer_only;
     int runs;
@@ -114,15 +122,17 @@ typedef struct cli {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: vidfeat [extract] [options] FILE|DIR...\n"
-               "       vidfeat COMMAND [options]\n\n"
-               "commands:\n"
-               "  extract (default)              features of every frame (or sample) into SQLite\n"
-               "  info DB                        what a database holds\n"
-               "  bench --infer-only [options]   network throughput on synthetic images\n"
-               "  models [options]               known models, where found, input size, layers\n"
-               "\nexit status: 0 all done, 1 some inputs failed, 2 usage error\n"
-               "\noptions:\n");
+    fprintf(f,
+            "usage: vidfeat [extract] [options] FILE|DIR...\n"
+            "       vidfeat COMMAND [options]\n\n"
+            "commands:\n"
+            "  extract (default)              features of every frame (or sample) into SQLite\n"
+            "  info DB                        what a database holds\n"
+            "  bench [options] FILE           the pipeline on FILE per --batch/--precision list\n"
+            "  bench --infer-only [options]   network throughput on synthetic images\n"
+            "  models [options]               known models, where found, input size, layers\n"
+            "\nexit status: 0 all done, 1 some inputs failed, 2 usage error\n"
+            "\noptions:\n");
     for (size_t i = 0; i < N_OPTIONS; i++) {
         char left[48];
         const opt_def *o = &options[i];
@@ -214,17 +224,42 @@ static int parse_options(int argc, char **argv, cli *c)
             c->cfg.backend = "gpu";
             break;
         case OPT_BATCH:
-            if (parse_int(a, 1, 4096, &c->cfg.batch_size) < 0) {
-                fprintf(stderr, "vidfeat: --batch: expected 1..4096, not '%s'\n", a);
+        case OPT_PRECISION: {
+            /* a comma-separated list (bench compares them; everything else takes one) */
+            char item[64];
+            const char *q = a;
+            int *n = id == OPT_BATCH ? &c->n_batches : &c->n_precisions;
+            *n = 0;
+            while (*q) {
+                size_t len = strcspn(q, ",");
+                if (len == 0 || len >= sizeof(item) || *n == MAX_LIST) {
+                    fprintf(stderr, "vidfeat: --%s: bad list '%s'\n",
+                            id == OPT_BATCH ? "batch" : "precision", a);
+                    return EXIT_USAGE;
+                }
+                memcpy(item, q, len);
+                item[len] = '\0';
+                if (id == OPT_BATCH && parse_int(item, 1, 4096, &c->batches[*n]) < 0) {
+                    fprintf(stderr, "vidfeat: --batch: expected 1..4096, not '%s'\n", item);
+                    return EXIT_USAGE;
+                }
+                if (id == OPT_PRECISION && vf_precision_parse(item, &c->precisions[*n]) < 0) {
+                    fprintf(stderr, "vidfeat: --precision: expected f32 or bf16, not '%s'\n", item);
+                    return EXIT_USAGE;
+                }
+                (*n)++;
+                q += len + (q[len] == ',');
+            }
+            if (*n == 0) {
+                fprintf(stderr, "vidfeat: --%s: empty\n", id == OPT_BATCH ? "batch" : "precision");
                 return EXIT_USAGE;
             }
+            if (id == OPT_BATCH)
+                c->cfg.batch_size = c->batches[0];
+            else
+                c->cfg.precision = c->precisions[0];
             break;
-        case OPT_PRECISION:
-            if (vf_precision_parse(a, &c->cfg.precision) < 0) {
-                fprintf(stderr, "vidfeat: --precision: expected f32 or bf16, not '%s'\n", a);
-                return EXIT_USAGE;
-            }
-            break;
+        }
         case OPT_THREADS:
             if (parse_int(a, 0, 1024, &c->cfg.n_threads) < 0) {
                 fprintf(stderr, "vidfeat: --threads: expected 0..1024, not '%s'\n", a);
@@ -388,13 +423,9 @@ static void json_string(const char *s)
     putchar('"');
 }
 
-/* vidfeat bench --infer-only: images/s of the network alone. */
-static int cmd_bench(cli *c)
+/* vidfeat bench --infer-only: images/s of the network alone, for c->cfg. */
+static int bench_infer(cli *c)
 {
-    if (!c->infer_only) {
-        fprintf(stderr, "vidfeat: bench: only --infer-only is available in this version\n");
-        return EXIT_USAGE;
-    }
     double t0 = now_s();
     vf_extractor *ex = NULL;
     vf_status rc = vf_extractor_create(&c->cfg, &ex);
@@ -684,6 +715,10 @@ static void *watch_signals(void *arg)
 
 static int cmd_extract(cli *c, int argc, char **argv)
 {
+    if (c->n_batches > 1 || c->n_precisions > 1) {
+        fprintf(stderr, "vidfeat: lists of --batch or --precision are for bench\n");
+        return EXIT_USAGE;
+    }
     if (argc < 1) {
         fprintf(stderr, "vidfeat: no input files (try --help)\n");
         return EXIT_USAGE;
@@ -773,6 +808,175 @@ static int cmd_extract(cli *c, int argc, char **argv)
     for (int i = 0; i < inputs.n; i++)
         free(inputs.items[i]);
     free(inputs.items);
+    return status;
+}
+
+/* ---- bench FILE: the real pipeline, one child process per configuration ---------------- */
+
+typedef struct bench_result {
+    int ok;
+    int64_t frames;
+    double seconds, decode_fps, convert_fps, infer_fps, store_fps;
+    long peak_kb; /* the child's own peak resident memory */
+    char error[512];
+} bench_result;
+
+static void bench_file_done(void *user, int file, const vf_file_result *r)
+{
+    bench_result *b = user;
+    (void)file;
+    b->ok = r->status >= 0;
+    b->frames = r->frames;
+    b->seconds = r->seconds;
+    b->decode_fps = r->decode_fps;
+    b->convert_fps = r->convert_fps;
+    b->infer_fps = r->infer_fps;
+    b->store_fps = r->store_fps;
+    snprintf(b->error, sizeof(b->error), "%s", r->error ? r->error : "");
+}
+
+/* Run the pipeline on path in a child process (so that its peak memory is its own). */
+static int bench_one(const cli *c, const char *path, bench_result *out, long *peak_kb)
+{
+    int fd[2];
+    memset(out, 0, sizeof(*out));
+    if (pipe(fd) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        close(fd[0]);
+        bench_result r;
+        memset(&r, 0, sizeof(r));
+        /* Store into a scratch database, so that the store stage is measured too. */
+        const char *dir = getenv("TMPDIR");
+        char db[4096];
+        snprintf(db, sizeof(db), "%s/vidfeat-bench-XXXXXX", dir && *dir ? dir : "/tmp");
+        int tfd = mkstemp(db);
+        if (tfd >= 0)
+            close(tfd);
+        vf_config cfg = c->cfg;
+        cfg.db_path = tfd >= 0 ? db : NULL;
+        cfg.force = 1;
+        vf_pipeline *p = NULL;
+        if (vf_pipeline_create(&cfg, &p) < 0) {
+            snprintf(r.error, sizeof(r.error), "%s", vf_pipeline_errmsg(p));
+        } else {
+            vf_run_hooks hooks = {&r, NULL, bench_file_done, NULL};
+            const char *paths[1] = {path};
+            if (vf_pipeline_run(p, paths, 1, &hooks) < 0)
+                snprintf(r.error, sizeof(r.error), "%s", vf_pipeline_errmsg(p));
+        }
+        vf_pipeline_free(&p);
+        if (tfd >= 0) {
+            char side[4200];
+            unlink(db);
+            snprintf(side, sizeof(side), "%s-wal", db);
+            unlink(side);
+            snprintf(side, sizeof(side), "%s-shm", db);
+            unlink(side);
+        }
+        struct rusage ru;
+        if (getrusage(RUSAGE_SELF, &ru) == 0)
+            r.peak_kb = ru.ru_maxrss;
+        ssize_t w = write(fd[1], &r, sizeof(r));
+        _exit(w == (ssize_t)sizeof(r) ? 0 : 1);
+    }
+    close(fd[1]);
+    ssize_t got = read(fd[0], out, sizeof(*out));
+    close(fd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    *peak_kb = out->peak_kb;
+    if (got != (ssize_t)sizeof(*out)) {
+        snprintf(out->error, sizeof(out->error), "the benchmark process died");
+        return -1;
+    }
+    return 0;
+}
+
+static void cpu_name(char *buf, size_t size)
+{
+    snprintf(buf, size, "CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof(line), f)) {
+        if (!strncmp(line, "model name", 10)) {
+            char *v = strchr(line, ':');
+            if (v) {
+                v += 1 + strspn(v + 1, " \t");
+                v[strcspn(v, "\n")] = '\0';
+                snprintf(buf, size, "%s", v);
+            }
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
+static int cmd_bench(cli *c, int argc, char **argv)
+{
+    int nb = c->n_batches ? c->n_batches : 1, np = c->n_precisions ? c->n_precisions : 1;
+    if (!c->n_batches)
+        c->batches[0] = c->cfg.batch_size;
+    if (!c->n_precisions)
+        c->precisions[0] = c->cfg.precision;
+    if (c->infer_only ? argc != 0 : argc != 1) {
+        fprintf(stderr, "vidfeat: bench: %s\n",
+                c->infer_only ? "--infer-only takes no file" : "expected one video file");
+        return EXIT_USAGE;
+    }
+    int status = EXIT_OK;
+    char cpu[256];
+    cpu_name(cpu, sizeof(cpu));
+    if (!c->infer_only && !c->json)
+        printf("%s, %s threads; %s\n%-6s %-5s %5s %10s %8s %8s %8s %8s %8s %9s\n", cpu,
+               c->cfg.n_threads ? "set" : "all", argv[0], "device", "prec", "batch", "end-to-end",
+               "decode", "convert", "infer", "store", "peak MB", "vs batch1");
+    for (int pi = 0; pi < np; pi++) {
+        double base = 0.0; /* end-to-end frames/s at batch 1, for the speed-up */
+        for (int bi = 0; bi < nb; bi++) {
+            c->cfg.batch_size = c->batches[bi];
+            c->cfg.precision = c->precisions[pi];
+            if (c->infer_only) {
+                status |= bench_infer(c);
+                continue;
+            }
+            bench_result r;
+            long peak = 0;
+            if (bench_one(c, argv[0], &r, &peak) < 0 || !r.ok) {
+                fprintf(stderr, "vidfeat: bench: %s: %s\n", argv[0],
+                        r.error[0] ? r.error : "failed");
+                status = EXIT_FAIL;
+                continue;
+            }
+            double e2e = r.seconds > 0 ? r.frames / r.seconds : 0.0;
+            if (c->batches[bi] == 1)
+                base = e2e;
+            const char *dev = c->cfg.backend && !strcmp(c->cfg.backend, "gpu") ? "gpu" : "cpu";
+            if (c->json) {
+                char e1[512];
+                printf("{\"device\":\"%s\",\"device_name\":\"%s\",\"precision\":\"%s\",\"batch\":"
+                       "%d,\"threads\":%d,\"frames\":%lld,\"end_to_end_fps\":%.3f,"
+                       "\"decode_fps\":%.3f,\"convert_fps\":%.3f,\"infer_fps\":%.3f,"
+                       "\"store_fps\":%.3f,\"peak_rss_mb\":%.1f,\"speedup_vs_batch1\":%.3f}\n",
+                       dev, jesc(cpu, e1, sizeof(e1)), vf_precision_str(c->cfg.precision),
+                       c->cfg.batch_size, c->cfg.n_threads, (long long)r.frames, e2e, r.decode_fps,
+                       r.convert_fps, r.infer_fps, r.store_fps, peak / 1024.0,
+                       base > 0 ? e2e / base : 0.0);
+            } else {
+                char speed[32] = "-";
+                if (base > 0)
+                    snprintf(speed, sizeof(speed), "%.2fx", e2e / base);
+                printf("%-6s %-5s %5d %10.2f %8.1f %8.1f %8.2f %8.0f %9.0f %9s\n", dev,
+                       vf_precision_str(c->cfg.precision), c->cfg.batch_size, e2e, r.decode_fps,
+                       r.convert_fps, r.infer_fps, r.store_fps, peak / 1024.0, speed);
+            }
+            fflush(stdout);
+        }
+    }
     return status;
 }
 
@@ -874,12 +1078,12 @@ int main(int argc, char **argv)
         return cmd_extract(&c, n_args, args);
     if (!strcmp(cmd, "info"))
         return cmd_info(n_args, args);
+    if (!strcmp(cmd, "bench"))
+        return cmd_bench(&c, n_args, args);
     if (n_args > 0) {
         fprintf(stderr, "vidfeat: %s: unexpected argument '%s'\n", cmd, args[0]);
         return EXIT_USAGE;
     }
-    if (!strcmp(cmd, "bench"))
-        return cmd_bench(&c);
     if (!strcmp(cmd, "models"))
         return cmd_models(&c);
     return EXIT_USAGE;

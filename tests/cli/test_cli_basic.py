@@ -66,6 +66,21 @@ def main():
 
         r = run(exe, "models", "--models-dir", models)
         check(r.returncode == 0 and "vgg19" in r.stdout and "inception_v3" in r.stdout, r.stdout)
+        r = run(exe, "bench", "--model", tiny, "--batch", "1,4", "--json", clip)
+        rows = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
+        check(r.returncode == 0 and len(rows) == 2, "bench: %d %r" % (r.returncode, r.stderr))
+        for row in rows:
+            for key in ("device", "precision", "batch", "infer_fps", "end_to_end_fps",
+                        "decode_fps", "convert_fps", "store_fps", "peak_rss_mb"):
+                check(key in row, "bench json lacks %s" % key)
+            check(row["frames"] == 20 and row["peak_rss_mb"] > 1, row)
+        check([row["batch"] for row in rows] == [1, 4], rows)
+        r = run(exe, "bench", "--infer-only", "--model", tiny, "--batch", "2", "--runs", "1",
+                "--json")
+        check(r.returncode == 0 and json.loads(r.stdout)["infer_fps"] > 0, r.stdout)
+        r = run(exe, "--model", tiny, "--batch", "1,4", clip)
+        check(r.returncode == 2, "a batch list outside bench: exit %d" % r.returncode)
+
         r = run(exe, "--version")
         check(r.returncode == 0 and "oneDNN" in r.stdout, r.stdout)
 

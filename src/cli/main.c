@@ -1034,8 +1034,11 @@ static int cmd_models(cli *c)
             json_string(e->manifest);
             printf("}");
         } else {
-            printf("%-22s %4d  %-28s %s\n", e->name, e->input_size, e->layers,
-                   e->found ? e->found : "(not found: scripts/fetch-models.sh NAME)");
+            if (e->found)
+                printf("%-22s %4d  %-28s %s\n", e->name, e->input_size, e->layers, e->found);
+            else
+                printf("%-22s %4d  %-28s (not found: scripts/fetch-models.sh %s)\n", e->name,
+                       e->input_size, e->layers, e->name);
         }
     }
     if (c->json)

@@ -578,8 +578,7 @@ static int store_event(vf_pipeline *p, event_item *e, file_state *fs)
                          e->infer_s > 0 ? fs->frames / e->infer_s : 0,
                          fs->store_s > 0 ? fs->frames / fs->store_s : 0};
         if (rc >= 0 && p->store)
-            rc = vfi_store_finish(p->store, fs->ext_id, e->status >= 0, e->error, fs->frames, fps,
-                                  &err);
+            rc = vfi_store_finish(p->store, fs->ext_id, e->status >= 0, e->error, fps, &err);
         if (rc >= 0)
             report(p, e, fs, 0);
         memset(fs, 0, sizeof(*fs));
@@ -625,7 +624,7 @@ static void *store_thread(void *arg)
         char why[VF_ERRMSG_SIZE];
         snprintf(why, sizeof(why), "%s", p->err.msg);
         pthread_mutex_unlock(&p->lock);
-        vfi_store_finish(p->store, fs.ext_id, 0, why, fs.frames, NULL, &ignore);
+        vfi_store_finish(p->store, fs.ext_id, 0, why, NULL, &ignore);
     }
     return NULL;
 }

@@ -369,7 +369,7 @@ out:
     return rc;
 }
 
-vf_status vfi_store_finish(vf_store *s, int64_t ext_id, int ok, const char *error, int64_t frames,
+vf_status vfi_store_finish(vf_store *s, int64_t ext_id, int ok, const char *error,
                            const double *stage_fps, vf_err *err)
 {
     vf_status rc = VF_OK;
@@ -401,7 +401,6 @@ vf_status vfi_store_finish(vf_store *s, int64_t ext_id, int ok, const char *erro
         rc = db_fail(s, err, "finishing the extraction");
         goto fail;
     }
-    (void)frames;
 fail:
     sqlite3_finalize(st);
     return rc;

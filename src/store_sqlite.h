@@ -73,9 +73,10 @@ vf_status vfi_store_batch(vf_store *s, int64_t ext_id, int n, int dim, int f16,
                           const int64_t *frame_index, const int64_t *pts, const double *t,
                           const float *vecs, vf_err *err);
 
-/* Mark the extraction done (ok) or failed (with error), with its frame count and stage rates
- * (decode, convert, infer, store frames/s). */
-vf_status vfi_store_finish(vf_store *s, int64_t ext_id, int ok, const char *error, int64_t frames,
+/* Mark the extraction done (ok) or failed (with error) with its stage rates (decode, convert,
+ * infer, store frames/s; may be NULL). The frame count is taken from the committed rows in the
+ * same statement, so "done" always matches them. */
+vf_status vfi_store_finish(vf_store *s, int64_t ext_id, int ok, const char *error,
                            const double *stage_fps, vf_err *err);
 
 /* Summarise a database read-only, one line per call of line(). */

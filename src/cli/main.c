@@ -156,6 +156,29 @@ static int parse_int(const char *s, int lo, int hi, int *out)
     return 0;
 }
 
+/* An integer option in lo..hi; prints the usage message and returns -1 otherwise. */
+static int int_option(const char *name, const char *a, int lo, int hi, int *out)
+{
+    if (parse_int(a, lo, hi, out) == 0)
+        return 0;
+    fprintf(stderr, "vidfeat: --%s: expected %d..%d, not '%s'\n", name, lo, hi, a);
+    return -1;
+}
+
+/* A number of seconds or a rate: >= 0 (> 0 with positive), at most max. */
+static int number_option(const char *name, const char *a, int positive, double max, double *out)
+{
+    char *end;
+    double v = strtod(a, &end);
+    if (*a && !*end && v >= 0 && v <= max && (!positive || v > 0)) {
+        *out = v;
+        return 0;
+    }
+    fprintf(stderr, "vidfeat: --%s: expected a %snumber, not '%s'\n", name,
+            positive ? "positive " : "", a);
+    return -1;
+}
+
 static int parse_triple(const char *s, float *out)
 {
     char *end;
@@ -261,16 +284,12 @@ static int parse_options(int argc, char **argv, cli *c)
             break;
         }
         case OPT_THREADS:
-            if (parse_int(a, 0, 1024, &c->cfg.n_threads) < 0) {
-                fprintf(stderr, "vidfeat: --threads: expected 0..1024, not '%s'\n", a);
+            if (int_option("threads", a, 0, 1024, &c->cfg.n_threads) < 0)
                 return EXIT_USAGE;
-            }
             break;
         case OPT_INPUT_SIZE:
-            if (parse_int(a, 1, 8192, &c->cfg.input_size) < 0) {
-                fprintf(stderr, "vidfeat: --input-size: expected 1..8192, not '%s'\n", a);
+            if (int_option("input-size", a, 1, 8192, &c->cfg.input_size) < 0)
                 return EXIT_USAGE;
-            }
             break;
         case OPT_MEAN:
         case OPT_STD:
@@ -284,16 +303,12 @@ static int parse_options(int argc, char **argv, cli *c)
             c->infer_only = 1;
             break;
         case OPT_RUNS:
-            if (parse_int(a, 1, 1000, &c->runs) < 0) {
-                fprintf(stderr, "vidfeat: --runs: expected 1..1000, not '%s'\n", a);
+            if (int_option("runs", a, 1, 1000, &c->runs) < 0)
                 return EXIT_USAGE;
-            }
             break;
         case OPT_IMAGES:
-            if (parse_int(a, 1, 1000000, &c->images) < 0) {
-                fprintf(stderr, "vidfeat: --images: expected 1..1000000, not '%s'\n", a);
+            if (int_option("images", a, 1, 1000000, &c->images) < 0)
                 return EXIT_USAGE;
-            }
             break;
         case OPT_JSON:
             c->json = 1;
@@ -302,39 +317,25 @@ static int parse_options(int argc, char **argv, cli *c)
             c->cfg.db_path = a;
             c->db_set = 1;
             break;
-        case OPT_STALL_TIMEOUT: {
-            char *end;
-            double v = strtod(a, &end);
-            if (!*a || *end || !(v >= 0) || v > 1e6) {
-                fprintf(stderr, "vidfeat: --stall-timeout: expected seconds >= 0, not '%s'\n", a);
+        case OPT_STALL_TIMEOUT:
+            if (number_option("stall-timeout", a, 0, 1e6, &c->cfg.stall_timeout) < 0)
                 return EXIT_USAGE;
-            }
-            c->cfg.stall_timeout = v;
             break;
-        }
         case OPT_FPS:
-        case OPT_START:
-        case OPT_DURATION: {
-            char *end;
-            double v = strtod(a, &end);
-            if (!*a || *end || !(v >= 0) || v > 1e9 || (id == OPT_FPS && v <= 0)) {
-                fprintf(stderr, "vidfeat: --%s: expected a %snumber of %s, not '%s'\n",
-                        id == OPT_FPS     ? "fps"
-                        : id == OPT_START ? "start"
-                                          : "duration",
-                        id == OPT_FPS ? "positive " : "", id == OPT_FPS ? "frames" : "seconds", a);
+            if (number_option("fps", a, 1, 1e9, &c->cfg.sample_fps) < 0)
                 return EXIT_USAGE;
-            }
-            *(id == OPT_FPS     ? &c->cfg.sample_fps
-              : id == OPT_START ? &c->cfg.start
-                                : &c->cfg.duration) = v;
             break;
-        }
-        case OPT_EVERY:
-            if (parse_int(a, 1, 1000000, &c->cfg.every) < 0) {
-                fprintf(stderr, "vidfeat: --every: expected 1..1000000, not '%s'\n", a);
+        case OPT_START:
+            if (number_option("start", a, 0, 1e9, &c->cfg.start) < 0)
                 return EXIT_USAGE;
-            }
+            break;
+        case OPT_DURATION:
+            if (number_option("duration", a, 0, 1e9, &c->cfg.duration) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_EVERY:
+            if (int_option("every", a, 1, 1000000, &c->cfg.every) < 0)
+                return EXIT_USAGE;
             break;
         case OPT_KEYFRAMES:
             c->cfg.keyframes = 1;
@@ -359,16 +360,12 @@ static int parse_options(int argc, char **argv, cli *c)
             c->cfg.store_f16 = !strcmp(a, "f16");
             break;
         case OPT_QUEUE_DEPTH:
-            if (parse_int(a, 1, 64, &c->cfg.queue_depth) < 0) {
-                fprintf(stderr, "vidfeat: --queue-depth: expected 1..64, not '%s'\n", a);
+            if (int_option("queue-depth", a, 1, 64, &c->cfg.queue_depth) < 0)
                 return EXIT_USAGE;
-            }
             break;
         case OPT_DECODE_THREADS:
-            if (parse_int(a, 0, 64, &c->cfg.decode_threads) < 0) {
-                fprintf(stderr, "vidfeat: --decode-threads: expected 0..64, not '%s'\n", a);
+            if (int_option("decode-threads", a, 0, 64, &c->cfg.decode_threads) < 0)
                 return EXIT_USAGE;
-            }
             break;
         case OPT_QUIET:
             c->verbosity = -1;

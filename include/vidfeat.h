@@ -114,6 +114,10 @@ typedef struct vf_config {
     /** Abandon a file when no frame has been decoded for this many seconds (a stalled source
      *  or a stream that decodes to nothing); 0 = never. Default 60. */
     double stall_timeout;
+    /** 1: at most one batch anywhere in the pipeline, so the stages take turns instead of
+     *  overlapping. With batch_size 1 this is the per-frame way of the slow tools (decode a
+     *  frame, convert it, run the network, store, repeat): vidfeat bench's baseline. Slow. */
+    int no_overlap;
 } vf_config;
 
 /** An opened model: the network compiled for one backend, batch size and precision. */
@@ -247,6 +251,29 @@ VF_API void vf_pipeline_free(vf_pipeline **pp);
  *  read-only. VF_ERR_STORE when it is not a vidfeat database. */
 VF_API vf_status vf_db_describe(const char *db_path, void (*line)(void *user, const char *text),
                                 void *user, char *errbuf, size_t errbuf_size);
+
+/** One benchmark configuration's result, as vidfeat bench measures it (vf_db_add_run). Strings
+ *  are borrowed; NULL ones are stored as NULL, except device, model, precision and mode. Rates
+ *  are frames/s; 0 means "not measured" and is stored as NULL. */
+typedef struct vf_bench_record {
+    const char *device;      /**< "cpu" or "gpu" */
+    const char *device_name; /**< e.g. the CPU's model name */
+    const char *backend;     /**< "dnnl", "ref", "cuda" */
+    const char *model, *layer;
+    const char *precision;
+    const char *mode; /**< "pipeline", "per_frame" (batch 1, stages not overlapped), "infer_only" */
+    const char *input; /**< the video benchmarked; NULL for infer_only */
+    int batch_size, threads;
+    int64_t frames;
+    double end_to_end_fps, decode_fps, convert_fps, infer_fps, store_fps;
+    double peak_rss_mb;
+} vf_bench_record;
+
+/** Append a benchmark result to the runs table of a feature database (created or migrated as
+ *  needed), with the time, host name and vidfeat version. VF_ERR_STORE on database errors,
+ *  VF_ERR_INVALID on a missing required field. */
+VF_API vf_status vf_db_add_run(const char *db_path, const vf_bench_record *run, char *errbuf,
+                               size_t errbuf_size);
 
 /** 1 if FFmpeg can open path and it has a video stream (probes the content, not the name). */
 VF_API int vf_probe_media(const char *path);

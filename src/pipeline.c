@@ -13,8 +13,11 @@
  * video length. The decode thread walks the whole file list, so the next file is decoded while
  * the current one is still in inference. Besides frames and batches, per-file events travel the
  * same queues in order: BEGIN (stream facts), END (outcome, each stage adding its busy time) and
- * SKIP (already in the database). Batches never span two files: the convert stage sends the
- * partial batch on END.
+ * SKIP (already in the database). Batches fill across file boundaries, the events riding in
+ * them as ordered markers, so only the last batch of a run is short.
+ * no_overlap (the per-frame baseline): q_tokens holds batch_size tokens; decode takes one per
+ * frame and the store gives them back once the batch is stored, so one batch at a time moves
+ * through the stages.
  *
  * Startup: pools and queues are made, files already done are marked (calling thread, which
  * owns the store until the threads start), then four threads start.
@@ -118,6 +121,7 @@ struct vf_pipeline {
     char *skip;
     const vf_run_hooks *hooks;
     vf_queue *q_frames, *q_free_frames, *q_batches, *q_done, *q_free_batches;
+    vf_queue *q_tokens; /* no_overlap only: frames allowed in flight */
     frame_item *frames;
     batch_item *batches;
     int n_batches;
@@ -142,7 +146,8 @@ static void stop(vf_pipeline *p, vf_status code, const char *msg)
     }
     pthread_mutex_unlock(&p->lock);
     atomic_store(&p->cancel, 1);
-    vf_queue *qs[] = {p->q_frames, p->q_free_frames, p->q_batches, p->q_done, p->q_free_batches};
+    vf_queue *qs[] = {p->q_frames, p->q_free_frames,  p->q_batches,
+                      p->q_done,   p->q_free_batches, p->q_tokens};
     for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
         if (qs[i])
             vfi_queue_cancel(qs[i]);
@@ -216,6 +221,13 @@ static void content_hash(const char *path, int64_t size, char out[32])
 
 /* ---- decode thread ---------------------------------------------------------------------- */
 
+/* no_overlap: frames that left the pipeline (stored or dropped) let the decoder go on. */
+static void give_tokens(vf_pipeline *p, int n)
+{
+    for (int i = 0; p->q_tokens && i < n; i++)
+        vfi_queue_push(p->q_tokens, p); /* cannot block: at most batch_size are out */
+}
+
 static int push_or_stop(vf_queue *q, void *it)
 {
     return vfi_queue_push(q, it) >= 0;
@@ -276,12 +288,17 @@ static int decode_file(vf_pipeline *p, int i)
                 return 0;
             }
             frame_item *fi = slot;
+            if (p->q_tokens && vfi_queue_pop(p->q_tokens, &slot) < 0) {
+                vfi_decoder_free(&dec);
+                return 0;
+            }
             double t0 = now_s();
             rc = vfi_decoder_next(dec, &fi->f, &err);
             end->decode_s += now_s() - t0;
             if (rc != VF_OK) {
                 vfi_frame_release(&fi->f);
                 vfi_queue_push(p->q_free_frames, fi); /* cannot block: it came from there */
+                give_tokens(p, 1);
                 break;
             }
             fi->hdr.file = i;
@@ -378,8 +395,10 @@ static void *convert_thread(void *arg)
                 b->t[b->n] = fi->f.t;
                 b->file[b->n] = h->file;
                 b->n++;
-            } else if (conv_err.code == VF_OK) {
-                conv_err = e; /* the rest of this file is dropped; END reports it */
+            } else {
+                if (conv_err.code == VF_OK)
+                    conv_err = e; /* the rest of this file is dropped; END reports it */
+                give_tokens(p, 1);
             }
             vfi_frame_release(&fi->f);
             if (vfi_queue_push(p->q_free_frames, fi) < 0)
@@ -614,6 +633,7 @@ static void *store_thread(void *arg)
         }
         if (!halt)
             halt = store_rows(p, b, row, b->n, &fs);
+        give_tokens(p, b->n);
         if (!halt && vfi_queue_push(p->q_free_batches, b) < 0)
             break;
     }
@@ -638,6 +658,7 @@ static void free_run(vf_pipeline *p)
     vfi_queue_free(&p->q_batches);
     vfi_queue_free(&p->q_done);
     vfi_queue_free(&p->q_free_batches);
+    vfi_queue_free(&p->q_tokens);
     if (p->frames) {
         for (int i = 0; i < FRAME_POOL; i++)
             vfi_frame_destroy(&p->frames[i].f);
@@ -700,6 +721,11 @@ static vf_status make_run(vf_pipeline *p)
         /* the padding of a short batch is fed to the network too: keep it defined */
         memset(b->images, 0, (size_t)bs * slot * sizeof(float));
         vfi_queue_push(p->q_free_batches, b);
+    }
+    if (p->cfg.no_overlap) {
+        if (vfi_queue_create((size_t)bs, &p->q_tokens) < 0)
+            return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+        give_tokens(p, bs);
     }
     p->skip = vfi_calloc((size_t)p->n_paths + 1, 1);
     if (!p->skip)

@@ -11,9 +11,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
+#include "log.h"
 #include "mem.h"
 
 struct vf_store {
@@ -60,6 +62,20 @@ static const char *const schema_v1 =
     " frame_index INTEGER NOT NULL, pts INTEGER, t REAL NOT NULL, vec BLOB NOT NULL,"
     " PRIMARY KEY (extraction_id, frame_index)) WITHOUT ROWID;";
 
+/* v2: benchmark results (vidfeat bench -o), one row per configuration, so that runs from several
+ * machines can be merged into one file and compared. */
+static const char *const schema_v2 =
+    "CREATE TABLE runs ("
+    " id INTEGER PRIMARY KEY, started_at TEXT NOT NULL, host TEXT, vidfeat_version TEXT,"
+    " device TEXT NOT NULL, device_name TEXT, backend TEXT, model TEXT NOT NULL, layer TEXT,"
+    " precision TEXT NOT NULL, batch_size INTEGER NOT NULL, threads INTEGER,"
+    " mode TEXT NOT NULL CHECK (mode IN ('pipeline', 'per_frame', 'infer_only')), input TEXT,"
+    " frames INTEGER, end_to_end_fps REAL, decode_fps REAL, convert_fps REAL, infer_fps REAL,"
+    " store_fps REAL, peak_rss_mb REAL);";
+
+/* migrations[v] brings a database from user_version v to v + 1 */
+static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {schema_v1, schema_v2};
+
 static vf_status exec(vf_store *s, const char *sql, vf_err *err)
 {
     char *msg = NULL;
@@ -69,6 +85,44 @@ static vf_status exec(vf_store *s, const char *sql, vf_err *err)
         return rc;
     }
     return VF_OK;
+}
+
+/* Bring the schema up to VF_STORE_SCHEMA_VERSION in one transaction: all steps or none. The
+ * version is read again inside it, so two processes opening an old file migrate it once. */
+static vf_status migrate(vf_store *s, vf_err *err)
+{
+    vf_status rc = exec(s, "BEGIN IMMEDIATE", err);
+    if (rc < 0)
+        return rc;
+    sqlite3_stmt *st = NULL;
+    int version = -1;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    if (version < 0) {
+        rc = db_fail(s, err, "reading the schema version");
+        goto fail;
+    }
+    for (int v = version; v < VF_STORE_SCHEMA_VERSION; v++) {
+        if ((rc = exec(s, migrations[v], err)) < 0)
+            goto fail;
+    }
+    if (version < VF_STORE_SCHEMA_VERSION) {
+        char sql[64];
+        snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", VF_STORE_SCHEMA_VERSION);
+        if ((rc = exec(s, sql, err)) < 0)
+            goto fail;
+        if (version > 0)
+            vfi_log(VF_LOG_INFO, "store", "%s: schema %d migrated to %d", s->path, version,
+                    VF_STORE_SCHEMA_VERSION);
+    }
+    if ((rc = exec(s, "COMMIT", err)) < 0)
+        goto fail;
+    return VF_OK;
+fail:
+    exec(s, "ROLLBACK", NULL);
+    return rc;
 }
 
 void vfi_store_close(vf_store **ps)
@@ -139,15 +193,8 @@ vf_status vfi_store_open(const char *path, vf_store **out, vf_err *err)
                    "PRAGMA foreign_keys=ON;",
                    err)) < 0)
         goto fail;
-    if (version == 0) {
-        if ((rc = exec(s, "BEGIN IMMEDIATE", err)) < 0)
-            goto fail;
-        if ((rc = exec(s, schema_v1, err)) < 0 ||
-            (rc = exec(s, "PRAGMA user_version=1; COMMIT", err)) < 0) {
-            exec(s, "ROLLBACK", NULL);
-            goto fail;
-        }
-    }
+    if (version < VF_STORE_SCHEMA_VERSION && (rc = migrate(s, err)) < 0)
+        goto fail;
     CHECK_SQL(sqlite3_prepare_v2(s->db,
                                  "INSERT OR REPLACE INTO features (extraction_id, frame_index, "
                                  "pts, t, vec) VALUES (?, ?, ?, ?, ?)",
@@ -406,6 +453,62 @@ fail:
     return rc;
 }
 
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
+{
+    if (v)
+        sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static void bind_rate(sqlite3_stmt *st, int i, double v)
+{
+    if (v > 0 && isfinite(v))
+        sqlite3_bind_double(st, i, v);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+vf_status vfi_store_add_run(vf_store *s, const vf_bench_record *r, const char *version, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    char when[32], host[256] = "";
+    now_iso(when, sizeof(when));
+    if (gethostname(host, sizeof(host) - 1) != 0)
+        host[0] = '\0';
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "INSERT INTO runs (started_at, host, vidfeat_version, device,"
+                                 " device_name, backend, model, layer, precision, batch_size,"
+                                 " threads, mode, input, frames, end_to_end_fps, decode_fps,"
+                                 " convert_fps, infer_fps, store_fps, peak_rss_mb) VALUES"
+                                 " (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                 -1, &st, NULL),
+              "recording the run");
+    const char *text[] = {
+        when,     host[0] ? host : NULL, version, r->device, r->device_name, r->backend, r->model,
+        r->layer, r->precision};
+    int i = 1;
+    for (size_t k = 0; k < sizeof(text) / sizeof(text[0]); k++)
+        bind_text_or_null(st, i++, text[k]);
+    sqlite3_bind_int(st, i++, r->batch_size);
+    sqlite3_bind_int(st, i++, r->threads);
+    bind_text_or_null(st, i++, r->mode);
+    bind_text_or_null(st, i++, r->input);
+    sqlite3_bind_int64(st, i++, r->frames);
+    const double rates[] = {r->end_to_end_fps, r->decode_fps, r->convert_fps,
+                            r->infer_fps,      r->store_fps,  r->peak_rss_mb};
+    for (size_t k = 0; k < sizeof(rates) / sizeof(rates[0]); k++)
+        bind_rate(st, i++, rates[k]);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        rc = db_fail(s, err, "recording the run");
+        goto fail;
+    }
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
 vf_status vfi_store_describe(const char *path, void (*line)(void *user, const char *text),
                              void *user, vf_err *err)
 {
@@ -464,6 +567,29 @@ vf_status vfi_store_describe(const char *path, void (*line)(void *user, const ch
                  (const char *)sqlite3_column_text(st, 4), sqlite3_column_int(st, 5),
                  (const char *)sqlite3_column_text(st, 6), (const char *)sqlite3_column_text(st, 7),
                  (const char *)sqlite3_column_text(st, 8), error ? ": " : "", error ? error : "");
+        line(user, buf);
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    /* benchmark runs (schema 2); a version-1 file opened read-only has none */
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT started_at, host, device, precision, batch_size, mode, model,"
+                           " coalesce(end_to_end_fps, 0), coalesce(infer_fps, 0),"
+                           " coalesce(device_name, '') FROM runs ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK)
+        goto fail;
+    int header = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (!header++)
+            line(user, "benchmark runs: when  host  device  precision  batch  mode  model  "
+                       "end-to-end/s  infer/s  device name");
+        snprintf(buf, sizeof(buf), "%s  %s  %s  %s  %d  %s  %s  %.2f  %.2f  %s",
+                 (const char *)sqlite3_column_text(st, 0),
+                 sqlite3_column_text(st, 1) ? (const char *)sqlite3_column_text(st, 1) : "-",
+                 (const char *)sqlite3_column_text(st, 2), (const char *)sqlite3_column_text(st, 3),
+                 sqlite3_column_int(st, 4), (const char *)sqlite3_column_text(st, 5),
+                 (const char *)sqlite3_column_text(st, 6), sqlite3_column_double(st, 7),
+                 sqlite3_column_double(st, 8), (const char *)sqlite3_column_text(st, 9));
         line(user, buf);
     }
 fail:

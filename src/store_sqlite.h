@@ -11,6 +11,10 @@
  *               precision, batch_size, frames, started_at, finished_at, decode_fps, convert_fps,
  *               infer_fps, store_fps)             UNIQUE(video_id, model_id, sampling)
  *   features(extraction_id, frame_index, pts, t, vec)   vec: little-endian float32 (or float16)
+ * Added in user_version 2 (a version-1 file is migrated when opened for writing):
+ *   runs(id, started_at, host, vidfeat_version, device, device_name, backend, model, layer,
+ *        precision, batch_size, threads, mode pipeline|per_frame|infer_only, input, frames,
+ *        end_to_end_fps, decode_fps, convert_fps, infer_fps, store_fps, peak_rss_mb)
  */
 #ifndef VIDFEAT_STORE_SQLITE_H
 #define VIDFEAT_STORE_SQLITE_H
@@ -18,8 +22,9 @@
 #include <stdint.h>
 
 #include "status.h"
+#include "vidfeat.h"
 
-#define VF_STORE_SCHEMA_VERSION 1
+#define VF_STORE_SCHEMA_VERSION 2
 
 typedef struct vf_store vf_store;
 
@@ -78,6 +83,10 @@ vf_status vfi_store_batch(vf_store *s, int64_t ext_id, int n, int dim, int f16,
  * same statement, so "done" always matches them. */
 vf_status vfi_store_finish(vf_store *s, int64_t ext_id, int ok, const char *error,
                            const double *stage_fps, vf_err *err);
+
+/* Append one benchmark result (vidfeat bench -o) to the runs table. */
+vf_status vfi_store_add_run(vf_store *s, const vf_bench_record *r, const char *version,
+                            vf_err *err);
 
 /* Summarise a database read-only, one line per call of line(). */
 vf_status vfi_store_describe(const char *path, void (*line)(void *user, const char *text),

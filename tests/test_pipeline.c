@@ -175,7 +175,7 @@ int main(void)
                        "WHERE v.path LIKE '%testsrc_64x48.mp4'"),
              20);
     CHECK_EQ(query(db, "SELECT length(vec) FROM features LIMIT 1"), DIM * 4);
-    CHECK_EQ(query(db, "PRAGMA user_version"), 1);
+    CHECK_EQ(query(db, "PRAGMA user_version"), 2);
 
     /* Rerun: done files are skipped, failed ones are tried again. */
     memset(&c, 0, sizeof(c));
@@ -191,6 +191,23 @@ int main(void)
     for (int i = 0; i < c.n; i++)
         CHECK_NEAR(c.t[i], 0.1 * i, 1e-9);
     same_as_ffmpeg(inputs[0], &c, 1e-4);
+
+    /* no_overlap (bench's per-frame baseline): the stages take turns, with the same vectors and
+     * outcomes; failing and truncated files must hand the decoder its turn back. */
+    for (int bs = 1; bs <= 4; bs += 3) {
+        static capture serial;
+        memset(&serial, 0, sizeof(serial));
+        vf_config sc = config(NULL);
+        sc.no_overlap = 1;
+        sc.batch_size = bs;
+        CHECK_EQ(run(sc, inputs, 5, &serial), VF_OK);
+        CHECK_EQ(serial.files_done, 2);
+        CHECK_EQ(serial.files_failed, 3);
+        CHECK_EQ(serial.frames[0], 20);
+        CHECK_EQ(serial.frames[4], 10);
+        for (int i = 0; i < 20; i++)
+            CHECK(vf_rel_err(serial.vec[i], c.vec[i], DIM) <= 1e-6);
+    }
     memset(&c, 0, sizeof(c));
     CHECK_EQ(run(cfg, inputs + 4, 1, &c), VF_OK);
     same_as_ffmpeg(inputs[4], &c, 1e-4); /* ffmpeg rotates before scaling, we after */

@@ -20,9 +20,7 @@
 
 #include <stdarg.h>
 
-#include "vidfeat.h"
-
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+#include "cli.h"
 
 enum opt_id {
     OPT_MODEL = 'm',
@@ -44,6 +42,7 @@ enum opt_id {
     OPT_RUNS,
     OPT_IMAGES,
     OPT_JSON,
+    OPT_PLOT,
     OPT_VERSION,
     OPT_DB = 'o',
     OPT_FPS = 300,
@@ -83,7 +82,8 @@ static const opt_def options[] = {
     {"model", OPT_MODEL, "NAME|FILE", "model name (see `vidfeat models`) or ONNX file"},
     {"models-dir", OPT_MODELS_DIR, "DIR", "look for manifests and ONNX files here first"},
     {"layer", OPT_LAYER, "NAME", "feature layer (manifest name or any tensor name)"},
-    {"device", OPT_DEVICE, "cpu|gpu|auto", "where to run the network (default auto)"},
+    {"device", OPT_DEVICE, "cpu|gpu|auto",
+     "where to run the network (default auto; bench also all)"},
     {"backend", OPT_BACKEND, "NAME", "backend by name: auto, dnnl (= cpu), ref, cuda"},
     {"gpu", OPT_GPU, NULL, "same as --device gpu"},
     {"batch", OPT_BATCH, "N", "images per forward pass (default 32)"},
@@ -95,6 +95,7 @@ static const opt_def options[] = {
     {"infer-only", OPT_INFER_ONLY, NULL, "bench: time the network alone on synthetic images"},
     {"runs", OPT_RUNS, "N", "bench: timed runs (default 5; the median is reported)"},
     {"images", OPT_IMAGES, "N", "bench: images per timed run (default max(32, batch))"},
+    {"plot", OPT_PLOT, "FILE.svg", "bench: draw frames/s by device, batch and precision"},
     {"json", OPT_JSON, NULL, "machine-readable output"},
     {"quiet", OPT_QUIET, NULL, "only errors on stderr"},
     {"verbose", OPT_VERBOSE, NULL, "more detail on stderr (repeat for debug)"},
@@ -102,23 +103,6 @@ static const opt_def options[] = {
     {"help", OPT_HELP, NULL, "this help"},
 };
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
-
-#define MAX_LIST 16
-
-typedef struct cli {
-    vf_config cfg;
-    int db_set;
-    int batches[MAX_LIST]; /* --batch 1,8,32 (bench); batches[0] is cfg.batch_size */
-    int n_batches;
-    vf_precision precisions[MAX_LIST];
-    int n_precisions;
-    const char *device;
-    int infer_only;
-    int runs;
-    int images;
-    int json;
-    int verbosity; /* -1 quiet, 0 default, 1 info, 2 debug */
-} cli;
 
 static void usage(FILE *f)
 {
@@ -234,11 +218,12 @@ static int parse_options(int argc, char **argv, cli *c)
             c->cfg.layer = a;
             break;
         case OPT_DEVICE:
-            if (strcmp(a, "cpu") && strcmp(a, "gpu") && strcmp(a, "auto")) {
+            if (strcmp(a, "cpu") && strcmp(a, "gpu") && strcmp(a, "auto") && strcmp(a, "all")) {
                 fprintf(stderr, "vidfeat: --device: expected cpu, gpu or auto, not '%s'\n", a);
                 return EXIT_USAGE;
             }
-            c->cfg.backend = a;
+            c->all_devices = !strcmp(a, "all");
+            c->cfg.backend = c->all_devices ? NULL : a;
             break;
         case OPT_BACKEND:
             c->cfg.backend = a;
@@ -312,6 +297,9 @@ static int parse_options(int argc, char **argv, cli *c)
             break;
         case OPT_JSON:
             c->json = 1;
+            break;
+        case OPT_PLOT:
+            c->plot = a;
             break;
         case OPT_DB:
             c->cfg.db_path = a;
@@ -393,20 +381,14 @@ static int parse_options(int argc, char **argv, cli *c)
     return 0;
 }
 
-static double now_s(void)
+double cli_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void json_string(const char *s)
+void cli_json_string(const char *s)
 {
     putchar('"');
     for (; *s; s++) {
@@ -418,92 +400,6 @@ static void json_string(const char *s)
             putchar(*s);
     }
     putchar('"');
-}
-
-/* vidfeat bench --infer-only: images/s of the network alone, for c->cfg. */
-static int bench_infer(cli *c)
-{
-    double t0 = now_s();
-    vf_extractor *ex = NULL;
-    vf_status rc = vf_extractor_create(&c->cfg, &ex);
-    if (rc < 0) {
-        fprintf(stderr, "vidfeat: %s\n", ex ? vf_extractor_errmsg(ex) : vf_status_str(rc));
-        vf_extractor_free(&ex);
-        return EXIT_FAIL;
-    }
-    double setup = now_s() - t0;
-    vf_model_info info;
-    vf_extractor_info(ex, &info);
-    int per_run = c->images ? c->images : (info.batch_size > 32 ? info.batch_size : 32);
-    /* whole batches per run, like the peer harnesses */
-    int calls = (per_run + info.batch_size - 1) / info.batch_size;
-    int n = info.batch_size;
-    size_t in_count = (size_t)n * 3 * info.input_size * info.input_size;
-    float *images = malloc(in_count * sizeof(float));
-    float *features = malloc((size_t)n * info.feature_dim * sizeof(float));
-    double *ips = malloc((size_t)c->runs * sizeof(double));
-    int status = EXIT_OK;
-    if (!images || !features || !ips) {
-        fprintf(stderr, "vidfeat: bench: out of memory\n");
-        status = EXIT_FAIL;
-        goto done;
-    }
-    uint32_t seed = 12345;
-    for (size_t i = 0; i < in_count; i++) {
-        seed = seed * 1103515245u + 12345u;
-        images[i] = (float)(seed / 4294967296.0 * 2.0 - 1.0);
-    }
-    t0 = now_s();
-    rc = vf_extractor_infer(ex, images, n, features);
-    double first = now_s() - t0;
-    for (int k = 1; k < calls && rc >= 0; k++)
-        rc = vf_extractor_infer(ex, images, n, features);
-    for (int r = 0; r < c->runs && rc >= 0; r++) {
-        t0 = now_s();
-        for (int k = 0; k < calls && rc >= 0; k++)
-            rc = vf_extractor_infer(ex, images, n, features);
-        ips[r] = (double)calls * n / (now_s() - t0);
-    }
-    if (rc < 0) {
-        fprintf(stderr, "vidfeat: bench: %s\n", vf_extractor_errmsg(ex));
-        status = EXIT_FAIL;
-        goto done;
-    }
-    double sorted[1000];
-    memcpy(sorted, ips, (size_t)c->runs * sizeof(double));
-    qsort(sorted, (size_t)c->runs, sizeof(double), cmp_double);
-    double median = sorted[c->runs / 2];
-    if (c->json) {
-        printf("{\"model\":");
-        json_string(info.name);
-        printf(",\"layer\":");
-        json_string(info.layer);
-        printf(",\"feature_dim\":%d,\"device\":\"cpu\",\"backend\":", info.feature_dim);
-        json_string(info.backend);
-        printf(",\"precision\":\"%s\",\"batch\":%d,\"threads\":%d,\"images_per_run\":%d,"
-               "\"runs\":%d,\"infer_fps\":%.3f,\"infer_fps_min\":%.3f,\"infer_fps_max\":%.3f,"
-               "\"all_fps\":[",
-               vf_precision_str(info.precision), info.batch_size, c->cfg.n_threads, calls * n,
-               c->runs, median, sorted[0], sorted[c->runs - 1]);
-        for (int r = 0; r < c->runs; r++)
-            printf("%s%.3f", r ? "," : "", ips[r]);
-        printf("],\"setup_s\":%.3f,\"first_call_s\":%.3f}\n", setup, first);
-    } else {
-        printf("model      %s (%s, layer %s, %d-d%s)\n", info.name, info.path, info.layer,
-               info.feature_dim, info.pooled ? ", global-average-pooled" : "");
-        printf("backend    %s, %s, batch %d, threads %s\n", info.backend,
-               vf_precision_str(info.precision), info.batch_size,
-               c->cfg.n_threads ? "as set" : "all cores");
-        printf("setup      %.2f s, first batch %.2f s\n", setup, first);
-        printf("inference  %.2f images/s (median of %d runs of %d images; min %.2f, max %.2f)\n",
-               median, c->runs, calls * n, sorted[0], sorted[c->runs - 1]);
-    }
-done:
-    free(images);
-    free(features);
-    free(ips);
-    vf_extractor_free(&ex);
-    return status;
 }
 
 /* ---- extract ------------------------------------------------------------------------------ */
@@ -618,7 +514,7 @@ static void json_append(run_ctx *r, const char *fmt, ...)
 }
 
 /* JSON string escaping into a static-size buffer. */
-static const char *jesc(const char *s, char *buf, size_t size)
+const char *cli_jesc(const char *s, char *buf, size_t size)
 {
     size_t j = 0;
     for (; *s && j + 7 < size; s++) {
@@ -640,7 +536,7 @@ static int on_progress(void *user, int file, const char *path, int64_t done, int
 {
     run_ctx *r = user;
     if (r->tty && r->c->verbosity >= 0) {
-        double el = now_s() - r->t0;
+        double el = cli_now_s() - r->t0;
         int64_t total = r->frames + done;
         double fps = el > 0 ? total / el : 0;
         const char *base = strrchr(path, '/');
@@ -686,11 +582,11 @@ static void on_file(void *user, int file, const vf_file_result *res)
                     "\"seconds\":%.3f,\"decode_fps\":%.2f,\"convert_fps\":%.2f,"
                     "\"infer_fps\":%.2f,\"store_fps\":%.2f,\"width\":%d,\"height\":%d,"
                     "\"rotation\":%d}",
-                    r->json_len ? "," : "", jesc(res->path, e1, sizeof(e1)),
+                    r->json_len ? "," : "", cli_jesc(res->path, e1, sizeof(e1)),
                     res->skipped      ? "skipped"
                     : res->status < 0 ? "failed"
                                       : "done",
-                    jesc(res->error ? res->error : "", e2, sizeof(e2)), (long long)res->frames,
+                    cli_jesc(res->error ? res->error : "", e2, sizeof(e2)), (long long)res->frames,
                     res->seconds, res->decode_fps, res->convert_fps, res->infer_fps, res->store_fps,
                     res->width, res->height, res->rotation);
 }
@@ -755,7 +651,7 @@ static int cmd_extract(cli *c, int argc, char **argv)
     r.p = p;
     r.n_files = inputs.n;
     r.tty = isatty(STDERR_FILENO);
-    r.t0 = now_s();
+    r.t0 = cli_now_s();
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -769,7 +665,7 @@ static int cmd_extract(cli *c, int argc, char **argv)
     atomic_store(&r.finished, 1);
     if (watching)
         pthread_join(watcher, NULL);
-    double seconds = now_s() - r.t0;
+    double seconds = cli_now_s() - r.t0;
     if (rc == VF_ERR_CANCELLED) {
         if (r.tty)
             fprintf(stderr, "\r\033[K");
@@ -805,175 +701,6 @@ static int cmd_extract(cli *c, int argc, char **argv)
     for (int i = 0; i < inputs.n; i++)
         free(inputs.items[i]);
     free(inputs.items);
-    return status;
-}
-
-/* ---- bench FILE: the real pipeline, one child process per configuration ---------------- */
-
-typedef struct bench_result {
-    int ok;
-    int64_t frames;
-    double seconds, decode_fps, convert_fps, infer_fps, store_fps;
-    long peak_kb; /* the child's own peak resident memory */
-    char error[512];
-} bench_result;
-
-static void bench_file_done(void *user, int file, const vf_file_result *r)
-{
-    bench_result *b = user;
-    (void)file;
-    b->ok = r->status >= 0;
-    b->frames = r->frames;
-    b->seconds = r->seconds;
-    b->decode_fps = r->decode_fps;
-    b->convert_fps = r->convert_fps;
-    b->infer_fps = r->infer_fps;
-    b->store_fps = r->store_fps;
-    snprintf(b->error, sizeof(b->error), "%s", r->error ? r->error : "");
-}
-
-/* Run the pipeline on path in a child process (so that its peak memory is its own). */
-static int bench_one(const cli *c, const char *path, bench_result *out, long *peak_kb)
-{
-    int fd[2];
-    memset(out, 0, sizeof(*out));
-    if (pipe(fd) != 0)
-        return -1;
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        close(fd[0]);
-        bench_result r;
-        memset(&r, 0, sizeof(r));
-        /* Store into a scratch database, so that the store stage is measured too. */
-        const char *dir = getenv("TMPDIR");
-        char db[4096];
-        snprintf(db, sizeof(db), "%s/vidfeat-bench-XXXXXX", dir && *dir ? dir : "/tmp");
-        int tfd = mkstemp(db);
-        if (tfd >= 0)
-            close(tfd);
-        vf_config cfg = c->cfg;
-        cfg.db_path = tfd >= 0 ? db : NULL;
-        cfg.force = 1;
-        vf_pipeline *p = NULL;
-        if (vf_pipeline_create(&cfg, &p) < 0) {
-            snprintf(r.error, sizeof(r.error), "%s", vf_pipeline_errmsg(p));
-        } else {
-            vf_run_hooks hooks = {&r, NULL, bench_file_done, NULL};
-            const char *paths[1] = {path};
-            if (vf_pipeline_run(p, paths, 1, &hooks) < 0)
-                snprintf(r.error, sizeof(r.error), "%s", vf_pipeline_errmsg(p));
-        }
-        vf_pipeline_free(&p);
-        if (tfd >= 0) {
-            char side[4200];
-            unlink(db);
-            snprintf(side, sizeof(side), "%s-wal", db);
-            unlink(side);
-            snprintf(side, sizeof(side), "%s-shm", db);
-            unlink(side);
-        }
-        struct rusage ru;
-        if (getrusage(RUSAGE_SELF, &ru) == 0)
-            r.peak_kb = ru.ru_maxrss;
-        ssize_t w = write(fd[1], &r, sizeof(r));
-        _exit(w == (ssize_t)sizeof(r) ? 0 : 1);
-    }
-    close(fd[1]);
-    ssize_t got = read(fd[0], out, sizeof(*out));
-    close(fd[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    *peak_kb = out->peak_kb;
-    if (got != (ssize_t)sizeof(*out)) {
-        snprintf(out->error, sizeof(out->error), "the benchmark process died");
-        return -1;
-    }
-    return 0;
-}
-
-static void cpu_name(char *buf, size_t size)
-{
-    snprintf(buf, size, "CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[512];
-    while (f && fgets(line, sizeof(line), f)) {
-        if (!strncmp(line, "model name", 10)) {
-            char *v = strchr(line, ':');
-            if (v) {
-                v += 1 + strspn(v + 1, " \t");
-                v[strcspn(v, "\n")] = '\0';
-                snprintf(buf, size, "%s", v);
-            }
-            break;
-        }
-    }
-    if (f)
-        fclose(f);
-}
-
-static int cmd_bench(cli *c, int argc, char **argv)
-{
-    int nb = c->n_batches ? c->n_batches : 1, np = c->n_precisions ? c->n_precisions : 1;
-    if (!c->n_batches)
-        c->batches[0] = c->cfg.batch_size;
-    if (!c->n_precisions)
-        c->precisions[0] = c->cfg.precision;
-    if (c->infer_only ? argc != 0 : argc != 1) {
-        fprintf(stderr, "vidfeat: bench: %s\n",
-                c->infer_only ? "--infer-only takes no file" : "expected one video file");
-        return EXIT_USAGE;
-    }
-    int status = EXIT_OK;
-    char cpu[256];
-    cpu_name(cpu, sizeof(cpu));
-    if (!c->infer_only && !c->json)
-        printf("%s, %s threads; %s\n%-6s %-5s %5s %10s %8s %8s %8s %8s %8s %9s\n", cpu,
-               c->cfg.n_threads ? "set" : "all", argv[0], "device", "prec", "batch", "end-to-end",
-               "decode", "convert", "infer", "store", "peak MB", "vs batch1");
-    for (int pi = 0; pi < np; pi++) {
-        double base = 0.0; /* end-to-end frames/s at batch 1, for the speed-up */
-        for (int bi = 0; bi < nb; bi++) {
-            c->cfg.batch_size = c->batches[bi];
-            c->cfg.precision = c->precisions[pi];
-            if (c->infer_only) {
-                status |= bench_infer(c);
-                continue;
-            }
-            bench_result r;
-            long peak = 0;
-            if (bench_one(c, argv[0], &r, &peak) < 0 || !r.ok) {
-                fprintf(stderr, "vidfeat: bench: %s: %s\n", argv[0],
-                        r.error[0] ? r.error : "failed");
-                status = EXIT_FAIL;
-                continue;
-            }
-            double e2e = r.seconds > 0 ? r.frames / r.seconds : 0.0;
-            if (c->batches[bi] == 1)
-                base = e2e;
-            const char *dev = c->cfg.backend && !strcmp(c->cfg.backend, "gpu") ? "gpu" : "cpu";
-            if (c->json) {
-                char e1[512];
-                printf("{\"device\":\"%s\",\"device_name\":\"%s\",\"precision\":\"%s\",\"batch\":"
-                       "%d,\"threads\":%d,\"frames\":%lld,\"end_to_end_fps\":%.3f,"
-                       "\"decode_fps\":%.3f,\"convert_fps\":%.3f,\"infer_fps\":%.3f,"
-                       "\"store_fps\":%.3f,\"peak_rss_mb\":%.1f,\"speedup_vs_batch1\":%.3f}\n",
-                       dev, jesc(cpu, e1, sizeof(e1)), vf_precision_str(c->cfg.precision),
-                       c->cfg.batch_size, c->cfg.n_threads, (long long)r.frames, e2e, r.decode_fps,
-                       r.convert_fps, r.infer_fps, r.store_fps, peak / 1024.0,
-                       base > 0 ? e2e / base : 0.0);
-            } else {
-                char speed[32] = "-";
-                if (base > 0)
-                    snprintf(speed, sizeof(speed), "%.2fx", e2e / base);
-                printf("%-6s %-5s %5d %10.2f %8.1f %8.1f %8.2f %8.0f %9.0f %9s\n", dev,
-                       vf_precision_str(c->cfg.precision), c->cfg.batch_size, e2e, r.decode_fps,
-                       r.convert_fps, r.infer_fps, r.store_fps, peak / 1024.0, speed);
-            }
-            fflush(stdout);
-        }
-    }
     return status;
 }
 
@@ -1017,18 +744,18 @@ static int cmd_models(cli *c)
         const vf_model_entry *e = vf_model_list_get(list, i);
         if (c->json) {
             printf("%s{\"name\":", i ? "," : "");
-            json_string(e->name);
+            cli_json_string(e->name);
             printf(",\"input_size\":%d,\"layers\":", e->input_size);
-            json_string(e->layers);
+            cli_json_string(e->layers);
             printf(",\"file\":");
-            json_string(e->file);
+            cli_json_string(e->file);
             printf(",\"found\":");
             if (e->found)
-                json_string(e->found);
+                cli_json_string(e->found);
             else
                 printf("null");
             printf(",\"manifest\":");
-            json_string(e->manifest);
+            cli_json_string(e->manifest);
             printf("}");
         } else {
             if (e->found)
@@ -1074,12 +801,19 @@ int main(int argc, char **argv)
     vf_set_log_callback(log_to_stderr, NULL, level);
     int n_args = argc - shift - optind;
     char **args = argv + shift + optind;
+    if (strcmp(cmd, "bench") && (c.all_devices || c.plot || c.infer_only)) {
+        fprintf(stderr, "vidfeat: %s is for bench\n",
+                c.all_devices ? "--device all"
+                : c.plot      ? "--plot"
+                              : "--infer-only");
+        return EXIT_USAGE;
+    }
     if (!strcmp(cmd, "extract"))
         return cmd_extract(&c, n_args, args);
     if (!strcmp(cmd, "info"))
         return cmd_info(n_args, args);
     if (!strcmp(cmd, "bench"))
-        return cmd_bench(&c, n_args, args);
+        return cli_bench(&c, n_args, args);
     if (n_args > 0) {
         fprintf(stderr, "vidfeat: %s: unexpected argument '%s'\n", cmd, args[0]);
         return EXIT_USAGE;

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import xml.etree.ElementTree as ET
 
 
 def run(*args):
@@ -66,18 +67,62 @@ def main():
 
         r = run(exe, "models", "--models-dir", models)
         check(r.returncode == 0 and "vgg19" in r.stdout and "inception_v3" in r.stdout, r.stdout)
-        r = run(exe, "bench", "--model", tiny, "--batch", "1,4", "--json", clip)
+        # bench: the per-frame baseline first, then each batch; a runs table; an SVG chart
+        bench_db, svg = os.path.join(tmp, "bench.db"), os.path.join(tmp, "bench.svg")
+        r = run(exe, "bench", "--model", tiny, "--batch", "1,4", "--json", "-o", bench_db,
+                "--plot", svg, clip)
         rows = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
-        check(r.returncode == 0 and len(rows) == 2, "bench: %d %r" % (r.returncode, r.stderr))
+        check(r.returncode == 0 and len(rows) == 3, "bench: %d %r" % (r.returncode, r.stderr))
         for row in rows:
-            for key in ("device", "precision", "batch", "infer_fps", "end_to_end_fps",
-                        "decode_fps", "convert_fps", "store_fps", "peak_rss_mb"):
+            for key in ("device", "device_name", "precision", "batch", "threads", "infer_fps",
+                        "end_to_end_fps", "decode_fps", "convert_fps", "store_fps",
+                        "peak_rss_mb", "speedup_vs_per_frame"):
                 check(key in row, "bench json lacks %s" % key)
-            check(row["frames"] == 20 and row["peak_rss_mb"] > 1, row)
-        check([row["batch"] for row in rows] == [1, 4], rows)
-        r = run(exe, "bench", "--infer-only", "--model", tiny, "--batch", "2", "--runs", "1",
+            check(row["frames"] == 20 and row["peak_rss_mb"] > 1 and row["device"] == "cpu", row)
+            check(row["end_to_end_fps"] > 0 and row["speedup_vs_per_frame"] > 0, row)
+        check([(row["mode"], row["batch"]) for row in rows] ==
+              [("per_frame", 1), ("pipeline", 1), ("pipeline", 4)], rows)
+        check(rows[0]["speedup_vs_per_frame"] == 1.0, rows[0])
+        con = sqlite3.connect(bench_db)
+        runs = con.execute("SELECT mode, batch_size, frames, device, model, input,"
+                           " end_to_end_fps FROM runs ORDER BY id").fetchall()
+        con.close()
+        check([(m, b, f, d) for m, b, f, d, _, _, _ in runs] ==
+              [("per_frame", 1, 20, "cpu"), ("pipeline", 1, 20, "cpu"), ("pipeline", 4, 20, "cpu")],
+              runs)
+        check(all(m == "tiny_cnn" and i == clip and fps > 0 for _, _, _, _, m, i, fps in runs),
+              runs)
+        r = run(exe, "info", bench_db)
+        check(r.returncode == 0 and "benchmark runs" in r.stdout and "per_frame" in r.stdout,
+              r.stdout)
+        root = ET.parse(svg).getroot()
+        ns = "{http://www.w3.org/2000/svg}"
+        bars = [e for e in root.iter(ns + "rect") if e.find(ns + "title") is not None]
+        check(len(bars) == 3 and all(float(b.get("height")) > 0 for b in bars),
+              "3 bars in the chart: %d" % len(bars))
+        labels = [t.text for t in root.iter(ns + "text")]
+        check("per-frame" in labels and "batch 4" in labels and "cpu f32" in labels, labels)
+
+        r = run(exe, "bench", "--infer-only", "--model", tiny, "--batch", "1,2", "--runs", "3",
                 "--json")
-        check(r.returncode == 0 and json.loads(r.stdout)["infer_fps"] > 0, r.stdout)
+        rows = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
+        check(r.returncode == 0 and len(rows) == 2, r.stdout + r.stderr)
+        check(all(row["infer_fps"] > 0 and len(row["all_fps"]) == 3 and
+                  row["mode"] == "infer_only" for row in rows), rows)
+        check(rows[0]["speedup_vs_per_frame"] == 1.0, rows)
+        r = run(exe, "bench", "--infer-only", "--model", tiny, "--runs", "1")
+        check(r.returncode == 0 and "infer_only" in r.stdout and "vs per-frame" in r.stdout,
+              r.stdout)
+        r = run(exe, "bench", "--device", "gpu", "--infer-only", "--model", tiny, "--runs", "1")
+        if r.returncode == 1:  # no CUDA in this build, or no GPU: one line, named
+            check(len(r.stderr.strip().splitlines()) == 1 and "gpu" in r.stderr, r.stderr)
+        r = run(exe, "bench", "--device", "all", "--infer-only", "--model", tiny, "--runs", "1",
+                "--json")
+        check(r.returncode == 0 and json.loads(r.stdout.splitlines()[0])["device"] == "cpu",
+              r.stdout + r.stderr)
+        for bad in (["--plot", svg, clip], ["--device", "all", clip], ["--infer-only", clip]):
+            r = run(exe, "--model", tiny, *bad)
+            check(r.returncode == 2 and "is for bench" in r.stderr, "%s: %s" % (bad, r.stderr))
         r = run(exe, "--model", tiny, "--batch", "1,4", clip)
         check(r.returncode == 2, "a batch list outside bench: exit %d" % r.returncode)
 

@@ -5,6 +5,7 @@ exit 1, and a database vidfeat cannot use is left untouched.
 usage: test_db_errors.py VIDFEAT MODELS_DIR SAMPLES_DIR
 """
 import hashlib
+import json
 import os
 import shutil
 import sqlite3
@@ -90,6 +91,35 @@ def main():
         # ...and once the other writer is gone, the same database works
         r = run(exe, model, locked, clip)
         check(r.returncode == 0, "after unlock: %r" % r.stderr)
+
+        # an older schema (1: before the runs table) is readable as it is and migrated in place
+        # on the first write, its rows kept and its finished files still recognised as done
+        old = os.path.join(tmp, "v1.db")
+        check(run(exe, model, old, clip).returncode == 0, "creating v1.db")
+        con = sqlite3.connect(old)
+        con.execute("DROP TABLE runs")
+        con.execute("PRAGMA user_version=1")
+        con.commit()
+        con.close()
+        r = subprocess.run([exe, "info", old], capture_output=True, text=True)
+        check(r.returncode == 0 and "schema 1" in r.stdout and "20 vectors" in r.stdout,
+              "info on v1: %r %r" % (r.stdout, r.stderr))
+        rotated = os.path.join(samples, "rotated90_64x48.mp4")
+        r = subprocess.run([exe, "--model", model, "-o", old, "-v", "--json", clip, rotated],
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0 and "migrated" in r.stderr, "migrating: %r" % r.stderr)
+        con = sqlite3.connect(old)
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        tables = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        rows = con.execute("SELECT count(*) FROM features").fetchone()[0]
+        done = con.execute("SELECT count(*) FROM extractions WHERE status='done'").fetchone()[0]
+        con.close()
+        check(version == 2 and "runs" in tables, "after migration: %d %s" % (version, tables))
+        summary = json.loads(r.stdout)
+        check(summary["skipped"] == 1 and summary["done"] == 1, summary)
+        check(rows == 20 + summary["frames"] and done == 2,
+              "after migration: %d rows, %d done" % (rows, done))
+        print("ok schema 1 migrated to 2")
     finally:
         os.chmod(tmp, stat.S_IRWXU)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -46,6 +46,7 @@ typedef struct dbuf {
     int first, last; /* steps that touch it */
     size_t size, offset;
     void *owned; /* BUF_CONST: storage we allocated (NULL when borrowing the graph's) */
+    int value;   /* BUF_CONST: the graph value it holds; -1 otherwise */
 } dbuf;
 
 typedef struct step {
@@ -64,6 +65,26 @@ typedef struct cache_entry {
     int src, dst;
 } cache_entry;
 
+/* One compiled network for one batch size. The plans of a backend share the weights (where
+ * their layouts agree), the arena, the scratchpad and the staging buffers: runs never overlap. */
+typedef struct plan {
+    int batch;
+    int *vbuf; /* value -> buffer */
+    dbuf *bufs;
+    int n_bufs, cap_bufs;
+    step *steps;
+    int n_steps, cap_steps;
+    cache_entry *cache; /* reorders already made: (src buffer, dst buffer) */
+    int n_cache, cap_cache;
+    size_t arena_size;
+    int in_buf, out_buf;
+    size_t in_size, out_size; /* bytes for a full batch */
+} plan;
+
+/* plans[0] runs full batches; plans[1], when there is one, runs short batches (the end of a
+ * run) for a quarter of the cost instead of a full batch's worth of padding. */
+#define MAX_PLANS 2
+
 typedef struct dnnl_ctx {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
@@ -73,21 +94,15 @@ typedef struct dnnl_ctx {
     const vf_graph *g;
     vf_graph *owner_view; /* the same graph, for releasing weights (release_weights) */
     int release_weights;
-    int batch;
-    int *vbuf; /* value -> buffer */
-    dbuf *bufs;
-    int n_bufs, cap_bufs;
-    step *steps;
-    int n_steps, cap_steps;
-    cache_entry *cache; /* reorders already made: (src buffer, dst buffer) */
-    int n_cache, cap_cache;
+    int last_plan; /* the plan being built is the last: graph constants may go */
+    plan plans[MAX_PLANS];
+    int n_plans;
+    plan *p; /* the plan being built or run */
     void *arena;
-    size_t arena_size;
+    size_t arena_size; /* the largest plan's */
     void *scratch;
     size_t scratch_size;
-    int in_buf, out_buf;
-    float *stage_in, *stage_out; /* the plan's input and output memory */
-    size_t in_size, out_size;    /* bytes for a full batch */
+    float *stage_in, *stage_out; /* the plans' input and output memory */
     const char *node;            /* node being prepared, for messages */
     char *summary;
 } dnnl_ctx;
@@ -169,26 +184,32 @@ fail:
     return rc;
 }
 
+static void destroy_plan(plan *p)
+{
+    for (int i = 0; i < p->n_steps; i++) {
+        if (p->steps[i].prim)
+            dnnl_primitive_destroy(p->steps[i].prim);
+        if (p->steps[i].scratch)
+            dnnl_memory_destroy(p->steps[i].scratch);
+    }
+    for (int i = 0; i < p->n_bufs; i++) {
+        if (p->bufs[i].mem)
+            dnnl_memory_destroy(p->bufs[i].mem);
+        vfi_free(p->bufs[i].owned);
+    }
+    vfi_free(p->steps);
+    vfi_free(p->bufs);
+    vfi_free(p->cache);
+    vfi_free(p->vbuf);
+}
+
 static void dnnl_destroy(vf_backend *b)
 {
     dnnl_ctx *c = b->ctx;
     if (!c)
         return;
-    for (int i = 0; i < c->n_steps; i++) {
-        if (c->steps[i].prim)
-            dnnl_primitive_destroy(c->steps[i].prim);
-        if (c->steps[i].scratch)
-            dnnl_memory_destroy(c->steps[i].scratch);
-    }
-    for (int i = 0; i < c->n_bufs; i++) {
-        if (c->bufs[i].mem)
-            dnnl_memory_destroy(c->bufs[i].mem);
-        vfi_free(c->bufs[i].owned);
-    }
-    vfi_free(c->steps);
-    vfi_free(c->bufs);
-    vfi_free(c->cache);
-    vfi_free(c->vbuf);
+    for (int i = 0; i < MAX_PLANS; i++)
+        destroy_plan(&c->plans[i]);
     vfi_free(c->arena);
     vfi_free(c->scratch);
     vfi_free(c->stage_in);
@@ -207,23 +228,24 @@ static void dnnl_destroy(vf_backend *b)
 static vf_status new_buf(vf_backend *b, const dnnl_memory_desc_t *md, enum buf_kind kind, int *out)
 {
     dnnl_ctx *c = b->ctx;
-    if (c->n_bufs == c->cap_bufs) {
-        int cap = c->cap_bufs ? 2 * c->cap_bufs : 256;
-        dbuf *nb = vfi_realloc(c->bufs, (size_t)cap * sizeof(*nb));
+    if (c->p->n_bufs == c->p->cap_bufs) {
+        int cap = c->p->cap_bufs ? 2 * c->p->cap_bufs : 256;
+        dbuf *nb = vfi_realloc(c->p->bufs, (size_t)cap * sizeof(*nb));
         if (!nb)
             return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
-        c->bufs = nb;
-        c->cap_bufs = cap;
+        c->p->bufs = nb;
+        c->p->cap_bufs = cap;
     }
-    dbuf *d = &c->bufs[c->n_bufs];
+    dbuf *d = &c->p->bufs[c->p->n_bufs];
     memset(d, 0, sizeof(*d));
     d->md = *md;
     d->kind = kind;
     d->parent = -1;
+    d->value = -1;
     d->first = INT32_MAX;
     d->last = -1;
     d->size = dnnl_memory_desc_get_size(md);
-    *out = c->n_bufs++;
+    *out = c->p->n_bufs++;
     return VF_OK;
 }
 
@@ -231,14 +253,14 @@ static vf_status new_view(vf_backend *b, int parent, const dnnl_memory_desc_t *m
 {
     vf_status rc = new_buf(b, md, BUF_VIEW, out);
     if (rc >= 0)
-        ((dnnl_ctx *)b->ctx)->bufs[*out].parent = parent;
+        ((dnnl_ctx *)b->ctx)->p->bufs[*out].parent = parent;
     return rc;
 }
 
 static void touch(dnnl_ctx *c, int buf, int at)
 {
-    for (; buf >= 0; buf = c->bufs[buf].parent) {
-        dbuf *d = &c->bufs[buf];
+    for (; buf >= 0; buf = c->p->bufs[buf].parent) {
+        dbuf *d = &c->p->bufs[buf];
         d->first = at < d->first ? at : d->first;
         d->last = at > d->last ? at : d->last;
         if (d->kind != BUF_VIEW)
@@ -252,15 +274,15 @@ static vf_status add_step(vf_backend *b, const_dnnl_primitive_desc_t pd, int n_a
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
-    if (c->n_steps == c->cap_steps) {
-        int cap = c->cap_steps ? 2 * c->cap_steps : 256;
-        step *ns = vfi_realloc(c->steps, (size_t)cap * sizeof(*ns));
+    if (c->p->n_steps == c->p->cap_steps) {
+        int cap = c->p->cap_steps ? 2 * c->p->cap_steps : 256;
+        step *ns = vfi_realloc(c->p->steps, (size_t)cap * sizeof(*ns));
         if (!ns)
             return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
-        c->steps = ns;
-        c->cap_steps = cap;
+        c->p->steps = ns;
+        c->p->cap_steps = cap;
     }
-    step *s = &c->steps[c->n_steps];
+    step *s = &c->p->steps[c->p->n_steps];
     memset(s, 0, sizeof(*s));
     s->fill_buf = -1;
     if (pd) {
@@ -281,9 +303,9 @@ static vf_status add_step(vf_backend *b, const_dnnl_primitive_desc_t pd, int n_a
     for (int i = 0; i < n_args; i++) {
         s->arg_kind[i] = kinds[i];
         s->arg_buf[i] = bufs[i];
-        touch(c, bufs[i], c->n_steps);
+        touch(c, bufs[i], c->p->n_steps);
     }
-    c->n_steps++;
+    c->p->n_steps++;
 fail:
     return rc;
 }
@@ -295,10 +317,10 @@ static vf_status add_fill(vf_backend *b, int buf, float value)
     if (rc < 0)
         return rc;
     dnnl_ctx *c = b->ctx;
-    step *s = &c->steps[c->n_steps - 1];
+    step *s = &c->p->steps[c->p->n_steps - 1];
     s->fill_buf = buf;
     s->fill_value = value;
-    touch(c, buf, c->n_steps - 1);
+    touch(c, buf, c->p->n_steps - 1);
     return VF_OK;
 }
 
@@ -381,7 +403,7 @@ fail:
     return rc;
 }
 
-/* Row-major ("plain") descriptor over dims with the batch set to c->batch. */
+/* Row-major ("plain") descriptor over dims with the batch set to c->p->batch. */
 static vf_status plain_md(vf_backend *b, const vf_value *v, dnnl_data_type_t dt,
                           dnnl_memory_desc_t *md)
 {
@@ -390,7 +412,7 @@ static vf_status plain_md(vf_backend *b, const vf_value *v, dnnl_data_type_t dt,
     dnnl_dims_t dims, strides;
     int64_t s = 1;
     for (int i = v->rank - 1; i >= 0; i--) {
-        dims[i] = (i == 0 && v->is_batched) ? c->batch : v->dims[i];
+        dims[i] = (i == 0 && v->is_batched) ? c->p->batch : v->dims[i];
         strides[i] = s;
         s *= dims[i];
     }
@@ -403,7 +425,7 @@ fail:
 static void value_dims(const dnnl_ctx *c, const vf_value *v, dnnl_dims_t dims)
 {
     for (int i = 0; i < v->rank; i++)
-        dims[i] = (i == 0 && v->is_batched) ? c->batch : v->dims[i];
+        dims[i] = (i == 0 && v->is_batched) ? c->p->batch : v->dims[i];
 }
 
 /* A buffer holding buffer src's data in layout `want`: src itself, a cached copy, or a new
@@ -413,13 +435,14 @@ static vf_status ensure_md(vf_backend *b, int src, const dnnl_memory_desc_t *wan
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     dnnl_primitive_desc_t pd = NULL;
-    if (dnnl_memory_desc_equal(&c->bufs[src].md, want)) {
+    if (dnnl_memory_desc_equal(&c->p->bufs[src].md, want)) {
         *out = src;
         return VF_OK;
     }
-    for (int i = 0; i < c->n_cache; i++) {
-        if (c->cache[i].src == src && dnnl_memory_desc_equal(&c->bufs[c->cache[i].dst].md, want)) {
-            *out = c->cache[i].dst;
+    for (int i = 0; i < c->p->n_cache; i++) {
+        if (c->p->cache[i].src == src &&
+            dnnl_memory_desc_equal(&c->p->bufs[c->p->cache[i].dst].md, want)) {
+            *out = c->p->cache[i].dst;
             return VF_OK;
         }
     }
@@ -427,24 +450,24 @@ static vf_status ensure_md(vf_backend *b, int src, const dnnl_memory_desc_t *wan
     TRY(new_buf(b, want, BUF_ARENA, &dst));
     dnnl_primitive_attr_t attr = NULL;
     TRY(make_attr(b, NULL, &attr));
-    dnnl_status_t s =
-        dnnl_reorder_primitive_desc_create(&pd, &c->bufs[src].md, c->engine, want, c->engine, attr);
+    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, &c->p->bufs[src].md, c->engine, want,
+                                                         c->engine, attr);
     dnnl_primitive_attr_destroy(attr);
     CHECK(s);
     int kinds[2] = {DNNL_ARG_FROM, DNNL_ARG_TO}, bufs[2] = {src, dst};
     TRY(add_step(b, pd, 2, kinds, bufs));
-    if (c->n_cache == c->cap_cache) {
-        int cap = c->cap_cache ? 2 * c->cap_cache : 64;
-        cache_entry *nc = vfi_realloc(c->cache, (size_t)cap * sizeof(*nc));
+    if (c->p->n_cache == c->p->cap_cache) {
+        int cap = c->p->cap_cache ? 2 * c->p->cap_cache : 64;
+        cache_entry *nc = vfi_realloc(c->p->cache, (size_t)cap * sizeof(*nc));
         if (!nc) {
             rc = vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
             goto fail;
         }
-        c->cache = nc;
-        c->cap_cache = cap;
+        c->p->cache = nc;
+        c->p->cap_cache = cap;
     }
-    c->cache[c->n_cache].src = src;
-    c->cache[c->n_cache++].dst = dst;
+    c->p->cache[c->p->n_cache].src = src;
+    c->p->cache[c->p->n_cache++].dst = dst;
     *out = dst;
 fail:
     if (pd)
@@ -460,8 +483,8 @@ static vf_status add_reorder(vf_backend *b, int src, int dst)
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_attr_t attr = NULL;
     TRY(make_attr(b, NULL, &attr));
-    CHECK(dnnl_reorder_primitive_desc_create(&pd, &c->bufs[src].md, c->engine, &c->bufs[dst].md,
-                                             c->engine, attr));
+    CHECK(dnnl_reorder_primitive_desc_create(&pd, &c->p->bufs[src].md, c->engine,
+                                             &c->p->bufs[dst].md, c->engine, attr));
     int kinds[2] = {DNNL_ARG_FROM, DNNL_ARG_TO}, bufs[2] = {src, dst};
     TRY(add_step(b, pd, 2, kinds, bufs));
 fail:
@@ -472,7 +495,18 @@ fail:
     return rc;
 }
 
-/* A persistent buffer holding a graph constant in layout `want`, reordered once now. */
+/* The graph's copy of constant vi can go once the last plan holds it (release_weights), unless
+ * another node of the graph still reads it. */
+static void maybe_release(dnnl_ctx *c, int vi)
+{
+    if (c->release_weights && c->last_plan && vfi_graph_count_uses(c->g, vi) == 1) {
+        vfi_free(c->owner_view->values[vi].data);
+        c->owner_view->values[vi].data = NULL;
+    }
+}
+
+/* A persistent buffer holding a graph constant in layout `want`: shared with a plan built
+ * before that holds it in that layout, else reordered once now from the graph's copy. */
 static vf_status upload_const(vf_backend *b, const vf_value *v, const dnnl_memory_desc_t *user_md,
                               const dnnl_memory_desc_t *want, int *out)
 {
@@ -481,9 +515,26 @@ static vf_status upload_const(vf_backend *b, const vf_value *v, const dnnl_memor
     dnnl_memory_t src = NULL;
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_t prim = NULL;
-    int idx;
+    int idx, vi = (int)(v - c->g->values);
     TRY(new_buf(b, want, BUF_CONST, &idx));
-    dbuf *d = &c->bufs[idx];
+    dbuf *d = &c->p->bufs[idx];
+    d->value = vi;
+    for (int k = 0; k < MAX_PLANS; k++) {
+        const plan *q = &c->plans[k];
+        for (int i = 0; q != c->p && i < q->n_bufs; i++) {
+            const dbuf *o = &q->bufs[i];
+            void *handle = NULL;
+            if (o->kind != BUF_CONST || o->value != vi || !dnnl_memory_desc_equal(&o->md, want))
+                continue;
+            CHECK(dnnl_memory_get_data_handle(o->mem, &handle));
+            CHECK(dnnl_memory_create(&d->mem, want, c->engine, handle));
+            *out = idx;
+            maybe_release(c, vi);
+            return VF_OK;
+        }
+    }
+    if (!v->data) /* cannot happen: a plan's constants are all read before any is released */
+        return vfi_fail(&b->err, VF_ERR_INTERNAL, "constant '%s' was released", v->name);
     if (dnnl_memory_desc_equal(user_md, want) && !c->release_weights) {
         /* Same layout: use the graph's storage in place (the graph outlives the backend). */
         CHECK(dnnl_memory_create(&d->mem, want, c->engine, v->data));
@@ -501,12 +552,7 @@ static vf_status upload_const(vf_backend *b, const vf_value *v, const dnnl_memor
     CHECK(dnnl_primitive_execute(prim, c->stream, 2, args));
     CHECK(dnnl_stream_wait(c->stream));
     *out = idx;
-    /* Our copy is made: the graph's can go, unless another node still reads it. */
-    int vi = (int)(v - c->g->values);
-    if (c->release_weights && vfi_graph_count_uses(c->g, vi) == 1) {
-        vfi_free(c->owner_view->values[vi].data);
-        c->owner_view->values[vi].data = NULL;
-    }
+    maybe_release(c, vi);
 fail:
     if (prim)
         dnnl_primitive_destroy(prim);
@@ -577,7 +623,7 @@ static vf_status conv_op(vf_backend *b, const vf_node *nd)
     const dnnl_memory_desc_t *want_w = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *got_dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     int x_buf, w_buf, b_buf = -1, y_buf;
-    TRY(ensure_md(b, c->vbuf[nd->inputs[0]], want_src, &x_buf));
+    TRY(ensure_md(b, c->p->vbuf[nd->inputs[0]], want_src, &x_buf));
     TRY(upload_const(b, wv, &w_user, want_w, &w_buf));
     if (nd->n_inputs > 2)
         TRY(upload_const(b, &g->values[nd->inputs[2]], &b_md, &b_md, &b_buf));
@@ -585,7 +631,7 @@ static vf_status conv_op(vf_backend *b, const vf_node *nd)
     int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
     int bufs[4] = {x_buf, w_buf, y_buf, b_buf};
     TRY(add_step(b, pd, b_buf >= 0 ? 4 : 3, kinds, bufs));
-    c->vbuf[nd->output] = y_buf;
+    c->p->vbuf[nd->output] = y_buf;
 fail:
     if (pd)
         dnnl_primitive_desc_destroy(pd);
@@ -603,7 +649,8 @@ static vf_status fc_op(vf_backend *b, const vf_node *nd)
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL;
     dnnl_memory_desc_t src_md, w_md, b_md, dst_md, w_user;
-    dnnl_dims_t xd = {c->batch, wv->dims[1]}, yd = {c->batch, wv->dims[0]}, bd = {wv->dims[0]};
+    dnnl_dims_t xd = {c->p->batch, wv->dims[1]}, yd = {c->p->batch, wv->dims[0]},
+                bd = {wv->dims[0]};
     dnnl_dims_t wd = {wv->dims[0], wv->dims[1]};
     CHECK(dnnl_memory_desc_init_by_tag(&src_md, 2, xd, c->act_dt, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(&w_md, 2, wd, c->act_dt, dnnl_format_tag_any));
@@ -616,8 +663,8 @@ static vf_status fc_op(vf_backend *b, const vf_node *nd)
                                                nd->n_inputs > 2 ? &b_md : NULL, &dst_md));
     CHECK(dnnl_primitive_desc_create(&pd, &ipd, attr, c->engine, NULL));
     int x_buf, w_buf, b_buf = -1, y_buf;
-    TRY(ensure_md(b, c->vbuf[nd->inputs[0]], dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0),
-                  &x_buf));
+    TRY(ensure_md(b, c->p->vbuf[nd->inputs[0]],
+                  dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), &x_buf));
     TRY(upload_const(b, wv, &w_user, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
                      &w_buf));
     if (nd->n_inputs > 2)
@@ -626,7 +673,7 @@ static vf_status fc_op(vf_backend *b, const vf_node *nd)
     int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
     int bufs[4] = {x_buf, w_buf, y_buf, b_buf};
     TRY(add_step(b, pd, b_buf >= 0 ? 4 : 3, kinds, bufs));
-    c->vbuf[nd->output] = y_buf;
+    c->p->vbuf[nd->output] = y_buf;
 fail:
     if (pd)
         dnnl_primitive_desc_destroy(pd);
@@ -642,7 +689,7 @@ static vf_status eltwise_step(vf_backend *b, int x, int y, dnnl_alg_kind_t alg, 
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     dnnl_eltwise_desc_t ed;
-    CHECK(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, alg, &c->bufs[x].md, alpha,
+    CHECK(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, alg, &c->p->bufs[x].md, alpha,
                                          beta));
     rc = src_dst_step(b, x, y, &ed);
 fail:
@@ -653,8 +700,8 @@ static vf_status act_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
     const vf_act *a = &nd->p.act;
-    int x = c->vbuf[nd->inputs[0]], y;
-    vf_status rc = new_buf(b, &c->bufs[x].md, BUF_ARENA, &y);
+    int x = c->p->vbuf[nd->inputs[0]], y;
+    vf_status rc = new_buf(b, &c->p->bufs[x].md, BUF_ARENA, &y);
     if (rc < 0)
         return rc;
     switch (a->kind) {
@@ -682,7 +729,7 @@ static vf_status act_op(vf_backend *b, const vf_node *nd)
         rc = add_reorder(b, x, y);
         break;
     }
-    c->vbuf[nd->output] = y;
+    c->p->vbuf[nd->output] = y;
     return rc;
 }
 
@@ -708,17 +755,17 @@ static vf_status pool_op(vf_backend *b, const vf_node *nd)
     dnnl_alg_kind_t alg = p->kind == VF_POOL_MAX ? dnnl_pooling_max
                           : p->count_include_pad ? dnnl_pooling_avg_include_padding
                                                  : dnnl_pooling_avg_exclude_padding;
-    int x = c->vbuf[nd->inputs[0]], y;
+    int x = c->p->vbuf[nd->inputs[0]], y;
     CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 4, yd, c->act_dt, dnnl_format_tag_any));
     dnnl_pooling_v2_desc_t pdsc;
-    CHECK(dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, alg, &c->bufs[x].md,
+    CHECK(dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, alg, &c->p->bufs[x].md,
                                             &dst_md, strides, kernel, dil, pl, pr));
     TRY(make_attr(b, NULL, &attr));
     CHECK(dnnl_primitive_desc_create(&pd, &pdsc, attr, c->engine, NULL));
     TRY(new_buf(b, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), BUF_ARENA, &y));
     int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, bufs[2] = {x, y};
     TRY(add_step(b, pd, 2, kinds, bufs));
-    c->vbuf[nd->output] = y;
+    c->p->vbuf[nd->output] = y;
 fail:
     if (pd)
         dnnl_primitive_desc_destroy(pd);
@@ -748,11 +795,11 @@ static vf_status binary_op(vf_backend *b, const vf_node *nd)
     if (vfi_value_numel(av) != vfi_value_numel(yv))
         return vfi_fail(&b->err, VF_ERR_UNSUPPORTED, "node '%s': both operands broadcast",
                         nd->name);
-    int x0 = c->vbuf[i0], x1, y;
+    int x0 = c->p->vbuf[i0], x1, y;
     if (bv->is_batched) {
-        x1 = c->vbuf[i1];
+        x1 = c->p->vbuf[i1];
         if (vfi_value_numel(bv) == vfi_value_numel(av))
-            TRY(ensure_md(b, x1, &c->bufs[x0].md, &x1));
+            TRY(ensure_md(b, x1, &c->p->bufs[x0].md, &x1));
     } else {
         /* A constant, aligned to the output's rank with leading 1s, in the activation type. */
         vf_value aligned = *bv;
@@ -769,14 +816,14 @@ static vf_status binary_op(vf_backend *b, const vf_node *nd)
     }
     static const dnnl_alg_kind_t algs[] = {dnnl_binary_add, dnnl_binary_sub, dnnl_binary_mul,
                                            dnnl_binary_div};
-    TRY(new_buf(b, &c->bufs[x0].md, BUF_ARENA, &y));
+    TRY(new_buf(b, &c->p->bufs[x0].md, BUF_ARENA, &y));
     dnnl_binary_desc_t bd;
-    CHECK(dnnl_binary_desc_init(&bd, algs[nd->p.binary], &c->bufs[x0].md, &c->bufs[x1].md,
-                                &c->bufs[y].md));
+    CHECK(dnnl_binary_desc_init(&bd, algs[nd->p.binary], &c->p->bufs[x0].md, &c->p->bufs[x1].md,
+                                &c->p->bufs[y].md));
     TRY(make_attr(b, NULL, &attr));
     int kinds[3] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST}, bufs[3] = {x0, x1, y};
     TRY(add_prim(b, &bd, attr, 3, kinds, bufs, NULL));
-    c->vbuf[nd->output] = y;
+    c->p->vbuf[nd->output] = y;
 fail:
     if (attr)
         dnnl_primitive_attr_destroy(attr);
@@ -812,9 +859,9 @@ static vf_status concat_op(vf_backend *b, const vf_node *nd)
         goto fail;
     }
     for (int i = 0; i < n; i++) {
-        bufs[i] = c->vbuf[nd->inputs[i]];
+        bufs[i] = c->p->vbuf[nd->inputs[i]];
         kinds[i] = DNNL_ARG_MULTIPLE_SRC + i;
-        mds[i] = c->bufs[bufs[i]].md;
+        mds[i] = c->p->bufs[bufs[i]].md;
     }
     /* Inputs in different layouts send oneDNN to its slow reference concat: bring 4-D inputs
      * to channels-last (what its convolutions use on this class of CPU) when they differ. */
@@ -838,7 +885,7 @@ static vf_status concat_op(vf_backend *b, const vf_node *nd)
     kinds[n] = DNNL_ARG_DST;
     bufs[n] = y;
     TRY(add_step(b, pd, n + 1, kinds, bufs));
-    c->vbuf[nd->output] = y;
+    c->p->vbuf[nd->output] = y;
 fail:
     if (pd)
         dnnl_primitive_desc_destroy(pd);
@@ -871,10 +918,10 @@ static vf_status concat_wide_op(vf_backend *b, const vf_node *nd)
         int view;
         CHECK(dnnl_memory_desc_init_submemory(&sub, &ymd, xd, offsets));
         TRY(new_view(b, y, &sub, &view));
-        TRY(add_reorder(b, c->vbuf[nd->inputs[i]], view));
+        TRY(add_reorder(b, c->p->vbuf[nd->inputs[i]], view));
         offsets[nd->p.axis] += xv->dims[nd->p.axis];
     }
-    c->vbuf[nd->output] = y;
+    c->p->vbuf[nd->output] = y;
 fail:
     return rc;
 }
@@ -884,8 +931,8 @@ static vf_status softmax_lrn_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
-    int x = c->vbuf[nd->inputs[0]], y;
-    const dnnl_memory_desc_t *md = &c->bufs[x].md;
+    int x = c->p->vbuf[nd->inputs[0]], y;
+    const dnnl_memory_desc_t *md = &c->p->bufs[x].md;
     dnnl_softmax_desc_t sd;
     dnnl_lrn_desc_t ld;
     const_dnnl_op_desc_t desc = &sd;
@@ -899,7 +946,7 @@ static vf_status softmax_lrn_op(vf_backend *b, const vf_node *nd)
     }
     TRY(new_buf(b, md, BUF_ARENA, &y));
     TRY(src_dst_step(b, x, y, desc));
-    c->vbuf[nd->output] = y;
+    c->p->vbuf[nd->output] = y;
 fail:
     return rc;
 }
@@ -921,8 +968,8 @@ static vf_status pad_op(vf_backend *b, const vf_node *nd)
     TRY(add_fill(b, y, nd->p.pad.value));
     CHECK(dnnl_memory_desc_init_submemory(&sub, &ymd, xd, offsets));
     TRY(new_view(b, y, &sub, &view));
-    TRY(add_reorder(b, c->vbuf[nd->inputs[0]], view));
-    c->vbuf[nd->output] = y;
+    TRY(add_reorder(b, c->p->vbuf[nd->inputs[0]], view));
+    c->p->vbuf[nd->output] = y;
 fail:
     return rc;
 }
@@ -947,12 +994,12 @@ static vf_status reduce_op(vf_backend *b, const vf_node *nd)
     TRY(plain_md(b, &kept, c->act_dt, &kmd));
     TRY(new_view(b, y, &kmd, &view));
     dnnl_reduction_desc_t rd;
-    int x = c->vbuf[nd->inputs[0]];
-    CHECK(dnnl_reduction_desc_init(&rd, dnnl_reduction_mean, &c->bufs[x].md, &kmd, 0.0f, 0.0f));
+    int x = c->p->vbuf[nd->inputs[0]];
+    CHECK(dnnl_reduction_desc_init(&rd, dnnl_reduction_mean, &c->p->bufs[x].md, &kmd, 0.0f, 0.0f));
     TRY(make_attr(b, NULL, &attr));
     int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, bufs[2] = {x, view};
     TRY(add_prim(b, &rd, attr, 2, kinds, bufs, NULL));
-    c->vbuf[nd->output] = y;
+    c->p->vbuf[nd->output] = y;
 fail:
     if (attr)
         dnnl_primitive_attr_destroy(attr);
@@ -981,8 +1028,8 @@ static vf_status relayout_op(vf_backend *b, const vf_node *nd)
         TRY(plain_md(b, xv, c->act_dt, &vmd));
     }
     TRY(new_view(b, y, &vmd, &view));
-    TRY(add_reorder(b, c->vbuf[nd->inputs[0]], view));
-    c->vbuf[nd->output] = y;
+    TRY(add_reorder(b, c->p->vbuf[nd->inputs[0]], view));
+    c->p->vbuf[nd->output] = y;
 fail:
     return rc;
 }
@@ -997,7 +1044,7 @@ static vf_status gather_op(vf_backend *b, const vf_node *nd)
     dnnl_memory_desc_t xmd, ymd, ext_md;
     int x, y;
     TRY(plain_md(b, xv, c->act_dt, &xmd));
-    TRY(ensure_md(b, c->vbuf[nd->inputs[0]], &xmd, &x));
+    TRY(ensure_md(b, c->p->vbuf[nd->inputs[0]], &xmd, &x));
     TRY(plain_md(b, yv, c->act_dt, &ymd));
     TRY(new_buf(b, &ymd, BUF_ARENA, &y));
     vf_value ext = *xv; /* the output seen with the gathered axis kept */
@@ -1017,7 +1064,7 @@ static vf_status gather_op(vf_backend *b, const vf_node *nd)
         TRY(new_view(b, y, &dmd, &dv));
         TRY(add_reorder(b, sv, dv));
     }
-    c->vbuf[nd->output] = y;
+    c->p->vbuf[nd->output] = y;
 fail:
     return rc;
 }
@@ -1030,21 +1077,21 @@ static vf_status plan_arena(vf_backend *b)
 {
     dnnl_ctx *c = b->ctx;
     int n = 0;
-    int *order = vfi_mallocarray((size_t)c->n_bufs + 1, sizeof(int));
-    int *placed = vfi_mallocarray((size_t)c->n_bufs + 1, sizeof(int));
+    int *order = vfi_mallocarray((size_t)c->p->n_bufs + 1, sizeof(int));
+    int *placed = vfi_mallocarray((size_t)c->p->n_bufs + 1, sizeof(int));
     if (!order || !placed) {
         vfi_free(order);
         vfi_free(placed);
         return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
     }
-    for (int i = 0; i < c->n_bufs; i++) {
-        if (c->bufs[i].kind == BUF_ARENA)
+    for (int i = 0; i < c->p->n_bufs; i++) {
+        if (c->p->bufs[i].kind == BUF_ARENA)
             order[n++] = i;
     }
     /* insertion sort by size, descending (a few hundred buffers) */
     for (int i = 1; i < n; i++) {
         int v = order[i], j = i;
-        while (j > 0 && c->bufs[order[j - 1]].size < c->bufs[v].size) {
+        while (j > 0 && c->p->bufs[order[j - 1]].size < c->p->bufs[v].size) {
             order[j] = order[j - 1];
             j--;
         }
@@ -1054,14 +1101,14 @@ static vf_status plan_arena(vf_backend *b)
     size_t total = 0;
     int n_placed = 0;
     for (int k = 0; k < n; k++) {
-        dbuf *d = &c->bufs[order[k]];
+        dbuf *d = &c->p->bufs[order[k]];
         size_t size = (d->size + align - 1) / align * align;
         size_t at = 0;
         int moved = 1;
         while (moved) {
             moved = 0;
             for (int j = 0; j < n_placed; j++) {
-                const dbuf *o = &c->bufs[placed[j]];
+                const dbuf *o = &c->p->bufs[placed[j]];
                 if (o->last < d->first || d->last < o->first)
                     continue; /* never alive together */
                 size_t osize = (o->size + align - 1) / align * align;
@@ -1078,46 +1125,57 @@ static vf_status plan_arena(vf_backend *b)
     }
     vfi_free(order);
     vfi_free(placed);
-    c->arena_size = total;
+    c->p->arena_size = total;
     return VF_OK;
 }
 
-/* Create every memory object and bind every step's arguments. */
+/* Allocate what the plans share, sized for the largest, then create every memory object and
+ * bind every step's arguments of every plan. */
 static vf_status bind(vf_backend *b)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
-    TRY(plan_arena(b));
+    for (int k = 0; k < c->n_plans; k++) {
+        c->p = &c->plans[k];
+        TRY(plan_arena(b));
+        if (c->p->arena_size > c->arena_size)
+            c->arena_size = c->p->arena_size;
+    }
+    const plan *big = &c->plans[0]; /* the largest batch, so the largest staging */
     c->arena = vfi_aligned_alloc(VF_TENSOR_ALIGN, c->arena_size ? c->arena_size : 64);
     c->scratch = vfi_aligned_alloc(VF_TENSOR_ALIGN, c->scratch_size ? c->scratch_size : 64);
-    c->stage_in = vfi_aligned_alloc(VF_TENSOR_ALIGN, c->in_size);
-    c->stage_out = vfi_aligned_alloc(VF_TENSOR_ALIGN, c->out_size);
+    c->stage_in = vfi_aligned_alloc(VF_TENSOR_ALIGN, big->in_size);
+    c->stage_out = vfi_aligned_alloc(VF_TENSOR_ALIGN, big->out_size);
     if (!c->arena || !c->scratch || !c->stage_in || !c->stage_out)
         return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory for %zu bytes of activations",
                         c->arena_size);
-    memset(c->stage_in, 0, c->in_size);
-    for (int i = 0; i < c->n_bufs; i++) {
-        dbuf *d = &c->bufs[i];
-        if (d->mem)
-            continue; /* constants made theirs already */
-        int root = i;
-        while (c->bufs[root].kind == BUF_VIEW)
-            root = c->bufs[root].parent;
-        void *handle = c->bufs[root].kind == BUF_INPUT    ? c->stage_in
-                       : c->bufs[root].kind == BUF_OUTPUT ? (void *)c->stage_out
-                                                          : (char *)c->arena + c->bufs[root].offset;
-        CHECK(dnnl_memory_create(&d->mem, &d->md, c->engine, handle));
-    }
-    for (int i = 0; i < c->n_steps; i++) {
-        step *s = &c->steps[i];
-        for (int j = 0; j < s->n_args; j++) {
-            s->args[j].arg = s->arg_kind[j];
-            s->args[j].memory = c->bufs[s->arg_buf[j]].mem;
+    memset(c->stage_in, 0, big->in_size);
+    for (int k = 0; k < c->n_plans; k++) {
+        plan *q = &c->plans[k];
+        for (int i = 0; i < q->n_bufs; i++) {
+            dbuf *d = &q->bufs[i];
+            if (d->mem)
+                continue; /* constants made theirs already */
+            int root = i;
+            while (q->bufs[root].kind == BUF_VIEW)
+                root = q->bufs[root].parent;
+            void *handle = q->bufs[root].kind == BUF_INPUT ? c->stage_in
+                           : q->bufs[root].kind == BUF_OUTPUT
+                               ? (void *)c->stage_out
+                               : (char *)c->arena + q->bufs[root].offset;
+            CHECK(dnnl_memory_create(&d->mem, &d->md, c->engine, handle));
         }
-        if (s->scratch) {
-            CHECK(dnnl_memory_set_data_handle(s->scratch, c->scratch));
-            s->args[s->n_args].arg = DNNL_ARG_SCRATCHPAD;
-            s->args[s->n_args].memory = s->scratch;
+        for (int i = 0; i < q->n_steps; i++) {
+            step *st = &q->steps[i];
+            for (int j = 0; j < st->n_args; j++) {
+                st->args[j].arg = st->arg_kind[j];
+                st->args[j].memory = q->bufs[st->arg_buf[j]].mem;
+            }
+            if (st->scratch) {
+                CHECK(dnnl_memory_set_data_handle(st->scratch, c->scratch));
+                st->args[st->n_args].arg = DNNL_ARG_SCRATCHPAD;
+                st->args[st->n_args].memory = st->scratch;
+            }
         }
     }
 fail:
@@ -1131,16 +1189,20 @@ static vf_status make_summary(vf_backend *b)
     c->summary = vfi_malloc(cap);
     if (!c->summary)
         return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
-    len += (size_t)snprintf(c->summary, cap, "dnnl: %d steps, arena %.1f MiB, scratchpad %.1f MiB;",
-                            c->n_steps, c->arena_size / 1048576.0, c->scratch_size / 1048576.0);
+    len += (size_t)snprintf(c->summary, cap, "dnnl: %d steps, arena %.1f MiB, scratchpad %.1f MiB",
+                            c->p->n_steps, c->arena_size / 1048576.0, c->scratch_size / 1048576.0);
+    if (c->n_plans > 1)
+        len += (size_t)snprintf(c->summary + len, cap - len, ", short batches in %d",
+                                c->plans[1].batch);
+    len += (size_t)snprintf(c->summary + len, cap - len, ";");
     /* distinct implementation names with counts */
-    for (int i = 0; i < c->n_steps && len < cap - 64; i++) {
-        const char *impl = c->steps[i].impl;
+    for (int i = 0; i < c->p->n_steps && len < cap - 64; i++) {
+        const char *impl = c->p->steps[i].impl;
         if (!impl)
             continue;
         int seen = 0, count = 0;
-        for (int j = 0; j < c->n_steps; j++) {
-            if (c->steps[j].impl && !strcmp(c->steps[j].impl, impl)) {
+        for (int j = 0; j < c->p->n_steps; j++) {
+            if (c->p->steps[j].impl && !strcmp(c->p->steps[j].impl, impl)) {
                 seen |= j < i;
                 count++;
             }
@@ -1151,33 +1213,29 @@ static vf_status make_summary(vf_backend *b)
     return VF_OK;
 }
 
-static vf_status dnnl_prepare(vf_backend *b, vf_graph *g, int max_batch)
+/* Build c->p: every node's steps for batches of c->p->batch. */
+static vf_status build_plan(vf_backend *b)
 {
     dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
     vf_status rc = VF_OK;
-    if (c->n_threads > 0)
-        omp_set_num_threads(c->n_threads);
-    c->g = g;
-    c->owner_view = g;
-    c->release_weights = b->opts.release_weights;
-    c->batch = max_batch;
-    c->vbuf = vfi_mallocarray((size_t)g->n_values, sizeof(int));
-    if (!c->vbuf)
+    c->p->vbuf = vfi_mallocarray((size_t)g->n_values, sizeof(int));
+    if (!c->p->vbuf)
         return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
     for (int i = 0; i < g->n_values; i++)
-        c->vbuf[i] = -1;
+        c->p->vbuf[i] = -1;
 
     const vf_value *in = &g->values[g->input], *outv = &g->values[g->output];
     dnnl_memory_desc_t md;
     TRY(plain_md(b, in, dnnl_f32, &md));
-    TRY(new_buf(b, &md, BUF_INPUT, &c->in_buf));
-    c->in_size = c->bufs[c->in_buf].size;
+    TRY(new_buf(b, &md, BUF_INPUT, &c->p->in_buf));
+    c->p->in_size = c->p->bufs[c->p->in_buf].size;
     if (c->act_dt != dnnl_f32) {
         dnnl_memory_desc_t conv_md;
         TRY(plain_md(b, in, c->act_dt, &conv_md));
-        TRY(ensure_md(b, c->in_buf, &conv_md, &c->vbuf[g->input]));
+        TRY(ensure_md(b, c->p->in_buf, &conv_md, &c->p->vbuf[g->input]));
     } else {
-        c->vbuf[g->input] = c->in_buf;
+        c->p->vbuf[g->input] = c->p->in_buf;
     }
 
     for (int i = 0; i < g->n_nodes; i++) {
@@ -1229,19 +1287,50 @@ static vf_status dnnl_prepare(vf_backend *b, vf_graph *g, int max_batch)
     }
     c->node = NULL;
     TRY(plain_md(b, outv, dnnl_f32, &md));
-    TRY(new_buf(b, &md, BUF_OUTPUT, &c->out_buf));
-    c->out_size = c->bufs[c->out_buf].size;
-    TRY(add_reorder(b, c->vbuf[g->output], c->out_buf));
+    TRY(new_buf(b, &md, BUF_OUTPUT, &c->p->out_buf));
+    c->p->out_size = c->p->bufs[c->p->out_buf].size;
+    TRY(add_reorder(b, c->p->vbuf[g->output], c->p->out_buf));
+fail:
+    c->node = NULL;
+    return rc;
+}
+
+/* Batches this short or shorter run through the short-batch plan (plans[1]) in chunks when
+ * that costs less than one full batch; a plan is only made for batches of 8 and more. */
+#define SHORT_PLAN_MIN   8
+#define SHORT_PLAN_RATIO 4
+
+static vf_status dnnl_prepare(vf_backend *b, vf_graph *g, int max_batch)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    if (c->n_threads > 0)
+        omp_set_num_threads(c->n_threads);
+    c->g = g;
+    c->owner_view = g;
+    c->release_weights = b->opts.release_weights;
+    c->n_plans = max_batch >= SHORT_PLAN_MIN ? 2 : 1;
+    c->plans[0].batch = max_batch;
+    c->plans[1].batch = max_batch / SHORT_PLAN_RATIO;
+    /* The short plan is built first and keeps the graph's weights; the full plan then shares
+     * its copies where their layouts agree and releases the graph's as it goes, so at no time
+     * are there more than two copies of a weight. */
+    for (int k = c->n_plans - 1; k >= 0; k--) {
+        c->p = &c->plans[k];
+        c->last_plan = k == 0;
+        TRY(build_plan(b));
+    }
     TRY(bind(b));
+    c->p = &c->plans[0];
     TRY(make_summary(b));
 fail:
     c->node = NULL;
     return rc;
 }
 
-static void fill(dnnl_ctx *c, const step *s)
+static void fill(dnnl_ctx *c, const plan *q, const step *s)
 {
-    const dbuf *d = &c->bufs[s->fill_buf];
+    const dbuf *d = &q->bufs[s->fill_buf];
     void *p = (char *)c->arena + d->offset;
     if (s->fill_value == 0.0f) {
         memset(p, 0, d->size);
@@ -1257,34 +1346,56 @@ static void fill(dnnl_ctx *c, const step *s)
     }
 }
 
-static vf_status dnnl_run(vf_backend *b, const float *in, float *out, int n)
+/* Run n <= q->batch images through plan q. */
+static vf_status run_plan(vf_backend *b, const plan *q, const float *in, float *out, int n)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
-    if (n < 1 || n > c->batch)
-        return vfi_fail(&b->err, VF_ERR_INVALID, "batch of %d (plan is for up to %d)", n, c->batch);
-    if (c->n_threads > 0)
-        omp_set_num_threads(c->n_threads);
     /* The plan reads and writes fixed staging buffers (views of the input need a fixed
      * address); copying one batch in and the features out costs under 1% of a forward pass. */
-    memcpy(c->stage_in, in, c->in_size / (size_t)c->batch * (size_t)n);
-    for (int i = 0; i < c->n_steps; i++) {
-        const step *s = &c->steps[i];
+    memcpy(c->stage_in, in, q->in_size / (size_t)q->batch * (size_t)n);
+    for (int i = 0; i < q->n_steps; i++) {
+        const step *s = &q->steps[i];
         if (b->cancel && atomic_load(b->cancel)) {
             dnnl_stream_wait(c->stream);
             return vfi_fail(&b->err, VF_ERR_CANCELLED, "cancelled");
         }
         if (!s->prim) {
-            fill(c, s);
+            fill(c, q, s);
             continue;
         }
         CHECK(
             dnnl_primitive_execute(s->prim, c->stream, s->n_args + (s->scratch ? 1 : 0), s->args));
     }
     CHECK(dnnl_stream_wait(c->stream));
-    memcpy(out, c->stage_out, c->out_size / (size_t)c->batch * (size_t)n);
+    memcpy(out, c->stage_out, q->out_size / (size_t)q->batch * (size_t)n);
 fail:
     return rc;
+}
+
+static vf_status dnnl_run(vf_backend *b, const float *in, float *out, int n)
+{
+    dnnl_ctx *c = b->ctx;
+    const plan *full = &c->plans[0];
+    if (n < 1 || n > full->batch)
+        return vfi_fail(&b->err, VF_ERR_INVALID, "batch of %d (plan is for up to %d)", n,
+                        full->batch);
+    if (c->n_threads > 0)
+        omp_set_num_threads(c->n_threads);
+    const plan *part = c->n_plans > 1 ? &c->plans[1] : NULL;
+    int chunks = part ? (n + part->batch - 1) / part->batch : 0;
+    if (!part || chunks * part->batch >= full->batch)
+        return run_plan(b, full, in, out, n);
+    size_t in_row = full->in_size / (size_t)full->batch / sizeof(float);
+    size_t out_row = full->out_size / (size_t)full->batch / sizeof(float);
+    for (int done = 0; done < n; done += part->batch) {
+        int m = n - done < part->batch ? n - done : part->batch;
+        vf_status rc =
+            run_plan(b, part, in + (size_t)done * in_row, out + (size_t)done * out_row, m);
+        if (rc < 0)
+            return rc;
+    }
+    return VF_OK;
 }
 
 static const char *dnnl_describe(vf_backend *b)

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -320,9 +321,26 @@ static int decode_file(vf_pipeline *p, int i)
     return push_or_stop(p->q_frames, end);
 }
 
+/* Decode, convert and store need a few percent of the CPU that inference needs; on a machine
+ * with few cores, each slice they take from an inference thread stalls the whole thread team at
+ * its next barrier. Running them at a lower priority lets inference keep its cores and gives
+ * them the gaps (Linux: nice is per thread, and the codec's own threads inherit it). */
+#define HELPER_NICE 10
+
+static void lower_priority(void)
+{
+#ifdef __linux__
+    const char *env = getenv("VIDFEAT_HELPER_NICE");
+    int nice = env ? atoi(env) : HELPER_NICE;
+    if (nice > 0)
+        setpriority(PRIO_PROCESS, 0, nice); /* Linux: the calling thread only */
+#endif
+}
+
 static void *decode_thread(void *arg)
 {
     vf_pipeline *p = arg;
+    lower_priority();
     for (int i = 0; i < p->n_paths && !atomic_load(&p->cancel); i++) {
         if (p->skip[i]) {
             event_item *e = new_event(p, ITEM_SKIP, i);
@@ -363,6 +381,7 @@ static batch_item *current_batch(vf_pipeline *p, batch_item **b)
 static void *convert_thread(void *arg)
 {
     vf_pipeline *p = arg;
+    lower_priority();
     const size_t slot = (size_t)3 * p->info.input_size * p->info.input_size;
     batch_item *b = NULL;
     int rotation = 0;
@@ -615,6 +634,7 @@ static int store_event(vf_pipeline *p, event_item *e, file_state *fs)
 static void *store_thread(void *arg)
 {
     vf_pipeline *p = arg;
+    lower_priority();
     file_state fs;
     memset(&fs, 0, sizeof(fs));
     int halt = 0;

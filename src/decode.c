@@ -65,6 +65,12 @@ struct vf_decoder {
 
 /* FFmpeg's own messages (concealed errors, deprecation notes) go to our log at debug level:
  * every failure that matters is reported by vidfeat itself, once, naming the file. */
+/* FFmpeg's last error message on this thread: opening a file runs the demuxer on the calling
+ * thread, and when it fails its log line ("Picture size 60000x60000 is invalid") says far more
+ * than the error code it returns (which for that case reads "Device or resource busy"). A
+ * thread-local diagnostic, not shared state: each decode thread sees only its own. */
+static _Thread_local char last_av_error[256];
+
 static void av_log_bridge(void *avcl, int level, const char *fmt, va_list ap)
 {
     (void)avcl;
@@ -75,6 +81,8 @@ static void av_log_bridge(void *avcl, int level, const char *fmt, va_list ap)
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
         line[--n] = '\0';
+    if (n && level <= AV_LOG_ERROR)
+        snprintf(last_av_error, sizeof(last_av_error), "%s", line);
     if (n)
         vfi_log(VF_LOG_DEBUG, "ffmpeg", "%s", line);
 }
@@ -218,6 +226,7 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     }
     d->fmt->interrupt_callback.callback = interrupt_cb;
     d->fmt->interrupt_callback.opaque = d;
+    last_av_error[0] = '\0';
     int ret = avformat_open_input(&d->fmt, path, NULL, NULL);
     if (ret < 0 && d->stalled) {
         rc = vfi_fail(err, VF_ERR_DECODE, "stalled: nothing could be read for %g s",
@@ -228,13 +237,14 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
         rc = vfi_fail(
             err, ret == AVERROR(ENOENT) || ret == AVERROR(EACCES) ? VF_ERR_IO : VF_ERR_DECODE, "%s",
             ret == AVERROR_INVALIDDATA ? "not a media file FFmpeg can read"
+            : last_av_error[0]         ? last_av_error
                                        : av_err(ret, eb, sizeof(eb)));
         goto fail;
     }
     ret = avformat_find_stream_info(d->fmt, NULL);
     if (ret < 0) {
         rc = vfi_fail(err, VF_ERR_DECODE, "cannot read stream info: %s",
-                      av_err(ret, eb, sizeof(eb)));
+                      last_av_error[0] ? last_av_error : av_err(ret, eb, sizeof(eb)));
         goto fail;
     }
     const AVCodec *codec = NULL;

@@ -90,6 +90,24 @@ def make_inputs(v, d):
             out.write(open(os.path.join(d, name), "rb").read())
             os.remove(os.path.join(d, name))
     add("resolution_change.ts", ("done", probe_count(os.path.join(d, "resolution_change.ts"))))
+    # huge declared dimensions: a real clip's frames as Y4M, the header claiming 60000x60000
+    ff("-i", os.path.join(v, "vp9_480p_bigbuckbunny_1s.webm"), "-frames:v", "3", "-s", "64x48",
+       "-pix_fmt", "yuv420p", os.path.join(d, "small.y4m"))
+    y4m = open(os.path.join(d, "small.y4m"), "rb").read()
+    os.remove(os.path.join(d, "small.y4m"))
+    eol = y4m.index(b"\n")
+    header = y4m[:eol].replace(b"W64 ", b"W60000 ").replace(b"H48 ", b"H60000 ")
+    open(os.path.join(d, "huge_dims.y4m"), "wb").write(header + y4m[eol:])
+    add("huge_dims.y4m", ("failed", "60000x60000"))
+    # no timestamps at all: a raw H.264 elementary stream (FFmpeg derives them from the rate)
+    ff("-i", bbb, "-an", "-c:v", "copy", "-bsf:v", "h264_mp4toannexb",
+       os.path.join(d, "no_timestamps.h264"))
+    add("no_timestamps.h264", ("done", 132))
+    # a timestamp jumping backwards mid-stream (frame 10 placed 20 frames earlier)
+    ff("-i", os.path.join(v, "h264_640x480_asl_again.mkv"), "-c", "copy", "-bsf:v",
+       "setts=pts=if(eq(N\\,10)\\,PTS-20*DURATION\\,PTS)",
+       os.path.join(d, "backwards_pts.mkv"))
+    add("backwards_pts.mkv", ("done", probe_count(os.path.join(d, "backwards_pts.mkv"))))
     odd = os.path.join(d, "name with spaces \xe9\udcff.mp4".encode("utf-8", "surrogateescape")
                        .decode("utf-8", "surrogateescape"))
     shutil.copy(os.path.join(v, "hevc_640x360_aac.mp4"), odd)

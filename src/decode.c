@@ -81,8 +81,11 @@ static void av_log_bridge(void *avcl, int level, const char *fmt, va_list ap)
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
         line[--n] = '\0';
-    if (n && level <= AV_LOG_ERROR)
-        snprintf(last_av_error, sizeof(last_av_error), "%s", line);
+    if (n && level <= AV_LOG_ERROR) {
+        size_t k = n < sizeof(last_av_error) - 1 ? n : sizeof(last_av_error) - 1; /* truncate */
+        memcpy(last_av_error, line, k);
+        last_av_error[k] = '\0';
+    }
     if (n)
         vfi_log(VF_LOG_DEBUG, "ffmpeg", "%s", line);
 }

@@ -416,6 +416,23 @@ out:
     return rc;
 }
 
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
+{
+    if (v)
+        sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+/* A measured rate, or NULL for "not measured" (0, negative or not finite). */
+static void bind_rate(sqlite3_stmt *st, int i, double v)
+{
+    if (v > 0 && isfinite(v))
+        sqlite3_bind_double(st, i, v);
+    else
+        sqlite3_bind_null(st, i);
+}
+
 vf_status vfi_store_finish(vf_store *s, int64_t ext_id, int ok, const char *error,
                            const double *stage_fps, vf_err *err)
 {
@@ -438,12 +455,8 @@ vf_status vfi_store_finish(vf_store *s, int64_t ext_id, int ok, const char *erro
     else
         sqlite3_bind_null(st, 3);
     sqlite3_bind_text(st, 4, now, -1, SQLITE_STATIC);
-    for (int i = 0; i < 4; i++) {
-        if (stage_fps && isfinite(stage_fps[i]) && stage_fps[i] > 0)
-            sqlite3_bind_double(st, 5 + i, stage_fps[i]);
-        else
-            sqlite3_bind_null(st, 5 + i);
-    }
+    for (int i = 0; i < 4; i++)
+        bind_rate(st, 5 + i, stage_fps ? stage_fps[i] : 0.0);
     if (sqlite3_step(st) != SQLITE_DONE) {
         rc = db_fail(s, err, "finishing the extraction");
         goto fail;
@@ -451,22 +464,6 @@ vf_status vfi_store_finish(vf_store *s, int64_t ext_id, int ok, const char *erro
 fail:
     sqlite3_finalize(st);
     return rc;
-}
-
-static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
-{
-    if (v)
-        sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
-    else
-        sqlite3_bind_null(st, i);
-}
-
-static void bind_rate(sqlite3_stmt *st, int i, double v)
-{
-    if (v > 0 && isfinite(v))
-        sqlite3_bind_double(st, i, v);
-    else
-        sqlite3_bind_null(st, i);
 }
 
 vf_status vfi_store_add_run(vf_store *s, const vf_bench_record *r, const char *version, vf_err *err)

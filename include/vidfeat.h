@@ -57,6 +57,8 @@ typedef enum vf_status {
 typedef enum vf_precision {
     VF_PRECISION_F32 = 0,  /**< exact float32 (within 1e-4 relative of ONNX Runtime) */
     VF_PRECISION_BF16 = 1, /**< bfloat16 weights and activations, float32 accumulation */
+    VF_PRECISION_F16 = 2,  /**< float16 weights and activations, float32 accumulation (GPU) */
+    VF_PRECISION_TF32 = 3, /**< float32 tensors, TF32 tensor-core products (GPU) */
 } vf_precision;
 
 /** Order of the colour channels the network expects in its input tensor. */

@@ -58,7 +58,17 @@ const char *vf_version(void)
 
 const char *vf_precision_str(vf_precision p)
 {
-    return p == VF_PRECISION_BF16 ? "bf16" : p == VF_PRECISION_F32 ? "f32" : "?";
+    switch (p) {
+    case VF_PRECISION_F32:
+        return "f32";
+    case VF_PRECISION_BF16:
+        return "bf16";
+    case VF_PRECISION_F16:
+        return "f16";
+    case VF_PRECISION_TF32:
+        return "tf32";
+    }
+    return "?";
 }
 
 vf_status vf_precision_parse(const char *text, vf_precision *out)
@@ -70,6 +80,15 @@ vf_status vf_precision_parse(const char *text, vf_precision *out)
     }
     if (text && (!strcasecmp(text, "bf16") || !strcasecmp(text, "bfloat16"))) {
         *out = VF_PRECISION_BF16;
+        return VF_OK;
+    }
+    if (text &&
+        (!strcasecmp(text, "f16") || !strcasecmp(text, "fp16") || !strcasecmp(text, "float16"))) {
+        *out = VF_PRECISION_F16;
+        return VF_OK;
+    }
+    if (text && !strcasecmp(text, "tf32")) {
+        *out = VF_PRECISION_TF32;
         return VF_OK;
     }
     return VF_ERR_INVALID;
@@ -211,7 +230,7 @@ static vf_status check_config(const vf_config *cfg, vf_err *err)
                         MAX_BATCH);
     if (cfg->n_threads < 0 || cfg->n_threads > 1024)
         return vfi_fail(err, VF_ERR_INVALID, "thread count %d is not in 0..1024", cfg->n_threads);
-    if (cfg->precision != VF_PRECISION_F32 && cfg->precision != VF_PRECISION_BF16)
+    if ((unsigned)cfg->precision > VF_PRECISION_TF32)
         return vfi_fail(err, VF_ERR_INVALID, "unknown precision %d", (int)cfg->precision);
     if (cfg->input_size < 0 || cfg->input_size > 8192)
         return vfi_fail(err, VF_ERR_INVALID, "input size %d is not in 1..8192", cfg->input_size);

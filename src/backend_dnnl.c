@@ -25,6 +25,7 @@
 
 #include <dnnl.h>
 
+#include "arena.h"
 #include "backend.h"
 #include "mem.h"
 
@@ -174,6 +175,10 @@ static vf_status dnnl_init(vf_backend *b, const vf_backend_opts *opts)
     if (!c)
         return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
     b->ctx = c;
+    if (opts->precision != VF_PRECISION_F32 && opts->precision != VF_PRECISION_BF16)
+        return vfi_fail(&b->err, VF_ERR_UNSUPPORTED,
+                        "the CPU backend runs f32 or bf16, not %s (f16 and tf32 are for the GPU)",
+                        vf_precision_str(opts->precision));
     c->n_threads = opts->n_threads;
     c->act_dt = opts->precision == VF_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
     const char *wino = getenv("VIDFEAT_DNNL_WINOGRAD");
@@ -228,14 +233,10 @@ static void dnnl_destroy(vf_backend *b)
 static vf_status new_buf(vf_backend *b, const dnnl_memory_desc_t *md, enum buf_kind kind, int *out)
 {
     dnnl_ctx *c = b->ctx;
-    if (c->p->n_bufs == c->p->cap_bufs) {
-        int cap = c->p->cap_bufs ? 2 * c->p->cap_bufs : 256;
-        dbuf *nb = vfi_realloc(c->p->bufs, (size_t)cap * sizeof(*nb));
-        if (!nb)
-            return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
-        c->p->bufs = nb;
-        c->p->cap_bufs = cap;
-    }
+    void *grown = vfi_grow(c->p->bufs, &c->p->cap_bufs, c->p->n_bufs + 1, sizeof(dbuf));
+    if (!grown)
+        return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+    c->p->bufs = grown;
     dbuf *d = &c->p->bufs[c->p->n_bufs];
     memset(d, 0, sizeof(*d));
     d->md = *md;
@@ -274,14 +275,10 @@ static vf_status add_step(vf_backend *b, const_dnnl_primitive_desc_t pd, int n_a
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
-    if (c->p->n_steps == c->p->cap_steps) {
-        int cap = c->p->cap_steps ? 2 * c->p->cap_steps : 256;
-        step *ns = vfi_realloc(c->p->steps, (size_t)cap * sizeof(*ns));
-        if (!ns)
-            return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
-        c->p->steps = ns;
-        c->p->cap_steps = cap;
-    }
+    void *grown = vfi_grow(c->p->steps, &c->p->cap_steps, c->p->n_steps + 1, sizeof(step));
+    if (!grown)
+        return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+    c->p->steps = grown;
     step *s = &c->p->steps[c->p->n_steps];
     memset(s, 0, sizeof(*s));
     s->fill_buf = -1;
@@ -456,16 +453,12 @@ static vf_status ensure_md(vf_backend *b, int src, const dnnl_memory_desc_t *wan
     CHECK(s);
     int kinds[2] = {DNNL_ARG_FROM, DNNL_ARG_TO}, bufs[2] = {src, dst};
     TRY(add_step(b, pd, 2, kinds, bufs));
-    if (c->p->n_cache == c->p->cap_cache) {
-        int cap = c->p->cap_cache ? 2 * c->p->cap_cache : 64;
-        cache_entry *nc = vfi_realloc(c->p->cache, (size_t)cap * sizeof(*nc));
-        if (!nc) {
-            rc = vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
-            goto fail;
-        }
-        c->p->cache = nc;
-        c->p->cap_cache = cap;
+    void *grown = vfi_grow(c->p->cache, &c->p->cap_cache, c->p->n_cache + 1, sizeof(cache_entry));
+    if (!grown) {
+        rc = vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
     }
+    c->p->cache = grown;
     c->p->cache[c->p->n_cache].src = src;
     c->p->cache[c->p->n_cache++].dst = dst;
     *out = dst;
@@ -1071,62 +1064,29 @@ fail:
 
 /* ---- planning ------------------------------------------------------------------------------- */
 
-/* Place arena buffers: largest first, each at the lowest offset not overlapping any placed
- * buffer whose lifetime overlaps its own. */
+/* Place the plan's arena buffers (arena.h). */
 static vf_status plan_arena(vf_backend *b)
 {
     dnnl_ctx *c = b->ctx;
+    plan *q = c->p;
+    vfi_arena_item *items = vfi_mallocarray((size_t)q->n_bufs + 1, sizeof(*items));
+    int *which = vfi_mallocarray((size_t)q->n_bufs + 1, sizeof(int));
+    vf_status rc = items && which ? VF_OK : VF_ERR_NOMEM;
     int n = 0;
-    int *order = vfi_mallocarray((size_t)c->p->n_bufs + 1, sizeof(int));
-    int *placed = vfi_mallocarray((size_t)c->p->n_bufs + 1, sizeof(int));
-    if (!order || !placed) {
-        vfi_free(order);
-        vfi_free(placed);
-        return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+    for (int i = 0; rc == VF_OK && i < q->n_bufs; i++) {
+        if (q->bufs[i].kind != BUF_ARENA)
+            continue;
+        items[n] = (vfi_arena_item){
+            .size = q->bufs[i].size, .first = q->bufs[i].first, .last = q->bufs[i].last};
+        which[n++] = i;
     }
-    for (int i = 0; i < c->p->n_bufs; i++) {
-        if (c->p->bufs[i].kind == BUF_ARENA)
-            order[n++] = i;
-    }
-    /* insertion sort by size, descending (a few hundred buffers) */
-    for (int i = 1; i < n; i++) {
-        int v = order[i], j = i;
-        while (j > 0 && c->p->bufs[order[j - 1]].size < c->p->bufs[v].size) {
-            order[j] = order[j - 1];
-            j--;
-        }
-        order[j] = v;
-    }
-    const size_t align = VF_TENSOR_ALIGN;
-    size_t total = 0;
-    int n_placed = 0;
-    for (int k = 0; k < n; k++) {
-        dbuf *d = &c->p->bufs[order[k]];
-        size_t size = (d->size + align - 1) / align * align;
-        size_t at = 0;
-        int moved = 1;
-        while (moved) {
-            moved = 0;
-            for (int j = 0; j < n_placed; j++) {
-                const dbuf *o = &c->p->bufs[placed[j]];
-                if (o->last < d->first || d->last < o->first)
-                    continue; /* never alive together */
-                size_t osize = (o->size + align - 1) / align * align;
-                if (at < o->offset + osize && o->offset < at + size) {
-                    at = o->offset + osize;
-                    moved = 1;
-                }
-            }
-        }
-        d->offset = at;
-        placed[n_placed++] = order[k];
-        if (at + size > total)
-            total = at + size;
-    }
-    vfi_free(order);
-    vfi_free(placed);
-    c->p->arena_size = total;
-    return VF_OK;
+    if (rc == VF_OK)
+        rc = vfi_arena_place(items, n, VF_TENSOR_ALIGN, &q->arena_size);
+    for (int k = 0; rc == VF_OK && k < n; k++)
+        q->bufs[which[k]].offset = items[k].offset;
+    vfi_free(items);
+    vfi_free(which);
+    return rc == VF_OK ? VF_OK : vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
 }
 
 /* Allocate what the plans share, sized for the largest, then create every memory object and

@@ -63,6 +63,22 @@ void *vfi_mallocarray(size_t n, size_t size)
     return vfi_malloc(n * size);
 }
 
+void *vfi_grow(void *ptr, int *cap, int need, size_t elem_size)
+{
+    if (need <= *cap)
+        return ptr;
+    int n = *cap ? *cap : 64;
+    while (n < need) {
+        if (n > INT32_MAX / 2)
+            return NULL;
+        n *= 2;
+    }
+    void *p = vfi_realloc(ptr, (size_t)n * elem_size);
+    if (p)
+        *cap = n;
+    return p;
+}
+
 void *vfi_realloc(void *ptr, size_t size)
 {
     if (should_fail())

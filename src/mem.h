@@ -18,6 +18,10 @@ void *vfi_realloc(void *ptr, size_t size);
 /* A buffer aligned to `align` (a power of two, >= sizeof(void *)); free with vfi_free(). */
 void *vfi_aligned_alloc(size_t align, size_t size);
 void vfi_free(void *ptr);
+/* The array `ptr` (*cap elements of elem_size bytes) made to hold at least `need` elements,
+ * doubling from 64: the (possibly moved) array, *cap updated. NULL when out of memory, with ptr
+ * and *cap untouched. */
+void *vfi_grow(void *ptr, int *cap, int need, size_t elem_size);
 /* strdup through vfi_malloc; NULL in, NULL out. */
 char *vfi_strdup(const char *s);
 

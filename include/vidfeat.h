@@ -142,6 +142,7 @@ typedef struct vf_model_info {
     int resize_short; /**< shorter side before the crop (VF_RESIZE_SHORT_CROP) */
     float mean[3];    /**< pixel units, in channel_order */
     float std[3];
+    const char *device; /**< the GPU's name for a GPU backend, NULL for the CPU ones */
 } vf_model_info;
 
 /** The default configuration (thread-safe, no allocation). */

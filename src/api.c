@@ -253,6 +253,7 @@ static void fill_info(vf_extractor *ex, const vf_config *cfg, int pooled)
     in->path = ex->model_path;
     in->layer = ex->layer;
     in->backend = ex->backend->ops->name;
+    in->device = ex->backend->ops->device_name ? ex->backend->ops->device_name(ex->backend) : NULL;
     in->precision = cfg->precision;
     in->batch_size = cfg->batch_size;
     in->input_size = (int)iv->dims[2];

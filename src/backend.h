@@ -49,6 +49,10 @@ typedef struct vf_backend_ops {
      * none. Borrowed from the backend. */
     const char *(*describe)(vf_backend *b);
 
+    /* (optional) The device the backend runs on, as its driver names it ("NVIDIA H100 80GB
+     * HBM3"); borrowed from the backend. NULL (or no entry): the host CPU. */
+    const char *(*device_name)(vf_backend *b);
+
     /* (optional) Write the underlying library's name and version into buf. */
     void (*library_version)(char *buf, size_t size);
 

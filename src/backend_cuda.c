@@ -1659,6 +1659,12 @@ static const char *cuda_describe(vf_backend *b)
     return c ? c->summary : NULL;
 }
 
+static const char *cuda_device_name(vf_backend *b)
+{
+    cuda_ctx *c = b->ctx;
+    return c && c->name[0] ? c->name : NULL;
+}
+
 static void cuda_library_version(char *buf, size_t size)
 {
     int rt = 0, blas_major = 0, blas_minor = 0;
@@ -1679,6 +1685,7 @@ const vf_backend_ops vfi_backend_cuda = {
     .prepare = cuda_prepare,
     .run = cuda_run,
     .describe = cuda_describe,
+    .device_name = cuda_device_name,
     .library_version = cuda_library_version,
     .destroy = cuda_destroy,
 };

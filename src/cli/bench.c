@@ -37,6 +37,7 @@ typedef struct bench_result {
     vf_status status; /* of creating the pipeline/extractor or running it */
     char error[512];
     char model[64], layer[160], backend[16];
+    char device_name[128]; /* the GPU's name; empty for the CPU */
     int feature_dim, threads;
     int64_t frames;
     double e2e_fps, decode_fps, convert_fps, infer_fps, store_fps;
@@ -67,6 +68,7 @@ static void copy_info(bench_result *r, const vf_model_info *info)
     snprintf(r->model, sizeof(r->model), "%s", info->name);
     snprintf(r->layer, sizeof(r->layer), "%s", info->layer);
     snprintf(r->backend, sizeof(r->backend), "%s", info->backend);
+    snprintf(r->device_name, sizeof(r->device_name), "%s", info->device ? info->device : "");
     r->feature_dim = info->feature_dim;
 }
 
@@ -297,10 +299,16 @@ static void cpu_name(char *buf, size_t size)
              avx512 ? ", AVX-512" : "", amx ? ", AMX" : "");
 }
 
+/* What a row ran on, by name: the GPU's, or the CPU's. */
+static const char *row_device_name(const bench_row *row, const char *cpu)
+{
+    return row->r.device_name[0] ? row->r.device_name : cpu;
+}
+
 static void print_header(const cli *c, const char *cpu, const char *path, const bench_row *first)
 {
     const bench_result *r = &first->r;
-    printf("vidfeat bench: %s (layer %s, %d-d); %s; threads: %s\n", r->model, r->layer,
+    printf("vidfeat bench: %s (layer %s, %d-d); cpu: %s; threads: %s\n", r->model, r->layer,
            r->feature_dim, cpu, c->cfg.n_threads ? "as set" : "all cores");
     if (path)
         printf("input: %s (%lld frames)\n", path, (long long)r->frames);
@@ -329,7 +337,7 @@ static void print_row(const cli *c, const char *cpu, const bench_row *row)
                "\"mode\":\"%s\",\"frames\":%lld,\"end_to_end_fps\":%.3f,\"decode_fps\":%.3f,"
                "\"convert_fps\":%.3f,\"infer_fps\":%.3f,\"store_fps\":%.3f,\"peak_rss_mb\":%.1f,"
                "\"speedup_vs_per_frame\":%.3f,\"setup_s\":%.3f",
-               row->device, cli_jesc(cpu, e1, sizeof(e1)), r->backend,
+               row->device, cli_jesc(row_device_name(row, cpu), e1, sizeof(e1)), r->backend,
                cli_jesc(r->model, e2, sizeof(e2)), cli_jesc(r->layer, e1, sizeof(e1)),
                vf_precision_str(row->precision), row->batch, r->threads, mode_names[row->mode],
                (long long)r->frames, r->e2e_fps, r->decode_fps, r->convert_fps, r->infer_fps,
@@ -366,7 +374,7 @@ static void record(const cli *c, const char *cpu, const char *path, const bench_
 {
     const bench_result *r = &row->r;
     vf_bench_record rec = {row->device,
-                           cpu,
+                           row_device_name(row, cpu),
                            r->backend,
                            r->model,
                            r->layer,
@@ -415,8 +423,11 @@ static int write_plot(const cli *c, const char *cpu, const char *path, const ben
     const char *base = path ? strrchr(path, '/') : NULL;
     snprintf(title, sizeof(title), "vidfeat %s: %s (%s)",
              c->infer_only ? "inference only" : "end to end", rows[0].r.model, rows[0].r.layer);
-    snprintf(subtitle, sizeof(subtitle), "%s%s%s", cpu, path ? ", " : "",
-             path ? (base ? base + 1 : path) : "");
+    const char *gpu = NULL;
+    for (int i = 0; i < n_rows && !gpu; i++)
+        gpu = rows[i].r.device_name[0] ? rows[i].r.device_name : NULL;
+    snprintf(subtitle, sizeof(subtitle), "%s%s%s%s%s", cpu, gpu ? " + " : "", gpu ? gpu : "",
+             path ? ", " : "", path ? (base ? base + 1 : path) : "");
     char err[256];
     int rc = plot_svg(c->plot, title, subtitle, "frames/s", bars, n_rows, err, sizeof(err));
     free(bars);
@@ -456,7 +467,7 @@ int cli_bench(cli *c, int argc, char **argv)
     }
     char cpu[256];
     cpu_name(cpu, sizeof(cpu));
-    int n_rows = 0, failed = 0, header = 0;
+    int n_rows = 0, failed = 0, header = 0, gpu_named = 0;
     for (int d = 0; d < n_devices; d++) {
         int device_ok = 1;
         for (int pi = 0; pi < np && device_ok; pi++) {
@@ -487,6 +498,11 @@ int cli_bench(cli *c, int argc, char **argv)
                         failed |= !c->all_devices;
                         break;
                     }
+                    if (r->status == VF_ERR_UNSUPPORTED && k == 0) {
+                        /* a precision this device lacks (bf16 on the GPU, f16 on the CPU) */
+                        failed |= !c->all_devices;
+                        break;
+                    }
                     failed = 1;
                     continue;
                 }
@@ -497,6 +513,8 @@ int cli_bench(cli *c, int argc, char **argv)
                 row->speedup = base > 0 ? row->fps / base : 0.0;
                 if (!c->json && !header++)
                     print_header(c, cpu, path, row);
+                if (!c->json && r->device_name[0] && !gpu_named++)
+                    printf("gpu: %s\n", r->device_name);
                 print_row(c, cpu, row);
                 if (c->db_set)
                     record(c, cpu, path, row);

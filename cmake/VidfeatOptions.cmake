@@ -19,12 +19,18 @@ if(VIDFEAT_FUZZ)
 endif()
 
 if(VIDFEAT_SANITIZE)
-    add_compile_options(-fsanitize=${VIDFEAT_SANITIZE} -fno-omit-frame-pointer
-                        -fno-sanitize-recover=all)
+    # C and C++ only: nvcc does not take these (the CUDA kernels are not instrumented).
+    add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=${VIDFEAT_SANITIZE}>"
+                        "$<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>"
+                        "$<$<COMPILE_LANGUAGE:C,CXX>:-fno-sanitize-recover=all>")
     add_link_options(-fsanitize=${VIDFEAT_SANITIZE})
 endif()
 
-# vf_target_warnings(target): our warning set on a target's own sources.
+# vf_target_warnings(target): our warning set on a target's own C sources (CUDA sources get
+# nvcc's own warnings as errors under VIDFEAT_WERROR).
 function(vf_target_warnings target)
-    target_compile_options(${target} PRIVATE ${VF_WARNINGS})
+    target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:C>:${VF_WARNINGS}>")
+    if(VIDFEAT_WERROR)
+        target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>")
+    endif()
 endfunction()

@@ -15,6 +15,7 @@ Usage:
   NAME: vgg19 inception_v3 resnet50 mobilenet_v2 squeezenet1_1 densenet121
 """
 import argparse
+import inspect
 import os
 import sys
 
@@ -61,9 +62,15 @@ def export(name, out_dir, dynamic, pretrained, opset):
     size = SIZES.get(name, 224)
     x = torch.randn(1, 3, size, size)
     axes = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic else None
+    extra = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        # PyTorch 2.x defaults to its dynamo exporter, which names tensors differently; the
+        # manifests' layer names are those of the TorchScript exporter (the model zoo's).
+        extra["dynamo"] = False
     with torch.no_grad():
         torch.onnx.export(model, x, path, opset_version=opset, input_names=["input"],
-                          output_names=["output"], dynamic_axes=axes, do_constant_folding=True)
+                          output_names=["output"], dynamic_axes=axes, do_constant_folding=True,
+                          **extra)
     print("wrote %s (%.0f MB)" % (path, os.path.getsize(path) / 1e6))
     return path
 

@@ -18,10 +18,11 @@
  * activations follow as their own step. cuDNN wants symmetric padding, so an asymmetric pad
  * (TF-style SAME, MobileNetV2's stride-2 layers in some exports) becomes an explicit padded copy.
  *
- * Precision: f32 forbids tensor-core TF32 (cuDNN's FMA math, cuBLAS's pedantic-free plain f32
- * compute) so the features match the CPU within 1e-4; tf32 allows it; f16 stores weights and
- * activations in half with f32 accumulation (tensor cores). The input and output stay f32 on the
- * host side; a half network converts on the device.
+ * Precision: f32 forbids tensor-core TF32 (cuDNN's FMA math, cuBLAS's plain f32 compute) so the
+ * features match the CPU within 1e-4; tf32 allows it; f16 stores weights and activations in
+ * half with f32 accumulation (tensor cores). The input and output stay f32 on the host side; a
+ * half network converts on the device (cuda_kernels.cu: cuDNN's tensor copy does not change
+ * the data type).
  *
  * Batches shorter than the prepared maximum run at their own size: the descriptors carry the
  * batch, so run() re-sets them (host-only calls, no allocation) when n changes, and a
@@ -40,6 +41,7 @@
 
 #include "arena.h"
 #include "backend.h"
+#include "cuda_kernels.h"
 #include "mem.h"
 
 #define MAXD          8 /* cuDNN's tensor rank limit; our graphs have at most VF_MAX_DIMS */
@@ -85,6 +87,7 @@ enum step_kind {
     ST_LRN,      /* across channels */
     ST_REDUCE,   /* mean over some dims */
     ST_MEMCPY2D, /* rows of bytes: concat slices, gathers */
+    ST_CONVERT,  /* f32 <-> f16 (cuda_kernels.cu): an f16 network's input and output */
 };
 
 #define MAX_VIEWS 3
@@ -113,6 +116,9 @@ typedef struct step {
     /* ST_MEMCPY2D: rows_per_sample rows of width bytes */
     size_t width, spitch, dpitch;
     int64_t rows_per_sample;
+    /* ST_CONVERT: elements per sample, direction */
+    int64_t per_sample;
+    int to_half;
 } step;
 
 typedef struct conv_cache {
@@ -142,9 +148,10 @@ typedef struct cuda_ctx {
     int n_convs, cap_convs;
     void *arena, *workspace;
     size_t arena_size, ws_size, const_bytes;
-    float *in_dev, *out_dev; /* f32 staging on the device */
+    float *in_dev, *out_dev; /* f32 staging on the device (out_dev: f16 networks only) */
     size_t in_size, out_size;
     int in_buf, out_buf;
+    int result;       /* the buffer copied back to the host: f32 [n, D] */
     const char *node; /* node being prepared, for messages */
     char name[256];   /* GPU name */
     char *summary;
@@ -1066,6 +1073,21 @@ fail:
     return rc;
 }
 
+static vf_status convert_step(vf_backend *b, int x, int y, int64_t per_sample, int to_half)
+{
+    cuda_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    step *s;
+    TRY(new_step(b, ST_CONVERT, &s));
+    s->x = x;
+    s->y = y;
+    s->per_sample = per_sample;
+    s->to_half = to_half;
+    seal(c, s);
+fail:
+    return rc;
+}
+
 static vf_status concat_op(vf_backend *b, const vf_node *nd)
 {
     cuda_ctx *c = b->ctx;
@@ -1453,18 +1475,9 @@ static vf_status cuda_prepare(vf_backend *b, vf_graph *g, int max_batch)
     if (c->act_dt == CUDNN_DATA_FLOAT) {
         c->vbuf[g->input] = c->in_buf;
     } else {
-        tview f = {0}, h = {0};
         int x;
         TRY(new_buf(b, BUF_ARENA, c->in_size / 2, &x));
-        rc = dense_view(b, &f, in->rank, in->dims, 1, CUDNN_DATA_FLOAT);
-        if (rc >= 0)
-            rc = dense_view(b, &h, in->rank, in->dims, 1, CUDNN_DATA_HALF);
-        if (rc >= 0)
-            rc = copy_step(b, c->in_buf, 0, &f, x, 0, &h, NULL);
-        destroy_view(&f);
-        destroy_view(&h);
-        if (rc < 0)
-            goto fail;
+        TRY(convert_step(b, c->in_buf, x, vfi_value_sample_numel(in), 1));
         c->vbuf[g->input] = x;
     }
     for (int i = 0; i < g->n_nodes; i++) {
@@ -1476,18 +1489,13 @@ static vf_status cuda_prepare(vf_backend *b, vf_graph *g, int max_batch)
             c->steps[k].node = i;
     }
     c->node = NULL;
-    /* the output, as f32 in its staging buffer */
-    {
-        tview src = {0}, dst = {0};
-        rc = dense_view(b, &src, outv->rank, outv->dims, 1, c->act_dt);
-        if (rc >= 0)
-            rc = dense_view(b, &dst, outv->rank, outv->dims, 1, CUDNN_DATA_FLOAT);
-        if (rc >= 0)
-            rc = copy_step(b, c->vbuf[g->output], 0, &src, c->out_buf, 0, &dst, NULL);
-        destroy_view(&src);
-        destroy_view(&dst);
-        if (rc < 0)
-            goto fail;
+    /* the output: read back from its own buffer (f32), or converted into f32 staging (f16) */
+    if (c->act_dt == CUDNN_DATA_HALF) {
+        TRY(convert_step(b, c->vbuf[g->output], c->out_buf, vfi_value_sample_numel(outv), 0));
+        c->result = c->out_buf;
+    } else {
+        c->result = c->vbuf[g->output];
+        touch(c, c->result, c->n_steps); /* alive until the copy back */
     }
 
     /* memory: the arena by lifetimes, the staging buffers, then the algorithm search */
@@ -1514,7 +1522,8 @@ static vf_status cuda_prepare(vf_backend *b, vf_graph *g, int max_batch)
     }
     CU(cudaMalloc(&c->arena, c->arena_size ? c->arena_size : 1));
     CU(cudaMalloc((void **)&c->in_dev, c->in_size));
-    CU(cudaMalloc((void **)&c->out_dev, c->out_size));
+    if (c->act_dt == CUDNN_DATA_HALF)
+        CU(cudaMalloc((void **)&c->out_dev, c->out_size));
     TRY(search_algos(b));
     CU(cudaMalloc(&c->workspace, c->ws_size ? c->ws_size : 1));
     TRY(make_summary(b));
@@ -1614,6 +1623,12 @@ static vf_status run_step(vf_backend *b, const step *s, int n)
         DN(cudnnReduceTensor(c->dnn, s->rd, NULL, 0, c->workspace, c->ws_size, &one, s->v[0].d, x,
                              &zero, s->v[2].d, y));
         break;
+    case ST_CONVERT:
+        if (s->to_half)
+            CU(vfk_f32_to_f16((const float *)x, y, (size_t)(s->per_sample * n), c->stream));
+        else
+            CU(vfk_f16_to_f32(x, (float *)y, (size_t)(s->per_sample * n), c->stream));
+        break;
     case ST_MEMCPY2D:
         CU(cudaMemcpy2DAsync(y, s->dpitch, x, s->spitch, s->width, (size_t)(s->rows_per_sample * n),
                              cudaMemcpyDeviceToDevice, c->stream));
@@ -1646,7 +1661,7 @@ static vf_status cuda_run(vf_backend *b, const float *in, float *out, int n)
         TRY(run_step(b, s, n));
     }
     c->node = NULL;
-    CU(cudaMemcpyAsync(out, c->out_dev, out_bytes, cudaMemcpyDeviceToHost, c->stream));
+    CU(cudaMemcpyAsync(out, buf_ptr(c, c->result), out_bytes, cudaMemcpyDeviceToHost, c->stream));
     CU(cudaStreamSynchronize(c->stream));
 fail:
     c->node = NULL;

@@ -42,6 +42,7 @@
 #include "arena.h"
 #include "backend.h"
 #include "cuda_kernels.h"
+#include "half.h"
 #include "mem.h"
 
 #define MAXD          8 /* cuDNN's tensor rank limit; our graphs have at most VF_MAX_DIMS */
@@ -451,34 +452,6 @@ static vf_status value_view(vf_backend *b, tview *v, const vf_value *val)
 
 /* ---- constants ------------------------------------------------------------------------------ */
 
-/* IEEE half from float, rounding to nearest even (weights are converted on the host once). */
-static uint16_t f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof(x));
-    uint32_t sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
-    int exp = (int)((x >> 23) & 0xffu);
-    if (exp == 0xff) /* inf, nan */
-        return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-    int e = exp - 127 + 15;
-    if (e >= 0x1f)
-        return (uint16_t)(sign | 0x7c00u); /* overflow: inf */
-    if (e <= 0) {                          /* subnormal half or zero */
-        if (e < -10)
-            return (uint16_t)sign;
-        mant |= 0x800000u;
-        int shift = 14 - e;
-        uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (h & 1u)))
-            h++;
-        return (uint16_t)(sign | h);
-    }
-    uint32_t h = ((uint32_t)e << 10) | (mant >> 13), rem = mant & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
-        h++; /* may carry into the exponent, which is right (up to inf) */
-    return (uint16_t)(sign | h);
-}
-
 /* Upload `count` floats (times `scale`, reciprocal when `invert`) as a constant buffer in the
  * activation type. */
 static vf_status upload(vf_backend *b, const float *data, size_t count, int invert, int *out)
@@ -491,7 +464,7 @@ static vf_status upload(vf_backend *b, const float *data, size_t count, int inve
     for (size_t i = 0; i < count; i++) {
         float v = invert ? 1.0f / data[i] : data[i];
         if (c->es == 2)
-            ((uint16_t *)host)[i] = f32_to_f16(v);
+            ((uint16_t *)host)[i] = vfi_f32_to_f16(v);
         else
             ((float *)host)[i] = v;
     }
@@ -1605,7 +1578,7 @@ static vf_status run_step(vf_backend *b, const step *s, int n)
         break;
     case ST_FILL:
         if (s->v[0].dt == CUDNN_DATA_HALF) {
-            uint16_t h = f32_to_f16(s->fill);
+            uint16_t h = vfi_f32_to_f16(s->fill);
             DN(cudnnSetTensor(c->dnn, s->v[0].d, y, &h));
         } else {
             DN(cudnnSetTensor(c->dnn, s->v[0].d, y, &s->fill));

@@ -6,7 +6,8 @@
 
 #include <cuda_fp16.h>
 
-namespace {
+namespace
+{
 
 const int kThreads = 256;
 

@@ -16,7 +16,7 @@
 #include "op_cases.h"
 #include "vidfeat.h"
 
-#define F32_TOL 1e-4
+#define F32_TOL     1e-4
 #define LOW_MIN_COS 0.999
 
 static double min_cosine(const float *a, const float *r, int n, size_t per)
@@ -70,8 +70,8 @@ static void op_cases(void)
         double e1 = vf_rel_err(b1, ref, gold.y_count), en = vf_rel_err(bn, ref, gold.y_count);
         double ep = vf_rel_err(part, ref, gold.y_count);
         double ct = min_cosine(tf, ref, n, per), ch = min_cosine(half, ref, n, per);
-        printf("%-18s f32 rel err %.2e / %.2e / %.2e, tf32 cos %.6f, f16 cos %.6f\n", name, e1,
-               en, ep, ct, ch);
+        printf("%-18s f32 rel err %.2e / %.2e / %.2e, tf32 cos %.6f, f16 cos %.6f\n", name, e1, en,
+               ep, ct, ch);
         CHECK_MSG(e1 <= F32_TOL, "%s: batch 1 relative error %.3g", name, e1);
         CHECK_MSG(en <= F32_TOL, "%s: batch %d relative error %.3g", name, n, en);
         CHECK_MSG(ep <= F32_TOL, "%s: short batch relative error %.3g", name, ep);
@@ -114,8 +114,7 @@ static void whole_network(const char *model)
     cfg.backend = "ref";
     vf_extractor *ex = NULL;
     if (vf_extractor_create(&cfg, &ex) < 0) {
-        printf("whole network: %s not usable here, skipped (%s)\n", model,
-               vf_extractor_errmsg(ex));
+        printf("whole network: %s not usable here, skipped (%s)\n", model, vf_extractor_errmsg(ex));
         vf_extractor_free(&ex);
         return;
     }

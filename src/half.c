@@ -1,0 +1,33 @@
+/*
+ * half.c - IEEE 754 binary16 conversion on the host (see half.h).
+ */
+#include "half.h"
+
+#include <string.h>
+
+uint16_t vfi_f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof(x));
+    uint32_t sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
+    int exp = (int)((x >> 23) & 0xffu);
+    if (exp == 0xff) /* inf, nan */
+        return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+    int e = exp - 127 + 15;
+    if (e >= 0x1f)
+        return (uint16_t)(sign | 0x7c00u); /* overflow: inf */
+    if (e <= 0) {                          /* subnormal half or zero */
+        if (e < -10)
+            return (uint16_t)sign;
+        mant |= 0x800000u;
+        int shift = 14 - e;
+        uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (h & 1u)))
+            h++;
+        return (uint16_t)(sign | h);
+    }
+    uint32_t h = ((uint32_t)e << 10) | (mant >> 13), rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+        h++; /* may carry into the exponent, which is right (up to inf) */
+    return (uint16_t)(sign | h);
+}

@@ -235,6 +235,32 @@ static int push_or_stop(vf_queue *q, void *it)
 }
 
 /* Decode one file; returns 0 when the pipeline is stopping. */
+/* At the end of a regular file: is it still what was opened? A file cut short while being read
+ * ends early and would look complete, and one still being written has more to come: both fail
+ * (with the frames read so far kept) so that a later run does them again. One removed while
+ * being read was read whole through the open descriptor and is done. */
+static vf_status check_unchanged(const char *path, const struct stat *opened, vf_err *err)
+{
+    struct stat now;
+    if (stat(path, &now) != 0) {
+        vfi_log(VF_LOG_WARNING, "decode", "%s: removed while being read (read to its end)", path);
+        return VF_EOF;
+    }
+    if (now.st_dev != opened->st_dev || now.st_ino != opened->st_ino)
+        return VF_EOF; /* replaced by another file: the one opened was read whole */
+    if (now.st_size < opened->st_size)
+        return vfi_fail(err, VF_ERR_DECODE,
+                        "the file shrank while being read (%lld -> %lld bytes): frames are missing",
+                        (long long)opened->st_size, (long long)now.st_size);
+    if (now.st_size != opened->st_size || now.st_mtim.tv_sec != opened->st_mtim.tv_sec ||
+        now.st_mtim.tv_nsec != opened->st_mtim.tv_nsec)
+        return vfi_fail(err, VF_ERR_DECODE,
+                        "the file changed while being read (%lld -> %lld bytes): run again once "
+                        "it is complete",
+                        (long long)opened->st_size, (long long)now.st_size);
+    return VF_EOF;
+}
+
 static int decode_file(vf_pipeline *p, int i)
 {
     const char *path = p->paths[i];
@@ -308,6 +334,8 @@ static int decode_file(vf_pipeline *p, int i)
                 return 0;
             }
         }
+        if (rc == VF_EOF && S_ISREG(st.st_mode))
+            rc = check_unchanged(path, &st, &err);
         int64_t errors;
         vfi_decoder_counts(dec, &end->decoded, &errors);
         if (rc == VF_EOF && errors)

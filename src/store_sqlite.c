@@ -33,6 +33,24 @@ static vf_status db_fail(vf_store *s, vf_err *err, const char *what)
                     s->db ? sqlite3_errmsg(s->db) : "cannot open");
 }
 
+/* Why a database could not even be read, in words a user can act on. */
+static const char *read_problem(sqlite3 *db)
+{
+    switch (sqlite3_errcode(db) & 0xff) { /* the primary code of an extended one */
+    case SQLITE_NOTADB:
+        return "not a vidfeat database";
+    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN: /* WAL mode needs to create its -shm file beside the database */
+        return "cannot write to it (vidfeat needs to write to the database and its directory: a "
+               "read-only file, directory or file system?)";
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return "locked by another writer";
+    default:
+        return "cannot read it";
+    }
+}
+
 #define CHECK_SQL(call, what)                                                                      \
     do {                                                                                           \
         if ((call) != SQLITE_OK) {                                                                 \
@@ -162,7 +180,7 @@ vf_status vfi_store_open(const char *path, vf_store **out, vf_err *err)
     if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
         sqlite3_step(st) != SQLITE_ROW) {
         sqlite3_finalize(st);
-        rc = vfi_fail(err, VF_ERR_STORE, "%s: not a vidfeat database (%s)", path,
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: %s (%s)", path, read_problem(s->db),
                       sqlite3_errmsg(s->db));
         goto fail;
     }

@@ -32,6 +32,53 @@ def digest(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
+def expect_refused(r, ro, before, what):
+    check(r.returncode == 1 and "ro.db" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+          "%s: %d %r" % (what, r.returncode, r.stderr))
+    check(digest(ro) == before, "%s: the database was modified" % what)
+    print("ok %s: %s" % (what, r.stderr.strip()))
+
+
+def read_only_as_root(exe, model, clip, tmp, ro):
+    """Root writes through file modes, so as root the read-only cases are made two other ways:
+    a read-only mount of the database's directory (in a private mount namespace), and the
+    command run as an unprivileged user (setpriv) on a file it may only read."""
+    before = digest(ro)
+    d = os.path.dirname(ro)
+    script = ('mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" || exit 77\n'
+              'shift; exec "$@"\n')
+    r = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", d, exe, "--model", model,
+                        "--force", "-o", ro, clip], capture_output=True, text=True, timeout=60)
+    if r.returncode == 77 or "unshare" in r.stderr:
+        print("ok read-only file system: no mount namespaces here (skipped)")
+    else:
+        expect_refused(r, ro, before, "read-only file system")
+
+    if not shutil.which("setpriv"):
+        print("ok read-only file: no setpriv here (skipped)")
+        return
+    # Everything the unprivileged user needs, where it can read it; the database read-only.
+    box = tempfile.mkdtemp(prefix="vidfeat_ro_")
+    try:
+        os.chmod(box, 0o755)
+        for src in (exe, model, clip):
+            shutil.copy(src, box)
+        ro2 = os.path.join(box, "ro.db")
+        shutil.copy(ro, ro2)
+        os.chmod(ro2, 0o444)
+        os.chmod(box, 0o555)  # no new -wal/-shm files either
+        before = digest(ro2)
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            os.path.join(box, os.path.basename(exe)), "--model",
+                            os.path.join(box, os.path.basename(model)), "--force", "-o", ro2,
+                            os.path.join(box, os.path.basename(clip))],
+                           capture_output=True, text=True, timeout=60)
+        expect_refused(r, ro2, before, "read-only file (as an unprivileged user)")
+    finally:
+        os.chmod(box, 0o755)
+        shutil.rmtree(box, ignore_errors=True)
+
+
 def main():
     exe, models, samples = sys.argv[1:4]
     model = os.path.join(models, "tiny_cnn.onnx")
@@ -66,7 +113,7 @@ def main():
         os.chmod(ro, stat.S_IRUSR)
         os.chmod(tmp, stat.S_IRUSR | stat.S_IXUSR)  # no new -wal/-shm files either
         if os.access(ro, os.W_OK):
-            print("ok read-only database: not testable as root here (skipped)")
+            read_only_as_root(exe, model, clip, tmp, ro)
         else:
             r = run(exe, model, ro, clip)
             check(r.returncode == 1 and "ro.db" in r.stderr, "read-only: %r" % r.stderr)

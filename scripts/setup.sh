@@ -14,6 +14,7 @@ PACKAGES=(
     python3 python3-numpy python3-onnx python3-torch python3-torchvision  # model export, refs
     ffmpeg                                                        # sample clips, test images
     clang clang-format libclang-rt-dev                            # fuzzing, format check
+    valgrind util-linux                                           # memcheck run; unshare, setpriv
 )
 
 if [ "${VIDFEAT_NO_APT:-0}" != 1 ]; then

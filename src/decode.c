@@ -16,12 +16,17 @@
  */
 #include "decode.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
@@ -61,7 +66,16 @@ struct vf_decoder {
     int stalled;      /* the interrupt callback fired on the deadline */
     int seeked;       /* a seek happened since the last decoded frame */
     double seek_from; /* t of the last frame before that seek */
+    /* A FIFO, socket or device is read through our own non-blocking I/O, so that a source with
+     * no data at all can still be abandoned (watchdog) or cancelled: FFmpeg's file protocol
+     * would sit in read(2). -1 for regular files. */
+    int fd;
+    int got_bytes;
+    AVIOContext *pb;
 };
+
+#define PIPE_IO_BUFFER 65536
+#define PIPE_POLL_MS   100
 
 /* FFmpeg's own messages (concealed errors, deprecation notes) go to our log at debug level:
  * every failure that matters is reported by vidfeat itself, once, naming the file. */
@@ -132,6 +146,12 @@ void vfi_decoder_free(vf_decoder **pd)
         return;
     avcodec_free_context(&d->dec);
     avformat_close_input(&d->fmt);
+    if (d->pb) { /* ours, not FFmpeg's: AVFMT_FLAG_CUSTOM_IO */
+        av_freep(&d->pb->buffer);
+        avio_context_free(&d->pb);
+    }
+    if (d->fd >= 0)
+        close(d->fd);
     av_packet_free(&d->pkt);
     av_frame_free(&d->tmp);
     vfi_free(d);
@@ -184,8 +204,8 @@ static double mono_now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* FFmpeg's I/O checks this between reads: a cancel or a passed deadline stops a read that is
- * trickling data (a blocking read(2) of a local file cannot be interrupted this way). */
+/* FFmpeg's I/O checks this between reads, and pipe_read between polls: a cancel or a passed
+ * deadline stops a source that trickles data or sends none. */
 static int interrupt_cb(void *opaque)
 {
     vf_decoder *d = opaque;
@@ -196,6 +216,56 @@ static int interrupt_cb(void *opaque)
         return 1;
     }
     return 0;
+}
+
+/* AVIOContext read callback for non-regular files: wait for data in short polls, checking the
+ * cancel flag and the watchdog between them. A FIFO whose writer has not opened it yet reads
+ * as end of file: before the first byte that means "wait", after it the end. */
+static int pipe_read(void *opaque, uint8_t *buf, int size)
+{
+    vf_decoder *d = opaque;
+    for (;;) {
+        if (interrupt_cb(d))
+            return AVERROR_EXIT;
+        ssize_t n = read(d->fd, buf, (size_t)size);
+        if (n > 0) {
+            d->got_bytes = 1;
+            return (int)n;
+        }
+        if (n == 0 && d->got_bytes)
+            return AVERROR_EOF;
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+            return AVERROR(errno);
+        if (n == 0) { /* no writer yet: poll() would report a hang-up at once */
+            struct timespec ts = {0, PIPE_POLL_MS * 1000000L};
+            nanosleep(&ts, NULL);
+        } else {
+            struct pollfd pfd = {d->fd, POLLIN, 0};
+            poll(&pfd, 1, PIPE_POLL_MS);
+        }
+    }
+}
+
+/* For a path that is not a regular file, open it ourselves, non-blocking, and give the format
+ * context an AVIOContext reading through pipe_read. Regular files keep FFmpeg's own I/O. */
+static vf_status open_pipe_io(vf_decoder *d, const char *path, vf_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+        return VF_OK;
+    d->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (d->fd < 0)
+        return vfi_fail(err, errno == ENOENT || errno == EACCES ? VF_ERR_IO : VF_ERR_DECODE, "%s",
+                        strerror(errno));
+    uint8_t *buf = av_malloc(PIPE_IO_BUFFER);
+    if (buf)
+        d->pb = avio_alloc_context(buf, PIPE_IO_BUFFER, 0, d, pipe_read, NULL, NULL);
+    if (!d->pb) {
+        av_free(buf);
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    d->fmt->pb = d->pb;
+    return VF_OK;
 }
 
 static void rearm(vf_decoder *d)
@@ -219,6 +289,7 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
         d->s.every = 1;
     rearm(d);
     d->index_exact = 1;
+    d->fd = -1;
     d->last_pts = AV_NOPTS_VALUE;
     d->window_first = -1;
 
@@ -229,6 +300,8 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     }
     d->fmt->interrupt_callback.callback = interrupt_cb;
     d->fmt->interrupt_callback.opaque = d;
+    if ((rc = open_pipe_io(d, path, err)) < 0)
+        goto fail;
     last_av_error[0] = '\0';
     int ret = avformat_open_input(&d->fmt, path, NULL, NULL);
     if (ret < 0 && d->stalled) {

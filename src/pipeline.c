@@ -299,7 +299,8 @@ static int decode_file(vf_pipeline *p, int i)
         begin->size = end->size;
         begin->mtime = end->mtime;
         begin->t_open = end->t_open;
-        content_hash(path, end->size, begin->content_hash);
+        if (S_ISREG(st.st_mode)) /* a pipe's bytes belong to the decoder: never read them */
+            content_hash(path, end->size, begin->content_hash);
         end->meta = begin->meta;
         if (begin->meta.n_video_streams > 1)
             vfi_log(VF_LOG_INFO, "decode", "%s: %d video streams, using #%d", path,

@@ -340,8 +340,17 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     }
     if (si < 0 || !codec) {
         const AVStream *st = d->fmt->streams[si >= 0 ? si : 0];
-        rc = vfi_fail(err, VF_ERR_DECODE, "no decoder for the video codec '%s'",
-                      avcodec_get_name(st->codecpar->codec_id));
+        const AVCodecParameters *par = st->codecpar;
+        char tag[AV_FOURCC_MAX_STRING_SIZE] = "";
+        if (par->codec_tag)
+            av_fourcc_make_string(tag, par->codec_tag);
+        if (par->codec_id == AV_CODEC_ID_NONE)
+            rc = vfi_fail(err, VF_ERR_UNSUPPORTED, "unsupported video codec%s%s%s",
+                          tag[0] ? " (FourCC '" : " (unknown to FFmpeg)", tag, tag[0] ? "')" : "");
+        else
+            rc = vfi_fail(err, VF_ERR_UNSUPPORTED,
+                          "unsupported video codec: this FFmpeg has no decoder for %s",
+                          avcodec_get_name(par->codec_id));
         goto fail;
     }
     AVStream *st = d->fmt->streams[si];

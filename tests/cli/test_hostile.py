@@ -108,6 +108,13 @@ def make_inputs(v, d):
        "setts=pts=if(eq(N\\,10)\\,PTS-20*DURATION\\,PTS)",
        os.path.join(d, "backwards_pts.mkv"))
     add("backwards_pts.mkv", ("done", probe_count(os.path.join(d, "backwards_pts.mkv"))))
+    # a codec FFmpeg does not know: an MPEG-4 AVI whose FourCC is changed to a made-up one
+    ff("-i", bbb, "-t", "1", "-an", "-c:v", "mpeg4", os.path.join(d, "fourcc.avi"))
+    avi = open(os.path.join(d, "fourcc.avi"), "rb").read()
+    os.remove(os.path.join(d, "fourcc.avi"))
+    check(avi.count(b"FMP4") > 0, "no FourCC to replace in the AVI")
+    open(os.path.join(d, "unknown_codec.avi"), "wb").write(avi.replace(b"FMP4", b"ZQ9X"))
+    add("unknown_codec.avi", ("failed", "unsupported video codec (FourCC 'ZQ9X')"))
     odd = os.path.join(d, "name with spaces \xe9\udcff.mp4".encode("utf-8", "surrogateescape")
                        .decode("utf-8", "surrogateescape"))
     shutil.copy(os.path.join(v, "hevc_640x360_aac.mp4"), odd)
@@ -115,6 +122,39 @@ def make_inputs(v, d):
     cases["missing"] = (os.path.join(d, "does_not_exist.mp4"), ("failed", "No such file"))
     os.remove(os.path.join(d, "fast.mp4"))
     return cases
+
+
+def unreadable(exe, model, v, tmp):
+    """A file the user may not read: one line (permission denied), the next file done. Root
+    reads anything, so as root the command runs as an unprivileged user (setpriv) in a
+    directory of its own."""
+    box = os.path.join(tmp, "box")
+    os.makedirs(box)
+    os.chmod(tmp, 0o755)  # mkdtemp's 0700 would keep the other user out
+    os.chmod(box, 0o777)
+    private = os.path.join(box, "unreadable.mp4")
+    shutil.copy(os.path.join(v, "hevc_640x360_aac.mp4"), private)
+    os.chmod(private, 0)
+    ok_clip = os.path.join(box, "readable.mp4")
+    shutil.copy(os.path.join(v, "hevc_640x360_aac.mp4"), ok_clip)
+    os.chmod(ok_clip, 0o644)
+    cmd = [exe, "--model", model, "-o", os.path.join(box, "u.db"), "--json", private, ok_clip]
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            print("ok unreadable file: root and no setpriv here (skipped)")
+            return
+        for src in (exe, model):
+            shutil.copy(src, box)
+        cmd[0] = os.path.join(box, os.path.basename(exe))
+        cmd[2] = os.path.join(box, os.path.basename(model))
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + cmd
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    lines = r.stderr.strip().splitlines()
+    files = {os.path.basename(f["path"]): f for f in json.loads(r.stdout or "{}").get("files", [])}
+    check(r.returncode == 1 and len(lines) == 1 and "unreadable.mp4: Permission denied" in lines[0]
+          and files.get("readable.mp4", {}).get("frames") == 27,
+          "unreadable file: %d %r %r" % (r.returncode, r.stderr, r.stdout))
+    print("ok unreadable file: %s" % r.stderr.strip())
 
 
 def main():
@@ -161,6 +201,7 @@ def main():
                           "!= (SELECT count(*) FROM features WHERE extraction_id = e.id)")
         check(bad.fetchone()[0] == 0, "done extraction with frames missing")
         con.close()
+        unreadable(exe, model, v, tmp)
         print("hostile inputs: all processed or failed with one line; database consistent")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -199,19 +199,22 @@ def main():
               (got, {b: clean[b] for b in big}))
         print("ok kill -9 x20: database consistent, rerun gives the clean run's rows")
 
-        # Ctrl-C (SIGINT) stops quickly and keeps what was written
-        dbi = os.path.join(tmp, "int.db")
-        p = subprocess.Popen([exe, "--model", model, "--batch", "8", "-o", dbi, *big],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        time.sleep(0.6)
-        t0 = time.time()
-        p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=30)
-        stop = time.time() - t0
-        check(p.returncode == 1 and "interrupted" in err, "SIGINT: rc %d %s" % (p.returncode, err))
-        check(stop < 1.0, "SIGINT took %.2f s to stop" % stop)
-        consistent(dbi)
-        print("ok SIGINT: stopped in %.2f s, database consistent" % stop)
+        # Ctrl-C (SIGINT) and SIGTERM stop quickly and keep what was written
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            name = signal.Signals(sig).name
+            dbi = os.path.join(tmp, "%s.db" % name)
+            p = subprocess.Popen([exe, "--model", model, "--batch", "8", "-o", dbi, *big],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            time.sleep(0.6)
+            t0 = time.time()
+            p.send_signal(sig)
+            _, err = p.communicate(timeout=30)
+            stop = time.time() - t0
+            check(p.returncode == 1 and "interrupted" in err,
+                  "%s: rc %d %s" % (name, p.returncode, err))
+            check(stop < 1.0, "%s took %.2f s to stop" % (name, stop))
+            consistent(dbi)
+            print("ok %s: stopped in %.2f s, database consistent" % (name, stop))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -160,61 +160,51 @@ typedef struct cuda_ctx {
 
 /* ---- errors --------------------------------------------------------------------------------- */
 
+/* A library call failed: the library's own words, the node being prepared or run, the line. */
+static vf_status lib_fail(vf_backend *b, vf_status code, const char *lib, const char *what,
+                          const char *text, int line)
+{
+    const cuda_ctx *c = b->ctx;
+    const char *node = c && c->node ? c->node : NULL;
+    return vfi_fail(&b->err, code, "%s: %s failed: %s%s%s%s [backend_cuda.c:%d]", lib, what, text,
+                    node ? " at node '" : "", node ? node : "", node ? "'" : "", line);
+}
+
 static vf_status cuda_fail(vf_backend *b, cudaError_t e, const char *what, int line)
 {
-    cuda_ctx *c = b->ctx;
-    return vfi_fail(&b->err, e == cudaErrorMemoryAllocation ? VF_ERR_NOMEM : VF_ERR_BACKEND,
-                    "CUDA: %s failed: %s (error %d)%s%s%s [backend_cuda.c:%d]", what,
-                    cudaGetErrorString(e), (int)e, c && c->node ? " at node '" : "",
-                    c && c->node ? c->node : "", c && c->node ? "'" : "", line);
+    char text[256];
+    snprintf(text, sizeof(text), "%s (error %d)", cudaGetErrorString(e), (int)e);
+    return lib_fail(b, e == cudaErrorMemoryAllocation ? VF_ERR_NOMEM : VF_ERR_BACKEND, "CUDA", what,
+                    text, line);
 }
 
 static vf_status dnn_fail(vf_backend *b, cudnnStatus_t s, const char *what, int line)
 {
-    cuda_ctx *c = b->ctx;
-    vf_status code = s == CUDNN_STATUS_NOT_SUPPORTED  ? VF_ERR_UNSUPPORTED
-                     : s == CUDNN_STATUS_ALLOC_FAILED ? VF_ERR_NOMEM
-                     : s == CUDNN_STATUS_BAD_PARAM    ? VF_ERR_UNSUPPORTED
-                                                      : VF_ERR_BACKEND;
-    return vfi_fail(&b->err, code, "cuDNN: %s failed: %s%s%s%s [backend_cuda.c:%d]", what,
-                    cudnnGetErrorString(s), c && c->node ? " at node '" : "",
-                    c && c->node ? c->node : "", c && c->node ? "'" : "", line);
+    vf_status code = s == CUDNN_STATUS_ALLOC_FAILED ? VF_ERR_NOMEM
+                     : s == CUDNN_STATUS_NOT_SUPPORTED || s == CUDNN_STATUS_BAD_PARAM
+                         ? VF_ERR_UNSUPPORTED
+                         : VF_ERR_BACKEND;
+    return lib_fail(b, code, "cuDNN", what, cudnnGetErrorString(s), line);
 }
 
 static vf_status blas_fail(vf_backend *b, cublasStatus_t s, const char *what, int line)
 {
-    cuda_ctx *c = b->ctx;
-    return vfi_fail(&b->err, s == CUBLAS_STATUS_ALLOC_FAILED ? VF_ERR_NOMEM : VF_ERR_BACKEND,
-                    "cuBLAS: %s failed: %s%s%s%s [backend_cuda.c:%d]", what,
-                    cublasGetStatusString(s), c && c->node ? " at node '" : "",
-                    c && c->node ? c->node : "", c && c->node ? "'" : "", line);
+    return lib_fail(b, s == CUBLAS_STATUS_ALLOC_FAILED ? VF_ERR_NOMEM : VF_ERR_BACKEND, "cuBLAS",
+                    what, cublasGetStatusString(s), line);
 }
 
-/* Each evaluates the call once, records a failure in b->err and jumps to fail with rc set. */
-#define CU(call)                                                                                   \
+/* Each evaluates the call once; on failure records it in b->err and jumps to fail with rc set. */
+#define LIB_CHECK(type, ok, fail_fn, call)                                                         \
     do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            rc = cuda_fail(b, e_, #call, __LINE__);                                                \
+        type v_ = (call);                                                                          \
+        if (v_ != (ok)) {                                                                          \
+            rc = fail_fn(b, v_, #call, __LINE__);                                                  \
             goto fail;                                                                             \
         }                                                                                          \
     } while (0)
-#define DN(call)                                                                                   \
-    do {                                                                                           \
-        cudnnStatus_t s_ = (call);                                                                 \
-        if (s_ != CUDNN_STATUS_SUCCESS) {                                                          \
-            rc = dnn_fail(b, s_, #call, __LINE__);                                                 \
-            goto fail;                                                                             \
-        }                                                                                          \
-    } while (0)
-#define BL(call)                                                                                   \
-    do {                                                                                           \
-        cublasStatus_t s_ = (call);                                                                \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            rc = blas_fail(b, s_, #call, __LINE__);                                                \
-            goto fail;                                                                             \
-        }                                                                                          \
-    } while (0)
+#define CU(call) LIB_CHECK(cudaError_t, cudaSuccess, cuda_fail, call)
+#define DN(call) LIB_CHECK(cudnnStatus_t, CUDNN_STATUS_SUCCESS, dnn_fail, call)
+#define BL(call) LIB_CHECK(cublasStatus_t, CUBLAS_STATUS_SUCCESS, blas_fail, call)
 #define TRY(call)                                                                                  \
     do {                                                                                           \
         if ((rc = (call)) < 0)                                                                     \

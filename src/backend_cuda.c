@@ -365,8 +365,9 @@ static void *buf_ptr(const cuda_ctx *c, int buf)
     return base + off;
 }
 
-/* A new step of `kind`; its operands are set by the caller, which then calls seal(). */
-static vf_status new_step(vf_backend *b, enum step_kind kind, step **out)
+/* A new step of `kind` reading buffer x and writing y (-1: none); the caller sets the rest of its
+ * operands, then calls seal(). */
+static vf_status new_step(vf_backend *b, enum step_kind kind, int x, int y, step **out)
 {
     cuda_ctx *c = b->ctx;
     void *grown = vfi_grow(c->steps, &c->cap_steps, c->n_steps + 1, sizeof(step));
@@ -377,7 +378,9 @@ static vf_status new_step(vf_backend *b, enum step_kind kind, step **out)
     memset(s, 0, sizeof(*s));
     s->kind = kind;
     s->node = -1;
-    s->x = s->x2 = s->y = s->w = s->bias = -1;
+    s->x = x;
+    s->y = y;
+    s->x2 = s->w = s->bias = -1;
     s->alpha1 = 1.0f;
     s->alpha2 = 0.0f;
     *out = s;
@@ -505,9 +508,7 @@ static vf_status cudnn_act(vf_backend *b, int x, int y, const tview *shape,
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     step *s;
-    TRY(new_step(b, ST_ACT, &s));
-    s->x = x;
-    s->y = y;
+    TRY(new_step(b, ST_ACT, x, y, &s));
     s->v[0] = *shape;
     s->v[0].d = NULL;
     s->n_views = 1;
@@ -527,10 +528,8 @@ static vf_status optensor(vf_backend *b, cudnnOpTensorOp_t op, int x, float a1, 
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     step *s;
-    TRY(new_step(b, ST_OPTENSOR, &s));
-    s->x = x;
+    TRY(new_step(b, ST_OPTENSOR, x, y, &s));
     s->x2 = x2;
-    s->y = y;
     s->alpha1 = a1;
     s->alpha2 = a2;
     s->n_views = 3;
@@ -637,10 +636,8 @@ static vf_status copy_step(vf_backend *b, int x, size_t x_off, const tview *xv, 
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     step *s;
-    TRY(new_step(b, ST_COPY, &s));
-    s->x = x;
+    TRY(new_step(b, ST_COPY, x, y, &s));
     s->x_off = x_off;
-    s->y = y;
     s->y_off = y_off;
     s->n_views = 2;
     s->v[0] = *xv;
@@ -661,8 +658,7 @@ static vf_status fill_step(vf_backend *b, int y, const tview *yv, float value)
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     step *s;
-    TRY(new_step(b, ST_FILL, &s));
-    s->y = y;
+    TRY(new_step(b, ST_FILL, -1, y, &s));
     s->fill = value;
     s->n_views = 1;
     s->v[0] = *yv;
@@ -739,9 +735,7 @@ static vf_status conv_op(vf_backend *b, const vf_node *nd)
     if (!act_in_place(&p->act))
         TRY(temp_like(b, &yview, &pre));
     step *s;
-    TRY(new_step(b, ST_CONV, &s));
-    s->x = x;
-    s->y = pre;
+    TRY(new_step(b, ST_CONV, x, pre, &s));
     TRY(upload_value(b, nd->inputs[1], 0, &s->w));
     if (nd->n_inputs > 2) {
         TRY(upload_value(b, nd->inputs[2], 0, &s->bias));
@@ -779,10 +773,9 @@ static vf_status conv_op(vf_backend *b, const vf_node *nd)
         step *t;
         int bias = s->bias;
         s->bias = -1; /* the conv call adds nothing; a bias step follows */
-        TRY(new_step(b, ST_BIAS, &t));
+        TRY(new_step(b, ST_BIAS, -1, pre, &t));
         s = NULL; /* the step array may have moved */
         t->bias = bias;
-        t->y = pre;
         t->n_views = 3;
         const step *conv = &c->steps[c->n_steps - 2];
         t->v[1] = conv->v[1];
@@ -819,9 +812,7 @@ static vf_status fc_op(vf_backend *b, const vf_node *nd)
     if (!act_in_place(&nd->p.fc.act))
         TRY(temp_like(b, &yview, &pre));
     step *s;
-    TRY(new_step(b, ST_GEMM, &s));
-    s->x = c->vbuf[nd->inputs[0]];
-    s->y = pre;
+    TRY(new_step(b, ST_GEMM, c->vbuf[nd->inputs[0]], pre, &s));
     s->m = (int)wv->dims[0];
     s->k = (int)wv->dims[1];
     TRY(upload_value(b, nd->inputs[1], 0, &s->w));
@@ -834,9 +825,8 @@ static vf_status fc_op(vf_backend *b, const vf_node *nd)
         step *t;
         int bias;
         TRY(upload_value(b, nd->inputs[2], 0, &bias));
-        TRY(new_step(b, ST_BIAS, &t));
+        TRY(new_step(b, ST_BIAS, -1, pre, &t));
         t->bias = bias;
-        t->y = pre;
         t->n_views = 3;
         int64_t bd[4] = {1, wv->dims[0], 1, 1};
         TRY(dense_view(b, &t->v[1], 4, bd, 0, c->act_dt));
@@ -922,9 +912,7 @@ static vf_status pool_op(vf_backend *b, const vf_node *nd)
     }
     TRY(out_buf(b, nd, &yview, &y));
     step *s;
-    TRY(new_step(b, ST_POOL, &s));
-    s->x = x;
-    s->y = y;
+    TRY(new_step(b, ST_POOL, x, y, &s));
     s->n_views = 3;
     s->v[0] = xview;
     s->v[2] = yview;
@@ -1022,10 +1010,8 @@ static vf_status memcpy2d_step(vf_backend *b, int x, size_t x_off, size_t spitch
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     step *s;
-    TRY(new_step(b, ST_MEMCPY2D, &s));
-    s->x = x;
+    TRY(new_step(b, ST_MEMCPY2D, x, y, &s));
     s->x_off = x_off;
-    s->y = y;
     s->y_off = y_off;
     s->spitch = spitch;
     s->dpitch = dpitch;
@@ -1041,9 +1027,7 @@ static vf_status convert_step(vf_backend *b, int x, int y, int64_t per_sample, i
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     step *s;
-    TRY(new_step(b, ST_CONVERT, &s));
-    s->x = x;
-    s->y = y;
+    TRY(new_step(b, ST_CONVERT, x, y, &s));
     s->per_sample = per_sample;
     s->to_half = to_half;
     seal(c, s);
@@ -1175,9 +1159,7 @@ static vf_status softmax_op(vf_backend *b, const vf_node *nd)
         goto fail;
     }
     step *s;
-    TRY(new_step(b, ST_SOFTMAX, &s));
-    s->x = c->vbuf[nd->inputs[0]];
-    s->y = y;
+    TRY(new_step(b, ST_SOFTMAX, c->vbuf[nd->inputs[0]], y, &s));
     s->n_views = 1;
     int64_t dims[4] = {1, xv->dims[axis], inner, 1};
     TRY(dense_view(b, &s->v[0], 4, dims, 1, c->act_dt));
@@ -1198,9 +1180,7 @@ static vf_status lrn_op(vf_backend *b, const vf_node *nd)
         return unsupported(b, "LRN with these parameters (size <= 16, bias >= 1e-5, beta >= 0.01)");
     TRY(out_buf(b, nd, &yview, &y));
     step *s;
-    TRY(new_step(b, ST_LRN, &s));
-    s->x = c->vbuf[nd->inputs[0]];
-    s->y = y;
+    TRY(new_step(b, ST_LRN, c->vbuf[nd->inputs[0]], y, &s));
     s->n_views = 1;
     s->v[0] = yview;
     yview.d = NULL;
@@ -1223,9 +1203,7 @@ static vf_status reduce_op(vf_backend *b, const vf_node *nd)
         return unsupported(b, "reduction over a tensor of this rank");
     TRY(out_buf(b, nd, &yview, &y));
     step *s;
-    TRY(new_step(b, ST_REDUCE, &s));
-    s->x = c->vbuf[nd->inputs[0]];
-    s->y = y;
+    TRY(new_step(b, ST_REDUCE, c->vbuf[nd->inputs[0]], y, &s));
     s->n_views = 3;
     TRY(value_view(b, &s->v[0], xv));
     int64_t kept[VF_MAX_DIMS];

@@ -88,6 +88,23 @@ vf_status vfi_backend_open(const char *name, const vf_backend_opts *opts, vf_bac
     return open_ops(ops, opts, out, err);
 }
 
+void *vfi_backend_host_alloc(vf_backend *b, size_t size)
+{
+    if (b && b->ops->host_alloc)
+        return b->ops->host_alloc(b, size);
+    return vfi_aligned_alloc(VF_TENSOR_ALIGN, size);
+}
+
+void vfi_backend_host_free(vf_backend *b, void *ptr)
+{
+    if (!ptr)
+        return;
+    if (b && b->ops->host_free)
+        b->ops->host_free(b, ptr);
+    else
+        vfi_free(ptr);
+}
+
 void vfi_backend_free(vf_backend **pb)
 {
     vf_backend *b = pb ? *pb : NULL;

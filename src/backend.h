@@ -49,6 +49,12 @@ typedef struct vf_backend_ops {
      * none. Borrowed from the backend. */
     const char *(*describe)(vf_backend *b);
 
+    /* (optional) Host memory the backend copies from and to fastest (pinned memory for a GPU),
+     * for the batch tensors run() is given; NULL on failure. Free with host_free. Without
+     * these entries: vfi_aligned_alloc / vfi_free. Callable from any thread after prepare. */
+    void *(*host_alloc)(vf_backend *b, size_t size);
+    void (*host_free)(vf_backend *b, void *ptr);
+
     /* (optional) The device the backend runs on, as its driver names it ("NVIDIA H100 80GB
      * HBM3"); borrowed from the backend. NULL (or no entry): the host CPU. */
     const char *(*device_name)(vf_backend *b);
@@ -76,6 +82,11 @@ struct vf_backend {
 vf_status vfi_backend_open(const char *name, const vf_backend_opts *opts, vf_backend **out,
                            vf_err *err);
 void vfi_backend_free(vf_backend **pb);
+
+/* Host buffers for a backend's batch tensors: its host_alloc where it has one (pinned memory for
+ * a GPU), else 64-byte aligned heap memory. b may be NULL. */
+void *vfi_backend_host_alloc(vf_backend *b, size_t size);
+void vfi_backend_host_free(vf_backend *b, void *ptr);
 
 /* The compiled-in backends, in "auto" order; returns the count. */
 size_t vfi_backend_list(const vf_backend_ops *const **list);

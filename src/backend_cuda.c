@@ -1615,6 +1615,22 @@ static const char *cuda_describe(vf_backend *b)
     return c ? c->summary : NULL;
 }
 
+static void *cuda_host_alloc(vf_backend *b, size_t size)
+{
+    cuda_ctx *c = b->ctx;
+    void *p = NULL;
+    if (cudaSetDevice(c->device) != cudaSuccess ||
+        cudaHostAlloc(&p, size ? size : 1, cudaHostAllocPortable) != cudaSuccess)
+        return NULL;
+    return p;
+}
+
+static void cuda_host_free(vf_backend *b, void *ptr)
+{
+    (void)b;
+    cudaFreeHost(ptr);
+}
+
 static const char *cuda_device_name(vf_backend *b)
 {
     cuda_ctx *c = b->ctx;
@@ -1641,6 +1657,8 @@ const vf_backend_ops vfi_backend_cuda = {
     .prepare = cuda_prepare,
     .run = cuda_run,
     .describe = cuda_describe,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
     .device_name = cuda_device_name,
     .library_version = cuda_library_version,
     .destroy = cuda_destroy,

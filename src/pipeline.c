@@ -717,8 +717,8 @@ static void free_run(vf_pipeline *p)
     if (p->batches) {
         for (int i = 0; i < p->n_batches; i++) {
             batch_item *b = &p->batches[i];
-            vfi_free(b->images);
-            vfi_free(b->features);
+            vfi_backend_host_free(vfi_extractor_backend(p->ex), b->images);
+            vfi_backend_host_free(vfi_extractor_backend(p->ex), b->features);
             vfi_free(b->index);
             vfi_free(b->pts);
             vfi_free(b->t);
@@ -759,8 +759,10 @@ static vf_status make_run(vf_pipeline *p)
     }
     for (int i = 0; i < p->n_batches; i++) {
         batch_item *b = &p->batches[i];
-        b->images = vfi_aligned_alloc(VF_TENSOR_ALIGN, (size_t)bs * slot * sizeof(float));
-        b->features = vfi_aligned_alloc(VF_TENSOR_ALIGN, (size_t)bs * dim * sizeof(float));
+        /* pinned memory when the network runs on a GPU: faster, asynchronous copies */
+        vf_backend *be = vfi_extractor_backend(p->ex);
+        b->images = vfi_backend_host_alloc(be, (size_t)bs * slot * sizeof(float));
+        b->features = vfi_backend_host_alloc(be, (size_t)bs * dim * sizeof(float));
         b->index = vfi_mallocarray((size_t)bs, sizeof(int64_t));
         b->pts = vfi_mallocarray((size_t)bs, sizeof(int64_t));
         b->t = vfi_mallocarray((size_t)bs, sizeof(double));

@@ -331,14 +331,14 @@ static void print_row(const cli *c, const char *cpu, const bench_row *row)
     const bench_result *r = &row->r;
     double peak_mb = r->peak_kb / 1024.0;
     if (c->json) {
-        char e1[512], e2[256];
+        char e1[512], e2[256], e3[512]; /* one buffer per escaped string: all are printed at once */
         printf("{\"device\":\"%s\",\"device_name\":\"%s\",\"backend\":\"%s\",\"model\":\"%s\","
                "\"layer\":\"%s\",\"precision\":\"%s\",\"batch\":%d,\"threads\":%d,"
                "\"mode\":\"%s\",\"frames\":%lld,\"end_to_end_fps\":%.3f,\"decode_fps\":%.3f,"
                "\"convert_fps\":%.3f,\"infer_fps\":%.3f,\"store_fps\":%.3f,\"peak_rss_mb\":%.1f,"
                "\"speedup_vs_per_frame\":%.3f,\"setup_s\":%.3f",
                row->device, cli_jesc(row_device_name(row, cpu), e1, sizeof(e1)), r->backend,
-               cli_jesc(r->model, e2, sizeof(e2)), cli_jesc(r->layer, e1, sizeof(e1)),
+               cli_jesc(r->model, e2, sizeof(e2)), cli_jesc(r->layer, e3, sizeof(e3)),
                vf_precision_str(row->precision), row->batch, r->threads, mode_names[row->mode],
                (long long)r->frames, r->e2e_fps, r->decode_fps, r->convert_fps, r->infer_fps,
                r->store_fps, peak_mb, row->speedup, r->setup_s);

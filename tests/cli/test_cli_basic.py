@@ -79,6 +79,8 @@ def main():
                         "peak_rss_mb", "speedup_vs_per_frame"):
                 check(key in row, "bench json lacks %s" % key)
             check(row["frames"] == 20 and row["peak_rss_mb"] > 1 and row["device"] == "cpu", row)
+            check(row["model"] == "tiny_cnn" and row["layer"] == "output" and
+                  row["device_name"] != row["layer"], row)
             check(row["end_to_end_fps"] > 0 and row["speedup_vs_per_frame"] > 0, row)
         check([(row["mode"], row["batch"]) for row in rows] ==
               [("per_frame", 1), ("pipeline", 1), ("pipeline", 4)], rows)

@@ -59,6 +59,8 @@ typedef enum vf_precision {
     VF_PRECISION_BF16 = 1, /**< bfloat16 weights and activations, float32 accumulation */
     VF_PRECISION_F16 = 2,  /**< float16 weights and activations, float32 accumulation (GPU) */
     VF_PRECISION_TF32 = 3, /**< float32 tensors, TF32 tensor-core products (GPU) */
+    VF_PRECISION_INT8 = 4, /**< 8-bit convolutions and inner products (CPU, AMX/VNNI), scales
+                                calibrated on the first batch the network sees */
 } vf_precision;
 
 /** Order of the colour channels the network expects in its input tensor. */

@@ -67,6 +67,8 @@ const char *vf_precision_str(vf_precision p)
         return "f16";
     case VF_PRECISION_TF32:
         return "tf32";
+    case VF_PRECISION_INT8:
+        return "int8";
     }
     return "?";
 }
@@ -85,6 +87,10 @@ vf_status vf_precision_parse(const char *text, vf_precision *out)
     if (text &&
         (!strcasecmp(text, "f16") || !strcasecmp(text, "fp16") || !strcasecmp(text, "float16"))) {
         *out = VF_PRECISION_F16;
+        return VF_OK;
+    }
+    if (text && (!strcasecmp(text, "int8") || !strcasecmp(text, "i8"))) {
+        *out = VF_PRECISION_INT8;
         return VF_OK;
     }
     if (text && !strcasecmp(text, "tf32")) {
@@ -230,7 +236,7 @@ static vf_status check_config(const vf_config *cfg, vf_err *err)
                         MAX_BATCH);
     if (cfg->n_threads < 0 || cfg->n_threads > 1024)
         return vfi_fail(err, VF_ERR_INVALID, "thread count %d is not in 0..1024", cfg->n_threads);
-    if ((unsigned)cfg->precision > VF_PRECISION_TF32)
+    if ((unsigned)cfg->precision > VF_PRECISION_INT8)
         return vfi_fail(err, VF_ERR_INVALID, "unknown precision %d", (int)cfg->precision);
     if (cfg->input_size < 0 || cfg->input_size > 8192)
         return vfi_fail(err, VF_ERR_INVALID, "input size %d is not in 1..8192", cfg->input_size);

@@ -238,9 +238,10 @@ static vf_status cuda_init(vf_backend *b, const vf_backend_opts *opts)
     if (!c)
         return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
     b->ctx = c;
-    if (opts->precision == VF_PRECISION_BF16)
+    if (opts->precision == VF_PRECISION_BF16 || opts->precision == VF_PRECISION_INT8)
         return vfi_fail(&b->err, VF_ERR_UNSUPPORTED,
-                        "the CUDA backend runs f32, tf32 or f16, not bf16 (bf16 is for the CPU)");
+                        "the CUDA backend runs f32, tf32 or f16, not %s (that is for the CPU)",
+                        vf_precision_str(opts->precision));
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || opts->device < 0 || opts->device >= count)
         return vfi_fail(&b->err, VF_ERR_NO_DEVICE, "no CUDA GPU number %d (%d present)",

@@ -18,6 +18,7 @@
  * error per layer; VIDFEAT_DNNL_WINOGRAD=0 turns it off). bf16 keeps activations and weights in
  * bf16 (biases f32), which oneDNN runs on AMX where the CPU has it; input and output stay f32.
  */
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@
 
 #include "arena.h"
 #include "backend.h"
+#include "log.h"
 #include "mem.h"
 
 #define MAX_ARGS 8
@@ -61,6 +63,7 @@ typedef struct step {
     const char *impl;                   /* borrowed from the primitive descriptor */
     int fill_buf;
     float fill_value;
+    int value; /* the graph value this step finishes (the last step of its node), or -1 */
 } step;
 
 typedef struct cache_entry {
@@ -90,7 +93,14 @@ typedef struct plan {
 typedef struct dnnl_ctx {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
-    dnnl_data_type_t act_dt;
+    dnnl_data_type_t act_dt; /* activations (f32 for int8 too: only stored int8 values differ) */
+    /* int8: prepare builds f32 plans; the first run observes every value's range (vmax) on
+     * them, then the plans are rebuilt with convolutions and inner products in int8. */
+    int int8, calibrating;
+    float *vmax;           /* per graph value: max |x| seen while calibrating */
+    dnnl_data_type_t *vdt; /* per value, int8 plans: how it is stored (u8, s8 or f32) */
+    dnnl_data_type_t *qdt; /* per value: the int8 type it is quantized to (u8 if >= 0) */
+    float *vscale;         /* per value: quantized = real x vscale */
     int winograd;
     int n_threads;
     const vf_graph *g;
@@ -176,10 +186,13 @@ static vf_status dnnl_init(vf_backend *b, const vf_backend_opts *opts)
     if (!c)
         return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
     b->ctx = c;
-    if (opts->precision != VF_PRECISION_F32 && opts->precision != VF_PRECISION_BF16)
+    if (opts->precision != VF_PRECISION_F32 && opts->precision != VF_PRECISION_BF16 &&
+        opts->precision != VF_PRECISION_INT8)
         return vfi_fail(&b->err, VF_ERR_UNSUPPORTED,
-                        "the CPU backend runs f32 or bf16, not %s (f16 and tf32 are for the GPU)",
+                        "the CPU backend runs f32, bf16 or int8, not %s (f16 and tf32 are for the "
+                        "GPU)",
                         vf_precision_str(opts->precision));
+    c->int8 = opts->precision == VF_PRECISION_INT8;
     c->n_threads = opts->n_threads;
     c->act_dt = opts->precision == VF_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
     const char *wino = getenv("VIDFEAT_DNNL_WINOGRAD");
@@ -221,6 +234,10 @@ static void dnnl_destroy(vf_backend *b)
     vfi_free(c->stage_in);
     vfi_free(c->stage_out);
     vfi_free(c->summary);
+    vfi_free(c->vmax);
+    vfi_free(c->vdt);
+    vfi_free(c->qdt);
+    vfi_free(c->vscale);
     if (c->stream)
         dnnl_stream_destroy(c->stream);
     if (c->engine)
@@ -283,6 +300,7 @@ static vf_status add_step(vf_backend *b, const_dnnl_primitive_desc_t pd, int n_a
     step *s = &c->p->steps[c->p->n_steps];
     memset(s, 0, sizeof(*s));
     s->fill_buf = -1;
+    s->value = -1;
     if (pd) {
         CHECK(dnnl_primitive_create(&s->prim, pd));
         const char *impl = NULL;
@@ -420,6 +438,18 @@ fail:
 }
 
 /* The value's dims with the batch filled in. */
+/* How value vi is stored: its int8 type in an int8 plan where it is quantized, else the
+ * activation type. */
+static dnnl_data_type_t dt_of(const dnnl_ctx *c, int vi)
+{
+    return c->vdt ? c->vdt[vi] : c->act_dt;
+}
+
+static int is_int8(dnnl_data_type_t dt)
+{
+    return dt == dnnl_u8 || dt == dnnl_s8;
+}
+
 static void value_dims(const dnnl_ctx *c, const vf_value *v, dnnl_dims_t dims)
 {
     for (int i = 0; i < v->rank; i++)
@@ -428,7 +458,10 @@ static void value_dims(const dnnl_ctx *c, const vf_value *v, dnnl_dims_t dims)
 
 /* A buffer holding buffer src's data in layout `want`: src itself, a cached copy, or a new
  * buffer filled by a reorder step. */
-static vf_status ensure_md(vf_backend *b, int src, const dnnl_memory_desc_t *want, int *out)
+/* Buffer src in layout `want` (a reorder, cached per source, when it is not already); with a
+ * non-zero scale the reorder multiplies by it: quantization into an int8 type. */
+static vf_status ensure_md_scaled(vf_backend *b, int src, const dnnl_memory_desc_t *want,
+                                  float scale, int *out)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
@@ -448,8 +481,11 @@ static vf_status ensure_md(vf_backend *b, int src, const dnnl_memory_desc_t *wan
     TRY(new_buf(b, want, BUF_ARENA, &dst));
     dnnl_primitive_attr_t attr = NULL;
     TRY(make_attr(b, NULL, &attr));
-    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, &c->p->bufs[src].md, c->engine, want,
-                                                         c->engine, attr);
+    dnnl_status_t s =
+        scale != 0.0f ? dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale) : dnnl_success;
+    if (s == dnnl_success)
+        s = dnnl_reorder_primitive_desc_create(&pd, &c->p->bufs[src].md, c->engine, want, c->engine,
+                                               attr);
     dnnl_primitive_attr_destroy(attr);
     CHECK(s);
     int kinds[2] = {DNNL_ARG_FROM, DNNL_ARG_TO}, bufs[2] = {src, dst};
@@ -470,6 +506,11 @@ fail:
 }
 
 /* Reorder src into dst (a buffer or a view) as a step. */
+static vf_status ensure_md(vf_backend *b, int src, const dnnl_memory_desc_t *want, int *out)
+{
+    return ensure_md_scaled(b, src, want, 0.0f, out);
+}
+
 static vf_status add_reorder(vf_backend *b, int src, int dst)
 {
     dnnl_ctx *c = b->ctx;
@@ -501,8 +542,11 @@ static void maybe_release(dnnl_ctx *c, int vi)
 
 /* A persistent buffer holding a graph constant in layout `want`: shared with a plan built
  * before that holds it in that layout, else reordered once now from the graph's copy. */
-static vf_status upload_const(vf_backend *b, const vf_value *v, const dnnl_memory_desc_t *user_md,
-                              const dnnl_memory_desc_t *want, int *out)
+/* Constant v (its data, or `data` in its place: quantized weights, scaled biases) in layout
+ * `want`, shared with another plan that has it in the same layout. */
+static vf_status upload_data(vf_backend *b, const vf_value *v, const void *data,
+                             const dnnl_memory_desc_t *user_md, const dnnl_memory_desc_t *want,
+                             int *out)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
@@ -527,9 +571,9 @@ static vf_status upload_const(vf_backend *b, const vf_value *v, const dnnl_memor
             return VF_OK;
         }
     }
-    if (!v->data) /* cannot happen: a plan's constants are all read before any is released */
+    if (!data) /* cannot happen: a plan's constants are all read before any is released */
         return vfi_fail(&b->err, VF_ERR_INTERNAL, "constant '%s' was released", v->name);
-    if (dnnl_memory_desc_equal(user_md, want) && !c->release_weights) {
+    if (data == v->data && dnnl_memory_desc_equal(user_md, want) && !c->release_weights) {
         /* Same layout: use the graph's storage in place (the graph outlives the backend). */
         CHECK(dnnl_memory_create(&d->mem, want, c->engine, v->data));
         *out = idx;
@@ -539,7 +583,7 @@ static vf_status upload_const(vf_backend *b, const vf_value *v, const dnnl_memor
     if (!d->owned)
         return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory for '%s'", v->name);
     CHECK(dnnl_memory_create(&d->mem, want, c->engine, d->owned));
-    CHECK(dnnl_memory_create(&src, user_md, c->engine, v->data));
+    CHECK(dnnl_memory_create(&src, user_md, c->engine, (void *)data));
     CHECK(dnnl_reorder_primitive_desc_create(&pd, user_md, c->engine, want, c->engine, NULL));
     CHECK(dnnl_primitive_create(&prim, pd));
     dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, d->mem}};
@@ -557,7 +601,19 @@ fail:
     return rc;
 }
 
+static vf_status upload_const(vf_backend *b, const vf_value *v, const dnnl_memory_desc_t *user_md,
+                              const dnnl_memory_desc_t *want, int *out)
+{
+    return upload_data(b, v, v->data, user_md, want, out);
+}
+
 /* ---- one function per op -------------------------------------------------------------------- */
+
+static vf_status conv_pd_types(vf_backend *b, const vf_node *nd, int64_t batch, int wino,
+                               const_dnnl_primitive_attr_t attr, dnnl_data_type_t sdt,
+                               dnnl_data_type_t wdt, dnnl_data_type_t ddt,
+                               dnnl_primitive_desc_t *out, dnnl_memory_desc_t *w_user,
+                               dnnl_memory_desc_t *b_md);
 
 /* The primitive descriptor of convolution node nd for `batch` images, activations and weights
  * in whatever layout oneDNN prefers: Winograd when `wino` and oneDNN has it for the shape, else
@@ -565,6 +621,20 @@ fail:
 static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wino,
                          const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *out,
                          dnnl_memory_desc_t *w_user, dnnl_memory_desc_t *b_md)
+{
+    dnnl_ctx *c = b->ctx;
+    if (c->vdt) /* int8: quantized source, s8 weights, the output as the consumers want it */
+        return conv_pd_types(b, nd, batch, wino, attr, c->qdt[nd->inputs[0]], dnnl_s8,
+                             c->vdt[nd->output], out, w_user, b_md);
+    return conv_pd_types(b, nd, batch, wino, attr, c->act_dt, c->act_dt, c->act_dt, out, w_user,
+                         b_md);
+}
+
+static vf_status conv_pd_types(vf_backend *b, const vf_node *nd, int64_t batch, int wino,
+                               const_dnnl_primitive_attr_t attr, dnnl_data_type_t sdt,
+                               dnnl_data_type_t wdt, dnnl_data_type_t ddt,
+                               dnnl_primitive_desc_t *out, dnnl_memory_desc_t *w_user,
+                               dnnl_memory_desc_t *b_md)
 {
     dnnl_ctx *c = b->ctx;
     const vf_graph *g = c->g;
@@ -595,12 +665,13 @@ static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wi
         pl[a] = p->win.pads[a];
         pr[a] = p->win.pads[a + 2];
     }
-    CHECK(dnnl_memory_desc_init_by_tag(&src_md, 4, xd, c->act_dt, dnnl_format_tag_any));
-    CHECK(dnnl_memory_desc_init_by_tag(&w_md, grouped ? 5 : 4, wd, c->act_dt, dnnl_format_tag_any));
-    CHECK(dnnl_memory_desc_init_by_tag(w_user, grouped ? 5 : 4, wd, dnnl_f32,
+    CHECK(dnnl_memory_desc_init_by_tag(&src_md, 4, xd, sdt, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&w_md, grouped ? 5 : 4, wd, wdt, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(w_user, grouped ? 5 : 4, wd,
+                                       wdt == dnnl_s8 ? dnnl_s8 : dnnl_f32,
                                        grouped ? dnnl_goihw : dnnl_oihw));
     CHECK(dnnl_memory_desc_init_by_tag(b_md, 1, bd, dnnl_f32, dnnl_a));
-    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 4, yd, c->act_dt, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 4, yd, ddt, dnnl_format_tag_any));
     dnnl_status_t s = dnnl_unimplemented;
     for (int attempt = wino ? 0 : 1; attempt < 2 && s != dnnl_success; attempt++) {
         dnnl_convolution_desc_t cd;
@@ -691,6 +762,164 @@ fail:
     return rc;
 }
 
+/* ---- int8 ---------------------------------------------------------------------------------- */
+
+/* The int8 form of a convolution or inner product's constants: weights to s8 with one scale per
+ * output channel (127 / its largest |w|), the bias into the s32 accumulator's units (bias x
+ * x_scale x w_scale), and the output scales that take the accumulator to the output's units
+ * (y_scale / (x_scale x w_scale); y_scale 1 for an f32 output). Arrays are allocated here. */
+typedef struct qparams {
+    int8_t *w;
+    float *bias, *oscale;
+    int64_t oc;
+} qparams;
+
+static void qparams_free(qparams *q)
+{
+    vfi_free(q->w);
+    vfi_free(q->bias);
+    vfi_free(q->oscale);
+}
+
+static vf_status quantize_wb(vf_backend *b, const vf_node *nd, float x_scale, float y_scale,
+                             qparams *q)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_value *wv = &c->g->values[nd->inputs[1]];
+    const vf_value *bv = nd->n_inputs > 2 ? &c->g->values[nd->inputs[2]] : NULL;
+    const float *w = wv->data, *bias = bv ? bv->data : NULL;
+    memset(q, 0, sizeof(*q));
+    q->oc = wv->dims[0];
+    int64_t per = vfi_value_numel(wv) / q->oc;
+    q->w = vfi_mallocarray((size_t)(per * q->oc), 1);
+    q->oscale = vfi_mallocarray((size_t)q->oc, sizeof(float));
+    q->bias = bias ? vfi_mallocarray((size_t)q->oc, sizeof(float)) : NULL;
+    if (!w || (bv && !bias))
+        return vfi_fail(&b->err, VF_ERR_INTERNAL, "node '%s': weights already released", nd->name);
+    if (!q->w || !q->oscale || (bias && !q->bias))
+        return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+    for (int64_t o = 0; o < q->oc; o++) {
+        const float *row = w + o * per;
+        float m = 0.0f;
+        for (int64_t k = 0; k < per; k++)
+            m = fmaxf(m, fabsf(row[k]));
+        float ws = m > 0.0f ? 127.0f / m : 1.0f;
+        for (int64_t k = 0; k < per; k++)
+            q->w[o * per + k] = (int8_t)lrintf(fminf(127.0f, fmaxf(-127.0f, row[k] * ws)));
+        if (bias)
+            q->bias[o] = bias[o] * x_scale * ws;
+        q->oscale[o] = y_scale / (x_scale * ws);
+    }
+    return VF_OK;
+}
+
+/* The attr of an int8 convolution or inner product: per-channel output scales, then the
+ * activation in the output's units. */
+static vf_status int8_attr(vf_backend *b, const vf_act *act, float y_scale, const qparams *q,
+                           dnnl_primitive_attr_t *out)
+{
+    vf_status rc = VF_OK;
+    vf_act scaled = *act;
+    if (act->kind == VF_ACT_CLIP) { /* bounds in the quantized output's units */
+        scaled.alpha *= y_scale;
+        scaled.beta *= y_scale;
+    }
+    TRY(make_attr(b, &scaled, out));
+    CHECK(dnnl_primitive_attr_set_output_scales(*out, q->oc, 1 << 1, q->oscale));
+fail:
+    return rc;
+}
+
+/* An int8 convolution or inner product step: the source quantized (or only re-laid-out when it
+ * is stored int8 already), s8 weights, the bias in accumulator units. */
+static vf_status int8_step(vf_backend *b, const vf_node *nd, const_dnnl_primitive_desc_t pd,
+                           const qparams *q, const dnnl_memory_desc_t *w_user)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    vf_status rc = VF_OK;
+    int xi = nd->inputs[0];
+    int x_buf, w_buf, b_buf = -1, y_buf;
+    float xs = is_int8(dt_of(c, xi)) ? 0.0f : c->vscale[xi];
+    TRY(ensure_md_scaled(b, c->p->vbuf[xi], dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0),
+                         xs, &x_buf));
+    TRY(upload_data(b, &g->values[nd->inputs[1]], q->w, w_user,
+                    dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &w_buf));
+    if (q->bias) {
+        dnnl_memory_desc_t b_md;
+        dnnl_dims_t bd = {q->oc};
+        CHECK(dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
+        TRY(upload_data(b, &g->values[nd->inputs[2]], q->bias, &b_md, &b_md, &b_buf));
+    }
+    TRY(new_buf(b, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), BUF_ARENA, &y_buf));
+    int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+    int bufs[4] = {x_buf, w_buf, y_buf, b_buf};
+    TRY(add_step(b, pd, b_buf >= 0 ? 4 : 3, kinds, bufs));
+    c->p->vbuf[nd->output] = y_buf;
+fail:
+    return rc;
+}
+
+static float out_scale(const dnnl_ctx *c, int vi)
+{
+    return is_int8(c->vdt[vi]) ? c->vscale[vi] : 1.0f;
+}
+
+static vf_status conv_int8(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_memory_desc_t w_user, b_md;
+    qparams q;
+    float ys = out_scale(c, nd->output);
+    TRY(quantize_wb(b, nd, c->vscale[nd->inputs[0]], ys, &q));
+    TRY(int8_attr(b, &nd->p.conv.act, ys, &q, &attr));
+    TRY(conv_pd(b, nd, c->p->batch, 0, attr, &pd, &w_user, &b_md));
+    TRY(int8_step(b, nd, pd, &q, &w_user));
+fail:
+    qparams_free(&q);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
+static vf_status fc_int8(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_value *wv = &c->g->values[nd->inputs[1]];
+    vf_status rc = VF_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_memory_desc_t src_md, w_md, b_md, dst_md, w_user;
+    dnnl_dims_t xd = {c->p->batch, wv->dims[1]}, yd = {c->p->batch, wv->dims[0]},
+                bd = {wv->dims[0]}, wd = {wv->dims[0], wv->dims[1]};
+    qparams q;
+    float ys = out_scale(c, nd->output);
+    TRY(quantize_wb(b, nd, c->vscale[nd->inputs[0]], ys, &q));
+    TRY(int8_attr(b, &nd->p.fc.act, ys, &q, &attr));
+    CHECK(dnnl_memory_desc_init_by_tag(&src_md, 2, xd, c->qdt[nd->inputs[0]], dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&w_md, 2, wd, dnnl_s8, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&w_user, 2, wd, dnnl_s8, dnnl_oi));
+    CHECK(dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
+    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 2, yd, c->vdt[nd->output], dnnl_format_tag_any));
+    dnnl_inner_product_desc_t ipd;
+    CHECK(dnnl_inner_product_forward_desc_init(&ipd, dnnl_forward_inference, &src_md, &w_md,
+                                               nd->n_inputs > 2 ? &b_md : NULL, &dst_md));
+    CHECK(dnnl_primitive_desc_create(&pd, &ipd, attr, c->engine, NULL));
+    TRY(int8_step(b, nd, pd, &q, &w_user));
+fail:
+    qparams_free(&q);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
 /* Winograd keeps the transformed tiles of the whole batch in its scratchpad: for VGG19's
  * 224x224 layers at batch 32 that is 1.1 GB, more than the layer's own output (411 MB). Such a
  * layer runs in the fewest equal chunks (halving) whose scratchpad fits in a quarter of the
@@ -699,6 +928,8 @@ fail:
 static vf_status conv_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
+    if (c->vdt)
+        return conv_int8(b, nd);
     const vf_graph *g = c->g;
     const vf_conv_params *p = &nd->p.conv;
     const vf_value *wv = &g->values[nd->inputs[1]];
@@ -754,6 +985,8 @@ fail:
 static vf_status fc_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
+    if (c->vdt)
+        return fc_int8(b, nd);
     const vf_graph *g = c->g;
     const vf_value *wv = &g->values[nd->inputs[1]];
     vf_status rc = VF_OK;
@@ -867,7 +1100,7 @@ static vf_status pool_op(vf_backend *b, const vf_node *nd)
                           : p->count_include_pad ? dnnl_pooling_avg_include_padding
                                                  : dnnl_pooling_avg_exclude_padding;
     int x = c->p->vbuf[nd->inputs[0]], y;
-    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 4, yd, c->act_dt, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 4, yd, dt_of(c, nd->output), dnnl_format_tag_any));
     dnnl_pooling_v2_desc_t pdsc;
     CHECK(dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, alg, &c->p->bufs[x].md,
                                             &dst_md, strides, kernel, dil, pl, pr));
@@ -985,7 +1218,8 @@ static vf_status concat_op(vf_backend *b, const vf_node *nd)
     }
     for (int i = 0; !uniform && i < n; i++) {
         dnnl_memory_desc_t nhwc;
-        CHECK(dnnl_memory_desc_init_by_tag(&nhwc, 4, mds[i].dims, c->act_dt, dnnl_acdb));
+        CHECK(dnnl_memory_desc_init_by_tag(&nhwc, 4, mds[i].dims, dt_of(c, nd->inputs[i]),
+                                           dnnl_acdb));
         TRY(ensure_md(b, bufs[i], &nhwc, &bufs[i]));
         mds[i] = nhwc;
     }
@@ -1127,7 +1361,7 @@ static vf_status relayout_op(vf_backend *b, const vf_node *nd)
     vf_status rc = VF_OK;
     dnnl_memory_desc_t ymd, vmd;
     int y, view;
-    TRY(plain_md(b, yv, c->act_dt, &ymd));
+    TRY(plain_md(b, yv, dt_of(c, nd->output), &ymd));
     TRY(new_buf(b, &ymd, BUF_ARENA, &y));
     if (nd->op == VF_OP_TRANSPOSE) {
         dnnl_dims_t xd, st;
@@ -1136,7 +1370,7 @@ static vf_status relayout_op(vf_backend *b, const vf_node *nd)
             st[nd->p.perm[i]] = ymd.format_desc.blocking.strides[i];
         CHECK(dnnl_memory_desc_init_by_strides(&vmd, xv->rank, xd, c->act_dt, st));
     } else {
-        TRY(plain_md(b, xv, c->act_dt, &vmd));
+        TRY(plain_md(b, xv, dt_of(c, nd->inputs[0]), &vmd));
     }
     TRY(new_view(b, y, &vmd, &view));
     TRY(add_reorder(b, c->p->vbuf[nd->inputs[0]], view));
@@ -1322,6 +1556,7 @@ static vf_status build_plan(vf_backend *b)
 
     for (int i = 0; i < g->n_nodes; i++) {
         const vf_node *nd = &g->nodes[i];
+        int first_step = c->p->n_steps;
         c->node = nd->name;
         switch (nd->op) {
         case VF_OP_CONV:
@@ -1366,6 +1601,8 @@ static vf_status build_plan(vf_backend *b)
         }
         if (rc < 0)
             goto fail;
+        if (c->p->n_steps > first_step) /* its last step writes the output */
+            c->p->steps[c->p->n_steps - 1].value = nd->output;
     }
     c->node = NULL;
     TRY(plain_md(b, outv, dnnl_f32, &md));
@@ -1382,6 +1619,216 @@ fail:
 #define SHORT_PLAN_MIN   8
 #define SHORT_PLAN_RATIO 4
 
+/* ---- int8 calibration ------------------------------------------------------------------ */
+
+/* Can node nd take int8 activations (and so let its input stay int8)? */
+static int takes_int8(const vf_node *nd)
+{
+    return nd->op == VF_OP_CONV || nd->op == VF_OP_FC || nd->op == VF_OP_POOL ||
+           nd->op == VF_OP_CONCAT || nd->op == VF_OP_RESHAPE;
+}
+
+/* Ops whose output keeps its input's scale (and, in int8, its type). */
+static int passes_scale(const vf_node *nd)
+{
+    return nd->op == VF_OP_POOL || nd->op == VF_OP_CONCAT || nd->op == VF_OP_RESHAPE;
+}
+
+static int act_nonneg(const vf_act *a)
+{
+    return (a->kind == VF_ACT_RELU && a->alpha == 0.0f) ||
+           (a->kind == VF_ACT_CLIP && a->alpha >= 0.0f);
+}
+
+/* An activation the int8 output scale commutes with (ReLU, Clip with scaled bounds, none). */
+static int act_linear_enough(const vf_act *a)
+{
+    return a->kind == VF_ACT_NONE || act_nonneg(a);
+}
+
+static int uf_find(int *parent, int v)
+{
+    while (parent[v] != v)
+        v = parent[v] = parent[parent[v]];
+    return v;
+}
+
+/* From the observed ranges (vmax), decide for every value how the int8 plans store it and its
+ * scale. Stored int8: outputs of convolutions / inner products / pools / concats / reshapes all
+ * of whose consumers take int8 (never the graph output). Values joined by a pool, concat or
+ * reshape share one scale (the largest range among them), so those ops move bytes unchanged.
+ * u8 where the value cannot be negative by construction (after ReLU), s8 otherwise. */
+static vf_status plan_int8(vf_backend *b)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    int nv = g->n_values;
+    int *nonneg = vfi_calloc((size_t)nv, sizeof(int)), *st = vfi_calloc((size_t)nv, sizeof(int));
+    int *parent = vfi_mallocarray((size_t)nv, sizeof(int));
+    float *gmax = vfi_calloc((size_t)nv, sizeof(float));
+    int *gneg = vfi_calloc((size_t)nv, sizeof(int));
+    if (!c->vdt)
+        c->vdt = vfi_mallocarray((size_t)nv, sizeof(*c->vdt));
+    if (!c->qdt)
+        c->qdt = vfi_mallocarray((size_t)nv, sizeof(*c->qdt));
+    if (!c->vscale)
+        c->vscale = vfi_mallocarray((size_t)nv, sizeof(float));
+    vf_status rc = VF_OK;
+    if (!nonneg || !st || !parent || !gmax || !gneg || !c->vdt || !c->qdt || !c->vscale) {
+        rc = vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int v = 0; v < nv; v++) {
+        parent[v] = v;
+        /* candidates: node outputs (the input image arrives as f32) */
+        st[v] = g->values[v].producer >= 0 && v != g->output && c->vmax[v] > 0.0f;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const vf_node *nd = &g->nodes[i];
+        int y = nd->output;
+        if (nd->op == VF_OP_CONV || nd->op == VF_OP_FC) {
+            const vf_act *a = nd->op == VF_OP_CONV ? &nd->p.conv.act : &nd->p.fc.act;
+            nonneg[y] = act_nonneg(a);
+            st[y] = st[y] && act_linear_enough(a);
+        } else if (passes_scale(nd)) {
+            nonneg[y] = 1;
+            for (int k = 0; k < nd->n_inputs; k++)
+                nonneg[y] = nonneg[y] && nonneg[nd->inputs[k]];
+        } else {
+            st[y] = 0; /* computed in f32 */
+        }
+        for (int k = 0; k < nd->n_inputs; k++) {
+            if (!takes_int8(nd))
+                st[nd->inputs[k]] = 0;
+        }
+    }
+    /* a pool, concat or reshape is int8 on both sides or on neither */
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int i = 0; i < g->n_nodes; i++) {
+            const vf_node *nd = &g->nodes[i];
+            if (!passes_scale(nd))
+                continue;
+            for (int k = 0; k < nd->n_inputs; k++) {
+                int x = nd->inputs[k];
+                if (st[x] != st[nd->output] && (st[x] || st[nd->output])) {
+                    st[x] = st[nd->output] = 0;
+                    changed = 1;
+                }
+            }
+        }
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const vf_node *nd = &g->nodes[i];
+        if (!passes_scale(nd) || !st[nd->output])
+            continue;
+        for (int k = 0; k < nd->n_inputs; k++)
+            parent[uf_find(parent, nd->inputs[k])] = uf_find(parent, nd->output);
+    }
+    for (int v = 0; v < nv; v++) {
+        int r = uf_find(parent, v);
+        gmax[r] = fmaxf(gmax[r], c->vmax[v]);
+        gneg[r] |= !nonneg[v];
+    }
+    for (int v = 0; v < nv; v++) {
+        int r = st[v] ? uf_find(parent, v) : v;
+        float m = st[v] ? gmax[r] : c->vmax[v];
+        int neg = st[v] ? gneg[r] : !nonneg[v];
+        c->qdt[v] = neg ? dnnl_s8 : dnnl_u8;
+        c->vscale[v] = m > 0.0f ? (neg ? 127.0f : 255.0f) / m : 1.0f;
+        c->vdt[v] = st[v] ? c->qdt[v] : dnnl_f32;
+    }
+done:
+    vfi_free(nonneg);
+    vfi_free(st);
+    vfi_free(parent);
+    vfi_free(gmax);
+    vfi_free(gneg);
+    return rc;
+}
+
+/* Largest |x| over the first n images of buffer k (all of it when the batch is not its
+ * outermost dimension); non-finite values are ignored. */
+static float buffer_max(const plan *q, int k, int n)
+{
+    const dbuf *d = &q->bufs[k];
+    void *h = NULL;
+    if (!d->mem || dnnl_memory_get_data_handle(d->mem, &h) != dnnl_success || !h)
+        return 0.0f;
+    size_t count = d->size / sizeof(float);
+    if (batch_outermost(&d->md) && q->batch > 0)
+        count = count / (size_t)q->batch * (size_t)n;
+    const float *x = h;
+    float m = 0.0f;
+    for (size_t i = 0; i < count; i++) {
+        float a = fabsf(x[i]);
+        if (a > m && a < INFINITY)
+            m = a;
+    }
+    return m;
+}
+
+static void fill(dnnl_ctx *c, const plan *q, const step *s);
+
+/* Run the f32 full plan on n images like run_plan, recording every value's range in vmax. */
+static vf_status observe(vf_backend *b, const float *in, float *out, int n)
+{
+    dnnl_ctx *c = b->ctx;
+    const plan *q = &c->plans[0];
+    const vf_graph *g = c->g;
+    vf_status rc = VF_OK;
+    size_t in_count = q->in_size / sizeof(float) / (size_t)q->batch * (size_t)n;
+    for (size_t i = 0; i < in_count; i++) {
+        float a = fabsf(in[i]);
+        if (a > c->vmax[g->input] && a < INFINITY)
+            c->vmax[g->input] = a;
+    }
+    memcpy(c->stage_in, in, in_count * sizeof(float));
+    for (int i = 0; i < q->n_steps; i++) {
+        const step *s = &q->steps[i];
+        if (!s->prim) {
+            fill(c, q, s);
+            continue;
+        }
+        CHECK(
+            dnnl_primitive_execute(s->prim, c->stream, s->n_args + (s->scratch ? 1 : 0), s->args));
+        if (s->value >= 0) {
+            CHECK(dnnl_stream_wait(c->stream));
+            float m = buffer_max(q, q->vbuf[s->value], n);
+            c->vmax[s->value] = fmaxf(c->vmax[s->value], m);
+        }
+    }
+    CHECK(dnnl_stream_wait(c->stream));
+    for (int i = 0; i < g->n_nodes; i++) { /* reshapes are views: their input's range */
+        const vf_node *nd = &g->nodes[i];
+        if (nd->op == VF_OP_RESHAPE)
+            c->vmax[nd->output] = fmaxf(c->vmax[nd->output], c->vmax[nd->inputs[0]]);
+    }
+    memcpy(out, c->stage_out, q->out_size / (size_t)q->batch * (size_t)n);
+fail:
+    return rc;
+}
+
+/* Build every plan, bind them to shared memory, describe them. The short plan is built first
+ * and keeps the graph's weights; the full plan then shares its copies where their layouts agree
+ * and releases the graph's as it goes, so at no time are there more than two copies of a
+ * weight. */
+static vf_status build_all(vf_backend *b)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    for (int k = c->n_plans - 1; k >= 0; k--) {
+        c->p = &c->plans[k];
+        c->last_plan = k == 0;
+        TRY(build_plan(b));
+    }
+    TRY(bind(b));
+    c->p = &c->plans[0];
+    TRY(make_summary(b));
+fail:
+    return rc;
+}
+
 static vf_status dnnl_prepare(vf_backend *b, vf_graph *g, int max_batch)
 {
     dnnl_ctx *c = b->ctx;
@@ -1394,17 +1841,46 @@ static vf_status dnnl_prepare(vf_backend *b, vf_graph *g, int max_batch)
     c->n_plans = max_batch >= SHORT_PLAN_MIN ? 2 : 1;
     c->plans[0].batch = max_batch;
     c->plans[1].batch = max_batch / SHORT_PLAN_RATIO;
-    /* The short plan is built first and keeps the graph's weights; the full plan then shares
-     * its copies where their layouts agree and releases the graph's as it goes, so at no time
-     * are there more than two copies of a weight. */
-    for (int k = c->n_plans - 1; k >= 0; k--) {
-        c->p = &c->plans[k];
-        c->last_plan = k == 0;
-        TRY(build_plan(b));
+    if (c->int8) {
+        /* f32 plans first, to observe the ranges on the first batch; the graph keeps its
+         * weights until the int8 plans are built from them */
+        c->release_weights = 0;
+        c->calibrating = 1;
+        c->vmax = vfi_calloc((size_t)g->n_values, sizeof(float));
+        if (!c->vmax)
+            return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
     }
-    TRY(bind(b));
-    c->p = &c->plans[0];
-    TRY(make_summary(b));
+    TRY(build_all(b));
+fail:
+    c->node = NULL;
+    return rc;
+}
+
+/* The int8 plans, from the ranges observed: the f32 plans and their memory go, the int8 ones
+ * are built and bound in their place. Runs once, inside the first run(): the one time run()
+ * allocates. */
+static vf_status requantize(vf_backend *b)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    TRY(plan_int8(b));
+    for (int k = 0; k < MAX_PLANS; k++) {
+        int batch = c->plans[k].batch;
+        destroy_plan(&c->plans[k]);
+        memset(&c->plans[k], 0, sizeof(c->plans[k]));
+        c->plans[k].batch = batch;
+    }
+    vfi_free(c->arena);
+    vfi_free(c->scratch);
+    vfi_free(c->stage_in);
+    vfi_free(c->stage_out);
+    vfi_free(c->summary);
+    c->arena = c->scratch = c->summary = NULL;
+    c->stage_in = c->stage_out = NULL;
+    c->arena_size = c->scratch_size = 0;
+    c->release_weights = b->opts.release_weights;
+    TRY(build_all(b));
+    c->calibrating = 0;
 fail:
     c->node = NULL;
     return rc;
@@ -1464,6 +1940,15 @@ static vf_status dnnl_run(vf_backend *b, const float *in, float *out, int n)
                         full->batch);
     if (c->n_threads > 0)
         omp_set_num_threads(c->n_threads);
+    if (c->calibrating) { /* int8: this batch runs in f32 and sets the scales */
+        vf_status rc = observe(b, in, out, n);
+        if (rc >= 0)
+            rc = requantize(b);
+        if (rc >= 0)
+            vfi_log(VF_LOG_INFO, "dnnl", "int8: scales calibrated on the first %d image%s", n,
+                    n == 1 ? "" : "s");
+        return rc;
+    }
     const plan *part = c->n_plans > 1 ? &c->plans[1] : NULL;
     int chunks = part ? (n + part->batch - 1) / part->batch : 0;
     if (!part || chunks * part->batch >= full->batch)

@@ -15,6 +15,25 @@
 
 #define F32_TOL      1e-5
 #define BF16_MIN_COS 0.999
+#define INT8_MIN_COS 0.99
+
+/* int8: the first run calibrates (and gives the f32 result), the second runs in int8. */
+static float *run_int8(vf_graph *g, const float *x, int n, float **first)
+{
+    vf_err err = {0};
+    vf_backend *b = NULL;
+    vf_backend_opts opts = {.precision = VF_PRECISION_INT8};
+    CHECK_OK(vfi_backend_open("dnnl", &opts, &b, &err), err.msg);
+    CHECK_OK(b->ops->prepare(b, g, n), b->err.msg);
+    size_t out_per = (size_t)vfi_value_sample_numel(&g->values[g->output]);
+    float *y0 = calloc((size_t)n * out_per, sizeof(float)), *y = calloc((size_t)n * out_per, 4);
+    CHECK(y0 && y);
+    CHECK_OK(b->ops->run(b, x, y0, n), b->err.msg);
+    CHECK_OK(b->ops->run(b, x, y, n), b->err.msg);
+    vfi_backend_free(&b);
+    *first = y0;
+    return y;
+}
 
 int main(void)
 {
@@ -48,6 +67,16 @@ int main(void)
             min_cos = c < min_cos ? c : min_cos;
         }
         CHECK_MSG(min_cos >= BF16_MIN_COS, "%s: bf16 cosine %.5f", name, min_cos);
+        float *calib, *q8 = run_int8(g, gold.x, n, &calib);
+        double e_cal = vf_rel_err(calib, ref, gold.y_count), cos8 = 1.0;
+        for (int k = 0; k < n; k++)
+            cos8 = fmin(cos8, vf_cosine(q8 + k * per, ref + k * per, per));
+        printf("%-18s int8: calibration run rel err %.2e, int8 min cosine %.5f\n", name, e_cal,
+               cos8);
+        CHECK_MSG(e_cal <= F32_TOL, "%s: the calibrating run is not f32 (%.3g)", name, e_cal);
+        CHECK_MSG(cos8 >= INT8_MIN_COS, "%s: int8 cosine %.5f", name, cos8);
+        free(calib);
+        free(q8);
         printf("%-18s f32 rel err %.2e / %.2e / %.2e, bf16 min cosine %.6f\n", name, e1, en, ep,
                min_cos);
         free(ref);

@@ -87,7 +87,7 @@ static const opt_def options[] = {
     {"backend", OPT_BACKEND, "NAME", "backend by name: auto, dnnl (= cpu), ref, cuda"},
     {"gpu", OPT_GPU, NULL, "same as --device gpu"},
     {"batch", OPT_BATCH, "N", "images per forward pass (default 32)"},
-    {"precision", OPT_PRECISION, "f32|bf16|f16|tf32",
+    {"precision", OPT_PRECISION, "f32|bf16|int8|f16|tf32",
      "arithmetic precision (default f32; f16 and tf32 on the GPU)"},
     {"threads", OPT_THREADS, "N", "compute threads (default: all cores)"},
     {"input-size", OPT_INPUT_SIZE, "S", "network input is S x S (plain ONNX files)"},
@@ -254,7 +254,7 @@ static int parse_options(int argc, char **argv, cli *c)
                 }
                 if (id == OPT_PRECISION && vf_precision_parse(item, &c->precisions[*n]) < 0) {
                     fprintf(stderr,
-                            "vidfeat: --precision: expected f32, bf16, f16 or tf32, not '%s'\n",
+                            "vidfeat: --precision: expected f32, bf16, int8, f16 or tf32, not '%s'\n",
                             item);
                     return EXIT_USAGE;
                 }

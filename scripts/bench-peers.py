@@ -2,7 +2,7 @@
 """Inference throughput of vidfeat against its peers on the same ONNX files, in one run.
 
 For each model (VGG19 to fc7 at 224, Inception v3 to the 2048-d pool at 299) and each round,
-runs back to back: vidfeat f32, vidfeat bf16, ONNX Runtime 1.30 f32 (onnxruntime-node),
+runs back to back: vidfeat f32, bf16 and int8, ONNX Runtime 1.30 f32 (onnxruntime-node),
 PyTorch 1.13 f32 channels_last and PyTorch bf16 (autocast + channels_last, and pure bf16).
 Every harness times RUNS runs of 32 images after one warm-up run and reports its median; the
 table gives the median over rounds and vidfeat's ratios to the peers measured in the same run.
@@ -69,6 +69,9 @@ def main():
         ("vidfeat", "bf16", lambda m: [a.vidfeat, "bench", "--infer-only", "--json", "--model", m,
                                        "--batch", str(a.batch), "--threads", str(a.threads),
                                        "--runs", str(a.runs), "--precision", "bf16"]),
+        ("vidfeat", "int8", lambda m: [a.vidfeat, "bench", "--infer-only", "--json", "--model", m,
+                                       "--batch", str(a.batch), "--threads", str(a.threads),
+                                       "--runs", str(a.runs), "--precision", "int8"]),
         ("onnxruntime 1.30", "f32", lambda m: ["node", os.path.join(peers, "ort_bench.js"), m,
                                                str(a.batch), str(a.runs), str(a.threads)]),
     ]
@@ -94,18 +97,19 @@ def main():
                       flush=True)
 
     print("\n| model | runtime | dtype | img/s (median of %d round%s x %d runs) | vidfeat f32 / it |"
-          " vidfeat bf16 / it |" % (a.rounds, "s" if a.rounds > 1 else "", a.runs))
-    print("|---|---|---|---|---|---|")
+          " vidfeat bf16 / it | vidfeat int8 / it |" % (a.rounds, "s" if a.rounds > 1 else "",
+                                                         a.runs))
+    print("|---|---|---|---|---|---|---|")
     for m in models:
         own = {d: statistics.median(results.get((m, "vidfeat", d), [0]) or [0])
-               for d in ("f32", "bf16")}
+               for d in ("f32", "bf16", "int8")}
         for (mm, name, dtype), vals in results.items():
             if mm != m:
                 continue
             med = statistics.median(vals)
-            print("| %s | %s | %s | %.2f | %s | %s |" % (
-                m, name, dtype, med, "%.2fx" % (own["f32"] / med) if med else "-",
-                "%.2fx" % (own["bf16"] / med) if med else "-"))
+            print("| %s | %s | %s | %.2f | %s |" % (
+                m, name, dtype, med, " | ".join("%.2fx" % (own[d] / med) if med else "-"
+                                                for d in ("f32", "bf16", "int8"))))
     if a.json:
         with open(a.json, "w") as f:
             json.dump([{"model": k[0], "runtime": k[1], "dtype": k[2], "img_s": v}

@@ -101,6 +101,7 @@ typedef struct dnnl_ctx {
     dnnl_data_type_t *vdt; /* per value, int8 plans: how it is stored (u8, s8 or f32) */
     dnnl_data_type_t *qdt; /* per value: the int8 type it is quantized to (u8 if >= 0) */
     float *vscale;         /* per value: quantized = real x vscale */
+    int *i8node;           /* per node: runs in int8 */
     int winograd;
     int n_threads;
     const vf_graph *g;
@@ -238,6 +239,7 @@ static void dnnl_destroy(vf_backend *b)
     vfi_free(c->vdt);
     vfi_free(c->qdt);
     vfi_free(c->vscale);
+    vfi_free(c->i8node);
     if (c->stream)
         dnnl_stream_destroy(c->stream);
     if (c->engine)
@@ -614,6 +616,7 @@ static vf_status conv_pd_types(vf_backend *b, const vf_node *nd, int64_t batch, 
                                dnnl_data_type_t wdt, dnnl_data_type_t ddt,
                                dnnl_primitive_desc_t *out, dnnl_memory_desc_t *w_user,
                                dnnl_memory_desc_t *b_md);
+static int runs_int8(const dnnl_ctx *c, const vf_node *nd);
 
 /* The primitive descriptor of convolution node nd for `batch` images, activations and weights
  * in whatever layout oneDNN prefers: Winograd when `wino` and oneDNN has it for the shape, else
@@ -623,7 +626,7 @@ static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wi
                          dnnl_memory_desc_t *w_user, dnnl_memory_desc_t *b_md)
 {
     dnnl_ctx *c = b->ctx;
-    if (c->vdt) /* int8: quantized source, s8 weights, the output as the consumers want it */
+    if (c->vdt && runs_int8(c, nd)) /* int8: quantized source, s8 weights, the output as wanted */
         return conv_pd_types(b, nd, batch, wino, attr, c->qdt[nd->inputs[0]], dnnl_s8,
                              c->vdt[nd->output], out, w_user, b_md);
     return conv_pd_types(b, nd, batch, wino, attr, c->act_dt, c->act_dt, c->act_dt, out, w_user,
@@ -928,7 +931,7 @@ fail:
 static vf_status conv_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
-    if (c->vdt)
+    if (c->vdt && runs_int8(c, nd))
         return conv_int8(b, nd);
     const vf_graph *g = c->g;
     const vf_conv_params *p = &nd->p.conv;
@@ -985,7 +988,7 @@ fail:
 static vf_status fc_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
-    if (c->vdt)
+    if (c->vdt && runs_int8(c, nd))
         return fc_int8(b, nd);
     const vf_graph *g = c->g;
     const vf_value *wv = &g->values[nd->inputs[1]];
@@ -1510,6 +1513,13 @@ static vf_status make_summary(vf_backend *b)
     if (c->n_plans > 1)
         len += (size_t)snprintf(c->summary + len, cap - len, ", short batches in %d",
                                 c->plans[1].batch);
+    if (c->int8) {
+        int n8 = 0;
+        for (int i = 0; c->i8node && i < c->g->n_nodes; i++)
+            n8 += c->i8node[i];
+        len += (size_t)snprintf(c->summary + len, cap - len, ", %s%d layers in int8",
+                                c->calibrating ? "calibrating, " : "", n8);
+    }
     len += (size_t)snprintf(c->summary + len, cap - len, ";");
     /* distinct implementation names with counts */
     for (int i = 0; i < c->p->n_steps && len < cap - 64; i++) {
@@ -1621,11 +1631,28 @@ fail:
 
 /* ---- int8 calibration ------------------------------------------------------------------ */
 
-/* Can node nd take int8 activations (and so let its input stay int8)? */
-static int takes_int8(const vf_node *nd)
+/* Does node nd run in int8 (decided by plan_int8)? */
+static int runs_int8(const dnnl_ctx *c, const vf_node *nd)
 {
-    return nd->op == VF_OP_CONV || nd->op == VF_OP_FC || nd->op == VF_OP_POOL ||
-           nd->op == VF_OP_CONCAT || nd->op == VF_OP_RESHAPE;
+    return c->i8node && c->i8node[nd - c->g->nodes];
+}
+
+/* Which convolutions and inner products run in int8: those whose input cannot be negative (it
+ * comes out of a ReLU), quantized to u8 with all 256 levels. Inputs that can be negative (the
+ * image, the sums of residual blocks, linear bottlenecks) would get s8's 127 levels per sign;
+ * depthwise and other grouped convolutions have few products per output and one scale for all
+ * channels of their input. Both cost accuracy (MobileNetV2) for little time, so they stay f32. */
+static int wants_int8(const vf_node *nd, const int *nonneg)
+{
+    return ((nd->op == VF_OP_CONV && nd->p.conv.group == 1) || nd->op == VF_OP_FC) &&
+           nonneg[nd->inputs[0]];
+}
+
+/* Can node nd take int8 activations (and so let its input stay int8)? */
+static int takes_int8(const dnnl_ctx *c, const vf_node *nd)
+{
+    return runs_int8(c, nd) || nd->op == VF_OP_POOL || nd->op == VF_OP_CONCAT ||
+           nd->op == VF_OP_RESHAPE;
 }
 
 /* Ops whose output keeps its input's scale (and, in int8, its type). */
@@ -1673,8 +1700,11 @@ static vf_status plan_int8(vf_backend *b)
         c->qdt = vfi_mallocarray((size_t)nv, sizeof(*c->qdt));
     if (!c->vscale)
         c->vscale = vfi_mallocarray((size_t)nv, sizeof(float));
+    if (!c->i8node)
+        c->i8node = vfi_calloc((size_t)g->n_nodes, sizeof(int));
     vf_status rc = VF_OK;
-    if (!nonneg || !st || !parent || !gmax || !gneg || !c->vdt || !c->qdt || !c->vscale) {
+    if (!nonneg || !st || !parent || !gmax || !gneg || !c->vdt || !c->qdt || !c->vscale ||
+        !c->i8node) {
         rc = vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -1686,19 +1716,24 @@ static vf_status plan_int8(vf_backend *b)
     for (int i = 0; i < g->n_nodes; i++) {
         const vf_node *nd = &g->nodes[i];
         int y = nd->output;
-        if (nd->op == VF_OP_CONV || nd->op == VF_OP_FC) {
-            const vf_act *a = nd->op == VF_OP_CONV ? &nd->p.conv.act : &nd->p.fc.act;
+        c->i8node[i] = wants_int8(nd, nonneg);
+        const vf_act *a = nd->op == VF_OP_CONV  ? &nd->p.conv.act
+                          : nd->op == VF_OP_FC  ? &nd->p.fc.act
+                          : nd->op == VF_OP_ACT ? &nd->p.act
+                                                : NULL;
+        if (a) {
             nonneg[y] = act_nonneg(a);
-            st[y] = st[y] && act_linear_enough(a);
         } else if (passes_scale(nd)) {
             nonneg[y] = 1;
             for (int k = 0; k < nd->n_inputs; k++)
                 nonneg[y] = nonneg[y] && nonneg[nd->inputs[k]];
-        } else {
-            st[y] = 0; /* computed in f32 */
         }
+        if (runs_int8(c, nd))
+            st[y] = st[y] && act_linear_enough(a);
+        else if (!passes_scale(nd))
+            st[y] = 0; /* computed in f32 */
         for (int k = 0; k < nd->n_inputs; k++) {
-            if (!takes_int8(nd))
+            if (!takes_int8(c, nd))
                 st[nd->inputs[k]] = 0;
         }
     }
@@ -1945,8 +1980,8 @@ static vf_status dnnl_run(vf_backend *b, const float *in, float *out, int n)
         if (rc >= 0)
             rc = requantize(b);
         if (rc >= 0)
-            vfi_log(VF_LOG_INFO, "dnnl", "int8: scales calibrated on the first %d image%s", n,
-                    n == 1 ? "" : "s");
+            vfi_log(VF_LOG_INFO, "dnnl", "int8: scales calibrated on the first %d image%s; %s", n,
+                    n == 1 ? "" : "s", c->summary);
         return rc;
     }
     const plan *part = c->n_plans > 1 ? &c->plans[1] : NULL;

@@ -6,9 +6,11 @@
  * images as one chunk of n, a plan for 8 runs the 3 of a case as chunks of 2 and 1 (f32 and
  * bf16).
  */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "op_cases.h"
@@ -17,8 +19,9 @@
 #define BF16_MIN_COS 0.999
 #define INT8_MIN_COS 0.99
 
-/* int8: the first run calibrates (and gives the f32 result), the second runs in int8. */
-static float *run_int8(vf_graph *g, const float *x, int n, float **first)
+/* int8: the first run calibrates (and gives the f32 result), the second runs in int8; *used
+ * says whether any layer ran in int8 (the plan's description counts them). */
+static float *run_int8(vf_graph *g, const float *x, int n, float **first, int *used)
 {
     vf_err err = {0};
     vf_backend *b = NULL;
@@ -30,6 +33,9 @@ static float *run_int8(vf_graph *g, const float *x, int n, float **first)
     CHECK(y0 && y);
     CHECK_OK(b->ops->run(b, x, y0, n), b->err.msg);
     CHECK_OK(b->ops->run(b, x, y, n), b->err.msg);
+    const char *d = strstr(b->ops->describe(b), " layers in int8");
+    CHECK(d);
+    *used = d[-1] != '0' || isdigit((unsigned char)d[-2]); /* "N layers in int8", N > 0 */
     vfi_backend_free(&b);
     *first = y0;
     return y;
@@ -37,6 +43,7 @@ static float *run_int8(vf_graph *g, const float *x, int n, float **first)
 
 int main(void)
 {
+    int int8_cases = 0;
     for (int i = 0; op_case_names[i]; i++) {
         const char *name = op_case_names[i];
         op_golden gold;
@@ -67,12 +74,14 @@ int main(void)
             min_cos = c < min_cos ? c : min_cos;
         }
         CHECK_MSG(min_cos >= BF16_MIN_COS, "%s: bf16 cosine %.5f", name, min_cos);
-        float *calib, *q8 = run_int8(g, gold.x, n, &calib);
+        int used;
+        float *calib, *q8 = run_int8(g, gold.x, n, &calib, &used);
+        int8_cases += used;
         double e_cal = vf_rel_err(calib, ref, gold.y_count), cos8 = 1.0;
         for (int k = 0; k < n; k++)
             cos8 = fmin(cos8, vf_cosine(q8 + k * per, ref + k * per, per));
-        printf("%-18s int8: calibration run rel err %.2e, int8 min cosine %.5f\n", name, e_cal,
-               cos8);
+        printf("%-18s int8 (%s): calibration run rel err %.2e, min cosine %.5f\n", name,
+               used ? "int8 layers" : "all f32", e_cal, cos8);
         CHECK_MSG(e_cal <= F32_TOL, "%s: the calibrating run is not f32 (%.3g)", name, e_cal);
         CHECK_MSG(cos8 >= INT8_MIN_COS, "%s: int8 cosine %.5f", name, cos8);
         free(calib);
@@ -90,5 +99,9 @@ int main(void)
         vfi_graph_free(&g);
         op_golden_free(&gold);
     }
+    /* Convolutions fed straight by the image stay f32 (s8 would cost accuracy); the cases with
+     * a convolution or inner product after a ReLU must have run in int8. */
+    printf("%d operator cases ran int8 layers\n", int8_cases);
+    CHECK(int8_cases >= 2);
     return 0;
 }

@@ -833,26 +833,26 @@ fail:
     return rc;
 }
 
-/* An int8 convolution or inner product step: the source quantized (or only re-laid-out when it
- * is stored int8 already), s8 weights, the bias in accumulator units. */
-static vf_status int8_step(vf_backend *b, const vf_node *nd, const_dnnl_primitive_desc_t pd,
-                           const qparams *q, const dnnl_memory_desc_t *w_user)
+/* The step of a convolution or inner product whose primitive is pd: its source in the layout
+ * pd wants (quantized by x_scale when non-zero), the weights and bias from w_data / b_data (the
+ * graph's, or their int8 forms) in theirs. */
+static vf_status weighted_step(vf_backend *b, const vf_node *nd, const_dnnl_primitive_desc_t pd,
+                               const void *w_data, const void *b_data,
+                               const dnnl_memory_desc_t *w_user, float x_scale)
 {
     dnnl_ctx *c = b->ctx;
     const vf_graph *g = c->g;
     vf_status rc = VF_OK;
-    int xi = nd->inputs[0];
     int x_buf, w_buf, b_buf = -1, y_buf;
-    float xs = is_int8(dt_of(c, xi)) ? 0.0f : c->vscale[xi];
-    TRY(ensure_md_scaled(b, c->p->vbuf[xi], dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0),
-                         xs, &x_buf));
-    TRY(upload_data(b, &g->values[nd->inputs[1]], q->w, w_user,
+    TRY(ensure_md_scaled(b, c->p->vbuf[nd->inputs[0]],
+                         dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), x_scale, &x_buf));
+    TRY(upload_data(b, &g->values[nd->inputs[1]], w_data, w_user,
                     dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &w_buf));
-    if (q->bias) {
+    if (nd->n_inputs > 2) {
         dnnl_memory_desc_t b_md;
-        dnnl_dims_t bd = {q->oc};
+        dnnl_dims_t bd = {g->values[nd->inputs[1]].dims[0]};
         CHECK(dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
-        TRY(upload_data(b, &g->values[nd->inputs[2]], q->bias, &b_md, &b_md, &b_buf));
+        TRY(upload_data(b, &g->values[nd->inputs[2]], b_data, &b_md, &b_md, &b_buf));
     }
     TRY(new_buf(b, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), BUF_ARENA, &y_buf));
     int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
@@ -861,6 +861,12 @@ static vf_status int8_step(vf_backend *b, const vf_node *nd, const_dnnl_primitiv
     c->p->vbuf[nd->output] = y_buf;
 fail:
     return rc;
+}
+
+/* The scale an int8 layer's source gets quantized by: none when it is stored int8 already. */
+static float src_scale(const dnnl_ctx *c, int xi)
+{
+    return is_int8(dt_of(c, xi)) ? 0.0f : c->vscale[xi];
 }
 
 static float out_scale(const dnnl_ctx *c, int vi)
@@ -880,40 +886,7 @@ static vf_status conv_int8(vf_backend *b, const vf_node *nd)
     TRY(quantize_wb(b, nd, c->vscale[nd->inputs[0]], ys, &q));
     TRY(int8_attr(b, &nd->p.conv.act, ys, &q, &attr));
     TRY(conv_pd(b, nd, c->p->batch, 0, attr, &pd, &w_user, &b_md));
-    TRY(int8_step(b, nd, pd, &q, &w_user));
-fail:
-    qparams_free(&q);
-    if (pd)
-        dnnl_primitive_desc_destroy(pd);
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
-    return rc;
-}
-
-static vf_status fc_int8(vf_backend *b, const vf_node *nd)
-{
-    dnnl_ctx *c = b->ctx;
-    const vf_value *wv = &c->g->values[nd->inputs[1]];
-    vf_status rc = VF_OK;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    dnnl_memory_desc_t src_md, w_md, b_md, dst_md, w_user;
-    dnnl_dims_t xd = {c->p->batch, wv->dims[1]}, yd = {c->p->batch, wv->dims[0]},
-                bd = {wv->dims[0]}, wd = {wv->dims[0], wv->dims[1]};
-    qparams q;
-    float ys = out_scale(c, nd->output);
-    TRY(quantize_wb(b, nd, c->vscale[nd->inputs[0]], ys, &q));
-    TRY(int8_attr(b, &nd->p.fc.act, ys, &q, &attr));
-    CHECK(dnnl_memory_desc_init_by_tag(&src_md, 2, xd, c->qdt[nd->inputs[0]], dnnl_format_tag_any));
-    CHECK(dnnl_memory_desc_init_by_tag(&w_md, 2, wd, dnnl_s8, dnnl_format_tag_any));
-    CHECK(dnnl_memory_desc_init_by_tag(&w_user, 2, wd, dnnl_s8, dnnl_oi));
-    CHECK(dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
-    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 2, yd, c->vdt[nd->output], dnnl_format_tag_any));
-    dnnl_inner_product_desc_t ipd;
-    CHECK(dnnl_inner_product_forward_desc_init(&ipd, dnnl_forward_inference, &src_md, &w_md,
-                                               nd->n_inputs > 2 ? &b_md : NULL, &dst_md));
-    CHECK(dnnl_primitive_desc_create(&pd, &ipd, attr, c->engine, NULL));
-    TRY(int8_step(b, nd, pd, &q, &w_user));
+    TRY(weighted_step(b, nd, pd, q.w, q.bias, &w_user, src_scale(c, nd->inputs[0])));
 fail:
     qparams_free(&q);
     if (pd)
@@ -963,18 +936,8 @@ static vf_status conv_op(vf_backend *b, const vf_node *nd)
                 goto fail; /* finished: only the cleanup is left */
         }
     }
-    const dnnl_memory_desc_t *want_src = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-    const dnnl_memory_desc_t *want_w = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    int x_buf, w_buf, b_buf = -1, y_buf;
-    TRY(ensure_md(b, c->p->vbuf[nd->inputs[0]], want_src, &x_buf));
-    TRY(upload_const(b, wv, &w_user, want_w, &w_buf));
-    if (nd->n_inputs > 2)
-        TRY(upload_const(b, &g->values[nd->inputs[2]], &b_md, &b_md, &b_buf));
-    TRY(new_buf(b, got_dst, BUF_ARENA, &y_buf));
-    int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
-    int bufs[4] = {x_buf, w_buf, y_buf, b_buf};
-    TRY(add_step(b, pd, b_buf >= 0 ? 4 : 3, kinds, bufs));
-    c->p->vbuf[nd->output] = y_buf;
+    TRY(weighted_step(b, nd, pd, wv->data, nd->n_inputs > 2 ? g->values[nd->inputs[2]].data : NULL,
+                      &w_user, 0.0f));
 fail:
     if (sub_pd)
         dnnl_primitive_desc_destroy(sub_pd);
@@ -985,11 +948,10 @@ fail:
     return rc;
 }
 
+/* An inner product, in f32 / bf16, or in int8 when plan_int8 chose it. */
 static vf_status fc_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
-    if (c->vdt && runs_int8(c, nd))
-        return fc_int8(b, nd);
     const vf_graph *g = c->g;
     const vf_value *wv = &g->values[nd->inputs[1]];
     vf_status rc = VF_OK;
@@ -997,31 +959,37 @@ static vf_status fc_op(vf_backend *b, const vf_node *nd)
     dnnl_primitive_desc_t pd = NULL;
     dnnl_memory_desc_t src_md, w_md, b_md, dst_md, w_user;
     dnnl_dims_t xd = {c->p->batch, wv->dims[1]}, yd = {c->p->batch, wv->dims[0]},
-                bd = {wv->dims[0]};
-    dnnl_dims_t wd = {wv->dims[0], wv->dims[1]};
-    CHECK(dnnl_memory_desc_init_by_tag(&src_md, 2, xd, c->act_dt, dnnl_format_tag_any));
-    CHECK(dnnl_memory_desc_init_by_tag(&w_md, 2, wd, c->act_dt, dnnl_format_tag_any));
-    CHECK(dnnl_memory_desc_init_by_tag(&w_user, 2, wd, dnnl_f32, dnnl_oi));
+                bd = {wv->dims[0]}, wd = {wv->dims[0], wv->dims[1]};
+    int i8 = c->vdt && runs_int8(c, nd);
+    qparams q;
+    memset(&q, 0, sizeof(q));
+    dnnl_data_type_t sdt = c->act_dt, wdt = c->act_dt, ddt = c->act_dt;
+    if (i8) {
+        float ys = out_scale(c, nd->output);
+        TRY(quantize_wb(b, nd, c->vscale[nd->inputs[0]], ys, &q));
+        TRY(int8_attr(b, &nd->p.fc.act, ys, &q, &attr));
+        sdt = c->qdt[nd->inputs[0]];
+        wdt = dnnl_s8;
+        ddt = c->vdt[nd->output];
+    } else {
+        TRY(make_attr(b, &nd->p.fc.act, &attr));
+    }
+    CHECK(dnnl_memory_desc_init_by_tag(&src_md, 2, xd, sdt, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&w_md, 2, wd, wdt, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&w_user, 2, wd, i8 ? dnnl_s8 : dnnl_f32, dnnl_oi));
     CHECK(dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
-    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 2, yd, c->act_dt, dnnl_format_tag_any));
-    TRY(make_attr(b, &nd->p.fc.act, &attr));
+    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 2, yd, ddt, dnnl_format_tag_any));
     dnnl_inner_product_desc_t ipd;
     CHECK(dnnl_inner_product_forward_desc_init(&ipd, dnnl_forward_inference, &src_md, &w_md,
                                                nd->n_inputs > 2 ? &b_md : NULL, &dst_md));
     CHECK(dnnl_primitive_desc_create(&pd, &ipd, attr, c->engine, NULL));
-    int x_buf, w_buf, b_buf = -1, y_buf;
-    TRY(ensure_md(b, c->p->vbuf[nd->inputs[0]],
-                  dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), &x_buf));
-    TRY(upload_const(b, wv, &w_user, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
-                     &w_buf));
-    if (nd->n_inputs > 2)
-        TRY(upload_const(b, &g->values[nd->inputs[2]], &b_md, &b_md, &b_buf));
-    TRY(new_buf(b, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), BUF_ARENA, &y_buf));
-    int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
-    int bufs[4] = {x_buf, w_buf, y_buf, b_buf};
-    TRY(add_step(b, pd, b_buf >= 0 ? 4 : 3, kinds, bufs));
-    c->p->vbuf[nd->output] = y_buf;
+    if (i8)
+        TRY(weighted_step(b, nd, pd, q.w, q.bias, &w_user, src_scale(c, nd->inputs[0])));
+    else
+        TRY(weighted_step(b, nd, pd, wv->data,
+                          nd->n_inputs > 2 ? g->values[nd->inputs[2]].data : NULL, &w_user, 0.0f));
 fail:
+    qparams_free(&q);
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     if (attr)

@@ -253,9 +253,10 @@ static int parse_options(int argc, char **argv, cli *c)
                     return EXIT_USAGE;
                 }
                 if (id == OPT_PRECISION && vf_precision_parse(item, &c->precisions[*n]) < 0) {
-                    fprintf(stderr,
-                            "vidfeat: --precision: expected f32, bf16, int8, f16 or tf32, not '%s'\n",
-                            item);
+                    fprintf(
+                        stderr,
+                        "vidfeat: --precision: expected f32, bf16, int8, f16 or tf32, not '%s'\n",
+                        item);
                     return EXIT_USAGE;
                 }
                 (*n)++;

@@ -1771,47 +1771,6 @@ static float buffer_max(const plan *q, int k, int n)
     return m;
 }
 
-static void fill(dnnl_ctx *c, const plan *q, const step *s);
-
-/* Run the f32 full plan on n images like run_plan, recording every value's range in vmax. */
-static vf_status observe(vf_backend *b, const float *in, float *out, int n)
-{
-    dnnl_ctx *c = b->ctx;
-    const plan *q = &c->plans[0];
-    const vf_graph *g = c->g;
-    vf_status rc = VF_OK;
-    size_t in_count = q->in_size / sizeof(float) / (size_t)q->batch * (size_t)n;
-    for (size_t i = 0; i < in_count; i++) {
-        float a = fabsf(in[i]);
-        if (a > c->vmax[g->input] && a < INFINITY)
-            c->vmax[g->input] = a;
-    }
-    memcpy(c->stage_in, in, in_count * sizeof(float));
-    for (int i = 0; i < q->n_steps; i++) {
-        const step *s = &q->steps[i];
-        if (!s->prim) {
-            fill(c, q, s);
-            continue;
-        }
-        CHECK(
-            dnnl_primitive_execute(s->prim, c->stream, s->n_args + (s->scratch ? 1 : 0), s->args));
-        if (s->value >= 0) {
-            CHECK(dnnl_stream_wait(c->stream));
-            float m = buffer_max(q, q->vbuf[s->value], n);
-            c->vmax[s->value] = fmaxf(c->vmax[s->value], m);
-        }
-    }
-    CHECK(dnnl_stream_wait(c->stream));
-    for (int i = 0; i < g->n_nodes; i++) { /* reshapes are views: their input's range */
-        const vf_node *nd = &g->nodes[i];
-        if (nd->op == VF_OP_RESHAPE)
-            c->vmax[nd->output] = fmaxf(c->vmax[nd->output], c->vmax[nd->inputs[0]]);
-    }
-    memcpy(out, c->stage_out, q->out_size / (size_t)q->batch * (size_t)n);
-fail:
-    return rc;
-}
-
 /* Build every plan, bind them to shared memory, describe them. The short plan is built first
  * and keeps the graph's weights; the full plan then shares its copies where their layouts agree
  * and releases the graph's as it goes, so at no time are there more than two copies of a
@@ -1927,10 +1886,36 @@ static vf_status run_plan(vf_backend *b, const plan *q, const float *in, float *
         }
         CHECK(
             dnnl_primitive_execute(s->prim, c->stream, s->n_args + (s->scratch ? 1 : 0), s->args));
+        if (c->calibrating && s->value >= 0) { /* int8: record the range of what it wrote */
+            CHECK(dnnl_stream_wait(c->stream));
+            c->vmax[s->value] = fmaxf(c->vmax[s->value], buffer_max(q, q->vbuf[s->value], n));
+        }
     }
     CHECK(dnnl_stream_wait(c->stream));
     memcpy(out, c->stage_out, q->out_size / (size_t)q->batch * (size_t)n);
 fail:
+    return rc;
+}
+
+/* int8 calibration: run the f32 full plan on n images, recording every value's range in vmax
+ * (run_plan records what each step writes; the input and the reshape views are done here). */
+static vf_status observe(vf_backend *b, const float *in, float *out, int n)
+{
+    dnnl_ctx *c = b->ctx;
+    const plan *q = &c->plans[0];
+    const vf_graph *g = c->g;
+    size_t in_count = q->in_size / sizeof(float) / (size_t)q->batch * (size_t)n;
+    for (size_t i = 0; i < in_count; i++) {
+        float a = fabsf(in[i]);
+        if (a > c->vmax[g->input] && a < INFINITY)
+            c->vmax[g->input] = a;
+    }
+    vf_status rc = run_plan(b, q, in, out, n);
+    for (int i = 0; rc >= 0 && i < g->n_nodes; i++) { /* reshapes are views of their input */
+        const vf_node *nd = &g->nodes[i];
+        if (nd->op == VF_OP_RESHAPE)
+            c->vmax[nd->output] = fmaxf(c->vmax[nd->output], c->vmax[nd->inputs[0]]);
+    }
     return rc;
 }
 

@@ -151,7 +151,7 @@ typedef struct cuda_ctx {
     size_t arena_size, ws_size, const_bytes;
     float *in_dev, *out_dev; /* f32 staging on the device (out_dev: f16 networks only) */
     size_t in_size, out_size;
-    int in_buf, out_buf;
+    int in_buf;
     int result;       /* the buffer copied back to the host: f32 [n, D] */
     const char *node; /* node being prepared, for messages */
     char name[256];   /* GPU name */
@@ -446,7 +446,7 @@ static vf_status value_view(vf_backend *b, tview *v, const vf_value *val)
 
 /* ---- constants ------------------------------------------------------------------------------ */
 
-/* Upload `count` floats (times `scale`, reciprocal when `invert`) as a constant buffer in the
+/* Upload `count` floats (their reciprocals when `invert`) as a constant buffer in the
  * activation type. */
 static vf_status upload(vf_backend *b, const float *data, size_t count, int invert, int *out)
 {
@@ -1413,7 +1413,6 @@ static vf_status cuda_prepare(vf_backend *b, vf_graph *g, int max_batch)
     c->in_size = (size_t)vfi_value_sample_numel(in) * (size_t)max_batch * sizeof(float);
     c->out_size = (size_t)vfi_value_sample_numel(outv) * (size_t)max_batch * sizeof(float);
     TRY(new_buf(b, BUF_INPUT, c->in_size, &c->in_buf));
-    TRY(new_buf(b, BUF_OUTPUT, c->out_size, &c->out_buf));
     if (c->act_dt == CUDNN_DATA_FLOAT) {
         c->vbuf[g->input] = c->in_buf;
     } else {
@@ -1433,8 +1432,8 @@ static vf_status cuda_prepare(vf_backend *b, vf_graph *g, int max_batch)
     c->node = NULL;
     /* the output: read back from its own buffer (f32), or converted into f32 staging (f16) */
     if (c->act_dt == CUDNN_DATA_HALF) {
-        TRY(convert_step(b, c->vbuf[g->output], c->out_buf, vfi_value_sample_numel(outv), 0));
-        c->result = c->out_buf;
+        TRY(new_buf(b, BUF_OUTPUT, c->out_size, &c->result));
+        TRY(convert_step(b, c->vbuf[g->output], c->result, vfi_value_sample_numel(outv), 0));
     } else {
         c->result = c->vbuf[g->output];
         touch(c, c->result, c->n_steps); /* alive until the copy back */

@@ -611,35 +611,23 @@ static vf_status upload_const(vf_backend *b, const vf_value *v, const dnnl_memor
 
 /* ---- one function per op -------------------------------------------------------------------- */
 
-static vf_status conv_pd_types(vf_backend *b, const vf_node *nd, int64_t batch, int wino,
-                               const_dnnl_primitive_attr_t attr, dnnl_data_type_t sdt,
-                               dnnl_data_type_t wdt, dnnl_data_type_t ddt,
-                               dnnl_primitive_desc_t *out, dnnl_memory_desc_t *w_user,
-                               dnnl_memory_desc_t *b_md);
 static int runs_int8(const dnnl_ctx *c, const vf_node *nd);
 
 /* The primitive descriptor of convolution node nd for `batch` images, activations and weights
  * in whatever layout oneDNN prefers: Winograd when `wino` and oneDNN has it for the shape, else
- * direct. The weights' and bias' user layouts go to *w_user, *b_md. */
+ * direct; in int8 when plan_int8 chose it for nd. The weights' and bias' user layouts go to
+ * *w_user, *b_md. */
 static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wino,
                          const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *out,
                          dnnl_memory_desc_t *w_user, dnnl_memory_desc_t *b_md)
 {
     dnnl_ctx *c = b->ctx;
-    if (c->vdt && runs_int8(c, nd)) /* int8: quantized source, s8 weights, the output as wanted */
-        return conv_pd_types(b, nd, batch, wino, attr, c->qdt[nd->inputs[0]], dnnl_s8,
-                             c->vdt[nd->output], out, w_user, b_md);
-    return conv_pd_types(b, nd, batch, wino, attr, c->act_dt, c->act_dt, c->act_dt, out, w_user,
-                         b_md);
-}
-
-static vf_status conv_pd_types(vf_backend *b, const vf_node *nd, int64_t batch, int wino,
-                               const_dnnl_primitive_attr_t attr, dnnl_data_type_t sdt,
-                               dnnl_data_type_t wdt, dnnl_data_type_t ddt,
-                               dnnl_primitive_desc_t *out, dnnl_memory_desc_t *w_user,
-                               dnnl_memory_desc_t *b_md)
-{
-    dnnl_ctx *c = b->ctx;
+    dnnl_data_type_t sdt = c->act_dt, wdt = c->act_dt, ddt = c->act_dt;
+    if (c->vdt && runs_int8(c, nd)) { /* quantized source, s8 weights, the output as wanted */
+        sdt = c->qdt[nd->inputs[0]];
+        wdt = dnnl_s8;
+        ddt = c->vdt[nd->output];
+    }
     const vf_graph *g = c->g;
     const vf_conv_params *p = &nd->p.conv;
     const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];

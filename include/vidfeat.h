@@ -60,7 +60,8 @@ typedef enum vf_precision {
     VF_PRECISION_F16 = 2,  /**< float16 weights and activations, float32 accumulation (GPU) */
     VF_PRECISION_TF32 = 3, /**< float32 tensors, TF32 tensor-core products (GPU) */
     VF_PRECISION_INT8 = 4, /**< 8-bit convolutions and inner products (CPU, AMX/VNNI), scales
-                                calibrated on the first batch the network sees */
+                                from a calibration file (vf_config.int8_scales) or calibrated
+                                on the first frames the network sees */
 } vf_precision;
 
 /** Order of the colour channels the network expects in its input tensor. */
@@ -122,6 +123,19 @@ typedef struct vf_config {
      *  overlapping. With batch_size 1 this is the per-frame way of the slow tools (decode a
      *  frame, convert it, run the network, store, repeat): vidfeat bench's baseline. Slow. */
     int no_overlap;
+
+    /* ---- int8 (appended in 0.1) ---- */
+    /** The calibration file: the largest |x| of every tensor, observed in f32 on sample frames.
+     *  NULL: MODEL.onnx.int8 beside the model file, or $XDG_CACHE_HOME/vidfeat (~/.cache/vidfeat)
+     *  where the model's directory is read-only. "": none (calibrate every time, save nothing).
+     *  A file that matches the model file and the preprocessing is used as it is; otherwise the
+     *  first frames calibrate and the file is written. */
+    const char *int8_scales;
+    /** Frames to calibrate on when there is no usable file: they run in f32 and are observed
+     *  before the network switches to int8. 0 = 32 or one batch, whichever is more. */
+    int64_t calibration_frames;
+    /** Calibrate again even when a matching calibration file exists (and overwrite it). */
+    int recalibrate;
 } vf_config;
 
 /** An opened model: the network compiled for one backend, batch size and precision. */
@@ -145,6 +159,11 @@ typedef struct vf_model_info {
     float mean[3];    /**< pixel units, in channel_order */
     float std[3];
     const char *device; /**< the GPU's name for a GPU backend, NULL for the CPU ones */
+    /** int8: the calibration file the scales were read from or saved to; NULL when not int8,
+     *  not saved yet or not to be saved. */
+    const char *int8_scales;
+    /** int8: frames the scales were calibrated on (read, saved or final); 0 before. */
+    int64_t calibration_frames;
 } vf_model_info;
 
 /** The default configuration (thread-safe, no allocation). */

@@ -13,6 +13,7 @@
 
 #include "api.h"
 #include "backend.h"
+#include "calib.h"
 #include "decode.h"
 #include "graph.h"
 #include "log.h"
@@ -20,13 +21,16 @@
 #include "mem.h"
 #include "onnx.h"
 #include "passes.h"
+#include "sha256.h"
 #include "store_sqlite.h"
 
 #ifndef VF_VERSION_STRING
 #define VF_VERSION_STRING "0.1.0"
 #endif
 
-#define MAX_BATCH 4096
+#define MAX_BATCH                  4096
+#define DEFAULT_CALIBRATION_FRAMES 32
+#define CALIB_SUFFIX               ".int8"
 
 struct vf_extractor {
     char *model_name;
@@ -37,6 +41,13 @@ struct vf_extractor {
     vf_backend *backend;
     vf_model_info info;
     vf_err err;
+    /* int8 calibration (calib.c): while the backend calibrates, the ranges to save (a file's
+     * other layers kept) and where; NULL once saved for good or when there is nothing to save */
+    vf_calib *calib;
+    char *calib_path;    /* the file to write; NULL: beside the model, else the cache */
+    int64_t calib_saved; /* images the last file written holds */
+    char *scales_path;   /* info.int8_scales */
+    int calibrating;     /* int8: the backend has not quantized yet */
 };
 
 vf_config vf_config_default(void)
@@ -249,6 +260,16 @@ static vf_status check_config(const vf_config *cfg, vf_err *err)
     return VF_OK;
 }
 
+/* The normalisation the frames get: the config's when it sets std, else the manifest's. */
+static void resolve_norm(const vf_extractor *ex, const vf_config *cfg, float mean[3], float std[3])
+{
+    const vf_manifest *m = ex->manifest;
+    for (int i = 0; i < 3; i++) {
+        mean[i] = cfg->std[0] != 0.0f ? cfg->mean[i] : m ? m->mean[i] : cfg->mean[i];
+        std[i] = cfg->std[0] != 0.0f ? cfg->std[i] : m ? m->std[i] : 1.0f;
+    }
+}
+
 static void fill_info(vf_extractor *ex, const vf_config *cfg, int pooled)
 {
     vf_model_info *in = &ex->info;
@@ -268,10 +289,165 @@ static void fill_info(vf_extractor *ex, const vf_config *cfg, int pooled)
     in->channel_order = m ? m->channel_order : VF_CHANNELS_RGB;
     in->resize = m ? m->resize : VF_RESIZE_STRETCH;
     in->resize_short = m ? m->resize_short : 0;
-    for (int i = 0; i < 3; i++) {
-        in->mean[i] = cfg->std[0] != 0.0f ? cfg->mean[i] : m ? m->mean[i] : cfg->mean[i];
-        in->std[i] = cfg->std[0] != 0.0f ? cfg->std[i] : m ? m->std[i] : 1.0f;
+    resolve_norm(ex, cfg, in->mean, in->std);
+    in->int8_scales = ex->scales_path;
+}
+
+/* ---- int8 calibration file ----------------------------------------------------------------- */
+
+/* Where a model's calibration file goes by default: beside the model file, and in the user's
+ * cache directory (for a read-only models directory), named with the model's fingerprint so
+ * that two model files of the same name do not share it. Either may come back NULL. */
+static void default_calib_paths(const vf_extractor *ex, const char *fingerprint, char **beside,
+                                char **cached)
+{
+    size_t len = strlen(ex->model_path) + sizeof(CALIB_SUFFIX);
+    *beside = vfi_malloc(len);
+    if (*beside)
+        snprintf(*beside, len, "%s%s", ex->model_path, CALIB_SUFFIX);
+    *cached = NULL;
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    const char *root = xdg && *xdg == '/' ? xdg : home && *home == '/' ? home : NULL;
+    if (!root)
+        return;
+    const char *base = strrchr(ex->model_path, '/');
+    base = base ? base + 1 : ex->model_path;
+    len = strlen(root) + strlen(base) + 64;
+    *cached = vfi_malloc(len);
+    if (*cached)
+        snprintf(*cached, len, "%s%s/vidfeat/%s-%.16s%s", root, root == xdg ? "" : "/.cache", base,
+                 fingerprint, CALIB_SUFFIX);
+}
+
+/* mkdir -p of the directory path is in. */
+static void make_parent_dirs(const char *path)
+{
+    char *d = vfi_strdup(path);
+    for (char *q = d ? d + 1 : NULL; q && *q; q++) {
+        if (*q == '/') {
+            *q = '\0';
+            mkdir(d, 0755); /* EEXIST is fine; other failures show when the file is written */
+            *q = '/';
+        }
     }
+    vfi_free(d);
+}
+
+/* int8: a calibration file that fits this model file, preprocessing and graph gives the
+ * backend its ranges (*ranges, the caller's to free); without one, ex->calib gets ready to
+ * receive what the backend will observe (a same-model file's other ranges kept). */
+static vf_status setup_int8(vf_extractor *ex, const vf_config *cfg, float **ranges)
+{
+    *ranges = NULL;
+    if (cfg->precision != VF_PRECISION_INT8 || (cfg->int8_scales && !*cfg->int8_scales))
+        return VF_OK; /* not int8, or no file wanted */
+    char fp[65];
+    vf_status rc = vfi_sha256_file_sampled(ex->model_path, fp, &ex->err);
+    if (rc < 0)
+        return rc;
+    float mean[3], std[3];
+    resolve_norm(ex, cfg, mean, std);
+    ex->calib = vfi_calib_create(fp, (int)ex->graph->values[ex->graph->input].dims[2], mean, std);
+    char *beside = NULL, *cached = NULL;
+    if (!cfg->int8_scales)
+        default_calib_paths(ex, fp, &beside, &cached);
+    const char *paths[2] = {cfg->int8_scales ? cfg->int8_scales : beside, cached};
+    for (int i = 0; i < 2 && ex->calib && !*ranges && !cfg->recalibrate; i++) {
+        vf_calib *file = NULL;
+        vf_err e;
+        struct stat st;
+        if (!paths[i] || stat(paths[i], &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (vfi_calib_read(paths[i], &file, &e) < 0) {
+            vfi_log(VF_LOG_WARNING, "engine", "int8: %s; calibrating again", e.msg);
+            continue;
+        }
+        if (!vfi_calib_same_source(file, ex->calib)) {
+            vfi_log(VF_LOG_INFO, "engine",
+                    "int8: %s is for another model file or preprocessing; calibrating again",
+                    paths[i]);
+        } else if (vfi_calib_ranges(file, ex->graph, ranges, &e) >= 0) {
+            ex->scales_path = vfi_strdup(paths[i]);
+            ex->info.calibration_frames = file->images;
+            vfi_calib_free(&ex->calib);
+            vfi_log(VF_LOG_INFO, "engine", "int8: scales from %s (calibrated on %lld frames)",
+                    paths[i], (long long)file->images);
+        } else if (e.code == VF_ERR_MODEL) { /* another layer's: keep those, add these */
+            vfi_log(VF_LOG_INFO, "engine", "int8: %s: %s; calibrating this layer", paths[i], e.msg);
+            vfi_calib_free(&ex->calib);
+            ex->calib = file;
+            file = NULL;
+            vfi_free(ex->calib_path);
+            ex->calib_path = vfi_strdup(paths[i]);
+        }
+        vfi_calib_free(&file);
+    }
+    if (ex->calib && !ex->calib_path && cfg->int8_scales)
+        ex->calib_path = vfi_strdup(cfg->int8_scales);
+    vfi_free(beside);
+    vfi_free(cached);
+    if ((!ex->calib && !*ranges) || (*ranges && !ex->scales_path) ||
+        (ex->calib && cfg->int8_scales && !ex->calib_path))
+        return vfi_fail(&ex->err, VF_ERR_NOMEM, "out of memory");
+    return VF_OK;
+}
+
+/* Save what the backend observed while calibrating: when it has quantized (final), or at the
+ * end of a pipeline run (the frames seen so far). Failing to write is a warning: the next run
+ * calibrates again. */
+static void save_calibration(vf_extractor *ex, int at_end)
+{
+    vf_backend *b = ex->backend;
+    int64_t n = 0;
+    int complete = 0;
+    const float *r = b->ops->int8_ranges ? b->ops->int8_ranges(b, &n, &complete) : NULL;
+    if (!r || (!complete && !at_end))
+        return;
+    if (complete) {
+        ex->calibrating = 0;
+        ex->info.calibration_frames = n;
+    }
+    if (!ex->calib || n == ex->calib_saved)
+        return;
+    char *beside = NULL, *cached = NULL;
+    if (!ex->calib_path)
+        default_calib_paths(ex, ex->calib->fingerprint, &beside, &cached);
+    const char *paths[2] = {ex->calib_path ? ex->calib_path : beside, cached};
+    const char *saved = NULL;
+    vf_err errs[2] = {{VF_OK, "no file name"}, {VF_OK, "no cache directory ($HOME unset)"}};
+    if (vfi_calib_update(ex->calib, ex->graph, r, n) < 0)
+        snprintf(errs[0].msg, sizeof(errs[0].msg), "out of memory");
+    else
+        for (int i = 0; i < 2 && !saved; i++) {
+            if (!paths[i])
+                continue;
+            if (i == 1)
+                make_parent_dirs(paths[i]);
+            if (vfi_calib_write(ex->calib, ex->model_name, paths[i], &errs[i]) >= 0)
+                saved = paths[i];
+        }
+    if (saved) {
+        char *path = vfi_strdup(saved);
+        if (path) {
+            vfi_free(ex->scales_path);
+            ex->scales_path = path;
+            ex->info.int8_scales = path;
+            if (!ex->calib_path)
+                ex->calib_path = vfi_strdup(saved); /* a later save goes to the same place */
+        }
+        ex->calib_saved = n;
+        ex->info.calibration_frames = n;
+        vfi_log(VF_LOG_INFO, "engine", "int8: scales calibrated on %lld frames saved to %s",
+                (long long)n, saved);
+    } else {
+        vfi_log(VF_LOG_WARNING, "engine",
+                "int8: the calibration could not be saved (%s%s%s); the next run calibrates again",
+                errs[0].msg, paths[1] ? "; " : "", paths[1] ? errs[1].msg : "");
+    }
+    if (complete)
+        vfi_calib_free(&ex->calib); /* the backend's ranges are final */
+    vfi_free(beside);
+    vfi_free(cached);
 }
 
 vf_status vf_extractor_create(const vf_config *cfg, vf_extractor **out)
@@ -322,13 +498,27 @@ vf_status vf_extractor_create(const vf_config *cfg, vf_extractor **out)
                         "%s: layer '%s' gives %lld values, the manifest says %d", ex->model_path,
                         spec->name, (long long)dim, spec->dim);
 
-    vf_backend_opts bo = {.release_weights = 1, /* the graph is this extractor's alone */
-                          .n_threads = cfg->n_threads,
-                          .precision = cfg->precision};
-    rc = vfi_backend_open(cfg->backend ? cfg->backend : "auto", &bo, &ex->backend, &ex->err);
+    float *ranges = NULL;
+    rc = setup_int8(ex, cfg, &ranges);
     if (rc < 0)
         return rc;
+    int64_t calib_frames = cfg->calibration_frames;
+    if (calib_frames <= 0)
+        calib_frames = cfg->batch_size > DEFAULT_CALIBRATION_FRAMES ? cfg->batch_size
+                                                                    : DEFAULT_CALIBRATION_FRAMES;
+    vf_backend_opts bo = {.release_weights = 1, /* the graph is this extractor's alone */
+                          .n_threads = cfg->n_threads,
+                          .precision = cfg->precision,
+                          .int8_ranges = ranges,
+                          .calibration_images = calib_frames};
+    rc = vfi_backend_open(cfg->backend ? cfg->backend : "auto", &bo, &ex->backend, &ex->err);
+    if (rc < 0) {
+        vfi_free(ranges);
+        return rc;
+    }
     rc = ex->backend->ops->prepare(ex->backend, ex->graph, cfg->batch_size);
+    ex->backend->opts.int8_ranges = NULL; /* read by prepare only */
+    vfi_free(ranges);
     if (rc < 0) {
         ex->err = ex->backend->err;
         vfi_err_prefix(&ex->err, "%s", ex->model_path);
@@ -337,6 +527,7 @@ vf_status vf_extractor_create(const vf_config *cfg, vf_extractor **out)
     if (ex->backend->ops->describe && ex->backend->ops->describe(ex->backend))
         vfi_log(VF_LOG_DEBUG, "engine", "%s", ex->backend->ops->describe(ex->backend));
     fill_info(ex, cfg, pooled);
+    ex->calibrating = cfg->precision == VF_PRECISION_INT8 && !ex->scales_path;
     return VF_OK;
 }
 
@@ -356,8 +547,8 @@ vf_status vf_extractor_infer(vf_extractor *ex, const float *images, int n, float
     size_t out_per = (size_t)ex->info.feature_dim;
     for (int done = 0; done < n;) {
         int count = n - done < ex->info.batch_size ? n - done : ex->info.batch_size;
-        vf_status rc = ex->backend->ops->run(ex->backend, images + (size_t)done * in_per,
-                                             features + (size_t)done * out_per, count);
+        vf_status rc = vfi_extractor_run(ex, images + (size_t)done * in_per,
+                                         features + (size_t)done * out_per, count);
         if (rc < 0) {
             ex->err = ex->backend->err;
             return rc;
@@ -370,6 +561,20 @@ vf_status vf_extractor_infer(vf_extractor *ex, const float *images, int n, float
 vf_backend *vfi_extractor_backend(vf_extractor *ex)
 {
     return ex->backend;
+}
+
+vf_status vfi_extractor_run(vf_extractor *ex, const float *in, float *out, int n)
+{
+    vf_status rc = ex->backend->ops->run(ex->backend, in, out, n);
+    if (rc >= 0 && ex->calibrating)
+        save_calibration(ex, 0);
+    return rc;
+}
+
+void vfi_extractor_end_run(vf_extractor *ex)
+{
+    if (ex->calibrating)
+        save_calibration(ex, 1);
 }
 
 const char *vf_extractor_errmsg(const vf_extractor *ex)
@@ -388,6 +593,9 @@ void vf_extractor_free(vf_extractor **pex)
     vfi_free(ex->model_name);
     vfi_free(ex->model_path);
     vfi_free(ex->layer);
+    vfi_calib_free(&ex->calib);
+    vfi_free(ex->calib_path);
+    vfi_free(ex->scales_path);
     vfi_free(ex);
     *pex = NULL;
 }

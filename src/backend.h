@@ -11,6 +11,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "graph.h"
 
@@ -23,6 +24,12 @@ typedef struct vf_backend_opts {
     int device;    /* GPU ordinal; ignored by CPU backends */
     int n_threads; /* 0 = backend default */
     vf_precision precision;
+    /* int8: the largest |x| of every activation, indexed like the graph's values (a calibration
+     * file's); prepare builds int8 plans from them at once. NULL: the first runs calibrate. Read
+     * during prepare only. */
+    const float *int8_ranges;
+    /* int8 without ranges: images run() observes in f32 before it quantizes; 0 = one batch. */
+    int64_t calibration_images;
 } vf_backend_opts;
 
 typedef struct vf_backend_ops {
@@ -58,6 +65,12 @@ typedef struct vf_backend_ops {
     /* (optional) The device the backend runs on, as its driver names it ("NVIDIA H100 80GB
      * HBM3"); borrowed from the backend. NULL (or no entry): the host CPU. */
     const char *(*device_name)(vf_backend *b);
+
+    /* (optional) int8 calibration: the largest |x| observed so far per graph value (indexed like
+     * g->values; borrowed), *n_images the images they were observed on and *complete 1 once
+     * the backend has quantized with them. NULL when it has observed nothing (not int8, or its
+     * ranges came from opts.int8_ranges). */
+    const float *(*int8_ranges)(vf_backend *b, int64_t *n_images, int *complete);
 
     /* (optional) Write the underlying library's name and version into buf. */
     void (*library_version)(char *buf, size_t size);

@@ -4,6 +4,8 @@
  */
 #include "json.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -302,4 +304,32 @@ double vfi_json_num(const vf_json *obj, const char *key, double def)
 {
     const vf_json *v = vfi_json_get(obj, key);
     return v && v->type == VF_JSON_NUMBER ? v->number : def;
+}
+
+vf_status vfi_json_load(const char *path, size_t max_size, vf_json **out, vf_err *err)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return vfi_fail(err, VF_ERR_IO, "%s: %s", path, strerror(errno));
+    char *buf = vfi_malloc(max_size + 1);
+    if (!buf) {
+        fclose(f);
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    size_t n = fread(buf, 1, max_size + 1, f);
+    int bad = ferror(f);
+    fclose(f);
+    vf_status rc = VF_OK;
+    if (bad)
+        rc = vfi_fail(err, VF_ERR_IO, "%s: read error", path);
+    else if (n > max_size)
+        rc = vfi_fail(err, VF_ERR_INVALID, "%s: larger than %zu KiB", path, max_size / 1024);
+    if (rc >= 0) {
+        rc = vfi_json_parse(buf, n, out, err);
+        if (rc < 0)
+            vfi_err_prefix(err, "%s", path);
+    }
+    vfi_free(buf);
+    return rc;
 }

@@ -1,7 +1,7 @@
 /*
- * json.h - a small JSON reader for model manifests: parses a whole document into a tree.
- * Not a general-purpose library: no writer, numbers are doubles, \u escapes outside ASCII are
- * stored as UTF-8.
+ * json.h - a small JSON reader for model manifests and int8 calibration files: parses a whole
+ * document into a tree. Not a general-purpose library: no writer, numbers are doubles, \u escapes
+ * outside ASCII are stored as UTF-8.
  */
 #ifndef VIDFEAT_JSON_H
 #define VIDFEAT_JSON_H
@@ -31,6 +31,9 @@ struct vf_json {
 
 /* Parse text (length len). On failure the message says where (line:column). */
 vf_status vfi_json_parse(const char *text, size_t len, vf_json **out, vf_err *err);
+/* Read and parse the file at path (at most max_size bytes: VF_ERR_INVALID beyond); VF_ERR_IO
+ * when it cannot be read. Messages start with the path. */
+vf_status vfi_json_load(const char *path, size_t max_size, vf_json **out, vf_err *err);
 void vfi_json_free(vf_json **pj);
 
 /* Member of an object by name, or NULL. */

@@ -40,28 +40,6 @@ void vfi_manifest_free(vf_manifest **pm)
     *pm = NULL;
 }
 
-static vf_status read_file(const char *path, char **out, size_t *len, vf_err *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return vfi_fail(err, VF_ERR_IO, "%s: %s", path, strerror(errno));
-    char *buf = vfi_malloc(MAX_MANIFEST_SIZE + 1);
-    if (!buf) {
-        fclose(f);
-        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    }
-    size_t n = fread(buf, 1, MAX_MANIFEST_SIZE + 1, f);
-    fclose(f);
-    if (n > MAX_MANIFEST_SIZE) {
-        vfi_free(buf);
-        return vfi_fail(err, VF_ERR_INVALID, "%s: larger than 1 MiB", path);
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    return VF_OK;
-}
-
 /* Copy an optional string member; VF_ERR_NOMEM only. */
 static vf_status dup_member(const vf_json *j, const char *key, char **out)
 {
@@ -153,18 +131,11 @@ static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
 
 vf_status vfi_manifest_load(const char *path, vf_manifest **out, vf_err *err)
 {
-    char *text = NULL;
-    size_t len = 0;
     vf_json *j = NULL;
     vf_manifest *m = NULL;
-    vf_status rc = read_file(path, &text, &len, err);
+    vf_status rc = vfi_json_load(path, MAX_MANIFEST_SIZE, &j, err);
     if (rc < 0)
         return rc;
-    rc = vfi_json_parse(text, len, &j, err);
-    if (rc < 0) {
-        vfi_err_prefix(err, "%s", path);
-        goto fail;
-    }
     if (!vfi_json_get(j, "vidfeat_manifest")) {
         rc = vfi_fail(err, VF_ERR_UNSUPPORTED, "%s: not a vidfeat manifest", path);
         goto fail;
@@ -187,7 +158,6 @@ vf_status vfi_manifest_load(const char *path, vf_manifest **out, vf_err *err)
 fail:
     vfi_manifest_free(&m);
     vfi_json_free(&j);
-    vfi_free(text);
     return rc;
 }
 

@@ -501,7 +501,7 @@ static void *infer_thread(void *arg)
         double dt = 0.0;
         if (b->n > 0) {
             double t0 = now_s();
-            rc = be->ops->run(be, b->images, b->features, b->n);
+            rc = vfi_extractor_run(p->ex, b->images, b->features, b->n);
             dt = now_s() - t0;
             if (rc < 0) {
                 if (rc != VF_ERR_CANCELLED)
@@ -833,6 +833,7 @@ vf_status vf_pipeline_run(vf_pipeline *p, const char *const *paths, int n_paths,
     }
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
+    vfi_extractor_end_run(p->ex);
     pthread_mutex_lock(&p->lock);
     rc = p->stop_reason;
     pthread_mutex_unlock(&p->lock);
@@ -933,8 +934,7 @@ vf_status vf_pipeline_info(const vf_pipeline *p, vf_model_info *info)
 {
     if (!p || !info || !p->ex)
         return VF_ERR_INVALID;
-    *info = p->info;
-    return VF_OK;
+    return vf_extractor_info(p->ex, info); /* the calibration's fields change while running */
 }
 
 const char *vf_pipeline_errmsg(const vf_pipeline *p)

@@ -448,6 +448,10 @@ int cli_bench(cli *c, int argc, char **argv)
         return EXIT_USAGE;
     }
     const char *path = c->infer_only ? NULL : argv[0];
+    /* int8: each configuration calibrates on its own first frames (synthetic ones with
+     * --infer-only) unless a file is named; a benchmark writes no calibration file */
+    if (!c->cfg.int8_scales)
+        c->cfg.int8_scales = "";
     int nb = c->n_batches ? c->n_batches : 1, np = c->n_precisions ? c->n_precisions : 1;
     if (!c->n_batches)
         c->batches[0] = c->cfg.batch_size;

@@ -27,6 +27,7 @@ typedef struct cli {
     int json;
     const char *plot; /* bench --plot FILE */
     int verbosity;    /* -1 quiet, 0 default, 1 info, 2 debug */
+    int calibrate;    /* the calibrate command */
 } cli;
 
 /* Monotonic seconds. */

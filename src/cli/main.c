@@ -56,7 +56,12 @@ enum opt_id {
     OPT_QUEUE_DEPTH,
     OPT_DECODE_THREADS,
     OPT_STALL_TIMEOUT,
+    OPT_INT8_SCALES,
+    OPT_FRAMES,
 };
+
+#define DEFAULT_CALIBRATE_FRAMES 256
+#define DEFAULT_CALIBRATE_FPS    2.0
 
 typedef struct opt_def {
     const char *name;
@@ -90,6 +95,10 @@ static const opt_def options[] = {
     {"precision", OPT_PRECISION, "f32|bf16|int8|f16|tf32",
      "arithmetic precision (default f32; f16 and tf32 on the GPU)"},
     {"threads", OPT_THREADS, "N", "compute threads (default: all cores)"},
+    {"int8-scales", OPT_INT8_SCALES, "FILE",
+     "int8 calibration file (default MODEL.onnx.int8 beside the model, else ~/.cache/vidfeat)"},
+    {"frames", OPT_FRAMES, "N",
+     "int8: frames to calibrate on (calibrate: 256 in all; extract: 32 or a batch)"},
     {"input-size", OPT_INPUT_SIZE, "S", "network input is S x S (plain ONNX files)"},
     {"mean", OPT_MEAN, "R,G,B", "per-channel mean in pixel units 0..255 (plain ONNX files)"},
     {"std", OPT_STD, "R,G,B", "per-channel std in pixel units (plain ONNX files)"},
@@ -116,6 +125,7 @@ static void usage(FILE *f)
             "  bench [options] FILE           the pipeline on FILE per --batch/--precision list\n"
             "  bench --infer-only [options]   network throughput on synthetic images\n"
             "  models [options]               known models, where found, input size, layers\n"
+            "  calibrate [options] FILE|DIR...  int8 scales from sample frames of these inputs\n"
             "\nexit status: 0 all done, 1 some inputs failed, 2 usage error\n"
             "\noptions:\n");
     for (size_t i = 0; i < N_OPTIONS; i++) {
@@ -270,6 +280,16 @@ static int parse_options(int argc, char **argv, cli *c)
                 c->cfg.batch_size = c->batches[0];
             else
                 c->cfg.precision = c->precisions[0];
+            break;
+        }
+        case OPT_INT8_SCALES:
+            c->cfg.int8_scales = a;
+            break;
+        case OPT_FRAMES: {
+            int v;
+            if (int_option("frames", a, 1, 1000000, &v) < 0)
+                return EXIT_USAGE;
+            c->cfg.calibration_frames = v;
             break;
         }
         case OPT_THREADS:
@@ -539,6 +559,8 @@ const char *cli_jesc(const char *s, char *buf, size_t size)
 static int on_progress(void *user, int file, const char *path, int64_t done, int64_t expected)
 {
     run_ctx *r = user;
+    if (r->c->calibrate && r->frames + done > r->c->cfg.calibration_frames)
+        return 1; /* past the frames wanted: the scales are final and saved, stop */
     if (r->tty && r->c->verbosity >= 0) {
         double el = cli_now_s() - r->t0;
         int64_t total = r->frames + done;
@@ -610,50 +632,53 @@ static void *watch_signals(void *arg)
     return NULL;
 }
 
-static int cmd_extract(cli *c, int argc, char **argv)
+static void free_paths(path_list *l)
 {
-    if (c->n_batches > 1 || c->n_precisions > 1) {
-        fprintf(stderr, "vidfeat: lists of --batch or --precision are for bench\n");
-        return EXIT_USAGE;
-    }
-    if (argc < 1) {
-        fprintf(stderr, "vidfeat: no input files (try --help)\n");
-        return EXIT_USAGE;
-    }
-    if (!c->db_set)
-        c->cfg.db_path = "vidfeat.db";
-    path_list inputs = {0};
+    for (int i = 0; i < l->n; i++)
+        free(l->items[i]);
+    free(l->items);
+    memset(l, 0, sizeof(*l));
+}
+
+/* The inputs named on the command line into *inputs, directories walked for media files.
+ * EXIT_OK, or EXIT_FAIL when some could not be listed (the others are there). */
+static int collect_inputs(int argc, char **argv, path_list *inputs)
+{
     int status = EXIT_OK;
     for (int i = 0; i < argc; i++) {
         struct stat st;
         if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
-            int before = inputs.n;
-            if (walk(&inputs, argv[i], 0))
+            int before = inputs->n;
+            if (walk(inputs, argv[i], 0))
                 status = EXIT_FAIL;
-            if (inputs.n == before) {
+            if (inputs->n == before) {
                 fprintf(stderr, "vidfeat: %s: no media files in this directory\n", argv[i]);
                 status = EXIT_FAIL;
             }
-        } else if (add_path(&inputs, argv[i]) < 0) {
+        } else if (add_path(inputs, argv[i]) < 0) {
             fprintf(stderr, "vidfeat: out of memory\n");
             return EXIT_FAIL;
         }
     }
+    return status;
+}
+
+/* The pipeline with c->cfg over inputs: a line per failed file (per file on a terminal), the
+ * summary, Ctrl-C and SIGTERM turned into a clean stop. status: collect_inputs' result. */
+static int run_pipeline(cli *c, const path_list *inputs, int status)
+{
     vf_pipeline *p = NULL;
     vf_status rc = vf_pipeline_create(&c->cfg, &p);
     if (rc < 0) {
         fprintf(stderr, "vidfeat: %s\n", p ? vf_pipeline_errmsg(p) : vf_status_str(rc));
         vf_pipeline_free(&p);
-        for (int i = 0; i < inputs.n; i++)
-            free(inputs.items[i]);
-        free(inputs.items);
         return rc == VF_ERR_INVALID ? EXIT_USAGE : EXIT_FAIL;
     }
     run_ctx r;
     memset(&r, 0, sizeof(r));
     r.c = c;
     r.p = p;
-    r.n_files = inputs.n;
+    r.n_files = inputs->n;
     r.tty = isatty(STDERR_FILENO);
     r.t0 = cli_now_s();
     struct sigaction sa;
@@ -665,12 +690,14 @@ static int cmd_extract(cli *c, int argc, char **argv)
     pthread_t watcher;
     int watching = pthread_create(&watcher, NULL, watch_signals, &r) == 0;
     vf_run_hooks hooks = {&r, on_progress, on_file, NULL};
-    rc = vf_pipeline_run(p, (const char *const *)inputs.items, inputs.n, &hooks);
+    rc = vf_pipeline_run(p, (const char *const *)inputs->items, inputs->n, &hooks);
     atomic_store(&r.finished, 1);
     if (watching)
         pthread_join(watcher, NULL);
     double seconds = cli_now_s() - r.t0;
-    if (rc == VF_ERR_CANCELLED) {
+    if (rc == VF_ERR_CANCELLED && c->calibrate && !interrupted) {
+        rc = VF_OK; /* stopped by on_progress */
+    } else if (rc == VF_ERR_CANCELLED) {
         if (r.tty)
             fprintf(stderr, "\r\033[K");
         fprintf(stderr, "vidfeat: interrupted: %d files done, vectors written so far are kept\n",
@@ -682,29 +709,103 @@ static int cmd_extract(cli *c, int argc, char **argv)
     }
     if (r.failed)
         status = EXIT_FAIL;
+    vf_model_info info;
+    vf_pipeline_info(p, &info);
+    if (c->calibrate && !info.int8_scales) {
+        fprintf(stderr, "vidfeat: calibrate: %s\n",
+                info.calibration_frames || r.frames ? "the scales could not be saved (see above)"
+                                                    : "no frame to calibrate on");
+        status = EXIT_FAIL;
+    }
+    char e1[4096], e2[4096];
     if (c->json) {
-        vf_model_info info;
-        vf_pipeline_info(p, &info);
-        printf(
-            "{\"model\":\"%s\",\"layer\":\"%s\",\"dim\":%d,\"backend\":\"%s\","
-            "\"precision\":\"%s\",\"batch\":%d,\"db\":\"%s\",\"done\":%d,\"failed\":%d,"
-            "\"skipped\":%d,\"frames\":%lld,\"seconds\":%.3f,\"status\":\"%s\",\"files\":[%s]}\n",
-            info.name, info.layer, info.feature_dim, info.backend, vf_precision_str(info.precision),
-            info.batch_size, c->cfg.db_path, r.done, r.failed, r.skipped, (long long)r.frames,
-            seconds,
-            rc == VF_ERR_CANCELLED ? "interrupted"
-            : rc < 0               ? "error"
-                                   : "ok",
-            r.json ? r.json : "");
-    } else if (c->verbosity >= 0 && r.tty) {
+        printf("{\"model\":\"%s\",\"layer\":\"%s\",\"dim\":%d,\"backend\":\"%s\","
+               "\"precision\":\"%s\",\"batch\":%d,\"db\":\"%s\",\"int8_scales\":\"%s\","
+               "\"calibration_frames\":%lld,\"done\":%d,\"failed\":%d,\"skipped\":%d,"
+               "\"frames\":%lld,\"seconds\":%.3f,\"status\":\"%s\",\"files\":[%s]}\n",
+               info.name, info.layer, info.feature_dim, info.backend,
+               vf_precision_str(info.precision), info.batch_size,
+               cli_jesc(c->cfg.db_path ? c->cfg.db_path : "", e1, sizeof(e1)),
+               cli_jesc(info.int8_scales ? info.int8_scales : "", e2, sizeof(e2)),
+               (long long)info.calibration_frames, r.done, r.failed, r.skipped, (long long)r.frames,
+               seconds,
+               rc == VF_ERR_CANCELLED ? "interrupted"
+               : rc < 0               ? "error"
+                                      : "ok",
+               r.json ? r.json : "");
+    } else if (c->calibrate && info.int8_scales && c->verbosity >= 0) {
+        fprintf(stderr,
+                "vidfeat: int8 scales of %s (%s) calibrated on %lld frames of %d file%s -> %s\n",
+                info.name, info.layer, (long long)info.calibration_frames, r.done,
+                r.done == 1 ? "" : "s", info.int8_scales);
+    } else if (!c->calibrate && c->verbosity >= 0 && r.tty) {
         fprintf(stderr, "vidfeat: %d done, %d failed, %d skipped; %lld frames in %.1f s -> %s\n",
                 r.done, r.failed, r.skipped, (long long)r.frames, seconds, c->cfg.db_path);
     }
     free(r.json);
     vf_pipeline_free(&p);
-    for (int i = 0; i < inputs.n; i++)
-        free(inputs.items[i]);
-    free(inputs.items);
+    return status;
+}
+
+static int check_single_values(const cli *c)
+{
+    if (c->n_batches > 1 || c->n_precisions > 1) {
+        fprintf(stderr, "vidfeat: lists of --batch or --precision are for bench\n");
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+static int cmd_extract(cli *c, int argc, char **argv)
+{
+    if (check_single_values(c))
+        return EXIT_USAGE;
+    if (argc < 1) {
+        fprintf(stderr, "vidfeat: no input files (try --help)\n");
+        return EXIT_USAGE;
+    }
+    if (!c->db_set)
+        c->cfg.db_path = "vidfeat.db";
+    path_list inputs = {0};
+    int status = collect_inputs(argc, argv, &inputs);
+    status = run_pipeline(c, &inputs, status);
+    free_paths(&inputs);
+    return status;
+}
+
+/* vidfeat calibrate: int8 scales from sample frames of the inputs (--frames in all, spread
+ * over the files, --fps 2 unless sampling is given), written to the calibration file. */
+static int cmd_calibrate(cli *c, int argc, char **argv)
+{
+    if (check_single_values(c))
+        return EXIT_USAGE;
+    if (c->n_precisions && c->cfg.precision != VF_PRECISION_INT8) {
+        fprintf(stderr, "vidfeat: calibrate: the scales are for --precision int8\n");
+        return EXIT_USAGE;
+    }
+    if (c->db_set) {
+        fprintf(stderr, "vidfeat: calibrate writes no database (-o); the scales go to "
+                        "--int8-scales FILE or beside the model\n");
+        return EXIT_USAGE;
+    }
+    if (argc < 1) {
+        fprintf(stderr, "vidfeat: calibrate: no input files (sample videos or images)\n");
+        return EXIT_USAGE;
+    }
+    c->calibrate = 1;
+    c->cfg.precision = VF_PRECISION_INT8;
+    c->cfg.recalibrate = 1;
+    c->cfg.db_path = NULL;
+    if (!c->cfg.calibration_frames)
+        c->cfg.calibration_frames = DEFAULT_CALIBRATE_FRAMES;
+    if (c->cfg.sample_fps == 0 && c->cfg.every <= 1 && !c->cfg.keyframes)
+        c->cfg.sample_fps = DEFAULT_CALIBRATE_FPS;
+    path_list inputs = {0};
+    int status = collect_inputs(argc, argv, &inputs);
+    if (!c->cfg.max_frames && inputs.n > 0) /* an even share of the frames from every file */
+        c->cfg.max_frames = (c->cfg.calibration_frames + inputs.n - 1) / inputs.n;
+    status = run_pipeline(c, &inputs, status);
+    free_paths(&inputs);
     return status;
 }
 
@@ -786,7 +887,7 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     /* The first word is a command, or an input of the default "extract" command. */
-    static const char *const commands[] = {"extract", "bench", "models", "info"};
+    static const char *const commands[] = {"extract", "bench", "models", "info", "calibrate"};
     const char *cmd = "extract";
     int shift = 0;
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
@@ -812,8 +913,15 @@ int main(int argc, char **argv)
                               : "--infer-only");
         return EXIT_USAGE;
     }
+    if (strcmp(cmd, "calibrate") && c.cfg.calibration_frames &&
+        c.cfg.precision != VF_PRECISION_INT8) {
+        fprintf(stderr, "vidfeat: --frames is for calibrate and --precision int8\n");
+        return EXIT_USAGE;
+    }
     if (!strcmp(cmd, "extract"))
         return cmd_extract(&c, n_args, args);
+    if (!strcmp(cmd, "calibrate"))
+        return cmd_calibrate(&c, n_args, args);
     if (!strcmp(cmd, "info"))
         return cmd_info(n_args, args);
     if (!strcmp(cmd, "bench"))

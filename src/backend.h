@@ -30,6 +30,10 @@ typedef struct vf_backend_opts {
     const float *int8_ranges;
     /* int8 without ranges: images run() observes in f32 before it quantizes; 0 = one batch. */
     int64_t calibration_images;
+    /* int8: convolutions and inner products summing fewer products per output stay f32 (their
+     * rounding does not average out); 0 = the backend's default. Tests lower it to put small
+     * operator models through the int8 kernels. */
+    int int8_min_products;
 } vf_backend_opts;
 
 typedef struct vf_backend_ops {

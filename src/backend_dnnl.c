@@ -1595,7 +1595,7 @@ static int runs_int8(const dnnl_ctx *c, const vf_node *nd)
     return c->i8node && c->i8node[nd - c->g->nodes];
 }
 
-#define MIN_INT8_PRODUCTS 256 /* see wants_int8 */
+#define MIN_INT8_PRODUCTS 256 /* see wants_int8; vf_backend_opts.int8_min_products */
 
 /* Which convolutions and inner products run in int8: those whose input cannot be negative (it
  * comes out of a ReLU), quantized to u8 with all 256 levels, and that sum at least
@@ -1607,15 +1607,18 @@ static int runs_int8(const dnnl_ctx *c, const vf_node *nd)
  * projection (32 products) in int8 takes the worst cosine to f32 from 0.981 to 0.963; the next
  * four (96 to 192 products) from 0.991 to 0.981; VGG19 and Inception v3 have no such layer
  * after their stems. */
-static int wants_int8(const vf_graph *g, const vf_node *nd, const int *nonneg)
+static int wants_int8(const vf_backend *b, const vf_node *nd, const int *nonneg)
 {
+    const vf_graph *g = ((const dnnl_ctx *)b->ctx)->g;
+    int64_t min_products =
+        b->opts.int8_min_products > 0 ? b->opts.int8_min_products : MIN_INT8_PRODUCTS;
     if ((nd->op != VF_OP_CONV || nd->p.conv.group != 1) && nd->op != VF_OP_FC)
         return 0;
     const vf_value *w = &g->values[nd->inputs[1]];
     int64_t products = 1;
     for (int d = 1; d < w->rank; d++)
         products *= w->dims[d];
-    return nonneg[nd->inputs[0]] && products >= MIN_INT8_PRODUCTS;
+    return nonneg[nd->inputs[0]] && products >= min_products;
 }
 
 /* Can node nd take int8 activations (and so let its input stay int8)? */
@@ -1686,7 +1689,7 @@ static vf_status plan_int8(vf_backend *b)
     for (int i = 0; i < g->n_nodes; i++) {
         const vf_node *nd = &g->nodes[i];
         int y = nd->output;
-        c->i8node[i] = wants_int8(g, nd, nonneg);
+        c->i8node[i] = wants_int8(b, nd, nonneg);
         const vf_act *a = nd->op == VF_OP_CONV  ? &nd->p.conv.act
                           : nd->op == VF_OP_FC  ? &nd->p.fc.act
                           : nd->op == VF_OP_ACT ? &nd->p.act

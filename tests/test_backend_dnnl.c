@@ -25,7 +25,8 @@ static float *run_int8(vf_graph *g, const float *x, int n, float **first, int *u
 {
     vf_err err = {0};
     vf_backend *b = NULL;
-    vf_backend_opts opts = {.precision = VF_PRECISION_INT8};
+    /* the operator models are small: let layers of any size run int8 */
+    vf_backend_opts opts = {.precision = VF_PRECISION_INT8, .int8_min_products = 1};
     CHECK_OK(vfi_backend_open("dnnl", &opts, &b, &err), err.msg);
     CHECK_OK(b->ops->prepare(b, g, n), b->err.msg);
     size_t out_per = (size_t)vfi_value_sample_numel(&g->values[g->output]);

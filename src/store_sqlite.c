@@ -21,6 +21,7 @@
 struct vf_store {
     sqlite3 *db;
     sqlite3_stmt *ins_feature;
+    sqlite3_stmt *add_frames; /* the running count, in the batch's transaction */
     char *path;
 };
 
@@ -149,6 +150,7 @@ void vfi_store_close(vf_store **ps)
     if (!s)
         return;
     sqlite3_finalize(s->ins_feature);
+    sqlite3_finalize(s->add_frames);
     sqlite3_close(s->db);
     vfi_free(s->path);
     vfi_free(s);
@@ -217,6 +219,9 @@ vf_status vfi_store_open(const char *path, vf_store **out, vf_err *err)
                                  "INSERT OR REPLACE INTO features (extraction_id, frame_index, "
                                  "pts, t, vec) VALUES (?, ?, ?, ?, ?)",
                                  -1, &s->ins_feature, NULL),
+              "prepare");
+    CHECK_SQL(sqlite3_prepare_v2(s->db, "UPDATE extractions SET frames = frames + ? WHERE id = ?",
+                                 -1, &s->add_frames, NULL),
               "prepare");
     *out = s;
     return VF_OK;
@@ -427,6 +432,17 @@ vf_status vfi_store_batch(vf_store *s, int64_t ext_id, int n, int dim, int f16,
         }
     }
     sqlite3_reset(s->ins_feature);
+    /* the extraction's frames column follows the rows while it runs (an interrupted one then
+     * says how far it got); vfi_store_finish sets it from the rows themselves */
+    sqlite3_bind_int(s->add_frames, 1, n);
+    sqlite3_bind_int64(s->add_frames, 2, ext_id);
+    if (sqlite3_step(s->add_frames) != SQLITE_DONE)
+        rc = db_fail(s, err, "counting frames");
+    sqlite3_reset(s->add_frames);
+    if (rc < 0) {
+        exec(s, "ROLLBACK", NULL);
+        goto out;
+    }
     if ((rc = exec(s, "COMMIT", err)) < 0)
         exec(s, "ROLLBACK", NULL);
 out:

@@ -225,6 +225,10 @@ int main(void)
                                "f.extraction_id JOIN videos v ON v.id = e.video_id WHERE "
                                "v.path LIKE '%testsrc_64x48.mp4'");
     CHECK(kept >= 4 && kept < 20);
+    /* the unfinished extraction says how far it got */
+    CHECK_EQ(query(db, "SELECT frames FROM extractions e JOIN videos v ON v.id = e.video_id "
+                       "WHERE v.path LIKE '%testsrc_64x48.mp4' AND e.status = 'running'"),
+             kept);
     memset(&c, 0, sizeof(c));
     CHECK_EQ(run(config(db), inputs, 1, &c), VF_OK); /* not done: redone in full */
     CHECK_EQ(c.files_done, 1);

@@ -544,7 +544,7 @@ vf_status vfi_store_describe(const char *path, void (*line)(void *user, const ch
                              void *user, vf_err *err)
 {
     vf_status rc = VF_OK;
-    vf_store tmp = {NULL, NULL, (char *)path}, *s = &tmp;
+    vf_store tmp = {.path = (char *)path}, *s = &tmp;
     sqlite3_stmt *st = NULL;
     char buf[1024];
     if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {

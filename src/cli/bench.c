@@ -295,7 +295,7 @@ static void cpu_name(char *buf, size_t size)
     if (f)
         fclose(f);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    snprintf(buf, size, "%s (%ld core%s%s%s)", model, cores, cores == 1 ? "" : "s",
+    snprintf(buf, size, "%.200s (%ld core%s%s%s)", model, cores, cores == 1 ? "" : "s",
              avx512 ? ", AVX-512" : "", amx ? ", AMX" : "");
 }
 

@@ -415,17 +415,17 @@ static void save_calibration(vf_extractor *ex, int at_end)
     const char *paths[2] = {ex->calib_path ? ex->calib_path : beside, cached};
     const char *saved = NULL;
     vf_err errs[2] = {{VF_OK, "no file name"}, {VF_OK, "no cache directory ($HOME unset)"}};
-    if (vfi_calib_update(ex->calib, ex->graph, r, n) < 0)
+    int updated = vfi_calib_update(ex->calib, ex->graph, r, n) >= 0;
+    if (!updated)
         snprintf(errs[0].msg, sizeof(errs[0].msg), "out of memory");
-    else
-        for (int i = 0; i < 2 && !saved; i++) {
-            if (!paths[i])
-                continue;
-            if (i == 1)
-                make_parent_dirs(paths[i]);
-            if (vfi_calib_write(ex->calib, ex->model_name, paths[i], &errs[i]) >= 0)
-                saved = paths[i];
-        }
+    for (int i = 0; updated && i < 2 && !saved; i++) {
+        if (!paths[i])
+            continue;
+        if (i == 1)
+            make_parent_dirs(paths[i]);
+        if (vfi_calib_write(ex->calib, ex->model_name, paths[i], &errs[i]) >= 0)
+            saved = paths[i];
+    }
     if (saved) {
         char *path = vfi_strdup(saved);
         if (path) {

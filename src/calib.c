@@ -198,6 +198,18 @@ int vfi_calib_same_source(const vf_calib *a, const vf_calib *b)
     return 1;
 }
 
+/* Name -> position in c->names (a name given twice: the first). */
+static vf_status index_names(const vf_calib *c, vf_strmap **out)
+{
+    vf_status rc = vfi_strmap_create(out);
+    for (int i = 0; rc >= 0 && i < c->n_ranges; i++) {
+        rc = vfi_strmap_put(*out, c->names[i], i);
+        if (rc == VF_ERR_INVALID) /* already there */
+            rc = VF_OK;
+    }
+    return rc;
+}
+
 static int is_activation(const vf_graph *g, int v)
 {
     return v == g->input || g->values[v].producer >= 0;
@@ -208,12 +220,7 @@ vf_status vfi_calib_ranges(const vf_calib *c, const vf_graph *g, float **out, vf
     *out = NULL;
     vf_strmap *index = NULL;
     float *ranges = vfi_calloc((size_t)g->n_values, sizeof(float));
-    vf_status rc = ranges ? vfi_strmap_create(&index) : VF_ERR_NOMEM;
-    for (int i = 0; rc >= 0 && i < c->n_ranges; i++) {
-        rc = vfi_strmap_put(index, c->names[i], i);
-        if (rc == VF_ERR_INVALID) /* a name twice: the last one counts */
-            rc = VF_OK;
-    }
+    vf_status rc = ranges ? index_names(c, &index) : VF_ERR_NOMEM;
     if (rc < 0) {
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         goto fail;
@@ -239,12 +246,7 @@ fail:
 vf_status vfi_calib_update(vf_calib *c, const vf_graph *g, const float *ranges, int64_t images)
 {
     vf_strmap *index = NULL;
-    vf_status rc = vfi_strmap_create(&index);
-    for (int i = 0; rc >= 0 && i < c->n_ranges; i++) {
-        rc = vfi_strmap_put(index, c->names[i], i);
-        if (rc == VF_ERR_INVALID)
-            rc = VF_OK;
-    }
+    vf_status rc = index_names(c, &index);
     for (int v = 0; rc >= 0 && v < g->n_values; v++) {
         if (!is_activation(g, v))
             continue;

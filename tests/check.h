@@ -92,4 +92,17 @@ static inline double vf_cosine(const float *a, const float *b, size_t n)
     return aa > 0.0 && bb > 0.0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
 }
 
+/* Copy a file (test fixtures into a scratch directory); any failure fails the test. */
+static inline void vf_copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    CHECK(in && out);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+        CHECK(fwrite(buf, 1, n, out) == n);
+    fclose(in);
+    CHECK(fclose(out) == 0);
+}
+
 #endif /* VIDFEAT_CHECK_H */

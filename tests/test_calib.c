@@ -30,18 +30,6 @@ static int exists(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-static void copy_file(const char *from, const char *to)
-{
-    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-    CHECK(in && out);
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
-        CHECK(fwrite(buf, 1, n, out) == n);
-    fclose(in);
-    CHECK(fclose(out) == 0);
-}
-
 static void write_text(const char *path, const char *text)
 {
     FILE *f = fopen(path, "wb");
@@ -236,7 +224,7 @@ static void test_locations(void)
     CHECK(mkdir(dir, 0755) == 0);
     snprintf(model, sizeof(model), "%s/m.onnx", dir);
     snprintf(beside, sizeof(beside), "%s.int8", model);
-    copy_file(TINY, model);
+    vf_copy_file(TINY, model);
 
     /* none yet: calibrates, saves beside the model */
     run_tiny(model, NULL, 0, 0, used, sizeof(used), &at_create, &frames);

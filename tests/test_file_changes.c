@@ -57,23 +57,11 @@ static void on_file(void *user, int file, const vf_file_result *r)
     snprintf(s->error[file], sizeof(s->error[file]), "%s", r->error ? r->error : "");
 }
 
-static void copy_file(const char *from, const char *to)
-{
-    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-    CHECK(in && out);
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
-        CHECK(fwrite(buf, 1, n, out) == n);
-    fclose(in);
-    CHECK(fclose(out) == 0);
-}
-
 static void run_case(const char *dir, const char *clip, enum action action, const char *name)
 {
     char copy[1024];
     snprintf(copy, sizeof(copy), "%s/%s.webm", dir, name);
-    copy_file(clip, copy);
+    vf_copy_file(clip, copy);
     vf_config cfg = vf_config_default();
     cfg.model = VF_MODELS_DIR "/tiny_cnn.onnx";
     cfg.backend = "ref";

@@ -16,7 +16,10 @@ vf_status vfi_sha256_file(const char *path, char hex[65], vf_err *err);
  * it (the whole file when it is smaller). Telling re-exported model files apart costs one
  * 256 KiB read instead of reading a VGG19's 550 MB. */
 vf_status vfi_sha256_file_sampled(const char *path, char hex[65], vf_err *err);
-/* One-shot over memory, for tests. */
+/* One-shot over memory. */
 void vfi_sha256(const void *data, size_t size, char hex[65]);
+/* The same with the portable block function even where the CPU has SHA extensions (for tests:
+ * both must agree). */
+void vfi_sha256_portable(const void *data, size_t size, char hex[65]);
 
 #endif /* VIDFEAT_SHA256_H */

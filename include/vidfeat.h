@@ -136,6 +136,14 @@ typedef struct vf_config {
     int64_t calibration_frames;
     /** Calibrate again even when a matching calibration file exists (and overwrite it). */
     int recalibrate;
+
+    /* ---- hardware decoding (appended in 0.1) ---- */
+    /** Decode on this FFmpeg hardware device type ("cuda": NVIDIA's NVDEC) where it supports
+     *  the file's codec and profile; other files decode on the CPU. The kept frames are copied
+     *  back and converted like software-decoded ones, so the vectors are the same. NULL, "" or
+     *  "none": the CPU. vf_pipeline_create fails with VF_ERR_NO_DEVICE when the device cannot
+     *  be opened (no driver or GPU; the message says FFmpeg's reason). */
+    const char *hwdec;
 } vf_config;
 
 /** An opened model: the network compiled for one backend, batch size and precision. */
@@ -223,6 +231,7 @@ typedef struct vf_file_result {
     double decode_fps, convert_fps, infer_fps, store_fps; /**< per stage: frames / busy s */
     int width, height, rotation;
     const char *codec;
+    const char *hwdec; /**< the device that decoded it ("cuda"), "" for the CPU */
 } vf_file_result;
 
 /** One batch of vectors, as it leaves the network. Arrays are borrowed during the callback. */

@@ -8,9 +8,10 @@
 #   unit   test_backend_cuda: every operator case against the reference backend, MobileNetV2
 #          against the CPU backend (f32 within 1e-4, tf32/f16 cosine >= 0.999)
 #   e2e    vidfeat on the clips, CPU f32 vs GPU f32 (1e-4) and GPU f16 (cosine 0.999), frames and
-#          timestamps identical (scripts/compare-features.py)
+#          timestamps identical (scripts/compare-features.py); NVDEC (--hwdec cuda) vs CPU
+#          decoding (1e-4, tests/cli/test_hwdec.py)
 #   bench  vidfeat bench: VGG19 and Inception v3, inference only, batch 1/8/32/128 x f32/tf32/f16,
-#          and end to end on the 1080p and 720p H.264 clips
+#          and end to end on the 1080p and 720p H.264 clips, CPU decoding and NVDEC
 #   torch  scripts/bench-torch-gpu.py, the PyTorch peer on the same GPU
 #
 # Logs and JSON go to $OUT (the device tool's return folder) or /tmp/vf-out. The networks are
@@ -89,6 +90,12 @@ for stage in "${stages[@]}"; do
             "$vf/e2e-gpu.db" "$vf/e2e-cpu.db"
         run e2e-compare-f16 python3 scripts/compare-features.py --min-cos 0.999 \
             "$vf/e2e-gpu16.db" "$vf/e2e-cpu.db"
+        # NVDEC (--hwdec cuda): the same vectors as CPU decoding
+        run e2e-nvdec "$bin/vidfeat" --gpu --hwdec cuda --json --model inception_v3 \
+            -o "$vf/e2e-nvdec.db" "${clips[@]}"
+        run e2e-compare-nvdec python3 scripts/compare-features.py --max-rel 1e-4 \
+            "$vf/e2e-nvdec.db" "$vf/e2e-cpu.db"
+        run hwdec python3 tests/cli/test_hwdec.py cuda "$bin/vidfeat" models samples "$vf"
         ;;
     bench)
         for m in vgg19 inception_v3; do
@@ -98,6 +105,8 @@ for stage in "${stages[@]}"; do
         for clip in h264_1080p_smpte_bars_counter.mp4 h264_720p_bigbuckbunny.mp4; do
             run "bench-e2e-${clip%%.*}" "$bin/vidfeat" bench --device all --model inception_v3 \
                 --batch 1,32,128 --precision f32,f16 --json "$vf/videos/$clip"
+            run "bench-e2e-nvdec-${clip%%.*}" "$bin/vidfeat" bench --device gpu --hwdec cuda \
+                --model inception_v3 --batch 32,128 --precision f32,f16 --json "$vf/videos/$clip"
         done
         ;;
     torch)

@@ -31,6 +31,7 @@
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/display.h>
+#include <libavutil/hwcontext.h>
 #include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
 
@@ -40,11 +41,20 @@
 #define SEEK_MIN_GAP 4.0 /* seconds: below this, decoding through is cheaper than seeking */
 #define T_EPS        1e-6
 
+struct vf_hwdev {
+    AVBufferRef *ref; /* AVHWDeviceContext */
+    enum AVHWDeviceType type;
+    char name[16];
+};
+
 struct vf_decoder {
     AVFormatContext *fmt;
     AVCodecContext *dec;
     AVPacket *pkt;
     AVFrame *tmp;
+    AVFrame *sw;               /* a kept frame copied back from the device */
+    enum AVPixelFormat hw_fmt; /* the device's frame format; NONE: decoding on the CPU */
+    int hw_refused;            /* the device declined this stream (said once) */
     AVRational tb;
     int64_t origin; /* start time in the stream's time base */
     vf_sampling s;
@@ -154,8 +164,107 @@ void vfi_decoder_free(vf_decoder **pd)
         close(d->fd);
     av_packet_free(&d->pkt);
     av_frame_free(&d->tmp);
+    av_frame_free(&d->sw);
     vfi_free(d);
     *pd = NULL;
+}
+
+vf_status vfi_hwdev_open(const char *type, vf_hwdev **out, vf_err *err)
+{
+    char eb[AV_ERROR_MAX_STRING_SIZE];
+    pthread_once(&log_once, install_log_bridge);
+    enum AVHWDeviceType t = av_hwdevice_find_type_by_name(type);
+    if (t == AV_HWDEVICE_TYPE_NONE) {
+        char known[256] = "";
+        size_t n = 0;
+        for (enum AVHWDeviceType k = av_hwdevice_iterate_types(AV_HWDEVICE_TYPE_NONE);
+             k != AV_HWDEVICE_TYPE_NONE && n < sizeof(known); k = av_hwdevice_iterate_types(k))
+            n += (size_t)snprintf(known + n, sizeof(known) - n, "%s%s", n ? ", " : "",
+                                  av_hwdevice_get_type_name(k));
+        return vfi_fail(err, VF_ERR_INVALID, "unknown hardware decoder '%s' (this FFmpeg has: %s)",
+                        type, n ? known : "none");
+    }
+    vf_hwdev *dev = vfi_calloc(1, sizeof(*dev));
+    if (!dev)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    dev->type = t;
+    snprintf(dev->name, sizeof(dev->name), "%s", av_hwdevice_get_type_name(t));
+    last_av_error[0] = '\0';
+    int ret = av_hwdevice_ctx_create(&dev->ref, t, NULL, NULL, 0);
+    if (ret < 0) {
+        /* FFmpeg's log line names the cause ("Cannot load libcuda.so.1"); the code rarely does */
+        vf_status rc =
+            vfi_fail(err, VF_ERR_NO_DEVICE, "cannot open a %s device for decoding: %s", dev->name,
+                     last_av_error[0] ? last_av_error : av_err(ret, eb, sizeof(eb)));
+        vfi_free(dev);
+        return rc;
+    }
+    *out = dev;
+    return VF_OK;
+}
+
+void vfi_hwdev_free(vf_hwdev **pdev)
+{
+    vf_hwdev *dev = pdev ? *pdev : NULL;
+    if (!dev)
+        return;
+    av_buffer_unref(&dev->ref);
+    vfi_free(dev);
+    *pdev = NULL;
+}
+
+/* The pixel format this codec's decoder gives frames in on a device of this type; NONE when
+ * this FFmpeg cannot decode the codec there. */
+static enum AVPixelFormat hw_format(const AVCodec *codec, enum AVHWDeviceType type)
+{
+    for (int i = 0;; i++) {
+        const AVCodecHWConfig *c = avcodec_get_hw_config(codec, i);
+        if (!c)
+            return AV_PIX_FMT_NONE;
+        if ((c->methods & AV_CODEC_HW_CONFIG_METHOD_HW_DEVICE_CTX) && c->device_type == type)
+            return c->pix_fmt;
+    }
+}
+
+/* get_format: the device's format when the decoder offers it (it does not for a profile, bit
+ * depth or size the device cannot decode), else the first software one: the CPU decodes. */
+static enum AVPixelFormat pick_format(AVCodecContext *c, const enum AVPixelFormat *fmts)
+{
+    vf_decoder *d = c->opaque;
+    for (const enum AVPixelFormat *p = fmts; *p != AV_PIX_FMT_NONE; p++)
+        if (*p == d->hw_fmt)
+            return *p;
+    for (const enum AVPixelFormat *p = fmts; *p != AV_PIX_FMT_NONE; p++) {
+        const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(*p);
+        if (desc && !(desc->flags & AV_PIX_FMT_FLAG_HWACCEL)) {
+            if (!d->hw_refused)
+                vfi_log(VF_LOG_INFO, "decode",
+                        "%s: the %s device cannot decode this %s stream (%s): decoding on the CPU",
+                        d->fmt->url, d->o.hw->name, d->meta.codec, desc->name);
+            d->hw_refused = 1;
+            return *p;
+        }
+    }
+    return AV_PIX_FMT_NONE;
+}
+
+/* Replace the device frame in d->tmp by its copy in system memory, with its properties. */
+static vf_status download(vf_decoder *d, vf_err *err)
+{
+    char eb[AV_ERROR_MAX_STRING_SIZE];
+    av_frame_unref(d->sw);
+    int ret = av_hwframe_transfer_data(d->sw, d->tmp, 0);
+    if (ret >= 0)
+        ret = av_frame_copy_props(d->sw, d->tmp);
+    av_frame_unref(d->tmp);
+    if (ret < 0) {
+        av_frame_unref(d->sw);
+        return vfi_fail(err, VF_ERR_DECODE, "copying a frame from the %s device: %s", d->o.hw->name,
+                        av_err(ret, eb, sizeof(eb)));
+    }
+    av_frame_move_ref(d->tmp, d->sw);
+    snprintf(d->meta.hwdec, sizeof(d->meta.hwdec), "%s", d->o.hw->name);
+    return VF_OK;
 }
 
 const vf_video_meta *vfi_decoder_meta(const vf_decoder *d)
@@ -363,10 +472,29 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         goto fail;
     }
+    snprintf(d->meta.codec, sizeof(d->meta.codec), "%s", codec->name);
+    d->hw_fmt = d->o.hw ? hw_format(codec, d->o.hw->type) : AV_PIX_FMT_NONE;
+    if (d->o.hw && d->hw_fmt == AV_PIX_FMT_NONE)
+        vfi_log(VF_LOG_INFO, "decode",
+                "%s: this FFmpeg cannot decode %s on %s: decoding on the CPU", path, codec->name,
+                d->o.hw->name);
+    if (d->hw_fmt != AV_PIX_FMT_NONE && !(d->sw = av_frame_alloc())) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
     ret = avcodec_parameters_to_context(d->dec, st->codecpar);
+    if (ret >= 0 && d->hw_fmt != AV_PIX_FMT_NONE) {
+        d->dec->opaque = d;
+        d->dec->get_format = pick_format;
+        if (!(d->dec->hw_device_ctx = av_buffer_ref(d->o.hw->ref)))
+            ret = AVERROR(ENOMEM);
+    }
     if (ret >= 0) {
         d->dec->thread_count = d->o.threads;
-        d->dec->thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE;
+        /* the device decodes one frame at a time; frame threads would only hold more of its
+         * surfaces */
+        d->dec->thread_type =
+            d->hw_fmt != AV_PIX_FMT_NONE ? FF_THREAD_SLICE : FF_THREAD_FRAME | FF_THREAD_SLICE;
         d->dec->pkt_timebase = st->time_base;
         if (d->s.keyframes)
             d->dec->skip_frame = AVDISCARD_NONKEY;
@@ -397,7 +525,6 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     m->height = st->codecpar->height;
     m->rotation = stream_rotation(st);
     m->stream_index = si;
-    snprintf(m->codec, sizeof(m->codec), "%s", codec->name);
     const char *pf = av_get_pix_fmt_name((enum AVPixelFormat)st->codecpar->format);
     snprintf(m->pix_fmt, sizeof(m->pix_fmt), "%s", pf ? pf : "unknown");
     AVRational fr =
@@ -512,6 +639,13 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
                 av_frame_unref(d->tmp);
                 plan_skip(d, t);
                 continue;
+            }
+            if (d->hw_fmt != AV_PIX_FMT_NONE && d->tmp->format == d->hw_fmt) {
+                vf_status rc = download(d, err);
+                if (rc < 0) {
+                    d->done = 1;
+                    return rc;
+                }
             }
             av_frame_unref(f->av);
             av_frame_move_ref(f->av, d->tmp);

@@ -33,6 +33,7 @@ typedef struct vf_video_meta {
     double duration;   /* seconds; 0 when unknown */
     int64_t nb_frames; /* frames the container declares; 0 when it does not say */
     double start_time; /* seconds: the timeline origin that t is measured from */
+    char hwdec[16];    /* "cuda" when the frames are decoded there, "" on the CPU */
 } vf_video_meta;
 
 /* One decoded frame. */
@@ -45,10 +46,25 @@ typedef struct vf_frame {
 
 typedef struct vf_decoder vf_decoder;
 
+/* A hardware decoding device (FFmpeg's hwdevice), opened once and shared by the decoders of a
+ * run, one at a time or several at once. */
+typedef struct vf_hwdev vf_hwdev;
+
+/* Open the device of this type ("cuda": NVDEC). VF_ERR_NO_DEVICE with FFmpeg's reason when
+ * there is none (no driver, no GPU, an FFmpeg built without it), VF_ERR_INVALID for an unknown
+ * type. */
+vf_status vfi_hwdev_open(const char *type, vf_hwdev **out, vf_err *err);
+void vfi_hwdev_free(vf_hwdev **pdev);
+
 typedef struct vf_decode_opts {
     int threads;              /* codec threads; 0 = automatic */
     double stall_timeout;     /* seconds without a decoded frame before giving up; 0 = never */
     const atomic_int *cancel; /* (optional) non-zero interrupts reading at once */
+    /* (optional, borrowed) decode on this device where it supports the stream's codec and
+     * profile, else on the CPU (meta.hwdec says which). Kept frames are copied back to system
+     * memory: the same pixels as software decoding (H.264, HEVC, VP9, AV1 decoders are exact),
+     * converted by the same code. */
+    vf_hwdev *hw;
 } vf_decode_opts;
 
 /* Open path and its best video stream; opts may be NULL (defaults). VF_ERR_IO (cannot open),

@@ -128,6 +128,7 @@ struct vf_pipeline {
     int n_batches;
     event_item *events;
     vf_preproc *pre;
+    vf_hwdev *hw; /* cfg.hwdec's device, shared by the decoders; NULL: decode on the CPU */
 };
 
 static double now_s(void)
@@ -266,7 +267,7 @@ static int decode_file(vf_pipeline *p, int i)
     const char *path = p->paths[i];
     vf_sampling s = {p->cfg.sample_fps, p->cfg.every,    p->cfg.keyframes,
                      p->cfg.start,      p->cfg.duration, p->cfg.max_frames};
-    vf_decode_opts dopts = {p->cfg.decode_threads, p->cfg.stall_timeout, &p->cancel};
+    vf_decode_opts dopts = {p->cfg.decode_threads, p->cfg.stall_timeout, &p->cancel, p->hw};
     event_item *end = new_event(p, ITEM_END, i);
     if (!end) {
         stop(p, VF_ERR_NOMEM, "out of memory");
@@ -339,6 +340,7 @@ static int decode_file(vf_pipeline *p, int i)
             rc = check_unchanged(path, &st, &err);
         int64_t errors;
         vfi_decoder_counts(dec, &end->decoded, &errors);
+        memcpy(end->meta.hwdec, vfi_decoder_meta(dec)->hwdec, sizeof(end->meta.hwdec));
         if (rc == VF_EOF && errors)
             vfi_log(VF_LOG_WARNING, "decode", "%s: %lld corrupt packet%s skipped", path,
                     (long long)errors, errors == 1 ? "" : "s");
@@ -560,6 +562,7 @@ static void report(vf_pipeline *p, const event_item *e, const file_state *fs, in
     r.height = e->meta.height;
     r.rotation = e->meta.rotation;
     r.codec = e->meta.codec;
+    r.hwdec = e->meta.hwdec;
     p->hooks->file_done(p->hooks->user, e->hdr.file, &r);
 }
 
@@ -884,7 +887,13 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
         return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
     p->cfg.db_path = p->db_path;
     p->cfg.model = p->cfg.models_dir = p->cfg.layer = p->cfg.backend = NULL; /* not kept */
+    p->cfg.hwdec = p->cfg.int8_scales = NULL;
     describe_sampling(cfg, p->sampling, sizeof(p->sampling));
+    if (cfg->hwdec && cfg->hwdec[0] && strcmp(cfg->hwdec, "none")) {
+        vf_status rc = vfi_hwdev_open(cfg->hwdec, &p->hw, &p->err);
+        if (rc < 0)
+            return rc;
+    }
 
     vf_status rc = vf_extractor_create(cfg, &p->ex);
     if (rc < 0) {
@@ -950,6 +959,7 @@ void vf_pipeline_free(vf_pipeline **pp)
     vfi_store_close(&p->store);
     vfi_preproc_free(&p->pre);
     vf_extractor_free(&p->ex);
+    vfi_hwdev_free(&p->hw);
     vfi_free(p->db_path);
     pthread_mutex_destroy(&p->lock);
     vfi_free(p);

@@ -38,6 +38,7 @@ typedef struct bench_result {
     char error[512];
     char model[64], layer[160], backend[16];
     char device_name[128]; /* the GPU's name; empty for the CPU */
+    char hwdec[16];        /* the device that decoded the file ("cuda"); empty for the CPU */
     int feature_dim, threads;
     int64_t frames;
     double e2e_fps, decode_fps, convert_fps, infer_fps, store_fps;
@@ -85,6 +86,7 @@ static void on_file_done(void *user, int file, const vf_file_result *fr)
     r->convert_fps = fr->convert_fps;
     r->infer_fps = fr->infer_fps;
     r->store_fps = fr->store_fps;
+    snprintf(r->hwdec, sizeof(r->hwdec), "%s", fr->hwdec ? fr->hwdec : "");
     snprintf(r->error, sizeof(r->error), "%s", fr->error ? fr->error : "");
 }
 
@@ -311,7 +313,8 @@ static void print_header(const cli *c, const char *cpu, const char *path, const 
     printf("vidfeat bench: %s (layer %s, %d-d); cpu: %s; threads: %s\n", r->model, r->layer,
            r->feature_dim, cpu, c->cfg.n_threads ? "as set" : "all cores");
     if (path)
-        printf("input: %s (%lld frames)\n", path, (long long)r->frames);
+        printf("input: %s (%lld frames)%s%s\n", path, (long long)r->frames,
+               r->hwdec[0] ? ", decoded on " : "", r->hwdec);
     else
         printf("input: synthetic images\n");
     printf("%-6s %-5s %5s %-10s %10s %8s %8s %8s %8s %8s %12s\n", "device", "prec", "batch", "mode",
@@ -342,6 +345,8 @@ static void print_row(const cli *c, const char *cpu, const bench_row *row)
                vf_precision_str(row->precision), row->batch, r->threads, mode_names[row->mode],
                (long long)r->frames, r->e2e_fps, r->decode_fps, r->convert_fps, r->infer_fps,
                r->store_fps, peak_mb, row->speedup, r->setup_s);
+        if (row->mode != MODE_INFER_ONLY)
+            printf(",\"hwdec\":\"%s\"", r->hwdec);
         if (row->mode == MODE_INFER_ONLY) {
             double lo = r->run_fps[0], hi = r->run_fps[0];
             printf(",\"runs\":%d,\"all_fps\":[", r->n_runs);

@@ -55,6 +55,7 @@ enum opt_id {
     OPT_DTYPE,
     OPT_QUEUE_DEPTH,
     OPT_DECODE_THREADS,
+    OPT_HWDEC,
     OPT_STALL_TIMEOUT,
     OPT_INT8_SCALES,
     OPT_FRAMES,
@@ -82,6 +83,7 @@ static const opt_def options[] = {
     {"dtype", OPT_DTYPE, "f32|f16", "how vectors are stored (default f32)"},
     {"queue-depth", OPT_QUEUE_DEPTH, "N", "batches in flight between stages (default 2)"},
     {"decode-threads", OPT_DECODE_THREADS, "N", "codec threads per file (default automatic)"},
+    {"hwdec", OPT_HWDEC, "none|cuda", "decode on this device where it can (cuda: NVDEC)"},
     {"stall-timeout", OPT_STALL_TIMEOUT, "S",
      "give up a file with no frame for S s (60; 0 = never)"},
     {"model", OPT_MODEL, "NAME|FILE", "model name (see `vidfeat models`) or ONNX file"},
@@ -379,6 +381,9 @@ static int parse_options(int argc, char **argv, cli *c)
             if (int_option("decode-threads", a, 0, 64, &c->cfg.decode_threads) < 0)
                 return EXIT_USAGE;
             break;
+        case OPT_HWDEC: /* the library knows FFmpeg's device types and says which exist */
+            c->cfg.hwdec = a;
+            break;
         case OPT_QUIET:
             c->verbosity = -1;
             break;
@@ -596,9 +601,10 @@ static void on_file(void *user, int file, const vf_file_result *res)
         r->done++;
         if (r->tty && r->c->verbosity >= 0)
             fprintf(stderr,
-                    "vidfeat: %s: %lld frames in %.1f s (decode %.0f, convert %.0f, infer %.1f, "
-                    "store %.0f frames/s)\n",
+                    "vidfeat: %s: %lld frames in %.1f s (decode %.0f%s%s, convert %.0f, infer "
+                    "%.1f, store %.0f frames/s)\n",
                     res->path, (long long)res->frames, res->seconds, res->decode_fps,
+                    res->hwdec && res->hwdec[0] ? " on " : "", res->hwdec ? res->hwdec : "",
                     res->convert_fps, res->infer_fps, res->store_fps);
     }
     r->frames += res->frames;
@@ -607,14 +613,14 @@ static void on_file(void *user, int file, const vf_file_result *res)
                     "%s{\"path\":\"%s\",\"status\":\"%s\",\"error\":\"%s\",\"frames\":%lld,"
                     "\"seconds\":%.3f,\"decode_fps\":%.2f,\"convert_fps\":%.2f,"
                     "\"infer_fps\":%.2f,\"store_fps\":%.2f,\"width\":%d,\"height\":%d,"
-                    "\"rotation\":%d}",
+                    "\"rotation\":%d,\"hwdec\":\"%s\"}",
                     r->json_len ? "," : "", cli_jesc(res->path, e1, sizeof(e1)),
                     res->skipped      ? "skipped"
                     : res->status < 0 ? "failed"
                                       : "done",
                     cli_jesc(res->error ? res->error : "", e2, sizeof(e2)), (long long)res->frames,
                     res->seconds, res->decode_fps, res->convert_fps, res->infer_fps, res->store_fps,
-                    res->width, res->height, res->rotation);
+                    res->width, res->height, res->rotation, res->hwdec ? res->hwdec : "");
 }
 
 /* Turns a Ctrl-C (a flag set by the handler) into vf_pipeline_cancel within 50 ms. */

@@ -38,16 +38,21 @@ def run_json(argv, env=None):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default="vgg19_fc7,inception_v3_pool")
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared"))
-    ap.add_argument("--model-dir", default="/tmp/peer-models")
-    ap.add_argument("--vidfeat", default=os.path.join(ROOT, "build", "src", "cli", "vidfeat"))
-    ap.add_argument("--no-torch", action="store_true")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="vgg19_fc7,inception_v3_pool",
+                    help="comma-separated export names in --model-dir (default: both)")
+    ap.add_argument("--batch", type=int, default=32, help="images per forward pass (32)")
+    ap.add_argument("--threads", type=int, default=2, help="compute threads of every runtime (2)")
+    ap.add_argument("--runs", type=int, default=5, help="timed runs per harness (5; median)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="alternating rounds; the table gives the median over rounds (1)")
+    ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared"),
+                    help="the shared data (peer harnesses in its bench/peers)")
+    ap.add_argument("--model-dir", default="/tmp/peer-models",
+                    help="the peer exports (made here by bench/peers/export_models.py if missing)")
+    ap.add_argument("--vidfeat", default=os.path.join(ROOT, "build", "src", "cli", "vidfeat"),
+                    help="the vidfeat binary")
+    ap.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
     ap.add_argument("--json", help="also write all measurements here")
     a = ap.parse_args()
 

@@ -144,6 +144,10 @@ typedef struct vf_config {
      *  "none": the CPU. vf_pipeline_create fails with VF_ERR_NO_DEVICE when the device cannot
      *  be opened (no driver or GPU; the message says FFmpeg's reason). */
     const char *hwdec;
+    /** Frames converted (colour, resize, normalise) at once, each on its own thread, 0..64; the
+     *  vectors do not depend on it. 0 = automatic: 1 when the network runs on the CPU (it needs
+     *  the cores), half the cores up to 8 when it runs on a GPU. */
+    int convert_threads;
 } vf_config;
 
 /** An opened model: the network compiled for one backend, batch size and precision. */

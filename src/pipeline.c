@@ -9,8 +9,10 @@
  *   (codec threads)        + normalise, rotate      (oneDNN threads)    batch -> free pool
  *
  * One thread per stage; stages talk only through bounded queues (queue.c), so memory is fixed
- * by the pools: FRAME_POOL decoded frames and queue_depth + 3 batch tensors, whatever the
- * video length. The decode thread walks the whole file list, so the next file is decoded while
+ * by the pools: FRAME_POOL decoded frames (plus one per convert worker) and queue_depth + 3
+ * batch tensors, whatever the video length. The convert thread hands each frame, with its row,
+ * to one of n_conv workers (q_jobs) that convert in parallel; a batch leaves once its rows are
+ * all converted. The decode thread walks the whole file list, so the next file is decoded while
  * the current one is still in inference. Besides frames and batches, per-file events travel the
  * same queues in order: BEGIN (stream facts), END (outcome, each stage adding its busy time) and
  * SKIP (already in the database). Batches fill across file boundaries, the events riding in
@@ -41,6 +43,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "api.h"
 #include "decode.h"
@@ -51,7 +54,8 @@
 #include "sha256.h"
 #include "store_sqlite.h"
 
-#define FRAME_POOL 8
+#define FRAME_POOL          8
+#define MAX_CONVERT_THREADS 64
 /* Events a batch carries before it is sent on, full or not (many failing files in a row). */
 #define MAX_MARKS           32
 #define DEFAULT_QUEUE_DEPTH 2
@@ -64,9 +68,15 @@ typedef struct item {
     int file;
 } item;
 
+struct batch_item;
+
 typedef struct frame_item {
     item hdr;
     vf_frame f;
+    /* the conversion job, set by the convert thread for a worker */
+    struct batch_item *b;
+    int slot;
+    int rotation;
 } frame_item;
 
 struct event_item;
@@ -87,6 +97,14 @@ typedef struct batch_item {
     int *file; /* per row: index into the path list */
     marker marks[MAX_MARKS];
     int n_marks;
+    /* Conversion: rows [settled, n) were handed to the workers since the batch was last
+     * settled; pending of them are not done. Under the pipeline's conv_lock: pending, conv_rc,
+     * conv_s and err. */
+    int settled;
+    int pending;
+    vf_status *conv_rc; /* per row */
+    double *conv_s;     /* per row: seconds its conversion took */
+    vf_err err;         /* the first failed conversion since the last settle */
 } batch_item;
 
 typedef struct event_item {
@@ -127,7 +145,13 @@ struct vf_pipeline {
     batch_item *batches;
     int n_batches;
     event_item *events;
-    vf_preproc *pre;
+    vf_queue *q_jobs; /* frames for the convert workers */
+    int n_frames;     /* the frame pool */
+    /* one converter per worker (each owns a scaler), made at create */
+    vf_preproc **pre;
+    int n_conv;
+    pthread_mutex_t conv_lock; /* the batches' conversion state (see batch_item) */
+    pthread_cond_t conv_done;  /* a batch's pending count reached 0, or the run is stopping */
     vf_hwdev *hw; /* cfg.hwdec's device, shared by the decoders; NULL: decode on the CPU */
 };
 
@@ -148,12 +172,15 @@ static void stop(vf_pipeline *p, vf_status code, const char *msg)
     }
     pthread_mutex_unlock(&p->lock);
     atomic_store(&p->cancel, 1);
-    vf_queue *qs[] = {p->q_frames, p->q_free_frames,  p->q_batches,
-                      p->q_done,   p->q_free_batches, p->q_tokens};
+    vf_queue *qs[] = {p->q_frames,       p->q_free_frames, p->q_batches, p->q_done,
+                      p->q_free_batches, p->q_tokens,      p->q_jobs};
     for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
         if (qs[i])
             vfi_queue_cancel(qs[i]);
     }
+    pthread_mutex_lock(&p->conv_lock); /* the convert thread may wait for its workers */
+    pthread_cond_broadcast(&p->conv_done);
+    pthread_mutex_unlock(&p->conv_lock);
 }
 
 void vf_pipeline_cancel(vf_pipeline *p)
@@ -390,7 +417,7 @@ static void *decode_thread(void *arg)
     return NULL;
 }
 
-/* ---- convert thread --------------------------------------------------------------------- */
+/* ---- convert thread and its workers ----------------------------------------------------- */
 
 /* The batch being filled, taken from the free pool when needed; NULL when stopping. */
 static batch_item *current_batch(vf_pipeline *p, batch_item **b)
@@ -403,17 +430,111 @@ static batch_item *current_batch(vf_pipeline *p, batch_item **b)
         (*b)->hdr.kind = ITEM_BATCH;
         (*b)->n = 0;
         (*b)->n_marks = 0;
+        (*b)->settled = 0;
+        (*b)->pending = 0;
+        vfi_err_clear(&(*b)->err);
     }
     return *b;
 }
 
+typedef struct convert_worker {
+    vf_pipeline *p;
+    vf_preproc *pre;
+} convert_worker;
+
+/* A worker converts whole frames into their rows, so the result never depends on how many
+ * workers there are (swscale's own slice threads change the last bits with the slice count). */
+static void *convert_worker_thread(void *arg)
+{
+    convert_worker *w = arg;
+    vf_pipeline *p = w->p;
+    lower_priority();
+    const size_t slot = (size_t)3 * p->info.input_size * p->info.input_size;
+    for (;;) {
+        void *it;
+        if (vfi_queue_pop(p->q_jobs, &it) != VF_OK)
+            return NULL; /* closed and drained (VF_EOF), or stopping */
+        frame_item *fi = it;
+        batch_item *b = fi->b;
+        vf_err e = {VF_OK, ""};
+        double t0 = now_s();
+        vf_status rc = vfi_preproc_frame(w->pre, &fi->f, fi->rotation,
+                                         b->images + (size_t)fi->slot * slot, &e);
+        double dt = now_s() - t0;
+        vfi_frame_release(&fi->f);
+        pthread_mutex_lock(&p->conv_lock);
+        b->conv_s[fi->slot] = dt;
+        b->conv_rc[fi->slot] = rc < 0 ? rc : VF_OK;
+        if (rc < 0 && b->err.code == VF_OK)
+            b->err = e;
+        if (--b->pending == 0)
+            pthread_cond_broadcast(&p->conv_done);
+        pthread_mutex_unlock(&p->conv_lock);
+        if (vfi_queue_push(p->q_free_frames, fi) < 0)
+            return NULL;
+    }
+}
+
+/* Wait until the workers are done with b; 0 when the run is stopping. */
+static int wait_converted(vf_pipeline *p, batch_item *b)
+{
+    pthread_mutex_lock(&p->conv_lock);
+    while (b->pending > 0 && !atomic_load(&p->cancel))
+        pthread_cond_wait(&p->conv_done, &p->conv_lock);
+    int done = b->pending == 0;
+    pthread_mutex_unlock(&p->conv_lock);
+    return done;
+}
+
+/* After wait_converted: account the rows converted since the last settle (all of the current
+ * file: every END settles) to *busy, and drop the ones that failed - their rows, their tokens -
+ * keeping the first error in *file_err. */
+static void settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err)
+{
+    const size_t slot = (size_t)3 * p->info.input_size * p->info.input_size;
+    int dropped = 0;
+    for (int i = b->settled; i < b->n; i++) {
+        *busy += b->conv_s[i] / p->n_conv; /* the stage's time: the workers run side by side */
+        dropped += b->conv_rc[i] < 0;
+    }
+    if (dropped) {
+        if (file_err->code == VF_OK)
+            *file_err = b->err; /* the rest of the file's frames still count; END says failed */
+        vfi_err_clear(&b->err);
+        for (int m = 0; m < b->n_marks; m++) {
+            int before = 0;
+            for (int i = b->settled; i < b->marks[m].pos; i++)
+                before += b->conv_rc[i] < 0;
+            b->marks[m].pos -= before;
+        }
+        int w = b->settled;
+        for (int i = b->settled; i < b->n; i++) {
+            if (b->conv_rc[i] < 0)
+                continue;
+            if (w != i) {
+                memmove(b->images + (size_t)w * slot, b->images + (size_t)i * slot,
+                        slot * sizeof(float));
+                b->index[w] = b->index[i];
+                b->pts[w] = b->pts[i];
+                b->t[w] = b->t[i];
+                b->file[w] = b->file[i];
+            }
+            w++;
+        }
+        b->n = w;
+        give_tokens(p, dropped);
+    }
+    b->settled = b->n;
+}
+
 /* Batches are filled across file boundaries, so an archive of short clips still runs full
- * batches; per-file events ride inside them as markers, in order. */
+ * batches; per-file events ride inside them as markers, in order. Frames are handed to the
+ * workers with their row, so they convert in parallel and in any order; a batch goes on once
+ * its rows are all converted (settled), and so does a file's END (its error and busy time). */
 static void *convert_thread(void *arg)
 {
     vf_pipeline *p = arg;
     lower_priority();
-    const size_t slot = (size_t)3 * p->info.input_size * p->info.input_size;
     batch_item *b = NULL;
     int rotation = 0;
     double busy = 0.0;
@@ -433,25 +554,18 @@ static void *convert_thread(void *arg)
         }
         if (h->kind == ITEM_FRAME) {
             frame_item *fi = it;
-            double t0 = now_s();
-            vf_err e = {VF_OK, ""};
-            rc = conv_err.code < 0 ? conv_err.code
-                                   : vfi_preproc_frame(p->pre, &fi->f, rotation,
-                                                       b->images + (size_t)b->n * slot, &e);
-            busy += now_s() - t0;
-            if (rc >= 0) {
-                b->index[b->n] = fi->f.index;
-                b->pts[b->n] = fi->f.pts;
-                b->t[b->n] = fi->f.t;
-                b->file[b->n] = h->file;
-                b->n++;
-            } else {
-                if (conv_err.code == VF_OK)
-                    conv_err = e; /* the rest of this file is dropped; END reports it */
-                give_tokens(p, 1);
-            }
-            vfi_frame_release(&fi->f);
-            if (vfi_queue_push(p->q_free_frames, fi) < 0)
+            fi->b = b;
+            fi->slot = b->n;
+            fi->rotation = rotation;
+            b->index[b->n] = fi->f.index;
+            b->pts[b->n] = fi->f.pts;
+            b->t[b->n] = fi->f.t;
+            b->file[b->n] = h->file;
+            b->n++;
+            pthread_mutex_lock(&p->conv_lock);
+            b->pending++;
+            pthread_mutex_unlock(&p->conv_lock);
+            if (vfi_queue_push(p->q_jobs, fi) < 0)
                 return NULL;
         } else {
             event_item *e = it;
@@ -460,6 +574,9 @@ static void *convert_thread(void *arg)
                 busy = 0.0;
                 vfi_err_clear(&conv_err);
             } else if (h->kind == ITEM_END) {
+                if (!wait_converted(p, b))
+                    return NULL;
+                settle(p, b, &busy, &conv_err);
                 e->convert_s = busy;
                 if (conv_err.code < 0 && e->status >= 0) {
                     e->status = conv_err.code;
@@ -470,11 +587,21 @@ static void *convert_thread(void *arg)
             b->marks[b->n_marks++].event = e;
         }
         if (b->n == p->info.batch_size || b->n_marks == MAX_MARKS) {
-            if (vfi_queue_push(p->q_batches, b) < 0)
+            if (!wait_converted(p, b))
                 return NULL;
-            b = NULL;
+            settle(p, b, &busy, &conv_err);
+            if (b->n == p->info.batch_size || b->n_marks == MAX_MARKS) { /* none dropped */
+                if (vfi_queue_push(p->q_batches, b) < 0)
+                    return NULL;
+                b = NULL;
+            }
         }
     }
+    vfi_queue_close(p->q_jobs);
+    if (b && !wait_converted(p, b))
+        return NULL;
+    if (b)
+        settle(p, b, &busy, &conv_err);
     if (b && (b->n || b->n_marks)) {
         if (vfi_queue_push(p->q_batches, b) < 0)
             return NULL;
@@ -711,8 +838,9 @@ static void free_run(vf_pipeline *p)
     vfi_queue_free(&p->q_done);
     vfi_queue_free(&p->q_free_batches);
     vfi_queue_free(&p->q_tokens);
+    vfi_queue_free(&p->q_jobs);
     if (p->frames) {
-        for (int i = 0; i < FRAME_POOL; i++)
+        for (int i = 0; i < p->n_frames; i++)
             vfi_frame_destroy(&p->frames[i].f);
         vfi_free(p->frames);
         p->frames = NULL;
@@ -726,6 +854,8 @@ static void free_run(vf_pipeline *p)
             vfi_free(b->pts);
             vfi_free(b->t);
             vfi_free(b->file);
+            vfi_free(b->conv_rc);
+            vfi_free(b->conv_s);
         }
         vfi_free(p->batches);
         p->batches = NULL;
@@ -742,19 +872,21 @@ static vf_status make_run(vf_pipeline *p)
     int bs = p->info.batch_size, dim = p->info.feature_dim;
     size_t slot = (size_t)3 * p->info.input_size * p->info.input_size;
     /* events ride the same queues: leave room for them beside the items */
-    size_t cap_frames = FRAME_POOL + 4, cap_batches = (size_t)depth + 8;
+    p->n_frames = FRAME_POOL + p->n_conv; /* one more in flight per worker */
+    size_t cap_frames = (size_t)p->n_frames + 4, cap_batches = (size_t)depth + 8;
     p->n_batches = depth + 3; /* one being filled, one in inference, one being stored */
     if (vfi_queue_create(cap_frames, &p->q_frames) < 0 ||
-        vfi_queue_create(FRAME_POOL, &p->q_free_frames) < 0 ||
+        vfi_queue_create((size_t)p->n_frames, &p->q_free_frames) < 0 ||
+        vfi_queue_create((size_t)p->n_frames, &p->q_jobs) < 0 ||
         vfi_queue_create(cap_batches, &p->q_batches) < 0 ||
         vfi_queue_create(cap_batches, &p->q_done) < 0 ||
         vfi_queue_create((size_t)p->n_batches, &p->q_free_batches) < 0)
         return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
-    p->frames = vfi_calloc(FRAME_POOL, sizeof(frame_item));
+    p->frames = vfi_calloc((size_t)p->n_frames, sizeof(frame_item));
     p->batches = vfi_calloc((size_t)p->n_batches, sizeof(batch_item));
     if (!p->frames || !p->batches)
         return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < FRAME_POOL; i++) {
+    for (int i = 0; i < p->n_frames; i++) {
         if (vfi_frame_init(&p->frames[i].f) < 0)
             return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
         p->frames[i].hdr.kind = ITEM_FRAME;
@@ -770,7 +902,10 @@ static vf_status make_run(vf_pipeline *p)
         b->pts = vfi_mallocarray((size_t)bs, sizeof(int64_t));
         b->t = vfi_mallocarray((size_t)bs, sizeof(double));
         b->file = vfi_mallocarray((size_t)bs, sizeof(int));
-        if (!b->images || !b->features || !b->index || !b->pts || !b->t || !b->file)
+        b->conv_rc = vfi_mallocarray((size_t)bs, sizeof(vf_status));
+        b->conv_s = vfi_mallocarray((size_t)bs, sizeof(double));
+        if (!b->images || !b->features || !b->index || !b->pts || !b->t || !b->file ||
+            !b->conv_rc || !b->conv_s)
             return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory for batch buffers");
         /* the padding of a short batch is fed to the network too: keep it defined */
         memset(b->images, 0, (size_t)bs * slot * sizeof(float));
@@ -825,11 +960,17 @@ vf_status vf_pipeline_run(vf_pipeline *p, const char *const *paths, int n_paths,
         free_run(p);
         return rc;
     }
-    pthread_t th[4];
-    void *(*fn[4])(void *) = {decode_thread, convert_thread, infer_thread, store_thread};
+    enum { STAGES = 4 };
+    pthread_t th[STAGES + MAX_CONVERT_THREADS];
+    convert_worker workers[MAX_CONVERT_THREADS];
+    void *(*fn[STAGES])(void *) = {decode_thread, convert_thread, infer_thread, store_thread};
     int started = 0;
-    for (; started < 4; started++) {
-        if (pthread_create(&th[started], NULL, fn[started], p) != 0) {
+    for (; started < STAGES + p->n_conv; started++) {
+        int w = started - STAGES;
+        if (w >= 0)
+            workers[w] = (convert_worker){p, p->pre[w]};
+        if (pthread_create(&th[started], NULL, w < 0 ? fn[started] : convert_worker_thread,
+                           w < 0 ? (void *)p : (void *)&workers[w]) != 0) {
             stop(p, VF_ERR_INTERNAL, "cannot start a pipeline thread");
             break;
         }
@@ -876,11 +1017,14 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
     if (!p)
         return VF_ERR_NOMEM;
     pthread_mutex_init(&p->lock, NULL);
+    pthread_mutex_init(&p->conv_lock, NULL);
+    pthread_cond_init(&p->conv_done, NULL);
     *out = p;
     p->cfg = *cfg;
     if (cfg->sample_fps < 0 || cfg->every < 0 || cfg->start < 0 || cfg->duration < 0 ||
         cfg->max_frames < 0 || cfg->queue_depth < 0 || cfg->queue_depth > 64 ||
-        cfg->decode_threads < 0 || cfg->decode_threads > 64 || !(cfg->stall_timeout >= 0) ||
+        cfg->decode_threads < 0 || cfg->decode_threads > 64 || cfg->convert_threads < 0 ||
+        cfg->convert_threads > MAX_CONVERT_THREADS || !(cfg->stall_timeout >= 0) ||
         !isfinite(cfg->sample_fps) || !isfinite(cfg->start) || !isfinite(cfg->duration))
         return vfi_fail(&p->err, VF_ERR_INVALID, "invalid sampling or queue settings");
     if (cfg->db_path && !(p->db_path = vfi_strdup(cfg->db_path)))
@@ -910,9 +1054,20 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
     po.order = p->info.channel_order;
     memcpy(po.mean, p->info.mean, sizeof(po.mean));
     memcpy(po.std, p->info.std, sizeof(po.std));
-    rc = vfi_preproc_create(&po, &p->pre, &p->err);
-    if (rc < 0)
-        return rc;
+    p->n_conv = cfg->convert_threads;
+    if (p->n_conv == 0) {
+        /* on the CPU the network needs the cores; a GPU network waits for frames instead */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        p->n_conv = p->info.device ? (int)(cores / 2) : 1;
+        p->n_conv = p->n_conv < 1 ? 1 : p->n_conv > 8 ? 8 : p->n_conv;
+    }
+    if (!(p->pre = vfi_calloc((size_t)p->n_conv, sizeof(*p->pre))))
+        return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < p->n_conv; i++) {
+        rc = vfi_preproc_create(&po, &p->pre[i], &p->err);
+        if (rc < 0)
+            return rc;
+    }
     if (p->db_path) {
         rc = vfi_store_open(p->db_path, &p->store, &p->err);
         if (rc < 0)
@@ -957,11 +1112,15 @@ void vf_pipeline_free(vf_pipeline **pp)
     if (!p)
         return;
     vfi_store_close(&p->store);
-    vfi_preproc_free(&p->pre);
+    for (int i = 0; p->pre && i < p->n_conv; i++)
+        vfi_preproc_free(&p->pre[i]);
+    vfi_free(p->pre);
     vf_extractor_free(&p->ex);
     vfi_hwdev_free(&p->hw);
     vfi_free(p->db_path);
     pthread_mutex_destroy(&p->lock);
+    pthread_mutex_destroy(&p->conv_lock);
+    pthread_cond_destroy(&p->conv_done);
     vfi_free(p);
     *pp = NULL;
 }

@@ -217,6 +217,25 @@ int main(void)
         for (int i = 0; i < 20; i++)
             CHECK(vf_rel_err(serial.vec[i], c.vec[i], DIM) <= 1e-6);
     }
+
+    /* Several convert workers (frames converted in any order, batches spanning files, failing
+     * files between them, the rotated clip last): the same outcomes, and the vectors and
+     * timestamps bit for bit those of one worker. */
+    for (int workers = 2; workers <= 5; workers += 3) {
+        static capture par;
+        memset(&par, 0, sizeof(par));
+        vf_config pc = config(NULL);
+        pc.convert_threads = workers;
+        pc.no_overlap = workers == 5; /* and with the stages taking turns */
+        CHECK_EQ(run(pc, inputs, 5, &par), VF_OK);
+        CHECK_EQ(par.files_done, 2);
+        CHECK_EQ(par.files_failed, 3);
+        CHECK_EQ(par.frames[0], 20);
+        CHECK_EQ(par.frames[4], 10);
+        CHECK_EQ(par.n, c.n + 10 + par.frames[1]);
+        CHECK(!memcmp(par.vec, c.vec, sizeof(c.vec[0]) * 20));
+        CHECK(!memcmp(par.t, c.t, sizeof(c.t[0]) * 20));
+    }
     memset(&c, 0, sizeof(c));
     CHECK_EQ(run(cfg, inputs + 4, 1, &c), VF_OK);
     same_as_ffmpeg(inputs[4], &c, 1e-4); /* ffmpeg rotates before scaling, we after */

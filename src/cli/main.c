@@ -56,6 +56,7 @@ enum opt_id {
     OPT_QUEUE_DEPTH,
     OPT_DECODE_THREADS,
     OPT_HWDEC,
+    OPT_CONVERT_THREADS,
     OPT_STALL_TIMEOUT,
     OPT_INT8_SCALES,
     OPT_FRAMES,
@@ -84,6 +85,8 @@ static const opt_def options[] = {
     {"queue-depth", OPT_QUEUE_DEPTH, "N", "batches in flight between stages (default 2)"},
     {"decode-threads", OPT_DECODE_THREADS, "N", "codec threads per file (default automatic)"},
     {"hwdec", OPT_HWDEC, "none|cuda", "decode on this device where it can (cuda: NVDEC)"},
+    {"convert-threads", OPT_CONVERT_THREADS, "N",
+     "frames converted at once (default 1 with a CPU network, cores/2 up to 8 with a GPU)"},
     {"stall-timeout", OPT_STALL_TIMEOUT, "S",
      "give up a file with no frame for S s (60; 0 = never)"},
     {"model", OPT_MODEL, "NAME|FILE", "model name (see `vidfeat models`) or ONNX file"},
@@ -379,6 +382,10 @@ static int parse_options(int argc, char **argv, cli *c)
             break;
         case OPT_DECODE_THREADS:
             if (int_option("decode-threads", a, 0, 64, &c->cfg.decode_threads) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_CONVERT_THREADS:
+            if (int_option("convert-threads", a, 1, 64, &c->cfg.convert_threads) < 0)
                 return EXIT_USAGE;
             break;
         case OPT_HWDEC: /* the library knows FFmpeg's device types and says which exist */

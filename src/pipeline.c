@@ -487,8 +487,8 @@ static int wait_converted(vf_pipeline *p, batch_item *b)
 }
 
 /* After wait_converted: account the rows converted since the last settle (all of the current
- * file: every END settles) to *busy, and drop the ones that failed - their rows, their tokens -
- * keeping the first error in *file_err. */
+ * file: every END settles) to *busy, and drop the ones that failed - their rows, their
+ * per-frame-baseline tokens - keeping the first error in *file_err. */
 static void settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err)
 {
     const size_t slot = (size_t)3 * p->info.input_size * p->info.input_size;
@@ -501,12 +501,9 @@ static void settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err
         if (file_err->code == VF_OK)
             *file_err = b->err; /* the rest of the file's frames still count; END says failed */
         vfi_err_clear(&b->err);
-        for (int m = 0; m < b->n_marks; m++) {
-            int before = 0;
-            for (int i = b->settled; i < b->marks[m].pos; i++)
-                before += b->conv_rc[i] < 0;
-            b->marks[m].pos -= before;
-        }
+        /* No event marker needs moving: an END settles before its marker is placed, and BEGIN
+         * and SKIP markers come after an END (or open the run), so every marker sits at or
+         * before `settled` and only rows after it are dropped. */
         int w = b->settled;
         for (int i = b->settled; i < b->n; i++) {
             if (b->conv_rc[i] < 0)

@@ -6,13 +6,13 @@
  * CLI (the pipeline adds no error; rotation included).
  */
 #include <math.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "db_check.h"
 #include "vidfeat.h"
 
 #define S       VF_SAMPLES_DIR
@@ -32,8 +32,6 @@ typedef struct capture {
     int64_t frames[8];
 } capture;
 
-static long long query(const char *db, const char *sql);
-
 static int on_batch(void *user, const vf_batch_view *b)
 {
     capture *c = user;
@@ -44,10 +42,10 @@ static int on_batch(void *user, const vf_batch_view *b)
     }
     c->batches++;
     if (c->db) { /* the batch is committed: an interrupted run would show this */
-        CHECK_EQ(query(c->db, "SELECT count(*) FROM extractions WHERE status = 'running'"), 1);
-        CHECK_EQ(query(c->db, "SELECT frames FROM extractions WHERE status = 'running'"),
-                 query(c->db, "SELECT count(*) FROM features f JOIN extractions e ON e.id = "
-                              "f.extraction_id WHERE e.status = 'running'"));
+        CHECK_EQ(vf_db_int(c->db, "SELECT count(*) FROM extractions WHERE status = 'running'"), 1);
+        CHECK_EQ(vf_db_int(c->db, "SELECT frames FROM extractions WHERE status = 'running'"),
+                 vf_db_int(c->db, "SELECT count(*) FROM features f JOIN extractions e ON e.id = "
+                                  "f.extraction_id WHERE e.status = 'running'"));
     }
     return c->cancel_after && c->batches >= c->cancel_after;
 }
@@ -85,19 +83,6 @@ static vf_status run(vf_config cfg, const char *const *paths, int n, capture *c)
     rc = vf_pipeline_run(p, paths, n, &hooks);
     vf_pipeline_free(&p);
     return rc;
-}
-
-static long long query(const char *db, const char *sql)
-{
-    sqlite3 *h;
-    sqlite3_stmt *st;
-    CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-    CHECK_MSG(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
-    CHECK(sqlite3_step(st) == SQLITE_ROW);
-    long long v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    return v;
 }
 
 /* The ffmpeg CLI's decode + scale of a clip (autorotated), normalised as the tiny model's
@@ -175,16 +160,16 @@ int main(void)
     CHECK_EQ(c.status[2], VF_ERR_DECODE);
     CHECK_EQ(c.status[3], VF_ERR_IO);
     CHECK_EQ(c.frames[4], 10);
-    CHECK_EQ(query(db, "SELECT count(*) FROM extractions WHERE status='done'"), 2);
-    CHECK_EQ(query(db, "SELECT count(*) FROM extractions WHERE status='failed'"), 3);
-    CHECK_EQ(query(db, "SELECT count(*) FROM features f JOIN extractions e ON e.id = "
-                       "f.extraction_id WHERE e.status='done'"),
+    CHECK_EQ(vf_db_int(db, "SELECT count(*) FROM extractions WHERE status='done'"), 2);
+    CHECK_EQ(vf_db_int(db, "SELECT count(*) FROM extractions WHERE status='failed'"), 3);
+    CHECK_EQ(vf_db_int(db, "SELECT count(*) FROM features f JOIN extractions e ON e.id = "
+                           "f.extraction_id WHERE e.status='done'"),
              30);
-    CHECK_EQ(query(db, "SELECT frames FROM extractions e JOIN videos v ON v.id = e.video_id "
-                       "WHERE v.path LIKE '%testsrc_64x48.mp4'"),
+    CHECK_EQ(vf_db_int(db, "SELECT frames FROM extractions e JOIN videos v ON v.id = e.video_id "
+                           "WHERE v.path LIKE '%testsrc_64x48.mp4'"),
              20);
-    CHECK_EQ(query(db, "SELECT length(vec) FROM features LIMIT 1"), DIM * 4);
-    CHECK_EQ(query(db, "PRAGMA user_version"), 2);
+    CHECK_EQ(vf_db_int(db, "SELECT length(vec) FROM features LIMIT 1"), DIM * 4);
+    CHECK_EQ(vf_db_int(db, "PRAGMA user_version"), 2);
 
     /* Rerun: done files are skipped, failed ones are tried again. */
     memset(&c, 0, sizeof(c));
@@ -247,18 +232,18 @@ int main(void)
     c.cancel_after = 1;
     c.db = db;
     CHECK_EQ(run(forced, inputs, 1, &c), VF_ERR_CANCELLED);
-    CHECK_EQ(query(db, "SELECT count(*) FROM extractions e JOIN videos v ON v.id = e.video_id "
-                       "WHERE v.path LIKE '%testsrc_64x48.mp4' AND e.status = 'done'"),
+    CHECK_EQ(vf_db_int(db, "SELECT count(*) FROM extractions e JOIN videos v ON v.id = e.video_id "
+                           "WHERE v.path LIKE '%testsrc_64x48.mp4' AND e.status = 'done'"),
              0);
-    long long kept = query(db, "SELECT count(*) FROM features f JOIN extractions e ON e.id = "
-                               "f.extraction_id JOIN videos v ON v.id = e.video_id WHERE "
-                               "v.path LIKE '%testsrc_64x48.mp4'");
+    long long kept = vf_db_int(db, "SELECT count(*) FROM features f JOIN extractions e ON e.id = "
+                                   "f.extraction_id JOIN videos v ON v.id = e.video_id WHERE "
+                                   "v.path LIKE '%testsrc_64x48.mp4'");
     CHECK(kept >= 4 && kept < 20);
     memset(&c, 0, sizeof(c));
     CHECK_EQ(run(config(db), inputs, 1, &c), VF_OK); /* not done: redone in full */
     CHECK_EQ(c.files_done, 1);
-    CHECK_EQ(query(db, "SELECT frames FROM extractions e JOIN videos v ON v.id = e.video_id "
-                       "WHERE v.path LIKE '%testsrc_64x48.mp4' AND e.status = 'done'"),
+    CHECK_EQ(vf_db_int(db, "SELECT frames FROM extractions e JOIN videos v ON v.id = e.video_id "
+                           "WHERE v.path LIKE '%testsrc_64x48.mp4' AND e.status = 'done'"),
              20);
 
     /* float16 storage */
@@ -268,7 +253,7 @@ int main(void)
     half.store_f16 = 1;
     memset(&c, 0, sizeof(c));
     CHECK_EQ(run(half, inputs, 1, &c), VF_OK);
-    CHECK_EQ(query(db16, "SELECT length(vec) FROM features LIMIT 1"), DIM * 2);
+    CHECK_EQ(vf_db_int(db16, "SELECT length(vec) FROM features LIMIT 1"), DIM * 2);
 
     char cmd[1200];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);

@@ -15,9 +15,8 @@ static vf_status injected_preproc(vf_preproc *p, const vf_frame *f, int rotation
 #include "../src/pipeline.c"
 #undef vfi_preproc_frame
 
-#include <sqlite3.h>
-
 #include "check.h"
+#include "db_check.h"
 
 static vf_status injected_preproc(vf_preproc *p, const vf_frame *f, int rotation, float *slot,
                                   vf_err *err)
@@ -72,19 +71,6 @@ static void run(vf_config cfg, rows *r)
     vf_pipeline_free(&p);
 }
 
-static long long query(const char *db, const char *sql)
-{
-    sqlite3 *h;
-    sqlite3_stmt *st;
-    CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-    CHECK_MSG(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
-    CHECK(sqlite3_step(st) == SQLITE_ROW);
-    long long v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    return v;
-}
-
 int main(void)
 {
     vf_config cfg = vf_config_default();
@@ -125,11 +111,12 @@ int main(void)
         }
         CHECK_EQ(j, bad.n);
     }
-    CHECK_EQ(query(db, "SELECT count(*) FROM extractions WHERE status = 'failed' AND error LIKE "
+    CHECK_EQ(vf_db_int(db,
+                       "SELECT count(*) FROM extractions WHERE status = 'failed' AND error LIKE "
                        "'%injected%'"),
              2);
-    CHECK_EQ(query(db, "SELECT sum(frames) FROM extractions"), 20);
-    CHECK_EQ(query(db, "SELECT count(*) FROM features"), 20);
+    CHECK_EQ(vf_db_int(db, "SELECT sum(frames) FROM extractions"), 20);
+    CHECK_EQ(vf_db_int(db, "SELECT count(*) FROM features"), 20);
     char cmd[1200];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);

@@ -13,35 +13,17 @@ or the clips are missing.
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
-SKIP = 77
-
-
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
+from vfcheck import SKIP, check, features
 
 
 def vectors(db):
-    con = sqlite3.connect(db)
-    out = {}
-    for path, index, blob in con.execute(
-            "SELECT v.path, f.frame_index, f.vec FROM features f JOIN extractions e ON "
-            "e.id = f.extraction_id JOIN videos v ON v.id = e.video_id"):
-        out[(os.path.basename(path), index)] = np.frombuffer(blob, np.float32).astype(np.float64)
-    con.close()
-    return out
+    return {k: vec.astype(np.float64) for k, (_, _, vec) in features(db).items()}
 
 
 def main():

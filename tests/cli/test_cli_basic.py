@@ -13,15 +13,11 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
+from vfcheck import check
+
 
 def run(*args):
     return subprocess.run(list(args), capture_output=True, text=True)
-
-
-def check(cond, msg):
-    if not cond:
-        print("FAIL:", msg)
-        sys.exit(1)
 
 
 def main():

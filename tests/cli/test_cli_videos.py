@@ -22,17 +22,7 @@ import sys
 import tempfile
 import time
 
-SKIP = 77
-
-
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
+from vfcheck import SKIP, check
 
 
 def vidfeat(exe, model, *args, **kw):

@@ -16,11 +16,7 @@ import tempfile
 import threading
 import time
 
-
-def check(cond, msg):
-    if not cond:
-        print("FAIL:", msg)
-        sys.exit(1)
+from vfcheck import check
 
 
 def run(exe, model, db, clip, timeout=60):

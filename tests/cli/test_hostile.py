@@ -15,11 +15,7 @@ import subprocess
 import sys
 import tempfile
 
-
-def check(cond, msg):
-    if not cond:
-        print("FAIL:", msg)
-        sys.exit(1)
+from vfcheck import check
 
 
 def ff(*args):

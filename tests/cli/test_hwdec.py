@@ -12,37 +12,16 @@ cuda:   (exits 77 where no CUDA device opens) the vectors, frame indices and tim
 """
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
-SKIP = 77
+from vfcheck import SKIP, check, features
+
+
 NO_DEVICE = "cannot open a cuda device for decoding"
-
-
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
-
-def rows(db):
-    con = sqlite3.connect(db)
-    out = {}
-    for path, index, pts, t, blob in con.execute(
-            "SELECT v.path, f.frame_index, f.pts, f.t, f.vec FROM features f JOIN extractions e "
-            "ON e.id = f.extraction_id JOIN videos v ON v.id = e.video_id "
-            "WHERE e.status = 'done'"):
-        out[(os.path.basename(path), index)] = (pts, t, np.frombuffer(blob, np.float32))
-    con.close()
-    return out
 
 
 def errors(exe, model, clip, tmp):
@@ -90,7 +69,7 @@ def cuda(exe, model, clips, tmp):
     r = subprocess.run([exe, "--model", model, "-o", cpu_db, *clips], capture_output=True,
                        text=True, timeout=600)
     check(r.returncode == 0, "CPU decode: %r" % r.stderr)
-    a, b = rows(gpu_db), rows(cpu_db)
+    a, b = features(gpu_db, done_only=True), features(cpu_db, done_only=True)
     check(a.keys() == b.keys(), "frames differ: %d vs %d" % (len(a), len(b)))
     worst = 0.0
     for k in b:

@@ -419,6 +419,12 @@ static void *decode_thread(void *arg)
 
 /* ---- convert thread and its workers ----------------------------------------------------- */
 
+/* Floats in one image of a batch (3 x S x S). */
+static size_t slot_floats(const vf_pipeline *p)
+{
+    return (size_t)3 * p->info.input_size * p->info.input_size;
+}
+
 /* The batch being filled, taken from the free pool when needed; NULL when stopping. */
 static batch_item *current_batch(vf_pipeline *p, batch_item **b)
 {
@@ -449,7 +455,7 @@ static void *convert_worker_thread(void *arg)
     convert_worker *w = arg;
     vf_pipeline *p = w->p;
     lower_priority();
-    const size_t slot = (size_t)3 * p->info.input_size * p->info.input_size;
+    const size_t slot = slot_floats(p);
     for (;;) {
         void *it;
         if (vfi_queue_pop(p->q_jobs, &it) != VF_OK)
@@ -491,7 +497,7 @@ static int wait_converted(vf_pipeline *p, batch_item *b)
  * per-frame-baseline tokens - keeping the first error in *file_err. */
 static void settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err)
 {
-    const size_t slot = (size_t)3 * p->info.input_size * p->info.input_size;
+    const size_t slot = slot_floats(p);
     int dropped = 0;
     for (int i = b->settled; i < b->n; i++) {
         *busy += b->conv_s[i] / p->n_conv; /* the stage's time: the workers run side by side */
@@ -867,7 +873,7 @@ static vf_status make_run(vf_pipeline *p)
 {
     int depth = p->cfg.queue_depth > 0 ? p->cfg.queue_depth : DEFAULT_QUEUE_DEPTH;
     int bs = p->info.batch_size, dim = p->info.feature_dim;
-    size_t slot = (size_t)3 * p->info.input_size * p->info.input_size;
+    size_t slot = slot_floats(p);
     /* events ride the same queues: leave room for them beside the items */
     p->n_frames = FRAME_POOL + p->n_conv; /* one more in flight per worker */
     size_t cap_frames = (size_t)p->n_frames + 4, cap_batches = (size_t)depth + 8;

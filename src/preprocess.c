@@ -1,9 +1,17 @@
 /*
- * preprocess.c - libswscale converts each frame straight into its slot of the batch tensor as
- * planar float RGB (AV_PIX_FMT_GBRPF32, 0..1), honouring the source's colour matrix and range;
- * normalisation and rotation then work in place on the slot. Called on the pipeline's convert
- * thread; owns its SwsContext (recreated only when the source format or size changes) and one
- * plane of scratch space for rotations.
+ * preprocess.c - a decoded frame into its slot of the batch tensor. YUV frames (every format
+ * the decoders give for video: 8- or 16-bit, planar or NV12-style, any subsampling) go through
+ * yuvconv.h, the arithmetic the GPU kernel shares, so a frame converts to the same floats on
+ * either; vfi_preproc_yuv describes a frame for it (geometry, chroma siting, matrix, range,
+ * normalisation). Anything else (RGB, paletted, big-endian, ...) falls back to libswscale:
+ * straight into the slot as planar float RGB (AV_PIX_FMT_GBRPF32, 0..1), honouring the source's
+ * colour matrix and range, then normalisation and rotation in place. Called on the pipeline's
+ * convert workers; owns its yuvconv scratch, its SwsContext (recreated only when the source
+ * format or size changes) and one plane of scratch space for rotations.
+ *
+ * Why not libswscale for everything: its float output is only about 8 bits exact (limited-range
+ * white comes out as 254.02/255, 0.4% dark), it truncates an odd crop's corner on the chroma grid
+ * (chroma shifted by half a pixel) and it cannot run where the GPU's frames are.
  *
  * Resize policy: "stretch" scales the whole frame to size x size; "short_side_crop" is the
  * torchvision recipe (shorter side to resize_short, centre crop size x size), done as one
@@ -16,6 +24,7 @@
 #include <string.h>
 
 #include <libavutil/frame.h>
+#include <libavutil/hwcontext.h>
 #include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
 
@@ -23,6 +32,7 @@
 
 struct vf_preproc {
     vf_preproc_opts o;
+    vf_yuv_host *yuv; /* the conversion of YUV frames (yuvconv.c) */
     struct SwsContext *sws;
     int src_w, src_h, src_fmt, src_space, src_range; /* what sws was made for */
     AVFrame *view;                                   /* a reference to the frame being cropped */
@@ -37,10 +47,11 @@ vf_status vfi_preproc_create(const vf_preproc_opts *opts, vf_preproc **out, vf_e
     if (!p)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     p->o = *opts;
+    p->yuv = vfi_yuv_host_new();
     p->view = av_frame_alloc();
     p->scratch =
         vfi_aligned_alloc(VF_TENSOR_ALIGN, (size_t)opts->size * opts->size * sizeof(float));
-    if (!p->view || !p->scratch) {
+    if (!p->yuv || !p->view || !p->scratch) {
         vfi_preproc_free(&p);
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     }
@@ -53,6 +64,7 @@ void vfi_preproc_free(vf_preproc **pp)
     vf_preproc *p = pp ? *pp : NULL;
     if (!p)
         return;
+    vfi_yuv_host_free(&p->yuv);
     sws_freeContext(p->sws);
     av_frame_free(&p->view);
     vfi_free(p->scratch);
@@ -77,7 +89,7 @@ static int full_range(const AVFrame *f)
 }
 
 /* The SWS_CS_* matrix for the frame's colour space; unspecified follows FFmpeg's default
- * guess: BT.709 for HD sizes, BT.601 otherwise. */
+ * guess: BT.709 for HD sizes, BT.601 otherwise (by the whole picture's height, not a crop's). */
 static int sws_space(const AVFrame *f)
 {
     switch (f->colorspace) {
@@ -98,9 +110,19 @@ static int sws_space(const AVFrame *f)
     }
 }
 
-static vf_status ensure_scaler(vf_preproc *p, const AVFrame *f, vf_err *err)
+/* VF_RESIZE_SHORT_CROP's centred square: its top-left corner and side in picture pixels. */
+static void crop_square(const vf_preproc_opts *o, int w, int h, int *x, int *y, int *side)
 {
-    int space = sws_space(f), range = full_range(f);
+    int shorter = w < h ? w : h;
+    int s = (int)((int64_t)shorter * o->size / o->resize_short);
+    s = s < 1 ? 1 : s;
+    *x = (w - s) / 2;
+    *y = (h - s) / 2;
+    *side = s;
+}
+
+static vf_status ensure_scaler(vf_preproc *p, const AVFrame *f, int space, int range, vf_err *err)
+{
     if (p->sws && p->src_w == f->width && p->src_h == f->height && p->src_fmt == f->format &&
         p->src_space == space && p->src_range == range)
         return VF_OK;
@@ -155,22 +177,29 @@ vf_status vfi_preproc_frame(vf_preproc *p, const vf_frame *fr, int rotation, flo
     const size_t plane = (size_t)n * n;
     if (src->width < 1 || src->height < 1 || !src->data[0])
         return vfi_fail(err, VF_ERR_DECODE, "empty frame");
+    vf_yuv_params q;
+    vf_yuv_planes planes;
+    vf_err ignored;
+    if (!src->hw_frames_ctx && vfi_preproc_yuv(&p->o, fr, rotation, &q, &planes, &ignored) >= 0) {
+        if (vfi_yuv_convert(p->yuv, &q, &planes, slot) < 0)
+            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        return VF_OK;
+    }
     av_frame_unref(p->view);
     if (av_frame_ref(p->view, src) < 0)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     if (p->o.resize == VF_RESIZE_SHORT_CROP) {
-        int shorter = src->width < src->height ? src->width : src->height;
-        int side = (int)((int64_t)shorter * n / p->o.resize_short);
-        side = side < 1 ? 1 : side;
-        p->view->crop_left = (size_t)(src->width - side) / 2;
-        p->view->crop_right = (size_t)(src->width - side) - p->view->crop_left;
-        p->view->crop_top = (size_t)(src->height - side) / 2;
-        p->view->crop_bottom = (size_t)(src->height - side) - p->view->crop_top;
+        int x, y, side;
+        crop_square(&p->o, src->width, src->height, &x, &y, &side);
+        p->view->crop_left = (size_t)x;
+        p->view->crop_right = (size_t)(src->width - side - x);
+        p->view->crop_top = (size_t)y;
+        p->view->crop_bottom = (size_t)(src->height - side - y);
         if (av_frame_apply_cropping(p->view, AV_FRAME_CROP_UNALIGNED) < 0)
             return vfi_fail(err, VF_ERR_DECODE, "cannot crop a %dx%d frame", src->width,
                             src->height);
     }
-    vf_status rc = ensure_scaler(p, p->view, err);
+    vf_status rc = ensure_scaler(p, p->view, sws_space(src), full_range(src), err);
     if (rc < 0)
         return rc;
     /* GBRP plane order is G, B, R; the slot's planes follow the model's channel order. */
@@ -192,6 +221,140 @@ vf_status vfi_preproc_frame(vf_preproc *p, const vf_frame *fr, int rotation, flo
             x[i] = x[i] * scale - shift;
         if (rotation == 90 || rotation == 180 || rotation == 270)
             rotate_plane(x, p->scratch, n, rotation);
+    }
+    return VF_OK;
+}
+
+/* Kr and Kb of the SWS_CS_* matrix space (ITU-T H.273's table). */
+static void matrix_weights(int space, float *kr, float *kb)
+{
+    switch (space) {
+    case SWS_CS_ITU709:
+        *kr = 0.2126f, *kb = 0.0722f;
+        break;
+    case SWS_CS_FCC:
+        *kr = 0.30f, *kb = 0.11f;
+        break;
+    case SWS_CS_SMPTE240M:
+        *kr = 0.212f, *kb = 0.087f;
+        break;
+    case SWS_CS_BT2020:
+        *kr = 0.2627f, *kb = 0.0593f;
+        break;
+    default: /* BT.601 */
+        *kr = 0.299f, *kb = 0.114f;
+        break;
+    }
+}
+
+/* One axis: the region [start, start + len) of a plane line of `extent` samples onto n output
+ * pixels; taps past the plane's edges read its edge samples. */
+static vf_yuv_axis make_axis(float start, float len, int extent, int n)
+{
+    vf_yuv_axis a;
+    a.origin = start;
+    a.scale = len / (float)n;
+    a.radius = a.scale > 1.0f ? a.scale : 1.0f;
+    a.lo = 0;
+    a.hi = extent - 1;
+    return a;
+}
+
+/* Where a subsampled chroma plane's samples sit, as a shift of the chroma axis's origin in
+ * chroma samples: 0 for samples centred between the luma samples they cover (unspecified is
+ * taken so, as JPEG has it), 0.5 - 0.5 / 2^shift when they sit on the first one (left or top,
+ * H.264's default), the opposite on the last (bottom). */
+static float siting(int loc, int shift, int vertical)
+{
+    float off = shift ? 0.5f - 0.5f / (float)(1 << shift) : 0.0f;
+    switch (loc) {
+    case AVCHROMA_LOC_LEFT:
+        return vertical ? 0.0f : off;
+    case AVCHROMA_LOC_TOPLEFT:
+        return off;
+    case AVCHROMA_LOC_TOP:
+        return vertical ? off : 0.0f;
+    case AVCHROMA_LOC_BOTTOMLEFT:
+        return vertical ? -off : off;
+    case AVCHROMA_LOC_BOTTOM:
+        return vertical ? -off : 0.0f;
+    default:
+        return 0.0f;
+    }
+}
+
+vf_status vfi_preproc_yuv(const vf_preproc_opts *o, const vf_frame *fr, int rotation,
+                          vf_yuv_params *q, vf_yuv_planes *planes, vf_err *err)
+{
+    const AVFrame *f = fr->av;
+    int fmt = f->format;
+    if (f->hw_frames_ctx)
+        fmt = ((const AVHWFramesContext *)(const void *)f->hw_frames_ctx->data)->sw_format;
+    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(fmt);
+    if (!d || f->width < 1 || f->height < 1)
+        return vfi_fail(err, VF_ERR_DECODE, "empty frame");
+    const AVComponentDescriptor *cy = &d->comp[0], *cu = &d->comp[1], *cv = &d->comp[2];
+    int bytes = (cy->depth + 7) / 8;
+    int interleaved = cu->plane == 1 && cv->plane == 1 && cu->step == 2 * bytes &&
+                      cu->offset == 0 && cv->offset == bytes;
+    int planar = cu->plane == 1 && cv->plane == 2 && cu->step == bytes && cv->step == bytes;
+    if (d->nb_components < 3 ||
+        (d->flags & (AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL | AV_PIX_FMT_FLAG_BE |
+                     AV_PIX_FMT_FLAG_FLOAT)) ||
+        cy->plane != 0 || cy->step != bytes || cy->offset != 0 || bytes > 2 ||
+        cy->depth != cu->depth || (!interleaved && !planar))
+        return vfi_fail(err, VF_ERR_UNSUPPORTED, "no YUV layout for %s frames",
+                        d->name ? d->name : "unknown-format");
+    const int n = o->size;
+    memset(q, 0, sizeof(*q));
+    q->size = n;
+    q->rotation = rotation == 90 || rotation == 180 || rotation == 270 ? rotation : 0;
+    q->wide = bytes == 2;
+    q->interleaved = interleaved;
+
+    int x = 0, y = 0, w = f->width, h = f->height;
+    if (o->resize == VF_RESIZE_SHORT_CROP) {
+        crop_square(o, f->width, f->height, &x, &y, &w);
+        h = w;
+    }
+    int sx = d->log2_chroma_w, sy = d->log2_chroma_h;
+    float fx = (float)(1 << sx), fy = (float)(1 << sy);
+    q->luma_x = make_axis((float)x, (float)w, f->width, n);
+    q->luma_y = make_axis((float)y, (float)h, f->height, n);
+    q->chroma_x = make_axis((float)x / fx + siting(f->chroma_location, sx, 0), (float)w / fx,
+                            -((-f->width) >> sx), n);
+    q->chroma_y = make_axis((float)y / fy + siting(f->chroma_location, sy, 1), (float)h / fy,
+                            -((-f->height) >> sy), n);
+
+    /* samples in 8-bit units: a 16-bit sample holds depth bits above `shift` zero bits */
+    float unit = (float)(1 << (cy->shift + cy->depth - 8));
+    if (full_range(f) || fmt == AV_PIX_FMT_YUVJ420P || fmt == AV_PIX_FMT_YUVJ422P ||
+        fmt == AV_PIX_FMT_YUVJ444P || fmt == AV_PIX_FMT_YUVJ440P || fmt == AV_PIX_FMT_YUVJ411P) {
+        q->y_mul = 1.0f / (255.0f * unit), q->y_sub = 0.0f;
+        q->c_mul = 1.0f / (255.0f * unit), q->c_sub = 128.0f / 255.0f;
+    } else {
+        q->y_mul = 1.0f / (219.0f * unit), q->y_sub = 16.0f / 219.0f;
+        q->c_mul = 1.0f / (224.0f * unit), q->c_sub = 128.0f / 224.0f;
+    }
+    float kr, kb;
+    matrix_weights(sws_space(f), &kr, &kb);
+    float kg = 1.0f - kr - kb;
+    q->cr_r = 2.0f * (1.0f - kr);
+    q->cb_b = 2.0f * (1.0f - kb);
+    q->cb_g = 2.0f * kb * (1.0f - kb) / kg;
+    q->cr_g = 2.0f * kr * (1.0f - kr) / kg;
+    for (int c = 0; c < 3; c++) {
+        int rgb = o->order == VF_CHANNELS_RGB ? c : 2 - c;
+        q->src[c] = rgb;
+        q->mul[c] = 255.0f / o->std[rgb];
+        q->sub[c] = o->mean[rgb] / o->std[rgb];
+    }
+    if (planes) {
+        memset(planes, 0, sizeof(*planes));
+        for (int i = 0; i < (interleaved ? 2 : 3); i++) {
+            planes->data[i] = f->data[i];
+            planes->pitch[i] = f->linesize[i];
+        }
     }
     return VF_OK;
 }

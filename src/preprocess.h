@@ -8,6 +8,7 @@
 
 #include "decode.h"
 #include "vidfeat.h"
+#include "yuvconv.h"
 
 typedef struct vf_preproc_opts {
     int size; /* the slot is 3 x size x size floats */
@@ -26,5 +27,13 @@ vf_status vfi_preproc_create(const vf_preproc_opts *opts, vf_preproc **out, vf_e
 vf_status vfi_preproc_frame(vf_preproc *p, const vf_frame *f, int rotation, float *slot,
                             vf_err *err);
 void vfi_preproc_free(vf_preproc **pp);
+
+/* The same conversion as vfi_preproc_frame, described for yuvconv.h's code (the GPU kernel and
+ * its host reference): geometry, matrix, range and normalisation of f into a slot. f may be a
+ * hardware frame (its picture's format is then its frames context's). planes (may be NULL)
+ * receives f's plane addresses and pitches. VF_ERR_UNSUPPORTED for layouts yuvconv.h does not
+ * read (RGB, paletted, big-endian, V before U, ...): those go through vfi_preproc_frame. */
+vf_status vfi_preproc_yuv(const vf_preproc_opts *o, const vf_frame *f, int rotation,
+                          vf_yuv_params *q, vf_yuv_planes *planes, vf_err *err);
 
 #endif /* VIDFEAT_PREPROCESS_H */

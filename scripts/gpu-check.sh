@@ -6,7 +6,8 @@
 #     scripts/gpu-check.sh [unit] [e2e] [bench] [torch]      (default: all four)
 #
 #   unit   test_backend_cuda: every operator case against the reference backend, MobileNetV2
-#          against the CPU backend (f32 within 1e-4, tf32/f16 cosine >= 0.999)
+#          against the CPU backend (f32 within 1e-4, tf32/f16 cosine >= 0.999); test_yuvconv_cuda:
+#          the frame conversion kernel against its host reference on the clips (1e-6)
 #   e2e    vidfeat on the clips, CPU f32 vs GPU f32 (1e-4) and GPU f16 (cosine 0.999), frames and
 #          timestamps identical (scripts/compare-features.py); NVDEC (--hwdec cuda) vs CPU
 #          decoding (1e-4, tests/cli/test_hwdec.py)
@@ -74,6 +75,7 @@ for stage in "${stages[@]}"; do
     case $stage in
     unit)
         run unit "$bin/test_backend_cuda" "$vf/models/mobilenet_v2.onnx"
+        run unit-yuvconv "$bin/test_yuvconv_cuda" "$vf/videos"
         ;;
     e2e)
         clips=()

@@ -1,6 +1,8 @@
 /*
  * cuda_kernels.cu - the GPU backend's own kernels (see cuda_kernels.h): conversions between the
- * host-facing f32 tensors and an f16 network's half tensors.
+ * host-facing f32 tensors and an f16 network's half tensors, and decoded YUV pictures into
+ * their slots of the input tensor (yuvconv.h's arithmetic, one thread per slot pixel). Built
+ * with --fmad=false, so the device rounds as the host reference does (no fused multiply-adds).
  */
 #include "cuda_kernels.h"
 
@@ -32,7 +34,29 @@ __global__ void f16_to_f32(const __half *in, float *out, size_t n)
         out[i] = __half2float(in[i]);
 }
 
+/* One thread per slot pixel; the parameters travel by value (constant memory). */
+__global__ void yuv_to_slot(vf_yuv_params q, vf_yuv_planes p, float *slot)
+{
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= q.size || y >= q.size)
+        return;
+    float v[3];
+    vf_yuv_pixel(&q, &p, x, y, v);
+    const size_t plane = (size_t)q.size * q.size, at = (size_t)y * q.size + x;
+    slot[at] = v[0];
+    slot[plane + at] = v[1];
+    slot[2 * plane + at] = v[2];
+}
+
 } // namespace
+
+extern "C" cudaError_t vfk_yuv_to_slot(const vf_yuv_params *q, const vf_yuv_planes *planes,
+                                       float *slot, cudaStream_t stream)
+{
+    dim3 block(32, 8), grid((q->size + 31) / 32, (q->size + 7) / 8);
+    yuv_to_slot<<<grid, block, 0, stream>>>(*q, *planes, slot);
+    return cudaGetLastError();
+}
 
 extern "C" cudaError_t vfk_f32_to_f16(const float *in, void *out, size_t n, cudaStream_t stream)
 {

@@ -1079,10 +1079,13 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
         rc = vfi_sha256_file(p->info.path, sha, &p->err);
         if (rc < 0)
             return rc;
+        /* conversion= names the definition of a frame's conversion (yuvconv.h), so a database
+         * resumed by a version that converts differently starts a new model row instead of
+         * mixing its vectors with the old ones. */
         char prep[256];
         snprintf(prep, sizeof(prep),
                  "size=%d;resize=%s;short=%d;order=%s;mean=%g,%g,%g;"
-                 "std=%g,%g,%g;pooled=%d",
+                 "std=%g,%g,%g;pooled=%d;conversion=yuvconv-1",
                  p->info.input_size,
                  p->info.resize == VF_RESIZE_STRETCH ? "stretch" : "short_side_crop",
                  p->info.resize_short, p->info.channel_order == VF_CHANNELS_RGB ? "RGB" : "BGR",

@@ -255,8 +255,7 @@ static vf_yuv_axis make_axis(float start, float len, int extent, int n)
     a.origin = start;
     a.scale = len / (float)n;
     a.radius = a.scale > 1.0f ? a.scale : 1.0f;
-    a.lo = 0;
-    a.hi = extent - 1;
+    a.last = extent - 1;
     return a;
 }
 
@@ -328,8 +327,7 @@ vf_status vfi_preproc_yuv(const vf_preproc_opts *o, const vf_frame *fr, int rota
 
     /* samples in 8-bit units: a 16-bit sample holds depth bits above `shift` zero bits */
     float unit = (float)(1 << (cy->shift + cy->depth - 8));
-    if (full_range(f) || fmt == AV_PIX_FMT_YUVJ420P || fmt == AV_PIX_FMT_YUVJ422P ||
-        fmt == AV_PIX_FMT_YUVJ444P || fmt == AV_PIX_FMT_YUVJ440P || fmt == AV_PIX_FMT_YUVJ411P) {
+    if (full_range(f)) {
         q->y_mul = 1.0f / (255.0f * unit), q->y_sub = 0.0f;
         q->c_mul = 1.0f / (255.0f * unit), q->c_sub = 128.0f / 255.0f;
     } else {

@@ -91,12 +91,12 @@ static axis_taps make_taps(const vf_yuv_axis *a, int size, char **mem)
         float c = vf_yuv_centre(a, i);
         int x0 = (int)floorf(c - a->radius) + 1, x1 = (int)floorf(c + a->radius);
         float sum = 0.0f;
-        int k = 0, last = a->lo;
+        int k = 0, last = 0;
         for (int x = x0; x <= x1 && k < t.taps; x++) {
             float wx = 1.0f - fabsf((float)x - c) / a->radius;
             if (wx <= 0.0f)
                 continue;
-            last = x < a->lo ? a->lo : x > a->hi ? a->hi : x;
+            last = x < 0 ? 0 : x > a->last ? a->last : x;
             t.index[(size_t)k * size + i] = last;
             t.w[(size_t)k * size + i] = wx;
             sum += wx;
@@ -192,7 +192,7 @@ vf_status vfi_yuv_convert(vf_yuv_host *h, const vf_yuv_params *q, const vf_yuv_p
 {
     const int n = q->size;
     const size_t plane = (size_t)n * n;
-    size_t cols = (size_t)q->luma_x.hi + 1; /* the widest plane's line */
+    size_t cols = (size_t)q->luma_x.last + 1; /* the widest plane's line */
     size_t need = taps_bytes(&q->luma_x, n) + taps_bytes(&q->luma_y, n) +
                   taps_bytes(&q->chroma_x, n) + taps_bytes(&q->chroma_y, n) +
                   (3 * plane + cols + (size_t)n) * sizeof(float);

@@ -7,11 +7,11 @@
  * (pixel centres aligned); each of Y, U and V is resampled at the output pixel's centre with a
  * triangle (tent) filter whose radius is the scale factor when shrinking and one pixel when
  * enlarging (so shrinking averages every source pixel it covers, as libswscale's bilinear mode
- * does), taps beyond the region's edges clamped to them; the resampled Y'CbCr becomes R'G'B' by the
- * stream's matrix and range, is clipped to [0, 1] and normalised (255 v - mean) / std into the
- * model's channel order, and the square is turned by the stream's rotation. Plane samples are 8-bit
- * or 16-bit little-endian; chroma is planar (two planes) or interleaved (NV12/P010 style, one
- * plane).
+ * does), taps beyond the picture's edges reading its edge samples; the resampled Y'CbCr becomes
+ * R'G'B' by the stream's matrix and range, is clipped to [0, 1] and normalised (255 v - mean) / std
+ * into the model's channel order, and the square is turned by the stream's rotation. Plane samples
+ * are 8-bit or 16-bit little-endian; chroma is planar (two planes) or interleaved (NV12/P010 style,
+ * one plane).
  *
  * No FFmpeg here: preprocess.c fills vf_yuv_params from a frame.
  */
@@ -35,7 +35,7 @@ typedef struct vf_yuv_axis {
     float origin; /* plane coordinate of the region's left (top) edge */
     float scale;  /* plane pixels per output pixel */
     float radius; /* filter radius in plane pixels: max(scale, 1) */
-    int lo, hi;   /* taps outside [lo, hi] (the region's first and last pixel) are clamped */
+    int last;     /* the plane's last sample along the axis: taps outside [0, last] clamp */
 } vf_yuv_axis;
 
 typedef struct vf_yuv_params {
@@ -89,13 +89,13 @@ VF_HD float vf_yuv_filter(const vf_yuv_planes *p, int plane, int offset, int ste
         float wx = 1.0f - fabsf((float)x - cx) / ax->radius;
         if (wx <= 0.0f)
             continue;
-        int sx = x < ax->lo ? ax->lo : x > ax->hi ? ax->hi : x;
+        int sx = x < 0 ? 0 : x > ax->last ? ax->last : x;
         float col = 0.0f, csum = 0.0f;
         for (int y = y0; y <= y1; y++) {
             float wy = 1.0f - fabsf((float)y - cy) / ay->radius;
             if (wy <= 0.0f)
                 continue;
-            int sy = y < ay->lo ? ay->lo : y > ay->hi ? ay->hi : y;
+            int sy = y < 0 ? 0 : y > ay->last ? ay->last : y;
             col += wy * vf_yuv_sample(p, plane, wide, sx * step + offset, sy);
             csum += wy;
         }

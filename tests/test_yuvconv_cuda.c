@@ -64,7 +64,7 @@ static double compare(const char *path, const vf_preproc_opts *o, int rotation, 
         CHECK_OK(vfi_preproc_yuv(o, &f, rotation, &q, &host, &err), err.msg);
         vfi_yuv_convert_ref(&q, &host, want);
         void *mem[3]; /* the planes' heights are the axes' last rows + 1 */
-        upload(&host, q.luma_y.hi + 1, q.chroma_y.hi + 1, &dev, mem);
+        upload(&host, q.luma_y.last + 1, q.chroma_y.last + 1, &dev, mem);
         CU_OK(vfk_yuv_to_slot(&q, &dev, slot, 0));
         CU_OK(cudaMemcpy(got, slot, floats * sizeof(float), cudaMemcpyDeviceToHost));
         for (int i = 0; i < 3; i++)

@@ -571,6 +571,13 @@ vf_status vfi_extractor_run(vf_extractor *ex, const float *in, float *out, int n
     return rc;
 }
 
+vf_status vfi_extractor_run_input(vf_extractor *ex, const void *input, float *out, int n)
+{
+    if (vfi_backend_input_host(ex->backend))
+        return vfi_extractor_run(ex, input, out, n);
+    return vfi_backend_run_input(ex->backend, input, out, n); /* a GPU: no int8 calibration */
+}
+
 void vfi_extractor_end_run(vf_extractor *ex)
 {
     if (ex->calibrating)

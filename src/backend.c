@@ -105,6 +105,45 @@ void vfi_backend_host_free(vf_backend *b, void *ptr)
         vfi_free(ptr);
 }
 
+void *vfi_backend_input_alloc(vf_backend *b, size_t size)
+{
+    if (b->ops->input_alloc)
+        return b->ops->input_alloc(b, size);
+    void *p = vfi_backend_host_alloc(b, size);
+    if (p)
+        memset(p, 0, size);
+    return p;
+}
+
+void vfi_backend_input_free(vf_backend *b, void *input)
+{
+    if (input && b->ops->input_free)
+        b->ops->input_free(b, input);
+    else
+        vfi_backend_host_free(b, input);
+}
+
+int vfi_backend_input_host(const vf_backend *b)
+{
+    return !b->ops->input_alloc;
+}
+
+vf_status vfi_backend_copy(vf_backend *b, vf_converter *cv, void *dst, const void *src, size_t size,
+                           int from_host, vf_err *err)
+{
+    if (b->ops->input_alloc)
+        return b->ops->copy(b, cv, dst, src, size, from_host, err);
+    memmove(dst, src, size);
+    return VF_OK;
+}
+
+vf_status vfi_backend_run_input(vf_backend *b, const void *input, float *out, int n)
+{
+    if (b->ops->run_input)
+        return b->ops->run_input(b, input, out, n);
+    return b->ops->run(b, input, out, n);
+}
+
 void vfi_backend_free(vf_backend **pb)
 {
     vf_backend *b = pb ? *pb : NULL;

@@ -14,8 +14,12 @@
 #include <stdint.h>
 
 #include "graph.h"
+#include "yuvconv.h"
 
 typedef struct vf_backend vf_backend;
+
+/* A backend's per-thread frame converter (see convert below); its type is the backend's. */
+typedef struct vf_converter vf_converter;
 
 typedef struct vf_backend_opts {
     /* The backend may free a graph constant's data (setting it to NULL) once it holds its own
@@ -76,6 +80,31 @@ typedef struct vf_backend_ops {
      * ranges came from opts.int8_ranges). */
     const float *(*int8_ranges)(vf_backend *b, int64_t *n_images, int *complete);
 
+    /* (optional, all four or none) Batch inputs in the backend's own memory (a GPU's), where
+     * frames are converted next to the network. Without them a batch input is host memory from
+     * host_alloc and run() reads it. After prepare; input_alloc, input_free and copy from any
+     * thread. input_alloc: size bytes of it, zeroed, or NULL. run_input: run() reading the first
+     * n rows of such an input. copy: size bytes from src (host memory when from_host, else input
+     * memory) to dst (input memory), not overlapping; on cv's stream when cv is not NULL, and
+     * complete on return either way; errors go to *err. */
+    void *(*input_alloc)(vf_backend *b, size_t size);
+    void (*input_free)(vf_backend *b, void *input);
+    vf_status (*run_input)(vf_backend *b, const void *input, float *out, int n);
+    vf_status (*copy)(vf_backend *b, vf_converter *cv, void *dst, const void *src, size_t size,
+                      int from_host, vf_err *err);
+
+    /* (optional, all three or none) Frame conversion by the backend, as yuvconv.h defines it. A
+     * converter is used by one thread at a time (a GPU's has its own stream and staging
+     * memory); several convert into different rows of one input at once. After prepare, any
+     * thread; errors go to *err, not b->err. convert: the YUV picture in planes (host memory,
+     * or the backend device's memory when on_device: a hardware decoder's frame) into slot,
+     * 3 x q->size^2 floats of a batch input (input_alloc's memory where the backend has it,
+     * else host memory). Returns once planes are no longer read and slot is written. */
+    vf_status (*converter_new)(vf_backend *b, vf_converter **out, vf_err *err);
+    void (*converter_free)(vf_backend *b, vf_converter *cv);
+    vf_status (*convert)(vf_backend *b, vf_converter *cv, const vf_yuv_params *q,
+                         const vf_yuv_planes *planes, int on_device, float *slot, vf_err *err);
+
     /* (optional) Write the underlying library's name and version into buf. */
     void (*library_version)(char *buf, size_t size);
 
@@ -104,6 +133,17 @@ void vfi_backend_free(vf_backend **pb);
  * a GPU), else 64-byte aligned heap memory. b may be NULL. */
 void *vfi_backend_host_alloc(vf_backend *b, size_t size);
 void vfi_backend_host_free(vf_backend *b, void *ptr);
+
+/* Batch inputs and frame conversion through the entries above, with host memory and host code
+ * standing in for a backend that lacks them. input_alloc: zeroed; NULL on failure. input_host
+ * says whether an input is host memory (frames may be converted straight into it). copy: dst
+ * and src may overlap for host inputs; cv may be NULL for those. run_input: n rows. */
+void *vfi_backend_input_alloc(vf_backend *b, size_t size);
+void vfi_backend_input_free(vf_backend *b, void *input);
+int vfi_backend_input_host(const vf_backend *b);
+vf_status vfi_backend_copy(vf_backend *b, vf_converter *cv, void *dst, const void *src, size_t size,
+                           int from_host, vf_err *err);
+vf_status vfi_backend_run_input(vf_backend *b, const void *input, float *out, int n);
 
 /* The compiled-in backends, in "auto" order; returns the count. */
 size_t vfi_backend_list(const vf_backend_ops *const **list);

@@ -150,6 +150,7 @@ typedef struct cuda_ctx {
     void *arena, *workspace;
     size_t arena_size, ws_size, const_bytes;
     float *in_dev, *out_dev; /* f32 staging on the device (out_dev: f16 networks only) */
+    const float *in_cur;     /* what the input steps read: in_dev, or a batch input (run_input) */
     size_t in_size, out_size;
     int in_buf;
     int result;       /* the buffer copied back to the host: f32 [n, D] */
@@ -360,7 +361,7 @@ static void *buf_ptr(const cuda_ctx *c, int buf)
     }
     const cbuf *d = &c->bufs[buf];
     char *base = d->kind == BUF_ARENA    ? (char *)c->arena + d->offset
-                 : d->kind == BUF_INPUT  ? (char *)c->in_dev
+                 : d->kind == BUF_INPUT  ? (char *)c->in_cur /* only ever read */
                  : d->kind == BUF_OUTPUT ? (char *)c->out_dev
                                          : (char *)d->dev;
     return base + off;
@@ -1463,6 +1464,7 @@ static vf_status cuda_prepare(vf_backend *b, vf_graph *g, int max_batch)
     }
     CU(cudaMalloc(&c->arena, c->arena_size ? c->arena_size : 1));
     CU(cudaMalloc((void **)&c->in_dev, c->in_size));
+    c->in_cur = c->in_dev;
     if (c->act_dt == CUDNN_DATA_HALF)
         CU(cudaMalloc((void **)&c->out_dev, c->out_size));
     TRY(search_algos(b));
@@ -1579,7 +1581,9 @@ fail:
     return rc;
 }
 
-static vf_status cuda_run(vf_backend *b, const float *in, float *out, int n)
+/* Run the network on n images: from host memory (in) through the staging buffer, or straight
+ * from a batch input on the device (dev_in). */
+static vf_status run_batch(vf_backend *b, const float *in, const void *dev_in, float *out, int n)
 {
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
@@ -1591,7 +1595,9 @@ static vf_status cuda_run(vf_backend *b, const float *in, float *out, int n)
         TRY(set_batch(b, n));
     size_t in_bytes = c->in_size / (size_t)c->max_batch * (size_t)n;
     size_t out_bytes = c->out_size / (size_t)c->max_batch * (size_t)n;
-    CU(cudaMemcpyAsync(c->in_dev, in, in_bytes, cudaMemcpyHostToDevice, c->stream));
+    c->in_cur = dev_in ? dev_in : c->in_dev;
+    if (!dev_in)
+        CU(cudaMemcpyAsync(c->in_dev, in, in_bytes, cudaMemcpyHostToDevice, c->stream));
     for (int i = 0; i < c->n_steps; i++) {
         if (b->cancel && atomic_load(b->cancel)) {
             cudaStreamSynchronize(c->stream);
@@ -1607,6 +1613,184 @@ static vf_status cuda_run(vf_backend *b, const float *in, float *out, int n)
 fail:
     c->node = NULL;
     return rc;
+}
+
+static vf_status cuda_run(vf_backend *b, const float *in, float *out, int n)
+{
+    return run_batch(b, in, NULL, out, n);
+}
+
+static vf_status cuda_run_input(vf_backend *b, const void *input, float *out, int n)
+{
+    return run_batch(b, NULL, input, out, n);
+}
+
+/* ---- batch inputs and frame conversion on the device ----------------------------------------- */
+
+/* Batch inputs are plain device memory. Frames are converted by vfk_yuv_to_slot on the
+ * converter's stream, which is a blocking stream: it waits for work FFmpeg queued on the legacy
+ * default stream (NVDEC's copy of a decoded picture into its frame), while the network's own
+ * non-blocking stream runs on undisturbed. */
+struct vf_converter {
+    int device;
+    cudaStream_t stream;
+    uint8_t *pinned, *staging; /* a CPU-decoded picture's planes: host copy, device copy */
+    size_t cap;
+};
+
+/* Errors of the converter entries: into *err, which belongs to the calling thread. */
+static vf_status conv_fail(vf_err *err, cudaError_t e, const char *what)
+{
+    return vfi_fail(err, e == cudaErrorMemoryAllocation ? VF_ERR_NOMEM : VF_ERR_BACKEND,
+                    "CUDA: %s failed: %s (error %d)", what, cudaGetErrorString(e), (int)e);
+}
+
+#define CV(call, what)                                                                             \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess)                                                                     \
+            return conv_fail(err, e_, what);                                                       \
+    } while (0)
+
+static void *cuda_input_alloc(vf_backend *b, size_t size)
+{
+    cuda_ctx *c = b->ctx;
+    void *p = NULL;
+    if (cudaSetDevice(c->device) != cudaSuccess || cudaMalloc(&p, size ? size : 1) != cudaSuccess)
+        return NULL;
+    /* zeroed before anyone reads it: the memset runs on the legacy stream, the readers don't */
+    if (cudaMemset(p, 0, size) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+        cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_input_free(vf_backend *b, void *input)
+{
+    cuda_ctx *c = b->ctx;
+    cudaSetDevice(c->device);
+    cudaFree(input);
+}
+
+static vf_status cuda_copy(vf_backend *b, vf_converter *cv, void *dst, const void *src, size_t size,
+                           int from_host, vf_err *err)
+{
+    cuda_ctx *c = b->ctx;
+    enum cudaMemcpyKind kind = from_host ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice;
+    CV(cudaSetDevice(c->device), "cudaSetDevice");
+    if (cv) {
+        CV(cudaMemcpyAsync(dst, src, size, kind, cv->stream), "cudaMemcpyAsync");
+        CV(cudaStreamSynchronize(cv->stream), "cudaStreamSynchronize");
+    } else {
+        /* a device-to-device cudaMemcpy returns before the copy is done */
+        CV(cudaMemcpy(dst, src, size, kind), "cudaMemcpy");
+        CV(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
+    }
+    return VF_OK;
+}
+
+static void cuda_converter_free(vf_backend *b, vf_converter *cv)
+{
+    (void)b;
+    if (!cv)
+        return;
+    cudaSetDevice(cv->device);
+    if (cv->stream)
+        cudaStreamSynchronize(cv->stream);
+    cudaFreeHost(cv->pinned);
+    cudaFree(cv->staging);
+    if (cv->stream)
+        cudaStreamDestroy(cv->stream);
+    vfi_free(cv);
+}
+
+static vf_status cuda_converter_new(vf_backend *b, vf_converter **out, vf_err *err)
+{
+    cuda_ctx *c = b->ctx;
+    vf_converter *cv = vfi_calloc(1, sizeof(*cv));
+    if (!cv)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    cv->device = c->device;
+    cudaError_t e = cudaSetDevice(c->device);
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&cv->stream, cudaStreamDefault);
+    if (e != cudaSuccess) {
+        cuda_converter_free(b, cv);
+        return conv_fail(err, e, "creating a conversion stream");
+    }
+    *out = cv;
+    return VF_OK;
+}
+
+/* Bytes of each plane's lines that the conversion can read (the picture, not the padding). */
+static int plane_extents(const vf_yuv_params *q, size_t row[3], size_t rows[3])
+{
+    const size_t bytes = q->wide ? 2 : 1;
+    const int n_planes = q->interleaved ? 2 : 3;
+    for (int i = 0; i < n_planes; i++) {
+        const vf_yuv_axis *ax = i ? &q->chroma_x : &q->luma_x, *ay = i ? &q->chroma_y : &q->luma_y;
+        row[i] = (size_t)(ax->last + 1) * bytes * (i && q->interleaved ? 2 : 1);
+        rows[i] = (size_t)(ay->last + 1);
+    }
+    return n_planes;
+}
+
+/* A CPU-decoded picture: its lines packed into pinned memory, one asynchronous copy to the
+ * device; *dev describes the device copy. */
+static vf_status stage_planes(vf_converter *cv, const vf_yuv_params *q, const vf_yuv_planes *host,
+                              vf_yuv_planes *dev, vf_err *err)
+{
+    size_t row[3], rows[3], total = 0;
+    int n_planes = plane_extents(q, row, rows);
+    for (int i = 0; i < n_planes; i++) {
+        if (host->pitch[i] < (int)row[i])
+            return vfi_fail(err, VF_ERR_UNSUPPORTED, "plane %d: pitch %d", i, host->pitch[i]);
+        total += row[i] * rows[i];
+    }
+    if (total > cv->cap) {
+        cudaFreeHost(cv->pinned);
+        cudaFree(cv->staging);
+        cv->pinned = cv->staging = NULL;
+        cv->cap = 0;
+        CV(cudaHostAlloc((void **)&cv->pinned, total, cudaHostAllocPortable), "cudaHostAlloc");
+        CV(cudaMalloc((void **)&cv->staging, total), "cudaMalloc");
+        cv->cap = total;
+    }
+    memset(dev, 0, sizeof(*dev));
+    size_t at = 0;
+    for (int i = 0; i < n_planes; i++) {
+        if ((size_t)host->pitch[i] == row[i])
+            memcpy(cv->pinned + at, host->data[i], row[i] * rows[i]);
+        else
+            for (size_t y = 0; y < rows[i]; y++)
+                memcpy(cv->pinned + at + y * row[i], host->data[i] + y * (size_t)host->pitch[i],
+                       row[i]);
+        dev->data[i] = cv->staging + at;
+        dev->pitch[i] = (int)row[i];
+        at += row[i] * rows[i];
+    }
+    CV(cudaMemcpyAsync(cv->staging, cv->pinned, total, cudaMemcpyHostToDevice, cv->stream),
+       "cudaMemcpyAsync");
+    return VF_OK;
+}
+
+static vf_status cuda_convert(vf_backend *b, vf_converter *cv, const vf_yuv_params *q,
+                              const vf_yuv_planes *planes, int on_device, float *slot, vf_err *err)
+{
+    (void)b;
+    vf_yuv_planes staged;
+    CV(cudaSetDevice(cv->device), "cudaSetDevice");
+    if (!on_device) {
+        vf_status rc = stage_planes(cv, q, planes, &staged, err);
+        if (rc < 0)
+            return rc;
+        planes = &staged;
+    }
+    CV(vfk_yuv_to_slot(q, planes, slot, cv->stream), "the frame conversion kernel");
+    /* the picture stays readable until here: NVDEC's frame goes back to its pool after */
+    CV(cudaStreamSynchronize(cv->stream), "cudaStreamSynchronize");
+    return VF_OK;
 }
 
 static const char *cuda_describe(vf_backend *b)
@@ -1656,6 +1840,13 @@ const vf_backend_ops vfi_backend_cuda = {
     .init = cuda_init,
     .prepare = cuda_prepare,
     .run = cuda_run,
+    .input_alloc = cuda_input_alloc,
+    .input_free = cuda_input_free,
+    .run_input = cuda_run_input,
+    .copy = cuda_copy,
+    .converter_new = cuda_converter_new,
+    .converter_free = cuda_converter_free,
+    .convert = cuda_convert,
     .describe = cuda_describe,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,

@@ -490,6 +490,30 @@ static vf_status ref_run(vf_backend *b, const float *in, float *out, int n)
     return VF_OK;
 }
 
+/* Frames are converted by yuvconv's per-pixel reference, the oracle of the faster conversions,
+ * so a pipeline on this backend is the reference end to end. It needs no state: no converter. */
+static vf_status ref_converter_new(vf_backend *b, vf_converter **out, vf_err *err)
+{
+    (void)b, (void)err;
+    *out = NULL;
+    return VF_OK;
+}
+
+static void ref_converter_free(vf_backend *b, vf_converter *cv)
+{
+    (void)b, (void)cv;
+}
+
+static vf_status ref_convert(vf_backend *b, vf_converter *cv, const vf_yuv_params *q,
+                             const vf_yuv_planes *planes, int on_device, float *slot, vf_err *err)
+{
+    (void)b, (void)cv;
+    if (on_device)
+        return vfi_fail(err, VF_ERR_UNSUPPORTED, "the reference backend reads host memory only");
+    vfi_yuv_convert_ref(q, planes, slot);
+    return VF_OK;
+}
+
 const vf_backend_ops vfi_backend_ref = {
     .name = "ref",
     .description = "plain C reference (f32, slow; the test oracle)",
@@ -498,6 +522,9 @@ const vf_backend_ops vfi_backend_ref = {
     .init = ref_init,
     .prepare = ref_prepare,
     .run = ref_run,
+    .converter_new = ref_converter_new,
+    .converter_free = ref_converter_free,
+    .convert = ref_convert,
     .describe = NULL,
     .library_version = NULL,
     .destroy = ref_destroy,

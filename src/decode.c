@@ -190,7 +190,15 @@ vf_status vfi_hwdev_open(const char *type, vf_hwdev **out, vf_err *err)
     dev->type = t;
     snprintf(dev->name, sizeof(dev->name), "%s", av_hwdevice_get_type_name(t));
     last_av_error[0] = '\0';
-    int ret = av_hwdevice_ctx_create(&dev->ref, t, NULL, NULL, 0);
+    /* CUDA: FFmpeg makes a context of its own unless told to take the device's primary context,
+     * the one the CUDA runtime (the GPU backend) uses; device memory is per context. */
+    AVDictionary *opts = NULL;
+    if (t == AV_HWDEVICE_TYPE_CUDA && av_dict_set(&opts, "primary_ctx", "1", 0) < 0) {
+        vfi_free(dev);
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    int ret = av_hwdevice_ctx_create(&dev->ref, t, NULL, opts, 0);
+    av_dict_free(&opts);
     if (ret < 0) {
         /* FFmpeg's log line names the cause ("Cannot load libcuda.so.1"); the code rarely does */
         vf_status rc =
@@ -248,22 +256,52 @@ static enum AVPixelFormat pick_format(AVCodecContext *c, const enum AVPixelForma
     return AV_PIX_FMT_NONE;
 }
 
-/* Replace the device frame in d->tmp by its copy in system memory, with its properties. */
+/* Replace the device picture in f by its copy in system memory, with its properties, through
+ * scratch; f is left empty on failure. */
+static int copy_back(AVFrame *f, AVFrame *scratch)
+{
+    av_frame_unref(scratch);
+    int ret = av_hwframe_transfer_data(scratch, f, 0);
+    if (ret >= 0)
+        ret = av_frame_copy_props(scratch, f);
+    av_frame_unref(f);
+    if (ret < 0) {
+        av_frame_unref(scratch);
+        return ret;
+    }
+    av_frame_move_ref(f, scratch);
+    return 0;
+}
+
+/* Replace the device frame in d->tmp by its copy in system memory. */
 static vf_status download(vf_decoder *d, vf_err *err)
 {
     char eb[AV_ERROR_MAX_STRING_SIZE];
-    av_frame_unref(d->sw);
-    int ret = av_hwframe_transfer_data(d->sw, d->tmp, 0);
-    if (ret >= 0)
-        ret = av_frame_copy_props(d->sw, d->tmp);
-    av_frame_unref(d->tmp);
-    if (ret < 0) {
-        av_frame_unref(d->sw);
+    int ret = copy_back(d->tmp, d->sw);
+    if (ret < 0)
         return vfi_fail(err, VF_ERR_DECODE, "copying a frame from the %s device: %s", d->o.hw->name,
                         av_err(ret, eb, sizeof(eb)));
-    }
-    av_frame_move_ref(d->tmp, d->sw);
-    snprintf(d->meta.hwdec, sizeof(d->meta.hwdec), "%s", d->o.hw->name);
+    return VF_OK;
+}
+
+int vfi_frame_on_device(const vf_frame *f)
+{
+    return f->av && ((const AVFrame *)f->av)->hw_frames_ctx != NULL;
+}
+
+vf_status vfi_frame_download(vf_frame *f, vf_err *err)
+{
+    char eb[AV_ERROR_MAX_STRING_SIZE];
+    if (!vfi_frame_on_device(f))
+        return VF_OK;
+    AVFrame *scratch = av_frame_alloc();
+    if (!scratch)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    int ret = copy_back(f->av, scratch);
+    av_frame_free(&scratch);
+    if (ret < 0)
+        return vfi_fail(err, VF_ERR_DECODE, "copying a frame from the device: %s",
+                        av_err(ret, eb, sizeof(eb)));
     return VF_OK;
 }
 
@@ -488,6 +526,9 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
         d->dec->get_format = pick_format;
         if (!(d->dec->hw_device_ctx = av_buffer_ref(d->o.hw->ref)))
             ret = AVERROR(ENOMEM);
+        /* frames the caller holds keep their surfaces: reserve as many beyond the decoder's */
+        if (d->o.keep_on_device > 0)
+            d->dec->extra_hw_frames = d->o.keep_on_device;
     }
     if (ret >= 0) {
         d->dec->thread_count = d->o.threads;
@@ -641,11 +682,12 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
                 continue;
             }
             if (d->hw_fmt != AV_PIX_FMT_NONE && d->tmp->format == d->hw_fmt) {
-                vf_status rc = download(d, err);
+                vf_status rc = d->o.keep_on_device ? VF_OK : download(d, err);
                 if (rc < 0) {
                     d->done = 1;
                     return rc;
                 }
+                snprintf(d->meta.hwdec, sizeof(d->meta.hwdec), "%s", d->o.hw->name);
             }
             av_frame_unref(f->av);
             av_frame_move_ref(f->av, d->tmp);

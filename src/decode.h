@@ -50,8 +50,9 @@ typedef struct vf_decoder vf_decoder;
  * run, one at a time or several at once. */
 typedef struct vf_hwdev vf_hwdev;
 
-/* Open the device of this type ("cuda": NVDEC). VF_ERR_NO_DEVICE with FFmpeg's reason when
- * there is none (no driver, no GPU, an FFmpeg built without it), VF_ERR_INVALID for an unknown
+/* Open the device of this type ("cuda": NVDEC; on the CUDA runtime's context, the device's
+ * primary one, so that the GPU backend can read the frames). VF_ERR_NO_DEVICE with FFmpeg's reason
+ * when there is none (no driver, no GPU, an FFmpeg built without it), VF_ERR_INVALID for an unknown
  * type. */
 vf_status vfi_hwdev_open(const char *type, vf_hwdev **out, vf_err *err);
 void vfi_hwdev_free(vf_hwdev **pdev);
@@ -61,10 +62,14 @@ typedef struct vf_decode_opts {
     double stall_timeout;     /* seconds without a decoded frame before giving up; 0 = never */
     const atomic_int *cancel; /* (optional) non-zero interrupts reading at once */
     /* (optional, borrowed) decode on this device where it supports the stream's codec and
-     * profile, else on the CPU (meta.hwdec says which). Kept frames are copied back to system
-     * memory: the same pixels as software decoding (H.264, HEVC, VP9, AV1 decoders are exact),
-     * converted by the same code. */
+     * profile, else on the CPU (meta.hwdec says which): the same pixels as software decoding
+     * (H.264, HEVC, VP9, AV1 decoders are exact). Kept frames are copied back to system memory
+     * unless keep_on_device. */
     vf_hwdev *hw;
+    /* > 0: leave hw's frames in device memory (vfi_frame_on_device), for a GPU that converts
+     * them where they are, the caller holding at most this many at once (the decoder keeps
+     * surfaces for them); vfi_frame_download brings one back when needed. 0: copy back. */
+    int keep_on_device;
 } vf_decode_opts;
 
 /* Open path and its best video stream; opts may be NULL (defaults). VF_ERR_IO (cannot open),
@@ -83,6 +88,11 @@ void vfi_decoder_free(vf_decoder **pd);
 vf_status vfi_frame_init(vf_frame *f);
 void vfi_frame_release(vf_frame *f); /* drop the picture, keep the frame usable */
 void vfi_frame_destroy(vf_frame *f);
+/* Is f's picture in a hardware device's memory (kept there by keep_on_device)? */
+int vfi_frame_on_device(const vf_frame *f);
+/* Replace f's device picture by its copy in system memory, properties kept. VF_ERR_DECODE when
+ * the copy fails, VF_ERR_NOMEM. A frame already in system memory is left as it is. */
+vf_status vfi_frame_download(vf_frame *f, vf_err *err);
 
 /* Does path look like media FFmpeg can open (probe, not extension)? 1 yes, 0 no. */
 int vfi_decode_probe(const char *path);

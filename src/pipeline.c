@@ -90,7 +90,7 @@ typedef struct marker {
 typedef struct batch_item {
     item hdr;
     int n;
-    float *images;   /* batch x 3 x S x S */
+    void *images;    /* batch x 3 x S x S floats: the backend's batch input (host or device) */
     float *features; /* batch x dim */
     int64_t *index, *pts;
     double *t;
@@ -147,12 +147,19 @@ struct vf_pipeline {
     event_item *events;
     vf_queue *q_jobs; /* frames for the convert workers */
     int n_frames;     /* the frame pool */
-    /* one converter per worker (each owns a scaler), made at create */
+    /* per convert worker, made at create: a host converter (each owns a scaler), the backend's
+     * converter where it converts frames, and a host slot when the batch input is not host
+     * memory (frames the backend cannot convert are converted there, then copied) */
+    vf_preproc_opts po;
     vf_preproc **pre;
+    vf_converter **cv;
+    float **scratch;
     int n_conv;
     pthread_mutex_t conv_lock; /* the batches' conversion state (see batch_item) */
     pthread_cond_t conv_done;  /* a batch's pending count reached 0, or the run is stopping */
     vf_hwdev *hw; /* cfg.hwdec's device, shared by the decoders; NULL: decode on the CPU */
+    /* > 0: hw's frames stay on the device for the backend to convert, at most this many held */
+    int keep_on_device;
 };
 
 static double now_s(void)
@@ -294,7 +301,8 @@ static int decode_file(vf_pipeline *p, int i)
     const char *path = p->paths[i];
     vf_sampling s = {p->cfg.sample_fps, p->cfg.every,    p->cfg.keyframes,
                      p->cfg.start,      p->cfg.duration, p->cfg.max_frames};
-    vf_decode_opts dopts = {p->cfg.decode_threads, p->cfg.stall_timeout, &p->cancel, p->hw};
+    vf_decode_opts dopts = {p->cfg.decode_threads, p->cfg.stall_timeout, &p->cancel, p->hw,
+                            p->keep_on_device};
     event_item *end = new_event(p, ITEM_END, i);
     if (!end) {
         stop(p, VF_ERR_NOMEM, "out of memory");
@@ -446,7 +454,40 @@ static batch_item *current_batch(vf_pipeline *p, batch_item **b)
 typedef struct convert_worker {
     vf_pipeline *p;
     vf_preproc *pre;
+    vf_converter *cv;
+    float *scratch;
 } convert_worker;
+
+/* Convert fi's frame into its row of the batch input: by the backend where it converts frames
+ * (a GPU: the picture uploaded, or read where the hardware decoder left it), else on the host,
+ * straight into the row when the input is host memory and through the worker's scratch slot
+ * when it is not. */
+static vf_status convert_frame(vf_pipeline *p, convert_worker *w, frame_item *fi, vf_err *err)
+{
+    vf_backend *be = vfi_extractor_backend(p->ex);
+    const size_t slot = slot_floats(p);
+    float *row = (float *)fi->b->images + (size_t)fi->slot * slot;
+    vf_status rc;
+    if (be->ops->convert) {
+        vf_yuv_params q;
+        vf_yuv_planes planes;
+        rc = vfi_preproc_yuv(&p->po, &fi->f, fi->rotation, &q, &planes, err);
+        if (rc >= 0)
+            rc = be->ops->convert(be, w->cv, &q, &planes, vfi_frame_on_device(&fi->f), row, err);
+        if (rc != VF_ERR_UNSUPPORTED)
+            return rc;
+        vfi_err_clear(err); /* a layout only the host converts: on */
+    }
+    rc = vfi_frame_download(&fi->f, err);
+    if (rc < 0)
+        return rc;
+    if (vfi_backend_input_host(be))
+        return vfi_preproc_frame(w->pre, &fi->f, fi->rotation, row, err);
+    rc = vfi_preproc_frame(w->pre, &fi->f, fi->rotation, w->scratch, err);
+    if (rc >= 0)
+        rc = vfi_backend_copy(be, w->cv, row, w->scratch, slot * sizeof(float), 1, err);
+    return rc;
+}
 
 /* A worker converts whole frames into their rows, so the result never depends on how many
  * workers there are (swscale's own slice threads change the last bits with the slice count). */
@@ -455,7 +496,6 @@ static void *convert_worker_thread(void *arg)
     convert_worker *w = arg;
     vf_pipeline *p = w->p;
     lower_priority();
-    const size_t slot = slot_floats(p);
     for (;;) {
         void *it;
         if (vfi_queue_pop(p->q_jobs, &it) != VF_OK)
@@ -464,8 +504,7 @@ static void *convert_worker_thread(void *arg)
         batch_item *b = fi->b;
         vf_err e = {VF_OK, ""};
         double t0 = now_s();
-        vf_status rc = vfi_preproc_frame(w->pre, &fi->f, fi->rotation,
-                                         b->images + (size_t)fi->slot * slot, &e);
+        vf_status rc = convert_frame(p, w, fi, &e);
         double dt = now_s() - t0;
         vfi_frame_release(&fi->f);
         pthread_mutex_lock(&p->conv_lock);
@@ -494,10 +533,12 @@ static int wait_converted(vf_pipeline *p, batch_item *b)
 
 /* After wait_converted: account the rows converted since the last settle (all of the current
  * file: every END settles) to *busy, and drop the ones that failed - their rows, their
- * per-frame-baseline tokens - keeping the first error in *file_err. */
-static void settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err)
+ * per-frame-baseline tokens - keeping the first error in *file_err. 0 when the rows could not
+ * be moved (the run is then stopping). */
+static int settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err)
 {
     const size_t slot = slot_floats(p);
+    vf_backend *be = vfi_extractor_backend(p->ex);
     int dropped = 0;
     for (int i = b->settled; i < b->n; i++) {
         *busy += b->conv_s[i] / p->n_conv; /* the stage's time: the workers run side by side */
@@ -515,8 +556,13 @@ static void settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err
             if (b->conv_rc[i] < 0)
                 continue;
             if (w != i) {
-                memmove(b->images + (size_t)w * slot, b->images + (size_t)i * slot,
-                        slot * sizeof(float));
+                float *rows = b->images;
+                vf_err err = {VF_OK, ""};
+                if (vfi_backend_copy(be, NULL, rows + (size_t)w * slot, rows + (size_t)i * slot,
+                                     slot * sizeof(float), 0, &err) < 0) {
+                    stop(p, err.code, err.msg);
+                    return 0;
+                }
                 b->index[w] = b->index[i];
                 b->pts[w] = b->pts[i];
                 b->t[w] = b->t[i];
@@ -528,6 +574,7 @@ static void settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err
         give_tokens(p, dropped);
     }
     b->settled = b->n;
+    return 1;
 }
 
 /* Batches are filled across file boundaries, so an archive of short clips still runs full
@@ -577,9 +624,8 @@ static void *convert_thread(void *arg)
                 busy = 0.0;
                 vfi_err_clear(&conv_err);
             } else if (h->kind == ITEM_END) {
-                if (!wait_converted(p, b))
+                if (!wait_converted(p, b) || !settle(p, b, &busy, &conv_err))
                     return NULL;
-                settle(p, b, &busy, &conv_err);
                 e->convert_s = busy;
                 if (conv_err.code < 0 && e->status >= 0) {
                     e->status = conv_err.code;
@@ -590,9 +636,8 @@ static void *convert_thread(void *arg)
             b->marks[b->n_marks++].event = e;
         }
         if (b->n == p->info.batch_size || b->n_marks == MAX_MARKS) {
-            if (!wait_converted(p, b))
+            if (!wait_converted(p, b) || !settle(p, b, &busy, &conv_err))
                 return NULL;
-            settle(p, b, &busy, &conv_err);
             if (b->n == p->info.batch_size || b->n_marks == MAX_MARKS) { /* none dropped */
                 if (vfi_queue_push(p->q_batches, b) < 0)
                     return NULL;
@@ -601,10 +646,8 @@ static void *convert_thread(void *arg)
         }
     }
     vfi_queue_close(p->q_jobs);
-    if (b && !wait_converted(p, b))
+    if (b && (!wait_converted(p, b) || !settle(p, b, &busy, &conv_err)))
         return NULL;
-    if (b)
-        settle(p, b, &busy, &conv_err);
     if (b && (b->n || b->n_marks)) {
         if (vfi_queue_push(p->q_batches, b) < 0)
             return NULL;
@@ -633,7 +676,7 @@ static void *infer_thread(void *arg)
         double dt = 0.0;
         if (b->n > 0) {
             double t0 = now_s();
-            rc = vfi_extractor_run(p->ex, b->images, b->features, b->n);
+            rc = vfi_extractor_run_input(p->ex, b->images, b->features, b->n);
             dt = now_s() - t0;
             if (rc < 0) {
                 if (rc != VF_ERR_CANCELLED)
@@ -851,7 +894,7 @@ static void free_run(vf_pipeline *p)
     if (p->batches) {
         for (int i = 0; i < p->n_batches; i++) {
             batch_item *b = &p->batches[i];
-            vfi_backend_host_free(vfi_extractor_backend(p->ex), b->images);
+            vfi_backend_input_free(vfi_extractor_backend(p->ex), b->images);
             vfi_backend_host_free(vfi_extractor_backend(p->ex), b->features);
             vfi_free(b->index);
             vfi_free(b->pts);
@@ -897,9 +940,10 @@ static vf_status make_run(vf_pipeline *p)
     }
     for (int i = 0; i < p->n_batches; i++) {
         batch_item *b = &p->batches[i];
-        /* pinned memory when the network runs on a GPU: faster, asynchronous copies */
+        /* the backend's kind of memory: a GPU's own, or pinned for faster copies; zeroed, for
+         * the padding of a short batch is fed to the network too */
         vf_backend *be = vfi_extractor_backend(p->ex);
-        b->images = vfi_backend_host_alloc(be, (size_t)bs * slot * sizeof(float));
+        b->images = vfi_backend_input_alloc(be, (size_t)bs * slot * sizeof(float));
         b->features = vfi_backend_host_alloc(be, (size_t)bs * dim * sizeof(float));
         b->index = vfi_mallocarray((size_t)bs, sizeof(int64_t));
         b->pts = vfi_mallocarray((size_t)bs, sizeof(int64_t));
@@ -910,8 +954,6 @@ static vf_status make_run(vf_pipeline *p)
         if (!b->images || !b->features || !b->index || !b->pts || !b->t || !b->file ||
             !b->conv_rc || !b->conv_s)
             return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory for batch buffers");
-        /* the padding of a short batch is fed to the network too: keep it defined */
-        memset(b->images, 0, (size_t)bs * slot * sizeof(float));
         vfi_queue_push(p->q_free_batches, b);
     }
     if (p->cfg.no_overlap) {
@@ -971,7 +1013,7 @@ vf_status vf_pipeline_run(vf_pipeline *p, const char *const *paths, int n_paths,
     for (; started < STAGES + p->n_conv; started++) {
         int w = started - STAGES;
         if (w >= 0)
-            workers[w] = (convert_worker){p, p->pre[w]};
+            workers[w] = (convert_worker){p, p->pre[w], p->cv[w], p->scratch[w]};
         if (pthread_create(&th[started], NULL, w < 0 ? fn[started] : convert_worker_thread,
                            w < 0 ? (void *)p : (void *)&workers[w]) != 0) {
             stop(p, VF_ERR_INTERNAL, "cannot start a pipeline thread");
@@ -1049,14 +1091,13 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
     }
     vf_extractor_info(p->ex, &p->info);
     vfi_extractor_backend(p->ex)->cancel = &p->cancel;
-    vf_preproc_opts po;
-    memset(&po, 0, sizeof(po));
-    po.size = p->info.input_size;
-    po.resize = p->info.resize;
-    po.resize_short = p->info.resize_short;
-    po.order = p->info.channel_order;
-    memcpy(po.mean, p->info.mean, sizeof(po.mean));
-    memcpy(po.std, p->info.std, sizeof(po.std));
+    vf_preproc_opts *po = &p->po;
+    po->size = p->info.input_size;
+    po->resize = p->info.resize;
+    po->resize_short = p->info.resize_short;
+    po->order = p->info.channel_order;
+    memcpy(po->mean, p->info.mean, sizeof(po->mean));
+    memcpy(po->std, p->info.std, sizeof(po->std));
     p->n_conv = cfg->convert_threads;
     if (p->n_conv == 0) {
         /* on the CPU the network needs the cores; a GPU network waits for frames instead */
@@ -1064,13 +1105,25 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
         p->n_conv = p->info.device ? (int)(cores / 2) : 1;
         p->n_conv = p->n_conv < 1 ? 1 : p->n_conv > 8 ? 8 : p->n_conv;
     }
-    if (!(p->pre = vfi_calloc((size_t)p->n_conv, sizeof(*p->pre))))
+    p->pre = vfi_calloc((size_t)p->n_conv, sizeof(*p->pre));
+    p->cv = vfi_calloc((size_t)p->n_conv, sizeof(*p->cv));
+    p->scratch = vfi_calloc((size_t)p->n_conv, sizeof(*p->scratch));
+    if (!p->pre || !p->cv || !p->scratch)
         return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+    vf_backend *be = vfi_extractor_backend(p->ex);
     for (int i = 0; i < p->n_conv; i++) {
-        rc = vfi_preproc_create(&po, &p->pre[i], &p->err);
+        rc = vfi_preproc_create(po, &p->pre[i], &p->err);
+        if (rc >= 0 && be->ops->convert)
+            rc = be->ops->converter_new(be, &p->cv[i], &p->err);
         if (rc < 0)
             return rc;
+        if (!vfi_backend_input_host(be) &&
+            !(p->scratch[i] = vfi_aligned_alloc(VF_TENSOR_ALIGN, slot_floats(p) * sizeof(float))))
+            return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
     }
+    /* NVDEC's frames are converted where they are when the backend can read them there */
+    if (p->hw && be->ops->convert && !vfi_backend_input_host(be))
+        p->keep_on_device = FRAME_POOL + p->n_conv;
     if (p->db_path) {
         rc = vfi_store_open(p->db_path, &p->store, &p->err);
         if (rc < 0)
@@ -1118,9 +1171,18 @@ void vf_pipeline_free(vf_pipeline **pp)
     if (!p)
         return;
     vfi_store_close(&p->store);
-    for (int i = 0; p->pre && i < p->n_conv; i++)
-        vfi_preproc_free(&p->pre[i]);
+    vf_backend *be = p->ex ? vfi_extractor_backend(p->ex) : NULL;
+    for (int i = 0; i < p->n_conv; i++) {
+        if (p->pre)
+            vfi_preproc_free(&p->pre[i]);
+        if (p->cv && p->cv[i])
+            be->ops->converter_free(be, p->cv[i]);
+        if (p->scratch)
+            vfi_free(p->scratch[i]);
+    }
     vfi_free(p->pre);
+    vfi_free(p->cv);
+    vfi_free(p->scratch);
     vf_extractor_free(&p->ex);
     vfi_hwdev_free(&p->hw);
     vfi_free(p->db_path);

@@ -1,19 +1,30 @@
 /*
  * test_pipeline_faults.c - frames that fail to convert, injected. pipeline.c is compiled into
- * this test with vfi_preproc_frame replaced (so the static library's own pipeline object is never
- * linked), which runs the convert workers' failure path on real clips: failed rows dropped from
- * batches that span files, the event markers after them moved, the per-frame baseline's tokens
- * given back, the file failed with the first error and the rest of its frames kept.
+ * this test with vfi_preproc_frame and vfi_preproc_yuv replaced (so the static library's own
+ * pipeline object is never linked), which runs the convert workers' failure path on real clips:
+ * failed rows dropped from batches that span files (the kept rows moved by the backend's copy),
+ * the event markers after them moved, the per-frame baseline's tokens given back, the file
+ * failed with the first error and the rest of its frames kept. Both ways of converting: on the
+ * host (the CPU backend) and by the backend (the reference backend converts frames itself, as
+ * the GPU's does).
  */
+#include <stdatomic.h>
+
 #include "preprocess.h"
 
 static int inject; /* this test's switch: fail every frame whose index is 1 mod 3 */
+/* frames that came to each: which way the pipeline converts */
+static atomic_int host_calls, backend_calls;
 
 static vf_status injected_preproc(vf_preproc *p, const vf_frame *f, int rotation, float *slot,
                                   vf_err *err);
+static vf_status injected_yuv(const vf_preproc_opts *o, const vf_frame *f, int rotation,
+                              vf_yuv_params *q, vf_yuv_planes *planes, vf_err *err);
 #define vfi_preproc_frame injected_preproc
+#define vfi_preproc_yuv   injected_yuv
 #include "../src/pipeline.c"
 #undef vfi_preproc_frame
+#undef vfi_preproc_yuv
 
 #include "check.h"
 #include "db_check.h"
@@ -21,9 +32,19 @@ static vf_status injected_preproc(vf_preproc *p, const vf_frame *f, int rotation
 static vf_status injected_preproc(vf_preproc *p, const vf_frame *f, int rotation, float *slot,
                                   vf_err *err)
 {
+    atomic_fetch_add(&host_calls, 1);
     if (inject && f->index % 3 == 1)
         return vfi_fail(err, VF_ERR_DECODE, "injected failure at frame %lld", (long long)f->index);
     return vfi_preproc_frame(p, f, rotation, slot, err);
+}
+
+static vf_status injected_yuv(const vf_preproc_opts *o, const vf_frame *f, int rotation,
+                              vf_yuv_params *q, vf_yuv_planes *planes, vf_err *err)
+{
+    atomic_fetch_add(&backend_calls, 1);
+    if (inject && f->index % 3 == 1)
+        return vfi_fail(err, VF_ERR_DECODE, "injected failure at frame %lld", (long long)f->index);
+    return vfi_preproc_yuv(o, f, rotation, q, planes, err);
 }
 
 #define DIM     10
@@ -71,15 +92,21 @@ static void run(vf_config cfg, rows *r)
     vf_pipeline_free(&p);
 }
 
-int main(void)
+static void faults(const char *backend)
 {
     vf_config cfg = vf_config_default();
     cfg.model = VF_MODELS_DIR "/tiny_cnn.onnx";
-    cfg.backend = "ref";
+    cfg.backend = backend;
     cfg.batch_size = 4;
     static rows clean, bad;
+    inject = 0;
+    atomic_store(&host_calls, 0);
+    atomic_store(&backend_calls, 0);
     run(cfg, &clean);
     CHECK_EQ(clean.n, 30);
+    int by_backend = !strcmp(backend, "ref");
+    CHECK_EQ(atomic_load(&host_calls), by_backend ? 0 : 30);
+    CHECK_EQ(atomic_load(&backend_calls), by_backend ? 30 : 0);
     inject = 1;
     char dir[] = "/tmp/vidfeat_test_faults_XXXXXX", db[1100];
     CHECK(mkdtemp(dir));
@@ -120,7 +147,13 @@ int main(void)
     char cmd[1200];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);
+}
+
+int main(void)
+{
+    faults("ref"); /* the backend converts the frames */
+    faults("cpu"); /* the host converts them */
     printf("pipeline faults: failed conversions dropped from their batches, files failed, the "
-           "rest kept in place\n");
+           "rest kept in place (frames converted by the backend and on the host)\n");
     return 0;
 }

@@ -148,6 +148,13 @@ typedef struct vf_config {
      *  vectors do not depend on it. 0 = automatic: 1 when the network runs on the CPU (it needs
      *  the cores), half the cores up to 8 when it runs on a GPU. */
     int convert_threads;
+
+    /* ---- files at once (appended in 0.1) ---- */
+    /** Files decoded at the same time, 0..16, each by its own decoder, their frames sharing the
+     *  batches: for a GPU that one decoder cannot keep busy. Each file's frames still reach the
+     *  database together and in order; the vectors do not depend on it. 0 = automatic: 1 when
+     *  the network runs on the CPU, 4 when it runs on a GPU (never more than there are files). */
+    int decoders;
 } vf_config;
 
 /** An opened model: the network compiled for one backend, batch size and precision. */

@@ -1,30 +1,34 @@
 /*
  * pipeline.c - the extraction pipeline: the only code that knows how the stages are wired.
  *
- *               free frames                         free batches
- *                 ^     |                              ^      |
- *                 |     v                              |      v
- *   [decode] --q_frames--> [convert] --q_batches--> [infer] --q_done--> [store]
- *   decoder_next           sws into a batch slot    backend run         SQLite / hooks,
- *   (codec threads)        + normalise, rotate      (oneDNN threads)    batch -> free pool
+ *     lane 0:  [decode] --q_frames--> [convert] --+
+ *     lane 1:  [decode] --q_frames--> [convert] --+--q_batches--> [infer] --q_done--> [store]
+ *     ...      decoder_next           workers    |                backend run   SQLite / hooks,
+ *              (codec threads)        (q_jobs)   +                              batch -> free pool
  *
- * One thread per stage; stages talk only through bounded queues (queue.c), so memory is fixed
- * by the pools: FRAME_POOL decoded frames (plus one per convert worker) and queue_depth + 3
- * batch tensors, whatever the video length. The convert thread hands each frame, with its row,
- * to one of n_conv workers (q_jobs) that convert in parallel; a batch leaves once its rows are
- * all converted. The decode thread walks the whole file list, so the next file is decoded while
- * the current one is still in inference. Besides frames and batches, per-file events travel the
+ * A lane decodes one file at a time and takes the next file of the list when it is done (one
+ * lane by default on the CPU, several for a GPU that one decoder cannot feed); its convert
+ * thread fills batches with its own files only, so a file's frames stay together and in order.
+ * Stages talk only through bounded queues (queue.c), so memory is fixed by the pools: per lane
+ * FRAME_POOL decoded frames plus one per convert worker, and queue_depth + 2 + lanes batch
+ * inputs, whatever the video length. A convert thread hands each frame, with its row, to one of
+ * n_conv workers (q_jobs, shared by the lanes) that convert in parallel: on the host (yuvconv or
+ * libswscale) into a host batch, or by the backend where it converts frames (a GPU: the kernel
+ * writes the batch in device memory, from uploaded planes or NVDEC's frame where it is); a batch
+ * leaves once its rows are all converted. Besides frames and batches, per-file events travel the
  * same queues in order: BEGIN (stream facts), END (outcome, each stage adding its busy time) and
  * SKIP (already in the database). Batches fill across file boundaries, the events riding in
- * them as ordered markers, so only the last batch of a run is short.
- * no_overlap (the per-frame baseline): q_tokens holds batch_size tokens; decode takes one per
- * frame and the store gives them back once the batch is stored, so one batch at a time moves
- * through the stages.
+ * them as ordered markers, so only the last batch of each lane is short; infer and store keep
+ * their per-file state per lane.
+ * no_overlap (the per-frame baseline, one lane): q_tokens holds batch_size tokens; decode takes
+ * one per frame and the store gives them back once the batch is stored, so one batch at a time
+ * moves through the stages.
  *
  * Startup: pools and queues are made, files already done are marked (calling thread, which
- * owns the store until the threads start), then four threads start.
- * Normal shutdown: decode closes q_frames after the last file; each stage drains its input,
- * closes its output and exits; run() joins them.
+ * owns the store until the threads start), then the threads start.
+ * Normal shutdown: a lane's decode closes its q_frames after the list runs out; its convert
+ * thread drains it and sends its last batch; the last lane to finish closes q_jobs and
+ * q_batches; infer and store drain theirs and exit; run() joins them all.
  * Failure and cancel: a fatal error (backend, database, a hook asking to stop, or
  * vf_pipeline_cancel) records the first error under a mutex and cancels every queue and the
  * backend (which stops between layers); every stage wakes with VF_ERR_CANCELLED and exits.
@@ -56,6 +60,8 @@
 
 #define FRAME_POOL          8
 #define MAX_CONVERT_THREADS 64
+#define MAX_LANES           16 /* files decoded at once */
+#define GPU_LANES           4  /* by default for a GPU network: NVDEC decodes several at once */
 /* Events a batch carries before it is sent on, full or not (many failing files in a row). */
 #define MAX_MARKS           32
 #define DEFAULT_QUEUE_DEPTH 2
@@ -70,8 +76,11 @@ typedef struct item {
 
 struct batch_item;
 
+struct lane;
+
 typedef struct frame_item {
     item hdr;
+    struct lane *lane; /* whose pool it belongs to */
     vf_frame f;
     /* the conversion job, set by the convert thread for a worker */
     struct batch_item *b;
@@ -89,6 +98,7 @@ typedef struct marker {
 
 typedef struct batch_item {
     item hdr;
+    int lane; /* the lane that filled it: all its rows and events are that lane's files */
     int n;
     void *images;    /* batch x 3 x S x S floats: the backend's batch input (host or device) */
     float *features; /* batch x dim */
@@ -121,6 +131,17 @@ typedef struct event_item {
     int64_t decoded;
 } event_item;
 
+/* A lane decodes one file at a time, taking the next file of the list when it is done, into its
+ * own frame pool, and its convert thread fills batches with its files only: a file's frames stay
+ * together and in order whatever the other lanes do. */
+typedef struct lane {
+    struct vf_pipeline *p;
+    int id;
+    vf_queue *q_frames, *q_free_frames;
+    frame_item *frames; /* the pool */
+    int n_frames;
+} lane;
+
 struct vf_pipeline {
     vf_config cfg;
     char *db_path;
@@ -139,14 +160,16 @@ struct vf_pipeline {
     int n_paths;
     char *skip;
     const vf_run_hooks *hooks;
-    vf_queue *q_frames, *q_free_frames, *q_batches, *q_done, *q_free_batches;
+    vf_queue *q_batches, *q_done, *q_free_batches;
     vf_queue *q_tokens; /* no_overlap only: frames allowed in flight */
-    frame_item *frames;
+    lane *lanes;
+    int n_lanes;
+    atomic_int next_file;  /* the next file a lane takes */
+    atomic_int live_lanes; /* convert threads still running: the last one closes q_batches */
     batch_item *batches;
     int n_batches;
     event_item *events;
     vf_queue *q_jobs; /* frames for the convert workers */
-    int n_frames;     /* the frame pool */
     /* per convert worker, made at create: a host converter (each owns a scaler), the backend's
      * converter where it converts frames, and a host slot when the batch input is not host
      * memory (frames the backend cannot convert are converted there, then copied) */
@@ -157,9 +180,9 @@ struct vf_pipeline {
     int n_conv;
     pthread_mutex_t conv_lock; /* the batches' conversion state (see batch_item) */
     pthread_cond_t conv_done;  /* a batch's pending count reached 0, or the run is stopping */
-    vf_hwdev *hw; /* cfg.hwdec's device, shared by the decoders; NULL: decode on the CPU */
-    /* > 0: hw's frames stay on the device for the backend to convert, at most this many held */
-    int keep_on_device;
+    vf_hwdev *hw;       /* cfg.hwdec's device, shared by the decoders; NULL: decode on the CPU */
+    int keep_on_device; /* hw's frames stay on the device, for the backend to convert */
+    int lanes_wanted;   /* files decoded at once (cfg.decoders or automatic) */
 };
 
 static double now_s(void)
@@ -179,11 +202,16 @@ static void stop(vf_pipeline *p, vf_status code, const char *msg)
     }
     pthread_mutex_unlock(&p->lock);
     atomic_store(&p->cancel, 1);
-    vf_queue *qs[] = {p->q_frames,       p->q_free_frames, p->q_batches, p->q_done,
-                      p->q_free_batches, p->q_tokens,      p->q_jobs};
+    vf_queue *qs[] = {p->q_batches, p->q_done, p->q_free_batches, p->q_tokens, p->q_jobs};
     for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
         if (qs[i])
             vfi_queue_cancel(qs[i]);
+    }
+    for (int i = 0; p->lanes && i < p->n_lanes; i++) {
+        if (p->lanes[i].q_frames)
+            vfi_queue_cancel(p->lanes[i].q_frames);
+        if (p->lanes[i].q_free_frames)
+            vfi_queue_cancel(p->lanes[i].q_free_frames);
     }
     pthread_mutex_lock(&p->conv_lock); /* the convert thread may wait for its workers */
     pthread_cond_broadcast(&p->conv_done);
@@ -296,13 +324,14 @@ static vf_status check_unchanged(const char *path, const struct stat *opened, vf
     return VF_EOF;
 }
 
-static int decode_file(vf_pipeline *p, int i)
+static int decode_file(lane *ln, int i)
 {
+    vf_pipeline *p = ln->p;
     const char *path = p->paths[i];
     vf_sampling s = {p->cfg.sample_fps, p->cfg.every,    p->cfg.keyframes,
                      p->cfg.start,      p->cfg.duration, p->cfg.max_frames};
     vf_decode_opts dopts = {p->cfg.decode_threads, p->cfg.stall_timeout, &p->cancel, p->hw,
-                            p->keep_on_device};
+                            p->keep_on_device ? ln->n_frames : 0};
     event_item *end = new_event(p, ITEM_END, i);
     if (!end) {
         stop(p, VF_ERR_NOMEM, "out of memory");
@@ -341,13 +370,13 @@ static int decode_file(vf_pipeline *p, int i)
         if (begin->meta.n_video_streams > 1)
             vfi_log(VF_LOG_INFO, "decode", "%s: %d video streams, using #%d", path,
                     begin->meta.n_video_streams, begin->meta.stream_index);
-        if (!push_or_stop(p->q_frames, begin)) {
+        if (!push_or_stop(ln->q_frames, begin)) {
             vfi_decoder_free(&dec);
             return 0;
         }
         for (;;) {
             void *slot;
-            if (vfi_queue_pop(p->q_free_frames, &slot) < 0) {
+            if (vfi_queue_pop(ln->q_free_frames, &slot) < 0) {
                 vfi_decoder_free(&dec);
                 return 0;
             }
@@ -361,12 +390,12 @@ static int decode_file(vf_pipeline *p, int i)
             end->decode_s += now_s() - t0;
             if (rc != VF_OK) {
                 vfi_frame_release(&fi->f);
-                vfi_queue_push(p->q_free_frames, fi); /* cannot block: it came from there */
+                vfi_queue_push(ln->q_free_frames, fi); /* cannot block: it came from there */
                 give_tokens(p, 1);
                 break;
             }
             fi->hdr.file = i;
-            if (!push_or_stop(p->q_frames, fi)) {
+            if (!push_or_stop(ln->q_frames, fi)) {
                 vfi_decoder_free(&dec);
                 return 0;
             }
@@ -384,7 +413,7 @@ static int decode_file(vf_pipeline *p, int i)
     end->status = rc == VF_EOF ? VF_OK : rc;
     if (rc < 0)
         snprintf(end->error, sizeof(end->error), "%s", err.msg);
-    return push_or_stop(p->q_frames, end);
+    return push_or_stop(ln->q_frames, end);
 }
 
 /* Decode, convert and store need a few percent of the CPU that inference needs; on a machine
@@ -405,23 +434,27 @@ static void lower_priority(void)
 
 static void *decode_thread(void *arg)
 {
-    vf_pipeline *p = arg;
+    lane *ln = arg;
+    vf_pipeline *p = ln->p;
     lower_priority();
-    for (int i = 0; i < p->n_paths && !atomic_load(&p->cancel); i++) {
+    while (!atomic_load(&p->cancel)) {
+        int i = atomic_fetch_add(&p->next_file, 1);
+        if (i >= p->n_paths)
+            break;
         if (p->skip[i]) {
             event_item *e = new_event(p, ITEM_SKIP, i);
             if (!e) {
                 stop(p, VF_ERR_NOMEM, "out of memory");
                 break;
             }
-            if (!push_or_stop(p->q_frames, e))
+            if (!push_or_stop(ln->q_frames, e))
                 break;
             continue;
         }
-        if (!decode_file(p, i))
+        if (!decode_file(ln, i))
             break;
     }
-    vfi_queue_close(p->q_frames);
+    vfi_queue_close(ln->q_frames);
     return NULL;
 }
 
@@ -434,14 +467,15 @@ static size_t slot_floats(const vf_pipeline *p)
 }
 
 /* The batch being filled, taken from the free pool when needed; NULL when stopping. */
-static batch_item *current_batch(vf_pipeline *p, batch_item **b)
+static batch_item *current_batch(lane *ln, batch_item **b)
 {
     if (!*b) {
         void *bs;
-        if (vfi_queue_pop(p->q_free_batches, &bs) < 0)
+        if (vfi_queue_pop(ln->p->q_free_batches, &bs) < 0)
             return NULL;
         *b = bs;
         (*b)->hdr.kind = ITEM_BATCH;
+        (*b)->lane = ln->id;
         (*b)->n = 0;
         (*b)->n_marks = 0;
         (*b)->settled = 0;
@@ -515,7 +549,7 @@ static void *convert_worker_thread(void *arg)
         if (--b->pending == 0)
             pthread_cond_broadcast(&p->conv_done);
         pthread_mutex_unlock(&p->conv_lock);
-        if (vfi_queue_push(p->q_free_frames, fi) < 0)
+        if (vfi_queue_push(fi->lane->q_free_frames, fi) < 0)
             return NULL;
     }
 }
@@ -583,7 +617,8 @@ static int settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err)
  * its rows are all converted (settled), and so does a file's END (its error and busy time). */
 static void *convert_thread(void *arg)
 {
-    vf_pipeline *p = arg;
+    lane *ln = arg;
+    vf_pipeline *p = ln->p;
     lower_priority();
     batch_item *b = NULL;
     int rotation = 0;
@@ -591,13 +626,13 @@ static void *convert_thread(void *arg)
     vf_err conv_err = {VF_OK, ""};
     for (;;) {
         void *it;
-        vf_status rc = vfi_queue_pop(p->q_frames, &it);
+        vf_status rc = vfi_queue_pop(ln->q_frames, &it);
         if (rc == VF_EOF)
             break;
         if (rc < 0)
             return NULL;
         item *h = it;
-        if (!current_batch(p, &b)) {
+        if (!current_batch(ln, &b)) {
             if (h->kind == ITEM_FRAME)
                 vfi_frame_release(&((frame_item *)it)->f);
             return NULL;
@@ -645,7 +680,6 @@ static void *convert_thread(void *arg)
             }
         }
     }
-    vfi_queue_close(p->q_jobs);
     if (b && (!wait_converted(p, b) || !settle(p, b, &busy, &conv_err)))
         return NULL;
     if (b && (b->n || b->n_marks)) {
@@ -654,7 +688,10 @@ static void *convert_thread(void *arg)
     } else if (b) {
         vfi_queue_push(p->q_free_batches, b);
     }
-    vfi_queue_close(p->q_batches);
+    if (atomic_fetch_sub(&p->live_lanes, 1) == 1) { /* the last lane: no more jobs or batches */
+        vfi_queue_close(p->q_jobs);
+        vfi_queue_close(p->q_batches);
+    }
     return NULL;
 }
 
@@ -664,7 +701,7 @@ static void *infer_thread(void *arg)
 {
     vf_pipeline *p = arg;
     vf_backend *be = vfi_extractor_backend(p->ex);
-    double busy = 0.0; /* of the file whose END comes next */
+    double busy[MAX_LANES] = {0}; /* per lane: of the file whose END comes next */
     for (;;) {
         void *it;
         vf_status rc = vfi_queue_pop(p->q_batches, &it);
@@ -686,17 +723,18 @@ static void *infer_thread(void *arg)
         }
         /* Share the batch's time among its files by rows, for the per-file rates. */
         int row = 0;
+        double *lane_busy = &busy[b->lane];
         for (int m = 0; m <= b->n_marks; m++) {
             int until = m < b->n_marks ? b->marks[m].pos : b->n;
-            busy += b->n ? dt * (until - row) / b->n : 0.0;
+            *lane_busy += b->n ? dt * (until - row) / b->n : 0.0;
             row = until;
             if (m == b->n_marks)
                 break;
             event_item *e = b->marks[m].event;
             if (e->hdr.kind == ITEM_BEGIN)
-                busy = 0.0;
+                *lane_busy = 0.0;
             else if (e->hdr.kind == ITEM_END)
-                e->infer_s = busy;
+                e->infer_s = *lane_busy;
         }
         if (vfi_queue_push(p->q_done, it) < 0)
             return NULL;
@@ -840,8 +878,8 @@ static void *store_thread(void *arg)
 {
     vf_pipeline *p = arg;
     lower_priority();
-    file_state fs;
-    memset(&fs, 0, sizeof(fs));
+    file_state lanes[MAX_LANES]; /* the file each lane is in */
+    memset(lanes, 0, sizeof(lanes));
     int halt = 0;
     while (!halt) {
         void *it;
@@ -849,27 +887,30 @@ static void *store_thread(void *arg)
         if (rc != VF_OK) /* VF_EOF (finished) or cancelled */
             break;
         batch_item *b = it;
+        file_state *fs = &lanes[b->lane];
         int row = 0;
         for (int m = 0; m < b->n_marks && !halt; m++) {
-            halt = store_rows(p, b, row, b->marks[m].pos, &fs);
+            halt = store_rows(p, b, row, b->marks[m].pos, fs);
             row = b->marks[m].pos;
             if (!halt)
-                halt = store_event(p, b->marks[m].event, &fs);
+                halt = store_event(p, b->marks[m].event, fs);
         }
         if (!halt)
-            halt = store_rows(p, b, row, b->n, &fs);
+            halt = store_rows(p, b, row, b->n, fs);
         give_tokens(p, b->n);
         if (!halt && vfi_queue_push(p->q_free_batches, b) < 0)
             break;
     }
-    /* Stopped in the middle of a file: it stays unfinished, with what was written. */
-    if (fs.ext_id && p->store && atomic_load(&p->cancel)) {
+    /* Stopped in the middle of files: they stay unfinished, with what was written. */
+    for (int i = 0; i < p->n_lanes && p->store && atomic_load(&p->cancel); i++) {
+        if (!lanes[i].ext_id)
+            continue;
         vf_err ignore;
         pthread_mutex_lock(&p->lock);
         char why[VF_ERRMSG_SIZE];
         snprintf(why, sizeof(why), "%s", p->err.msg);
         pthread_mutex_unlock(&p->lock);
-        vfi_store_finish(p->store, fs.ext_id, 0, why, NULL, &ignore);
+        vfi_store_finish(p->store, lanes[i].ext_id, 0, why, NULL, &ignore);
     }
     return NULL;
 }
@@ -878,19 +919,21 @@ static void *store_thread(void *arg)
 
 static void free_run(vf_pipeline *p)
 {
-    vfi_queue_free(&p->q_frames);
-    vfi_queue_free(&p->q_free_frames);
+    for (int k = 0; p->lanes && k < p->n_lanes; k++) {
+        lane *ln = &p->lanes[k];
+        vfi_queue_free(&ln->q_frames);
+        vfi_queue_free(&ln->q_free_frames);
+        for (int i = 0; ln->frames && i < ln->n_frames; i++)
+            vfi_frame_destroy(&ln->frames[i].f);
+        vfi_free(ln->frames);
+    }
+    vfi_free(p->lanes);
+    p->lanes = NULL;
     vfi_queue_free(&p->q_batches);
     vfi_queue_free(&p->q_done);
     vfi_queue_free(&p->q_free_batches);
     vfi_queue_free(&p->q_tokens);
     vfi_queue_free(&p->q_jobs);
-    if (p->frames) {
-        for (int i = 0; i < p->n_frames; i++)
-            vfi_frame_destroy(&p->frames[i].f);
-        vfi_free(p->frames);
-        p->frames = NULL;
-    }
     if (p->batches) {
         for (int i = 0; i < p->n_batches; i++) {
             batch_item *b = &p->batches[i];
@@ -912,31 +955,52 @@ static void free_run(vf_pipeline *p)
     p->skip = NULL;
 }
 
+/* A lane's frame pool: FRAME_POOL decoded ahead, and one more in flight per worker. */
+static int lane_frames(const vf_pipeline *p)
+{
+    return FRAME_POOL + p->n_conv;
+}
+
 static vf_status make_run(vf_pipeline *p)
 {
     int depth = p->cfg.queue_depth > 0 ? p->cfg.queue_depth : DEFAULT_QUEUE_DEPTH;
     int bs = p->info.batch_size, dim = p->info.feature_dim;
     size_t slot = slot_floats(p);
+    /* one lane per file at most; the per-frame baseline takes one frame at a time */
+    p->n_lanes = p->cfg.no_overlap              ? 1
+                 : p->lanes_wanted < p->n_paths ? p->lanes_wanted
+                                                : p->n_paths;
+    p->n_lanes = p->n_lanes < 1 ? 1 : p->n_lanes;
+    atomic_store(&p->next_file, 0);
+    atomic_store(&p->live_lanes, p->n_lanes);
     /* events ride the same queues: leave room for them beside the items */
-    p->n_frames = FRAME_POOL + p->n_conv; /* one more in flight per worker */
-    size_t cap_frames = (size_t)p->n_frames + 4, cap_batches = (size_t)depth + 8;
-    p->n_batches = depth + 3; /* one being filled, one in inference, one being stored */
-    if (vfi_queue_create(cap_frames, &p->q_frames) < 0 ||
-        vfi_queue_create((size_t)p->n_frames, &p->q_free_frames) < 0 ||
-        vfi_queue_create((size_t)p->n_frames, &p->q_jobs) < 0 ||
+    size_t cap_batches = (size_t)depth + 8;
+    /* one being filled per lane, one in inference, one being stored */
+    p->n_batches = depth + 2 + p->n_lanes;
+    p->lanes = vfi_calloc((size_t)p->n_lanes, sizeof(lane));
+    p->batches = vfi_calloc((size_t)p->n_batches, sizeof(batch_item));
+    if (!p->lanes || !p->batches ||
+        vfi_queue_create((size_t)(lane_frames(p) * p->n_lanes), &p->q_jobs) < 0 ||
         vfi_queue_create(cap_batches, &p->q_batches) < 0 ||
         vfi_queue_create(cap_batches, &p->q_done) < 0 ||
         vfi_queue_create((size_t)p->n_batches, &p->q_free_batches) < 0)
         return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
-    p->frames = vfi_calloc((size_t)p->n_frames, sizeof(frame_item));
-    p->batches = vfi_calloc((size_t)p->n_batches, sizeof(batch_item));
-    if (!p->frames || !p->batches)
-        return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < p->n_frames; i++) {
-        if (vfi_frame_init(&p->frames[i].f) < 0)
+    for (int k = 0; k < p->n_lanes; k++) {
+        lane *ln = &p->lanes[k];
+        ln->p = p;
+        ln->id = k;
+        ln->n_frames = lane_frames(p);
+        ln->frames = vfi_calloc((size_t)ln->n_frames, sizeof(frame_item));
+        if (!ln->frames || vfi_queue_create((size_t)ln->n_frames + 4, &ln->q_frames) < 0 ||
+            vfi_queue_create((size_t)ln->n_frames, &ln->q_free_frames) < 0)
             return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
-        p->frames[i].hdr.kind = ITEM_FRAME;
-        vfi_queue_push(p->q_free_frames, &p->frames[i]);
+        for (int i = 0; i < ln->n_frames; i++) {
+            if (vfi_frame_init(&ln->frames[i].f) < 0)
+                return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+            ln->frames[i].hdr.kind = ITEM_FRAME;
+            ln->frames[i].lane = ln;
+            vfi_queue_push(ln->q_free_frames, &ln->frames[i]);
+        }
     }
     for (int i = 0; i < p->n_batches; i++) {
         batch_item *b = &p->batches[i];
@@ -1005,17 +1069,26 @@ vf_status vf_pipeline_run(vf_pipeline *p, const char *const *paths, int n_paths,
         free_run(p);
         return rc;
     }
-    enum { STAGES = 4 };
-    pthread_t th[STAGES + MAX_CONVERT_THREADS];
+    /* decode and convert per lane, infer, store, the convert workers */
+    pthread_t th[2 * MAX_LANES + 2 + MAX_CONVERT_THREADS];
     convert_worker workers[MAX_CONVERT_THREADS];
-    void *(*fn[STAGES])(void *) = {decode_thread, convert_thread, infer_thread, store_thread};
+    const int lanes = 2 * p->n_lanes, total = lanes + 2 + p->n_conv;
     int started = 0;
-    for (; started < STAGES + p->n_conv; started++) {
-        int w = started - STAGES;
-        if (w >= 0)
+    for (; started < total; started++) {
+        void *(*fn)(void *);
+        void *arg = p;
+        if (started < lanes) {
+            fn = started % 2 ? convert_thread : decode_thread;
+            arg = &p->lanes[started / 2];
+        } else if (started < lanes + 2) {
+            fn = started == lanes ? infer_thread : store_thread;
+        } else {
+            int w = started - lanes - 2;
             workers[w] = (convert_worker){p, p->pre[w], p->cv[w], p->scratch[w]};
-        if (pthread_create(&th[started], NULL, w < 0 ? fn[started] : convert_worker_thread,
-                           w < 0 ? (void *)p : (void *)&workers[w]) != 0) {
+            fn = convert_worker_thread;
+            arg = &workers[w];
+        }
+        if (pthread_create(&th[started], NULL, fn, arg) != 0) {
             stop(p, VF_ERR_INTERNAL, "cannot start a pipeline thread");
             break;
         }
@@ -1069,8 +1142,9 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
     if (cfg->sample_fps < 0 || cfg->every < 0 || cfg->start < 0 || cfg->duration < 0 ||
         cfg->max_frames < 0 || cfg->queue_depth < 0 || cfg->queue_depth > 64 ||
         cfg->decode_threads < 0 || cfg->decode_threads > 64 || cfg->convert_threads < 0 ||
-        cfg->convert_threads > MAX_CONVERT_THREADS || !(cfg->stall_timeout >= 0) ||
-        !isfinite(cfg->sample_fps) || !isfinite(cfg->start) || !isfinite(cfg->duration))
+        cfg->convert_threads > MAX_CONVERT_THREADS || cfg->decoders < 0 ||
+        cfg->decoders > MAX_LANES || !(cfg->stall_timeout >= 0) || !isfinite(cfg->sample_fps) ||
+        !isfinite(cfg->start) || !isfinite(cfg->duration))
         return vfi_fail(&p->err, VF_ERR_INVALID, "invalid sampling or queue settings");
     if (cfg->db_path && !(p->db_path = vfi_strdup(cfg->db_path)))
         return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
@@ -1105,6 +1179,7 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
         p->n_conv = p->info.device ? (int)(cores / 2) : 1;
         p->n_conv = p->n_conv < 1 ? 1 : p->n_conv > 8 ? 8 : p->n_conv;
     }
+    p->lanes_wanted = cfg->decoders ? cfg->decoders : p->info.device ? GPU_LANES : 1;
     p->pre = vfi_calloc((size_t)p->n_conv, sizeof(*p->pre));
     p->cv = vfi_calloc((size_t)p->n_conv, sizeof(*p->cv));
     p->scratch = vfi_calloc((size_t)p->n_conv, sizeof(*p->scratch));
@@ -1122,8 +1197,7 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
             return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
     }
     /* NVDEC's frames are converted where they are when the backend can read them there */
-    if (p->hw && be->ops->convert && !vfi_backend_input_host(be))
-        p->keep_on_device = FRAME_POOL + p->n_conv;
+    p->keep_on_device = p->hw && be->ops->convert && !vfi_backend_input_host(be);
     if (p->db_path) {
         rc = vfi_store_open(p->db_path, &p->store, &p->err);
         if (rc < 0)

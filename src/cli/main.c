@@ -57,6 +57,7 @@ enum opt_id {
     OPT_DECODE_THREADS,
     OPT_HWDEC,
     OPT_CONVERT_THREADS,
+    OPT_DECODERS,
     OPT_STALL_TIMEOUT,
     OPT_INT8_SCALES,
     OPT_FRAMES,
@@ -87,6 +88,8 @@ static const opt_def options[] = {
     {"hwdec", OPT_HWDEC, "none|cuda", "decode on this device where it can (cuda: NVDEC)"},
     {"convert-threads", OPT_CONVERT_THREADS, "N",
      "frames converted at once (default 1 with a CPU network, cores/2 up to 8 with a GPU)"},
+    {"decoders", OPT_DECODERS, "N",
+     "files decoded at once (default 1 with a CPU network, 4 with a GPU)"},
     {"stall-timeout", OPT_STALL_TIMEOUT, "S",
      "give up a file with no frame for S s (60; 0 = never)"},
     {"model", OPT_MODEL, "NAME|FILE", "model name (see `vidfeat models`) or ONNX file"},
@@ -386,6 +389,10 @@ static int parse_options(int argc, char **argv, cli *c)
             break;
         case OPT_CONVERT_THREADS:
             if (int_option("convert-threads", a, 1, 64, &c->cfg.convert_threads) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_DECODERS:
+            if (int_option("decoders", a, 1, 16, &c->cfg.decoders) < 0)
                 return EXIT_USAGE;
             break;
         case OPT_HWDEC: /* the library knows FFmpeg's device types and says which exist */

@@ -1,0 +1,212 @@
+/*
+ * test_pipeline_lanes.c - several files decoded at once (vf_config.decoders): each file's vectors,
+ * frame numbers, timestamps and outcome are exactly those of decoding one file at a time, its
+ * rows reach the hooks and the database together and in order, and a run cancelled with several
+ * files in flight leaves none of them marked done, so that the next run completes them all.
+ * Committed samples (good, rotated, truncated, audio only, missing) and, where ../shared is
+ * present, clips of other codecs and sizes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "db_check.h"
+#include "vidfeat.h"
+
+#define DIM       10
+#define MAX_FILES 12
+#define MAX_ROWS  64 /* per file */
+
+typedef struct file_rows {
+    int n;
+    int64_t index[MAX_ROWS];
+    double t[MAX_ROWS];
+    float vec[MAX_ROWS][DIM];
+    int reported;
+    vf_status status;
+    int64_t frames;
+} file_rows;
+
+typedef struct capture {
+    file_rows f[MAX_FILES];
+    int last_file;    /* the file of the previous batch view */
+    int switches;     /* batch views whose file differs from the previous one's */
+    int cancel_after; /* batch views; 0 = never */
+    int views;
+} capture;
+
+static int on_batch(void *user, const vf_batch_view *b)
+{
+    capture *c = user;
+    CHECK(b->file >= 0 && b->file < MAX_FILES && b->dim == DIM);
+    file_rows *f = &c->f[b->file];
+    CHECK_MSG(!f->reported, "rows of file %d after its outcome", b->file);
+    for (int i = 0; i < b->n; i++) {
+        CHECK(f->n < MAX_ROWS);
+        f->index[f->n] = b->frame_index[i];
+        f->t[f->n] = b->t[i];
+        memcpy(f->vec[f->n++], b->features + (size_t)i * DIM, sizeof(f->vec[0]));
+    }
+    c->switches += b->file != c->last_file;
+    c->last_file = b->file;
+    return c->cancel_after && ++c->views >= c->cancel_after;
+}
+
+static void on_file(void *user, int file, const vf_file_result *r)
+{
+    capture *c = user;
+    CHECK(file >= 0 && file < MAX_FILES);
+    file_rows *f = &c->f[file];
+    CHECK_MSG(!f->reported, "file %d reported twice", file);
+    f->reported = 1;
+    f->status = r->skipped ? VF_OK : r->status;
+    f->frames = r->frames;
+}
+
+/* Extract paths into c (and db when not NULL); the hooks stop the run after cancel_after batch
+ * views when it is not 0. */
+static vf_status run(int decoders, const char *db, const char *const *paths, int n, capture *c,
+                     int cancel_after)
+{
+    vf_config cfg = vf_config_default();
+    cfg.model = VF_MODELS_DIR "/tiny_cnn.onnx";
+    cfg.backend = "ref"; /* plain threads only: ThreadSanitizer runs this test */
+    cfg.batch_size = 4;
+    cfg.max_frames = 24;
+    cfg.convert_threads = 2;
+    cfg.decoders = decoders;
+    cfg.db_path = db;
+    memset(c, 0, sizeof(*c));
+    c->last_file = -1;
+    c->cancel_after = cancel_after;
+    vf_pipeline *p = NULL;
+    CHECK_OK(vf_pipeline_create(&cfg, &p), vf_pipeline_errmsg(p));
+    vf_run_hooks hooks = {c, NULL, on_file, on_batch};
+    vf_status rc = vf_pipeline_run(p, paths, n, &hooks);
+    vf_pipeline_free(&p);
+    return rc;
+}
+
+/* The status of path's extraction in db ("none" without one) and its frames. */
+static const char *extraction(const char *db, const char *path, int64_t *frames)
+{
+    static char status[16];
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+    CHECK(sqlite3_prepare_v2(h,
+                             "SELECT e.status, e.frames FROM extractions e JOIN videos v ON "
+                             "v.id = e.video_id WHERE v.path = ?1",
+                             -1, &st, NULL) == SQLITE_OK);
+    sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
+    snprintf(status, sizeof(status), "none");
+    *frames = 0;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        snprintf(status, sizeof(status), "%s", (const char *)sqlite3_column_text(st, 0));
+        *frames = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return status;
+}
+
+/* File i of a run with several lanes is file i of the one-lane run, bit for bit. */
+static void same_files(const capture *one, const capture *many, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const file_rows *a = &one->f[i], *b = &many->f[i];
+        CHECK_MSG(b->reported, "file %d has no outcome", i);
+        CHECK_EQ(b->status, a->status);
+        CHECK_EQ(b->frames, a->frames);
+        CHECK_EQ(b->n, a->n);
+        for (int k = 0; k < a->n; k++) {
+            CHECK_EQ(b->index[k], a->index[k]);
+            CHECK(b->t[k] == a->t[k]);
+            CHECK_MSG(!memcmp(b->vec[k], a->vec[k], sizeof(a->vec[k])), "file %d row %d", i, k);
+        }
+    }
+}
+
+int main(void)
+{
+    const char *candidates[] = {
+        VF_SAMPLES_DIR "/testsrc_64x48.mp4",
+        VF_SAMPLES_DIR "/truncated.mp4",
+        VF_SAMPLES_DIR "/rotated90_64x48.mp4",
+        VF_SAMPLES_DIR "/audio_only.m4a",
+        VF_SAMPLES_DIR "/one_gop_12s.mp4",
+        "/nonexistent/vidfeat_lanes.mp4",
+        VF_SHARED_DIR "/videos/hevc_640x360_aac.mp4",
+        VF_SHARED_DIR "/videos/vp9_480p_bigbuckbunny_1s.webm",
+        VF_SHARED_DIR "/videos/av1_320x180.ivf",
+        VF_SHARED_DIR "/videos/phone_rotated180_ipad2.mov",
+    };
+    const char *paths[MAX_FILES];
+    int n = 0;
+    for (size_t i = 0; i < sizeof(candidates) / sizeof(*candidates); i++) {
+        if (i < 6 || access(candidates[i], R_OK) == 0)
+            paths[n++] = candidates[i];
+    }
+    static capture one, many;
+    CHECK_EQ(run(1, NULL, paths, n, &one, 0), VF_OK);
+    CHECK_EQ(one.f[0].status, VF_OK);
+    CHECK(one.f[1].status < 0 && one.f[1].n > 0); /* truncated: its frames kept, file failed */
+    CHECK(one.f[3].status < 0 && one.f[5].status < 0);
+
+    char dir[] = "/tmp/vidfeat_test_lanes_XXXXXX", db[1100];
+    CHECK(mkdtemp(dir));
+    snprintf(db, sizeof(db), "%s/l.db", dir);
+    const int lanes[] = {2, 4, 16};
+    for (size_t k = 0; k < sizeof(lanes) / sizeof(*lanes); k++) {
+        CHECK_EQ(run(lanes[k], k == 1 ? db : NULL, paths, n, &many, 0), VF_OK);
+        same_files(&one, &many, n);
+        printf("%d lanes: %d files as with one; batch views switched file %d times (one lane: "
+               "%d)\n",
+               lanes[k], n, many.switches, one.switches);
+    }
+    /* the database: one extraction per file, each with its own rows */
+    int good = 0;
+    for (int i = 0; i < n; i++)
+        good += one.f[i].status == VF_OK;
+    CHECK_EQ(vf_db_int(db, "SELECT count(*) FROM extractions WHERE status = 'done'"), good);
+    CHECK_EQ(vf_db_int(db, "SELECT count(*) FROM extractions e WHERE frames != (SELECT count(*) "
+                           "FROM features f WHERE f.extraction_id = e.id)"),
+             0);
+
+    /* cancelled with several files in flight: nothing half-done is marked done; the next run
+     * finishes every file, each then with exactly the one-lane rows */
+    snprintf(db, sizeof(db), "%s/c.db", dir);
+    CHECK_EQ(run(4, db, paths, n, &many, 3), VF_ERR_CANCELLED);
+    int done_before = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t frames;
+        const char *status = extraction(db, paths[i], &frames);
+        if (!strcmp(status, "done")) {
+            CHECK_EQ(frames, one.f[i].frames);
+            done_before++;
+        }
+    }
+    CHECK_EQ(run(4, db, paths, n, &many, 0), VF_OK);
+    for (int i = 0; i < n; i++) {
+        int64_t frames;
+        const char *status = extraction(db, paths[i], &frames);
+        CHECK_MSG(!strcmp(status, one.f[i].status == VF_OK ? "done" : "failed"), "%s: %s", paths[i],
+                  status);
+        if (one.f[i].status == VF_OK)
+            CHECK_EQ(frames, one.f[i].frames);
+        if (many.f[i].n) /* done again: the same rows */
+            CHECK_EQ(many.f[i].n, one.f[i].n);
+    }
+    CHECK_EQ(vf_db_int(db, "SELECT count(*) FROM extractions e WHERE frames != (SELECT count(*) "
+                           "FROM features f WHERE f.extraction_id = e.id)"),
+             0);
+    printf("cancelled with 4 lanes: %d of %d files done before, all after the rerun\n", done_before,
+           n);
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+    printf("pipeline lanes: several files at once give each file's one-at-a-time rows\n");
+    return 0;
+}

@@ -7,12 +7,15 @@
 #
 #   unit   test_backend_cuda: every operator case against the reference backend, MobileNetV2
 #          against the CPU backend (f32 within 1e-4, tf32/f16 cosine >= 0.999); test_yuvconv_cuda:
-#          the frame conversion kernel against its host reference on the clips (1e-6)
+#          the frame conversion kernel against its host reference on the clips (1e-6);
+#          test_pipeline_cuda: the pipeline converting on the GPU (uploaded and NVDEC frames,
+#          several files at once) against the reference pipeline (1e-4)
 #   e2e    vidfeat on the clips, CPU f32 vs GPU f32 (1e-4) and GPU f16 (cosine 0.999), frames and
 #          timestamps identical (scripts/compare-features.py); NVDEC (--hwdec cuda) vs CPU
 #          decoding (1e-4, tests/cli/test_hwdec.py)
 #   bench  vidfeat bench: VGG19 and Inception v3, inference only, batch 1/8/32/128 x f32/tf32/f16,
-#          and end to end on the 1080p and 720p H.264 clips, CPU decoding and NVDEC
+#          and end to end on the 1080p and 720p H.264 clips, CPU decoding and NVDEC; eight
+#          1080p files at once with 1, 2, 4 and 8 decoders (e2e-files-*)
 #   torch  scripts/bench-torch-gpu.py, the PyTorch peer on the same GPU
 #
 # Logs and JSON go to $OUT (the device tool's return folder) or /tmp/vf-out. The networks are
@@ -76,6 +79,7 @@ for stage in "${stages[@]}"; do
     unit)
         run unit "$bin/test_backend_cuda" "$vf/models/mobilenet_v2.onnx"
         run unit-yuvconv "$bin/test_yuvconv_cuda" "$vf/videos"
+        run unit-pipeline "$bin/test_pipeline_cuda" "$vf/videos"
         ;;
     e2e)
         clips=()
@@ -109,6 +113,19 @@ for stage in "${stages[@]}"; do
                 --batch 1,32,128 --precision f32,f16 --json "$vf/videos/$clip"
             run "bench-e2e-nvdec-${clip%%.*}" "$bin/vidfeat" bench --device gpu --hwdec cuda \
                 --model inception_v3 --batch 32,128 --precision f32,f16 --json "$vf/videos/$clip"
+        done
+        # several files at once (--decoders): eight names for the 1080p clip, NVDEC and CPU
+        # decoding, 1, 2, 4 and 8 decoders; the JSON's frames / seconds is the whole run's rate
+        mkdir -p "$vf/many"
+        for i in 1 2 3 4 5 6 7 8; do
+            ln -sf "$vf/videos/h264_1080p_smpte_bars_counter.mp4" "$vf/many/clip$i.mp4"
+        done
+        for dec in cuda none; do
+            for n in 1 2 4 8; do
+                run "e2e-files-$dec-$n" "$bin/vidfeat" --gpu --hwdec "$dec" --decoders "$n" \
+                    --model inception_v3 --precision f16 --batch 128 --json --force \
+                    -o "$vf/many.db" "$vf"/many/clip*.mp4
+            done
         done
         ;;
     torch)

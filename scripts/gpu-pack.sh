@@ -21,12 +21,13 @@ while [ $# -gt 0 ]; do
 done
 
 if ! cmake --build "$build" -j"$(nproc)" --target vidfeat_cli test_backend_cuda \
-        test_yuvconv_cuda >/dev/null; then
+        test_yuvconv_cuda test_pipeline_cuda >/dev/null; then
     echo "gpu-pack: cannot build vidfeat and the GPU tests in $build (is the CUDA backend" \
          "built? cmake -DVIDFEAT_CUDA=ON)" >&2
     exit 1
 fi
-bins=("$build/src/cli/vidfeat" "$build/tests/test_backend_cuda" "$build/tests/test_yuvconv_cuda")
+bins=("$build/src/cli/vidfeat" "$build/tests/test_backend_cuda" "$build/tests/test_yuvconv_cuda"
+      "$build/tests/test_pipeline_cuda")
 for b in "${bins[@]}"; do
     [ -x "$b" ] || { echo "gpu-pack: $b missing (is the CUDA backend built? cmake -DVIDFEAT_CUDA=ON)" >&2; exit 1; }
 done

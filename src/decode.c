@@ -526,9 +526,6 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
         d->dec->get_format = pick_format;
         if (!(d->dec->hw_device_ctx = av_buffer_ref(d->o.hw->ref)))
             ret = AVERROR(ENOMEM);
-        /* frames the caller holds keep their surfaces: reserve as many beyond the decoder's */
-        if (d->o.keep_on_device > 0)
-            d->dec->extra_hw_frames = d->o.keep_on_device;
     }
     if (ret >= 0) {
         d->dec->thread_count = d->o.threads;

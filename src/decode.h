@@ -66,9 +66,9 @@ typedef struct vf_decode_opts {
      * (H.264, HEVC, VP9, AV1 decoders are exact). Kept frames are copied back to system memory
      * unless keep_on_device. */
     vf_hwdev *hw;
-    /* > 0: leave hw's frames in device memory (vfi_frame_on_device), for a GPU that converts
-     * them where they are, the caller holding at most this many at once (the decoder keeps
-     * surfaces for them); vfi_frame_download brings one back when needed. 0: copy back. */
+    /* Leave hw's frames in device memory (vfi_frame_on_device), for a GPU that converts them
+     * where they are; vfi_frame_download brings one back when needed. FFmpeg copies each out of
+     * the decoder's surfaces, so holding frames costs device memory, not decoding surfaces. */
     int keep_on_device;
 } vf_decode_opts;
 

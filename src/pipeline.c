@@ -331,7 +331,7 @@ static int decode_file(lane *ln, int i)
     vf_sampling s = {p->cfg.sample_fps, p->cfg.every,    p->cfg.keyframes,
                      p->cfg.start,      p->cfg.duration, p->cfg.max_frames};
     vf_decode_opts dopts = {p->cfg.decode_threads, p->cfg.stall_timeout, &p->cancel, p->hw,
-                            p->keep_on_device ? ln->n_frames : 0};
+                            p->keep_on_device};
     event_item *end = new_event(p, ITEM_END, i);
     if (!end) {
         stop(p, VF_ERR_NOMEM, "out of memory");

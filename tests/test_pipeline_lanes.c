@@ -13,60 +13,11 @@
 
 #include "check.h"
 #include "db_check.h"
+#include "rows_capture.h"
 #include "vidfeat.h"
 
-#define DIM       10
-#define MAX_FILES 12
-#define MAX_ROWS  64 /* per file */
-
-typedef struct file_rows {
-    int n;
-    int64_t index[MAX_ROWS];
-    double t[MAX_ROWS];
-    float vec[MAX_ROWS][DIM];
-    int reported;
-    vf_status status;
-    int64_t frames;
-} file_rows;
-
-typedef struct capture {
-    file_rows f[MAX_FILES];
-    int last_file;    /* the file of the previous batch view */
-    int switches;     /* batch views whose file differs from the previous one's */
-    int cancel_after; /* batch views; 0 = never */
-    int views;
-} capture;
-
-static int on_batch(void *user, const vf_batch_view *b)
-{
-    capture *c = user;
-    CHECK(b->file >= 0 && b->file < MAX_FILES && b->dim == DIM);
-    file_rows *f = &c->f[b->file];
-    CHECK_MSG(!f->reported, "rows of file %d after its outcome", b->file);
-    for (int i = 0; i < b->n; i++) {
-        CHECK(f->n < MAX_ROWS);
-        f->index[f->n] = b->frame_index[i];
-        f->t[f->n] = b->t[i];
-        memcpy(f->vec[f->n++], b->features + (size_t)i * DIM, sizeof(f->vec[0]));
-    }
-    c->switches += b->file != c->last_file;
-    c->last_file = b->file;
-    return c->cancel_after && ++c->views >= c->cancel_after;
-}
-
-static void on_file(void *user, int file, const vf_file_result *r)
-{
-    capture *c = user;
-    CHECK(file >= 0 && file < MAX_FILES);
-    file_rows *f = &c->f[file];
-    CHECK_MSG(!f->reported, "file %d reported twice", file);
-    f->reported = 1;
-    f->status = r->skipped ? VF_OK : r->status;
-    f->frames = r->frames;
-}
-
-/* Extract paths into c (and db when not NULL); the hooks stop the run after cancel_after batch
- * views when it is not 0. */
+/* Extract paths into c (and db when not NULL) with this many lanes; the hooks stop the run after
+ * cancel_after batch views when it is not 0. */
 static vf_status run(int decoders, const char *db, const char *const *paths, int n, capture *c,
                      int cancel_after)
 {
@@ -78,15 +29,7 @@ static vf_status run(int decoders, const char *db, const char *const *paths, int
     cfg.convert_threads = 2;
     cfg.decoders = decoders;
     cfg.db_path = db;
-    memset(c, 0, sizeof(*c));
-    c->last_file = -1;
-    c->cancel_after = cancel_after;
-    vf_pipeline *p = NULL;
-    CHECK_OK(vf_pipeline_create(&cfg, &p), vf_pipeline_errmsg(p));
-    vf_run_hooks hooks = {c, NULL, on_file, on_batch};
-    vf_status rc = vf_pipeline_run(p, paths, n, &hooks);
-    vf_pipeline_free(&p);
-    return rc;
+    return cap_run(&cfg, paths, n, c, cancel_after);
 }
 
 /* The status of path's extraction in db ("none" without one) and its frames. */
@@ -143,7 +86,7 @@ int main(void)
         VF_SHARED_DIR "/videos/av1_320x180.ivf",
         VF_SHARED_DIR "/videos/phone_rotated180_ipad2.mov",
     };
-    const char *paths[MAX_FILES];
+    const char *paths[CAP_MAX_FILES];
     int n = 0;
     for (size_t i = 0; i < sizeof(candidates) / sizeof(*candidates); i++) {
         if (i < 6 || access(candidates[i], R_OK) == 0)

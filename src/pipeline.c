@@ -510,7 +510,7 @@ static vf_status convert_frame(vf_pipeline *p, convert_worker *w, frame_item *fi
             rc = be->ops->convert(be, w->cv, &q, &planes, vfi_frame_on_device(&fi->f), row, err);
         if (rc != VF_ERR_UNSUPPORTED)
             return rc;
-        vfi_err_clear(err); /* a layout only the host converts: on */
+        vfi_err_clear(err); /* planes the backend cannot read: the host converts them */
     }
     rc = vfi_frame_download(&fi->f, err);
     if (rc < 0)

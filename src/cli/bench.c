@@ -5,8 +5,11 @@
  * Every configuration runs in a child process, so that its peak resident memory is its own and
  * one configuration's caches and arenas do not help or hurt the next; the child sends one
  * bench_result back through a pipe. Modes:
- *   pipeline    the real pipeline on FILE (decode -> convert -> infer -> store into a scratch
- *               database), stages overlapped; frames/s end to end and per stage
+ *   pipeline    the real pipeline on FILE... (decode -> convert -> infer -> store into a
+ *               scratch database), stages overlapped; frames/s end to end (all frames over the
+ *               run's wall time, the model already loaded) and per stage (all frames over the
+ *               stage's busy time, summed over the files); several files decode at once with
+ *               --decoders
  *   per_frame   the same at batch 1 with the stages taking turns (vf_config.no_overlap): what
  *               extracting one frame at a time costs, the baseline of the "vs per-frame" column
  *   infer_only  the network alone on synthetic images: RUNS timed runs, the median reported
@@ -75,23 +78,33 @@ static void copy_info(bench_result *r, const vf_model_info *info)
 
 /* ---- in the child ---------------------------------------------------------------------- */
 
+/* The files' results summed: frames, and each stage's busy seconds (frames over its rate). */
+typedef struct bench_sum {
+    bench_result *r;
+    double busy[4]; /* decode, convert, infer, store */
+} bench_sum;
+
 static void on_file_done(void *user, int file, const vf_file_result *fr)
 {
-    bench_result *r = user;
+    bench_sum *sum = user;
+    bench_result *r = sum->r;
     (void)file;
-    r->status = fr->status;
-    r->frames = fr->frames;
-    r->e2e_fps = fr->seconds > 0 ? fr->frames / fr->seconds : 0.0;
-    r->decode_fps = fr->decode_fps;
-    r->convert_fps = fr->convert_fps;
-    r->infer_fps = fr->infer_fps;
-    r->store_fps = fr->store_fps;
-    snprintf(r->hwdec, sizeof(r->hwdec), "%s", fr->hwdec ? fr->hwdec : "");
-    snprintf(r->error, sizeof(r->error), "%s", fr->error ? fr->error : "");
+    if (fr->status < 0 && r->status >= 0) { /* the first failure speaks for the run */
+        r->status = fr->status;
+        snprintf(r->error, sizeof(r->error), "%s", fr->error ? fr->error : "");
+    }
+    r->frames += fr->frames;
+    const double fps[4] = {fr->decode_fps, fr->convert_fps, fr->infer_fps, fr->store_fps};
+    for (int i = 0; i < 4; i++)
+        sum->busy[i] += fps[i] > 0 ? (double)fr->frames / fps[i] : 0.0;
+    if (fr->hwdec && fr->hwdec[0])
+        snprintf(r->hwdec, sizeof(r->hwdec), "%s", fr->hwdec);
 }
 
-/* The pipeline on path, storing into a scratch database so that the store stage is measured. */
-static void child_pipeline(const vf_config *base, const char *path, bench_result *r)
+/* The pipeline on the files, storing into a scratch database so that the store stage is
+ * measured. */
+static void child_pipeline(const vf_config *base, const char *const *paths, int n_paths,
+                           bench_result *r)
 {
     const char *dir = getenv("TMPDIR");
     char db[4096];
@@ -113,13 +126,19 @@ static void child_pipeline(const vf_config *base, const char *path, bench_result
         vf_model_info info;
         vf_pipeline_info(p, &info);
         copy_info(r, &info);
-        vf_run_hooks hooks = {r, NULL, on_file_done, NULL};
-        const char *paths[1] = {path};
-        vf_status rc = vf_pipeline_run(p, paths, 1, &hooks);
+        bench_sum sum = {r, {0}};
+        vf_run_hooks hooks = {&sum, NULL, on_file_done, NULL};
+        t0 = cli_now_s();
+        vf_status rc = vf_pipeline_run(p, paths, n_paths, &hooks);
+        double wall = cli_now_s() - t0;
         if (rc < 0) {
             r->status = rc;
             snprintf(r->error, sizeof(r->error), "%s", vf_pipeline_errmsg(p));
         }
+        double *rates[4] = {&r->decode_fps, &r->convert_fps, &r->infer_fps, &r->store_fps};
+        for (int i = 0; i < 4; i++)
+            *rates[i] = sum.busy[i] > 0 ? (double)r->frames / sum.busy[i] : 0.0;
+        r->e2e_fps = wall > 0 ? (double)r->frames / wall : 0.0;
     }
     vf_pipeline_free(&p);
     if (fd >= 0) {
@@ -212,8 +231,8 @@ static int read_full(int fd, void *buf, size_t size)
 }
 
 /* Run one configuration in a child process; 0, or -1 when the child died (r->error says). */
-static int measure(const cli *c, const vf_config *cfg, enum bench_mode mode, const char *path,
-                   bench_result *r)
+static int measure(const cli *c, const vf_config *cfg, enum bench_mode mode,
+                   const char *const *paths, int n_paths, bench_result *r)
 {
     int fd[2];
     memset(r, 0, sizeof(*r));
@@ -238,7 +257,7 @@ static int measure(const cli *c, const vf_config *cfg, enum bench_mode mode, con
         if (mode == MODE_INFER_ONLY)
             child_infer(cfg, c->images, c->runs, mine);
         else
-            child_pipeline(cfg, path, mine);
+            child_pipeline(cfg, paths, n_paths, mine);
         struct rusage ru;
         if (getrusage(RUSAGE_SELF, &ru) == 0)
             mine->peak_kb = ru.ru_maxrss;
@@ -447,12 +466,19 @@ static int write_plot(const cli *c, const char *cpu, const char *path, const ben
 
 int cli_bench(cli *c, int argc, char **argv)
 {
-    if (c->infer_only ? argc != 0 : argc != 1) {
+    if (c->infer_only ? argc != 0 : argc < 1) {
         fprintf(stderr, "vidfeat: bench: %s\n",
-                c->infer_only ? "--infer-only takes no file" : "expected one video file");
+                c->infer_only ? "--infer-only takes no file" : "expected a video file");
         return EXIT_USAGE;
     }
-    const char *path = c->infer_only ? NULL : argv[0];
+    /* the input as the table, the runs table and the chart name it */
+    char label[512] = "";
+    if (argc > 1)
+        snprintf(label, sizeof(label), "%.400s and %d more file%s", argv[0], argc - 1,
+                 argc == 2 ? "" : "s");
+    else if (argc == 1)
+        snprintf(label, sizeof(label), "%.400s", argv[0]);
+    const char *path = c->infer_only ? NULL : label;
     /* int8: each configuration calibrates on its own first frames (synthetic ones with
      * --infer-only) unless a file is named; a benchmark writes no calibration file */
     if (!c->cfg.int8_scales)
@@ -494,7 +520,7 @@ int cli_bench(cli *c, int argc, char **argv)
                 row->mode = c->infer_only ? MODE_INFER_ONLY
                             : per_frame   ? MODE_PER_FRAME
                                           : MODE_PIPELINE;
-                measure(c, &cfg, row->mode, path, &row->r);
+                measure(c, &cfg, row->mode, (const char *const *)argv, argc, &row->r);
                 bench_result *r = &row->r;
                 if (r->status < 0) {
                     int unavailable =

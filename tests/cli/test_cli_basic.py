@@ -101,6 +101,19 @@ def main():
         labels = [t.text for t in root.iter(ns + "text")]
         check("per-frame" in labels and "batch 4" in labels and "cpu f32" in labels, labels)
 
+        # bench on several files, two at once: every frame counted, the input named
+        rotated = os.path.join(samples, "rotated90_64x48.mp4")
+        r = run(exe, "bench", "--model", tiny, "--batch", "4", "--decoders", "2", "--json",
+                clip, rotated)
+        rows = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
+        check(r.returncode == 0 and len(rows) == 2, "bench of 2 files: %d %r" % (r.returncode,
+                                                                               r.stderr))
+        check(all(row["frames"] == 30 and row["end_to_end_fps"] > 0 and row["infer_fps"] > 0
+                  for row in rows), rows)
+        r = run(exe, "bench", "--model", tiny, "--batch", "4", clip, rotated)
+        check(r.returncode == 0 and "testsrc_64x48.mp4 and 1 more file (30 frames)" in r.stdout,
+              r.stdout)
+
         r = run(exe, "bench", "--infer-only", "--model", tiny, "--batch", "1,2", "--runs", "3",
                 "--json")
         rows = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]

@@ -15,7 +15,7 @@
 #          decoding (1e-4, tests/cli/test_hwdec.py)
 #   bench  vidfeat bench: VGG19 and Inception v3, inference only, batch 1/8/32/128 x f32/tf32/f16,
 #          and end to end on the 1080p and 720p H.264 clips, CPU decoding and NVDEC; eight
-#          1080p files at once with 1, 2, 4 and 8 decoders (e2e-files-*)
+#          1080p files at once with 1, 2, 4 and 8 decoders (bench-files-*)
 #   torch  scripts/bench-torch-gpu.py, the PyTorch peer on the same GPU
 #
 # Logs and JSON go to $OUT (the device tool's return folder) or /tmp/vf-out. The networks are
@@ -114,17 +114,17 @@ for stage in "${stages[@]}"; do
             run "bench-e2e-nvdec-${clip%%.*}" "$bin/vidfeat" bench --device gpu --hwdec cuda \
                 --model inception_v3 --batch 32,128 --precision f32,f16 --json "$vf/videos/$clip"
         done
-        # several files at once (--decoders): eight names for the 1080p clip, NVDEC and CPU
-        # decoding, 1, 2, 4 and 8 decoders; the JSON's frames / seconds is the whole run's rate
+        # several files at once (--decoders): eight names for the 1080p clip (2008 frames),
+        # NVDEC and CPU decoding, 1, 2, 4 and 8 decoders
         mkdir -p "$vf/many"
         for i in 1 2 3 4 5 6 7 8; do
             ln -sf "$vf/videos/h264_1080p_smpte_bars_counter.mp4" "$vf/many/clip$i.mp4"
         done
         for dec in cuda none; do
             for n in 1 2 4 8; do
-                run "e2e-files-$dec-$n" "$bin/vidfeat" --gpu --hwdec "$dec" --decoders "$n" \
-                    --model inception_v3 --precision f16 --batch 128 --json --force \
-                    -o "$vf/many.db" "$vf"/many/clip*.mp4
+                run "bench-files-$dec-$n" "$bin/vidfeat" bench --device gpu --hwdec "$dec" \
+                    --decoders "$n" --model inception_v3 --precision f16 --batch 128 --json \
+                    "$vf"/many/clip*.mp4
             done
         done
         ;;

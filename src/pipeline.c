@@ -192,7 +192,9 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Record the first fatal error and stop every stage. */
+/* Record the first fatal error and stop every stage. Under the lock, which make_run and
+ * free_run hold while they create and detach the queues: vf_pipeline_cancel may come from
+ * another thread at any moment, a run's setup and teardown included. */
 static void stop(vf_pipeline *p, vf_status code, const char *msg)
 {
     pthread_mutex_lock(&p->lock);
@@ -200,7 +202,6 @@ static void stop(vf_pipeline *p, vf_status code, const char *msg)
         p->stop_reason = code;
         vfi_fail(&p->err, code, "%s", msg);
     }
-    pthread_mutex_unlock(&p->lock);
     atomic_store(&p->cancel, 1);
     vf_queue *qs[] = {p->q_batches, p->q_done, p->q_free_batches, p->q_tokens, p->q_jobs};
     for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
@@ -213,6 +214,7 @@ static void stop(vf_pipeline *p, vf_status code, const char *msg)
         if (p->lanes[i].q_free_frames)
             vfi_queue_cancel(p->lanes[i].q_free_frames);
     }
+    pthread_mutex_unlock(&p->lock);
     pthread_mutex_lock(&p->conv_lock); /* the convert thread may wait for its workers */
     pthread_cond_broadcast(&p->conv_done);
     pthread_mutex_unlock(&p->conv_lock);
@@ -919,21 +921,26 @@ static void *store_thread(void *arg)
 
 static void free_run(vf_pipeline *p)
 {
-    for (int k = 0; p->lanes && k < p->n_lanes; k++) {
-        lane *ln = &p->lanes[k];
+    /* detached under the lock first, so that a concurrent stop() finds them or nothing */
+    pthread_mutex_lock(&p->lock);
+    lane *lanes = p->lanes;
+    int n_lanes = p->n_lanes;
+    vf_queue *qs[] = {p->q_batches, p->q_done, p->q_free_batches, p->q_tokens, p->q_jobs};
+    p->lanes = NULL;
+    p->n_lanes = 0;
+    p->q_batches = p->q_done = p->q_free_batches = p->q_tokens = p->q_jobs = NULL;
+    pthread_mutex_unlock(&p->lock);
+    for (int k = 0; lanes && k < n_lanes; k++) {
+        lane *ln = &lanes[k];
         vfi_queue_free(&ln->q_frames);
         vfi_queue_free(&ln->q_free_frames);
         for (int i = 0; ln->frames && i < ln->n_frames; i++)
             vfi_frame_destroy(&ln->frames[i].f);
         vfi_free(ln->frames);
     }
-    vfi_free(p->lanes);
-    p->lanes = NULL;
-    vfi_queue_free(&p->q_batches);
-    vfi_queue_free(&p->q_done);
-    vfi_queue_free(&p->q_free_batches);
-    vfi_queue_free(&p->q_tokens);
-    vfi_queue_free(&p->q_jobs);
+    vfi_free(lanes);
+    for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++)
+        vfi_queue_free(&qs[i]);
     if (p->batches) {
         for (int i = 0; i < p->n_batches; i++) {
             batch_item *b = &p->batches[i];
@@ -961,6 +968,7 @@ static int lane_frames(const vf_pipeline *p)
     return FRAME_POOL + p->n_conv;
 }
 
+/* The run's pools and queues; called with p->lock held (see stop). */
 static vf_status make_run(vf_pipeline *p)
 {
     int depth = p->cfg.queue_depth > 0 ? p->cfg.queue_depth : DEFAULT_QUEUE_DEPTH;
@@ -1059,10 +1067,12 @@ vf_status vf_pipeline_run(vf_pipeline *p, const char *const *paths, int n_paths,
     p->paths = paths;
     p->n_paths = n_paths;
     p->hooks = hooks;
+    pthread_mutex_lock(&p->lock);
     p->stop_reason = VF_OK;
     vfi_err_clear(&p->err);
     atomic_store(&p->cancel, 0);
     vf_status rc = make_run(p);
+    pthread_mutex_unlock(&p->lock);
     if (rc >= 0)
         rc = mark_done(p);
     if (rc < 0) {

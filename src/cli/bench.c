@@ -443,7 +443,7 @@ static int write_plot(const cli *c, const char *cpu, const char *path, const ben
         bars[i].group = group[i];
         bars[i].value = rows[i].fps;
     }
-    char title[512], subtitle[512];
+    char title[512], subtitle[1024]; /* the CPU, the GPU and the input named in full */
     const char *base = path ? strrchr(path, '/') : NULL;
     snprintf(title, sizeof(title), "vidfeat %s: %s (%s)",
              c->infer_only ? "inference only" : "end to end", rows[0].r.model, rows[0].r.layer);

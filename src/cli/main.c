@@ -124,18 +124,18 @@ static const opt_def options[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(
-        f, "usage: vidfeat [extract] [options] FILE|DIR...\n"
-           "       vidfeat COMMAND [options]\n\n"
-           "commands:\n"
-           "  extract (default)              features of every frame (or sample) into SQLite\n"
-           "  info DB                        what a database holds\n"
-           "  bench [options] FILE...        the pipeline on FILE(s) per --batch/--precision list\n"
-           "  bench --infer-only [options]   network throughput on synthetic images\n"
-           "  models [options]               known models, where found, input size, layers\n"
-           "  calibrate [options] FILE|DIR...  int8 scales from sample frames of these inputs\n"
-           "\nexit status: 0 all done, 1 some inputs failed, 2 usage error\n"
-           "\noptions:\n");
+    fprintf(f,
+            "usage: vidfeat [extract] [options] FILE|DIR...\n"
+            "       vidfeat COMMAND [options]\n\n"
+            "commands:\n"
+            "  extract (default)              features of every frame (or sample) into SQLite\n"
+            "  info DB                        what a database holds\n"
+            "  bench [options] FILE...        the pipeline on the files per --batch/--precision\n"
+            "  bench --infer-only [options]   network throughput on synthetic images\n"
+            "  models [options]               known models, where found, input size, layers\n"
+            "  calibrate [options] FILE|DIR...  int8 scales from sample frames of these inputs\n"
+            "\nexit status: 0 all done, 1 some inputs failed, 2 usage error\n"
+            "\noptions:\n");
     for (size_t i = 0; i < N_OPTIONS; i++) {
         char left[48];
         const opt_def *o = &options[i];

@@ -539,6 +539,18 @@ vf_status vf_extractor_info(const vf_extractor *ex, vf_model_info *info)
     return VF_OK;
 }
 
+/* n images through the backend, from host memory (in) or from a batch input (input): run() or
+ * run_input() (on failure the message is in the backend's err); then, for int8, the
+ * calibration saved once the backend has made it final. */
+static vf_status run_batch(vf_extractor *ex, const float *in, const void *input, float *out, int n)
+{
+    vf_status rc = input ? vfi_backend_run_input(ex->backend, input, out, n)
+                         : ex->backend->ops->run(ex->backend, in, out, n);
+    if (rc >= 0 && ex->calibrating)
+        save_calibration(ex, 0);
+    return rc;
+}
+
 vf_status vf_extractor_infer(vf_extractor *ex, const float *images, int n, float *features)
 {
     if (!ex || !ex->backend || !images || !features || n < 1)
@@ -547,8 +559,8 @@ vf_status vf_extractor_infer(vf_extractor *ex, const float *images, int n, float
     size_t out_per = (size_t)ex->info.feature_dim;
     for (int done = 0; done < n;) {
         int count = n - done < ex->info.batch_size ? n - done : ex->info.batch_size;
-        vf_status rc = vfi_extractor_run(ex, images + (size_t)done * in_per,
-                                         features + (size_t)done * out_per, count);
+        vf_status rc = run_batch(ex, images + (size_t)done * in_per, NULL,
+                                 features + (size_t)done * out_per, count);
         if (rc < 0) {
             ex->err = ex->backend->err;
             return rc;
@@ -563,19 +575,9 @@ vf_backend *vfi_extractor_backend(vf_extractor *ex)
     return ex->backend;
 }
 
-vf_status vfi_extractor_run(vf_extractor *ex, const float *in, float *out, int n)
-{
-    vf_status rc = ex->backend->ops->run(ex->backend, in, out, n);
-    if (rc >= 0 && ex->calibrating)
-        save_calibration(ex, 0);
-    return rc;
-}
-
 vf_status vfi_extractor_run_input(vf_extractor *ex, const void *input, float *out, int n)
 {
-    if (vfi_backend_input_host(ex->backend))
-        return vfi_extractor_run(ex, input, out, n);
-    return vfi_backend_run_input(ex->backend, input, out, n); /* a GPU: no int8 calibration */
+    return run_batch(ex, NULL, input, out, n);
 }
 
 void vfi_extractor_end_run(vf_extractor *ex)

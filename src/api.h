@@ -10,10 +10,9 @@
 /* The compiled backend of an extractor (borrowed; lives as long as ex). */
 vf_backend *vfi_extractor_backend(vf_extractor *ex);
 
-/* Run n images through the backend (its run(); on failure the message is in the backend's
- * err), then, for int8, save the calibration once the backend has made it final. */
-vf_status vfi_extractor_run(vf_extractor *ex, const float *in, float *out, int n);
-/* The same for the first n rows of a batch input (vfi_backend_input_alloc's memory). */
+/* Run the first n rows of a batch input (vfi_backend_input_alloc's memory) through the backend
+ * (on failure the message is in the backend's err), then, for int8, save the calibration once
+ * the backend has made it final. */
 vf_status vfi_extractor_run_input(vf_extractor *ex, const void *input, float *out, int n);
 
 /* At the end of a pipeline run: an int8 calibration still going on is saved with the frames

@@ -13,8 +13,8 @@
 #   e2e    vidfeat on the clips, CPU f32 vs GPU f32 (1e-4) and GPU f16 (cosine 0.999), frames and
 #          timestamps identical (scripts/compare-features.py); NVDEC (--hwdec cuda) vs CPU
 #          decoding (1e-4, tests/cli/test_hwdec.py)
-#   bench  vidfeat bench: VGG19 and Inception v3, inference only, batch 1/8/32/128 x f32/tf32/f16,
-#          and end to end on the 1080p and 720p H.264 clips, CPU decoding and NVDEC; eight
+#   bench  vidfeat bench: VGG19 and Inception v3, inference only, batch 1/8/32/128 x f32/tf32/f16
+#          (tf32/f16 again all NCHW: bench-infer-nchw-*), and end to end on the 1080p and 720p H.264 clips, CPU decoding and NVDEC; eight
 #          1080p files at once with 1, 2, 4 and 8 decoders (bench-files-*)
 #   torch  scripts/bench-torch-gpu.py, the PyTorch peer on the same GPU
 #
@@ -107,6 +107,9 @@ for stage in "${stages[@]}"; do
         for m in vgg19 inception_v3; do
             run "bench-infer-$m" "$bin/vidfeat" bench --device gpu --model "$m" --infer-only \
                 --batch 1,8,32,128 --precision f32,tf32,f16 --json
+            # the same with every convolution NCHW: what NHWC buys (tensor-core precisions)
+            VIDFEAT_CUDA_NHWC=0 run "bench-infer-nchw-$m" "$bin/vidfeat" bench --device gpu \
+                --model "$m" --infer-only --batch 8,32,128 --precision tf32,f16 --json
         done
         for clip in h264_1080p_smpte_bars_counter.mp4 h264_720p_bigbuckbunny.mp4; do
             run "bench-e2e-${clip%%.*}" "$bin/vidfeat" bench --device all --model inception_v3 \

@@ -24,6 +24,14 @@
  * half network converts on the device (cuda_kernels.cu: cuDNN's tensor copy does not change
  * the data type).
  *
+ * Layout: with tensor-core math (tf32, f16) convolutions run NHWC where cuDNN's kernels want it
+ * (channels per group a multiple of 8, so not the 3-channel first layer), which spares cuDNN a
+ * transposition before and after each one. Every 4-D activation remembers its layout (vlay);
+ * convolution, pooling, elementwise operations and channel concatenation work in either, and
+ * any other operator gets its input made NCHW by one copy step, as does the network's output.
+ * A tensor whose H x W (or C) is 1 is the same bytes either way and changes layout for free.
+ * VIDFEAT_CUDA_NHWC=0 keeps everything NCHW; =all runs every convolution NHWC (tests).
+ *
  * Batches shorter than the prepared maximum run at their own size: the descriptors carry the
  * batch, so run() re-sets them (host-only calls, no allocation) when n changes, and a
  * convolution whose searched algorithm would need more workspace at that size falls back to
@@ -139,8 +147,11 @@ typedef struct cuda_ctx {
     const vf_graph *g;
     vf_graph *owner_view;
     int release_weights;
+    int nhwc; /* NHWC convolutions: 0 never, 1 where the channels suit, 2 all (tests) */
     int max_batch, cur_batch;
-    int *vbuf; /* value -> buffer */
+    int *vbuf;           /* value -> buffer */
+    unsigned char *vlay; /* value -> 1 when its buffer holds NHWC */
+    int n_nhwc_convs, n_relayouts;
     cbuf *bufs;
     int n_bufs, cap_bufs;
     step *steps;
@@ -252,6 +263,10 @@ static vf_status cuda_init(vf_backend *b, const vf_backend_opts *opts)
     c->act_dt = opts->precision == VF_PRECISION_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
     c->es = opts->precision == VF_PRECISION_F16 ? 2 : 4;
     c->release_weights = opts->release_weights;
+    if (opts->precision != VF_PRECISION_F32) {
+        const char *env = getenv("VIDFEAT_CUDA_NHWC");
+        c->nhwc = !env ? 1 : !strcmp(env, "0") ? 0 : !strcmp(env, "all") ? 2 : 1;
+    }
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, c->device) == cudaSuccess)
         snprintf(c->name, sizeof(c->name), "%s", prop.name);
@@ -308,6 +323,7 @@ static void cuda_destroy(vf_backend *b)
     vfi_free(c->steps);
     vfi_free(c->bufs);
     vfi_free(c->vbuf);
+    vfi_free(c->vlay);
     vfi_free(c->convs);
     vfi_free(c->summary);
     vfi_free(c);
@@ -445,6 +461,37 @@ static vf_status value_view(vf_backend *b, tview *v, const vf_value *val)
     return dense_view(b, v, val->rank, val->dims, val->is_batched, c->act_dt);
 }
 
+/* Give a packed 4-D view [N, C, H, W] the strides of NHWC memory. */
+static vf_status nhwc_view(vf_backend *b, tview *v)
+{
+    cuda_ctx *c = b->ctx;
+    v->strides[1] = 1;
+    v->strides[3] = v->dims[1];
+    v->strides[2] = v->dims[3] * v->dims[1];
+    v->strides[0] = v->dims[2] * v->strides[2];
+    return set_view(b, v, c->max_batch);
+}
+
+/* The view of value vi's buffer, in the layout it has. */
+static vf_status act_view(vf_backend *b, tview *v, int vi)
+{
+    cuda_ctx *c = b->ctx;
+    vf_status rc = value_view(b, v, &c->g->values[vi]);
+    return rc >= 0 && c->vlay[vi] ? nhwc_view(b, v) : rc;
+}
+
+/* Are NCHW and NHWC the same bytes for this value, aligned to 4-D by leading 1s (its C, or its
+ * H x W, is 1)? */
+static int layout_free(const vf_value *v)
+{
+    int64_t d[4] = {1, 1, 1, 1};
+    if (v->rank > 4)
+        return 0;
+    for (int i = 0; i < v->rank; i++)
+        d[4 - v->rank + i] = v->dims[i];
+    return d[1] == 1 || d[2] * d[3] == 1;
+}
+
 /* ---- constants ------------------------------------------------------------------------------ */
 
 /* Upload `count` floats (their reciprocals when `invert`) as a constant buffer in the
@@ -474,7 +521,16 @@ fail:
     return rc;
 }
 
-/* A graph constant on the device; frees the graph's copy when allowed. */
+/* A graph constant now on the device: free the graph's copy when allowed. */
+static void uploaded(cuda_ctx *c, int vi)
+{
+    if (c->release_weights && vfi_graph_count_uses(c->g, vi) == 1) {
+        vfi_free(c->owner_view->values[vi].data);
+        c->owner_view->values[vi].data = NULL;
+    }
+}
+
+/* A graph constant on the device. */
 static vf_status upload_value(vf_backend *b, int vi, int invert, int *out)
 {
     cuda_ctx *c = b->ctx;
@@ -482,10 +538,36 @@ static vf_status upload_value(vf_backend *b, int vi, int invert, int *out)
     if (v->dtype != VF_DTYPE_F32 || !v->data)
         return unsupported(b, "constant that is not float data");
     vf_status rc = upload(b, v->data, (size_t)vfi_value_numel(v), invert, out);
-    if (rc >= 0 && c->release_weights && vfi_graph_count_uses(c->g, vi) == 1) {
-        vfi_free(c->owner_view->values[vi].data);
-        c->owner_view->values[vi].data = NULL;
+    if (rc >= 0)
+        uploaded(c, vi);
+    return rc;
+}
+
+/* A convolution's filter [K, C, R, S] on the device, reordered to [K, R, S, C] for NHWC. */
+static vf_status upload_filter(vf_backend *b, int vi, int nhwc, int *out)
+{
+    cuda_ctx *c = b->ctx;
+    const vf_value *v = &c->g->values[vi];
+    if (!nhwc)
+        return upload_value(b, vi, 0, out);
+    if (v->dtype != VF_DTYPE_F32 || !v->data)
+        return unsupported(b, "constant that is not float data");
+    size_t n = (size_t)vfi_value_numel(v), k_n = (size_t)v->dims[0], c_n = (size_t)v->dims[1];
+    size_t rs_n = (size_t)v->dims[2] * (size_t)v->dims[3];
+    float *krsc = vfi_mallocarray(n ? n : 1, sizeof(float));
+    if (!krsc)
+        return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+    const float *kcrs = v->data;
+    for (size_t k = 0; k < k_n; k++) {
+        for (size_t ch = 0; ch < c_n; ch++) {
+            for (size_t rs = 0; rs < rs_n; rs++)
+                krsc[(k * rs_n + rs) * c_n + ch] = kcrs[(k * c_n + ch) * rs_n + rs];
+        }
     }
+    vf_status rc = upload(b, krsc, n, 0, out);
+    vfi_free(krsc);
+    if (rc >= 0)
+        uploaded(c, vi);
     return rc;
 }
 
@@ -671,10 +753,10 @@ fail:
     return rc;
 }
 
-/* A new buffer holding x [N, C, H, W] padded by pads (top, left, bottom, right) with `value`;
- * *pv receives its view. */
-static vf_status padded_copy(vf_backend *b, int x, const tview *xv, const int pads[4], float value,
-                             int *out, tview *pv)
+/* A new buffer holding x [N, C, H, W] padded by pads (top, left, bottom, right) with `value`,
+ * in x's layout (nhwc); *pv receives its view. */
+static vf_status padded_copy(vf_backend *b, int x, const tview *xv, int nhwc, const int pads[4],
+                             float value, int *out, tview *pv)
 {
     vf_status rc = VF_OK;
     cuda_ctx *c = b->ctx;
@@ -682,13 +764,17 @@ static vf_status padded_copy(vf_backend *b, int x, const tview *xv, const int pa
                        (int64_t)xv->dims[3] + pads[1] + pads[3]};
     memset(pv, 0, sizeof(*pv));
     TRY(dense_view(b, pv, 4, dims, 1, c->act_dt));
+    if (nhwc)
+        TRY(nhwc_view(b, pv));
     int y;
     TRY(new_buf(b, BUF_ARENA, (size_t)pv->strides[0] * (size_t)c->max_batch * c->es, &y));
     TRY(fill_step(b, y, pv, value));
     tview inner = *pv; /* the interior: x's dims with the padded strides */
     inner.d = NULL;
     memcpy(inner.dims, xv->dims, sizeof(inner.dims));
-    size_t off = ((size_t)pads[0] * (size_t)pv->strides[2] + (size_t)pads[1]) * c->es;
+    size_t off =
+        ((size_t)pads[0] * (size_t)pv->strides[2] + (size_t)pads[1] * (size_t)pv->strides[3]) *
+        c->es;
     TRY(copy_step(b, x, 0, xv, y, off, &inner, NULL));
     destroy_view(&inner);
     *out = y;
@@ -696,18 +782,134 @@ fail:
     return rc;
 }
 
+/* Make value vi's buffer hold layout nhwc (1) or NCHW (0): a copy step into a new buffer, which
+ * the value's later readers use; nothing when the layouts are the same bytes. */
+static vf_status to_layout(vf_backend *b, int vi, int nhwc)
+{
+    cuda_ctx *c = b->ctx;
+    const vf_value *v = &c->g->values[vi];
+    if (c->vlay[vi] == nhwc || !v->is_batched)
+        return VF_OK;
+    if (layout_free(v)) {
+        c->vlay[vi] = (unsigned char)nhwc;
+        return VF_OK;
+    }
+    vf_status rc = VF_OK;
+    tview from = {0}, to = {0};
+    int y;
+    TRY(act_view(b, &from, vi));
+    TRY(value_view(b, &to, v));
+    if (nhwc)
+        TRY(nhwc_view(b, &to));
+    TRY(new_buf(b, BUF_ARENA, (size_t)vfi_value_sample_numel(v) * (size_t)c->max_batch * c->es,
+                &y));
+    TRY(copy_step(b, c->vbuf[vi], 0, &from, y, 0, &to, NULL));
+    c->vbuf[vi] = y;
+    c->vlay[vi] = (unsigned char)nhwc;
+    c->n_relayouts++;
+fail:
+    destroy_view(&from);
+    destroy_view(&to);
+    return rc;
+}
+
 /* ---- ops ------------------------------------------------------------------------------------ */
 
+/* The node's output buffer and its view, in the layout the op chose (vlay[output], set first). */
 static vf_status out_buf(vf_backend *b, const vf_node *nd, tview *yv, int *y)
 {
     cuda_ctx *c = b->ctx;
     const vf_value *v = &c->g->values[nd->output];
-    vf_status rc = value_view(b, yv, v);
+    vf_status rc = act_view(b, yv, nd->output);
     if (rc < 0)
         return rc;
     rc = new_buf(b, BUF_ARENA, (size_t)vfi_value_sample_numel(v) * (size_t)c->max_batch * c->es, y);
     if (rc >= 0)
         c->vbuf[nd->output] = *y;
+    return rc;
+}
+
+/* The filter [K, C / group, R, S] of a convolution, read as KCRS or (nhwc) KRSC. */
+static vf_status set_filter(vf_backend *b, cudnnFilterDescriptor_t wd, const vf_value *wv, int nhwc)
+{
+    cuda_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    DN(cudnnSetFilter4dDescriptor(wd, c->act_dt, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                  (int)wv->dims[0], (int)wv->dims[1], (int)wv->dims[2],
+                                  (int)wv->dims[3]));
+fail:
+    return rc;
+}
+
+static vf_status set_conv(vf_backend *b, cudnnConvolutionDescriptor_t cd, const vf_conv_params *p,
+                          int pad_h, int pad_w)
+{
+    cuda_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    DN(cudnnSetConvolution2dDescriptor(cd, pad_h, pad_w, p->win.stride[0], p->win.stride[1],
+                                       p->win.dilation[0], p->win.dilation[1],
+                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    DN(cudnnSetConvolutionGroupCount(cd, p->group));
+    DN(cudnnSetConvolutionMathType(cd, c->precision == VF_PRECISION_F32 ? CUDNN_FMA_MATH
+                                                                        : CUDNN_TENSOR_OP_MATH));
+fail:
+    return rc;
+}
+
+/* The input of a convolution as the call sees it: x's dims grown by an asymmetric padding
+ * (which a padded copy then provides), and the symmetric padding left to cuDNN. */
+static void conv_input(const vf_conv_params *p, const vf_value *xv, int64_t dims[4], int *pad_h,
+                       int *pad_w)
+{
+    const int *pads = p->win.pads;
+    memcpy(dims, xv->dims, 4 * sizeof(int64_t));
+    *pad_h = pads[0];
+    *pad_w = pads[1];
+    if (pads[0] != pads[2] || pads[1] != pads[3]) {
+        dims[2] += pads[0] + pads[2];
+        dims[3] += pads[1] + pads[3];
+        *pad_h = *pad_w = 0;
+    }
+}
+
+/* Does convolution nd run NHWC? With tensor-core math, when its input and output channels are
+ * multiples of 8 (what those kernels are made for; any under VIDFEAT_CUDA_NHWC=all) and cuDNN's
+ * heuristics offer an algorithm for that layout. */
+static vf_status conv_layout(vf_backend *b, const vf_node *nd, int *nhwc)
+{
+    cuda_ctx *c = b->ctx;
+    const vf_value *xv = &c->g->values[nd->inputs[0]], *wv = &c->g->values[nd->inputs[1]];
+    *nhwc = 0;
+    if (!c->nhwc || (c->nhwc == 1 && (xv->dims[1] % 8 || wv->dims[0] % 8)))
+        return VF_OK;
+    vf_status rc = VF_OK;
+    tview xt = {0}, yt = {0};
+    cudnnFilterDescriptor_t wd = NULL;
+    cudnnConvolutionDescriptor_t cd = NULL;
+    int64_t dims[4];
+    int pad_h, pad_w;
+    conv_input(&nd->p.conv, xv, dims, &pad_h, &pad_w);
+    TRY(dense_view(b, &xt, 4, dims, 1, c->act_dt));
+    TRY(nhwc_view(b, &xt));
+    TRY(value_view(b, &yt, &c->g->values[nd->output]));
+    TRY(nhwc_view(b, &yt));
+    DN(cudnnCreateFilterDescriptor(&wd));
+    TRY(set_filter(b, wd, wv, 1));
+    DN(cudnnCreateConvolutionDescriptor(&cd));
+    TRY(set_conv(b, cd, &nd->p.conv, pad_h, pad_w));
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int got = 0;
+    DN(cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, xt.d, wd, cd, yt.d,
+                                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
+    for (int j = 0; j < got; j++)
+        *nhwc |= perf[j].status == CUDNN_STATUS_SUCCESS;
+fail:
+    destroy_view(&xt);
+    destroy_view(&yt);
+    if (wd)
+        cudnnDestroyFilterDescriptor(wd);
+    if (cd)
+        cudnnDestroyConvolutionDescriptor(cd);
     return rc;
 }
 
@@ -721,16 +923,21 @@ static vf_status conv_op(vf_backend *b, const vf_node *nd)
     tview xview = {0}, yview = {0}, pview = {0};
     if (xv->rank != 4 || wv->rank != 4)
         return unsupported(b, "convolution other than 2-D");
+    int nhwc;
+    TRY(conv_layout(b, nd, &nhwc));
+    TRY(to_layout(b, nd->inputs[0], nhwc));
     int x = c->vbuf[nd->inputs[0]], y;
-    TRY(value_view(b, &xview, xv));
-    const int *pads = p->win.pads;
-    int pad_h = pads[0], pad_w = pads[1];
-    if (pads[0] != pads[2] || pads[1] != pads[3]) {
-        TRY(padded_copy(b, x, &xview, pads, 0.0f, &x, &pview));
+    TRY(act_view(b, &xview, nd->inputs[0]));
+    int64_t in_dims[4];
+    int pad_h, pad_w;
+    conv_input(p, xv, in_dims, &pad_h, &pad_w);
+    if (in_dims[2] != xv->dims[2] || in_dims[3] != xv->dims[3]) {
+        TRY(padded_copy(b, x, &xview, nhwc, p->win.pads, 0.0f, &x, &pview));
         destroy_view(&xview);
         xview = pview;
-        pad_h = pad_w = 0;
     }
+    c->vlay[nd->output] = (unsigned char)nhwc;
+    c->n_nhwc_convs += nhwc;
     TRY(out_buf(b, nd, &yview, &y));
     int fuse = nd->n_inputs > 2 && p->act.kind == VF_ACT_RELU && p->act.alpha == 0.0f;
     int pre = y; /* what the convolution writes; the activation then goes pre -> y */
@@ -738,7 +945,7 @@ static vf_status conv_op(vf_backend *b, const vf_node *nd)
         TRY(temp_like(b, &yview, &pre));
     step *s;
     TRY(new_step(b, ST_CONV, x, pre, &s));
-    TRY(upload_value(b, nd->inputs[1], 0, &s->w));
+    TRY(upload_filter(b, nd->inputs[1], nhwc, &s->w));
     if (nd->n_inputs > 2) {
         TRY(upload_value(b, nd->inputs[2], 0, &s->bias));
         int64_t bd[4] = {1, wv->dims[0], 1, 1};
@@ -749,15 +956,9 @@ static vf_status conv_op(vf_backend *b, const vf_node *nd)
     xview.d = yview.d = NULL;
     s->n_views = 3;
     DN(cudnnCreateFilterDescriptor(&s->wd));
-    DN(cudnnSetFilter4dDescriptor(s->wd, c->act_dt, CUDNN_TENSOR_NCHW, (int)wv->dims[0],
-                                  (int)wv->dims[1], (int)wv->dims[2], (int)wv->dims[3]));
+    TRY(set_filter(b, s->wd, wv, nhwc));
     DN(cudnnCreateConvolutionDescriptor(&s->cd));
-    DN(cudnnSetConvolution2dDescriptor(s->cd, pad_h, pad_w, p->win.stride[0], p->win.stride[1],
-                                       p->win.dilation[0], p->win.dilation[1],
-                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    DN(cudnnSetConvolutionGroupCount(s->cd, p->group));
-    DN(cudnnSetConvolutionMathType(s->cd, c->precision == VF_PRECISION_F32 ? CUDNN_FMA_MATH
-                                                                           : CUDNN_TENSOR_OP_MATH));
+    TRY(set_conv(b, s->cd, p, pad_h, pad_w));
     int on, oc, oh, ow;
     DN(cudnnGetConvolution2dForwardOutputDim(s->cd, s->v[0].d, s->wd, &on, &oc, &oh, &ow));
     if (oc != s->v[2].dims[1] || oh != s->v[2].dims[2] || ow != s->v[2].dims[3]) {
@@ -850,6 +1051,7 @@ static vf_status act_op(vf_backend *b, const vf_node *nd)
     vf_status rc = VF_OK;
     tview yview = {0};
     int y;
+    c->vlay[nd->output] = c->vlay[nd->inputs[0]]; /* elementwise: either layout */
     TRY(out_buf(b, nd, &yview, &y));
     TRY(act_steps(b, &nd->p.act, c->vbuf[nd->inputs[0]], y, &yview));
     if (nd->p.act.kind == VF_ACT_NONE) {
@@ -870,8 +1072,8 @@ static vf_status pool_op(vf_backend *b, const vf_node *nd)
     tview xview = {0}, yview = {0}, pview = {0};
     if (xv->rank != 4)
         return unsupported(b, "pooling other than 2-D");
-    int x = c->vbuf[nd->inputs[0]], y;
-    TRY(value_view(b, &xview, xv));
+    int x = c->vbuf[nd->inputs[0]], y, nhwc = c->vlay[nd->inputs[0]]; /* pooled as it is */
+    TRY(act_view(b, &xview, nd->inputs[0]));
     int kh, kw, sh = 1, sw = 1, pads[4] = {0, 0, 0, 0};
     if (p->global) {
         kh = (int)xv->dims[2];
@@ -907,11 +1109,12 @@ static vf_status pool_op(vf_backend *b, const vf_node *nd)
     }
     int ph = pads[0], pw = pads[1];
     if (asym) {
-        TRY(padded_copy(b, x, &xview, pads, avg ? 0.0f : -INFINITY, &x, &pview));
+        TRY(padded_copy(b, x, &xview, nhwc, pads, avg ? 0.0f : -INFINITY, &x, &pview));
         destroy_view(&xview);
         xview = pview;
         ph = pw = 0;
     }
+    c->vlay[nd->output] = (unsigned char)nhwc;
     TRY(out_buf(b, nd, &yview, &y));
     step *s;
     TRY(new_step(b, ST_POOL, x, y, &s));
@@ -982,6 +1185,13 @@ static vf_status binary_op(vf_backend *b, const vf_node *nd)
     const vf_value *av = &g->values[i0], *bv = &g->values[i1];
     if (vfi_value_numel(av) != vfi_value_numel(yv) || !av->is_batched)
         return unsupported(b, "elementwise operation where both operands broadcast");
+    /* NHWC when the first operand is and the second reads the same either way or is full-size */
+    int nhwc = c->vlay[i0] && yv->rank == 4 &&
+               (layout_free(bv) || (bv->is_batched && vfi_value_numel(bv) == vfi_value_numel(yv)));
+    TRY(to_layout(b, i0, nhwc));
+    if (bv->is_batched)
+        TRY(to_layout(b, i1, nhwc));
+    c->vlay[nd->output] = (unsigned char)nhwc;
     int x2;
     if (bv->is_batched) {
         if (kind == VF_BIN_DIV)
@@ -991,6 +1201,8 @@ static vf_status binary_op(vf_backend *b, const vf_node *nd)
         for (int i = 0; i < yv->rank; i++)
             dims[i] = bv->dims[i];
         TRY(dense_view(b, &bview, yv->rank, dims, 1, c->act_dt));
+        if (nhwc)
+            TRY(nhwc_view(b, &bview));
     } else {
         TRY(const_operand(b, i1, yv, kind == VF_BIN_DIV, &x2, &bview));
     }
@@ -1045,13 +1257,23 @@ static vf_status concat_op(vf_backend *b, const vf_node *nd)
     int axis = nd->p.axis;
     vf_status rc = VF_OK;
     tview yview = {0};
-    int y;
+    int y, nhwc = 0;
+    /* along the channels of NHWC inputs: a slice of each pixel's channels, all made NHWC */
+    for (int i = 0; i < nd->n_inputs && axis == 1 && yv->rank == 4; i++)
+        nhwc |= c->vlay[nd->inputs[i]];
+    for (int i = 0; i < nd->n_inputs; i++)
+        TRY(to_layout(b, nd->inputs[i], nhwc));
+    c->vlay[nd->output] = (unsigned char)nhwc;
     TRY(out_buf(b, nd, &yview, &y));
     int64_t outer = 1, inner = 1;
     for (int d = 1; d < axis; d++)
         outer *= yv->dims[d];
     for (int d = axis + 1; d < yv->rank; d++)
         inner *= yv->dims[d];
+    if (nhwc) { /* rows of C_i channels, one a pixel */
+        outer = yv->dims[2] * yv->dims[3];
+        inner = 1;
+    }
     size_t dpitch = (size_t)(yv->dims[axis] * inner) * c->es, at = 0;
     for (int i = 0; i < nd->n_inputs; i++) {
         const vf_value *xv = &g->values[nd->inputs[i]];
@@ -1243,6 +1465,14 @@ static vf_status reshape_op(vf_backend *b, const vf_node *nd)
 
 static vf_status add_node(vf_backend *b, const vf_node *nd)
 {
+    /* the operators that read NHWC choose their layout; the others get NCHW inputs */
+    int any_layout = nd->op == VF_OP_CONV || nd->op == VF_OP_POOL || nd->op == VF_OP_ACT ||
+                     nd->op == VF_OP_BINARY || nd->op == VF_OP_CONCAT;
+    for (int i = 0; i < nd->n_inputs && !any_layout; i++) {
+        vf_status rc = to_layout(b, nd->inputs[i], 0);
+        if (rc < 0)
+            return rc;
+    }
     switch (nd->op) {
     case VF_OP_CONV:
         return conv_op(b, nd);
@@ -1294,7 +1524,8 @@ static void conv_key(const step *s, int key[24])
     cudnnGetConvolution2dDescriptor(s->cd, &pad[0], &pad[1], &stride[0], &stride[1], &dil[0],
                                     &dil[1], &mode, &cdt);
     cudnnGetConvolutionGroupCount(s->cd, &group);
-    int rest[] = {k, c, h, w, pad[0], pad[1], stride[0], stride[1], dil[0], dil[1], group};
+    int rest[] = {k,         c,         h,      w,      pad[0], pad[1],
+                  stride[0], stride[1], dil[0], dil[1], group,  (int)fmt};
     memcpy(key + 12, rest, sizeof(rest));
 }
 
@@ -1378,10 +1609,11 @@ static vf_status make_summary(vf_backend *b)
         n_conv += c->steps[i].kind == ST_CONV;
     size_t len = (size_t)snprintf(
         c->summary, cap,
-        "cuda: %s, %s, %d steps, %d convolutions in %d shapes, arena %.1f MiB, weights %.1f MiB, "
-        "workspace %.1f MiB; algorithms:",
-        c->name, vf_precision_str(c->precision), c->n_steps, n_conv, c->n_convs,
-        c->arena_size / 1048576.0, c->const_bytes / 1048576.0, c->ws_size / 1048576.0);
+        "cuda: %s, %s, %d steps, %d convolutions (%d NHWC) in %d shapes, %d layout copies, "
+        "arena %.1f MiB, weights %.1f MiB, workspace %.1f MiB; algorithms:",
+        c->name, vf_precision_str(c->precision), c->n_steps, n_conv, c->n_nhwc_convs, c->n_convs,
+        c->n_relayouts, c->arena_size / 1048576.0, c->const_bytes / 1048576.0,
+        c->ws_size / 1048576.0);
     for (int i = 0; i < c->n_convs && len < cap; i++)
         len += (size_t)snprintf(c->summary + len, cap - len, " %d%s", (int)c->convs[i].algo,
                                 c->convs[i].math == CUDNN_TENSOR_OP_MATH ? "t" : "");
@@ -1404,7 +1636,8 @@ static vf_status cuda_prepare(vf_backend *b, vf_graph *g, int max_batch)
     BL(cublasSetMathMode(c->blas, c->precision == VF_PRECISION_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                                     : CUBLAS_DEFAULT_MATH));
     c->vbuf = vfi_mallocarray((size_t)g->n_values, sizeof(int));
-    if (!c->vbuf)
+    c->vlay = vfi_calloc((size_t)g->n_values, 1);
+    if (!c->vbuf || !c->vlay)
         return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
     for (int i = 0; i < g->n_values; i++)
         c->vbuf[i] = -1;
@@ -1431,7 +1664,8 @@ static vf_status cuda_prepare(vf_backend *b, vf_graph *g, int max_batch)
             c->steps[k].node = i;
     }
     c->node = NULL;
-    /* the output: read back from its own buffer (f32), or converted into f32 staging (f16) */
+    /* the output: NCHW, read back from its own buffer (f32), or converted into f32 staging (f16) */
+    TRY(to_layout(b, g->output, 0));
     if (c->act_dt == CUDNN_DATA_HALF) {
         TRY(new_buf(b, BUF_OUTPUT, c->out_size, &c->result));
         TRY(convert_step(b, c->vbuf[g->output], c->result, vfi_value_sample_numel(outv), 0));

@@ -2,7 +2,9 @@
  * test_backend_cuda.c - the CUDA backend against the reference backend on every operator case,
  * and against the oneDNN backend on the real MobileNetV2 (argv[1], when present): f32 within
  * 1e-4 relative at batch 1, at the full batch and at a short batch (descriptors re-set for n);
- * tf32 and f16 with cosine >= 0.999 per image.
+ * tf32 and f16 with cosine >= 0.999 per image, in each layout the tensor-core precisions can
+ * take: NHWC where the channels suit (the default), NHWC everywhere and NCHW everywhere
+ * (VIDFEAT_CUDA_NHWC=all and =0), so the layout copies between them are covered too.
  *
  * Without a usable GPU it checks that the backend says so (VF_ERR_NO_DEVICE with the runtime's
  * reason, also through "gpu" and the public API) and exits 77, which ctest reports as skipped.
@@ -18,6 +20,26 @@
 
 #define F32_TOL     1e-4
 #define LOW_MIN_COS 0.999
+
+/* The runs at a lower precision, each with its VIDFEAT_CUDA_NHWC (NULL: unset). */
+static const struct {
+    const char *name;
+    vf_precision prec;
+    const char *nhwc;
+} low_runs[] = {
+    {"tf32", VF_PRECISION_TF32, NULL},       {"f16", VF_PRECISION_F16, NULL},
+    {"tf32 NHWC", VF_PRECISION_TF32, "all"}, {"f16 NHWC", VF_PRECISION_F16, "all"},
+    {"f16 NCHW", VF_PRECISION_F16, "0"},
+};
+#define N_LOW (int)(sizeof(low_runs) / sizeof(*low_runs))
+
+static void set_layout(int run)
+{
+    if (low_runs[run].nhwc)
+        CHECK(setenv("VIDFEAT_CUDA_NHWC", low_runs[run].nhwc, 1) == 0);
+    else
+        CHECK(unsetenv("VIDFEAT_CUDA_NHWC") == 0);
+}
 
 static double min_cosine(const float *a, const float *r, int n, size_t per)
 {
@@ -65,24 +87,26 @@ static void op_cases(void)
         float *b1 = op_run("cuda", VF_PRECISION_F32, g, 1, gold.x, n);
         float *bn = op_run("cuda", VF_PRECISION_F32, g, n, gold.x, n);
         float *part = op_run("cuda", VF_PRECISION_F32, g, n + 3, gold.x, n);
-        float *tf = op_run("cuda", VF_PRECISION_TF32, g, n, gold.x, n);
-        float *half = op_run("cuda", VF_PRECISION_F16, g, n, gold.x, n);
         double e1 = vf_rel_err(b1, ref, gold.y_count), en = vf_rel_err(bn, ref, gold.y_count);
         double ep = vf_rel_err(part, ref, gold.y_count);
-        double ct = min_cosine(tf, ref, n, per), ch = min_cosine(half, ref, n, per);
-        printf("%-18s f32 rel err %.2e / %.2e / %.2e, tf32 cos %.6f, f16 cos %.6f\n", name, e1, en,
-               ep, ct, ch);
+        printf("%-18s f32 rel err %.2e / %.2e / %.2e; cosine", name, e1, en, ep);
         CHECK_MSG(e1 <= F32_TOL, "%s: batch 1 relative error %.3g", name, e1);
         CHECK_MSG(en <= F32_TOL, "%s: batch %d relative error %.3g", name, n, en);
         CHECK_MSG(ep <= F32_TOL, "%s: short batch relative error %.3g", name, ep);
-        CHECK_MSG(ct >= LOW_MIN_COS, "%s: tf32 cosine %.5f", name, ct);
-        CHECK_MSG(ch >= LOW_MIN_COS, "%s: f16 cosine %.5f", name, ch);
+        for (int r = 0; r < N_LOW; r++) {
+            set_layout(r);
+            float *low = op_run("cuda", low_runs[r].prec, g, n, gold.x, n);
+            double cos = min_cosine(low, ref, n, per);
+            printf(" %s %.6f", low_runs[r].name, cos);
+            CHECK_MSG(cos >= LOW_MIN_COS, "%s: %s cosine %.5f", name, low_runs[r].name, cos);
+            free(low);
+        }
+        CHECK(unsetenv("VIDFEAT_CUDA_NHWC") == 0);
+        printf("\n");
         free(ref);
         free(b1);
         free(bn);
         free(part);
-        free(tf);
-        free(half);
         vfi_graph_free(&g);
         op_golden_free(&gold);
     }
@@ -133,19 +157,22 @@ static void whole_network(const char *model)
     int dim = info.feature_dim;
     float *cpu = extract(model, "cpu", VF_PRECISION_F32, 4, x, n, dim);
     float *f32 = extract(model, "cuda", VF_PRECISION_F32, 4, x, n, dim); /* 4 + short 2 */
-    float *tf = extract(model, "cuda", VF_PRECISION_TF32, 8, x, n, dim);
-    float *half = extract(model, "cuda", VF_PRECISION_F16, 8, x, n, dim);
     double e = vf_rel_err(f32, cpu, (size_t)n * (size_t)dim);
-    double ct = min_cosine(tf, cpu, n, (size_t)dim), ch = min_cosine(half, cpu, n, (size_t)dim);
-    printf("%s: f32 rel err %.2e vs the CPU, tf32 cos %.6f, f16 cos %.6f\n", info.name, e, ct, ch);
+    printf("%s: f32 rel err %.2e vs the CPU; cosine", info.name, e);
     CHECK_MSG(e <= F32_TOL, "whole network f32 relative error %.3g", e);
-    CHECK_MSG(ct >= LOW_MIN_COS, "whole network tf32 cosine %.5f", ct);
-    CHECK_MSG(ch >= LOW_MIN_COS, "whole network f16 cosine %.5f", ch);
+    for (int r = 0; r < N_LOW; r++) {
+        set_layout(r);
+        float *low = extract(model, "cuda", low_runs[r].prec, 8, x, n, dim);
+        double cos = min_cosine(low, cpu, n, (size_t)dim);
+        printf(" %s %.6f", low_runs[r].name, cos);
+        CHECK_MSG(cos >= LOW_MIN_COS, "whole network %s cosine %.5f", low_runs[r].name, cos);
+        free(low);
+    }
+    CHECK(unsetenv("VIDFEAT_CUDA_NHWC") == 0);
+    printf("\n");
     free(x);
     free(cpu);
     free(f32);
-    free(tf);
-    free(half);
 }
 
 int main(int argc, char **argv)

@@ -31,3 +31,26 @@ uint16_t vfi_f32_to_f16(float f)
         h++; /* may carry into the exponent, which is right (up to inf) */
     return (uint16_t)(sign | h);
 }
+
+float vfi_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    uint32_t x;
+    if (exp == 0x1f) {
+        x = sign | 0x7f800000u | (mant << 13); /* inf, nan */
+    } else if (exp) {
+        x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+    } else if (!mant) {
+        x = sign; /* zero */
+    } else {      /* subnormal half: normalise */
+        int e = -1;
+        do {
+            mant <<= 1;
+            e++;
+        } while (!(mant & 0x400u));
+        x = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+    }
+    float f;
+    memcpy(&f, &x, sizeof(f));
+    return f;
+}

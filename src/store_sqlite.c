@@ -15,6 +15,7 @@
 
 #include <sqlite3.h>
 
+#include "half.h"
 #include "log.h"
 #include "mem.h"
 
@@ -372,33 +373,6 @@ fail:
     return rc;
 }
 
-/* IEEE half from float, round to nearest even. */
-static uint16_t to_half(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
-    int exp = (int)((x >> 23) & 0xff) - 127 + 15;
-    if (((x >> 23) & 0xff) == 0xff)
-        return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-    if (exp >= 31)
-        return (uint16_t)(sign | 0x7c00u);
-    if (exp <= 0) {
-        if (exp < -10)
-            return (uint16_t)sign;
-        mant |= 0x800000u;
-        int shift = 14 - exp;
-        uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
-        if (rem > mid || (rem == mid && (half & 1)))
-            half++;
-        return (uint16_t)(sign | half);
-    }
-    uint32_t half = sign | ((uint32_t)exp << 10) | (mant >> 13), rem = mant & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (half & 1)))
-        half++; /* may carry into the exponent, which is the correct rounding */
-    return (uint16_t)half;
-}
-
 vf_status vfi_store_batch(vf_store *s, int64_t ext_id, int n, int dim, int f16,
                           const int64_t *frame_index, const int64_t *pts, const double *t,
                           const float *vecs, vf_err *err)
@@ -419,7 +393,7 @@ vf_status vfi_store_batch(vf_store *s, int64_t ext_id, int n, int dim, int f16,
         sqlite3_bind_double(st, 4, t[i]);
         if (f16) {
             for (int k = 0; k < dim; k++)
-                half[k] = to_half(v[k]);
+                half[k] = vfi_f32_to_f16(v[k]);
             sqlite3_bind_blob(st, 5, half, dim * 2, SQLITE_TRANSIENT);
         } else {
             sqlite3_bind_blob(st, 5, v, dim * 4, SQLITE_STATIC); /* x86-64: little-endian */

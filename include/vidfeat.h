@@ -296,6 +296,53 @@ VF_API void vf_pipeline_free(vf_pipeline **pp);
 VF_API vf_status vf_db_describe(const char *db_path, void (*line)(void *user, const char *text),
                                 void *user, char *errbuf, size_t errbuf_size);
 
+/* ---- similarity search (appended in 0.1) --------------------------------------------------- */
+
+/** What to look for: one frame, as a vector of the database's model. */
+typedef struct vf_similar_query {
+    /** An image (or any media file: its first frame) to take the query vector from. */
+    const char *image;
+    /** Or a video and a time in it, in seconds. The query is the file's stored vector nearest
+     *  that time when the database has the file (by path, or another name of the same file),
+     *  and that frame is left out of the hits; otherwise the frame decoded there. */
+    const char *video;
+    double at;
+    int k; /**< neighbours wanted, 1..100000; 0 = 10 */
+} vf_similar_query;
+
+/** A stored frame, or where the query came from. Strings are borrowed (for a hit: during the
+ *  callback; for the query: they are the query's own). */
+typedef struct vf_neighbour {
+    const char *path;
+    int64_t frame_index;
+    int64_t pts;       /**< in the stream's time base; 0 for an extracted query */
+    double t;          /**< seconds */
+    double similarity; /**< cosine similarity of the vectors, -1..1 */
+    int stored;        /**< the query: 1 read from the database, 0 extracted now */
+} vf_neighbour;
+
+/**
+ * The stored frames most similar to a query, best first: cosine similarity between feature
+ * vectors of one model and layer, every stored vector read once (exact, no index).
+ *
+ * The vectors searched are the model row the database holds, or the one that cfg->model (a
+ * manifest name or ONNX file; NULL: any) and cfg->layer (NULL: any) select when it holds several.
+ * A query that has to be extracted runs that model with cfg's backend, precision, threads and
+ * models_dir (cfg->model NULL: the row's model name), and its model file and preprocessing must
+ * be the ones the stored vectors came from. The database is opened read-only, so a run may be
+ * writing to it meanwhile.
+ *
+ * @param hit        called for each neighbour, best first (at most q->k times).
+ * @param query_out  (may be NULL) receives where the query vector came from.
+ * @return VF_OK; VF_ERR_INVALID (bad query or options), VF_ERR_STORE (database missing,
+ *         unreadable, without vectors, or holding several models that cfg does not tell apart),
+ *         VF_ERR_MODEL (the model file differs from the vectors'), VF_ERR_DECODE / VF_ERR_IO (the
+ *         query cannot be read), or any status of vf_pipeline_create. The message is in errbuf.
+ */
+VF_API vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_similar_query *q,
+                               void (*hit)(void *user, const vf_neighbour *n), void *user,
+                               vf_neighbour *query_out, char *errbuf, size_t errbuf_size);
+
 /** One benchmark configuration's result, as vidfeat bench measures it (vf_db_add_run). Strings
  *  are borrowed; NULL ones are stored as NULL, except device, model, precision and mode. Rates
  *  are frames/s; 0 means "not measured" and is stored as NULL. */

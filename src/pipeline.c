@@ -53,6 +53,7 @@
 #include "decode.h"
 #include "log.h"
 #include "mem.h"
+#include "pipeline.h"
 #include "preprocess.h"
 #include "queue.h"
 #include "sha256.h"
@@ -1134,6 +1135,28 @@ static void describe_sampling(const vf_config *c, char *buf, size_t size)
         snprintf(buf + n, size - n, ";max=%lld", (long long)c->max_frames);
 }
 
+vf_status vfi_pipeline_model_row(const vf_pipeline *p, vf_store_model *m, char sha[65], char *prep,
+                                 size_t prep_size, vf_err *err)
+{
+    vf_status rc = vfi_sha256_file(p->info.path, sha, err);
+    if (rc < 0)
+        return rc;
+    /* conversion= names the definition of a frame's conversion (yuvconv.h), so a database
+     * resumed by a version that converts differently starts a new model row instead of mixing
+     * its vectors with the old ones. */
+    snprintf(prep, prep_size,
+             "size=%d;resize=%s;short=%d;order=%s;mean=%g,%g,%g;"
+             "std=%g,%g,%g;pooled=%d;conversion=yuvconv-1",
+             p->info.input_size,
+             p->info.resize == VF_RESIZE_STRETCH ? "stretch" : "short_side_crop",
+             p->info.resize_short, p->info.channel_order == VF_CHANNELS_RGB ? "RGB" : "BGR",
+             p->info.mean[0], p->info.mean[1], p->info.mean[2], p->info.std[0], p->info.std[1],
+             p->info.std[2], p->info.pooled);
+    *m = (vf_store_model){p->info.name,     sha, p->info.layer, p->info.feature_dim,
+                          p->cfg.store_f16, prep};
+    return VF_OK;
+}
+
 vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
 {
     if (!out)
@@ -1212,24 +1235,11 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
         rc = vfi_store_open(p->db_path, &p->store, &p->err);
         if (rc < 0)
             return rc;
-        char sha[65];
-        rc = vfi_sha256_file(p->info.path, sha, &p->err);
+        char sha[65], prep[256];
+        vf_store_model m;
+        rc = vfi_pipeline_model_row(p, &m, sha, prep, sizeof(prep), &p->err);
         if (rc < 0)
             return rc;
-        /* conversion= names the definition of a frame's conversion (yuvconv.h), so a database
-         * resumed by a version that converts differently starts a new model row instead of
-         * mixing its vectors with the old ones. */
-        char prep[256];
-        snprintf(prep, sizeof(prep),
-                 "size=%d;resize=%s;short=%d;order=%s;mean=%g,%g,%g;"
-                 "std=%g,%g,%g;pooled=%d;conversion=yuvconv-1",
-                 p->info.input_size,
-                 p->info.resize == VF_RESIZE_STRETCH ? "stretch" : "short_side_crop",
-                 p->info.resize_short, p->info.channel_order == VF_CHANNELS_RGB ? "RGB" : "BGR",
-                 p->info.mean[0], p->info.mean[1], p->info.mean[2], p->info.std[0], p->info.std[1],
-                 p->info.std[2], p->info.pooled);
-        vf_store_model m = {p->info.name,   sha, p->info.layer, p->info.feature_dim,
-                            cfg->store_f16, prep};
         rc = vfi_store_model(p->store, &m, &p->model_id, &p->err);
         if (rc < 0)
             return rc;

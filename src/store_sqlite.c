@@ -5,10 +5,12 @@
  * by the statement that records its frame count, after every batch is committed, so a database
  * can never show a done extraction with frames missing.
  */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "store_sqlite.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,6 +54,12 @@ static const char *read_problem(sqlite3 *db)
         return "cannot read it";
     }
 }
+
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        if ((rc = (call)) < 0)                                                                     \
+            goto fail;                                                                             \
+    } while (0)
 
 #define CHECK_SQL(call, what)                                                                      \
     do {                                                                                           \
@@ -156,6 +164,282 @@ void vfi_store_close(vf_store **ps)
     vfi_free(s->path);
     vfi_free(s);
     *ps = NULL;
+}
+
+/* ---- reading vectors back -------------------------------------------------------------- */
+
+vf_status vfi_store_open_read(const char *path, vf_store **out, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    vf_store *s = vfi_calloc(1, sizeof(*s));
+    if (!s || !(s->path = vfi_strdup(path))) {
+        vfi_free(s);
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: cannot open (%s)", path, sqlite3_errmsg(s->db));
+        goto fail;
+    }
+    sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_step(st) != SQLITE_ROW) {
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: %s (%s)", path, read_problem(s->db),
+                      sqlite3_errmsg(s->db));
+        goto fail;
+    }
+    int version = sqlite3_column_int(st, 0);
+    if (version < 1 || version > VF_STORE_SCHEMA_VERSION) {
+        rc = vfi_fail(err, VF_ERR_STORE,
+                      version < 1 ? "%s: not a vidfeat database"
+                                  : "%s: schema version %d is newer than this vidfeat's (upgrade "
+                                    "vidfeat)",
+                      path, version);
+        goto fail;
+    }
+    sqlite3_finalize(st);
+    *out = s;
+    return VF_OK;
+fail:
+    sqlite3_finalize(st);
+    vfi_store_close(&s);
+    return rc;
+}
+
+vf_status vfi_store_models(vf_store *s,
+                           void (*row)(void *user, int64_t id, const vf_store_model *m,
+                                       int64_t vectors),
+                           void *user, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT m.id, m.name, m.file_sha256, m.layer, m.dim, m.dtype,"
+                                 " m.preprocessing, count(*) FROM models m JOIN extractions e ON"
+                                 " e.model_id = m.id JOIN features f ON f.extraction_id = e.id"
+                                 " GROUP BY m.id ORDER BY m.id",
+                                 -1, &st, NULL),
+              "reading models");
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+        vf_store_model m = {
+            .name = (const char *)sqlite3_column_text(st, 1),
+            .file_sha256 = (const char *)sqlite3_column_text(st, 2),
+            .layer = (const char *)sqlite3_column_text(st, 3),
+            .dim = sqlite3_column_int(st, 4),
+            .f16 = !strcmp((const char *)sqlite3_column_text(st, 5), "float16"),
+            .preprocessing = (const char *)sqlite3_column_text(st, 6),
+        };
+        row(user, sqlite3_column_int64(st, 0), &m, sqlite3_column_int64(st, 7));
+    }
+    if (r != SQLITE_DONE)
+        rc = db_fail(s, err, "reading models");
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* A stored vector (float32 or float16 BLOB of dim elements) as floats; VF_ERR_STORE when its
+ * size does not fit. */
+static vf_status read_vec(vf_store *s, sqlite3_stmt *st, int col, int f16, int dim, float *out,
+                          vf_err *err)
+{
+    const unsigned char *blob = sqlite3_column_blob(st, col);
+    size_t es = f16 ? 2 : 4, bytes = (size_t)sqlite3_column_bytes(st, col);
+    if (bytes != (size_t)dim * es || (!blob && dim))
+        return vfi_fail(err, VF_ERR_STORE, "%s: a vector of %zu bytes where %d %s were expected",
+                        s->path, bytes, dim, f16 ? "float16s" : "float32s");
+    for (int i = 0; i < dim; i++) {
+        if (f16)
+            out[i] = vfi_f16_to_f32((uint16_t)(blob[2 * i] | blob[2 * i + 1] << 8));
+        else {
+            uint32_t x = (uint32_t)blob[4 * i] | (uint32_t)blob[4 * i + 1] << 8 |
+                         (uint32_t)blob[4 * i + 2] << 16 | (uint32_t)blob[4 * i + 3] << 24;
+            memcpy(&out[i], &x, sizeof(x));
+        }
+    }
+    return VF_OK;
+}
+
+/* Is the model row's dtype float16? */
+static vf_status model_f16(vf_store *s, int64_t model_id, int *f16, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    CHECK_SQL(sqlite3_prepare_v2(s->db, "SELECT dtype FROM models WHERE id = ?", -1, &st, NULL),
+              "reading models");
+    sqlite3_bind_int64(st, 1, model_id);
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        rc = db_fail(s, err, "reading models");
+        goto fail;
+    }
+    *f16 = !strcmp((const char *)sqlite3_column_text(st, 0), "float16");
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* The video id stored for path, or for another name of the same file (0: none). */
+static vf_status find_video(vf_store *s, int64_t model_id, const char *path, int64_t *video,
+                            vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    char *want = NULL;
+    *video = 0;
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT DISTINCT v.id, v.path FROM videos v JOIN extractions e"
+                                 " ON e.video_id = v.id WHERE e.model_id = ?"
+                                 " ORDER BY v.path = ? DESC, v.id",
+                                 -1, &st, NULL),
+              "reading videos");
+    sqlite3_bind_int64(st, 1, model_id);
+    sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+    want = realpath(path, NULL);
+    int r;
+    while (!*video && (r = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *stored = (const char *)sqlite3_column_text(st, 1);
+        char *real = want && strcmp(stored, path) ? realpath(stored, NULL) : NULL;
+        if (!strcmp(stored, path) || (real && !strcmp(real, want)))
+            *video = sqlite3_column_int64(st, 0);
+        free(real); /* realpath's allocation */
+    }
+    if (!*video && r != SQLITE_DONE)
+        rc = db_fail(s, err, "reading videos");
+fail:
+    free(want);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+vf_status vfi_store_vector_at(vf_store *s, int64_t model_id, const char *path, double t, float *vec,
+                              int dim, vf_store_ref *ref, int *found, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    int64_t video;
+    int f16 = 0;
+    *found = 0;
+    TRY(find_video(s, model_id, path, &video, err));
+    if (!video)
+        return VF_OK;
+    TRY(model_f16(s, model_id, &f16, err));
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM"
+                                 " features f JOIN extractions e ON e.id = f.extraction_id WHERE"
+                                 " e.video_id = ? AND e.model_id = ?"
+                                 " ORDER BY abs(f.t - ?), f.t, e.id LIMIT 1",
+                                 -1, &st, NULL),
+              "reading features");
+    sqlite3_bind_int64(st, 1, video);
+    sqlite3_bind_int64(st, 2, model_id);
+    sqlite3_bind_double(st, 3, t);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) {
+        *ref = (vf_store_ref){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                              sqlite3_column_int64(st, 2), sqlite3_column_double(st, 3)};
+        TRY(read_vec(s, st, 4, f16, dim, vec, err));
+        *found = 1;
+    } else if (r != SQLITE_DONE) {
+        rc = db_fail(s, err, "reading features");
+    }
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+typedef struct scored {
+    double sim;
+    vf_store_ref ref;
+} scored;
+
+/* Does a rank before b (higher similarity; ties by extraction, then frame)? */
+static int ranks_before(const scored *a, const scored *b)
+{
+    if (a->sim != b->sim)
+        return a->sim > b->sim;
+    if (a->ref.extraction != b->ref.extraction)
+        return a->ref.extraction < b->ref.extraction;
+    return a->ref.frame_index < b->ref.frame_index;
+}
+
+static double norm(const float *v, int n)
+{
+    double sum = 0.0;
+    for (int i = 0; i < n; i++)
+        sum += (double)v[i] * v[i];
+    return sqrt(sum);
+}
+
+vf_status vfi_store_nearest(vf_store *s, int64_t model_id, const float *q, int dim, int k,
+                            const vf_store_ref *skip,
+                            void (*hit)(void *user, const char *path, const vf_store_ref *ref,
+                                        double similarity),
+                            void *user, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    int f16 = 0, n = 0;
+    float *v = vfi_mallocarray((size_t)(dim > 0 ? dim : 1), sizeof(float));
+    scored *best = vfi_mallocarray((size_t)(k > 0 ? k : 1), sizeof(scored));
+    if (!v || !best) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    TRY(model_f16(s, model_id, &f16, err));
+    double qn = norm(q, dim);
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM"
+                                 " features f JOIN extractions e ON e.id = f.extraction_id"
+                                 " WHERE e.model_id = ?",
+                                 -1, &st, NULL),
+              "reading features");
+    sqlite3_bind_int64(st, 1, model_id);
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+        scored c = {0.0,
+                    {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                     sqlite3_column_int64(st, 2), sqlite3_column_double(st, 3)}};
+        if (skip && c.ref.extraction == skip->extraction && c.ref.frame_index == skip->frame_index)
+            continue;
+        TRY(read_vec(s, st, 4, f16, dim, v, err));
+        double dot = 0.0, vn = norm(v, dim);
+        for (int i = 0; i < dim; i++)
+            dot += (double)q[i] * v[i];
+        c.sim = qn > 0.0 && vn > 0.0 ? dot / (qn * vn) : 0.0;
+        if (n == k && !ranks_before(&c, &best[k - 1]))
+            continue;
+        int at = n < k ? n++ : k - 1; /* insertion into the sorted list */
+        while (at > 0 && ranks_before(&c, &best[at - 1])) {
+            best[at] = best[at - 1];
+            at--;
+        }
+        best[at] = c;
+    }
+    if (r != SQLITE_DONE) {
+        rc = db_fail(s, err, "reading features");
+        goto fail;
+    }
+    sqlite3_finalize(st);
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT v.path FROM extractions e JOIN videos v ON v.id ="
+                                 " e.video_id WHERE e.id = ?",
+                                 -1, &st, NULL),
+              "reading videos");
+    for (int i = 0; i < n; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, best[i].ref.extraction);
+        if (sqlite3_step(st) != SQLITE_ROW) {
+            rc = db_fail(s, err, "reading videos");
+            goto fail;
+        }
+        hit(user, (const char *)sqlite3_column_text(st, 0), &best[i].ref, best[i].sim);
+    }
+fail:
+    sqlite3_finalize(st);
+    vfi_free(v);
+    vfi_free(best);
+    return rc;
 }
 
 const char *vfi_store_version(void)

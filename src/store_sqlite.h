@@ -92,6 +92,38 @@ vf_status vfi_store_add_run(vf_store *s, const vf_bench_record *r, const char *v
 vf_status vfi_store_describe(const char *path, void (*line)(void *user, const char *text),
                              void *user, vf_err *err);
 
+/* ---- reading vectors back (similarity search) -------------------------------------------- */
+
+/* Open an existing database read-only (it may be written by a run meanwhile: WAL). VF_ERR_STORE
+ * when it is missing, not a vidfeat database or of a newer schema. */
+vf_status vfi_store_open_read(const char *path, vf_store **out, vf_err *err);
+
+/* Each model row that has vectors, with how many (m's strings are borrowed for the call). */
+vf_status vfi_store_models(vf_store *s,
+                           void (*row)(void *user, int64_t id, const vf_store_model *m,
+                                       int64_t vectors),
+                           void *user, vf_err *err);
+
+/* Where a stored vector is. */
+typedef struct vf_store_ref {
+    int64_t extraction, frame_index, pts;
+    double t;
+} vf_store_ref;
+
+/* The vector of model_id nearest time t (seconds) in the video stored as `path`, or as another
+ * name of the same file, into vec (dim floats) and *ref; *found = 0 when there is none. */
+vf_status vfi_store_vector_at(vf_store *s, int64_t model_id, const char *path, double t, float *vec,
+                              int dim, vf_store_ref *ref, int *found, vf_err *err);
+
+/* The k vectors of model_id with the highest cosine similarity to q (dim floats), best first
+ * (ties: by extraction, then frame), each passed to hit() with its video's path (borrowed for
+ * the call); the vector at skip (NULL: none) is left out. Reads every vector once. */
+vf_status vfi_store_nearest(vf_store *s, int64_t model_id, const float *q, int dim, int k,
+                            const vf_store_ref *skip,
+                            void (*hit)(void *user, const char *path, const vf_store_ref *ref,
+                                        double similarity),
+                            void *user, vf_err *err);
+
 /* SQLite's version string. */
 const char *vfi_store_version(void);
 

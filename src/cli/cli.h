@@ -25,9 +25,13 @@ typedef struct cli {
     int runs;
     int images;
     int json;
-    const char *plot; /* bench --plot FILE */
-    int verbosity;    /* -1 quiet, 0 default, 1 info, 2 debug */
-    int calibrate;    /* the calibrate command */
+    const char *plot;          /* bench --plot FILE */
+    int verbosity;             /* -1 quiet, 0 default, 1 info, 2 debug */
+    int calibrate;             /* the calibrate command */
+    int model_set;             /* --model given (similar: else the database's model) */
+    const char *image, *video; /* similar's query */
+    double at;
+    int at_set, top;
 } cli;
 
 /* Monotonic seconds. */

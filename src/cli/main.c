@@ -61,6 +61,10 @@ enum opt_id {
     OPT_STALL_TIMEOUT,
     OPT_INT8_SCALES,
     OPT_FRAMES,
+    OPT_IMAGE,
+    OPT_VIDEO,
+    OPT_AT,
+    OPT_TOP = 'k',
 };
 
 #define DEFAULT_CALIBRATE_FRAMES 256
@@ -114,6 +118,10 @@ static const opt_def options[] = {
     {"runs", OPT_RUNS, "N", "bench: timed runs (default 5; the median is reported)"},
     {"images", OPT_IMAGES, "N", "bench: images per timed run (default max(32, batch))"},
     {"plot", OPT_PLOT, "FILE.svg", "bench: draw frames/s by device, batch and precision"},
+    {"image", OPT_IMAGE, "FILE", "similar: frames like this image"},
+    {"video", OPT_VIDEO, "FILE", "similar: frames like this video's frame at --at"},
+    {"at", OPT_AT, "T", "similar: seconds into --video (default 0)"},
+    {"top", OPT_TOP, "N", "similar: how many frames to list (default 10)"},
     {"json", OPT_JSON, NULL, "machine-readable output"},
     {"quiet", OPT_QUIET, NULL, "only errors on stderr"},
     {"verbose", OPT_VERBOSE, NULL, "more detail on stderr (repeat for debug)"},
@@ -130,6 +138,7 @@ static void usage(FILE *f)
             "commands:\n"
             "  extract (default)              features of every frame (or sample) into SQLite\n"
             "  info DB                        what a database holds\n"
+            "  similar DB --image F | --video V [--at T] [-k N]  nearest stored frames\n"
             "  bench [options] FILE...        the pipeline on the files per --batch/--precision\n"
             "  bench --infer-only [options]   network throughput on synthetic images\n"
             "  models [options]               known models, where found, input size, layers\n"
@@ -229,6 +238,7 @@ static int parse_options(int argc, char **argv, cli *c)
         switch (id) {
         case OPT_MODEL:
             c->cfg.model = a;
+            c->model_set = 1;
             break;
         case OPT_MODELS_DIR:
             c->cfg.models_dir = a;
@@ -329,6 +339,21 @@ static int parse_options(int argc, char **argv, cli *c)
             break;
         case OPT_JSON:
             c->json = 1;
+            break;
+        case OPT_IMAGE:
+            c->image = a;
+            break;
+        case OPT_VIDEO:
+            c->video = a;
+            break;
+        case OPT_AT:
+            if (number_option("at", a, 0, 1e9, &c->at) < 0)
+                return EXIT_USAGE;
+            c->at_set = 1;
+            break;
+        case OPT_TOP:
+            if (int_option("top", a, 1, 100000, &c->top) < 0)
+                return EXIT_USAGE;
             break;
         case OPT_PLOT:
             c->plot = a;
@@ -854,6 +879,73 @@ static int cmd_info(int argc, char **argv)
     return EXIT_OK;
 }
 
+/* ---- similar ------------------------------------------------------------------------------ */
+
+typedef struct similar_out {
+    int json, rank;
+} similar_out;
+
+static void print_neighbour(void *user, const vf_neighbour *n)
+{
+    similar_out *o = user;
+    o->rank++;
+    if (o->json) {
+        printf("%s\n    {\"rank\": %d, \"similarity\": %.6f, \"t\": %.6f, \"frame_index\": %lld, "
+               "\"pts\": %lld, \"path\": ",
+               o->rank > 1 ? "," : "", o->rank, n->similarity, n->t, (long long)n->frame_index,
+               (long long)n->pts);
+        cli_json_string(n->path);
+        printf("}");
+    } else {
+        printf("%4d  %10.6f  %10.3f  %7lld  %s\n", o->rank, n->similarity, n->t,
+               (long long)n->frame_index, n->path);
+    }
+}
+
+static int cmd_similar(cli *c, int argc, char **argv)
+{
+    if (argc != 1 || !c->image == !c->video || (c->image && c->at_set)) {
+        fprintf(stderr, "vidfeat: similar: expected one database and --image FILE or --video FILE "
+                        "[--at T]\n");
+        return EXIT_USAGE;
+    }
+    struct stat st;
+    if (stat(argv[0], &st) != 0) {
+        fprintf(stderr, "vidfeat: %s: no such database\n", argv[0]);
+        return EXIT_FAIL;
+    }
+    vf_config cfg = c->cfg;
+    if (!c->model_set)
+        cfg.model = NULL; /* the database's */
+    vf_similar_query q = {.image = c->image, .video = c->video, .at = c->at, .k = c->top};
+    similar_out out = {.json = c->json};
+    vf_neighbour src;
+    char err[1024] = "";
+    if (c->json)
+        printf("{\"neighbours\": [");
+    vf_status rc = vf_db_similar(argv[0], &cfg, &q, print_neighbour, &out, &src, err, sizeof(err));
+    if (rc < 0) {
+        if (c->json)
+            printf("]}\n");
+        fprintf(stderr, "vidfeat: %s\n", err);
+        return EXIT_FAIL;
+    }
+    if (c->json) {
+        printf("%s],\n \"query\": {\"stored\": %s, \"t\": %.6f, \"frame_index\": %lld, \"path\": ",
+               out.rank ? "\n" : "", src.stored ? "true" : "false", src.t,
+               (long long)src.frame_index);
+        cli_json_string(src.path);
+        printf("}}\n");
+    } else if (!out.rank) {
+        printf("no other frames in %s\n", argv[0]);
+    }
+    if (!c->json && c->verbosity >= 0)
+        fprintf(stderr, "vidfeat: query: %s, frame %lld at %.3f s (%s)\n", src.path,
+                (long long)src.frame_index, src.t,
+                src.stored ? "its vector in the database" : "extracted now");
+    return EXIT_OK;
+}
+
 static int cmd_models(cli *c)
 {
     vf_model_list *list = NULL;
@@ -907,7 +999,8 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     /* The first word is a command, or an input of the default "extract" command. */
-    static const char *const commands[] = {"extract", "bench", "models", "info", "calibrate"};
+    static const char *const commands[] = {"extract", "bench",     "models",
+                                           "info",    "calibrate", "similar"};
     const char *cmd = "extract";
     int shift = 0;
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
@@ -938,12 +1031,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "vidfeat: --frames is for calibrate and --precision int8\n");
         return EXIT_USAGE;
     }
+    if (strcmp(cmd, "similar") && (c.image || c.video || c.at_set || c.top)) {
+        fprintf(stderr, "vidfeat: --image, --video, --at and --top are for similar\n");
+        return EXIT_USAGE;
+    }
     if (!strcmp(cmd, "extract"))
         return cmd_extract(&c, n_args, args);
     if (!strcmp(cmd, "calibrate"))
         return cmd_calibrate(&c, n_args, args);
     if (!strcmp(cmd, "info"))
         return cmd_info(n_args, args);
+    if (!strcmp(cmd, "similar"))
+        return cmd_similar(&c, n_args, args);
     if (!strcmp(cmd, "bench"))
         return cli_bench(&c, n_args, args);
     if (n_args > 0) {

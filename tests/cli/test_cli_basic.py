@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The vidfeat command on the committed samples: exit statuses (0 done, 1 some failed, 2 usage),
-one-line errors naming the file, nothing extra on a pipe, --json, info, models, --version.
+one-line errors naming the file, nothing extra on a pipe, --json, info, similar, models,
+--version.
 
 usage: test_cli_basic.py VIDFEAT MODELS_DIR SAMPLES_DIR
 """
@@ -60,6 +61,25 @@ def main():
         check(r.returncode == 0 and "20 vectors" in r.stdout and "done" in r.stdout, r.stdout)
         r = run(exe, "info", clip)
         check(r.returncode == 1 and "not a vidfeat database" in r.stderr, r.stderr)
+
+        # similar: the stored frames nearest a frame of the database (left out) or a new file
+        r = run(exe, "similar", db, "--video", clip, "--at", "1", "-k", "3", "--json")
+        check(r.returncode == 0 and r.stderr == "", r.stderr)
+        s = json.loads(r.stdout)
+        check(s["query"]["stored"] and s["query"]["frame_index"] == 10, s)
+        sims = [n["similarity"] for n in s["neighbours"]]
+        check(len(sims) == 3 and sims == sorted(sims, reverse=True), s)
+        check(all(n["frame_index"] != 10 and n["path"] == clip for n in s["neighbours"]), s)
+        r = run(exe, "similar", db, "--model", tiny, "--image",
+                os.path.join(samples, "one_gop_12s.mp4"), "-k", "2")
+        check(r.returncode == 0 and len(r.stdout.splitlines()) == 2, r.stdout + r.stderr)
+        check("extracted now" in r.stderr, r.stderr)
+        r = run(exe, "similar", db, "--image", clip, "--video", clip)
+        check(r.returncode == 2, "similar: both queries: exit %d" % r.returncode)
+        r = run(exe, "--image", clip, "-o", db, clip)
+        check(r.returncode == 2 and "for similar" in r.stderr, r.stderr)
+        r = run(exe, "similar", os.path.join(tmp, "none.db"), "--image", clip)
+        check(r.returncode == 1 and "none.db" in r.stderr, r.stderr)
 
         r = run(exe, "models", "--models-dir", models)
         check(r.returncode == 0 and "vgg19" in r.stdout and "inception_v3" in r.stdout, r.stdout)
@@ -150,7 +170,7 @@ def main():
         check(r.returncode == 0, r.stderr)
         s = json.loads(r.stdout)
         check(s["done"] == 1 and s["files"][0]["path"].endswith("clip.bin"), s)
-        print("cli: exit codes, messages, json, info, models, version, directories ok")
+        print("cli: exit codes, messages, json, info, similar, models, version, directories ok")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -261,7 +261,7 @@ vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_simi
     vf_store_ref ref = {0};
     vf_neighbour src = {0};
     int found = 0;
-    rc = vfi_store_vector_at(s, row->id, path, at, vec, row->dim, &ref, &found, &err);
+    rc = vfi_store_vector_at(s, row->id, row->f16, path, at, vec, row->dim, &ref, &found, &err);
     if (rc < 0)
         goto done;
     if (found)
@@ -271,8 +271,8 @@ vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_simi
     if (query_out)
         *query_out = src;
     hit_relay relay = {hit, user};
-    rc = vfi_store_nearest(s, row->id, vec, row->dim, k, found ? &ref : NULL, relay_hit, &relay,
-                           &err);
+    rc = vfi_store_nearest(s, row->id, row->f16, vec, row->dim, k, found ? &ref : NULL, relay_hit,
+                           &relay, &err);
 done:
     if (rc < 0 && errbuf && errbuf_size)
         snprintf(errbuf, errbuf_size, "%s", err.msg);

@@ -261,24 +261,6 @@ static vf_status read_vec(vf_store *s, sqlite3_stmt *st, int col, int f16, int d
     return VF_OK;
 }
 
-/* Is the model row's dtype float16? */
-static vf_status model_f16(vf_store *s, int64_t model_id, int *f16, vf_err *err)
-{
-    vf_status rc = VF_OK;
-    sqlite3_stmt *st = NULL;
-    CHECK_SQL(sqlite3_prepare_v2(s->db, "SELECT dtype FROM models WHERE id = ?", -1, &st, NULL),
-              "reading models");
-    sqlite3_bind_int64(st, 1, model_id);
-    if (sqlite3_step(st) != SQLITE_ROW) {
-        rc = db_fail(s, err, "reading models");
-        goto fail;
-    }
-    *f16 = !strcmp((const char *)sqlite3_column_text(st, 0), "float16");
-fail:
-    sqlite3_finalize(st);
-    return rc;
-}
-
 /* The video id stored for path, or for another name of the same file (0: none). */
 static vf_status find_video(vf_store *s, int64_t model_id, const char *path, int64_t *video,
                             vf_err *err)
@@ -312,18 +294,16 @@ fail:
     return rc;
 }
 
-vf_status vfi_store_vector_at(vf_store *s, int64_t model_id, const char *path, double t, float *vec,
-                              int dim, vf_store_ref *ref, int *found, vf_err *err)
+vf_status vfi_store_vector_at(vf_store *s, int64_t model_id, int f16, const char *path, double t,
+                              float *vec, int dim, vf_store_ref *ref, int *found, vf_err *err)
 {
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
     int64_t video;
-    int f16 = 0;
     *found = 0;
     TRY(find_video(s, model_id, path, &video, err));
     if (!video)
         return VF_OK;
-    TRY(model_f16(s, model_id, &f16, err));
     CHECK_SQL(sqlite3_prepare_v2(s->db,
                                  "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM"
                                  " features f JOIN extractions e ON e.id = f.extraction_id WHERE"
@@ -371,7 +351,7 @@ static double norm(const float *v, int n)
     return sqrt(sum);
 }
 
-vf_status vfi_store_nearest(vf_store *s, int64_t model_id, const float *q, int dim, int k,
+vf_status vfi_store_nearest(vf_store *s, int64_t model_id, int f16, const float *q, int dim, int k,
                             const vf_store_ref *skip,
                             void (*hit)(void *user, const char *path, const vf_store_ref *ref,
                                         double similarity),
@@ -379,14 +359,13 @@ vf_status vfi_store_nearest(vf_store *s, int64_t model_id, const float *q, int d
 {
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
-    int f16 = 0, n = 0;
+    int n = 0;
     float *v = vfi_mallocarray((size_t)(dim > 0 ? dim : 1), sizeof(float));
     scored *best = vfi_mallocarray((size_t)(k > 0 ? k : 1), sizeof(scored));
     if (!v || !best) {
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    TRY(model_f16(s, model_id, &f16, err));
     double qn = norm(q, dim);
     CHECK_SQL(sqlite3_prepare_v2(s->db,
                                  "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM"

@@ -110,15 +110,17 @@ typedef struct vf_store_ref {
     double t;
 } vf_store_ref;
 
-/* The vector of model_id nearest time t (seconds) in the video stored as `path`, or as another
- * name of the same file, into vec (dim floats) and *ref; *found = 0 when there is none. */
-vf_status vfi_store_vector_at(vf_store *s, int64_t model_id, const char *path, double t, float *vec,
-                              int dim, vf_store_ref *ref, int *found, vf_err *err);
+/* The vector of model_id (stored as float16 when f16) nearest time t (seconds) in the video
+ * stored as `path`, or as another name of the same file, into vec (dim floats) and *ref;
+ * *found = 0 when there is none. */
+vf_status vfi_store_vector_at(vf_store *s, int64_t model_id, int f16, const char *path, double t,
+                              float *vec, int dim, vf_store_ref *ref, int *found, vf_err *err);
 
-/* The k vectors of model_id with the highest cosine similarity to q (dim floats), best first
+/* The k vectors of model_id (float16 when f16) with the highest cosine similarity to q (dim
+ * floats), best first
  * (ties: by extraction, then frame), each passed to hit() with its video's path (borrowed for
  * the call); the vector at skip (NULL: none) is left out. Reads every vector once. */
-vf_status vfi_store_nearest(vf_store *s, int64_t model_id, const float *q, int dim, int k,
+vf_status vfi_store_nearest(vf_store *s, int64_t model_id, int f16, const float *q, int dim, int k,
                             const vf_store_ref *skip,
                             void (*hit)(void *user, const char *path, const vf_store_ref *ref,
                                         double similarity),

@@ -278,7 +278,7 @@ static vf_status find_video(vf_store *s, int64_t model_id, const char *path, int
     sqlite3_bind_int64(st, 1, model_id);
     sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
     want = realpath(path, NULL);
-    int r;
+    int r = SQLITE_DONE;
     while (!*video && (r = sqlite3_step(st)) == SQLITE_ROW) {
         const char *stored = (const char *)sqlite3_column_text(st, 1);
         char *real = want && strcmp(stored, path) ? realpath(stored, NULL) : NULL;

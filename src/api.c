@@ -156,20 +156,27 @@ static int looks_like_path(const char *model)
            stat(model, &st) == 0;
 }
 
+const char *vfi_model_file_name(const char *model, size_t *len)
+{
+    const char *base = strrchr(model, '/');
+    base = base ? base + 1 : model;
+    const char *dot = strrchr(base, '.');
+    *len = dot && !strcmp(dot, ".onnx") ? (size_t)(dot - base) : strlen(base);
+    return base;
+}
+
 /* Resolve cfg->model into ex->model_path (+ ex->manifest when one applies). */
 static vf_status resolve_model(vf_extractor *ex, const vf_config *cfg)
 {
     vf_err *err = &ex->err;
     if (looks_like_path(cfg->model)) {
         ex->model_path = vfi_strdup(cfg->model);
-        const char *base = strrchr(cfg->model, '/');
-        base = base ? base + 1 : cfg->model;
+        size_t len;
+        const char *base = vfi_model_file_name(cfg->model, &len);
         ex->model_name = vfi_strdup(base);
         if (!ex->model_path || !ex->model_name)
             return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-        char *dot = strrchr(ex->model_name, '.');
-        if (dot && !strcmp(dot, ".onnx"))
-            *dot = '\0';
+        ex->model_name[len] = '\0';
         /* A file a manifest describes brings its preprocessing and layer names along. */
         vf_status rc = vfi_manifest_find_by_file(cfg->models_dir, base, &ex->manifest, err);
         if (rc == VF_ERR_NOMEM)

@@ -15,6 +15,11 @@ vf_backend *vfi_extractor_backend(vf_extractor *ex);
  * the backend has made it final. */
 vf_status vfi_extractor_run_input(vf_extractor *ex, const void *input, float *out, int n);
 
+/* The name an extractor records for a model given as a file: its base name without ".onnx"
+ * (*len bytes from the returned pointer into model, which is the whole base name). For a manifest
+ * name, the name itself. */
+const char *vfi_model_file_name(const char *model, size_t *len);
+
 /* At the end of a pipeline run: an int8 calibration still going on is saved with the frames
  * observed so far. */
 void vfi_extractor_end_run(vf_extractor *ex);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api.h"
 #include "mem.h"
 #include "pipeline.h"
 #include "status.h"
@@ -63,18 +64,6 @@ static void collect_row(void *user, int64_t id, const vf_store_model *m, int64_t
         l->nomem = 1;
 }
 
-/* The name a model option selects rows by: a manifest name as it is, an ONNX file's base name
- * without ".onnx" (the name the pipeline records for it). */
-static void model_name(const char *model, char *buf, size_t size)
-{
-    const char *base = strrchr(model, '/');
-    base = base ? base + 1 : model;
-    size_t len = strlen(base);
-    if (len > 5 && !strcmp(base + len - 5, ".onnx"))
-        len -= 5;
-    snprintf(buf, size, "%.*s", (int)len, base);
-}
-
 /* "name (layer, dim, dtype), ..." for messages. */
 static void list_rows(const row_list *l, char *buf, size_t size)
 {
@@ -90,12 +79,15 @@ static void list_rows(const row_list *l, char *buf, size_t size)
 static vf_status choose_row(const row_list *l, const vf_config *cfg, const char *db,
                             const model_row **out, vf_err *err)
 {
-    char name[256] = "", held[VF_ERRMSG_SIZE];
+    /* rows record a model file by the name the extractor gives it */
+    char held[VF_ERRMSG_SIZE];
+    size_t len = 5;
+    const char *name = "(any)";
     if (cfg->model)
-        model_name(cfg->model, name, sizeof(name));
+        name = vfi_model_file_name(cfg->model, &len);
     int n = 0;
     for (int i = 0; i < l->n; i++) {
-        if ((!cfg->model || !strcmp(l->v[i].name, name)) &&
+        if ((!cfg->model || (strlen(l->v[i].name) == len && !strncmp(l->v[i].name, name, len))) &&
             (!cfg->layer || !strcmp(l->v[i].layer, cfg->layer))) {
             *out = &l->v[i];
             n++;
@@ -107,9 +99,9 @@ static vf_status choose_row(const row_list *l, const vf_config *cfg, const char 
         return vfi_fail(err, VF_ERR_STORE, "%s: holds no feature vectors", db);
     list_rows(l, held, sizeof(held));
     if (!n)
-        return vfi_fail(err, VF_ERR_STORE, "%s: no vectors of model %s%s%s; it holds %s", db,
-                        cfg->model ? name : "(any)", cfg->layer ? ", layer " : "",
-                        cfg->layer ? cfg->layer : "", held);
+        return vfi_fail(err, VF_ERR_STORE, "%s: no vectors of model %.*s%s%s; it holds %s", db,
+                        (int)len, name, cfg->layer ? ", layer " : "", cfg->layer ? cfg->layer : "",
+                        held);
     return vfi_fail(err, VF_ERR_STORE,
                     "%s: holds vectors of several models, choose one (model "
                     "and layer): %s",

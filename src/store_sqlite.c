@@ -343,14 +343,6 @@ static int ranks_before(const scored *a, const scored *b)
     return a->ref.frame_index < b->ref.frame_index;
 }
 
-static double norm(const float *v, int n)
-{
-    double sum = 0.0;
-    for (int i = 0; i < n; i++)
-        sum += (double)v[i] * v[i];
-    return sqrt(sum);
-}
-
 vf_status vfi_store_nearest(vf_store *s, int64_t model_id, int f16, const float *q, int dim, int k,
                             const vf_store_ref *skip,
                             void (*hit)(void *user, const char *path, const vf_store_ref *ref,
@@ -366,7 +358,10 @@ vf_status vfi_store_nearest(vf_store *s, int64_t model_id, int f16, const float 
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    double qn = norm(q, dim);
+    double qn = 0.0;
+    for (int i = 0; i < dim; i++)
+        qn += (double)q[i] * q[i];
+    qn = sqrt(qn);
     CHECK_SQL(sqlite3_prepare_v2(s->db,
                                  "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM"
                                  " features f JOIN extractions e ON e.id = f.extraction_id"
@@ -382,10 +377,12 @@ vf_status vfi_store_nearest(vf_store *s, int64_t model_id, int f16, const float 
         if (skip && c.ref.extraction == skip->extraction && c.ref.frame_index == skip->frame_index)
             continue;
         TRY(read_vec(s, st, 4, f16, dim, v, err));
-        double dot = 0.0, vn = norm(v, dim);
-        for (int i = 0; i < dim; i++)
+        double dot = 0.0, vv = 0.0; /* one pass over the vector */
+        for (int i = 0; i < dim; i++) {
             dot += (double)q[i] * v[i];
-        c.sim = qn > 0.0 && vn > 0.0 ? dot / (qn * vn) : 0.0;
+            vv += (double)v[i] * v[i];
+        }
+        c.sim = qn > 0.0 && vv > 0.0 ? dot / (qn * sqrt(vv)) : 0.0;
         if (n == k && !ranks_before(&c, &best[k - 1]))
             continue;
         int at = n < k ? n++ : k - 1; /* insertion into the sorted list */

@@ -860,6 +860,17 @@ static void print_line(void *user, const char *text)
     printf("%s\n", text);
 }
 
+/* Does the database named on the command line exist? Says so on stderr when not (the library
+ * would only say it cannot open it). */
+static int db_exists(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0)
+        return 1;
+    fprintf(stderr, "vidfeat: %s: no such database\n", path);
+    return 0;
+}
+
 static int cmd_info(int argc, char **argv)
 {
     if (argc != 1) {
@@ -867,11 +878,8 @@ static int cmd_info(int argc, char **argv)
         return EXIT_USAGE;
     }
     char err[1024] = "";
-    struct stat st;
-    if (stat(argv[0], &st) != 0) {
-        fprintf(stderr, "vidfeat: %s: no such database\n", argv[0]);
+    if (!db_exists(argv[0]))
         return EXIT_FAIL;
-    }
     if (vf_db_describe(argv[0], print_line, NULL, err, sizeof(err)) < 0) {
         fprintf(stderr, "vidfeat: %s\n", err);
         return EXIT_FAIL;
@@ -909,11 +917,8 @@ static int cmd_similar(cli *c, int argc, char **argv)
                         "[--at T]\n");
         return EXIT_USAGE;
     }
-    struct stat st;
-    if (stat(argv[0], &st) != 0) {
-        fprintf(stderr, "vidfeat: %s: no such database\n", argv[0]);
+    if (!db_exists(argv[0]))
         return EXIT_FAIL;
-    }
     vf_config cfg = c->cfg;
     if (!c->model_set)
         cfg.model = NULL; /* the database's */

@@ -662,16 +662,16 @@ static void on_file(void *user, int file, const vf_file_result *res)
                     res->width, res->height, res->rotation, res->hwdec ? res->hwdec : "");
 }
 
-/* Turns a Ctrl-C (a flag set by the handler) into vf_pipeline_cancel within 50 ms. */
+/* Turns a Ctrl-C (a flag set by the handler) into vf_pipeline_cancel within 50 ms, and again
+ * every 50 ms until the run returns: a cancel that lands before vf_pipeline_run has started
+ * (the watcher starts first) would otherwise be forgotten by the run's reset. */
 static void *watch_signals(void *arg)
 {
     run_ctx *r = arg;
     struct timespec ts = {0, 50 * 1000 * 1000};
     while (!atomic_load(&r->finished)) {
-        if (interrupted) {
+        if (interrupted)
             vf_pipeline_cancel(r->p);
-            break;
-        }
         nanosleep(&ts, NULL);
     }
     return NULL;

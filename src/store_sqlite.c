@@ -168,40 +168,46 @@ void vfi_store_close(vf_store **ps)
 
 /* ---- reading vectors back -------------------------------------------------------------- */
 
-vf_status vfi_store_open_read(const char *path, vf_store **out, vf_err *err)
+/* Open s->path read-only into s->db and read its schema version into *version: a vidfeat
+ * database has one of at least 1. s->db is left for the caller to close, also on failure. */
+static vf_status open_readonly(vf_store *s, int *version, vf_err *err)
 {
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
+    if (sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+        return vfi_fail(err, VF_ERR_STORE, "%s: cannot open (%s)", s->path,
+                        s->db ? sqlite3_errmsg(s->db) : "out of memory");
+    sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_step(st) != SQLITE_ROW) {
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: %s (%s)", s->path, read_problem(s->db),
+                      sqlite3_errmsg(s->db));
+    } else if ((*version = sqlite3_column_int(st, 0)) < 1) {
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: not a vidfeat database", s->path);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+vf_status vfi_store_open_read(const char *path, vf_store **out, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    int version = 0;
     vf_store *s = vfi_calloc(1, sizeof(*s));
     if (!s || !(s->path = vfi_strdup(path))) {
         vfi_free(s);
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     }
-    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        rc = vfi_fail(err, VF_ERR_STORE, "%s: cannot open (%s)", path, sqlite3_errmsg(s->db));
-        goto fail;
-    }
-    sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
-    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
-        sqlite3_step(st) != SQLITE_ROW) {
-        rc = vfi_fail(err, VF_ERR_STORE, "%s: %s (%s)", path, read_problem(s->db),
-                      sqlite3_errmsg(s->db));
-        goto fail;
-    }
-    int version = sqlite3_column_int(st, 0);
-    if (version < 1 || version > VF_STORE_SCHEMA_VERSION) {
+    TRY(open_readonly(s, &version, err));
+    if (version > VF_STORE_SCHEMA_VERSION) {
         rc = vfi_fail(err, VF_ERR_STORE,
-                      version < 1 ? "%s: not a vidfeat database"
-                                  : "%s: schema version %d is newer than this vidfeat's (upgrade "
-                                    "vidfeat)",
-                      path, version);
+                      "%s: schema version %d is newer than this vidfeat's (upgrade vidfeat)", path,
+                      version);
         goto fail;
     }
-    sqlite3_finalize(st);
     *out = s;
     return VF_OK;
 fail:
-    sqlite3_finalize(st);
     vfi_store_close(&s);
     return rc;
 }
@@ -781,21 +787,11 @@ vf_status vfi_store_describe(const char *path, void (*line)(void *user, const ch
     vf_store tmp = {.path = (char *)path}, *s = &tmp;
     sqlite3_stmt *st = NULL;
     char buf[1024];
-    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        rc = db_fail(s, err, "cannot open");
-        goto fail;
-    }
-    sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
-    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
-        sqlite3_step(st) != SQLITE_ROW || sqlite3_column_int(st, 0) < 1) {
-        rc = vfi_fail(err, VF_ERR_STORE, "%s: not a vidfeat database", path);
-        goto fail;
-    }
-    snprintf(buf, sizeof(buf), "database %s (schema %d, SQLite %s)", path,
-             sqlite3_column_int(st, 0), sqlite3_libversion());
+    int version = 0;
+    TRY(open_readonly(s, &version, err)); /* a newer schema is described as far as it can be */
+    snprintf(buf, sizeof(buf), "database %s (schema %d, SQLite %s)", path, version,
+             sqlite3_libversion());
     line(user, buf);
-    sqlite3_finalize(st);
-    st = NULL;
     CHECK_SQL(
         sqlite3_prepare_v2(s->db,
                            "SELECT (SELECT count(*) FROM videos), (SELECT count(*) FROM models),"

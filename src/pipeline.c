@@ -53,6 +53,7 @@
 #include "decode.h"
 #include "log.h"
 #include "mem.h"
+#include "path.h"
 #include "pipeline.h"
 #include "preprocess.h"
 #include "queue.h"
@@ -160,6 +161,7 @@ struct vf_pipeline {
     const char *const *paths;
     int n_paths;
     char *skip;
+    char **names; /* with a database: the name each file is recorded under (vfi_path_absolute) */
     const vf_run_hooks *hooks;
     vf_queue *q_batches, *q_done, *q_free_batches;
     vf_queue *q_tokens; /* no_overlap only: frames allowed in flight */
@@ -780,12 +782,18 @@ static void report(vf_pipeline *p, const event_item *e, const file_state *fs, in
     p->hooks->file_done(p->hooks->user, e->hdr.file, &r);
 }
 
+/* The name file i is recorded under in the database. */
+static const char *stored_name(const vf_pipeline *p, int i)
+{
+    return p->names[i] ? p->names[i] : p->paths[i];
+}
+
 static vf_status store_begin(vf_pipeline *p, const event_item *e, file_state *fs, vf_err *err)
 {
     if (!p->store)
         return VF_OK;
     const vf_video_meta *m = &e->meta;
-    vf_store_video v = {p->paths[e->hdr.file],
+    vf_store_video v = {stored_name(p, e->hdr.file),
                         e->size,
                         e->mtime,
                         e->content_hash,
@@ -961,6 +969,10 @@ static void free_run(vf_pipeline *p)
         free_event(p, p->events);
     vfi_free(p->skip);
     p->skip = NULL;
+    for (int i = 0; p->names && i < p->n_paths; i++)
+        vfi_free(p->names[i]);
+    vfi_free(p->names);
+    p->names = NULL;
 }
 
 /* A lane's frame pool: FRAME_POOL decoded ahead, and one more in flight per worker. */
@@ -1037,6 +1049,15 @@ static vf_status make_run(vf_pipeline *p)
     p->skip = vfi_calloc((size_t)p->n_paths + 1, 1);
     if (!p->skip)
         return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+    if (p->store) { /* named now: the current directory of the run's start */
+        p->names = vfi_calloc((size_t)p->n_paths + 1, sizeof(char *));
+        for (int i = 0; p->names && i < p->n_paths; i++) {
+            if (p->paths[i][0] && !(p->names[i] = vfi_path_absolute(p->paths[i])))
+                return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+        }
+        if (!p->names)
+            return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+    }
     return VF_OK;
 }
 
@@ -1051,8 +1072,12 @@ static vf_status mark_done(vf_pipeline *p)
             continue;
         double mtime = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
         int done = 0;
-        vf_status rc = vfi_store_is_done(p->store, p->paths[i], st.st_size, mtime, p->model_id,
-                                         p->sampling, &done, &p->err);
+        vf_status rc = vfi_store_is_done(p->store, stored_name(p, i), st.st_size, mtime,
+                                         p->model_id, p->sampling, &done, &p->err);
+        /* databases written before names were absolute have the path as it was given */
+        if (rc >= 0 && !done && strcmp(stored_name(p, i), p->paths[i]))
+            rc = vfi_store_is_done(p->store, p->paths[i], st.st_size, mtime, p->model_id,
+                                   p->sampling, &done, &p->err);
         if (rc < 0)
             return rc;
         p->skip[i] = (char)done;

@@ -20,6 +20,7 @@
 #include "half.h"
 #include "log.h"
 #include "mem.h"
+#include "path.h"
 
 struct vf_store {
     sqlite3 *db;
@@ -267,28 +268,36 @@ static vf_status read_vec(vf_store *s, sqlite3_stmt *st, int col, int f16, int d
     return VF_OK;
 }
 
-/* The video id stored for path, or for another name of the same file (0: none). */
+/* The video id stored for path, or for another name of the same file (0: none): the name
+ * extractions record (vfi_path_absolute), the path as given (databases from before names were
+ * absolute), or any stored path that realpath resolves to the same file. */
 static vf_status find_video(vf_store *s, int64_t model_id, const char *path, int64_t *video,
                             vf_err *err)
 {
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
-    char *want = NULL;
+    char *want = NULL, *name = vfi_path_absolute(path);
     *video = 0;
+    if (!name) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
     CHECK_SQL(sqlite3_prepare_v2(s->db,
                                  "SELECT DISTINCT v.id, v.path FROM videos v JOIN extractions e"
                                  " ON e.video_id = v.id WHERE e.model_id = ?"
-                                 " ORDER BY v.path = ? DESC, v.id",
+                                 " ORDER BY v.path IN (?, ?) DESC, v.id",
                                  -1, &st, NULL),
               "reading videos");
     sqlite3_bind_int64(st, 1, model_id);
-    sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
     want = realpath(path, NULL);
     int r = SQLITE_DONE;
     while (!*video && (r = sqlite3_step(st)) == SQLITE_ROW) {
         const char *stored = (const char *)sqlite3_column_text(st, 1);
-        char *real = want && strcmp(stored, path) ? realpath(stored, NULL) : NULL;
-        if (!strcmp(stored, path) || (real && !strcmp(real, want)))
+        int same = !strcmp(stored, name) || !strcmp(stored, path);
+        char *real = want && !same ? realpath(stored, NULL) : NULL;
+        if (same || (real && !strcmp(real, want)))
             *video = sqlite3_column_int64(st, 0);
         free(real); /* realpath's allocation */
     }
@@ -296,6 +305,7 @@ static vf_status find_video(vf_store *s, int64_t model_id, const char *path, int
         rc = db_fail(s, err, "reading videos");
 fail:
     free(want);
+    vfi_free(name);
     sqlite3_finalize(st);
     return rc;
 }

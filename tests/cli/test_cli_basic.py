@@ -35,6 +35,18 @@ def main():
         check(con.execute("SELECT count(*) FROM features").fetchone()[0] == 20, "20 rows")
         con.close()
 
+        # the same file named another way (relative, "./", "//") is the same video: skipped
+        for name, cwd in (("./testsrc_64x48.mp4", samples), ("testsrc_64x48.mp4", samples),
+                          (samples + "//./testsrc_64x48.mp4", tmp)):
+            r = subprocess.run([exe, "--model", tiny, "-o", db, "--json", name], cwd=cwd,
+                               capture_output=True, text=True)
+            check(r.returncode == 0 and json.loads(r.stdout)["skipped"] == 1,
+                  "%s from %s: %s" % (name, cwd, r.stdout + r.stderr))
+        con = sqlite3.connect(db)
+        paths = [row[0] for row in con.execute("SELECT path FROM videos")]
+        con.close()
+        check(paths == [os.path.join(os.path.abspath(samples), "testsrc_64x48.mp4")], paths)
+
         r = run(exe, "extract", "--model", tiny, "-o", db, "--json", "--force", clip,
                 os.path.join(tmp, "missing.mp4"), os.path.join(samples, "audio_only.m4a"))
         check(r.returncode == 1, "some failed: exit %d" % r.returncode)

@@ -1,0 +1,14 @@
+/*
+ * path.h - the name a file is recorded under in the database.
+ */
+#ifndef VIDFEAT_PATH_H
+#define VIDFEAT_PATH_H
+
+/* path made absolute (the current directory prefixed to a relative one) with empty and "."
+ * components dropped, so "clip.mp4", "./clip.mp4" and "$PWD//clip.mp4" give one name. ".." is
+ * kept: without asking the file system, "link/.." cannot be told from its parent. A relative
+ * path stays relative (tidied) when the current directory cannot be read (removed, or not
+ * searchable). A new string (vfi_free); NULL only when out of memory or path is NULL or "". */
+char *vfi_path_absolute(const char *path);
+
+#endif /* VIDFEAT_PATH_H */

@@ -517,11 +517,12 @@ static int walk(path_list *l, const char *dir, int depth)
     path_list here = {0};
     struct dirent *e;
     int failed = 0;
+    const char *sep = dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/"; /* "dir/" on the line */
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
         char path[4096];
-        if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path))
+        if (snprintf(path, sizeof(path), "%s%s%s", dir, sep, e->d_name) >= (int)sizeof(path))
             continue;
         if (add_path(&here, path) < 0)
             failed = 1;

@@ -1052,7 +1052,7 @@ static vf_status make_run(vf_pipeline *p)
     if (p->store) { /* named now: the current directory of the run's start */
         p->names = vfi_calloc((size_t)p->n_paths + 1, sizeof(char *));
         for (int i = 0; p->names && i < p->n_paths; i++) {
-            if (p->paths[i][0] && !(p->names[i] = vfi_path_absolute(p->paths[i])))
+            if (p->paths[i] && p->paths[i][0] && !(p->names[i] = vfi_path_absolute(p->paths[i])))
                 return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
         }
         if (!p->names)

@@ -276,9 +276,9 @@ static vf_status find_video(vf_store *s, int64_t model_id, const char *path, int
 {
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
-    char *want = NULL, *name = vfi_path_absolute(path);
+    char *want = NULL, *name = vfi_path_absolute(path); /* NULL for "" */
     *video = 0;
-    if (!name) {
+    if (!name && path[0]) {
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -289,13 +289,13 @@ static vf_status find_video(vf_store *s, int64_t model_id, const char *path, int
                                  -1, &st, NULL),
               "reading videos");
     sqlite3_bind_int64(st, 1, model_id);
-    sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, name ? name : path, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
     want = realpath(path, NULL);
     int r = SQLITE_DONE;
     while (!*video && (r = sqlite3_step(st)) == SQLITE_ROW) {
         const char *stored = (const char *)sqlite3_column_text(st, 1);
-        int same = !strcmp(stored, name) || !strcmp(stored, path);
+        int same = (name && !strcmp(stored, name)) || !strcmp(stored, path);
         char *real = want && !same ? realpath(stored, NULL) : NULL;
         if (same || (real && !strcmp(real, want)))
             *video = sqlite3_column_int64(st, 0);

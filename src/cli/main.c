@@ -913,7 +913,8 @@ static void print_neighbour(void *user, const vf_neighbour *n)
 
 static int cmd_similar(cli *c, int argc, char **argv)
 {
-    if (argc != 1 || !c->image == !c->video || (c->image && c->at_set)) {
+    const char *query = c->image ? c->image : c->video;
+    if (argc != 1 || !c->image == !c->video || (c->image && c->at_set) || !query[0]) {
         fprintf(stderr, "vidfeat: similar: expected one database and --image FILE or --video FILE "
                         "[--at T]\n");
         return EXIT_USAGE;

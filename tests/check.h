@@ -67,29 +67,57 @@
         exit(77);                                                                                  \
     } while (0)
 
-/* Relative error of a against reference r: max|a - r| / max|r| (0 when both are 0). */
+/* The comparisons below never let a broken output look close: any value that is not finite
+ * (NaN, +-inf) in either array makes the distance INFINITY and the cosine -INFINITY. (A plain
+ * `d > worst` loop skips NaN, and fmax/fmin drop it, which is how an all-NaN output once had
+ * error 0.) test_check holds them to this. */
+static inline int vf_all_finite(const float *a, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(a[i]))
+            return 0;
+    return 1;
+}
+
+/* max |a - r| over n values; INFINITY when any value is not finite. */
+static inline double vf_max_abs_diff(const float *a, const float *r, size_t n)
+{
+    if (!vf_all_finite(a, n) || !vf_all_finite(r, n))
+        return INFINITY;
+    double diff = 0.0;
+    for (size_t i = 0; i < n; i++)
+        diff = fmax(diff, fabs((double)a[i] - r[i]));
+    return diff;
+}
+
+/* Relative error of a against reference r: max|a - r| / max|r| (max|a - r| when r is all 0);
+ * INFINITY when any value is not finite. */
 static inline double vf_rel_err(const float *a, const float *r, size_t n)
 {
-    double diff = 0.0, mag = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - r[i]);
-        diff = d > diff ? d : diff;
-        mag = fabs(r[i]) > mag ? fabs(r[i]) : mag;
-    }
-    if (diff != diff)
-        return INFINITY; /* NaN */
+    double diff = vf_max_abs_diff(a, r, n), mag = 0.0;
+    if (isinf(diff))
+        return INFINITY;
+    for (size_t i = 0; i < n; i++)
+        mag = fmax(mag, fabs((double)r[i]));
     return mag > 0.0 ? diff / mag : diff;
 }
 
+/* Cosine similarity (1 when both are all 0, 0 when one is); -INFINITY when any value is not
+ * finite, so every `>= bound` check fails on it and fmin keeps it. */
 static inline double vf_cosine(const float *a, const float *b, size_t n)
 {
+    if (!vf_all_finite(a, n) || !vf_all_finite(b, n))
+        return -INFINITY;
     double ab = 0.0, aa = 0.0, bb = 0.0;
     for (size_t i = 0; i < n; i++) {
         ab += (double)a[i] * b[i];
         aa += (double)a[i] * a[i];
         bb += (double)b[i] * b[i];
     }
-    return aa > 0.0 && bb > 0.0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
+    if (!(aa > 0.0 && bb > 0.0))
+        return aa == bb ? 1.0 : 0.0;
+    double c = ab / sqrt(aa * bb);
+    return isfinite(c) ? c : -INFINITY; /* squares past double's range */
 }
 
 /* Copy a file (test fixtures into a scratch directory); any failure fails the test. */

@@ -53,11 +53,8 @@ static int compare_clip(const char *path, const vf_preproc_opts *o, int rotation
         CHECK_OK(vfi_preproc_yuv(o, &f, rotation, &q, &planes, &err), err.msg);
         vfi_yuv_convert_ref(&q, &planes, b);
         CHECK_OK(vfi_yuv_convert(host, &q, &planes, fast), "out of memory");
-        for (size_t i = 0; i < floats; i++) {
-            double e = fabs((double)a[i] - b[i]), g = fabs((double)fast[i] - b[i]);
-            st->max_abs = e > st->max_abs ? e : st->max_abs;
-            st->max_fast = g > st->max_fast ? g : st->max_fast;
-        }
+        st->max_abs = fmax(st->max_abs, vf_max_abs_diff(a, b, floats));
+        st->max_fast = fmax(st->max_fast, vf_max_abs_diff(fast, b, floats));
         n++;
     }
     vfi_frame_destroy(&f);
@@ -140,9 +137,7 @@ static void check_layouts(const char *path, const vf_preproc_opts *o)
         CHECK_EQ(q.interleaved, fmts[k] != AV_PIX_FMT_YUV420P16LE);
         CHECK_EQ(q.wide, fmts[k] != AV_PIX_FMT_NV12);
         vfi_yuv_convert_ref(&q, &planes, b);
-        double worst = 0;
-        for (size_t i = 0; i < floats; i++)
-            worst = fmax(worst, fabs((double)a[i] - b[i]));
+        double worst = vf_max_abs_diff(a, b, floats);
         CHECK_MSG(worst <= 1e-5, "%s as format %d: %.3g", path, (int)fmts[k], worst);
         av_frame_free((AVFrame **)&g.av);
     }

@@ -69,8 +69,7 @@ static double compare(const char *path, const vf_preproc_opts *o, int rotation, 
         CU_OK(cudaMemcpy(got, slot, floats * sizeof(float), cudaMemcpyDeviceToHost));
         for (int i = 0; i < 3; i++)
             cudaFree(mem[i]);
-        for (size_t i = 0; i < floats; i++)
-            worst = fmax(worst, fabs((double)want[i] - got[i]));
+        worst = fmax(worst, vf_max_abs_diff(got, want, floats));
         (*n)++;
     }
     cudaFree(slot);

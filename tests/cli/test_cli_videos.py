@@ -7,8 +7,10 @@ timestamps strictly increase and equal ffprobe's; the empty file fails with a on
 while the rest completes (exit 1); --fps 1 on the 30 s clip gives one frame per second at the
 right times; --keyframes gives the key frames ffprobe lists; the upside-down phone clip gives
 the same vectors as its frames turned upright by ffmpeg; a rerun skips everything; kill -9 at
-random moments never leaves a done extraction with missing frames, and a rerun completes with
-the same rows as a clean run.  Exits 77 when ../shared/videos or ffprobe is missing.
+random moments never leaves a done extraction with missing frames, every row a killed run
+wrote is the clean run's (several kills land mid-file), and a rerun completes with the clean
+run's rows bit for bit (frame_index, pts, t, vector); Ctrl-C and SIGTERM exit with vidfeat's own
+status within a second, the interrupted file not done and its rows kept.  Exits 77 when ../shared/videos or ffprobe is missing.
 """
 import csv
 import json
@@ -59,6 +61,50 @@ def consistent(db):
                       "(SELECT count(*) FROM features WHERE extraction_id = e.id)").fetchone()[0]
     con.close()
     check(bad == 0, "a done extraction has frames missing")
+
+
+def full_rows(db):
+    """{(path, frame_index): (pts, t, vector bytes)} of every stored row."""
+    con = sqlite3.connect(db)
+    r = {(p, i): (pts, t, bytes(v)) for p, i, pts, t, v in con.execute(
+        "SELECT v.path, f.frame_index, f.pts, f.t, f.vec FROM features f JOIN extractions e ON "
+        "e.id = f.extraction_id JOIN videos v ON v.id = e.video_id")}
+    con.close()
+    return r
+
+
+def same_rows(got, want, what):
+    """got has exactly want's rows: the same keys, and pts, t and vector bytes equal."""
+    check(got.keys() == want.keys(), "%s: %d rows, the clean run %d (%d missing, %d extra)"
+          % (what, len(got), len(want), len(want.keys() - got.keys()),
+             len(got.keys() - want.keys())))
+    for k in want:
+        check(got[k] == want[k], "%s: %s frame %d differs from the clean run (pts/t %s vs %s%s)"
+              % (what, os.path.basename(k[0]), k[1], got[k][:2], want[k][:2],
+                 "" if got[k][2] == want[k][2] else ", vector"))
+
+
+def interrupted_rows_kept(db, clean, what):
+    """After a kill or an interruption: every stored row equals the clean run's row of that
+    file and frame, and each extraction not done holds no more than its file's frames. Returns
+    the number of files interrupted with rows written (not done, some rows, not all)."""
+    con = sqlite3.connect(db)
+    ext = con.execute("SELECT v.path, e.status, (SELECT count(*) FROM features f WHERE "
+                      "f.extraction_id = e.id) FROM extractions e JOIN videos v ON "
+                      "v.id = e.video_id").fetchall()
+    con.close()
+    got = full_rows(db)
+    for k, row in got.items():
+        check(k in clean and row == clean[k], "%s: stored row %s frame %d is not the clean "
+              "run's" % (what, os.path.basename(k[0]), k[1]))
+    total = {}
+    for p, _ in clean:
+        total[p] = total.get(p, 0) + 1
+    partial = 0
+    for path, status, n in ext:
+        if status != "done" and 0 < n < total[path]:
+            partial += 1
+    return partial
 
 
 def counts(db):
@@ -167,29 +213,40 @@ def main():
         check(s["skipped"] == len(clips) - 1 and s["failed"] == 1, "rerun: %s" % s)
         print("ok rerun: %d skipped" % s["skipped"])
 
-        # kill -9 at random moments, then finish: same rows as the clean run
-        clean = counts(db)
+        # kill -9 at random moments, then finish: every row (frame_index, pts, t and the vector
+        # bit for bit) equals the clean run's. Each kill leaves the rows written so far: they
+        # must already be the clean run's rows, the file not done; some kills must land while a
+        # file's rows were being written (not all before the first batch or after the last).
+        clean = full_rows(db)
         big = [os.path.join(vdir, f) for f in ("vp8_720p_bigbuckbunny_30s.webm",
                                                "h264_1080p_smpte_bars_counter.mp4",
                                                "mpeg4asp_megamind.avi")]
+        clean_big = {k: v for k, v in clean.items() if k[0] in big}
         dbk = os.path.join(tmp, "kill.db")
         rnd = random.Random(7)
+        mid_file = 0
         for i in range(20):
+            if i % 5 == 0 and os.path.exists(dbk):
+                os.remove(dbk)  # start over now and then, so kills keep meeting unfinished files
             p = subprocess.Popen([exe, "--model", model, "--batch", "8", "-o", dbk, *big],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(rnd.uniform(0.05, 1.5))
             p.send_signal(signal.SIGKILL)
             p.wait()
             consistent(dbk)
+            mid_file += interrupted_rows_kept(dbk, clean_big, "kill %d" % i)
+        check(mid_file >= 3, "only %d of 20 kills landed while a file's rows were being written"
+              % mid_file)
         r = vidfeat(exe, model, "-o", dbk, *big)
         check(r.returncode == 0, "after kills: %s" % r.stderr)
         consistent(dbk)
-        got = counts(dbk)
-        check(all(got.get(b) == clean[b] for b in big), "after kills %s, clean %s" %
-              (got, {b: clean[b] for b in big}))
-        print("ok kill -9 x20: database consistent, rerun gives the clean run's rows")
+        same_rows(full_rows(dbk), clean_big, "after kills")
+        check(counts(dbk) == {b: counts(db)[b] for b in big}, "done extractions after kills")
+        print("ok kill -9 x20 (%d mid-file, their rows kept and equal to the clean run's): "
+              "database consistent, the rerun's rows equal the clean run's bit for bit" % mid_file)
 
-        # Ctrl-C (SIGINT) and SIGTERM stop quickly and keep what was written
+        # Ctrl-C (SIGINT) and SIGTERM stop quickly with vidfeat's own exit (1, "interrupted"),
+        # keep what was written (the clean run's rows), and leave the interrupted file not done
         for sig in (signal.SIGINT, signal.SIGTERM):
             name = signal.Signals(sig).name
             dbi = os.path.join(tmp, "%s.db" % name)
@@ -201,10 +258,17 @@ def main():
             _, err = p.communicate(timeout=30)
             stop = time.time() - t0
             check(p.returncode == 1 and "interrupted" in err,
-                  "%s: rc %d %s" % (name, p.returncode, err))
+                  "%s: exit %d (want vidfeat's own 1 and 'interrupted'): %s"
+                  % (name, p.returncode, err))
             check(stop < 1.0, "%s took %.2f s to stop" % (name, stop))
             consistent(dbi)
-            print("ok %s: stopped in %.2f s, database consistent" % (name, stop))
+            check(interrupted_rows_kept(dbi, clean_big, name) == 1,
+                  "%s: no file was interrupted with rows written" % name)
+            r = vidfeat(exe, model, "-o", dbi, *big)
+            check(r.returncode == 0, "%s: the rerun: %s" % (name, r.stderr))
+            same_rows(full_rows(dbi), clean_big, "%s then rerun" % name)
+            print("ok %s: stopped in %.2f s, the interrupted file not done with its rows kept, "
+                  "the rerun's rows equal the clean run's" % (name, stop))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -17,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 
+from vfcheck import rel_err
+
 FAILED = []
 
 
@@ -111,8 +113,7 @@ def main():
             if k in got:
                 check(got[k][0] == want[k][0], "rerun: %s frame %d: pts differ" % k)
                 a, b = array.array("f", got[k][1]), array.array("f", want[k][1])
-                scale = max(abs(v) for v in b) or 1.0
-                worst = max(worst, max(abs(x - y) for x, y in zip(a, b)) / scale)
+                worst = max(worst, rel_err(a, b))
         check(worst <= 1e-5, "rerun: vectors differ from the clean run by %.3g" % worst)
         print("ok rerun after the full disk: %d rows, as the clean run (%d kept from before)"
               % (len(got), stored))

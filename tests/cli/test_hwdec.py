@@ -18,7 +18,7 @@ import tempfile
 
 import numpy as np
 
-from vfcheck import SKIP, check, features
+from vfcheck import SKIP, check, features, rel_err
 
 
 NO_DEVICE = "cannot open a cuda device for decoding"
@@ -75,7 +75,7 @@ def cuda(exe, model, clips, tmp):
     for k in b:
         check(a[k][0] == b[k][0] and a[k][1] == b[k][1], "%s: timestamps %s vs %s" %
               (k, a[k][:2], b[k][:2]))
-        worst = max(worst, float(np.abs(a[k][2] - b[k][2]).max() / np.abs(b[k][2]).max()))
+        worst = max(worst, rel_err(a[k][2], b[k][2]))
     check(worst <= 1e-4, "NVDEC vs CPU decode: relative difference %.3g" % worst)
     print("ok %d frames of %d files, decoded on: %s; worst relative difference %.2g" %
           (len(a), len(clips), on, worst))

@@ -18,6 +18,40 @@ def check(cond, msg):
         fail(msg)
 
 
+def rel_err(a, b):
+    """max|a - b| / max|b| of two vectors (any sequences of numbers); inf when either holds a
+    value that is not finite, so no bound passes a NaN (Python's max() and a `>` loop both skip
+    NaN depending on where it sits)."""
+    import numpy as np
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape or not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return float("inf")
+    scale = float(np.abs(b).max()) if b.size else 0.0
+    diff = float(np.abs(a - b).max()) if b.size else 0.0
+    return diff / scale if scale > 0 else diff
+
+
+def cosine(a, b):
+    """Cosine similarity; -inf when either holds a value that is not finite."""
+    import numpy as np
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape or not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return float("-inf")
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    if na == 0 or nb == 0:
+        return 1.0 if na == nb else 0.0
+    return float(a @ b) / (na * nb)
+
+
+def worst(values, bad):
+    """The worst of values where `bad` is the worst possible one (inf for errors, -inf for
+    cosines): an empty list is a failure, not a pass."""
+    values = list(values)
+    if not values:
+        return bad
+    return max(values) if bad > 0 else min(values)
+
+
 def features(db, done_only=False):
     """{(file name, frame_index): (pts, t, float32 vector)} of the stored rows (of finished
     extractions only with done_only)."""

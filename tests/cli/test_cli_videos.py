@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from vfcheck import SKIP, check
+from vfcheck import SKIP, check, ffprobe_times
 
 
 def vidfeat(exe, model, *args, **kw):
@@ -51,30 +51,6 @@ def ffprobe_frames(path, extra=()):
         v = f.get("best_effort_timestamp", f.get("pts", f.get("pkt_dts")))
         ts.append((int(v) if v is not None else None, int(f.get("key_frame", 0))))
     return ts
-
-
-def ffprobe_times(path):
-    """Each decoded frame's (pts, t) as ffprobe sees them: pts = the best-effort timestamp in
-    the stream's time base (a frame without one: the previous frame's plus its packet
-    duration, the rule vidfeat documents), t = pts x time base - the file's start time."""
-    r = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
-                        "frame=best_effort_timestamp,pkt_duration:stream=time_base:"
-                        "format=start_time", "-of", "json", path],
-                       capture_output=True, text=True)
-    check(r.returncode == 0, "ffprobe %s: %s" % (path, r.stderr))
-    doc = json.loads(r.stdout)
-    num, den = (int(x) for x in doc["streams"][0]["time_base"].split("/"))
-    start = float(doc["format"].get("start_time", 0.0))
-    out, last = [], None
-    for f in doc["frames"]:
-        pts = f.get("best_effort_timestamp")
-        if pts is None:
-            check(last is not None, "%s: the first frame has no timestamp" % path)
-            pts = last + max(int(f.get("pkt_duration", 1)), 1)
-        pts = int(pts)
-        out.append((pts, pts * num / den - start))
-        last = pts
-    return out, start
 
 
 def consistent(db):

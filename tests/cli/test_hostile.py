@@ -9,13 +9,14 @@ The matrix of cases and outcomes is kept in tests/README.md.
 import json
 import os
 import random
+import re
 import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
 
-from vfcheck import check
+from vfcheck import check, extractions, ffprobe_times
 
 
 def ff(*args):
@@ -31,7 +32,9 @@ def probe_count(path):
 
 
 def make_inputs(v, d):
-    """name -> (path, expected: 'done' with a frame count, or 'failed' with a message part)"""
+    """name -> (path, expected): ('done', frame count) or ('failed', a regular expression the
+    whole message must match; a group in it is the number of frames decoded before the
+    failure, whose rows must be kept)"""
     bbb = os.path.join(v, "h264_720p_bigbuckbunny.mp4")  # moov at the end
     cases = {}
 
@@ -41,31 +44,31 @@ def make_inputs(v, d):
     ff("-i", bbb, "-c", "copy", "-movflags", "+faststart", os.path.join(d, "fast.mp4"))
     data = open(os.path.join(d, "fast.mp4"), "rb").read()
     open(os.path.join(d, "mdat_cut.mp4"), "wb").write(data[: len(data) // 2])
-    add("mdat_cut.mp4", ("failed", ""))
+    add("mdat_cut.mp4", ("failed", r"decoding failed after (\d+) frames: Invalid data found when processing input"))
     raw = open(bbb, "rb").read()
     open(os.path.join(d, "moov_missing.mp4"), "wb").write(raw[: len(raw) * 4 // 5])
-    add("moov_missing.mp4", ("failed", ""))
+    add("moov_missing.mp4", ("failed", "not a media file FFmpeg can read"))
     mkv = bytearray(open(os.path.join(v, "h264_640x480_asl_again.mkv"), "rb").read())
     rnd = random.Random(3)
     for _ in range(40):  # scattered corrupt bytes in the middle of the stream
         mkv[rnd.randrange(len(mkv) // 4, len(mkv))] = rnd.randrange(256)
     open(os.path.join(d, "corrupt_bytes.mkv"), "wb").write(bytes(mkv))
-    add("corrupt_bytes.mkv", ("any", ""))
+    add("corrupt_bytes.mkv", ("done", 77))  # FFmpeg conceals the damage
     open(os.path.join(d, "garbage.mp4"), "wb").write(bytes(rnd.randrange(256) for _ in range(4096)))
-    add("garbage.mp4", ("failed", "not a media file"))
+    add("garbage.mp4", ("failed", "not a media file FFmpeg can read"))
     open(os.path.join(d, "empty.mov"), "wb").close()
     add("empty.mov", ("failed", "empty file"))
     ff("-i", bbb, "-vn", "-c:a", "copy", os.path.join(d, "audio_only.m4a"))
-    add("audio_only.m4a", ("failed", "no video stream"))
+    add("audio_only.m4a", ("failed", re.escape("no video stream (1 stream, none of them video)")))
     ff("-f", "lavfi", "-i", "sine=duration=1", "-f", "lavfi", "-i",
        "testsrc=size=64x64:rate=1:duration=1", "-map", "0", "-map", "1", "-c:a", "libmp3lame",
        "-c:v", "mjpeg", "-disposition:v", "attached_pic", os.path.join(d, "cover_art.mp3"))
-    add("cover_art.mp3", ("failed", "no video stream"))
+    add("cover_art.mp3", ("failed", re.escape("no video stream (2 streams, none of them video)")))
     srt = os.path.join(d, "s.srt")
     open(srt, "w").write("1\n00:00:00,000 --> 00:00:01,000\nhello\n")
     ff("-i", srt, os.path.join(d, "subtitles_only.mkv"))
     os.remove(srt)
-    add("subtitles_only.mkv", ("failed", "no video stream"))
+    add("subtitles_only.mkv", ("failed", re.escape("no video stream (1 stream, none of them video)")))
     ff("-i", bbb, "-i", os.path.join(v, "vp9_480p_bigbuckbunny_1s.webm"), "-map", "0:v",
        "-map", "1:v", "-c", "copy", os.path.join(d, "two_video_streams.mkv"))
     add("two_video_streams.mkv", ("done", 132))
@@ -94,7 +97,7 @@ def make_inputs(v, d):
     eol = y4m.index(b"\n")
     header = y4m[:eol].replace(b"W64 ", b"W60000 ").replace(b"H48 ", b"H60000 ")
     open(os.path.join(d, "huge_dims.y4m"), "wb").write(header + y4m[eol:])
-    add("huge_dims.y4m", ("failed", "60000x60000"))
+    add("huge_dims.y4m", ("failed", "Picture size 60000x60000 is invalid"))
     # no timestamps at all: a raw H.264 elementary stream (FFmpeg derives them from the rate)
     ff("-i", bbb, "-an", "-c:v", "copy", "-bsf:v", "h264_mp4toannexb",
        os.path.join(d, "no_timestamps.h264"))
@@ -110,12 +113,12 @@ def make_inputs(v, d):
     os.remove(os.path.join(d, "fourcc.avi"))
     check(avi.count(b"FMP4") > 0, "no FourCC to replace in the AVI")
     open(os.path.join(d, "unknown_codec.avi"), "wb").write(avi.replace(b"FMP4", b"ZQ9X"))
-    add("unknown_codec.avi", ("failed", "unsupported video codec (FourCC 'ZQ9X')"))
+    add("unknown_codec.avi", ("failed", re.escape("unsupported video codec (FourCC 'ZQ9X')")))
     odd = os.path.join(d, "name with spaces \xe9\udcff.mp4".encode("utf-8", "surrogateescape")
                        .decode("utf-8", "surrogateescape"))
     shutil.copy(os.path.join(v, "hevc_640x360_aac.mp4"), odd)
     cases["odd name"] = (odd, ("done", 27))
-    cases["missing"] = (os.path.join(d, "does_not_exist.mp4"), ("failed", "No such file"))
+    cases["missing"] = (os.path.join(d, "does_not_exist.mp4"), ("failed", "No such file or directory"))
     os.remove(os.path.join(d, "fast.mp4"))
     return cases
 
@@ -179,18 +182,45 @@ def main():
         check(len(lines) == len(failed) + 1, "one stderr line per failure (+1 for the empty "
               "directory): %d lines, %d failures\n%s" % (len(lines), len(failed), err))
         check(any("no_media: no media files" in l for l in lines), "empty directory not reported")
+        stored = extractions(db)
         for name, (path, (want, arg)) in sorted(cases.items()):
             f = by_path.get(path)
             check(f is not None, "%s: no result" % name)
+            kept = f["frames"]  # rows that must be in the database
             if want == "done":
-                check(f["status"] == "done" and f["frames"] == arg,
+                check(f["status"] == "done" and f["frames"] == arg and f["error"] == "",
                       "%s: %s with %d frames (want done, %d): %s" %
                       (name, f["status"], f["frames"], arg, f["error"]))
-            elif want == "failed":
-                check(f["status"] == "failed" and arg in f["error"],
+            else:
+                m = re.fullmatch(arg, f["error"])
+                check(f["status"] == "failed" and m is not None,
                       "%s: %s '%s' (want failed, '%s')" % (name, f["status"], f["error"], arg))
-                check(sum(path in l for l in lines) == 1, "%s: not exactly one line" % name)
-            print("ok %-22s %-6s %4d frames %s" % (name, f["status"], f["frames"], f["error"]))
+                check(kept == (int(m.group(1)) if m.groups() else 0),
+                      "%s: %d frames reported with '%s'" % (name, kept, f["error"]))
+                line = "vidfeat: %s: %s" % (path, f["error"])
+                check([l for l in lines if path in l] == [line],
+                      "%s: not exactly the one line %r in %r" % (name, line, lines))
+            # the database says the same, holding the rows decoded before any failure, each
+            # with the frame's own pts and t (ffprobe's, frame by frame)
+            if path not in stored:  # failed before decoding began
+                check(f["status"] == "failed" and kept == 0,
+                      "%s: %s with %d frames and no extraction in the database"
+                      % (name, f["status"], kept))
+            else:
+                status, error, frames, rows = stored[path]
+                check(status == f["status"] and frames == kept and len(rows) == kept and
+                      (error or "") == f["error"], "%s: the database has %s, %d/%d rows, %r"
+                      % (name, status, frames, len(rows), error))
+                if kept:
+                    probe, _ = ffprobe_times(path)
+                    check(len(probe) >= kept, "%s: ffprobe decodes %d frames, vidfeat kept %d"
+                          % (name, len(probe), kept))
+                    for k, ((index, pts, t), (ppts, pt)) in enumerate(zip(rows, probe)):
+                        check(index == k and pts == ppts and abs(t - pt) <= 1e-6,
+                              "%s: row %d is (%d, %s, %.6f), ffprobe's frame (%d, %d, %.6f)"
+                              % (name, k, index, pts, t, k, ppts, pt))
+            print("ok %-22s %-6s %4d frames, rows kept with ffprobe's pts %s"
+                  % (name, f["status"], f["frames"], f["error"]))
         con = sqlite3.connect(db)
         check(con.execute("PRAGMA integrity_check").fetchone()[0] == "ok", "integrity")
         bad = con.execute("SELECT count(*) FROM extractions e WHERE status = 'done' AND frames "

@@ -1,8 +1,10 @@
 """What the command-line tests share: the skip status, failing with one line, and reading the
 vectors of a vidfeat database back. Imported by the test scripts beside it (their own directory
 is first on sys.path)."""
+import json
 import os
 import sqlite3
+import subprocess
 import sys
 
 SKIP = 77  # ctest's SKIP_RETURN_CODE
@@ -63,5 +65,46 @@ def features(db, done_only=False):
             "ON e.id = f.extraction_id JOIN videos v ON v.id = e.video_id" +
             (" WHERE e.status = 'done'" if done_only else "")):
         out[(os.path.basename(path), index)] = (pts, t, np.frombuffer(blob, np.float32))
+    con.close()
+    return out
+
+
+def ffprobe_times(path):
+    """Each decoded frame's (pts, t) as ffprobe sees them: pts = the best-effort timestamp in
+    the stream's time base (a frame without one: the previous frame's plus its packet
+    duration, or the timeline's start for the first; the rule vidfeat documents), t = pts x
+    time base - the file's start time."""
+    r = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
+                        "frame=best_effort_timestamp,pkt_duration:stream=time_base:"
+                        "format=start_time", "-of", "json", path],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "ffprobe %s: %s" % (path, r.stderr))
+    doc = json.loads(r.stdout)
+    num, den = (int(x) for x in doc["streams"][0]["time_base"].split("/"))
+    start = float(doc["format"].get("start_time", 0.0))
+    out, last = [], None
+    for f in doc["frames"]:
+        pts = f.get("best_effort_timestamp")
+        if pts is None:
+            pts = (round(start * den / num) if last is None else
+                   last + max(int(f.get("pkt_duration", 1)), 1))
+        pts = int(pts)
+        out.append((pts, pts * num / den - start))
+        last = pts
+    return out, start
+
+
+def extractions(db):
+    """{path: (status, error, frames counted, [(frame_index, pts, t) of its stored rows in
+    frame order])} of every extraction (paths as str, undecodable bytes as surrogates)."""
+    con = sqlite3.connect(db)
+    con.text_factory = lambda b: b.decode("utf-8", "surrogateescape")
+    out = {}
+    for eid, path, status, error, frames in con.execute(
+            "SELECT e.id, v.path, e.status, e.error, e.frames FROM extractions e "
+            "JOIN videos v ON v.id = e.video_id"):
+        rows = con.execute("SELECT frame_index, pts, t FROM features WHERE extraction_id = ? "
+                           "ORDER BY frame_index", (eid,)).fetchall()
+        out[path] = (status, error, frames, rows)
     con.close()
     return out

@@ -325,11 +325,14 @@ vf_status vfi_preproc_yuv(const vf_preproc_opts *o, const vf_frame *fr, int rota
     q->chroma_y = make_axis((float)y / fy + siting(f->chroma_location, sy, 1), (float)h / fy,
                             -((-f->height) >> sy), n);
 
-    /* samples in 8-bit units: a 16-bit sample holds depth bits above `shift` zero bits */
+    /* a 16-bit sample holds depth bits above `shift` zero bits. Full range spans 0 ..
+     * 2^depth - 1 with the chroma centred on 2^(depth - 1) (H.273: 1023 at 10 bits, not
+     * 4 x 255); limited range is the 8-bit range scaled by 2^(depth - 8) */
     float unit = (float)(1 << (cy->shift + cy->depth - 8));
     if (full_range(f)) {
-        q->y_mul = 1.0f / (255.0f * unit), q->y_sub = 0.0f;
-        q->c_mul = 1.0f / (255.0f * unit), q->c_sub = 128.0f / 255.0f;
+        float top = (float)((1 << cy->depth) - 1);
+        q->y_mul = 1.0f / (top * (float)(1 << cy->shift)), q->y_sub = 0.0f;
+        q->c_mul = q->y_mul, q->c_sub = (float)(1 << (cy->depth - 1)) / top;
     } else {
         q->y_mul = 1.0f / (219.0f * unit), q->y_sub = 16.0f / 219.0f;
         q->c_mul = 1.0f / (224.0f * unit), q->c_sub = 128.0f / 224.0f;

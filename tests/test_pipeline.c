@@ -122,10 +122,7 @@ static void same_as_ffmpeg(const char *clip, const char *chroma, const capture *
     static float images[MAX_VEC * 3 * SIZE * SIZE];
     static float ref[MAX_VEC * DIM];
     int n = ffmpeg_frames(clip, chroma, images, MAX_VEC);
-    if (n < 0) {
-        printf("  (ffmpeg CLI not available: comparison skipped)\n");
-        return;
-    }
+    CHECK_MSG(n >= 0, "the ffmpeg CLI could not decode %s (is ffmpeg installed?)", clip);
     CHECK_EQ(n, c->n);
     vf_config cfg = vf_config_default();
     cfg.model = VF_MODELS_DIR "/tiny_cnn.onnx";

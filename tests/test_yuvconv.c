@@ -2,15 +2,22 @@
  * test_yuvconv.c - frame conversion (yuvconv.h, preprocess.c): the CPU path (separable, and as
  * the pipeline calls it) equals the per-pixel reference the GPU kernel shares, on real frames of
  * every shared clip, both resize policies, each rotation, RGB and BGR order; NV12, P010 and
- * 16-bit copies of a frame convert alike; colours are the exact formula's; RGB frames are
- * refused by yuvconv and converted by the libswscale fallback.
- * Usage: test_yuvconv [VIDEOS_DIR]
+ * 16-bit copies of a frame convert alike; colours are ITU-T H.273's formula's, computed here,
+ * on one-colour clips the ffmpeg CLI makes (BT.709/BT.601, limited/full range, 8/10 bits,
+ * described or guessed by size); RGB frames are refused by yuvconv and converted by the
+ * libswscale fallback.
+ * Usage: test_yuvconv             (the fallback, the layouts, the colours)
+ *        test_yuvconv VIDEOS_DIR  (the shared clips; 77 without them; each must open)
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <libavutil/frame.h>
+#include <libavutil/pixdesc.h>
 
 #include "check.h"
 #include "decode.h"
@@ -33,8 +40,7 @@ static int compare_clip(const char *path, const vf_preproc_opts *o, int rotation
     vf_decoder *d = NULL;
     vf_err err = {0};
     vf_sampling s = {.every = 7}; /* spread over the clip: several start black */
-    if (vfi_decoder_open(path, &s, NULL, &d, &err) < 0)
-        return 0;
+    CHECK_OK(vfi_decoder_open(path, &s, NULL, &d, &err), err.msg);
     vf_yuv_host *host = vfi_yuv_host_new();
     CHECK(host);
     vf_preproc *p = NULL;
@@ -116,8 +122,7 @@ static void check_layouts(const char *path, const vf_preproc_opts *o)
     vf_decoder *d = NULL;
     vf_err err = {0};
     vf_sampling s = {.every = 5};
-    if (vfi_decoder_open(path, &s, NULL, &d, &err) < 0)
-        return;
+    CHECK_OK(vfi_decoder_open(path, &s, NULL, &d, &err), err.msg);
     vf_frame f;
     CHECK_EQ(vfi_frame_init(&f), VF_OK);
     CHECK_OK(vfi_decoder_next(d, &f, &err), err.msg);
@@ -148,15 +153,69 @@ static void check_layouts(const char *path, const vf_preproc_opts *o)
     vfi_decoder_free(&d);
 }
 
-/* The 1x1 4:4:4 clip: every slot pixel is that one pixel's colour, by the BT.601 limited-range
- * formula in double precision (its stream states neither, and it is not HD). */
-static void check_colour(const char *path, const vf_preproc_opts *o)
+/* One sample of plane c at (0, 0), in its own units (8 or 16-bit storage). */
+static double sample00(const AVFrame *av, int c, int wide)
+{
+    return wide ? ((const uint16_t *)av->data[c])[0] : av->data[c][0];
+}
+
+/* Every sample of every plane equals the first: the frame is one colour, so that colour
+ * describes every output pixel whatever the resize. */
+static void check_uniform(const AVFrame *av, int wide)
+{
+    const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get((enum AVPixelFormat)av->format);
+    CHECK(desc && !(desc->flags & AV_PIX_FMT_FLAG_RGB) && desc->nb_components == 3);
+    for (int c = 0; c < 3; c++) {
+        int w = c ? -((-av->width) >> desc->log2_chroma_w) : av->width;
+        int h = c ? -((-av->height) >> desc->log2_chroma_h) : av->height;
+        double first = sample00(av, c, wide);
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                const uint8_t *row = av->data[c] + (size_t)y * av->linesize[c];
+                double v = wide ? ((const uint16_t *)row)[x] : row[x];
+                CHECK_MSG(v == first, "plane %d not uniform at %d,%d: %g vs %g", c, x, y, v, first);
+            }
+    }
+}
+
+/* R'G'B' in [0, 1] of one Y'CbCr sample triple by ITU-T H.273's equations, written out here
+ * independently of preprocess.c: limited range scales 219 (luma) and 224 (chroma) by 2^(depth-8)
+ * around 16 and 128 times the same, full range divides by 2^depth - 1 around 2^(depth-1). */
+static void h273_rgb(double Y, double U, double V, double kr, double kb, int full, int depth,
+                     double rgb[3])
+{
+    double y, u, v;
+    if (full) {
+        double max = ldexp(1.0, depth) - 1, mid = ldexp(1.0, depth - 1);
+        y = Y / max, u = (U - mid) / max, v = (V - mid) / max;
+    } else {
+        double k = ldexp(1.0, depth - 8);
+        y = (Y - 16 * k) / (219 * k), u = (U - 128 * k) / (224 * k), v = (V - 128 * k) / (224 * k);
+    }
+    double kg = 1 - kr - kb;
+    rgb[0] = y + 2 * (1 - kr) * v;
+    rgb[1] = y - 2 * kb * (1 - kb) / kg * u - 2 * kr * (1 - kr) / kg * v;
+    rgb[2] = y + 2 * (1 - kb) * u;
+}
+
+typedef struct colour_case {
+    const char *what;
+    const char *file;        /* path (generated or shared) */
+    double kr, kb;           /* the matrix the stream asks for (or implies) */
+    int full, depth;         /* range and bits per sample */
+    double alt_kr, alt_kb;   /* a matrix the clip must tell apart (the wrong guess) */
+    int alt_full, alt_depth; /* and a range/depth it must tell apart */
+} colour_case;
+
+/* Every slot pixel of every frame of a one-colour clip is that colour by the H.273 formula
+ * above, within 2e-4 of normalised units; and the clip's colour would come out measurably
+ * different (over 0.01) with the wrong matrix, range or depth, so the check can tell them apart. */
+static void check_colour(const colour_case *k, const vf_preproc_opts *o)
 {
     vf_decoder *d = NULL;
     vf_err err = {0};
     vf_sampling s = {0};
-    if (vfi_decoder_open(path, &s, NULL, &d, &err) < 0)
-        return;
+    CHECK_OK(vfi_decoder_open(k->file, &s, NULL, &d, &err), err.msg);
     vf_preproc *p = NULL;
     CHECK_OK(vfi_preproc_create(o, &p, &err), err.msg);
     const size_t plane = (size_t)o->size * o->size;
@@ -164,23 +223,101 @@ static void check_colour(const char *path, const vf_preproc_opts *o)
     CHECK(a);
     vf_frame f;
     CHECK_EQ(vfi_frame_init(&f), VF_OK);
+    int frames = 0;
+    double worst = 0, apart = 0;
     while (vfi_decoder_next(d, &f, &err) == VF_OK) {
         const AVFrame *av = f.av;
-        double y = (av->data[0][0] - 16) / 219.0, u = (av->data[1][0] - 128) / 224.0,
-               v = (av->data[2][0] - 128) / 224.0;
-        double rgb[3] = {y + 1.402 * v, y - 0.344136 * u - 0.714136 * v, y + 1.772 * u};
+        const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get((enum AVPixelFormat)av->format);
+        CHECK_EQ(desc->comp[0].depth, k->depth);
+        int wide = desc->comp[0].step > 1;
+        check_uniform(av, wide);
+        double Y = sample00(av, 0, wide), U = sample00(av, 1, wide), V = sample00(av, 2, wide);
+        double rgb[3], alt[2][3];
+        h273_rgb(Y, U, V, k->kr, k->kb, k->full, k->depth, rgb);
+        h273_rgb(Y, U, V, k->alt_kr, k->alt_kb, k->full, k->depth, alt[0]);
+        h273_rgb(Y, U, V, k->kr, k->kb, k->alt_full, k->alt_depth, alt[1]);
         CHECK_OK(vfi_preproc_frame(p, &f, 0, a, &err), err.msg);
         for (int c = 0; c < 3; c++) {
             double want = (255 * fmin(1, fmax(0, rgb[c])) - o->mean[c]) / o->std[c];
-            for (size_t i = 0; i < plane; i++)
-                CHECK_NEAR(a[c * plane + i], want, 2e-4);
+            for (int w = 0; w < 2; w++) {
+                double other = (255 * fmin(1, fmax(0, alt[w][c])) - o->mean[c]) / o->std[c];
+                apart = fmax(apart, fabs(other - want));
+            }
+            for (size_t i = 0; i < plane; i++) {
+                CHECK_MSG(isfinite(a[c * plane + i]), "%s: not finite", k->what);
+                worst = fmax(worst, fabs(a[c * plane + i] - want));
+            }
         }
+        CHECK_MSG(worst <= 2e-4, "%s (%s, Y'CbCr %g %g %g): off the H.273 colour by %.3g", k->what,
+                  k->file, Y, U, V, worst);
+        frames++;
     }
-    printf("%s: exact colours\n", path);
+    CHECK_MSG(frames > 0, "%s: no frame decoded", k->what);
+    CHECK_MSG(apart > 0.01, "%s: the wrong matrix or range would give the same colour", k->what);
+    printf("%-40s %d frames: the H.273 colour within %.1e (a wrong matrix or range: %.3f off)\n",
+           k->what, frames, worst, apart);
     vfi_free(a);
     vfi_frame_destroy(&f);
     vfi_preproc_free(&p);
     vfi_decoder_free(&d);
+}
+
+/* Make a one-colour clip with the ffmpeg CLI (lossless H.264, so the samples are uniform):
+ * colour, size, pixel format, and the colour description written into the stream. */
+static void make_clip(const char *path, const char *size, const char *pix_fmt, const char *matrix,
+                      const char *range)
+{
+    char cmd[1400];
+    snprintf(
+        cmd, sizeof(cmd),
+        "ffmpeg -nostdin -v error -y -f lavfi -i color=c=0x3A80C8:s=%s:r=5:d=0.6 -vf "
+        "scale=out_color_matrix=%s:out_range=%s:flags=accurate_rnd+full_chroma_int:sws_dither=none,"
+        "format=%s -c:v libx264 -qp 0 %s%s "
+        "-color_range %s '%s'",
+        size, strcmp(matrix, "unspecified") ? matrix : "bt709", strcmp(range, "pc") ? "tv" : "pc",
+        pix_fmt, strcmp(matrix, "unspecified") ? "-colorspace " : "",
+        strcmp(matrix, "unspecified") ? matrix : "", range, path);
+    CHECK_MSG(system(cmd) == 0, "could not make a test clip (is the ffmpeg CLI installed?): %s",
+              cmd);
+}
+
+/* The colour equations on clips made here: BT.709 and BT.601, limited and full range, 8 and 10
+ * bits, the matrix read from the stream's colour description or (undescribed) guessed from the
+ * frame height; each against the formula above. */
+static void check_colours(const vf_preproc_opts *o)
+{
+    char dir[] = "/tmp/vidfeat_colour_XXXXXX";
+    CHECK(mkdtemp(dir));
+    const double k709[2] = {0.2126, 0.0722}, k601[2] = {0.299, 0.114};
+    struct {
+        const char *what, *size, *pix_fmt, *matrix, *range;
+        const double *k, *alt;
+        int full, depth;
+    } gen[] = {
+        {"BT.709 limited 8-bit (described)", "96x64", "yuv444p", "bt709", "tv", k709, k601, 0, 8},
+        {"BT.601 full 8-bit (described)", "96x64", "yuv444p", "smpte170m", "pc", k601, k709, 1, 8},
+        {"BT.709 full 8-bit 4:2:0 (described)", "96x64", "yuv420p", "bt709", "pc", k709, k601, 1,
+         8},
+        {"BT.709 limited 10-bit (described)", "96x64", "yuv444p10le", "bt709", "tv", k709, k601, 0,
+         10},
+        {"BT.709 full 10-bit (described)", "96x64", "yuv444p10le", "bt709", "pc", k709, k601, 1,
+         10},
+        {"BT.601 limited 10-bit 4:2:0 (described)", "96x64", "yuv420p10le", "smpte170m", "tv", k601,
+         k709, 0, 10},
+        {"undescribed 1280x720: BT.709 by size", "1280x720", "yuv420p", "unspecified", "tv", k709,
+         k601, 0, 8},
+    };
+    for (size_t i = 0; i < sizeof(gen) / sizeof(gen[0]); i++) {
+        char path[1100];
+        snprintf(path, sizeof(path), "%s/colour%zu.mkv", dir, i);
+        make_clip(path, gen[i].size, gen[i].pix_fmt, gen[i].matrix, gen[i].range);
+        /* the other range, or for full range the other depth's divisor, must be told apart */
+        colour_case k = {gen[i].what,  path,          gen[i].k[0],   gen[i].k[1],  gen[i].full,
+                         gen[i].depth, gen[i].alt[0], gen[i].alt[1], !gen[i].full, gen[i].depth};
+        check_colour(&k, o);
+        CHECK(remove(path) == 0);
+    }
+    CHECK(rmdir(dir) == 0);
 }
 
 /* RGB frames are not yuvconv's: refused there, converted by the libswscale fallback. */
@@ -215,21 +352,27 @@ static void check_fallback(const vf_preproc_opts *o)
 
 int main(int argc, char **argv)
 {
-    const char *videos = argc > 1 ? argv[1] : VF_SHARED_DIR "/videos";
     vf_preproc_opts crop = {
         .size = 224, .resize = VF_RESIZE_SHORT_CROP, .resize_short = 256, .order = VF_CHANNELS_RGB};
     memcpy(crop.mean, kMean, sizeof(kMean));
     memcpy(crop.std, kStd, sizeof(kStd));
-    check_fallback(&crop);
-    check_layouts(VF_SAMPLES_DIR "/testsrc_64x48.mp4", &crop);
-    /* each shared clip: the pipeline's conversion and the separable CPU path against the
-     * per-pixel reference, both resize policies, a rotation per clip, RGB and BGR */
+    if (argc < 2) { /* what needs no shared data: the fallback, layouts, colours */
+        check_fallback(&crop);
+        check_layouts(VF_SAMPLES_DIR "/testsrc_64x48.mp4", &crop);
+        check_colours(&crop);
+        return 0;
+    }
+    /* test_yuvconv_clips: each shared clip - the pipeline's conversion and the separable CPU
+     * path against the per-pixel reference, both resize policies, a rotation per clip, RGB and
+     * BGR - and the 1x1 clip's colour; every clip must open */
+    const char *videos = argv[1];
+    if (access(videos, R_OK) != 0)
+        SKIP("%s missing: the shared clips are not here", videos);
     const char *clips[] = {"h264_720p_bigbuckbunny.mp4",    "h264_640x480_asl_again.mkv",
                            "hevc_640x360_aac.mp4",          "mpeg2_ps_600x450_xine_logo.mpg",
                            "mpeg4asp_megamind.avi",         "phone_rotated180_ipad2.mov",
                            "vp9_480p_bigbuckbunny_1s.webm", "av1_320x180.ivf",
                            "h264_1x1_yuv444_5frames.mp4",   "h264_1080p_smpte_bars_counter.mp4"};
-    int compared = 0;
     for (size_t c = 0; c < sizeof(clips) / sizeof(clips[0]); c++) {
         char path[1024];
         snprintf(path, sizeof(path), "%s/%s", videos, clips[c]);
@@ -242,19 +385,19 @@ int main(int argc, char **argv)
             }
             stats st = {0};
             int n = compare_clip(path, &o, (int)(c % 4) * 90, 3, &st);
-            if (!n)
-                continue;
-            compared++;
+            CHECK_MSG(n > 0, "%s: no frame converted", path);
             printf("%-36s %-7s %d frames, turned %3d: pipeline - reference %.3g, separable - "
                    "reference %.3g\n",
                    clips[c], policy ? "stretch" : "crop", n, (int)(c % 4) * 90, st.max_abs,
                    st.max_fast);
             CHECK_MSG(st.max_abs <= 1e-5 && st.max_fast <= 1e-5, "%s", clips[c]);
         }
-        if (!strcmp(clips[c], "h264_1x1_yuv444_5frames.mp4"))
-            check_colour(path, &crop);
+        if (!strcmp(clips[c], "h264_1x1_yuv444_5frames.mp4")) {
+            /* its stream describes neither matrix nor range, and it is not HD: BT.601 limited */
+            colour_case k = {
+                "1x1 4:4:4 (undescribed, SD)", path, 0.299, 0.114, 0, 8, 0.2126, 0.0722, 1, 8};
+            check_colour(&k, &crop);
+        }
     }
-    if (!compared)
-        printf("(no shared videos in %s: only the committed sample was compared)\n", videos);
     return 0;
 }

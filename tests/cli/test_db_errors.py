@@ -3,6 +3,9 @@
 exit 1, and a database vidfeat cannot use is left untouched.
 
 usage: test_db_errors.py VIDFEAT MODELS_DIR SAMPLES_DIR
+       test_db_errors.py --read-only VIDFEAT MODELS_DIR SAMPLES_DIR
+The read-only cases are a test of their own (cli_db_readonly): as root they need a private mount
+namespace and setpriv, and where those are refused that test skips (77) saying so.
 """
 import hashlib
 import json
@@ -46,13 +49,14 @@ def read_only_as_root(exe, model, clip, tmp, ro):
     r = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", d, exe, "--model", model,
                         "--force", "-o", ro, clip], capture_output=True, text=True, timeout=60)
     if r.returncode == 77 or "unshare" in r.stderr:
-        print("ok read-only file system: no mount namespaces here (skipped)")
-    else:
-        expect_refused(r, ro, before, "read-only file system")
+        print("skipped: as root, and no private mount namespace here for a read-only mount (%s)"
+              % r.stderr.strip())
+        sys.exit(77)
+    expect_refused(r, ro, before, "read-only file system")
 
     if not shutil.which("setpriv"):
-        print("ok read-only file: no setpriv here (skipped)")
-        return
+        print("skipped: as root, and no setpriv (util-linux) to run as another user")
+        sys.exit(77)
     # Everything the unprivileged user needs, where it can read it; the database read-only.
     box = tempfile.mkdtemp(prefix="vidfeat_ro_")
     try:
@@ -75,11 +79,35 @@ def read_only_as_root(exe, model, clip, tmp, ro):
         shutil.rmtree(box, ignore_errors=True)
 
 
+def read_only(exe, model, clip, tmp):
+    """A database vidfeat may not write: refused with one line naming it, the file unchanged."""
+    ro = os.path.join(tmp, "ro.db")
+    check(run(exe, model, ro, clip).returncode == 0, "creating ro.db")
+    os.chmod(ro, stat.S_IRUSR)
+    os.chmod(tmp, stat.S_IRUSR | stat.S_IXUSR)  # no new -wal/-shm files either
+    try:
+        if os.access(ro, os.W_OK):
+            read_only_as_root(exe, model, clip, tmp, ro)
+        else:
+            expect_refused(run(exe, model, ro, clip), ro, digest(ro), "read-only database")
+    finally:
+        os.chmod(tmp, stat.S_IRWXU)
+        os.chmod(ro, stat.S_IRUSR | stat.S_IWUSR)
+
+
 def main():
-    exe, models, samples = sys.argv[1:4]
+    read_only_mode = sys.argv[1] == "--read-only"
+    exe, models, samples = sys.argv[2:5] if read_only_mode else sys.argv[1:4]
     model = os.path.join(models, "tiny_cnn.onnx")
     clip = os.path.join(samples, "testsrc_64x48.mp4")
     tmp = tempfile.mkdtemp(prefix="vidfeat_db_")
+    if read_only_mode:
+        try:
+            read_only(exe, model, clip, tmp)
+        finally:
+            os.chmod(tmp, stat.S_IRWXU)
+            shutil.rmtree(tmp, ignore_errors=True)
+        return 0
     try:
         # corrupt: garbage where a database should be; the file stays as it was
         bad = os.path.join(tmp, "corrupt.db")
@@ -103,30 +131,20 @@ def main():
         check(digest(other) == before, "the foreign database was modified")
         print("ok foreign database: %s" % r.stderr.strip())
 
-        # read-only
-        ro = os.path.join(tmp, "ro.db")
-        check(run(exe, model, ro, clip).returncode == 0, "creating ro.db")
-        os.chmod(ro, stat.S_IRUSR)
-        os.chmod(tmp, stat.S_IRUSR | stat.S_IXUSR)  # no new -wal/-shm files either
-        if os.access(ro, os.W_OK):
-            read_only_as_root(exe, model, clip, tmp, ro)
-        else:
-            r = run(exe, model, ro, clip)
-            check(r.returncode == 1 and "ro.db" in r.stderr, "read-only: %r" % r.stderr)
-            print("ok read-only database: %s" % r.stderr.strip())
-        os.chmod(tmp, stat.S_IRWXU)
-        os.chmod(ro, stat.S_IRUSR | stat.S_IWUSR)
-
         # locked: another writer holds it for longer than the 5 s busy timeout
         locked = os.path.join(tmp, "locked.db")
         check(run(exe, model, locked, clip).returncode == 0, "creating locked.db")
         holder = sqlite3.connect(locked, isolation_level=None, timeout=1)
         holder.execute("BEGIN EXCLUSIVE")
+        before = digest(locked)
         t0 = time.time()
         r = run(exe, model, locked, clip, timeout=60)
         waited = time.time() - t0
+        after = digest(locked)
         holder.execute("ROLLBACK")
         holder.close()
+        check(after == before, "locked: the database was modified")
+        check(len(r.stderr.strip().splitlines()) == 1, "locked: not one line: %r" % r.stderr)
         check(r.returncode == 1 and "locked" in r.stderr, "locked: %d %r" % (r.returncode,
                                                                             r.stderr))
         check(4.0 <= waited < 30.0, "locked: gave up after %.1f s" % waited)
@@ -163,6 +181,21 @@ def main():
         check(rows == 20 + summary["frames"] and done == 2,
               "after migration: %d rows, %d done" % (rows, done))
         print("ok schema 1 migrated to 2")
+
+        # a newer schema than this vidfeat knows: refused with one line, the file unchanged
+        newer = os.path.join(tmp, "newer.db")
+        check(run(exe, model, newer, clip).returncode == 0, "creating newer.db")
+        con = sqlite3.connect(newer)
+        con.execute("PRAGMA user_version=99")
+        con.commit()
+        con.close()
+        before = digest(newer)
+        r = run(exe, model, newer, os.path.join(samples, "rotated90_64x48.mp4"))
+        check(r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and
+              "newer.db" in r.stderr and "99" in r.stderr,
+              "newer schema: %d %r" % (r.returncode, r.stderr))
+        check(digest(newer) == before, "newer schema: the database was modified")
+        print("ok newer schema refused, file unchanged: %s" % r.stderr.strip())
     finally:
         os.chmod(tmp, stat.S_IRWXU)
         shutil.rmtree(tmp, ignore_errors=True)

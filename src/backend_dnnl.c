@@ -84,6 +84,7 @@ typedef struct plan {
     size_t arena_size;
     int in_buf, out_buf;
     size_t in_size, out_size; /* bytes for a full batch */
+    int wino_chunked;         /* Winograd convolutions run in chunks of images (conv_op) */
 } plan;
 
 /* plans[0] runs full batches; plans[1], when there is one, runs short batches (the end of a
@@ -750,6 +751,7 @@ static vf_status conv_chunked(vf_backend *b, const vf_node *nd, const_dnnl_primi
         TRY(add_step(b, pd, b_buf >= 0 ? 4 : 3, kinds, bufs));
     }
     c->p->vbuf[nd->output] = y_buf;
+    c->p->wino_chunked++;
     *done = 1;
 fail:
     return rc;
@@ -1471,6 +1473,9 @@ static vf_status make_summary(vf_backend *b)
     if (c->n_plans > 1)
         len += (size_t)snprintf(c->summary + len, cap - len, ", short batches in %d",
                                 c->plans[1].batch);
+    if (c->p->wino_chunked)
+        len += (size_t)snprintf(c->summary + len, cap - len, ", %d Winograd layers in chunks",
+                                c->p->wino_chunked);
     if (c->int8) {
         int n8 = 0;
         for (int i = 0; c->i8node && i < c->g->n_nodes; i++)

@@ -93,6 +93,12 @@ vf_graph *op_graph_load(const char *name, int optimize)
 float *op_run(const char *backend, vf_precision prec, vf_graph *g, int max_batch, const float *x,
               int n)
 {
+    return op_run_described(backend, prec, g, max_batch, x, n, NULL, 0);
+}
+
+float *op_run_described(const char *backend, vf_precision prec, vf_graph *g, int max_batch,
+                        const float *x, int n, char *plan, size_t plan_size)
+{
     vf_err err = {0};
     vf_backend *b = NULL;
     vf_backend_opts opts = {.precision = prec};
@@ -105,6 +111,10 @@ float *op_run(const char *backend, vf_precision prec, vf_graph *g, int max_batch
     for (int done = 0; done < n; done += max_batch) {
         int count = n - done < max_batch ? n - done : max_batch;
         CHECK_OK(b->ops->run(b, x + done * in_per, y + done * out_per, count), b->err.msg);
+    }
+    if (plan) {
+        const char *d = b->ops->describe ? b->ops->describe(b) : NULL;
+        snprintf(plan, plan_size, "%s", d ? d : "");
     }
     vfi_backend_free(&b);
     return y;

@@ -32,5 +32,8 @@ vf_graph *op_graph_load(const char *name, int optimize);
 /* Compile g on a backend for max_batch and run n images; returns malloc'd output. */
 float *op_run(const char *backend, vf_precision prec, vf_graph *g, int max_batch, const float *x,
               int n);
+/* The same, also copying the backend's description of its plan into plan (plan_size bytes). */
+float *op_run_described(const char *backend, vf_precision prec, vf_graph *g, int max_batch,
+                        const float *x, int n, char *plan, size_t plan_size);
 
 #endif /* VIDFEAT_OP_CASES_H */

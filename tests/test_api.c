@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "op_cases.h"
@@ -121,16 +122,32 @@ int main(void)
     CHECK_EQ(try_create(cfg, msg, sizeof(msg)), VF_ERR_INVALID);
     CHECK(strstr(msg, "32x32"));
 
-    /* A known model whose file is absent says where it looked and how to get it. */
+    /* A known model whose file is absent says where it looked and how to get it: a manifest of
+     * a name no file anywhere can have (a vgg19.onnx in ./models of a developer's checkout would
+     * make vgg19 itself load), so the status and the message are always checked. */
+    char dir[] = "/tmp/vidfeat_api_XXXXXX", manifest[1100];
+    CHECK(mkdtemp(dir));
+    snprintf(manifest, sizeof(manifest), "%s/vf_absent_model.json", dir);
+    FILE *mf = fopen(manifest, "w");
+    CHECK(mf);
+    fputs(
+        "{\"vidfeat_manifest\": 1, \"name\": \"vf_absent_model\", \"file\": "
+        "\"vf_absent_model.onnx\", \"export\": \"scripts/export-torchvision.py vf_absent_model\", "
+        "\"input\": {\"size\": 224, \"channel_order\": \"RGB\", \"resize\": \"stretch\", "
+        "\"mean\": [0, 0, 0], \"std\": [1, 1, 1]}, \"layers\": [{\"name\": \"out\", "
+        "\"tensor\": \"output\", \"dim\": 10}]}\n",
+        mf);
+    CHECK(fclose(mf) == 0);
     cfg = tiny_config();
-    cfg.model = "vgg19";
-    cfg.models_dir = VF_TEST_DATA_DIR; /* no vgg19.onnx there */
-    setenv("VIDFEAT_MODELS", VF_TEST_DATA_DIR, 1);
+    cfg.model = "vf_absent_model";
+    cfg.models_dir = dir;
     rc = try_create(cfg, msg, sizeof(msg));
-    if (rc == VF_ERR_IO) {
-        CHECK(strstr(msg, "fetch-models.sh vgg19"));
-        CHECK(strstr(msg, "export-torchvision.py vgg19"));
-    }
+    CHECK_MSG(rc == VF_ERR_IO, "absent model file: %s: %s", vf_status_str(rc), msg);
+    CHECK_MSG(strstr(msg, "vf_absent_model.onnx not found") &&
+                  strstr(msg, "fetch-models.sh vf_absent_model") &&
+                  strstr(msg, "export-torchvision.py vf_absent_model"),
+              "%s", msg);
+    CHECK(remove(manifest) == 0 && rmdir(dir) == 0);
 
     /* NULL handling */
     CHECK_EQ(vf_extractor_create(NULL, &ex), VF_ERR_INVALID);

@@ -4,6 +4,7 @@
  * the passes produce the graphs they promise (BatchNorm folded, activations fused, inverse
  * transposes cancelled, zero padding folded, nothing after the feature layer kept).
  */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,10 +37,12 @@ static void bad_models(void)
     FILE *f = fopen(path, "r");
     CHECK_MSG(f, "cannot open %s", path);
     int n = 0;
+    char listed[64][256];
     while (fgets(line, sizeof(line), f)) {
         char file[256], code[64], frag[512];
         if (line[0] == '#')
             continue;
+        CHECK(n < 64);
         CHECK(sscanf(line, "%255[^\t]\t%63[^\t]\t%511[^\n]", file, code, frag) == 3);
         snprintf(path, sizeof(path), "%s/bad/%s", VF_TEST_DATA_DIR, file);
         vf_graph *g = NULL;
@@ -51,10 +54,27 @@ static void bad_models(void)
         CHECK_MSG(strstr(err.msg, file), "%s: message '%s' does not name the file", file, err.msg);
         CHECK(g == NULL);
         printf("%-24s %s: %s\n", file, vf_status_str(rc), err.msg);
-        n++;
+        snprintf(listed[n++], sizeof(listed[0]), "%s", file);
     }
     fclose(f);
     CHECK(n >= 15);
+    /* every file in the directory has its row: a malformed model added without one would
+     * otherwise never be loaded */
+    snprintf(path, sizeof(path), "%s/bad", VF_TEST_DATA_DIR);
+    DIR *d = opendir(path);
+    CHECK_MSG(d, "cannot list %s", path);
+    int files = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.' || !strcmp(e->d_name, "EXPECTED.tsv"))
+            continue;
+        int found = 0;
+        for (int i = 0; i < n && !found; i++)
+            found = !strcmp(listed[i], e->d_name);
+        CHECK_MSG(found, "bad/%s has no row in EXPECTED.tsv", e->d_name);
+        files++;
+    }
+    closedir(d);
+    CHECK_EQ(files, n);
 }
 
 static int count_op(const vf_graph *g, vf_op op)

@@ -83,6 +83,10 @@ static void cancel_anytime(const char *db, const char *const *paths, int n)
     CHECK_EQ(vf_db_int(db, "SELECT count(*) FROM extractions e WHERE frames != (SELECT count(*) "
                            "FROM features f WHERE f.extraction_id = e.id)"),
              0);
+    CHECK_MSG(cancelled > 0 && cancelled < 30,
+              "%d of 30 runs cancelled: the storm must stop "
+              "some runs and let others finish",
+              cancelled);
     printf("cancelled at random moments: %d of 30 runs cancelled, the database consistent\n",
            cancelled);
 }
@@ -108,6 +112,34 @@ static const char *extraction(const char *db, const char *path, int64_t *frames)
     sqlite3_finalize(st);
     sqlite3_close(h);
     return status;
+}
+
+/* path's stored rows in db are exactly want's rows: the same frame numbers and times, and the
+ * vectors bit for bit (the hooks' count alone would not show a row written wrong). */
+static void same_stored_rows(const char *db, const char *path, const file_rows *want)
+{
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+    CHECK(sqlite3_prepare_v2(h,
+                             "SELECT f.frame_index, f.t, f.vec FROM features f JOIN extractions e "
+                             "ON e.id = f.extraction_id JOIN videos v ON v.id = e.video_id WHERE "
+                             "v.path = ?1 ORDER BY f.frame_index",
+                             -1, &st, NULL) == SQLITE_OK);
+    sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
+    int k = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        CHECK_MSG(k < want->n, "%s: more stored rows than the one-lane run's %d", path, want->n);
+        CHECK_EQ(sqlite3_column_int64(st, 0), want->index[k]);
+        CHECK_MSG(sqlite3_column_double(st, 1) == want->t[k], "%s row %d: t", path, k);
+        CHECK_EQ(sqlite3_column_bytes(st, 2), (int)sizeof(want->vec[k]));
+        CHECK_MSG(!memcmp(sqlite3_column_blob(st, 2), want->vec[k], sizeof(want->vec[k])),
+                  "%s row %d: the stored vector differs from the one-lane run's", path, k);
+        k++;
+    }
+    CHECK_MSG(k == want->n, "%s: %d stored rows, the one-lane run %d", path, k, want->n);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
 }
 
 /* File i of a run with several lanes is file i of the one-lane run, bit for bit. */
@@ -169,6 +201,9 @@ int main(void)
     for (int i = 0; i < n; i++)
         good += one.f[i].status == VF_OK;
     CHECK_EQ(vf_db_int(db, "SELECT count(*) FROM extractions WHERE status = 'done'"), good);
+    for (int i = 0; i < n; i++)
+        if (one.f[i].status == VF_OK)
+            same_stored_rows(db, paths[i], &one.f[i]);
     CHECK_EQ(vf_db_int(db, "SELECT count(*) FROM extractions e WHERE frames != (SELECT count(*) "
                            "FROM features f WHERE f.extraction_id = e.id)"),
              0);
@@ -177,7 +212,7 @@ int main(void)
      * finishes every file, each then with exactly the one-lane rows */
     snprintf(db, sizeof(db), "%s/c.db", dir);
     CHECK_EQ(run(4, db, paths, n, &many, 3), VF_ERR_CANCELLED);
-    int done_before = 0;
+    int done_before = 0, partial = 0;
     for (int i = 0; i < n; i++) {
         int64_t frames;
         const char *status = extraction(db, paths[i], &frames);
@@ -185,7 +220,9 @@ int main(void)
             CHECK_EQ(frames, one.f[i].frames);
             done_before++;
         }
+        partial += strcmp(status, "done") && many.f[i].n > 0;
     }
+    CHECK_MSG(partial > 0, "the cancel left no file with rows written and not done");
     CHECK_EQ(run(4, db, paths, n, &many, 0), VF_OK);
     for (int i = 0; i < n; i++) {
         int64_t frames;
@@ -196,6 +233,8 @@ int main(void)
             CHECK_EQ(frames, one.f[i].frames);
         if (many.f[i].n) /* done again: the same rows */
             CHECK_EQ(many.f[i].n, one.f[i].n);
+        if (one.f[i].status == VF_OK) /* and in the database, bit for bit */
+            same_stored_rows(db, paths[i], &one.f[i]);
     }
     CHECK_EQ(vf_db_int(db, "SELECT count(*) FROM extractions e WHERE frames != (SELECT count(*) "
                            "FROM features f WHERE f.extraction_id = e.id)"),

@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""List the tests a ctest run skipped, each with the reason it printed, and with --only-gpu fail
+(exit 1) when any of them is not a GPU test (label 'gpu'): on a machine with everything
+installed and ../shared beside the repository, only the GPU tests may skip.
+
+usage: ctest-skips.py BUILD_DIR JUNIT_XML [--only-gpu]
+"""
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    build, junit = sys.argv[1:3]
+    only_gpu = "--only-gpu" in sys.argv[3:]
+    shown = subprocess.run(["ctest", "--test-dir", build, "--show-only=json-v1"],
+                           capture_output=True, text=True, check=True).stdout
+    labels = {}
+    for t in json.loads(shown)["tests"]:
+        for p in t.get("properties", []):
+            if p["name"] == "LABELS":
+                labels[t["name"]] = p["value"]
+    skipped = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        if case.find("skipped") is None:
+            continue
+        out = (case.findtext("system-out") or "").strip().splitlines()
+        why = next((l for l in reversed(out) if "skip" in l.lower()), out[-1] if out else "")
+        skipped.append((case.get("name"), "gpu" in labels.get(case.get("name"), []), why))
+    print("skipped tests: %d" % len(skipped))
+    for name, gpu, why in skipped:
+        print("  %-24s %-4s %s" % (name, "gpu" if gpu else "", why.strip()[:160]))
+    bad = [name for name, gpu, _ in skipped if not gpu]
+    if only_gpu and bad:
+        print("FAIL: tests outside the GPU set skipped: %s" % " ".join(bad))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1072,12 +1072,13 @@ static vf_status mark_done(vf_pipeline *p)
             continue;
         double mtime = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
         int done = 0;
+        const char *prec = vf_precision_str(p->info.precision);
         vf_status rc = vfi_store_is_done(p->store, stored_name(p, i), st.st_size, mtime,
-                                         p->model_id, p->sampling, &done, &p->err);
+                                         p->model_id, p->sampling, prec, &done, &p->err);
         /* databases written before names were absolute have the path as it was given */
         if (rc >= 0 && !done && strcmp(stored_name(p, i), p->paths[i]))
             rc = vfi_store_is_done(p->store, p->paths[i], st.st_size, mtime, p->model_id,
-                                   p->sampling, &done, &p->err);
+                                   p->sampling, prec, &done, &p->err);
         if (rc < 0)
             return rc;
         p->skip[i] = (char)done;

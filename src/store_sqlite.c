@@ -543,7 +543,8 @@ fail:
 }
 
 vf_status vfi_store_is_done(vf_store *s, const char *path, int64_t size, double mtime,
-                            int64_t model_id, const char *sampling, int *done, vf_err *err)
+                            int64_t model_id, const char *sampling, const char *precision,
+                            int *done, vf_err *err)
 {
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
@@ -551,7 +552,7 @@ vf_status vfi_store_is_done(vf_store *s, const char *path, int64_t size, double 
     CHECK_SQL(sqlite3_prepare_v2(s->db,
                                  "SELECT e.status FROM extractions e JOIN videos v ON v.id = "
                                  "e.video_id WHERE v.path = ? AND v.size = ? AND v.mtime = ? AND "
-                                 "e.model_id = ? AND e.sampling = ?",
+                                 "e.model_id = ? AND e.sampling = ? AND e.precision = ?",
                                  -1, &st, NULL),
               "prepare");
     sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
@@ -559,6 +560,7 @@ vf_status vfi_store_is_done(vf_store *s, const char *path, int64_t size, double 
     sqlite3_bind_double(st, 3, mtime);
     sqlite3_bind_int64(st, 4, model_id);
     sqlite3_bind_text(st, 5, sampling, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, precision, -1, SQLITE_STATIC);
     int r = sqlite3_step(st);
     if (r == SQLITE_ROW)
         *done = !strcmp((const char *)sqlite3_column_text(st, 0), "done");

@@ -63,9 +63,10 @@ void vfi_store_close(vf_store **ps);
 vf_status vfi_store_model(vf_store *s, const vf_store_model *m, int64_t *model_id, vf_err *err);
 
 /* Is there a finished extraction of this file (same path, size and mtime) by this model with
- * this sampling? */
+ * this sampling, computed in this precision? (One computed otherwise is redone, and replaced.) */
 vf_status vfi_store_is_done(vf_store *s, const char *path, int64_t size, double mtime,
-                            int64_t model_id, const char *sampling, int *done, vf_err *err);
+                            int64_t model_id, const char *sampling, const char *precision,
+                            int *done, vf_err *err);
 
 /* Record the video and start its extraction (status running), replacing any earlier unfinished
  * or forced one with its features. */

@@ -182,6 +182,17 @@ def main():
         check(r.returncode == 0, r.stderr)
         s = json.loads(r.stdout)
         check(s["done"] == 1 and s["files"][0]["path"].endswith("clip.bin"), s)
+        # a zero-byte file in a directory is a failed input with its one line, not passed over
+        # (the walk probes files, and an empty one probes as nothing)
+        open(os.path.join(tmp, "tree", "sub", "empty.mp4"), "wb").close()
+        r = run(exe, "--model", tiny, "-o", os.path.join(tmp, "d.db"), "--json",
+                os.path.join(tmp, "tree"))
+        s = json.loads(r.stdout)
+        empty = [f for f in s["files"] if f["path"].endswith("empty.mp4")]
+        check(r.returncode == 1 and s["failed"] == 1 and s["skipped"] == 1 and
+              len(empty) == 1 and empty[0]["error"] == "empty file" and
+              r.stderr.strip().splitlines() == ["vidfeat: %s: empty file" % empty[0]["path"]],
+              "a zero-byte file in a directory: exit %d %s %r" % (r.returncode, s, r.stderr))
         print("cli: exit codes, messages, json, info, similar, models, version, directories ok")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -68,11 +68,12 @@ static vf_status parse_string(parser *ps, char **out)
         return vfi_fail(ps->err, VF_ERR_NOMEM, "out of memory");
     while (ps->p < ps->end && *ps->p != '"') {
         unsigned cp = (unsigned char)*ps->p++;
+        int escaped = cp == '\\'; /* a \u code point is encoded as UTF-8, other bytes copied */
         if (cp < 0x20) {
             vfi_free(s);
             return perr(ps, "control character in string");
         }
-        if (cp == '\\') {
+        if (escaped) {
             if (ps->p >= ps->end)
                 break;
             char e = *ps->p++;
@@ -123,7 +124,7 @@ static vf_status parse_string(parser *ps, char **out)
             }
             s = ns;
         }
-        if (cp < 0x80) {
+        if (cp < 0x80 || !escaped) {
             s[len++] = (char)cp;
         } else if (cp < 0x800) {
             s[len++] = (char)(0xc0 | (cp >> 6));

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Fuzz every libFuzzer target for a bounded time: build them with clang (ASan + UBSan) into
+# build-fuzz/, then run each from its committed corpus for FUZZ_SECONDS (default 60). A crash,
+# leak or timeout fails the script with libFuzzer's report and leaves the input in
+# build-fuzz/crashers/; once fixed, commit that input to the target's corpus directory
+# (tests/fuzz/corpus* - replayed by ctest's fuzz_replay* tests from then on).
+# FUZZ_SEED (default 1) makes a run repeatable; another seed explores other inputs.
+# usage: scripts/fuzz.sh [TARGET...]   (targets: onnx manifest calib decode)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
+SECONDS_EACH=${FUZZ_SECONDS:-60}
+SEED=${FUZZ_SEED:-1}
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(onnx manifest calib decode)
+
+CC=clang cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIDFEAT_FUZZ=ON \
+    -DVIDFEAT_CUDA=OFF -DVIDFEAT_WERROR=ON >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)" --target "${targets[@]/#/fuzz_}"
+
+declare -A seeds=(
+    [onnx]="tests/fuzz/corpus tests/data/bad tests/data/ops"
+    [manifest]="tests/fuzz/corpus_manifest models"
+    [calib]="tests/fuzz/corpus_calib"
+    [decode]="tests/fuzz/corpus_decode samples"
+)
+mkdir -p "$BUILD_DIR/crashers"
+status=0
+for t in "${targets[@]}"; do
+    work="$BUILD_DIR/corpus_$t" # new inputs found this run; the committed corpus stays as it is
+    mkdir -p "$work"
+    echo "fuzz_$t: ${SECONDS_EACH} s, seed $SEED"
+    # shellcheck disable=SC2086 # the seed directories are words
+    if ! ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        "$BUILD_DIR/tests/fuzz_$t" "$work" ${seeds[$t]} -seed="$SEED" \
+        -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=3072 -max_len=262144 \
+        -artifact_prefix="$BUILD_DIR/crashers/${t}-" -print_final_stats=1 \
+        >"$BUILD_DIR/fuzz_$t.log" 2>&1; then
+        echo "fuzz_$t: FAILED - the input is in $BUILD_DIR/crashers/:"
+        grep -E "ERROR|SUMMARY|Test unit written|==[0-9]+==" "$BUILD_DIR/fuzz_$t.log" | head -20
+        status=1
+    else
+        grep -E "stat::number_of_executed_units|cov:" "$BUILD_DIR/fuzz_$t.log" | tail -2
+    fi
+done
+exit "$status"

@@ -44,6 +44,22 @@ def near_timeout(seconds):
     return 1.5 <= seconds <= 2.25
 
 
+def ctrl_c(cmd, after):
+    """Run cmd, send it SIGINT `after` seconds in; (exit status, stderr, seconds it took to stop
+    after the signal), or None when it still ran 30 s later (then killed)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(after)
+    t0 = time.time()
+    p.send_signal(signal.SIGINT)
+    try:
+        _, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        return None
+    return p.returncode, err, time.time() - t0
+
+
 def interrupted(rc, err, took):
     """vidfeat's own answer to Ctrl-C - exit status 1 with its 'interrupted' line - within a
     second; dying of the signal (a negative status here) is not one."""
@@ -62,27 +78,20 @@ def long_pass(exe, shared, tmp):
         print("skipped: %s or %s missing" % (model, clip))
         return 77
     db = os.path.join(tmp, "long.db")
-    p = subprocess.Popen([exe, "--backend", "ref", "--model", model, "--batch", "32", "-o", db,
-                          clip], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3.0)
-    t0 = time.time()
-    p.send_signal(signal.SIGINT)
-    try:
-        _, err = p.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        p.kill()
+    got = ctrl_c([exe, "--backend", "ref", "--model", model, "--batch", "32", "-o", db, clip], 3.0)
+    if got is None:
         print("FAIL Ctrl-C during a forward pass: still running 30 s later")
         return 1
-    took = time.time() - t0
+    rc, err, took = got
     import sqlite3
     con = sqlite3.connect(db)
     stored = con.execute("SELECT count(*) FROM features").fetchone()[0]
     status = con.execute("SELECT status FROM extractions").fetchall()
     con.close()
-    if not interrupted(p.returncode, err, took) or stored != 0 or ("done",) in status:
+    if not interrupted(rc, err, took) or stored != 0 or ("done",) in status:
         print("FAIL Ctrl-C during a forward pass: exit %d after %.2f s, %d vectors stored, "
               "extraction %s (want exit 1 within 1 s, none stored, not done): %s"
-              % (p.returncode, took, stored, status, err))
+              % (rc, took, stored, status, err))
         return 1
     print("ok Ctrl-C during a MobileNetV2 batch-32 forward pass: stopped in %.2f s, nothing "
           "stored, the file not done" % took)
@@ -113,25 +122,18 @@ def silent_and_streamed(exe, models, clip, tmp):
         print("ok silent source abandoned after %.1f s: %s" % (took, r.stderr.strip()))
 
         # the same source without a watchdog: Ctrl-C still stops the run within a second
-        p = subprocess.Popen([exe, "--model", model, "-o", os.path.join(tmp, "i.db"),
-                              "--stall-timeout", "0", silent], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-        time.sleep(1.0)
-        p.send_signal(signal.SIGINT)
-        t0 = time.time()
-        try:
-            _, err = p.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
+        got = ctrl_c([exe, "--model", model, "-o", os.path.join(tmp, "i.db"), "--stall-timeout",
+                      "0", silent], 1.0)
+        if got is None:
             print("FAIL Ctrl-C did not stop a run waiting on a silent FIFO")
             return 1
-        took = time.time() - t0
-        if not interrupted(p.returncode, err, took):
+        rc, err, took = got
+        if not interrupted(rc, err, took):
             print("FAIL Ctrl-C on a silent source: exit %d after %.2f s (want vidfeat's own "
-                  "exit 1, 'interrupted', within 1 s): %s" % (p.returncode, took, err))
+                  "exit 1, 'interrupted', within 1 s): %s" % (rc, took, err))
             return 1
         print("ok Ctrl-C while waiting on a silent source: stopped in %.2f s (exit %d)"
-              % (took, p.returncode))
+              % (took, rc))
         release.set()
 
         # a real clip through a FIFO: every frame (nothing else may read the pipe's bytes)

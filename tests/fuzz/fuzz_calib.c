@@ -6,7 +6,7 @@
 #include <math.h>
 
 #include "calib.h"
-#include "fuzz_file.h"
+#include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,24 +8,16 @@
  * never a crash, hang or leak. FFmpeg itself is not instrumented; vidfeat's code around it is.
  */
 #include "decode.h"
-#include "fuzz_file.h"
+#include "fuzz_common.h"
 #include "preprocess.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void quiet(void *user, int level, const char *tag, const char *msg)
-{
-    (void)user;
-    (void)level;
-    (void)tag;
-    (void)msg;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    vf_set_log_callback(quiet, NULL, VF_LOG_ERROR);
+    fuzz_quiet_logs();
     uint8_t mode = data[size - 1];
     const char *path = fuzz_file(data, size, "");
     if (!path)

@@ -2,7 +2,7 @@
  * fuzz_manifest.c - libFuzzer target over the model manifest reader (models/NAME.json): any
  * bytes load or fail with a status and a message, never crash, hang or leak.
  */
-#include "fuzz_file.h"
+#include "fuzz_common.h"
 #include "manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

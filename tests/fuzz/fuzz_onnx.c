@@ -6,22 +6,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fuzz_common.h"
 #include "onnx.h"
 #include "passes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void quiet(void *user, int level, const char *tag, const char *msg)
-{
-    (void)user;
-    (void)level;
-    (void)tag;
-    (void)msg;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    vf_set_log_callback(quiet, NULL, VF_LOG_ERROR); /* warnings about odd inputs are expected */
+    fuzz_quiet_logs();
     vf_graph *g = NULL;
     vf_err err = {0};
     vf_onnx_opts opts = {32};

@@ -1,10 +1,11 @@
 /*
- * fuzz_file.h - for fuzz targets whose code under test reads a file by name (the manifest and
- * calibration readers, the decoder): the input's bytes written to one scratch file per process,
- * made on first use under $TMPDIR and removed at exit.
+ * fuzz_common.h - what the fuzz targets share: silencing vidfeat's log (warnings about odd
+ * inputs are expected), and for code that reads a file by name (the manifest and calibration
+ * readers, the decoder) the input's bytes in one scratch file per process, made on first use
+ * under $TMPDIR and removed at exit.
  */
-#ifndef VIDFEAT_FUZZ_FILE_H
-#define VIDFEAT_FUZZ_FILE_H
+#ifndef VIDFEAT_FUZZ_COMMON_H
+#define VIDFEAT_FUZZ_COMMON_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +13,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "vidfeat.h"
+
+static void fuzz_quiet(void *user, int level, const char *tag, const char *msg)
+{
+    (void)user;
+    (void)level;
+    (void)tag;
+    (void)msg;
+}
+
+/* Only errors reach the log, and they go nowhere. */
+static inline void fuzz_quiet_logs(void)
+{
+    vf_set_log_callback(fuzz_quiet, NULL, VF_LOG_ERROR);
+}
 
 static char fuzz_path[4096];
 
@@ -46,4 +63,4 @@ static inline const char *fuzz_file(const uint8_t *data, size_t size, const char
     return fuzz_path;
 }
 
-#endif /* VIDFEAT_FUZZ_FILE_H */
+#endif /* VIDFEAT_FUZZ_COMMON_H */

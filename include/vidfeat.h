@@ -401,9 +401,11 @@ VF_API const char *vf_version(void);
 VF_API char *vf_build_info(char *buf, size_t size);
 /** 1 if the named feature is compiled in ("dnnl", "cuda", "ref", "bf16"), else 0. Any thread. */
 VF_API int vf_has_feature(const char *name);
-/** Parse "f32" / "bf16" (case-insensitive). VF_ERR_INVALID for anything else. */
+/** Parse a precision's name, case-insensitive: "f32" (or "fp32", "float32"), "bf16"
+ *  ("bfloat16"), "f16" ("fp16", "float16"), "tf32", "int8" ("i8"). VF_ERR_INVALID for anything
+ *  else. */
 VF_API vf_status vf_precision_parse(const char *text, vf_precision *out);
-/** "f32" / "bf16". */
+/** The name of each of the five precisions: "f32", "bf16", "f16", "tf32", "int8". */
 VF_API const char *vf_precision_str(vf_precision p);
 
 /** Log levels, most severe first. */

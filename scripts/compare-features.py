@@ -5,7 +5,9 @@ Frames are matched by video file name and frame index; both runs must have the s
 the same timestamps. Per vector: the relative error max|a - b| / max|b| (b = the reference, the
 second database) and the cosine. Exits 1 when a bound is broken.
 
-Usage: scripts/compare-features.py [--max-rel 1e-4] [--min-cos C] TEST.db REFERENCE.db
+A vector holding NaN or infinity counts as infinitely far; --exact also requires the same bytes.
+
+Usage: scripts/compare-features.py [--max-rel 1e-4] [--min-cos C] [--exact] TEST.db REFERENCE.db
 """
 import argparse
 import os
@@ -28,7 +30,7 @@ def load(path):
         if status != "done":
             continue
         vec = np.frombuffer(blob, dtype=np.float16 if dtype == "f16" else np.float32)
-        rows[(os.path.basename(vpath), index)] = (pts, t, vec.astype(np.float64))
+        rows[(os.path.basename(vpath), index)] = (pts, t, vec.astype(np.float64), bytes(blob))
     db.close()
     return rows
 
@@ -39,6 +41,7 @@ def main():
     ap.add_argument("reference")
     ap.add_argument("--max-rel", type=float, default=None, help="bound on the relative error")
     ap.add_argument("--min-cos", type=float, default=None, help="bound on the cosine")
+    ap.add_argument("--exact", action="store_true", help="vectors must be the same bytes")
     args = ap.parse_args()
     a, b = load(args.test), load(args.reference)
     ok = True
@@ -48,14 +51,20 @@ def main():
         ok = False
     per_file = {}
     for key in sorted(set(a) & set(b)):
-        pa, ta, va = a[key]
-        pb, tb, vb = b[key]
-        if pa != pb or abs(ta - tb) > 1e-9:
+        pa, ta, va, ra = a[key]
+        pb, tb, vb, rb = b[key]
+        if pa != pb or not abs(ta - tb) <= 1e-9:
             print("compare: %s frame %d: timestamps differ (%s/%s vs %s/%s)"
                   % (key[0], key[1], pa, ta, pb, tb))
             ok = False
-        rel = float(np.max(np.abs(va - vb)) / max(np.max(np.abs(vb)), 1e-30))
-        cos = float(np.dot(va, vb) / max(np.linalg.norm(va) * np.linalg.norm(vb), 1e-30))
+        if args.exact and ra != rb:
+            print("compare: %s frame %d: the vectors' bytes differ" % key)
+            ok = False
+        if va.shape != vb.shape or not (np.isfinite(va).all() and np.isfinite(vb).all()):
+            rel, cos = float("inf"), float("-inf")  # a NaN or infinity is never close
+        else:
+            rel = float(np.max(np.abs(va - vb)) / max(np.max(np.abs(vb)), 1e-30))
+            cos = float(np.dot(va, vb) / max(np.linalg.norm(va) * np.linalg.norm(vb), 1e-30))
         s = per_file.setdefault(key[0], [0, 0.0, 1.0])
         s[0] += 1
         s[1] = max(s[1], rel)

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "onnx.h"
-#include "passes.h"
+#include "engine/onnx.h"
+#include "engine/passes.h"
 
 const char *const op_case_names[] = {
     "activations",

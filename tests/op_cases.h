@@ -8,8 +8,8 @@
 
 #include <stddef.h>
 
-#include "backend.h"
-#include "graph.h"
+#include "engine/backend.h"
+#include "engine/graph.h"
 
 typedef struct op_golden {
     float *x, *y;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "mem.h"
+#include "core/mem.h"
 #include "vidfeat.h"
 
 static int walk(const char *backend)

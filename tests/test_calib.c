@@ -13,11 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "calib.h"
+#include "engine/calib.h"
 #include "check.h"
-#include "graph.h"
-#include "onnx.h"
-#include "sha256.h"
+#include "engine/graph.h"
+#include "engine/onnx.h"
+#include "core/sha256.h"
 #include "vidfeat.h"
 
 #define TINY VF_MODELS_DIR "/tiny_cnn.onnx"

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "decode.h"
+#include "media/decode.h"
 
 #define CLIP VF_SAMPLES_DIR "/testsrc_64x48.mp4"
 

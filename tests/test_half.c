@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "half.h"
+#include "core/half.h"
 
 static uint16_t reference(float f)
 {

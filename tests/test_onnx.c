@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "onnx.h"
-#include "passes.h"
+#include "engine/onnx.h"
+#include "engine/passes.h"
 
 static vf_status status_by_name(const char *name)
 {

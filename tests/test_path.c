@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "mem.h"
-#include "path.h"
+#include "core/mem.h"
+#include "core/path.h"
 
 static void expect(const char *path, const char *want)
 {

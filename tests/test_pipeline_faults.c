@@ -10,7 +10,7 @@
  */
 #include <stdatomic.h>
 
-#include "preprocess.h"
+#include "media/preprocess.h"
 
 static int inject; /* this test's switch: fail every frame whose index is 1 mod 3 */
 /* frames that came to each: which way the pipeline converts */
@@ -22,7 +22,7 @@ static vf_status injected_yuv(const vf_preproc_opts *o, const vf_frame *f, int r
                               vf_yuv_params *q, vf_yuv_planes *planes, vf_err *err);
 #define vfi_preproc_frame injected_preproc
 #define vfi_preproc_yuv   injected_yuv
-#include "../src/pipeline.c"
+#include "../src/pipeline/pipeline.c"
 #undef vfi_preproc_frame
 #undef vfi_preproc_yuv
 

@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "check.h"
-#include "queue.h"
+#include "core/queue.h"
 
 #define N_ITEMS     20000
 #define N_PRODUCERS 3

@@ -20,10 +20,10 @@
 #include <libavutil/pixdesc.h>
 
 #include "check.h"
-#include "decode.h"
-#include "mem.h"
-#include "preprocess.h"
-#include "yuvconv.h"
+#include "media/decode.h"
+#include "core/mem.h"
+#include "media/preprocess.h"
+#include "media/yuvconv.h"
 
 static const float kMean[3] = {123.675f, 116.28f, 103.53f}, kStd[3] = {58.395f, 57.12f, 57.375f};
 

@@ -13,10 +13,10 @@
 #include <cuda_runtime.h>
 
 #include "check.h"
-#include "cuda_kernels.h"
-#include "decode.h"
-#include "mem.h"
-#include "preprocess.h"
+#include "engine/cuda_kernels.h"
+#include "media/decode.h"
+#include "core/mem.h"
+#include "media/preprocess.h"
 
 #define CU_OK(call)                                                                                \
     do {                                                                                           \

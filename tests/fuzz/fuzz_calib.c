@@ -5,7 +5,7 @@
  */
 #include <math.h>
 
-#include "calib.h"
+#include "engine/calib.h"
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -7,9 +7,9 @@
  * rotations) and yuvconv's description of it. Any bytes: frames or a failure with a message,
  * never a crash, hang or leak. FFmpeg itself is not instrumented; vidfeat's code around it is.
  */
-#include "decode.h"
+#include "media/decode.h"
 #include "fuzz_common.h"
-#include "preprocess.h"
+#include "media/preprocess.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

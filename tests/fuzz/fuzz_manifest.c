@@ -3,7 +3,7 @@
  * bytes load or fail with a status and a message, never crash, hang or leak.
  */
 #include "fuzz_common.h"
-#include "manifest.h"
+#include "engine/manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

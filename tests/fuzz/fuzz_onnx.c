@@ -7,8 +7,8 @@
 #include <stdint.h>
 
 #include "fuzz_common.h"
-#include "onnx.h"
-#include "passes.h"
+#include "engine/onnx.h"
+#include "engine/passes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The layering of src/: each folder includes only its own headers and those of the folders
+# before it in this order; cli/ includes none of them (the public header only). Prints every
+# include that breaks it and exits 1, or says the layers hold.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+order=(core media engine store pipeline)
+status=0
+for i in "${!order[@]}"; do
+    layer=${order[$i]}
+    allowed=("${order[@]:0:$((i + 1))}")
+    while IFS=: read -r file line inc; do
+        dir=${inc%%/*}
+        ok=0
+        for a in "${allowed[@]}"; do [ "$dir" = "$a" ] && ok=1; done
+        if [ $ok = 0 ]; then
+            echo "$file:$line: $layer includes $inc (allowed: ${allowed[*]})"
+            status=1
+        fi
+    done < <(grep -n -o '#include "[a-z]*/[^"]*"' src/"$layer"/* | sed 's/#include "//; s/"$//')
+done
+if grep -n '#include "\(core\|media\|engine\|store\|pipeline\)/' src/cli/* ; then
+    echo "src/cli includes library internals (it is a client of include/vidfeat.h)"
+    status=1
+fi
+[ $status = 0 ] && echo "layers: ${order[*]} (each uses only those before it); cli: the public header"
+exit $status

@@ -1,0 +1,67 @@
+/*
+ * path.c - absolute, lexically tidied file names (see path.h).
+ */
+#include "core/path.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/mem.h"
+
+/* The current directory into *dir (NULL when it cannot be read); -1 when out of memory. */
+static int current_dir(char **dir)
+{
+    *dir = NULL;
+    for (size_t size = 256; size <= 1 << 20; size *= 2) {
+        char *buf = vfi_malloc(size);
+        if (!buf)
+            return -1;
+        if (getcwd(buf, size)) {
+            *dir = buf;
+            return 0;
+        }
+        vfi_free(buf);
+        if (errno != ERANGE)
+            return 0;
+    }
+    return 0;
+}
+
+char *vfi_path_absolute(const char *path)
+{
+    if (!path || !*path)
+        return NULL;
+    char *cwd = NULL;
+    if (path[0] != '/' && current_dir(&cwd) < 0)
+        return NULL;
+    int absolute = path[0] == '/' || cwd != NULL;
+    size_t base = cwd ? strlen(cwd) : 0, len = strlen(path);
+    /* the result is never longer than cwd + "/" + path */
+    char *out = vfi_malloc(base + len + 2);
+    if (!out) {
+        vfi_free(cwd);
+        return NULL;
+    }
+    size_t n = 0;
+    for (int part = 0; part < 2; part++) {
+        const char *s = part == 0 ? cwd : path;
+        while (s && *s) {
+            while (*s == '/')
+                s++;
+            size_t k = strcspn(s, "/");
+            if (k > 0 && !(k == 1 && s[0] == '.')) {
+                if (n > 0 || absolute)
+                    out[n++] = '/';
+                memcpy(out + n, s, k);
+                n += k;
+            }
+            s += k;
+        }
+    }
+    if (n == 0)
+        out[n++] = absolute ? '/' : '.';
+    out[n] = '\0';
+    vfi_free(cwd);
+    return out;
+}

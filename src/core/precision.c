@@ -1,0 +1,61 @@
+/*
+ * precision.c - the library's version and the names of the five precisions (f32, bf16, f16,
+ * tf32, int8), which every layer uses: the backends, the store's records, the command line.
+ */
+#include <string.h>
+#include <strings.h>
+
+#include "vidfeat.h"
+
+#ifndef VF_VERSION_STRING
+#define VF_VERSION_STRING "0.1.0"
+#endif
+
+const char *vf_version(void)
+{
+    return VF_VERSION_STRING;
+}
+
+const char *vf_precision_str(vf_precision p)
+{
+    switch (p) {
+    case VF_PRECISION_F32:
+        return "f32";
+    case VF_PRECISION_BF16:
+        return "bf16";
+    case VF_PRECISION_F16:
+        return "f16";
+    case VF_PRECISION_TF32:
+        return "tf32";
+    case VF_PRECISION_INT8:
+        return "int8";
+    }
+    return "?";
+}
+
+vf_status vf_precision_parse(const char *text, vf_precision *out)
+{
+    if (text &&
+        (!strcasecmp(text, "f32") || !strcasecmp(text, "fp32") || !strcasecmp(text, "float32"))) {
+        *out = VF_PRECISION_F32;
+        return VF_OK;
+    }
+    if (text && (!strcasecmp(text, "bf16") || !strcasecmp(text, "bfloat16"))) {
+        *out = VF_PRECISION_BF16;
+        return VF_OK;
+    }
+    if (text &&
+        (!strcasecmp(text, "f16") || !strcasecmp(text, "fp16") || !strcasecmp(text, "float16"))) {
+        *out = VF_PRECISION_F16;
+        return VF_OK;
+    }
+    if (text && (!strcasecmp(text, "int8") || !strcasecmp(text, "i8"))) {
+        *out = VF_PRECISION_INT8;
+        return VF_OK;
+    }
+    if (text && !strcasecmp(text, "tf32")) {
+        *out = VF_PRECISION_TF32;
+        return VF_OK;
+    }
+    return VF_ERR_INVALID;
+}

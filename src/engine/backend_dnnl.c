@@ -1,0 +1,2006 @@
+/*
+ * backend_dnnl.c - the CPU backend on oneDNN 2.6 (the 2.x C API). The only file that sees
+ * dnnl_status_t. prepare() and run() are called on the inference thread; oneDNN's OpenMP threads
+ * do the work underneath.
+ *
+ * prepare() turns the graph into a flat list of steps, each one oneDNN primitive (or a fill)
+ * with its arguments bound: one primitive per node, activations in whatever blocked layout
+ * oneDNN prefers for convolutions (format_tag any), activations fused as post-ops, and a reorder
+ * only where a consumer wants another layout than its producer made (cached, so a tensor read by
+ * four Inception branches is reordered once). Weights are reordered once into the layout their
+ * primitive chose. Every activation is a "buffer" with a lifetime [first step, last step]; all
+ * buffers are then packed into one arena by a first-fit on address ranges among buffers whose
+ * lifetimes overlap, so the arena is close to the peak of simultaneously live activations rather
+ * than their sum. Scratchpads are user-managed and share one allocation.
+ *
+ * Precision: f32 runs f32 everywhere and uses oneDNN's Winograd kernel for 3x3 stride-1
+ * convolutions where it has one (2-3x the direct kernel on this class of CPU, ~1e-6 relative
+ * error per layer; VIDFEAT_DNNL_WINOGRAD=0 turns it off). bf16 keeps activations and weights in
+ * bf16 (biases f32), which oneDNN runs on AMX where the CPU has it; input and output stay f32.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dnnl.h>
+
+#include "core/arena.h"
+#include "engine/backend.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/status.h"
+
+#define MAX_ARGS 8
+
+enum buf_kind {
+    BUF_ARENA = 0, /* activation: a range of the arena */
+    BUF_INPUT,     /* the input staging buffer */
+    BUF_OUTPUT,    /* the output staging buffer */
+    BUF_CONST,     /* persistent: weights in their chosen layout, constants */
+    BUF_VIEW,      /* another descriptor over a parent buffer's memory */
+};
+
+typedef struct dbuf {
+    dnnl_memory_desc_t md;
+    dnnl_memory_t mem;
+    enum buf_kind kind;
+    int parent;      /* BUF_VIEW: the buffer whose memory this describes */
+    int first, last; /* steps that touch it */
+    size_t size, offset;
+    size_t view_offset; /* BUF_VIEW: bytes into the parent's memory */
+    void *owned;        /* BUF_CONST: storage we allocated (NULL when borrowing the graph's) */
+    int value;          /* BUF_CONST: the graph value it holds; -1 otherwise */
+} dbuf;
+
+typedef struct step {
+    dnnl_primitive_t prim; /* NULL: a fill step */
+    int n_args;
+    int arg_kind[MAX_ARGS];
+    int arg_buf[MAX_ARGS];
+    dnnl_exec_arg_t args[MAX_ARGS + 1]; /* bound at the end of prepare (+1: scratchpad) */
+    dnnl_memory_t scratch;              /* over the shared scratchpad, or NULL */
+    const char *impl;                   /* borrowed from the primitive descriptor */
+    int fill_buf;
+    float fill_value;
+    int value; /* the graph value this step finishes (the last step of its node), or -1 */
+} step;
+
+typedef struct cache_entry {
+    int src, dst;
+} cache_entry;
+
+/* One compiled network for one batch size. The plans of a backend share the weights (where
+ * their layouts agree), the arena, the scratchpad and the staging buffers: runs never overlap. */
+typedef struct plan {
+    int batch;
+    int *vbuf; /* value -> buffer */
+    dbuf *bufs;
+    int n_bufs, cap_bufs;
+    step *steps;
+    int n_steps, cap_steps;
+    cache_entry *cache; /* reorders already made: (src buffer, dst buffer) */
+    int n_cache, cap_cache;
+    size_t arena_size;
+    int in_buf, out_buf;
+    size_t in_size, out_size; /* bytes for a full batch */
+    int wino_chunked;         /* Winograd convolutions run in chunks of images (conv_op) */
+} plan;
+
+/* plans[0] runs full batches; plans[1], when there is one, runs short batches (the end of a
+ * run) for a quarter of the cost instead of a full batch's worth of padding. */
+#define MAX_PLANS 2
+
+typedef struct dnnl_ctx {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    dnnl_data_type_t act_dt; /* activations (f32 for int8 too: only stored int8 values differ) */
+    /* int8: without ranges given (a calibration file's), prepare builds f32 plans; the first
+     * runs observe every value's range (vmax) on them, then the plans are rebuilt with
+     * convolutions and inner products in int8. */
+    int int8, calibrating;
+    int64_t calib_seen, calib_target; /* images observed, and how many to observe */
+    float *vmax;                      /* per graph value: max |x| (observed or given) */
+    dnnl_data_type_t *vdt;            /* per value, int8 plans: how it is stored (u8, s8 or f32) */
+    dnnl_data_type_t *qdt;            /* per value: the int8 type it is quantized to (u8 if >= 0) */
+    float *vscale;                    /* per value: quantized = real x vscale */
+    int *i8node;                      /* per node: runs in int8 */
+    int winograd;
+    int n_threads;
+    const vf_graph *g;
+    vf_graph *owner_view; /* the same graph, for releasing weights (release_weights) */
+    int release_weights;
+    int last_plan; /* the plan being built is the last: graph constants may go */
+    plan plans[MAX_PLANS];
+    int n_plans;
+    plan *p; /* the plan being built or run */
+    void *arena;
+    size_t arena_size; /* the largest plan's */
+    void *scratch;
+    size_t scratch_size;
+    float *stage_in, *stage_out; /* the plans' input and output memory */
+    const char *node;            /* node being prepared, for messages */
+    char *summary;
+} dnnl_ctx;
+
+static const char *dnnl_status_text(dnnl_status_t s)
+{
+    switch (s) {
+    case dnnl_success:
+        return "success";
+    case dnnl_out_of_memory:
+        return "out of memory";
+    case dnnl_invalid_arguments:
+        return "invalid arguments";
+    case dnnl_unimplemented:
+        return "no implementation";
+    case dnnl_iterator_ends:
+        return "iterator ends";
+    case dnnl_runtime_error:
+        return "runtime error";
+    case dnnl_not_required:
+        return "not required";
+    }
+    return "unknown status";
+}
+
+/* Translate a oneDNN failure into b->err, naming the node being prepared. */
+static vf_status dnnl_fail(vf_backend *b, dnnl_status_t s, const char *what, int line)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status code = s == dnnl_out_of_memory   ? VF_ERR_NOMEM
+                     : s == dnnl_unimplemented ? VF_ERR_UNSUPPORTED
+                                               : VF_ERR_BACKEND;
+    if (c && c->node)
+        return vfi_fail(&b->err, code, "node '%s': oneDNN %s: %s (backend_dnnl.c:%d)", c->node,
+                        what, dnnl_status_text(s), line);
+    return vfi_fail(&b->err, code, "oneDNN %s: %s (backend_dnnl.c:%d)", what, dnnl_status_text(s),
+                    line);
+}
+
+/* Run a oneDNN call; on failure record it and jump to the function's fail label. */
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        dnnl_status_t s_ = (call);                                                                 \
+        if (s_ != dnnl_success) {                                                                  \
+            rc = dnnl_fail(b, s_, #call, __LINE__);                                                \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+/* ---- probe / init / destroy ---------------------------------------------------------------- */
+
+static vf_status dnnl_probe(vf_err *err)
+{
+    (void)err;
+    return VF_OK; /* oneDNN runs on any x86-64 CPU; it picks its kernels at run time */
+}
+
+static vf_status dnnl_init(vf_backend *b, const vf_backend_opts *opts)
+{
+    vf_status rc = VF_OK;
+    dnnl_ctx *c = vfi_calloc(1, sizeof(*c));
+    if (!c)
+        return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+    b->ctx = c;
+    if (opts->precision != VF_PRECISION_F32 && opts->precision != VF_PRECISION_BF16 &&
+        opts->precision != VF_PRECISION_INT8)
+        return vfi_fail(&b->err, VF_ERR_UNSUPPORTED,
+                        "the CPU backend runs f32, bf16 or int8, not %s (f16 and tf32 are for the "
+                        "GPU)",
+                        vf_precision_str(opts->precision));
+    c->int8 = opts->precision == VF_PRECISION_INT8;
+    c->n_threads = opts->n_threads;
+    c->act_dt = opts->precision == VF_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
+    const char *wino = getenv("VIDFEAT_DNNL_WINOGRAD");
+    c->winograd = opts->precision == VF_PRECISION_F32 && !(wino && !strcmp(wino, "0"));
+    CHECK(dnnl_engine_create(&c->engine, dnnl_cpu, 0));
+    CHECK(dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags));
+fail:
+    return rc;
+}
+
+static void destroy_plan(plan *p)
+{
+    for (int i = 0; i < p->n_steps; i++) {
+        if (p->steps[i].prim)
+            dnnl_primitive_destroy(p->steps[i].prim);
+        if (p->steps[i].scratch)
+            dnnl_memory_destroy(p->steps[i].scratch);
+    }
+    for (int i = 0; i < p->n_bufs; i++) {
+        if (p->bufs[i].mem)
+            dnnl_memory_destroy(p->bufs[i].mem);
+        vfi_free(p->bufs[i].owned);
+    }
+    vfi_free(p->steps);
+    vfi_free(p->bufs);
+    vfi_free(p->cache);
+    vfi_free(p->vbuf);
+}
+
+static void dnnl_destroy(vf_backend *b)
+{
+    dnnl_ctx *c = b->ctx;
+    if (!c)
+        return;
+    for (int i = 0; i < MAX_PLANS; i++)
+        destroy_plan(&c->plans[i]);
+    vfi_free(c->arena);
+    vfi_free(c->scratch);
+    vfi_free(c->stage_in);
+    vfi_free(c->stage_out);
+    vfi_free(c->summary);
+    vfi_free(c->vmax);
+    vfi_free(c->vdt);
+    vfi_free(c->qdt);
+    vfi_free(c->vscale);
+    vfi_free(c->i8node);
+    if (c->stream)
+        dnnl_stream_destroy(c->stream);
+    if (c->engine)
+        dnnl_engine_destroy(c->engine);
+    vfi_free(c);
+    b->ctx = NULL;
+}
+
+/* ---- buffers and steps ---------------------------------------------------------------------- */
+
+static vf_status new_buf(vf_backend *b, const dnnl_memory_desc_t *md, enum buf_kind kind, int *out)
+{
+    dnnl_ctx *c = b->ctx;
+    void *grown = vfi_grow(c->p->bufs, &c->p->cap_bufs, c->p->n_bufs + 1, sizeof(dbuf));
+    if (!grown)
+        return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+    c->p->bufs = grown;
+    dbuf *d = &c->p->bufs[c->p->n_bufs];
+    memset(d, 0, sizeof(*d));
+    d->md = *md;
+    d->kind = kind;
+    d->parent = -1;
+    d->value = -1;
+    d->first = INT32_MAX;
+    d->last = -1;
+    d->size = dnnl_memory_desc_get_size(md);
+    *out = c->p->n_bufs++;
+    return VF_OK;
+}
+
+static vf_status new_view(vf_backend *b, int parent, const dnnl_memory_desc_t *md, int *out)
+{
+    vf_status rc = new_buf(b, md, BUF_VIEW, out);
+    if (rc >= 0)
+        ((dnnl_ctx *)b->ctx)->p->bufs[*out].parent = parent;
+    return rc;
+}
+
+static void touch(dnnl_ctx *c, int buf, int at)
+{
+    for (; buf >= 0; buf = c->p->bufs[buf].parent) {
+        dbuf *d = &c->p->bufs[buf];
+        d->first = at < d->first ? at : d->first;
+        d->last = at > d->last ? at : d->last;
+        if (d->kind != BUF_VIEW)
+            break;
+    }
+}
+
+/* Append a step running pd's primitive with (arg kind, buffer) pairs; takes over nothing. */
+static vf_status add_step(vf_backend *b, const_dnnl_primitive_desc_t pd, int n_args,
+                          const int *kinds, const int *bufs)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    void *grown = vfi_grow(c->p->steps, &c->p->cap_steps, c->p->n_steps + 1, sizeof(step));
+    if (!grown)
+        return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+    c->p->steps = grown;
+    step *s = &c->p->steps[c->p->n_steps];
+    memset(s, 0, sizeof(*s));
+    s->fill_buf = -1;
+    s->value = -1;
+    if (pd) {
+        CHECK(dnnl_primitive_create(&s->prim, pd));
+        const char *impl = NULL;
+        if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success)
+            s->impl = impl;
+        const dnnl_memory_desc_t *smd =
+            dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        size_t ss = smd ? dnnl_memory_desc_get_size(smd) : 0;
+        if (ss) {
+            CHECK(dnnl_memory_create(&s->scratch, smd, c->engine, DNNL_MEMORY_NONE));
+            if (ss > c->scratch_size)
+                c->scratch_size = ss;
+        }
+    }
+    s->n_args = n_args;
+    for (int i = 0; i < n_args; i++) {
+        s->arg_kind[i] = kinds[i];
+        s->arg_buf[i] = bufs[i];
+        touch(c, bufs[i], c->p->n_steps);
+    }
+    c->p->n_steps++;
+fail:
+    return rc;
+}
+
+/* Fill a buffer with a constant before something writes part of it (Pad). */
+static vf_status add_fill(vf_backend *b, int buf, float value)
+{
+    vf_status rc = add_step(b, NULL, 0, NULL, NULL);
+    if (rc < 0)
+        return rc;
+    dnnl_ctx *c = b->ctx;
+    step *s = &c->p->steps[c->p->n_steps - 1];
+    s->fill_buf = buf;
+    s->fill_value = value;
+    touch(c, buf, c->p->n_steps - 1);
+    return VF_OK;
+}
+
+/* Create pd, add it as a step, destroy pd. */
+static vf_status add_prim(vf_backend *b, const_dnnl_op_desc_t desc,
+                          const_dnnl_primitive_attr_t attr, int n_args, const int *kinds,
+                          const int *bufs, dnnl_primitive_desc_t *keep)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    dnnl_primitive_desc_t pd = NULL;
+    CHECK(dnnl_primitive_desc_create(&pd, desc, attr, c->engine, NULL));
+    TRY(add_step(b, pd, n_args, kinds, bufs));
+fail:
+    if (keep && rc >= 0)
+        *keep = pd;
+    else if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
+/* An attr with a user scratchpad (and post-ops when given). */
+static vf_status make_attr(vf_backend *b, const vf_act *act, dnnl_primitive_attr_t *out)
+{
+    vf_status rc = VF_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    CHECK(dnnl_primitive_attr_create(&attr));
+    CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    if (act && act->kind != VF_ACT_NONE) {
+        CHECK(dnnl_post_ops_create(&po));
+        switch (act->kind) {
+        case VF_ACT_RELU:
+            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, act->alpha, 0.0f));
+            break;
+        case VF_ACT_CLIP:
+            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip_v2, act->alpha,
+                                               act->beta));
+            break;
+        case VF_ACT_SIGMOID:
+            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_logistic, 0.0f, 0.0f));
+            break;
+        case VF_ACT_TANH:
+            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_tanh, 0.0f, 0.0f));
+            break;
+        case VF_ACT_HARD_SWISH:
+            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f));
+            break;
+        case VF_ACT_HARD_SIGMOID:
+            CHECK(
+                dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, act->alpha, act->beta));
+            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip_v2, 0.0f, 1.0f));
+            break;
+        case VF_ACT_NONE:
+            break;
+        }
+        CHECK(dnnl_primitive_attr_set_post_ops(attr, po));
+    }
+    *out = attr;
+    attr = NULL;
+fail:
+    if (po)
+        dnnl_post_ops_destroy(po);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
+/* A primitive from buffer x to buffer y (SRC -> DST, the usual user scratchpad attr). */
+static vf_status src_dst_step(vf_backend *b, int x, int y, const_dnnl_op_desc_t desc)
+{
+    vf_status rc = VF_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    TRY(make_attr(b, NULL, &attr));
+    int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, bufs[2] = {x, y};
+    TRY(add_prim(b, desc, attr, 2, kinds, bufs, NULL));
+fail:
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
+/* Row-major ("plain") descriptor over dims with the batch set to c->p->batch. */
+static vf_status plain_md(vf_backend *b, const vf_value *v, dnnl_data_type_t dt,
+                          dnnl_memory_desc_t *md)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    dnnl_dims_t dims, strides;
+    int64_t s = 1;
+    for (int i = v->rank - 1; i >= 0; i--) {
+        dims[i] = (i == 0 && v->is_batched) ? c->p->batch : v->dims[i];
+        strides[i] = s;
+        s *= dims[i];
+    }
+    CHECK(dnnl_memory_desc_init_by_strides(md, v->rank, dims, dt, strides));
+fail:
+    return rc;
+}
+
+/* The value's dims with the batch filled in. */
+/* How value vi is stored: its int8 type in an int8 plan where it is quantized, else the
+ * activation type. */
+static dnnl_data_type_t dt_of(const dnnl_ctx *c, int vi)
+{
+    return c->vdt ? c->vdt[vi] : c->act_dt;
+}
+
+static int is_int8(dnnl_data_type_t dt)
+{
+    return dt == dnnl_u8 || dt == dnnl_s8;
+}
+
+static void value_dims(const dnnl_ctx *c, const vf_value *v, dnnl_dims_t dims)
+{
+    for (int i = 0; i < v->rank; i++)
+        dims[i] = (i == 0 && v->is_batched) ? c->p->batch : v->dims[i];
+}
+
+/* A buffer holding buffer src's data in layout `want`: src itself, a cached copy, or a new
+ * buffer filled by a reorder step. */
+/* Buffer src in layout `want` (a reorder, cached per source, when it is not already); with a
+ * non-zero scale the reorder multiplies by it: quantization into an int8 type. */
+static vf_status ensure_md_scaled(vf_backend *b, int src, const dnnl_memory_desc_t *want,
+                                  float scale, int *out)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    dnnl_primitive_desc_t pd = NULL;
+    if (dnnl_memory_desc_equal(&c->p->bufs[src].md, want)) {
+        *out = src;
+        return VF_OK;
+    }
+    for (int i = 0; i < c->p->n_cache; i++) {
+        if (c->p->cache[i].src == src &&
+            dnnl_memory_desc_equal(&c->p->bufs[c->p->cache[i].dst].md, want)) {
+            *out = c->p->cache[i].dst;
+            return VF_OK;
+        }
+    }
+    int dst;
+    TRY(new_buf(b, want, BUF_ARENA, &dst));
+    dnnl_primitive_attr_t attr = NULL;
+    TRY(make_attr(b, NULL, &attr));
+    dnnl_status_t s =
+        scale != 0.0f ? dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale) : dnnl_success;
+    if (s == dnnl_success)
+        s = dnnl_reorder_primitive_desc_create(&pd, &c->p->bufs[src].md, c->engine, want, c->engine,
+                                               attr);
+    dnnl_primitive_attr_destroy(attr);
+    CHECK(s);
+    int kinds[2] = {DNNL_ARG_FROM, DNNL_ARG_TO}, bufs[2] = {src, dst};
+    TRY(add_step(b, pd, 2, kinds, bufs));
+    void *grown = vfi_grow(c->p->cache, &c->p->cap_cache, c->p->n_cache + 1, sizeof(cache_entry));
+    if (!grown) {
+        rc = vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    c->p->cache = grown;
+    c->p->cache[c->p->n_cache].src = src;
+    c->p->cache[c->p->n_cache++].dst = dst;
+    *out = dst;
+fail:
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
+/* Reorder src into dst (a buffer or a view) as a step. */
+static vf_status ensure_md(vf_backend *b, int src, const dnnl_memory_desc_t *want, int *out)
+{
+    return ensure_md_scaled(b, src, want, 0.0f, out);
+}
+
+static vf_status add_reorder(vf_backend *b, int src, int dst)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_attr_t attr = NULL;
+    TRY(make_attr(b, NULL, &attr));
+    CHECK(dnnl_reorder_primitive_desc_create(&pd, &c->p->bufs[src].md, c->engine,
+                                             &c->p->bufs[dst].md, c->engine, attr));
+    int kinds[2] = {DNNL_ARG_FROM, DNNL_ARG_TO}, bufs[2] = {src, dst};
+    TRY(add_step(b, pd, 2, kinds, bufs));
+fail:
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
+/* The graph's copy of constant vi can go once the last plan holds it (release_weights), unless
+ * another node of the graph still reads it. */
+static void maybe_release(dnnl_ctx *c, int vi)
+{
+    if (c->release_weights && c->last_plan && vfi_graph_count_uses(c->g, vi) == 1) {
+        vfi_free(c->owner_view->values[vi].data);
+        c->owner_view->values[vi].data = NULL;
+    }
+}
+
+/* A persistent buffer holding a graph constant in layout `want`: shared with a plan built
+ * before that holds it in that layout, else reordered once now from the graph's copy. */
+/* Constant v (its data, or `data` in its place: quantized weights, scaled biases) in layout
+ * `want`, shared with another plan that has it in the same layout. */
+static vf_status upload_data(vf_backend *b, const vf_value *v, const void *data,
+                             const dnnl_memory_desc_t *user_md, const dnnl_memory_desc_t *want,
+                             int *out)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    dnnl_memory_t src = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t prim = NULL;
+    int idx, vi = (int)(v - c->g->values);
+    TRY(new_buf(b, want, BUF_CONST, &idx));
+    dbuf *d = &c->p->bufs[idx];
+    d->value = vi;
+    for (int k = 0; k < MAX_PLANS; k++) {
+        const plan *q = &c->plans[k];
+        for (int i = 0; q != c->p && i < q->n_bufs; i++) {
+            const dbuf *o = &q->bufs[i];
+            void *handle = NULL;
+            if (o->kind != BUF_CONST || o->value != vi || !dnnl_memory_desc_equal(&o->md, want))
+                continue;
+            CHECK(dnnl_memory_get_data_handle(o->mem, &handle));
+            CHECK(dnnl_memory_create(&d->mem, want, c->engine, handle));
+            *out = idx;
+            maybe_release(c, vi);
+            return VF_OK;
+        }
+    }
+    if (!data) /* cannot happen: a plan's constants are all read before any is released */
+        return vfi_fail(&b->err, VF_ERR_INTERNAL, "constant '%s' was released", v->name);
+    if (data == v->data && dnnl_memory_desc_equal(user_md, want) && !c->release_weights) {
+        /* Same layout: use the graph's storage in place (the graph outlives the backend). */
+        CHECK(dnnl_memory_create(&d->mem, want, c->engine, v->data));
+        *out = idx;
+        return VF_OK;
+    }
+    d->owned = vfi_aligned_alloc(VF_TENSOR_ALIGN, d->size);
+    if (!d->owned)
+        return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory for '%s'", v->name);
+    CHECK(dnnl_memory_create(&d->mem, want, c->engine, d->owned));
+    CHECK(dnnl_memory_create(&src, user_md, c->engine, (void *)data));
+    CHECK(dnnl_reorder_primitive_desc_create(&pd, user_md, c->engine, want, c->engine, NULL));
+    CHECK(dnnl_primitive_create(&prim, pd));
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, d->mem}};
+    CHECK(dnnl_primitive_execute(prim, c->stream, 2, args));
+    CHECK(dnnl_stream_wait(c->stream));
+    *out = idx;
+    maybe_release(c, vi);
+fail:
+    if (prim)
+        dnnl_primitive_destroy(prim);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (src)
+        dnnl_memory_destroy(src);
+    return rc;
+}
+
+static vf_status upload_const(vf_backend *b, const vf_value *v, const dnnl_memory_desc_t *user_md,
+                              const dnnl_memory_desc_t *want, int *out)
+{
+    return upload_data(b, v, v->data, user_md, want, out);
+}
+
+/* ---- one function per op -------------------------------------------------------------------- */
+
+static int runs_int8(const dnnl_ctx *c, const vf_node *nd);
+
+/* The primitive descriptor of convolution node nd for `batch` images, activations and weights
+ * in whatever layout oneDNN prefers: Winograd when `wino` and oneDNN has it for the shape, else
+ * direct; in int8 when plan_int8 chose it for nd. The weights' and bias' user layouts go to
+ * *w_user, *b_md. */
+static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wino,
+                         const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *out,
+                         dnnl_memory_desc_t *w_user, dnnl_memory_desc_t *b_md)
+{
+    dnnl_ctx *c = b->ctx;
+    dnnl_data_type_t sdt = c->act_dt, wdt = c->act_dt, ddt = c->act_dt;
+    if (c->vdt && runs_int8(c, nd)) { /* quantized source, s8 weights, the output as wanted */
+        sdt = c->qdt[nd->inputs[0]];
+        wdt = dnnl_s8;
+        ddt = c->vdt[nd->output];
+    }
+    const vf_graph *g = c->g;
+    const vf_conv_params *p = &nd->p.conv;
+    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
+    const vf_value *wv = &g->values[nd->inputs[1]];
+    vf_status rc = VF_OK;
+    dnnl_memory_desc_t src_md, w_md, dst_md;
+    dnnl_dims_t xd, yd, wd, bd, strides, dil, pl, pr;
+    value_dims(c, xv, xd);
+    value_dims(c, yv, yd);
+    xd[0] = yd[0] = batch;
+    int grouped = p->group > 1;
+    int64_t oc = wv->dims[0];
+    if (grouped) {
+        wd[0] = p->group;
+        wd[1] = oc / p->group;
+        wd[2] = wv->dims[1];
+        wd[3] = wv->dims[2];
+        wd[4] = wv->dims[3];
+    } else {
+        memcpy(wd, wv->dims, 4 * sizeof(int64_t));
+    }
+    bd[0] = oc;
+    for (int a = 0; a < 2; a++) {
+        strides[a] = p->win.stride[a];
+        dil[a] = p->win.dilation[a] - 1;
+        pl[a] = p->win.pads[a];
+        pr[a] = p->win.pads[a + 2];
+    }
+    CHECK(dnnl_memory_desc_init_by_tag(&src_md, 4, xd, sdt, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&w_md, grouped ? 5 : 4, wd, wdt, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(w_user, grouped ? 5 : 4, wd,
+                                       wdt == dnnl_s8 ? dnnl_s8 : dnnl_f32,
+                                       grouped ? dnnl_goihw : dnnl_oihw));
+    CHECK(dnnl_memory_desc_init_by_tag(b_md, 1, bd, dnnl_f32, dnnl_a));
+    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 4, yd, ddt, dnnl_format_tag_any));
+    dnnl_status_t s = dnnl_unimplemented;
+    for (int attempt = wino ? 0 : 1; attempt < 2 && s != dnnl_success; attempt++) {
+        dnnl_convolution_desc_t cd;
+        dnnl_alg_kind_t alg = attempt == 0 ? dnnl_convolution_winograd : dnnl_convolution_direct;
+        s = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, alg, &src_md,
+                                                       &w_md, nd->n_inputs > 2 ? b_md : NULL,
+                                                       &dst_md, strides, dil, pl, pr);
+        if (s == dnnl_success)
+            s = dnnl_primitive_desc_create(out, &cd, attr, c->engine, NULL);
+    }
+    CHECK(s);
+fail:
+    return rc;
+}
+
+static size_t scratch_bytes(const_dnnl_primitive_desc_t pd)
+{
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    return md ? dnnl_memory_desc_get_size(md) : 0;
+}
+
+/* Is the batch the outermost dimension of md's layout, unblocked (nChw16c, nchw, nhwc)? Then
+ * images k..k+n-1 are one contiguous slice of it. */
+static int batch_outermost(const dnnl_memory_desc_t *md)
+{
+    if (md->format_kind != dnnl_blocked)
+        return 0;
+    const dnnl_blocking_desc_t *bk = &md->format_desc.blocking;
+    for (int i = 0; i < bk->inner_nblks; i++) {
+        if (bk->inner_idxs[i] == 0)
+            return 0;
+    }
+    for (int d = 1; d < md->ndims; d++) {
+        if (bk->strides[d] > bk->strides[0])
+            return 0;
+    }
+    return 1;
+}
+
+/* md for `batch` images in the layout md has for fewer (batch_outermost(md) holds). */
+static dnnl_memory_desc_t with_batch(const dnnl_memory_desc_t *md, int64_t batch)
+{
+    dnnl_memory_desc_t m = *md;
+    m.dims[0] = m.padded_dims[0] = batch;
+    return m;
+}
+
+/* A convolution in chunks of `sub` images: one primitive for `sub` images, executed over
+ * consecutive slices of the input and output (views at byte offsets), its scratchpad that much
+ * smaller. The layouts must keep the batch outermost; *done = 0 when they do not. */
+static vf_status conv_chunked(vf_backend *b, const vf_node *nd, const_dnnl_primitive_desc_t pd,
+                              const dnnl_memory_desc_t *w_user, const dnnl_memory_desc_t *b_md,
+                              int *done)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    vf_status rc = VF_OK;
+    const dnnl_memory_desc_t *sub_src = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *sub_dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    const dnnl_memory_desc_t *want_w = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    *done = 0;
+    if (!batch_outermost(sub_src) || !batch_outermost(sub_dst))
+        return VF_OK;
+    int64_t sub = sub_src->dims[0], n = c->p->batch / sub;
+    dnnl_memory_desc_t full_src = with_batch(sub_src, c->p->batch);
+    dnnl_memory_desc_t full_dst = with_batch(sub_dst, c->p->batch);
+    int x_buf, w_buf, b_buf = -1, y_buf;
+    TRY(ensure_md(b, c->p->vbuf[nd->inputs[0]], &full_src, &x_buf));
+    TRY(upload_const(b, &g->values[nd->inputs[1]], w_user, want_w, &w_buf));
+    if (nd->n_inputs > 2)
+        TRY(upload_const(b, &g->values[nd->inputs[2]], b_md, b_md, &b_buf));
+    TRY(new_buf(b, &full_dst, BUF_ARENA, &y_buf));
+    size_t src_bytes = dnnl_memory_desc_get_size(sub_src);
+    size_t dst_bytes = dnnl_memory_desc_get_size(sub_dst);
+    for (int64_t k = 0; k < n; k++) {
+        int xs, ys;
+        TRY(new_view(b, x_buf, sub_src, &xs));
+        c->p->bufs[xs].view_offset = (size_t)k * src_bytes;
+        TRY(new_view(b, y_buf, sub_dst, &ys));
+        c->p->bufs[ys].view_offset = (size_t)k * dst_bytes;
+        int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+        int bufs[4] = {xs, w_buf, ys, b_buf};
+        TRY(add_step(b, pd, b_buf >= 0 ? 4 : 3, kinds, bufs));
+    }
+    c->p->vbuf[nd->output] = y_buf;
+    c->p->wino_chunked++;
+    *done = 1;
+fail:
+    return rc;
+}
+
+/* ---- int8 ---------------------------------------------------------------------------------- */
+
+/* The int8 form of a convolution or inner product's constants: weights to s8 with one scale per
+ * output channel (127 / its largest |w|), the bias into the s32 accumulator's units (bias x
+ * x_scale x w_scale), and the output scales that take the accumulator to the output's units
+ * (y_scale / (x_scale x w_scale); y_scale 1 for an f32 output). Arrays are allocated here. */
+typedef struct qparams {
+    int8_t *w;
+    float *bias, *oscale;
+    int64_t oc;
+} qparams;
+
+static void qparams_free(qparams *q)
+{
+    vfi_free(q->w);
+    vfi_free(q->bias);
+    vfi_free(q->oscale);
+}
+
+static vf_status quantize_wb(vf_backend *b, const vf_node *nd, float x_scale, float y_scale,
+                             qparams *q)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_value *wv = &c->g->values[nd->inputs[1]];
+    const vf_value *bv = nd->n_inputs > 2 ? &c->g->values[nd->inputs[2]] : NULL;
+    const float *w = wv->data, *bias = bv ? bv->data : NULL;
+    memset(q, 0, sizeof(*q));
+    q->oc = wv->dims[0];
+    int64_t per = vfi_value_numel(wv) / q->oc;
+    q->w = vfi_mallocarray((size_t)(per * q->oc), 1);
+    q->oscale = vfi_mallocarray((size_t)q->oc, sizeof(float));
+    q->bias = bias ? vfi_mallocarray((size_t)q->oc, sizeof(float)) : NULL;
+    if (!w || (bv && !bias))
+        return vfi_fail(&b->err, VF_ERR_INTERNAL, "node '%s': weights already released", nd->name);
+    if (!q->w || !q->oscale || (bias && !q->bias))
+        return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+    for (int64_t o = 0; o < q->oc; o++) {
+        const float *row = w + o * per;
+        float m = 0.0f;
+        for (int64_t k = 0; k < per; k++)
+            m = fmaxf(m, fabsf(row[k]));
+        float ws = m > 0.0f ? 127.0f / m : 1.0f;
+        for (int64_t k = 0; k < per; k++)
+            q->w[o * per + k] = (int8_t)lrintf(fminf(127.0f, fmaxf(-127.0f, row[k] * ws)));
+        if (bias)
+            q->bias[o] = bias[o] * x_scale * ws;
+        q->oscale[o] = y_scale / (x_scale * ws);
+    }
+    return VF_OK;
+}
+
+/* The attr of an int8 convolution or inner product: per-channel output scales, then the
+ * activation in the output's units. */
+static vf_status int8_attr(vf_backend *b, const vf_act *act, float y_scale, const qparams *q,
+                           dnnl_primitive_attr_t *out)
+{
+    vf_status rc = VF_OK;
+    vf_act scaled = *act;
+    if (act->kind == VF_ACT_CLIP) { /* bounds in the quantized output's units */
+        scaled.alpha *= y_scale;
+        scaled.beta *= y_scale;
+    }
+    TRY(make_attr(b, &scaled, out));
+    CHECK(dnnl_primitive_attr_set_output_scales(*out, q->oc, 1 << 1, q->oscale));
+fail:
+    return rc;
+}
+
+/* The step of a convolution or inner product whose primitive is pd: its source in the layout
+ * pd wants (quantized by x_scale when non-zero), the weights and bias from w_data / b_data (the
+ * graph's, or their int8 forms) in theirs. */
+static vf_status weighted_step(vf_backend *b, const vf_node *nd, const_dnnl_primitive_desc_t pd,
+                               const void *w_data, const void *b_data,
+                               const dnnl_memory_desc_t *w_user, float x_scale)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    vf_status rc = VF_OK;
+    int x_buf, w_buf, b_buf = -1, y_buf;
+    TRY(ensure_md_scaled(b, c->p->vbuf[nd->inputs[0]],
+                         dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), x_scale, &x_buf));
+    TRY(upload_data(b, &g->values[nd->inputs[1]], w_data, w_user,
+                    dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &w_buf));
+    if (nd->n_inputs > 2) {
+        dnnl_memory_desc_t b_md;
+        dnnl_dims_t bd = {g->values[nd->inputs[1]].dims[0]};
+        CHECK(dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
+        TRY(upload_data(b, &g->values[nd->inputs[2]], b_data, &b_md, &b_md, &b_buf));
+    }
+    TRY(new_buf(b, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), BUF_ARENA, &y_buf));
+    int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+    int bufs[4] = {x_buf, w_buf, y_buf, b_buf};
+    TRY(add_step(b, pd, b_buf >= 0 ? 4 : 3, kinds, bufs));
+    c->p->vbuf[nd->output] = y_buf;
+fail:
+    return rc;
+}
+
+/* The scale an int8 layer's source gets quantized by: none when it is stored int8 already. */
+static float src_scale(const dnnl_ctx *c, int xi)
+{
+    return is_int8(dt_of(c, xi)) ? 0.0f : c->vscale[xi];
+}
+
+static float out_scale(const dnnl_ctx *c, int vi)
+{
+    return is_int8(c->vdt[vi]) ? c->vscale[vi] : 1.0f;
+}
+
+static vf_status conv_int8(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_memory_desc_t w_user, b_md;
+    qparams q;
+    float ys = out_scale(c, nd->output);
+    TRY(quantize_wb(b, nd, c->vscale[nd->inputs[0]], ys, &q));
+    TRY(int8_attr(b, &nd->p.conv.act, ys, &q, &attr));
+    TRY(conv_pd(b, nd, c->p->batch, 0, attr, &pd, &w_user, &b_md));
+    TRY(weighted_step(b, nd, pd, q.w, q.bias, &w_user, src_scale(c, nd->inputs[0])));
+fail:
+    qparams_free(&q);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
+/* Winograd keeps the transformed tiles of the whole batch in its scratchpad: for VGG19's
+ * 224x224 layers at batch 32 that is 1.1 GB, more than the layer's own output (411 MB). Such a
+ * layer runs in the fewest equal chunks (halving) whose scratchpad fits in a quarter of the
+ * layer's output, so that the activations, not the scratchpad, set the peak memory: VGG19 at
+ * batch 32 peaks at 1.67 GB instead of 2.72 GB (scratchpad 49 MB), at the same speed. */
+static vf_status conv_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    if (c->vdt && runs_int8(c, nd))
+        return conv_int8(b, nd);
+    const vf_graph *g = c->g;
+    const vf_conv_params *p = &nd->p.conv;
+    const vf_value *wv = &g->values[nd->inputs[1]];
+    vf_status rc = VF_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL, sub_pd = NULL;
+    dnnl_memory_desc_t w_user, b_md;
+    TRY(make_attr(b, &p->act, &attr));
+    int try_wino = c->winograd && p->group == 1 && wv->dims[2] == 3 && wv->dims[3] == 3 &&
+                   p->win.stride[0] == 1 && p->win.stride[1] == 1 && p->win.dilation[0] == 1 &&
+                   p->win.dilation[1] == 1;
+    TRY(conv_pd(b, nd, c->p->batch, try_wino, attr, &pd, &w_user, &b_md));
+    const dnnl_memory_desc_t *got_dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    size_t budget = dnnl_memory_desc_get_size(got_dst) / 4;
+    if (try_wino && scratch_bytes(pd) > budget) {
+        for (int64_t k = 2; k <= c->p->batch && c->p->batch % k == 0; k *= 2) {
+            if (sub_pd)
+                dnnl_primitive_desc_destroy(sub_pd);
+            sub_pd = NULL;
+            TRY(conv_pd(b, nd, c->p->batch / k, 1, attr, &sub_pd, &w_user, &b_md));
+            if (scratch_bytes(sub_pd) <= budget)
+                break;
+        }
+        if (sub_pd && scratch_bytes(sub_pd) < scratch_bytes(pd)) {
+            int done = 0;
+            TRY(conv_chunked(b, nd, sub_pd, &w_user, &b_md, &done));
+            if (done)
+                goto fail; /* finished: only the cleanup is left */
+        }
+    }
+    TRY(weighted_step(b, nd, pd, wv->data, nd->n_inputs > 2 ? g->values[nd->inputs[2]].data : NULL,
+                      &w_user, 0.0f));
+fail:
+    if (sub_pd)
+        dnnl_primitive_desc_destroy(sub_pd);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
+/* An inner product, in f32 / bf16, or in int8 when plan_int8 chose it. */
+static vf_status fc_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    const vf_value *wv = &g->values[nd->inputs[1]];
+    vf_status rc = VF_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_memory_desc_t src_md, w_md, b_md, dst_md, w_user;
+    dnnl_dims_t xd = {c->p->batch, wv->dims[1]}, yd = {c->p->batch, wv->dims[0]},
+                bd = {wv->dims[0]}, wd = {wv->dims[0], wv->dims[1]};
+    int i8 = c->vdt && runs_int8(c, nd);
+    qparams q;
+    memset(&q, 0, sizeof(q));
+    dnnl_data_type_t sdt = c->act_dt, wdt = c->act_dt, ddt = c->act_dt;
+    if (i8) {
+        float ys = out_scale(c, nd->output);
+        TRY(quantize_wb(b, nd, c->vscale[nd->inputs[0]], ys, &q));
+        TRY(int8_attr(b, &nd->p.fc.act, ys, &q, &attr));
+        sdt = c->qdt[nd->inputs[0]];
+        wdt = dnnl_s8;
+        ddt = c->vdt[nd->output];
+    } else {
+        TRY(make_attr(b, &nd->p.fc.act, &attr));
+    }
+    CHECK(dnnl_memory_desc_init_by_tag(&src_md, 2, xd, sdt, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&w_md, 2, wd, wdt, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&w_user, 2, wd, i8 ? dnnl_s8 : dnnl_f32, dnnl_oi));
+    CHECK(dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
+    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 2, yd, ddt, dnnl_format_tag_any));
+    dnnl_inner_product_desc_t ipd;
+    CHECK(dnnl_inner_product_forward_desc_init(&ipd, dnnl_forward_inference, &src_md, &w_md,
+                                               nd->n_inputs > 2 ? &b_md : NULL, &dst_md));
+    CHECK(dnnl_primitive_desc_create(&pd, &ipd, attr, c->engine, NULL));
+    if (i8)
+        TRY(weighted_step(b, nd, pd, q.w, q.bias, &w_user, src_scale(c, nd->inputs[0])));
+    else
+        TRY(weighted_step(b, nd, pd, wv->data,
+                          nd->n_inputs > 2 ? g->values[nd->inputs[2]].data : NULL, &w_user, 0.0f));
+fail:
+    qparams_free(&q);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
+/* One eltwise step on buffer x into buffer y (in place when y == x). */
+static vf_status eltwise_step(vf_backend *b, int x, int y, dnnl_alg_kind_t alg, float alpha,
+                              float beta)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    dnnl_eltwise_desc_t ed;
+    CHECK(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, alg, &c->p->bufs[x].md, alpha,
+                                         beta));
+    rc = src_dst_step(b, x, y, &ed);
+fail:
+    return rc;
+}
+
+static vf_status act_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_act *a = &nd->p.act;
+    int x = c->p->vbuf[nd->inputs[0]], y;
+    vf_status rc = new_buf(b, &c->p->bufs[x].md, BUF_ARENA, &y);
+    if (rc < 0)
+        return rc;
+    switch (a->kind) {
+    case VF_ACT_RELU:
+        rc = eltwise_step(b, x, y, dnnl_eltwise_relu, a->alpha, 0.0f);
+        break;
+    case VF_ACT_CLIP:
+        rc = eltwise_step(b, x, y, dnnl_eltwise_clip_v2, a->alpha, a->beta);
+        break;
+    case VF_ACT_SIGMOID:
+        rc = eltwise_step(b, x, y, dnnl_eltwise_logistic, 0.0f, 0.0f);
+        break;
+    case VF_ACT_TANH:
+        rc = eltwise_step(b, x, y, dnnl_eltwise_tanh, 0.0f, 0.0f);
+        break;
+    case VF_ACT_HARD_SWISH:
+        rc = eltwise_step(b, x, y, dnnl_eltwise_hardswish, 0.0f, 0.0f);
+        break;
+    case VF_ACT_HARD_SIGMOID:
+        rc = eltwise_step(b, x, y, dnnl_eltwise_linear, a->alpha, a->beta);
+        if (rc >= 0)
+            rc = eltwise_step(b, y, y, dnnl_eltwise_clip_v2, 0.0f, 1.0f);
+        break;
+    case VF_ACT_NONE:
+        rc = add_reorder(b, x, y);
+        break;
+    }
+    c->p->vbuf[nd->output] = y;
+    return rc;
+}
+
+static vf_status pool_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    const vf_pool_params *p = &nd->p.pool;
+    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
+    vf_status rc = VF_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_memory_desc_t dst_md;
+    dnnl_dims_t yd, kernel, strides, dil, pl, pr;
+    value_dims(c, yv, yd);
+    for (int a = 0; a < 2; a++) {
+        kernel[a] = p->global ? xv->dims[2 + a] : p->win.kernel[a];
+        strides[a] = p->global ? 1 : p->win.stride[a];
+        dil[a] = p->global ? 0 : p->win.dilation[a] - 1;
+        pl[a] = p->global ? 0 : p->win.pads[a];
+        pr[a] = p->global ? 0 : p->win.pads[a + 2];
+    }
+    dnnl_alg_kind_t alg = p->kind == VF_POOL_MAX ? dnnl_pooling_max
+                          : p->count_include_pad ? dnnl_pooling_avg_include_padding
+                                                 : dnnl_pooling_avg_exclude_padding;
+    int x = c->p->vbuf[nd->inputs[0]], y;
+    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 4, yd, dt_of(c, nd->output), dnnl_format_tag_any));
+    dnnl_pooling_v2_desc_t pdsc;
+    CHECK(dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, alg, &c->p->bufs[x].md,
+                                            &dst_md, strides, kernel, dil, pl, pr));
+    TRY(make_attr(b, NULL, &attr));
+    CHECK(dnnl_primitive_desc_create(&pd, &pdsc, attr, c->engine, NULL));
+    TRY(new_buf(b, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), BUF_ARENA, &y));
+    int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, bufs[2] = {x, y};
+    TRY(add_step(b, pd, 2, kinds, bufs));
+    c->p->vbuf[nd->output] = y;
+fail:
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
+static vf_status binary_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    const vf_value *yv = &g->values[nd->output];
+    int i0 = nd->inputs[0], i1 = nd->inputs[1];
+    vf_status rc = VF_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    /* oneDNN broadcasts only src1: the full-size operand goes first (add/mul commute). */
+    if (vfi_value_numel(&g->values[i0]) < vfi_value_numel(yv) && g->values[i1].is_batched) {
+        if (nd->p.binary == VF_BIN_SUB || nd->p.binary == VF_BIN_DIV)
+            return vfi_fail(&b->err, VF_ERR_UNSUPPORTED,
+                            "node '%s': broadcasting the first operand of a sub/div", nd->name);
+        int t = i0;
+        i0 = i1;
+        i1 = t;
+    }
+    const vf_value *av = &g->values[i0], *bv = &g->values[i1];
+    if (vfi_value_numel(av) != vfi_value_numel(yv))
+        return vfi_fail(&b->err, VF_ERR_UNSUPPORTED, "node '%s': both operands broadcast",
+                        nd->name);
+    int x0 = c->p->vbuf[i0], x1, y;
+    if (bv->is_batched) {
+        x1 = c->p->vbuf[i1];
+        if (vfi_value_numel(bv) == vfi_value_numel(av))
+            TRY(ensure_md(b, x1, &c->p->bufs[x0].md, &x1));
+    } else {
+        /* A constant, aligned to the output's rank with leading 1s, in the activation type. */
+        vf_value aligned = *bv;
+        aligned.rank = yv->rank;
+        aligned.is_batched = 0;
+        for (int i = 0; i < yv->rank; i++) {
+            int j = i - (yv->rank - bv->rank);
+            aligned.dims[i] = j >= 0 ? bv->dims[j] : 1;
+        }
+        dnnl_memory_desc_t user, want;
+        TRY(plain_md(b, &aligned, dnnl_f32, &user));
+        TRY(plain_md(b, &aligned, c->act_dt, &want));
+        TRY(upload_const(b, bv, &user, &want, &x1));
+    }
+    static const dnnl_alg_kind_t algs[] = {dnnl_binary_add, dnnl_binary_sub, dnnl_binary_mul,
+                                           dnnl_binary_div};
+    TRY(new_buf(b, &c->p->bufs[x0].md, BUF_ARENA, &y));
+    dnnl_binary_desc_t bd;
+    CHECK(dnnl_binary_desc_init(&bd, algs[nd->p.binary], &c->p->bufs[x0].md, &c->p->bufs[x1].md,
+                                &c->p->bufs[y].md));
+    TRY(make_attr(b, NULL, &attr));
+    int kinds[3] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST}, bufs[3] = {x0, x1, y};
+    TRY(add_prim(b, &bd, attr, 3, kinds, bufs, NULL));
+    c->p->vbuf[nd->output] = y;
+fail:
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
+/* Is md exactly the layout `tag` for its dims and data type? */
+static int has_tag(const dnnl_memory_desc_t *md, dnnl_format_tag_t tag)
+{
+    dnnl_memory_desc_t t;
+    if (dnnl_memory_desc_init_by_tag(&t, md->ndims, md->dims, md->data_type, tag) != dnnl_success)
+        return 0;
+    return dnnl_memory_desc_equal(md, &t);
+}
+
+static vf_status concat_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    int n = nd->n_inputs;
+    dnnl_memory_desc_t *mds = vfi_mallocarray((size_t)n, sizeof(*mds));
+    int *kinds = vfi_mallocarray((size_t)n + 1, sizeof(int));
+    int *bufs = vfi_mallocarray((size_t)n + 1, sizeof(int));
+    if (!mds || !kinds || !bufs) {
+        rc = vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (n + 1 > MAX_ARGS) {
+        /* Many inputs (DenseNet): concatenate pairwise into plain buffers instead. */
+        rc = vfi_fail(&b->err, VF_ERR_INTERNAL, "concat_op called with %d inputs", n);
+        goto fail;
+    }
+    for (int i = 0; i < n; i++) {
+        bufs[i] = c->p->vbuf[nd->inputs[i]];
+        kinds[i] = DNNL_ARG_MULTIPLE_SRC + i;
+        mds[i] = c->p->bufs[bufs[i]].md;
+    }
+    /* Inputs in different layouts send oneDNN to its slow reference concat: bring 4-D inputs
+     * to channels-last (what its convolutions use on this class of CPU) when they differ. */
+    static const dnnl_format_tag_t layouts[] = {dnnl_acdb, dnnl_aBcd16b, dnnl_abcd};
+    int uniform = mds[0].ndims != 4;
+    for (size_t t = 0; !uniform && t < sizeof(layouts) / sizeof(layouts[0]); t++) {
+        uniform = 1;
+        for (int i = 0; i < n && uniform; i++)
+            uniform = has_tag(&mds[i], layouts[t]);
+    }
+    for (int i = 0; !uniform && i < n; i++) {
+        dnnl_memory_desc_t nhwc;
+        CHECK(dnnl_memory_desc_init_by_tag(&nhwc, 4, mds[i].dims, dt_of(c, nd->inputs[i]),
+                                           dnnl_acdb));
+        TRY(ensure_md(b, bufs[i], &nhwc, &bufs[i]));
+        mds[i] = nhwc;
+    }
+    TRY(make_attr(b, NULL, &attr));
+    CHECK(dnnl_concat_primitive_desc_create(&pd, NULL, n, nd->p.axis, mds, attr, c->engine));
+    int y;
+    TRY(new_buf(b, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), BUF_ARENA, &y));
+    kinds[n] = DNNL_ARG_DST;
+    bufs[n] = y;
+    TRY(add_step(b, pd, n + 1, kinds, bufs));
+    c->p->vbuf[nd->output] = y;
+fail:
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    vfi_free(mds);
+    vfi_free(kinds);
+    vfi_free(bufs);
+    return rc;
+}
+
+/* Concat with more inputs than a step has argument slots: each input is reordered into its
+ * slice (a view) of one plain output buffer. */
+static vf_status concat_wide_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    const vf_value *yv = &g->values[nd->output];
+    vf_status rc = VF_OK;
+    dnnl_memory_desc_t ymd;
+    int y;
+    TRY(plain_md(b, yv, c->act_dt, &ymd));
+    TRY(new_buf(b, &ymd, BUF_ARENA, &y));
+    dnnl_dims_t offsets = {0};
+    for (int i = 0; i < nd->n_inputs; i++) {
+        const vf_value *xv = &g->values[nd->inputs[i]];
+        dnnl_dims_t xd;
+        value_dims(c, xv, xd);
+        dnnl_memory_desc_t sub;
+        int view;
+        CHECK(dnnl_memory_desc_init_submemory(&sub, &ymd, xd, offsets));
+        TRY(new_view(b, y, &sub, &view));
+        TRY(add_reorder(b, c->p->vbuf[nd->inputs[i]], view));
+        offsets[nd->p.axis] += xv->dims[nd->p.axis];
+    }
+    c->p->vbuf[nd->output] = y;
+fail:
+    return rc;
+}
+
+/* Softmax and LRN: the output keeps the input's layout. */
+static vf_status softmax_lrn_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    int x = c->p->vbuf[nd->inputs[0]], y;
+    const dnnl_memory_desc_t *md = &c->p->bufs[x].md;
+    dnnl_softmax_desc_t sd;
+    dnnl_lrn_desc_t ld;
+    const_dnnl_op_desc_t desc = &sd;
+    if (nd->op == VF_OP_SOFTMAX) {
+        CHECK(dnnl_softmax_forward_desc_init(&sd, dnnl_forward_inference, md, nd->p.axis));
+    } else {
+        const vf_lrn_params *p = &nd->p.lrn;
+        CHECK(dnnl_lrn_forward_desc_init(&ld, dnnl_forward_inference, dnnl_lrn_across_channels, md,
+                                         p->size, p->alpha, p->beta, p->bias));
+        desc = &ld;
+    }
+    TRY(new_buf(b, md, BUF_ARENA, &y));
+    TRY(src_dst_step(b, x, y, desc));
+    c->p->vbuf[nd->output] = y;
+fail:
+    return rc;
+}
+
+static vf_status pad_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
+    vf_status rc = VF_OK;
+    dnnl_memory_desc_t ymd, sub;
+    dnnl_dims_t xd, offsets;
+    int y, view;
+    value_dims(c, xv, xd);
+    for (int i = 0; i < xv->rank; i++)
+        offsets[i] = nd->p.pad.begin[i];
+    TRY(plain_md(b, yv, c->act_dt, &ymd));
+    TRY(new_buf(b, &ymd, BUF_ARENA, &y));
+    TRY(add_fill(b, y, nd->p.pad.value));
+    CHECK(dnnl_memory_desc_init_submemory(&sub, &ymd, xd, offsets));
+    TRY(new_view(b, y, &sub, &view));
+    TRY(add_reorder(b, c->p->vbuf[nd->inputs[0]], view));
+    c->p->vbuf[nd->output] = y;
+fail:
+    return rc;
+}
+
+static vf_status reduce_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
+    vf_status rc = VF_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_memory_desc_t ymd, kmd;
+    int y, view;
+    TRY(plain_md(b, yv, c->act_dt, &ymd));
+    TRY(new_buf(b, &ymd, BUF_ARENA, &y));
+    /* The same memory seen with the reduced axes kept as 1s. */
+    vf_value kept = *xv;
+    for (int i = 0; i < xv->rank; i++) {
+        if (nd->p.reduce.axes & (1u << i))
+            kept.dims[i] = 1;
+    }
+    TRY(plain_md(b, &kept, c->act_dt, &kmd));
+    TRY(new_view(b, y, &kmd, &view));
+    dnnl_reduction_desc_t rd;
+    int x = c->p->vbuf[nd->inputs[0]];
+    CHECK(dnnl_reduction_desc_init(&rd, dnnl_reduction_mean, &c->p->bufs[x].md, &kmd, 0.0f, 0.0f));
+    TRY(make_attr(b, NULL, &attr));
+    int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, bufs[2] = {x, view};
+    TRY(add_prim(b, &rd, attr, 2, kinds, bufs, NULL));
+    c->p->vbuf[nd->output] = y;
+fail:
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
+/* Transpose and Reshape: a reorder from the input's layout into a plain output buffer, seen
+ * through a descriptor over the input's dims (permuted strides for a transpose). */
+static vf_status relayout_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
+    vf_status rc = VF_OK;
+    dnnl_memory_desc_t ymd, vmd;
+    int y, view;
+    TRY(plain_md(b, yv, dt_of(c, nd->output), &ymd));
+    TRY(new_buf(b, &ymd, BUF_ARENA, &y));
+    if (nd->op == VF_OP_TRANSPOSE) {
+        dnnl_dims_t xd, st;
+        value_dims(c, xv, xd);
+        for (int i = 0; i < yv->rank; i++)
+            st[nd->p.perm[i]] = ymd.format_desc.blocking.strides[i];
+        CHECK(dnnl_memory_desc_init_by_strides(&vmd, xv->rank, xd, c->act_dt, st));
+    } else {
+        TRY(plain_md(b, xv, dt_of(c, nd->inputs[0]), &vmd));
+    }
+    TRY(new_view(b, y, &vmd, &view));
+    TRY(add_reorder(b, c->p->vbuf[nd->inputs[0]], view));
+    c->p->vbuf[nd->output] = y;
+fail:
+    return rc;
+}
+
+static vf_status gather_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    const vf_gather_params *p = &nd->p.gather;
+    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
+    vf_status rc = VF_OK;
+    dnnl_memory_desc_t xmd, ymd, ext_md;
+    int x, y;
+    TRY(plain_md(b, xv, c->act_dt, &xmd));
+    TRY(ensure_md(b, c->p->vbuf[nd->inputs[0]], &xmd, &x));
+    TRY(plain_md(b, yv, c->act_dt, &ymd));
+    TRY(new_buf(b, &ymd, BUF_ARENA, &y));
+    vf_value ext = *xv; /* the output seen with the gathered axis kept */
+    ext.dims[p->axis] = p->n_indices;
+    TRY(plain_md(b, &ext, c->act_dt, &ext_md));
+    dnnl_dims_t slice, src_off = {0}, dst_off = {0};
+    value_dims(c, xv, slice);
+    slice[p->axis] = 1;
+    for (int j = 0; j < p->n_indices; j++) {
+        dnnl_memory_desc_t smd, dmd;
+        int sv, dv;
+        src_off[p->axis] = p->indices[j];
+        dst_off[p->axis] = j;
+        CHECK(dnnl_memory_desc_init_submemory(&smd, &xmd, slice, src_off));
+        CHECK(dnnl_memory_desc_init_submemory(&dmd, &ext_md, slice, dst_off));
+        TRY(new_view(b, x, &smd, &sv));
+        TRY(new_view(b, y, &dmd, &dv));
+        TRY(add_reorder(b, sv, dv));
+    }
+    c->p->vbuf[nd->output] = y;
+fail:
+    return rc;
+}
+
+/* ---- planning ------------------------------------------------------------------------------- */
+
+/* Place the plan's arena buffers (arena.h). */
+static vf_status plan_arena(vf_backend *b)
+{
+    dnnl_ctx *c = b->ctx;
+    plan *q = c->p;
+    vfi_arena_item *items = vfi_mallocarray((size_t)q->n_bufs + 1, sizeof(*items));
+    int *which = vfi_mallocarray((size_t)q->n_bufs + 1, sizeof(int));
+    vf_status rc = items && which ? VF_OK : VF_ERR_NOMEM;
+    int n = 0;
+    for (int i = 0; rc == VF_OK && i < q->n_bufs; i++) {
+        if (q->bufs[i].kind != BUF_ARENA)
+            continue;
+        items[n] = (vfi_arena_item){
+            .size = q->bufs[i].size, .first = q->bufs[i].first, .last = q->bufs[i].last};
+        which[n++] = i;
+    }
+    if (rc == VF_OK)
+        rc = vfi_arena_place(items, n, VF_TENSOR_ALIGN, &q->arena_size);
+    for (int k = 0; rc == VF_OK && k < n; k++)
+        q->bufs[which[k]].offset = items[k].offset;
+    vfi_free(items);
+    vfi_free(which);
+    return rc == VF_OK ? VF_OK : vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+}
+
+/* Allocate what the plans share, sized for the largest, then create every memory object and
+ * bind every step's arguments of every plan. */
+static vf_status bind(vf_backend *b)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    for (int k = 0; k < c->n_plans; k++) {
+        c->p = &c->plans[k];
+        TRY(plan_arena(b));
+        if (c->p->arena_size > c->arena_size)
+            c->arena_size = c->p->arena_size;
+    }
+    const plan *big = &c->plans[0]; /* the largest batch, so the largest staging */
+    c->arena = vfi_aligned_alloc(VF_TENSOR_ALIGN, c->arena_size ? c->arena_size : 64);
+    c->scratch = vfi_aligned_alloc(VF_TENSOR_ALIGN, c->scratch_size ? c->scratch_size : 64);
+    c->stage_in = vfi_aligned_alloc(VF_TENSOR_ALIGN, big->in_size);
+    c->stage_out = vfi_aligned_alloc(VF_TENSOR_ALIGN, big->out_size);
+    if (!c->arena || !c->scratch || !c->stage_in || !c->stage_out)
+        return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory for %zu bytes of activations",
+                        c->arena_size);
+    memset(c->stage_in, 0, big->in_size);
+    for (int k = 0; k < c->n_plans; k++) {
+        plan *q = &c->plans[k];
+        for (int i = 0; i < q->n_bufs; i++) {
+            dbuf *d = &q->bufs[i];
+            if (d->mem)
+                continue; /* constants made theirs already */
+            int root = i;
+            size_t off = 0;
+            while (q->bufs[root].kind == BUF_VIEW) {
+                off += q->bufs[root].view_offset;
+                root = q->bufs[root].parent;
+            }
+            void *handle =
+                (q->bufs[root].kind == BUF_INPUT    ? (char *)c->stage_in
+                 : q->bufs[root].kind == BUF_OUTPUT ? (char *)c->stage_out
+                                                    : (char *)c->arena + q->bufs[root].offset) +
+                off;
+            CHECK(dnnl_memory_create(&d->mem, &d->md, c->engine, handle));
+        }
+        for (int i = 0; i < q->n_steps; i++) {
+            step *st = &q->steps[i];
+            for (int j = 0; j < st->n_args; j++) {
+                st->args[j].arg = st->arg_kind[j];
+                st->args[j].memory = q->bufs[st->arg_buf[j]].mem;
+            }
+            if (st->scratch) {
+                CHECK(dnnl_memory_set_data_handle(st->scratch, c->scratch));
+                st->args[st->n_args].arg = DNNL_ARG_SCRATCHPAD;
+                st->args[st->n_args].memory = st->scratch;
+            }
+        }
+    }
+fail:
+    return rc;
+}
+
+static vf_status make_summary(vf_backend *b)
+{
+    dnnl_ctx *c = b->ctx;
+    size_t cap = 4096, len = 0;
+    c->summary = vfi_malloc(cap);
+    if (!c->summary)
+        return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+    len += (size_t)snprintf(c->summary, cap, "dnnl: %d steps, arena %.1f MiB, scratchpad %.1f MiB",
+                            c->p->n_steps, c->arena_size / 1048576.0, c->scratch_size / 1048576.0);
+    if (c->n_plans > 1)
+        len += (size_t)snprintf(c->summary + len, cap - len, ", short batches in %d",
+                                c->plans[1].batch);
+    if (c->p->wino_chunked)
+        len += (size_t)snprintf(c->summary + len, cap - len, ", %d Winograd layers in chunks",
+                                c->p->wino_chunked);
+    if (c->int8) {
+        int n8 = 0;
+        for (int i = 0; c->i8node && i < c->g->n_nodes; i++)
+            n8 += c->i8node[i];
+        len += (size_t)snprintf(c->summary + len, cap - len, ", %s%d layers in int8",
+                                c->calibrating ? "calibrating, " : "", n8);
+    }
+    len += (size_t)snprintf(c->summary + len, cap - len, ";");
+    /* distinct implementation names with counts */
+    for (int i = 0; i < c->p->n_steps && len < cap - 64; i++) {
+        const char *impl = c->p->steps[i].impl;
+        if (!impl)
+            continue;
+        int seen = 0, count = 0;
+        for (int j = 0; j < c->p->n_steps; j++) {
+            if (c->p->steps[j].impl && !strcmp(c->p->steps[j].impl, impl)) {
+                seen |= j < i;
+                count++;
+            }
+        }
+        if (!seen)
+            len += (size_t)snprintf(c->summary + len, cap - len, " %s x%d", impl, count);
+    }
+    return VF_OK;
+}
+
+/* Build c->p: every node's steps for batches of c->p->batch. */
+static vf_status build_plan(vf_backend *b)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    vf_status rc = VF_OK;
+    c->p->vbuf = vfi_mallocarray((size_t)g->n_values, sizeof(int));
+    if (!c->p->vbuf)
+        return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_values; i++)
+        c->p->vbuf[i] = -1;
+
+    const vf_value *in = &g->values[g->input], *outv = &g->values[g->output];
+    dnnl_memory_desc_t md;
+    TRY(plain_md(b, in, dnnl_f32, &md));
+    TRY(new_buf(b, &md, BUF_INPUT, &c->p->in_buf));
+    c->p->in_size = c->p->bufs[c->p->in_buf].size;
+    if (c->act_dt != dnnl_f32) {
+        dnnl_memory_desc_t conv_md;
+        TRY(plain_md(b, in, c->act_dt, &conv_md));
+        TRY(ensure_md(b, c->p->in_buf, &conv_md, &c->p->vbuf[g->input]));
+    } else {
+        c->p->vbuf[g->input] = c->p->in_buf;
+    }
+
+    for (int i = 0; i < g->n_nodes; i++) {
+        const vf_node *nd = &g->nodes[i];
+        int first_step = c->p->n_steps;
+        c->node = nd->name;
+        switch (nd->op) {
+        case VF_OP_CONV:
+            rc = conv_op(b, nd);
+            break;
+        case VF_OP_FC:
+            rc = fc_op(b, nd);
+            break;
+        case VF_OP_ACT:
+            rc = act_op(b, nd);
+            break;
+        case VF_OP_POOL:
+            rc = pool_op(b, nd);
+            break;
+        case VF_OP_BINARY:
+            rc = binary_op(b, nd);
+            break;
+        case VF_OP_CONCAT:
+            rc = nd->n_inputs + 1 > MAX_ARGS ? concat_wide_op(b, nd) : concat_op(b, nd);
+            break;
+        case VF_OP_SOFTMAX:
+        case VF_OP_LRN:
+            rc = softmax_lrn_op(b, nd);
+            break;
+        case VF_OP_PAD:
+            rc = pad_op(b, nd);
+            break;
+        case VF_OP_REDUCE_MEAN:
+            rc = reduce_op(b, nd);
+            break;
+        case VF_OP_TRANSPOSE:
+        case VF_OP_RESHAPE:
+            rc = relayout_op(b, nd);
+            break;
+        case VF_OP_GATHER:
+            rc = gather_op(b, nd);
+            break;
+        default:
+            rc = vfi_fail(&b->err, VF_ERR_UNSUPPORTED, "node '%s': op %s not in the dnnl backend",
+                          nd->name, vfi_op_name(nd->op));
+            break;
+        }
+        if (rc < 0)
+            goto fail;
+        if (c->p->n_steps > first_step) /* its last step writes the output */
+            c->p->steps[c->p->n_steps - 1].value = nd->output;
+    }
+    c->node = NULL;
+    TRY(plain_md(b, outv, dnnl_f32, &md));
+    TRY(new_buf(b, &md, BUF_OUTPUT, &c->p->out_buf));
+    c->p->out_size = c->p->bufs[c->p->out_buf].size;
+    TRY(add_reorder(b, c->p->vbuf[g->output], c->p->out_buf));
+fail:
+    c->node = NULL;
+    return rc;
+}
+
+/* Batches this short or shorter run through the short-batch plan (plans[1]) in chunks when
+ * that costs less than one full batch; a plan is only made for batches of 8 and more. */
+#define SHORT_PLAN_MIN   8
+#define SHORT_PLAN_RATIO 4
+
+/* ---- int8 calibration ------------------------------------------------------------------ */
+
+/* Does node nd run in int8 (decided by plan_int8)? */
+static int runs_int8(const dnnl_ctx *c, const vf_node *nd)
+{
+    return c->i8node && c->i8node[nd - c->g->nodes];
+}
+
+#define MIN_INT8_PRODUCTS 256 /* see wants_int8; vf_backend_opts.int8_min_products */
+
+/* Which convolutions and inner products run in int8: those whose input cannot be negative (it
+ * comes out of a ReLU), quantized to u8 with all 256 levels, and that sum at least
+ * MIN_INT8_PRODUCTS products per output. Inputs that can be negative (the image, the sums of
+ * residual blocks, linear bottlenecks) would get s8's 127 levels per sign; with few products
+ * (depthwise and other grouped convolutions, 1x1 convolutions of few channels) the rounding of
+ * inputs and weights does not average out. Both cost accuracy for little time, so they stay
+ * f32. Measured on MobileNetV2 (real weights, the 30 s VP8 clip's dark frames): its first
+ * projection (32 products) in int8 takes the worst cosine to f32 from 0.981 to 0.963; the next
+ * four (96 to 192 products) from 0.991 to 0.981; VGG19 and Inception v3 have no such layer
+ * after their stems. */
+static int wants_int8(const vf_backend *b, const vf_node *nd, const int *nonneg)
+{
+    const vf_graph *g = ((const dnnl_ctx *)b->ctx)->g;
+    int64_t min_products =
+        b->opts.int8_min_products > 0 ? b->opts.int8_min_products : MIN_INT8_PRODUCTS;
+    if ((nd->op != VF_OP_CONV || nd->p.conv.group != 1) && nd->op != VF_OP_FC)
+        return 0;
+    const vf_value *w = &g->values[nd->inputs[1]];
+    int64_t products = 1;
+    for (int d = 1; d < w->rank; d++)
+        products *= w->dims[d];
+    return nonneg[nd->inputs[0]] && products >= min_products;
+}
+
+/* Can node nd take int8 activations (and so let its input stay int8)? */
+static int takes_int8(const dnnl_ctx *c, const vf_node *nd)
+{
+    return runs_int8(c, nd) || nd->op == VF_OP_POOL || nd->op == VF_OP_CONCAT ||
+           nd->op == VF_OP_RESHAPE;
+}
+
+/* Ops whose output keeps its input's scale (and, in int8, its type). */
+static int passes_scale(const vf_node *nd)
+{
+    return nd->op == VF_OP_POOL || nd->op == VF_OP_CONCAT || nd->op == VF_OP_RESHAPE;
+}
+
+static int act_nonneg(const vf_act *a)
+{
+    return (a->kind == VF_ACT_RELU && a->alpha == 0.0f) ||
+           (a->kind == VF_ACT_CLIP && a->alpha >= 0.0f);
+}
+
+/* An activation the int8 output scale commutes with (ReLU, Clip with scaled bounds, none). */
+static int act_linear_enough(const vf_act *a)
+{
+    return a->kind == VF_ACT_NONE || act_nonneg(a);
+}
+
+static int uf_find(int *parent, int v)
+{
+    while (parent[v] != v)
+        v = parent[v] = parent[parent[v]];
+    return v;
+}
+
+/* From the observed ranges (vmax), decide for every value how the int8 plans store it and its
+ * scale. Stored int8: outputs of convolutions / inner products / pools / concats / reshapes all
+ * of whose consumers take int8 (never the graph output). Values joined by a pool, concat or
+ * reshape share one scale (the largest range among them), so those ops move bytes unchanged.
+ * u8 where the value cannot be negative by construction (after ReLU), s8 otherwise. */
+static vf_status plan_int8(vf_backend *b)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    int nv = g->n_values;
+    int *nonneg = vfi_calloc((size_t)nv, sizeof(int)), *st = vfi_calloc((size_t)nv, sizeof(int));
+    int *parent = vfi_mallocarray((size_t)nv, sizeof(int));
+    float *gmax = vfi_calloc((size_t)nv, sizeof(float));
+    int *gneg = vfi_calloc((size_t)nv, sizeof(int));
+    if (!c->vdt)
+        c->vdt = vfi_mallocarray((size_t)nv, sizeof(*c->vdt));
+    if (!c->qdt)
+        c->qdt = vfi_mallocarray((size_t)nv, sizeof(*c->qdt));
+    if (!c->vscale)
+        c->vscale = vfi_mallocarray((size_t)nv, sizeof(float));
+    if (!c->i8node)
+        c->i8node = vfi_calloc((size_t)g->n_nodes, sizeof(int));
+    vf_status rc = VF_OK;
+    if (!nonneg || !st || !parent || !gmax || !gneg || !c->vdt || !c->qdt || !c->vscale ||
+        !c->i8node) {
+        rc = vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int v = 0; v < nv; v++) {
+        parent[v] = v;
+        /* candidates: node outputs (the input image arrives as f32) */
+        st[v] = g->values[v].producer >= 0 && v != g->output && c->vmax[v] > 0.0f;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const vf_node *nd = &g->nodes[i];
+        int y = nd->output;
+        c->i8node[i] = wants_int8(b, nd, nonneg);
+        const vf_act *a = nd->op == VF_OP_CONV  ? &nd->p.conv.act
+                          : nd->op == VF_OP_FC  ? &nd->p.fc.act
+                          : nd->op == VF_OP_ACT ? &nd->p.act
+                                                : NULL;
+        if (a) {
+            nonneg[y] = act_nonneg(a);
+        } else if (passes_scale(nd)) {
+            nonneg[y] = 1;
+            for (int k = 0; k < nd->n_inputs; k++)
+                nonneg[y] = nonneg[y] && nonneg[nd->inputs[k]];
+        }
+        if (runs_int8(c, nd))
+            st[y] = st[y] && act_linear_enough(a);
+        else if (!passes_scale(nd))
+            st[y] = 0; /* computed in f32 */
+        for (int k = 0; k < nd->n_inputs; k++) {
+            if (!takes_int8(c, nd))
+                st[nd->inputs[k]] = 0;
+        }
+    }
+    /* a pool, concat or reshape is int8 on both sides or on neither */
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int i = 0; i < g->n_nodes; i++) {
+            const vf_node *nd = &g->nodes[i];
+            if (!passes_scale(nd))
+                continue;
+            for (int k = 0; k < nd->n_inputs; k++) {
+                int x = nd->inputs[k];
+                if (st[x] != st[nd->output] && (st[x] || st[nd->output])) {
+                    st[x] = st[nd->output] = 0;
+                    changed = 1;
+                }
+            }
+        }
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const vf_node *nd = &g->nodes[i];
+        if (!passes_scale(nd) || !st[nd->output])
+            continue;
+        for (int k = 0; k < nd->n_inputs; k++)
+            parent[uf_find(parent, nd->inputs[k])] = uf_find(parent, nd->output);
+    }
+    for (int v = 0; v < nv; v++) {
+        int r = uf_find(parent, v);
+        gmax[r] = fmaxf(gmax[r], c->vmax[v]);
+        gneg[r] |= !nonneg[v];
+    }
+    for (int v = 0; v < nv; v++) {
+        int r = st[v] ? uf_find(parent, v) : v;
+        float m = st[v] ? gmax[r] : c->vmax[v];
+        int neg = st[v] ? gneg[r] : !nonneg[v];
+        c->qdt[v] = neg ? dnnl_s8 : dnnl_u8;
+        c->vscale[v] = m > 0.0f ? (neg ? 127.0f : 255.0f) / m : 1.0f;
+        c->vdt[v] = st[v] ? c->qdt[v] : dnnl_f32;
+    }
+done:
+    vfi_free(nonneg);
+    vfi_free(st);
+    vfi_free(parent);
+    vfi_free(gmax);
+    vfi_free(gneg);
+    return rc;
+}
+
+/* Largest |x| over the first n images of buffer k (all of it when the batch is not its
+ * outermost dimension); non-finite values are ignored. */
+static float buffer_max(const plan *q, int k, int n)
+{
+    const dbuf *d = &q->bufs[k];
+    void *h = NULL;
+    if (!d->mem || dnnl_memory_get_data_handle(d->mem, &h) != dnnl_success || !h)
+        return 0.0f;
+    size_t count = d->size / sizeof(float);
+    if (batch_outermost(&d->md) && q->batch > 0)
+        count = count / (size_t)q->batch * (size_t)n;
+    const float *x = h;
+    float m = 0.0f;
+    for (size_t i = 0; i < count; i++) {
+        float a = fabsf(x[i]);
+        if (a > m && a < INFINITY)
+            m = a;
+    }
+    return m;
+}
+
+/* Build every plan, bind them to shared memory, describe them. The short plan is built first
+ * and keeps the graph's weights; the full plan then shares its copies where their layouts agree
+ * and releases the graph's as it goes, so at no time are there more than two copies of a
+ * weight. */
+static vf_status build_all(vf_backend *b)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    for (int k = c->n_plans - 1; k >= 0; k--) {
+        c->p = &c->plans[k];
+        c->last_plan = k == 0;
+        TRY(build_plan(b));
+    }
+    TRY(bind(b));
+    c->p = &c->plans[0];
+    TRY(make_summary(b));
+fail:
+    return rc;
+}
+
+static vf_status dnnl_prepare(vf_backend *b, vf_graph *g, int max_batch)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    if (c->n_threads > 0)
+        omp_set_num_threads(c->n_threads);
+    c->g = g;
+    c->owner_view = g;
+    c->release_weights = b->opts.release_weights;
+    c->n_plans = max_batch >= SHORT_PLAN_MIN ? 2 : 1;
+    c->plans[0].batch = max_batch;
+    c->plans[1].batch = max_batch / SHORT_PLAN_RATIO;
+    if (c->int8) {
+        c->vmax = vfi_calloc((size_t)g->n_values, sizeof(float));
+        if (!c->vmax)
+            return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+        if (b->opts.int8_ranges) { /* known ranges: int8 plans at once */
+            memcpy(c->vmax, b->opts.int8_ranges, (size_t)g->n_values * sizeof(float));
+            TRY(plan_int8(b));
+        } else {
+            /* f32 plans first, to observe the ranges on the first images; the graph keeps its
+             * weights until the int8 plans are built from them */
+            c->release_weights = 0;
+            c->calibrating = 1;
+            c->calib_target =
+                b->opts.calibration_images > 0 ? b->opts.calibration_images : max_batch;
+        }
+    }
+    TRY(build_all(b));
+fail:
+    c->node = NULL;
+    return rc;
+}
+
+/* The int8 plans, from the ranges observed: the f32 plans and their memory go, the int8 ones
+ * are built and bound in their place. Runs once, inside the first run(): the one time run()
+ * allocates. */
+static vf_status requantize(vf_backend *b)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    TRY(plan_int8(b));
+    for (int k = 0; k < MAX_PLANS; k++) {
+        int batch = c->plans[k].batch;
+        destroy_plan(&c->plans[k]);
+        memset(&c->plans[k], 0, sizeof(c->plans[k]));
+        c->plans[k].batch = batch;
+    }
+    vfi_free(c->arena);
+    vfi_free(c->scratch);
+    vfi_free(c->stage_in);
+    vfi_free(c->stage_out);
+    vfi_free(c->summary);
+    c->arena = c->scratch = c->summary = NULL;
+    c->stage_in = c->stage_out = NULL;
+    c->arena_size = c->scratch_size = 0;
+    c->release_weights = b->opts.release_weights;
+    c->calibrating = 0;
+    TRY(build_all(b));
+fail:
+    c->node = NULL;
+    return rc;
+}
+
+static void fill(dnnl_ctx *c, const plan *q, const step *s)
+{
+    const dbuf *d = &q->bufs[s->fill_buf];
+    void *p = (char *)c->arena + d->offset;
+    if (s->fill_value == 0.0f) {
+        memset(p, 0, d->size);
+    } else if (d->md.data_type == dnnl_f32) {
+        for (size_t i = 0; i < d->size / 4; i++)
+            ((float *)p)[i] = s->fill_value;
+    } else {
+        uint32_t bits;
+        memcpy(&bits, &s->fill_value, 4);
+        uint16_t h = (uint16_t)((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+        for (size_t i = 0; i < d->size / 2; i++)
+            ((uint16_t *)p)[i] = h;
+    }
+}
+
+/* Run n <= q->batch images through plan q. */
+static vf_status run_plan(vf_backend *b, const plan *q, const float *in, float *out, int n)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    /* The plan reads and writes fixed staging buffers (views of the input need a fixed
+     * address); copying one batch in and the features out costs under 1% of a forward pass. */
+    memcpy(c->stage_in, in, q->in_size / (size_t)q->batch * (size_t)n);
+    for (int i = 0; i < q->n_steps; i++) {
+        const step *s = &q->steps[i];
+        if (b->cancel && atomic_load(b->cancel)) {
+            dnnl_stream_wait(c->stream);
+            return vfi_fail(&b->err, VF_ERR_CANCELLED, "cancelled");
+        }
+        if (!s->prim) {
+            fill(c, q, s);
+            continue;
+        }
+        CHECK(
+            dnnl_primitive_execute(s->prim, c->stream, s->n_args + (s->scratch ? 1 : 0), s->args));
+        if (c->calibrating && s->value >= 0) { /* int8: record the range of what it wrote */
+            CHECK(dnnl_stream_wait(c->stream));
+            c->vmax[s->value] = fmaxf(c->vmax[s->value], buffer_max(q, q->vbuf[s->value], n));
+        }
+    }
+    CHECK(dnnl_stream_wait(c->stream));
+    memcpy(out, c->stage_out, q->out_size / (size_t)q->batch * (size_t)n);
+fail:
+    return rc;
+}
+
+/* int8 calibration: run the f32 full plan on n images, recording every value's range in vmax
+ * (run_plan records what each step writes; the input and the reshape views are done here). */
+static vf_status observe(vf_backend *b, const float *in, float *out, int n)
+{
+    dnnl_ctx *c = b->ctx;
+    const plan *q = &c->plans[0];
+    const vf_graph *g = c->g;
+    size_t in_count = q->in_size / sizeof(float) / (size_t)q->batch * (size_t)n;
+    for (size_t i = 0; i < in_count; i++) {
+        float a = fabsf(in[i]);
+        if (a > c->vmax[g->input] && a < INFINITY)
+            c->vmax[g->input] = a;
+    }
+    vf_status rc = run_plan(b, q, in, out, n);
+    for (int i = 0; rc >= 0 && i < g->n_nodes; i++) { /* reshapes are views of their input */
+        const vf_node *nd = &g->nodes[i];
+        if (nd->op == VF_OP_RESHAPE)
+            c->vmax[nd->output] = fmaxf(c->vmax[nd->output], c->vmax[nd->inputs[0]]);
+    }
+    return rc;
+}
+
+static vf_status dnnl_run(vf_backend *b, const float *in, float *out, int n)
+{
+    dnnl_ctx *c = b->ctx;
+    const plan *full = &c->plans[0];
+    if (n < 1 || n > full->batch)
+        return vfi_fail(&b->err, VF_ERR_INVALID, "batch of %d (plan is for up to %d)", n,
+                        full->batch);
+    if (c->n_threads > 0)
+        omp_set_num_threads(c->n_threads);
+    if (c->calibrating) { /* int8: this batch runs in f32 and observes the ranges */
+        vf_status rc = observe(b, in, out, n);
+        if (rc >= 0)
+            c->calib_seen += n;
+        if (rc >= 0 && c->calib_seen >= c->calib_target) {
+            rc = requantize(b);
+            if (rc >= 0)
+                vfi_log(VF_LOG_INFO, "dnnl",
+                        "int8: scales calibrated on the first %lld image%s; %s",
+                        (long long)c->calib_seen, c->calib_seen == 1 ? "" : "s", c->summary);
+        }
+        return rc;
+    }
+    const plan *part = c->n_plans > 1 ? &c->plans[1] : NULL;
+    int chunks = part ? (n + part->batch - 1) / part->batch : 0;
+    if (!part || chunks * part->batch >= full->batch)
+        return run_plan(b, full, in, out, n);
+    size_t in_row = full->in_size / (size_t)full->batch / sizeof(float);
+    size_t out_row = full->out_size / (size_t)full->batch / sizeof(float);
+    for (int done = 0; done < n; done += part->batch) {
+        int m = n - done < part->batch ? n - done : part->batch;
+        vf_status rc =
+            run_plan(b, part, in + (size_t)done * in_row, out + (size_t)done * out_row, m);
+        if (rc < 0)
+            return rc;
+    }
+    return VF_OK;
+}
+
+static const float *dnnl_int8_ranges(vf_backend *b, int64_t *n_images, int *complete)
+{
+    dnnl_ctx *c = b->ctx;
+    if (!c || !c->int8 || c->calib_seen == 0)
+        return NULL;
+    *n_images = c->calib_seen;
+    *complete = !c->calibrating;
+    return c->vmax;
+}
+
+static const char *dnnl_describe(vf_backend *b)
+{
+    dnnl_ctx *c = b->ctx;
+    return c ? c->summary : NULL;
+}
+
+static void dnnl_library_version(char *buf, size_t size)
+{
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(buf, size, "oneDNN %d.%d.%d (%s, %s)", v->major, v->minor, v->patch, v->hash,
+             DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP ? "OpenMP" : "other threading");
+}
+
+const vf_backend_ops vfi_backend_dnnl = {
+    .name = "dnnl",
+    .description = "oneDNN CPU (f32, bf16 on AVX512-BF16/AMX)",
+    .is_gpu = 0,
+    .probe = dnnl_probe,
+    .init = dnnl_init,
+    .prepare = dnnl_prepare,
+    .run = dnnl_run,
+    .describe = dnnl_describe,
+    .int8_ranges = dnnl_int8_ranges,
+    .library_version = dnnl_library_version,
+    .destroy = dnnl_destroy,
+};

@@ -1,0 +1,531 @@
+/*
+ * backend_ref.c - the reference backend: every op as plain loops over dense row-major float32.
+ * It is the oracle the fast backends are tested against (and is itself checked against goldens
+ * computed by PyTorch), and a portable fallback. Clarity beats speed here; the only concession
+ * to speed is loop order. Runs on the calling thread; owns one buffer per activation.
+ */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "core/mem.h"
+
+typedef struct ref_ctx {
+    const vf_graph *g;
+    int max_batch;
+    float **buf; /* per value: activation storage for max_batch images, NULL otherwise */
+} ref_ctx;
+
+static vf_status ref_probe(vf_err *err)
+{
+    (void)err;
+    return VF_OK;
+}
+
+static vf_status ref_init(vf_backend *b, const vf_backend_opts *opts)
+{
+    if (opts->precision != VF_PRECISION_F32)
+        return vfi_fail(&b->err, VF_ERR_UNSUPPORTED,
+                        "the reference backend computes in f32 only (asked for %s)",
+                        vf_precision_str(opts->precision));
+    b->ctx = vfi_calloc(1, sizeof(ref_ctx));
+    return b->ctx ? VF_OK : vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+}
+
+static void ref_destroy(vf_backend *b)
+{
+    ref_ctx *c = b->ctx;
+    if (!c)
+        return;
+    if (c->buf) {
+        for (int i = 0; i < c->g->n_values; i++)
+            vfi_free(c->buf[i]);
+        vfi_free(c->buf);
+    }
+    vfi_free(c);
+    b->ctx = NULL;
+}
+
+static vf_status ref_prepare(vf_backend *b, vf_graph *g, int max_batch)
+{
+    ref_ctx *c = b->ctx;
+    c->g = g;
+    c->max_batch = max_batch;
+    c->buf = vfi_calloc((size_t)g->n_values, sizeof(float *));
+    if (!c->buf)
+        return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_values; i++) {
+        const vf_value *v = &g->values[i];
+        if (!v->is_batched || i == g->input)
+            continue;
+        size_t n = (size_t)vfi_value_sample_numel(v) * (size_t)max_batch;
+        c->buf[i] = vfi_aligned_alloc(VF_TENSOR_ALIGN, n * sizeof(float));
+        if (!c->buf[i])
+            return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory for '%s'", v->name);
+    }
+    return VF_OK;
+}
+
+/* Row-major strides of a value with the batch dimension set to n. */
+static void strides(const vf_value *v, int64_t *st)
+{
+    int64_t s = 1;
+    for (int i = v->rank - 1; i >= 0; i--) {
+        st[i] = s;
+        s *= v->dims[i];
+    }
+}
+
+static void conv(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
+{
+    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
+    const vf_value *wv = &g->values[nd->inputs[1]];
+    const float *w = wv->data;
+    const float *bias = nd->n_inputs > 2 ? g->values[nd->inputs[2]].data : NULL;
+    const vf_conv_params *p = &nd->p.conv;
+    int64_t C = xv->dims[1], H = xv->dims[2], W = xv->dims[3];
+    int64_t K = yv->dims[1], OH = yv->dims[2], OW = yv->dims[3];
+    int64_t KH = wv->dims[2], KW = wv->dims[3], G = p->group, CG = C / G, KG = K / G;
+    int sh = p->win.stride[0], sw = p->win.stride[1], dh = p->win.dilation[0],
+        dw = p->win.dilation[1], ph = p->win.pads[0], pw = p->win.pads[1];
+
+    for (int b = 0; b < n; b++) {
+        for (int64_t k = 0; k < K; k++) {
+            float *out = y + ((int64_t)b * K + k) * OH * OW;
+            float b0 = bias ? bias[k] : 0.0f;
+            for (int64_t i = 0; i < OH * OW; i++)
+                out[i] = b0;
+            int64_t gi = k / KG;
+            for (int64_t c = 0; c < CG; c++) {
+                const float *in = x + ((int64_t)b * C + gi * CG + c) * H * W;
+                for (int64_t r = 0; r < KH; r++) {
+                    for (int64_t s = 0; s < KW; s++) {
+                        float wt = w[((k * CG + c) * KH + r) * KW + s];
+                        for (int64_t oh = 0; oh < OH; oh++) {
+                            int64_t ih = oh * sh - ph + r * dh;
+                            if (ih < 0 || ih >= H)
+                                continue;
+                            const float *row = in + ih * W;
+                            float *orow = out + oh * OW;
+                            for (int64_t ow = 0; ow < OW; ow++) {
+                                int64_t iw = ow * sw - pw + s * dw;
+                                if (iw >= 0 && iw < W)
+                                    orow[ow] += wt * row[iw];
+                            }
+                        }
+                    }
+                }
+            }
+            for (int64_t i = 0; i < OH * OW; i++)
+                out[i] = vfi_act_apply(&p->act, out[i]);
+        }
+    }
+}
+
+static void fc(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
+{
+    const vf_value *wv = &g->values[nd->inputs[1]];
+    const float *w = wv->data;
+    const float *bias = nd->n_inputs > 2 ? g->values[nd->inputs[2]].data : NULL;
+    int64_t O = wv->dims[0], I = wv->dims[1];
+    for (int b = 0; b < n; b++) {
+        for (int64_t o = 0; o < O; o++) {
+            double acc = bias ? bias[o] : 0.0;
+            const float *wr = w + o * I, *xr = x + (int64_t)b * I;
+            for (int64_t i = 0; i < I; i++)
+                acc += (double)wr[i] * xr[i];
+            y[(int64_t)b * O + o] = vfi_act_apply(&nd->p.fc.act, (float)acc);
+        }
+    }
+}
+
+static void pool(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
+{
+    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
+    const vf_pool_params *p = &nd->p.pool;
+    int64_t C = xv->dims[1], H = xv->dims[2], W = xv->dims[3];
+    int64_t OH = yv->dims[2], OW = yv->dims[3];
+    int kh = p->global ? (int)H : p->win.kernel[0], kw = p->global ? (int)W : p->win.kernel[1];
+    int sh = p->global ? 1 : p->win.stride[0], sw = p->global ? 1 : p->win.stride[1];
+    int dh = p->global ? 1 : p->win.dilation[0], dw = p->global ? 1 : p->win.dilation[1];
+    int ph = p->global ? 0 : p->win.pads[0], pw = p->global ? 0 : p->win.pads[1];
+    for (int64_t plane = 0; plane < (int64_t)n * C; plane++) {
+        const float *in = x + plane * H * W;
+        float *out = y + plane * OH * OW;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            for (int64_t ow = 0; ow < OW; ow++) {
+                double acc = p->kind == VF_POOL_MAX ? -INFINITY : 0.0;
+                int64_t count = 0;
+                for (int r = 0; r < kh; r++) {
+                    int64_t ih = oh * sh - ph + (int64_t)r * dh;
+                    for (int s = 0; s < kw; s++) {
+                        int64_t iw = ow * sw - pw + (int64_t)s * dw;
+                        if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                            continue;
+                        float v = in[ih * W + iw];
+                        if (p->kind == VF_POOL_MAX)
+                            acc = v > acc ? v : acc;
+                        else
+                            acc += v;
+                        count++;
+                    }
+                }
+                if (p->kind == VF_POOL_AVG) {
+                    int64_t div = p->count_include_pad ? (int64_t)kh * kw : count;
+                    acc = div ? acc / (double)div : 0.0;
+                }
+                out[oh * OW + ow] = (float)acc;
+            }
+        }
+    }
+}
+
+static float binary_apply(vf_binary_kind k, float a, float b)
+{
+    switch (k) {
+    case VF_BIN_ADD:
+        return a + b;
+    case VF_BIN_SUB:
+        return a - b;
+    case VF_BIN_MUL:
+        return a * b;
+    case VF_BIN_DIV:
+        return a / b;
+    }
+    return 0.0f;
+}
+
+/* Elementwise with numpy broadcasting; a is batched, b batched or constant. */
+static void binary(const vf_node *nd, const vf_graph *g, const float *a, const float *b, float *y,
+                   int n)
+{
+    const vf_value *av = &g->values[nd->inputs[0]], *bv = &g->values[nd->inputs[1]];
+    const vf_value *yv = &g->values[nd->output];
+    int rank = yv->rank;
+    int64_t sa[VF_MAX_DIMS], sb[VF_MAX_DIMS], ta[VF_MAX_DIMS], tb[VF_MAX_DIMS];
+    int64_t dims[VF_MAX_DIMS];
+    memcpy(dims, yv->dims, sizeof(dims));
+    dims[0] = n;
+    strides(av, ta);
+    strides(bv, tb);
+    for (int i = 0; i < rank; i++) {
+        int ia = i - (rank - av->rank), ib = i - (rank - bv->rank);
+        int64_t da = ia >= 0 ? av->dims[ia] : 1, db = ib >= 0 ? bv->dims[ib] : 1;
+        if (i == 0) { /* dims[0] == 1 stands for the batch on batched operands */
+            da = av->is_batched ? n : da;
+            db = bv->is_batched ? n : db;
+        }
+        sa[i] = da == 1 ? 0 : ta[ia];
+        sb[i] = db == 1 ? 0 : tb[ib];
+    }
+    int64_t total = 1, idx[VF_MAX_DIMS] = {0};
+    for (int i = 0; i < rank; i++)
+        total *= dims[i];
+    for (int64_t k = 0; k < total; k++) {
+        int64_t oa = 0, ob = 0;
+        for (int i = 0; i < rank; i++) {
+            oa += idx[i] * sa[i];
+            ob += idx[i] * sb[i];
+        }
+        y[k] = binary_apply(nd->p.binary, a[oa], b[ob]);
+        for (int i = rank - 1; i >= 0; i--) {
+            if (++idx[i] < dims[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+}
+
+/* outer x axis x inner decomposition of a value around one axis, for a batch of n. */
+static void split_axis(const vf_value *v, int axis, int n, int64_t *outer, int64_t *len,
+                       int64_t *inner)
+{
+    *outer = n;
+    for (int i = 1; i < axis; i++)
+        *outer *= v->dims[i];
+    *len = v->dims[axis];
+    *inner = 1;
+    for (int i = axis + 1; i < v->rank; i++)
+        *inner *= v->dims[i];
+}
+
+static void softmax(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
+{
+    int64_t outer, len, inner;
+    split_axis(&g->values[nd->inputs[0]], nd->p.axis, n, &outer, &len, &inner);
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t i = 0; i < inner; i++) {
+            const float *xs = x + o * len * inner + i;
+            float *ys = y + o * len * inner + i;
+            double m = -INFINITY, sum = 0.0;
+            for (int64_t k = 0; k < len; k++)
+                m = xs[k * inner] > m ? xs[k * inner] : m;
+            for (int64_t k = 0; k < len; k++)
+                sum += exp(xs[k * inner] - m);
+            for (int64_t k = 0; k < len; k++)
+                ys[k * inner] = (float)(exp(xs[k * inner] - m) / sum);
+        }
+    }
+}
+
+static void lrn(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
+{
+    const vf_value *xv = &g->values[nd->inputs[0]];
+    const vf_lrn_params *p = &nd->p.lrn;
+    int64_t C = xv->dims[1], HW = xv->dims[2] * xv->dims[3];
+    int64_t lo = (p->size - 1) / 2, hi = p->size - 1 - lo;
+    for (int b = 0; b < n; b++) {
+        for (int64_t c = 0; c < C; c++) {
+            for (int64_t i = 0; i < HW; i++) {
+                double sq = 0.0;
+                for (int64_t k = c - lo; k <= c + hi; k++) {
+                    if (k >= 0 && k < C) {
+                        double v = x[((int64_t)b * C + k) * HW + i];
+                        sq += v * v;
+                    }
+                }
+                int64_t at = ((int64_t)b * C + c) * HW + i;
+                y[at] = (float)(x[at] / pow(p->bias + p->alpha / p->size * sq, p->beta));
+            }
+        }
+    }
+}
+
+static void concat(const vf_node *nd, const vf_graph *g, float *const *buf, const float *in,
+                   float *y, int n)
+{
+    const vf_value *yv = &g->values[nd->output];
+    int64_t outer, ylen, inner;
+    split_axis(yv, nd->p.axis, n, &outer, &ylen, &inner);
+    int64_t at = 0;
+    for (int j = 0; j < nd->n_inputs; j++) {
+        int vi = nd->inputs[j];
+        const float *x = vi == g->input ? in : buf[vi];
+        int64_t len = g->values[vi].dims[nd->p.axis];
+        for (int64_t o = 0; o < outer; o++)
+            memcpy(y + (o * ylen + at) * inner, x + o * len * inner,
+                   (size_t)(len * inner) * sizeof(float));
+        at += len;
+    }
+}
+
+static void pad(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
+{
+    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
+    int rank = yv->rank;
+    int64_t sx[VF_MAX_DIMS], dims[VF_MAX_DIMS], idx[VF_MAX_DIMS] = {0};
+    strides(xv, sx);
+    memcpy(dims, yv->dims, sizeof(dims));
+    dims[0] = n;
+    int64_t total = 1;
+    for (int i = 0; i < rank; i++)
+        total *= dims[i];
+    for (int64_t k = 0; k < total; k++) {
+        int64_t off = 0;
+        int inside = 1;
+        for (int i = 0; i < rank; i++) {
+            int64_t s = idx[i] - nd->p.pad.begin[i];
+            if (s < 0 || s >= (i == 0 ? n : xv->dims[i]))
+                inside = 0;
+            off += s * sx[i];
+        }
+        y[k] = inside ? x[off] : nd->p.pad.value;
+        for (int i = rank - 1; i >= 0; i--) {
+            if (++idx[i] < dims[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+}
+
+static void transpose(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
+{
+    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
+    int rank = yv->rank;
+    int64_t sx[VF_MAX_DIMS], st[VF_MAX_DIMS], dims[VF_MAX_DIMS], idx[VF_MAX_DIMS] = {0};
+    strides(xv, sx);
+    for (int i = 0; i < rank; i++) {
+        st[i] = sx[nd->p.perm[i]];
+        dims[i] = yv->dims[i];
+    }
+    dims[0] = n;
+    int64_t total = 1;
+    for (int i = 0; i < rank; i++)
+        total *= dims[i];
+    for (int64_t k = 0; k < total; k++) {
+        int64_t off = 0;
+        for (int i = 0; i < rank; i++)
+            off += idx[i] * st[i];
+        y[k] = x[off];
+        for (int i = rank - 1; i >= 0; i--) {
+            if (++idx[i] < dims[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+}
+
+static void gather(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
+{
+    const vf_gather_params *p = &nd->p.gather;
+    int64_t outer, len, inner;
+    split_axis(&g->values[nd->inputs[0]], p->axis, n, &outer, &len, &inner);
+    for (int64_t o = 0; o < outer; o++) {
+        for (int j = 0; j < p->n_indices; j++)
+            memcpy(y + (o * p->n_indices + j) * inner, x + (o * len + p->indices[j]) * inner,
+                   (size_t)inner * sizeof(float));
+    }
+}
+
+static void reduce_mean(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
+{
+    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
+    int rank = xv->rank;
+    uint32_t axes = nd->p.reduce.axes;
+    int64_t dims[VF_MAX_DIMS], ys[VF_MAX_DIMS], idx[VF_MAX_DIMS] = {0};
+    memcpy(dims, xv->dims, sizeof(dims));
+    dims[0] = n;
+    /* Output strides over the input's dimensions (0 on reduced axes). */
+    int64_t s = 1, count = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        if (axes & (1u << i)) {
+            ys[i] = 0;
+            count *= dims[i];
+        } else {
+            ys[i] = s;
+            s *= dims[i];
+        }
+    }
+    int64_t out_total = (int64_t)n * vfi_value_sample_numel(yv);
+    for (int64_t k = 0; k < out_total; k++)
+        y[k] = 0.0f;
+    int64_t total = 1;
+    for (int i = 0; i < rank; i++)
+        total *= dims[i];
+    for (int64_t k = 0; k < total; k++) {
+        int64_t off = 0;
+        for (int i = 0; i < rank; i++)
+            off += idx[i] * ys[i];
+        y[off] += x[k];
+        for (int i = rank - 1; i >= 0; i--) {
+            if (++idx[i] < dims[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+    for (int64_t k = 0; k < out_total; k++)
+        y[k] /= (float)count;
+}
+
+static vf_status ref_run(vf_backend *b, const float *in, float *out, int n)
+{
+    ref_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    if (n < 1 || n > c->max_batch)
+        return vfi_fail(&b->err, VF_ERR_INVALID, "batch of %d (plan is for up to %d)", n,
+                        c->max_batch);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const vf_node *nd = &g->nodes[i];
+        if (b->cancel && atomic_load(b->cancel))
+            return vfi_fail(&b->err, VF_ERR_CANCELLED, "cancelled");
+        int xi = nd->inputs[0];
+        const float *x = xi == g->input ? in : c->buf[xi];
+        if (!x)
+            x = g->values[xi].data;
+        float *y = c->buf[nd->output];
+        const vf_value *yv = &g->values[nd->output];
+        int64_t count = (int64_t)n * vfi_value_sample_numel(yv);
+        switch (nd->op) {
+        case VF_OP_CONV:
+            conv(nd, g, x, y, n);
+            break;
+        case VF_OP_FC:
+            fc(nd, g, x, y, n);
+            break;
+        case VF_OP_ACT:
+            for (int64_t k = 0; k < count; k++)
+                y[k] = vfi_act_apply(&nd->p.act, x[k]);
+            break;
+        case VF_OP_POOL:
+            pool(nd, g, x, y, n);
+            break;
+        case VF_OP_BINARY: {
+            int bi = nd->inputs[1];
+            const float *x2 = bi == g->input ? in : c->buf[bi] ? c->buf[bi] : g->values[bi].data;
+            binary(nd, g, x, x2, y, n);
+            break;
+        }
+        case VF_OP_CONCAT:
+            concat(nd, g, c->buf, in, y, n);
+            break;
+        case VF_OP_SOFTMAX:
+            softmax(nd, g, x, y, n);
+            break;
+        case VF_OP_LRN:
+            lrn(nd, g, x, y, n);
+            break;
+        case VF_OP_PAD:
+            pad(nd, g, x, y, n);
+            break;
+        case VF_OP_REDUCE_MEAN:
+            reduce_mean(nd, g, x, y, n);
+            break;
+        case VF_OP_TRANSPOSE:
+            transpose(nd, g, x, y, n);
+            break;
+        case VF_OP_RESHAPE:
+            memcpy(y, x, (size_t)count * sizeof(float));
+            break;
+        case VF_OP_GATHER:
+            gather(nd, g, x, y, n);
+            break;
+        default:
+            return vfi_fail(&b->err, VF_ERR_UNSUPPORTED, "ref: op %s", vfi_op_name(nd->op));
+        }
+    }
+    const float *result = g->output == g->input ? in : c->buf[g->output];
+    memcpy(out, result,
+           (size_t)n * (size_t)vfi_value_sample_numel(&g->values[g->output]) * sizeof(float));
+    return VF_OK;
+}
+
+/* Frames are converted by yuvconv's per-pixel reference, the oracle of the faster conversions,
+ * so a pipeline on this backend is the reference end to end. It needs no state: no converter. */
+static vf_status ref_converter_new(vf_backend *b, vf_converter **out, vf_err *err)
+{
+    (void)b, (void)err;
+    *out = NULL;
+    return VF_OK;
+}
+
+static void ref_converter_free(vf_backend *b, vf_converter *cv)
+{
+    (void)b, (void)cv;
+}
+
+static vf_status ref_convert(vf_backend *b, vf_converter *cv, const vf_yuv_params *q,
+                             const vf_yuv_planes *planes, int on_device, float *slot, vf_err *err)
+{
+    (void)b, (void)cv;
+    if (on_device)
+        return vfi_fail(err, VF_ERR_UNSUPPORTED, "the reference backend reads host memory only");
+    vfi_yuv_convert_ref(q, planes, slot);
+    return VF_OK;
+}
+
+const vf_backend_ops vfi_backend_ref = {
+    .name = "ref",
+    .description = "plain C reference (f32, slow; the test oracle)",
+    .is_gpu = 0,
+    .probe = ref_probe,
+    .init = ref_init,
+    .prepare = ref_prepare,
+    .run = ref_run,
+    .converter_new = ref_converter_new,
+    .converter_free = ref_converter_free,
+    .convert = ref_convert,
+    .describe = NULL,
+    .library_version = NULL,
+    .destroy = ref_destroy,
+};

@@ -1,0 +1,263 @@
+/*
+ * calib.c - int8 calibration files: read, match to a graph, update, write. Single-threaded; a
+ * vf_calib is owned by whoever created or read it.
+ *
+ * The file:
+ *   {"vidfeat_int8_calibration": 1, "model": "vgg19", "model_fingerprint": "<sha256>",
+ *    "input_size": 224, "mean": [r, g, b], "std": [r, g, b], "images": 256,
+ *    "ranges": {"<tensor>": 12.25, ...}}
+ * Ranges are written with 9 significant digits, so reading gives back the same floats.
+ */
+#include "engine/calib.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/json.h"
+#include "core/mem.h"
+#include "core/strmap.h"
+
+#define FORMAT_KEY     "vidfeat_int8_calibration"
+#define FORMAT_VERSION 1
+#define MAX_CALIB_SIZE (16 << 20)
+#define PREP_TOLERANCE 1e-6f /* mean/std compare equal within this (they pass through text) */
+
+vf_calib *vfi_calib_create(const char fingerprint[65], int input_size, const float mean[3],
+                           const float std[3])
+{
+    vf_calib *c = vfi_calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    snprintf(c->fingerprint, sizeof(c->fingerprint), "%s", fingerprint);
+    c->input_size = input_size;
+    memcpy(c->mean, mean, sizeof(c->mean));
+    memcpy(c->std, std, sizeof(c->std));
+    return c;
+}
+
+void vfi_calib_free(vf_calib **pc)
+{
+    vf_calib *c = pc ? *pc : NULL;
+    if (!c)
+        return;
+    for (int i = 0; i < c->n_ranges; i++)
+        vfi_free(c->names[i]);
+    vfi_free(c->names);
+    vfi_free(c->ranges);
+    vfi_free(c);
+    *pc = NULL;
+}
+
+/* Append name -> range (the name is copied). */
+static vf_status add_range(vf_calib *c, const char *name, float range)
+{
+    char **names = vfi_realloc(c->names, (size_t)(c->n_ranges + 1) * sizeof(*names));
+    if (!names)
+        return VF_ERR_NOMEM;
+    c->names = names;
+    float *ranges = vfi_realloc(c->ranges, (size_t)(c->n_ranges + 1) * sizeof(*ranges));
+    if (!ranges)
+        return VF_ERR_NOMEM;
+    c->ranges = ranges;
+    if (!(c->names[c->n_ranges] = vfi_strdup(name)))
+        return VF_ERR_NOMEM;
+    c->ranges[c->n_ranges++] = range;
+    return VF_OK;
+}
+
+static int read_triple(const vf_json *j, const char *key, float out[3])
+{
+    const vf_json *a = vfi_json_get(j, key);
+    if (!a || a->type != VF_JSON_ARRAY || a->n_items != 3)
+        return -1;
+    for (int i = 0; i < 3; i++) {
+        if (a->items[i].type != VF_JSON_NUMBER)
+            return -1;
+        out[i] = (float)a->items[i].number;
+    }
+    return 0;
+}
+
+static vf_status fill(vf_calib *c, const vf_json *j, const char *path, vf_err *err)
+{
+    const char *fp = vfi_json_str(j, "model_fingerprint", NULL);
+    const vf_json *ranges = vfi_json_get(j, "ranges");
+    double size = vfi_json_num(j, "input_size", -1), images = vfi_json_num(j, "images", -1);
+    if (vfi_json_num(j, FORMAT_KEY, 0) != FORMAT_VERSION)
+        return vfi_fail(err, VF_ERR_MODEL, "%s: not a vidfeat int8 calibration file (version %d)",
+                        path, FORMAT_VERSION);
+    if (!fp || strlen(fp) != 64 || size < 1 || size > 8192 || images < 0 ||
+        read_triple(j, "mean", c->mean) < 0 || read_triple(j, "std", c->std) < 0 || !ranges ||
+        ranges->type != VF_JSON_OBJECT)
+        return vfi_fail(err, VF_ERR_MODEL,
+                        "%s: a calibration file needs model_fingerprint, input_size, mean, std, "
+                        "images and ranges",
+                        path);
+    snprintf(c->fingerprint, sizeof(c->fingerprint), "%s", fp);
+    c->input_size = (int)size;
+    c->images = (int64_t)images;
+    for (size_t i = 0; i < ranges->n_items; i++) {
+        const vf_json *r = &ranges->items[i];
+        if (r->type != VF_JSON_NUMBER || !(r->number >= 0.0) || !isfinite(r->number))
+            return vfi_fail(err, VF_ERR_MODEL, "%s: range of '%s' is not a finite number >= 0",
+                            path, r->key);
+        if (add_range(c, r->key, (float)r->number) < 0)
+            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    return VF_OK;
+}
+
+vf_status vfi_calib_read(const char *path, vf_calib **out, vf_err *err)
+{
+    *out = NULL;
+    vf_json *j = NULL;
+    vf_status rc = vfi_json_load(path, MAX_CALIB_SIZE, &j, err);
+    if (rc == VF_ERR_INVALID) /* not JSON, or too large */
+        rc = err->code = VF_ERR_MODEL;
+    if (rc < 0)
+        return rc;
+    vf_calib *c = vfi_calloc(1, sizeof(*c));
+    if (!c)
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    else
+        rc = fill(c, j, path, err);
+    vfi_json_free(&j);
+    if (rc < 0)
+        vfi_calib_free(&c);
+    *out = c;
+    return rc;
+}
+
+static void write_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+vf_status vfi_calib_write(const vf_calib *c, const char *model, const char *path, vf_err *err)
+{
+    size_t len = strlen(path) + 32;
+    char *tmp = vfi_malloc(len);
+    if (!tmp)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    snprintf(tmp, len, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        vf_status rc = vfi_fail(err, VF_ERR_IO, "%s: %s", tmp, strerror(errno));
+        vfi_free(tmp);
+        return rc;
+    }
+    fprintf(f, "{\"%s\": %d,\n \"model\": ", FORMAT_KEY, FORMAT_VERSION);
+    write_string(f, model ? model : "");
+    fprintf(f,
+            ",\n \"model_fingerprint\": \"%s\",\n \"input_size\": %d,\n"
+            " \"mean\": [%.9g, %.9g, %.9g],\n \"std\": [%.9g, %.9g, %.9g],\n"
+            " \"images\": %lld,\n \"ranges\": {",
+            c->fingerprint, c->input_size, c->mean[0], c->mean[1], c->mean[2], c->std[0], c->std[1],
+            c->std[2], (long long)c->images);
+    for (int i = 0; i < c->n_ranges; i++) {
+        fputs(i ? ",\n  " : "\n  ", f);
+        write_string(f, c->names[i]);
+        fprintf(f, ": %.9g", c->ranges[i]);
+    }
+    fputs("\n }\n}\n", f);
+    int bad = ferror(f);
+    bad = fclose(f) != 0 || bad;
+    int saved_errno = errno;
+    vf_status rc = VF_OK;
+    if (bad || rename(tmp, path) != 0) {
+        rc = vfi_fail(err, VF_ERR_IO, "%s: %s", bad ? tmp : path,
+                      strerror(bad ? saved_errno : errno));
+        remove(tmp);
+    }
+    vfi_free(tmp);
+    return rc;
+}
+
+int vfi_calib_same_source(const vf_calib *a, const vf_calib *b)
+{
+    if (strcmp(a->fingerprint, b->fingerprint) || a->input_size != b->input_size)
+        return 0;
+    for (int i = 0; i < 3; i++) {
+        if (fabsf(a->mean[i] - b->mean[i]) > PREP_TOLERANCE * fmaxf(1.0f, fabsf(a->mean[i])) ||
+            fabsf(a->std[i] - b->std[i]) > PREP_TOLERANCE * fmaxf(1.0f, fabsf(a->std[i])))
+            return 0;
+    }
+    return 1;
+}
+
+/* Name -> position in c->names (a name given twice: the first). */
+static vf_status index_names(const vf_calib *c, vf_strmap **out)
+{
+    vf_status rc = vfi_strmap_create(out);
+    for (int i = 0; rc >= 0 && i < c->n_ranges; i++) {
+        rc = vfi_strmap_put(*out, c->names[i], i);
+        if (rc == VF_ERR_INVALID) /* already there */
+            rc = VF_OK;
+    }
+    return rc;
+}
+
+static int is_activation(const vf_graph *g, int v)
+{
+    return v == g->input || g->values[v].producer >= 0;
+}
+
+vf_status vfi_calib_ranges(const vf_calib *c, const vf_graph *g, float **out, vf_err *err)
+{
+    *out = NULL;
+    vf_strmap *index = NULL;
+    float *ranges = vfi_calloc((size_t)g->n_values, sizeof(float));
+    vf_status rc = ranges ? index_names(c, &index) : VF_ERR_NOMEM;
+    if (rc < 0) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        if (!is_activation(g, v))
+            continue;
+        int i = vfi_strmap_get(index, g->values[v].name, -1);
+        if (i < 0) {
+            rc = vfi_fail(err, VF_ERR_MODEL, "no range for the tensor '%s'", g->values[v].name);
+            goto fail;
+        }
+        ranges[v] = c->ranges[i];
+    }
+    *out = ranges;
+    ranges = NULL;
+fail:
+    vfi_strmap_free(&index);
+    vfi_free(ranges);
+    return rc;
+}
+
+vf_status vfi_calib_update(vf_calib *c, const vf_graph *g, const float *ranges, int64_t images)
+{
+    vf_strmap *index = NULL;
+    vf_status rc = index_names(c, &index);
+    for (int v = 0; rc >= 0 && v < g->n_values; v++) {
+        if (!is_activation(g, v))
+            continue;
+        int i = vfi_strmap_get(index, g->values[v].name, -1);
+        if (i >= 0)
+            c->ranges[i] = ranges[v];
+        else
+            rc = add_range(c, g->values[v].name, ranges[v]);
+    }
+    if (rc >= 0)
+        c->images = images;
+    vfi_strmap_free(&index);
+    return rc < 0 ? VF_ERR_NOMEM : VF_OK;
+}

@@ -1,0 +1,746 @@
+/*
+ * graph.c - the network IR: value and node storage, the name table, shape inference and pruning.
+ * Single-threaded: a graph is built by one thread and afterwards only read.
+ *
+ * Every value a node produces gets its shape here, from its inputs and the node's parameters, and
+ * every check that a model file could violate is made here too (a dimension that does not match,
+ * a kernel larger than its padded input, an axis out of range). The loader therefore needs no
+ * shape logic of its own, and the passes can re-run inference after rewriting a node.
+ */
+#include "engine/graph.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/mem.h"
+#include "core/strmap.h"
+
+/* ---- basics ---------------------------------------------------------------------------------- */
+
+vf_status vfi_graph_create(vf_graph **out)
+{
+    vf_graph *g = vfi_calloc(1, sizeof(*g));
+    if (!g)
+        return VF_ERR_NOMEM;
+    if (vfi_strmap_create(&g->names) < 0) {
+        vfi_graph_free(&g);
+        return VF_ERR_NOMEM;
+    }
+    g->input = -1;
+    g->output = -1;
+    *out = g;
+    return VF_OK;
+}
+
+static void node_clear(vf_node *n)
+{
+    vfi_free(n->name);
+    vfi_free(n->inputs);
+    if (n->op == VF_OP_GATHER)
+        vfi_free(n->p.gather.indices);
+}
+
+void vfi_graph_free(vf_graph **pg)
+{
+    vf_graph *g = pg ? *pg : NULL;
+    if (!g)
+        return;
+    for (int i = 0; i < g->n_values; i++) {
+        vfi_free(g->values[i].name);
+        vfi_free(g->values[i].data);
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        node_clear(&g->nodes[i]);
+    vfi_free(g->values);
+    vfi_free(g->nodes);
+    vfi_strmap_free(&g->names);
+    vfi_free(g);
+    *pg = NULL;
+}
+
+size_t vfi_dtype_size(vf_dtype dtype)
+{
+    return dtype == VF_DTYPE_I64 ? 8 : 4;
+}
+
+int64_t vfi_value_numel(const vf_value *v)
+{
+    int64_t n = 1;
+    for (int i = 0; i < v->rank; i++)
+        n *= v->dims[i];
+    return n;
+}
+
+int64_t vfi_value_sample_numel(const vf_value *v)
+{
+    int64_t n = 1;
+    for (int i = v->is_batched ? 1 : 0; i < v->rank; i++)
+        n *= v->dims[i];
+    return n;
+}
+
+const char *vfi_value_shape_str(const vf_value *v, char *buf, size_t size)
+{
+    size_t len = 0;
+    len += (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < v->rank && len < size; i++) {
+        if (i == 0 && v->is_batched)
+            len += (size_t)snprintf(buf + len, size - len, "N");
+        else
+            len += (size_t)snprintf(buf + len, size - len, "%s%lld", i ? "," : "",
+                                    (long long)v->dims[i]);
+        if (i == 0 && v->is_batched && len < size)
+            len += (size_t)snprintf(buf + len, size - len, "%s", v->rank > 1 ? "," : "");
+    }
+    if (len < size)
+        snprintf(buf + len, size - len, "]");
+    return buf;
+}
+
+const char *vfi_op_name(vf_op op)
+{
+    static const char *const names[VF_OP_COUNT_] = {
+        [VF_OP_CONV] = "Conv",
+        [VF_OP_FC] = "Gemm",
+        [VF_OP_ACT] = "Activation",
+        [VF_OP_POOL] = "Pool",
+        [VF_OP_BINARY] = "Binary",
+        [VF_OP_CONCAT] = "Concat",
+        [VF_OP_SOFTMAX] = "Softmax",
+        [VF_OP_LRN] = "LRN",
+        [VF_OP_PAD] = "Pad",
+        [VF_OP_REDUCE_MEAN] = "ReduceMean",
+        [VF_OP_TRANSPOSE] = "Transpose",
+        [VF_OP_RESHAPE] = "Reshape",
+        [VF_OP_GATHER] = "Gather",
+    };
+    return (unsigned)op < VF_OP_COUNT_ ? names[op] : "?";
+}
+
+float vfi_act_apply(const vf_act *act, float x)
+{
+    switch (act->kind) {
+    case VF_ACT_NONE:
+        return x;
+    case VF_ACT_RELU:
+        return x > 0.0f ? x : x * act->alpha;
+    case VF_ACT_CLIP:
+        return x < act->alpha ? act->alpha : (x > act->beta ? act->beta : x);
+    case VF_ACT_SIGMOID:
+        return 1.0f / (1.0f + expf(-x));
+    case VF_ACT_HARD_SIGMOID: {
+        float y = act->alpha * x + act->beta;
+        return y < 0.0f ? 0.0f : (y > 1.0f ? 1.0f : y);
+    }
+    case VF_ACT_HARD_SWISH: {
+        float y = x / 6.0f + 0.5f;
+        return x * (y < 0.0f ? 0.0f : (y > 1.0f ? 1.0f : y));
+    }
+    case VF_ACT_TANH:
+        return tanhf(x);
+    }
+    return x;
+}
+
+int vfi_graph_find(const vf_graph *g, const char *name)
+{
+    return vfi_strmap_get(g->names, name, -1);
+}
+
+/* Append a value with a fresh, unique name. */
+static vf_status new_value(vf_graph *g, const char *name, int *out, vf_err *err)
+{
+    if (!name || !*name)
+        return vfi_fail(err, VF_ERR_MODEL, "a tensor has an empty name");
+    if (vfi_graph_find(g, name) >= 0)
+        return vfi_fail(err, VF_ERR_MODEL, "tensor '%s' is defined twice", name);
+    if (g->n_values == g->cap_values) {
+        int cap = g->cap_values ? g->cap_values * 2 : 64;
+        vf_value *v = vfi_realloc(g->values, (size_t)cap * sizeof(*v));
+        if (!v)
+            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        g->values = v;
+        g->cap_values = cap;
+    }
+    vf_value *v = &g->values[g->n_values];
+    memset(v, 0, sizeof(*v));
+    v->producer = -1;
+    v->name = vfi_strdup(name);
+    if (!v->name)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (vfi_strmap_put(g->names, name, g->n_values) < 0) {
+        vfi_free(v->name);
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    *out = g->n_values++;
+    return VF_OK;
+}
+
+static vf_status check_dims(int rank, const int64_t *dims, const char *name, vf_err *err)
+{
+    if (rank < 0 || rank > VF_MAX_DIMS)
+        return vfi_fail(err, VF_ERR_UNSUPPORTED, "tensor '%s' has rank %d (at most %d supported)",
+                        name, rank, VF_MAX_DIMS);
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 0 || dims[i] > VF_MAX_DIM)
+            return vfi_fail(err, VF_ERR_MODEL, "tensor '%s' has invalid dimension %lld", name,
+                            (long long)dims[i]);
+        if (dims[i] && n > VF_MAX_NUMEL / dims[i])
+            return vfi_fail(err, VF_ERR_MODEL, "tensor '%s' is too large", name);
+        n *= dims[i];
+    }
+    return VF_OK;
+}
+
+vf_status vfi_graph_add_input(vf_graph *g, const char *name, int rank, const int64_t *dims,
+                              int *out_index, vf_err *err)
+{
+    int64_t d[VF_MAX_DIMS];
+    vf_status rc = VF_OK;
+    if (rank < 1 || rank > VF_MAX_DIMS)
+        return vfi_fail(err, VF_ERR_UNSUPPORTED, "input '%s' has rank %d", name, rank);
+    memcpy(d, dims, (size_t)rank * sizeof(*d));
+    d[0] = 1;
+    for (int i = 1; i < rank; i++) {
+        if (d[i] < 1)
+            return vfi_fail(err, VF_ERR_UNSUPPORTED,
+                            "input '%s' has a dynamic or empty dimension %d (only the batch may "
+                            "vary)",
+                            name, i);
+    }
+    rc = check_dims(rank, d, name, err);
+    if (rc < 0)
+        return rc;
+    int idx;
+    rc = new_value(g, name, &idx, err);
+    if (rc < 0)
+        return rc;
+    vf_value *v = &g->values[idx];
+    v->dtype = VF_DTYPE_F32;
+    v->rank = rank;
+    memcpy(v->dims, d, sizeof(d));
+    v->is_batched = 1;
+    g->input = idx;
+    *out_index = idx;
+    return VF_OK;
+}
+
+vf_status vfi_graph_add_const(vf_graph *g, const char *name, vf_dtype dtype, int rank,
+                              const int64_t *dims, void *data, int *out_index, vf_err *err)
+{
+    vf_status rc = check_dims(rank, dims, name, err);
+    if (rc < 0)
+        return rc;
+    int idx;
+    rc = new_value(g, name, &idx, err);
+    if (rc < 0)
+        return rc;
+    vf_value *v = &g->values[idx];
+    v->dtype = dtype;
+    v->rank = rank;
+    memcpy(v->dims, dims, (size_t)rank * sizeof(*dims));
+    v->data = data;
+    *out_index = idx;
+    return VF_OK;
+}
+
+vf_status vfi_graph_add_alias(vf_graph *g, const char *alias, int index, vf_err *err)
+{
+    if (!alias || !*alias)
+        return vfi_fail(err, VF_ERR_MODEL, "a tensor has an empty name");
+    vf_status rc = vfi_strmap_put(g->names, alias, index);
+    if (rc == VF_ERR_INVALID)
+        return vfi_fail(err, VF_ERR_MODEL, "tensor '%s' is defined twice", alias);
+    if (rc < 0)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    return VF_OK;
+}
+
+/* ---- shape inference ------------------------------------------------------------------------ */
+
+#define NODE_FAIL(code, ...) vfi_fail(err, code, __VA_ARGS__)
+
+/* Resolve auto_pad / ceil_mode against the input plane and compute the output plane size.
+ * Idempotent: once resolved, the window is explicit. */
+static vf_status window_out(vf_window *w, int ceil_mode, int avg_include_pad, const int64_t *in_hw,
+                            int64_t *out_hw, const vf_node *n, vf_err *err)
+{
+    for (int a = 0; a < 2; a++) {
+        int64_t in = in_hw[a];
+        int k = w->kernel[a], s = w->stride[a], d = w->dilation[a];
+        if (k < 1 || s < 1 || d < 1 || k > VF_MAX_DIM || s > VF_MAX_DIM || d > VF_MAX_DIM)
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': invalid kernel/stride/dilation", n->name);
+        int64_t eff = (int64_t)(k - 1) * d + 1;
+        if (w->auto_pad == VF_PAD_SAME_UPPER || w->auto_pad == VF_PAD_SAME_LOWER) {
+            int64_t out = (in + s - 1) / s;
+            int64_t total = (out - 1) * s + eff - in;
+            if (total < 0)
+                total = 0;
+            int64_t small = total / 2;
+            w->pads[a] = (int)(w->auto_pad == VF_PAD_SAME_UPPER ? small : total - small);
+            w->pads[a + 2] = (int)(total - w->pads[a]);
+        } else if (w->auto_pad == VF_PAD_VALID) {
+            w->pads[a] = w->pads[a + 2] = 0;
+        }
+        if (w->pads[a] < 0 || w->pads[a + 2] < 0 || w->pads[a] >= eff || w->pads[a + 2] >= eff)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                             "node '%s': padding %d/%d not smaller than the "
+                             "kernel extent %lld",
+                             n->name, w->pads[a], w->pads[a + 2], (long long)eff);
+        int64_t span = in + w->pads[a] + w->pads[a + 2] - eff;
+        if (span < 0)
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': kernel %lld larger than padded input %lld",
+                             n->name, (long long)eff,
+                             (long long)(in + w->pads[a] + w->pads[a + 2]));
+        int64_t out = span / s + 1;
+        if (ceil_mode) {
+            int64_t out_c = (span + s - 1) / s + 1;
+            if ((out_c - 1) * s >= in + w->pads[a]) /* last window must start inside */
+                out_c--;
+            if (out_c > out) {
+                if (avg_include_pad)
+                    return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                                     "node '%s': ceil_mode with "
+                                     "count_include_pad changes the output size",
+                                     n->name);
+                /* Grow the end padding so the floor formula gives the ceil size. */
+                w->pads[a + 2] += (int)((out_c - 1) * s + eff - (in + w->pads[a] + w->pads[a + 2]));
+                out = out_c;
+            }
+        }
+        out_hw[a] = out;
+    }
+    w->auto_pad = VF_PAD_EXPLICIT;
+    return VF_OK;
+}
+
+static vf_status infer_binary(vf_graph *g, vf_node *n, vf_value *y, vf_err *err)
+{
+    const vf_value *a = &g->values[n->inputs[0]];
+    const vf_value *b = &g->values[n->inputs[1]];
+    if (a->is_batched && b->is_batched && a->rank != b->rank)
+        return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                         "node '%s': broadcasting between activations of "
+                         "rank %d and %d",
+                         n->name, a->rank, b->rank);
+    const vf_value *big = a->rank >= b->rank ? a : b;
+    y->rank = big->rank;
+    for (int i = 0; i < y->rank; i++) {
+        int ia = i - (y->rank - a->rank), ib = i - (y->rank - b->rank);
+        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return NODE_FAIL(VF_ERR_MODEL,
+                             "node '%s': shapes do not broadcast (dim %d: %lld vs "
+                             "%lld)",
+                             n->name, i, (long long)da, (long long)db);
+        y->dims[i] = da > db ? da : db;
+    }
+    /* A constant operand must not broadcast over the batch: it either lacks dim 0 of the
+     * activation or has 1 there (checked above via the stored dims[0] == 1). */
+    y->is_batched = 1;
+    if (!a->is_batched && !b->is_batched)
+        return NODE_FAIL(VF_ERR_INTERNAL, "node '%s': binary op on two constants", n->name);
+    const vf_value *act = a->is_batched ? a : b;
+    if (act->rank != y->rank)
+        return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                         "node '%s': a constant of higher rank than the "
+                         "activation",
+                         n->name);
+    return VF_OK;
+}
+
+static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
+{
+    vf_value *x = &g->values[n->inputs[0]];
+    vf_value *y = &g->values[n->output];
+    y->dtype = VF_DTYPE_F32;
+    y->is_batched = 1;
+    y->dims[0] = 1;
+
+    for (int i = 0; i < n->n_inputs; i++) {
+        const vf_value *v = &g->values[n->inputs[i]];
+        if (v->dtype != VF_DTYPE_F32)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s' (%s): input '%s' is not float32",
+                             n->name, vfi_op_name(n->op), v->name);
+    }
+    if (!x->is_batched && n->op != VF_OP_BINARY)
+        return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                         "node '%s' (%s): first input '%s' is a constant "
+                         "(constant subgraphs of this op are not folded)",
+                         n->name, vfi_op_name(n->op), x->name);
+
+    switch (n->op) {
+    case VF_OP_CONV: {
+        vf_conv_params *p = &n->p.conv;
+        if (n->n_inputs < 2 || n->n_inputs > 3)
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': Conv needs 2 or 3 inputs", n->name);
+        const vf_value *w = &g->values[n->inputs[1]];
+        if (x->rank != 4)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                             "node '%s': only 2-D convolution is supported "
+                             "(input rank %d)",
+                             n->name, x->rank);
+        if (!w->data || w->rank != 4)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': weights must be a constant 4-D tensor",
+                             n->name);
+        if (p->group < 1 || w->dims[0] % p->group || w->dims[1] * p->group != x->dims[1])
+            return NODE_FAIL(VF_ERR_MODEL,
+                             "node '%s': weights %lldx%lld do not fit %lld input "
+                             "channels in %d groups",
+                             n->name, (long long)w->dims[0], (long long)w->dims[1],
+                             (long long)x->dims[1], p->group);
+        if (p->win.kernel[0] != w->dims[2] || p->win.kernel[1] != w->dims[3])
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': kernel_shape does not match the weights",
+                             n->name);
+        if (n->n_inputs == 3) {
+            const vf_value *b = &g->values[n->inputs[2]];
+            if (!b->data || vfi_value_numel(b) != w->dims[0])
+                return NODE_FAIL(VF_ERR_MODEL, "node '%s': bias must be a constant of %lld values",
+                                 n->name, (long long)w->dims[0]);
+        }
+        int64_t hw[2];
+        vf_status rc = window_out(&p->win, 0, 0, &x->dims[2], hw, n, err);
+        if (rc < 0)
+            return rc;
+        y->rank = 4;
+        y->dims[1] = w->dims[0];
+        y->dims[2] = hw[0];
+        y->dims[3] = hw[1];
+        break;
+    }
+    case VF_OP_FC: {
+        if (n->n_inputs < 2 || n->n_inputs > 3)
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': Gemm needs 2 or 3 inputs", n->name);
+        const vf_value *w = &g->values[n->inputs[1]];
+        if (x->rank != 2)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': Gemm input must be 2-D [N, K]",
+                             n->name);
+        if (!w->data || w->rank != 2 || w->dims[1] != x->dims[1])
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': weights do not match input width %lld",
+                             n->name, (long long)x->dims[1]);
+        if (n->n_inputs == 3) {
+            const vf_value *b = &g->values[n->inputs[2]];
+            if (!b->data || vfi_value_numel(b) != w->dims[0])
+                return NODE_FAIL(VF_ERR_MODEL, "node '%s': bias must be a constant of %lld values",
+                                 n->name, (long long)w->dims[0]);
+        }
+        y->rank = 2;
+        y->dims[1] = w->dims[0];
+        break;
+    }
+    case VF_OP_ACT:
+    case VF_OP_SOFTMAX:
+        y->rank = x->rank;
+        memcpy(y->dims, x->dims, sizeof(y->dims));
+        if (n->op == VF_OP_SOFTMAX && (n->p.axis < 1 || n->p.axis >= x->rank))
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': softmax axis %d", n->name, n->p.axis);
+        break;
+    case VF_OP_LRN:
+        if (x->rank != 4 || n->p.lrn.size < 1 || n->p.lrn.size > 1024)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                             "node '%s': LRN needs a 4-D input and a size "
+                             "in 1..1024",
+                             n->name);
+        y->rank = 4;
+        memcpy(y->dims, x->dims, sizeof(y->dims));
+        break;
+    case VF_OP_POOL: {
+        vf_pool_params *p = &n->p.pool;
+        if (x->rank != 4)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': only 2-D pooling is supported",
+                             n->name);
+        y->rank = 4;
+        y->dims[1] = x->dims[1];
+        if (p->global) {
+            y->dims[2] = y->dims[3] = 1;
+            break;
+        }
+        int64_t hw[2];
+        vf_status rc =
+            window_out(&p->win, p->ceil_mode, p->kind == VF_POOL_AVG && p->count_include_pad,
+                       &x->dims[2], hw, n, err);
+        if (rc < 0)
+            return rc;
+        p->ceil_mode = 0; /* folded into the end padding */
+        if (p->kind == VF_POOL_AVG && (p->win.dilation[0] != 1 || p->win.dilation[1] != 1))
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': dilated average pooling", n->name);
+        y->dims[2] = hw[0];
+        y->dims[3] = hw[1];
+        break;
+    }
+    case VF_OP_BINARY:
+        if (n->n_inputs != 2)
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': binary op needs 2 inputs", n->name);
+        return infer_binary(g, n, y, err);
+    case VF_OP_CONCAT: {
+        int axis = n->p.axis;
+        if (axis < 1 || axis >= x->rank)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': concat axis %d", n->name, axis);
+        y->rank = x->rank;
+        memcpy(y->dims, x->dims, sizeof(y->dims));
+        y->dims[axis] = 0;
+        for (int i = 0; i < n->n_inputs; i++) {
+            const vf_value *v = &g->values[n->inputs[i]];
+            if (!v->is_batched || v->rank != x->rank)
+                return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                                 "node '%s': concat of '%s' (a constant or "
+                                 "another rank)",
+                                 n->name, v->name);
+            for (int d = 1; d < x->rank; d++) {
+                if (d != axis && v->dims[d] != x->dims[d])
+                    return NODE_FAIL(VF_ERR_MODEL, "node '%s': concat inputs differ in dim %d",
+                                     n->name, d);
+            }
+            y->dims[axis] += v->dims[axis];
+        }
+        if (y->dims[axis] > VF_MAX_DIM)
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': concat too large", n->name);
+        break;
+    }
+    case VF_OP_PAD: {
+        vf_pad_params *p = &n->p.pad;
+        y->rank = x->rank;
+        if (p->begin[0] || p->end[0])
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': padding the batch dimension", n->name);
+        for (int d = 1; d < x->rank; d++) {
+            if (p->begin[d] < 0 || p->end[d] < 0 || p->begin[d] > VF_MAX_DIM ||
+                p->end[d] > VF_MAX_DIM)
+                return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': negative or huge pads", n->name);
+            y->dims[d] = x->dims[d] + p->begin[d] + p->end[d];
+        }
+        if (check_dims(y->rank, y->dims, g->values[n->output].name, err) < 0)
+            return err->code;
+        break;
+    }
+    case VF_OP_REDUCE_MEAN: {
+        uint32_t axes = n->p.reduce.axes;
+        if (axes & 1u)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': reducing over the batch", n->name);
+        if (!axes || axes >> x->rank)
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': reduce axes out of range", n->name);
+        y->rank = 0;
+        for (int d = 0; d < x->rank; d++) {
+            if (!(axes & (1u << d)))
+                y->dims[y->rank++] = x->dims[d];
+            else if (n->p.reduce.keepdims)
+                y->dims[y->rank++] = 1;
+        }
+        break;
+    }
+    case VF_OP_TRANSPOSE: {
+        uint32_t seen = 0;
+        if (n->p.perm[0] != 0)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': transpose moves the batch dimension",
+                             n->name);
+        for (int d = 0; d < x->rank; d++) {
+            int s = n->p.perm[d];
+            if (s < 0 || s >= x->rank || (seen & (1u << s)))
+                return NODE_FAIL(VF_ERR_MODEL, "node '%s': invalid perm", n->name);
+            seen |= 1u << s;
+            y->dims[d] = x->dims[s];
+        }
+        y->rank = x->rank;
+        break;
+    }
+    case VF_OP_RESHAPE: {
+        /* The target was stored into y by the loader (dims[0] = batch); check the count. */
+        if (y->rank < 1 || y->rank > VF_MAX_DIMS)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': reshape to rank %d", n->name, y->rank);
+        y->dims[0] = 1;
+        if (check_dims(y->rank, y->dims, y->name, err) < 0)
+            return err->code;
+        if (vfi_value_sample_numel(y) != vfi_value_sample_numel(x))
+            return NODE_FAIL(VF_ERR_MODEL,
+                             "node '%s': reshape changes the element count per "
+                             "image (%lld -> %lld)",
+                             n->name, (long long)vfi_value_sample_numel(x),
+                             (long long)vfi_value_sample_numel(y));
+        break;
+    }
+    case VF_OP_GATHER: {
+        vf_gather_params *p = &n->p.gather;
+        if (p->axis < 1 || p->axis >= x->rank)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': gather along axis %d", n->name,
+                             p->axis);
+        if (p->n_indices < 1 || (p->scalar && p->n_indices != 1))
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': gather indices", n->name);
+        for (int i = 0; i < p->n_indices; i++) {
+            if (p->indices[i] < 0 || p->indices[i] >= x->dims[p->axis])
+                return NODE_FAIL(VF_ERR_MODEL, "node '%s': gather index out of range", n->name);
+        }
+        y->rank = 0;
+        for (int d = 0; d < x->rank; d++) {
+            if (d != p->axis)
+                y->dims[y->rank++] = x->dims[d];
+            else if (!p->scalar)
+                y->dims[y->rank++] = p->n_indices;
+        }
+        break;
+    }
+    default:
+        return NODE_FAIL(VF_ERR_INTERNAL, "node '%s': unknown op %d", n->name, (int)n->op);
+    }
+    if (y->rank < 1)
+        return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': output would lose the batch dimension",
+                         n->name);
+    return check_dims(y->rank, y->dims, y->name, err);
+}
+
+vf_status vfi_graph_infer_node(vf_graph *g, int i, vf_err *err)
+{
+    return infer(g, &g->nodes[i], err);
+}
+
+vf_status vfi_graph_add_node(vf_graph *g, vf_op op, const char *node_name, const int *inputs,
+                             int n_inputs, const void *params, const char *out_name, int *out_index,
+                             vf_err *err)
+{
+    static const size_t param_size[VF_OP_COUNT_] = {
+        [VF_OP_CONV] = sizeof(vf_conv_params),
+        [VF_OP_FC] = sizeof(vf_fc_params),
+        [VF_OP_ACT] = sizeof(vf_act),
+        [VF_OP_POOL] = sizeof(vf_pool_params),
+        [VF_OP_BINARY] = sizeof(vf_binary_kind),
+        [VF_OP_CONCAT] = sizeof(int),
+        [VF_OP_SOFTMAX] = sizeof(int),
+        [VF_OP_LRN] = sizeof(vf_lrn_params),
+        [VF_OP_PAD] = sizeof(vf_pad_params),
+        [VF_OP_REDUCE_MEAN] = sizeof(((vf_node *)0)->p.reduce),
+        [VF_OP_TRANSPOSE] = sizeof(((vf_node *)0)->p.perm),
+        [VF_OP_RESHAPE] = 0,
+        [VF_OP_GATHER] = sizeof(vf_gather_params),
+    };
+    vf_status rc;
+    if ((unsigned)op >= VF_OP_COUNT_ || n_inputs < 1)
+        return vfi_fail(err, VF_ERR_INTERNAL, "bad node");
+    for (int i = 0; i < n_inputs; i++) {
+        if (inputs[i] < 0 || inputs[i] >= g->n_values)
+            return vfi_fail(err, VF_ERR_INTERNAL, "node '%s': bad input index", node_name);
+    }
+    if (g->n_nodes == g->cap_nodes) {
+        int cap = g->cap_nodes ? g->cap_nodes * 2 : 64;
+        vf_node *nodes = vfi_realloc(g->nodes, (size_t)cap * sizeof(*nodes));
+        if (!nodes)
+            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        g->nodes = nodes;
+        g->cap_nodes = cap;
+    }
+    vf_node *n = &g->nodes[g->n_nodes];
+    memset(n, 0, sizeof(*n));
+    n->op = op;
+    n->n_inputs = n_inputs;
+    n->name = vfi_strdup(node_name ? node_name : out_name);
+    n->inputs = vfi_mallocarray((size_t)n_inputs, sizeof(int));
+    if (!n->name || !n->inputs) {
+        node_clear(n);
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    memcpy(n->inputs, inputs, (size_t)n_inputs * sizeof(int));
+    if (params && param_size[op])
+        memcpy(&n->p, params, param_size[op]);
+
+    int out;
+    rc = new_value(g, out_name, &out, err);
+    if (rc < 0) {
+        if (op == VF_OP_GATHER)
+            n->p.gather.indices = NULL; /* still the caller's */
+        node_clear(n);
+        return rc;
+    }
+    n->output = out;
+    g->values[out].producer = g->n_nodes;
+    if (op == VF_OP_RESHAPE) {
+        /* params: the target shape as a vf_value (rank + dims) */
+        const vf_value *t = params;
+        g->values[out].rank = t->rank;
+        memcpy(g->values[out].dims, t->dims, sizeof(t->dims));
+    }
+    g->n_nodes++;
+    rc = infer(g, n, err);
+    if (rc < 0) {
+        /* Leave the node in the graph: it is freed with it. Its gather indices are now ours. */
+        return rc;
+    }
+    *out_index = out;
+    return VF_OK;
+}
+
+int vfi_graph_count_uses(const vf_graph *g, int v)
+{
+    int uses = v == g->output;
+    for (int i = 0; i < g->n_nodes; i++) {
+        for (int j = 0; j < g->nodes[i].n_inputs; j++)
+            uses += g->nodes[i].inputs[j] == v;
+    }
+    return uses;
+}
+
+static int remap_index(int v, void *user)
+{
+    const int *remap = user;
+    return v < 0 ? -1 : remap[v];
+}
+
+vf_status vfi_graph_prune(vf_graph *g, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    char *keep_value = vfi_calloc((size_t)g->n_values, 1);
+    char *keep_node = vfi_calloc((size_t)g->n_nodes + 1, 1);
+    int *remap = vfi_mallocarray((size_t)g->n_values, sizeof(int));
+    if (!keep_value || !keep_node || !remap) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (g->output < 0 || g->input < 0) {
+        rc = vfi_fail(err, VF_ERR_INTERNAL, "prune without input or output");
+        goto fail;
+    }
+    keep_value[g->output] = 1;
+    keep_value[g->input] = 1;
+    /* Nodes are topologically ordered: one backward sweep marks everything live. */
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        const vf_node *n = &g->nodes[i];
+        if (!keep_value[n->output])
+            continue;
+        keep_node[i] = 1;
+        for (int j = 0; j < n->n_inputs; j++)
+            keep_value[n->inputs[j]] = 1;
+    }
+    int nv = 0;
+    for (int i = 0; i < g->n_values; i++) {
+        if (keep_value[i]) {
+            remap[i] = nv;
+            g->values[nv++] = g->values[i];
+        } else {
+            remap[i] = -1;
+            vfi_free(g->values[i].name);
+            vfi_free(g->values[i].data);
+        }
+    }
+    g->n_values = nv;
+    int nn = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        vf_node *n = &g->nodes[i];
+        if (!keep_node[i]) {
+            node_clear(n);
+            continue;
+        }
+        for (int j = 0; j < n->n_inputs; j++)
+            n->inputs[j] = remap[n->inputs[j]];
+        n->output = remap[n->output];
+        g->values[n->output].producer = nn;
+        g->nodes[nn++] = *n;
+    }
+    g->n_nodes = nn;
+    g->input = remap[g->input];
+    g->output = remap[g->output];
+    /* Renumber the name table; names of dropped values now map to -1 (not found). */
+    vfi_strmap_update(g->names, remap_index, remap);
+fail:
+    vfi_free(keep_value);
+    vfi_free(keep_node);
+    vfi_free(remap);
+    return rc;
+}

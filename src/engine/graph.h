@@ -1,0 +1,222 @@
+/*
+ * graph.h - the backend-neutral network IR.
+ *
+ * A vf_graph is a list of values (tensors) and nodes (operations), in topological order. Values
+ * are either constants (weights, with data owned by the graph) or activations. Every activation
+ * has the batch as its first dimension; dims[0] of an activation is stored as 1 and means "the
+ * batch", so a graph runs at any batch size. Each node has exactly one output.
+ *
+ * The loader (onnx.c) builds a graph through vfi_graph_add_*; shapes are inferred and checked as
+ * each node is added, so an inconsistent model fails at the node that breaks it. The passes
+ * (passes.c) rewrite the graph; backends only read it.
+ */
+#ifndef VIDFEAT_GRAPH_H
+#define VIDFEAT_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+#define VF_MAX_DIMS 6
+/* In an int64 constant computed from a Shape, this element stands for the batch size. */
+#define VF_DIM_BATCH INT64_MIN
+/* Largest tensor we accept, in elements (16 Gi floats = 64 GiB): beyond that a model is hostile. */
+#define VF_MAX_NUMEL (INT64_C(1) << 34)
+/* Largest single dimension we accept. */
+#define VF_MAX_DIM (INT64_C(1) << 24)
+
+typedef enum vf_dtype {
+    VF_DTYPE_F32 = 0,
+    VF_DTYPE_I64 = 1,
+} vf_dtype;
+
+typedef struct vf_value {
+    char *name; /* owned; unique within the graph */
+    vf_dtype dtype;
+    int rank; /* 0..VF_MAX_DIMS */
+    int64_t dims[VF_MAX_DIMS];
+    int is_batched; /* activation: dims[0] is the batch (stored as 1) */
+    void *data;     /* constants only: owned, rank-major dense, NULL for activations */
+    int producer;   /* index of the producing node, -1 for the input and constants */
+} vf_value;
+
+typedef enum vf_op {
+    VF_OP_CONV = 0, /* in: x, W [OC, IC/group, KH, KW], optional B [OC] */
+    VF_OP_FC,       /* in: x [N, IC], W [OC, IC], optional B [OC]; y = x W^T + B */
+    VF_OP_ACT,      /* elementwise activation */
+    VF_OP_POOL,     /* max / average, windowed or global */
+    VF_OP_BINARY,   /* add / sub / mul / div with broadcasting */
+    VF_OP_CONCAT,
+    VF_OP_SOFTMAX,
+    VF_OP_LRN, /* across channels */
+    VF_OP_PAD, /* constant-value padding */
+    VF_OP_REDUCE_MEAN,
+    VF_OP_TRANSPOSE, /* perm[0] == 0: the batch stays first */
+    VF_OP_RESHAPE,   /* row-major reinterpretation: Flatten, Reshape, Squeeze, Unsqueeze */
+    VF_OP_GATHER,    /* constant indices along one non-batch axis */
+    VF_OP_COUNT_
+} vf_op;
+
+typedef enum vf_act_kind {
+    VF_ACT_NONE = 0,
+    VF_ACT_RELU, /* alpha: negative slope (LeakyRelu), 0 for Relu */
+    VF_ACT_CLIP, /* clamp to [alpha, beta] (Relu6: 0, 6) */
+    VF_ACT_SIGMOID,
+    VF_ACT_HARD_SIGMOID, /* max(0, min(1, alpha x + beta)) */
+    VF_ACT_HARD_SWISH,   /* x * max(0, min(1, x / 6 + 1/2)) */
+    VF_ACT_TANH,
+} vf_act_kind;
+
+typedef struct vf_act {
+    vf_act_kind kind;
+    float alpha, beta;
+} vf_act;
+
+typedef enum vf_binary_kind { VF_BIN_ADD = 0, VF_BIN_SUB, VF_BIN_MUL, VF_BIN_DIV } vf_binary_kind;
+
+typedef enum vf_pool_kind { VF_POOL_MAX = 0, VF_POOL_AVG } vf_pool_kind;
+
+typedef enum vf_auto_pad {
+    VF_PAD_EXPLICIT = 0,
+    VF_PAD_SAME_UPPER, /* extra padding at the end (TF "SAME") */
+    VF_PAD_SAME_LOWER,
+    VF_PAD_VALID,
+} vf_auto_pad;
+
+/* 2-D window parameters shared by CONV and POOL. pads: top, left, bottom, right (resolved from
+ * auto_pad by shape inference). */
+typedef struct vf_window {
+    int kernel[2];
+    int stride[2];
+    int dilation[2];
+    int pads[4];
+    vf_auto_pad auto_pad;
+} vf_window;
+
+typedef struct vf_conv_params {
+    vf_window win;
+    int group;
+    vf_act act; /* fused activation applied to the output */
+} vf_conv_params;
+
+typedef struct vf_fc_params {
+    vf_act act;
+} vf_fc_params;
+
+typedef struct vf_pool_params {
+    vf_pool_kind kind;
+    int global; /* kernel = the whole input plane */
+    int ceil_mode;
+    int count_include_pad;
+    vf_window win;
+} vf_pool_params;
+
+typedef struct vf_lrn_params {
+    int size;
+    float alpha, beta, bias;
+} vf_lrn_params;
+
+typedef struct vf_pad_params {
+    int64_t begin[VF_MAX_DIMS];
+    int64_t end[VF_MAX_DIMS];
+    float value;
+} vf_pad_params;
+
+typedef struct vf_gather_params {
+    int axis;
+    int n_indices;
+    int scalar;       /* indices were a scalar: the axis is removed */
+    int64_t *indices; /* owned, already normalised to 0..dim-1 */
+} vf_gather_params;
+
+typedef struct vf_node {
+    vf_op op;
+    char *name; /* owned; the ONNX node name or a generated one */
+    int n_inputs;
+    int *inputs; /* owned; value indices */
+    int output;  /* value index */
+    union {
+        vf_conv_params conv;
+        vf_fc_params fc;
+        vf_act act;
+        vf_pool_params pool;
+        vf_binary_kind binary;
+        int axis; /* CONCAT, SOFTMAX */
+        vf_lrn_params lrn;
+        vf_pad_params pad;
+        struct {
+            uint32_t axes; /* bit i: reduce dimension i */
+            int keepdims;
+        } reduce;
+        int perm[VF_MAX_DIMS]; /* TRANSPOSE */
+        vf_gather_params gather;
+    } p;
+} vf_node;
+
+typedef struct vf_strmap vf_strmap;
+
+typedef struct vf_graph {
+    vf_value *values;
+    int n_values, cap_values;
+    vf_node *nodes; /* topological order */
+    int n_nodes, cap_nodes;
+    int input;        /* the image input value, -1 until set */
+    int output;       /* the feature output value, -1 until set */
+    vf_strmap *names; /* value name (and aliases) -> index */
+} vf_graph;
+
+vf_status vfi_graph_create(vf_graph **out);
+void vfi_graph_free(vf_graph **pg);
+
+/* Number of elements of a value (product of dims; dims[0] counts as 1 for activations). */
+int64_t vfi_value_numel(const vf_value *v);
+/* Elements per image of an activation: product of dims[1..]. */
+int64_t vfi_value_sample_numel(const vf_value *v);
+/* Human-readable shape "[N,3,224,224]" into buf. */
+const char *vfi_value_shape_str(const vf_value *v, char *buf, size_t size);
+
+/* Index of the value with that name, or -1. */
+int vfi_graph_find(const vf_graph *g, const char *name);
+
+/* Add the batched image input; dims[0] is ignored (the batch). */
+vf_status vfi_graph_add_input(vf_graph *g, const char *name, int rank, const int64_t *dims,
+                              int *out_index, vf_err *err);
+
+/* Add a constant. On VF_OK the graph owns data (allocated with vfi_malloc or vfi_aligned_alloc),
+ * on failure the caller still does. dims are checked against VF_MAX_DIM / VF_MAX_NUMEL. */
+vf_status vfi_graph_add_const(vf_graph *g, const char *name, vf_dtype dtype, int rank,
+                              const int64_t *dims, void *data, int *out_index, vf_err *err);
+
+/* Make `alias` another name for value `index` (Identity, Dropout). */
+vf_status vfi_graph_add_alias(vf_graph *g, const char *alias, int index, vf_err *err);
+
+/* Append a node computing a new value named out_name from `inputs`; its shape is inferred and
+ * checked here. params points to the node's parameters, copied (the vf_node.p member for the op;
+ * for RESHAPE a const vf_value * whose rank and dims give the target shape, dims[0] ignored).
+ * A GATHER's indices belong to the graph once the node is added, even if inference then fails.
+ * On failure the message names the node. */
+vf_status vfi_graph_add_node(vf_graph *g, vf_op op, const char *node_name, const int *inputs,
+                             int n_inputs, const void *params, const char *out_name, int *out_index,
+                             vf_err *err);
+
+/* Run shape inference for node i again (after a pass changed its inputs or parameters). */
+vf_status vfi_graph_infer_node(vf_graph *g, int i, vf_err *err);
+
+/* Number of nodes reading value v, plus one if v is the graph output. */
+int vfi_graph_count_uses(const vf_graph *g, int v);
+
+/* Remove nodes whose outputs nobody uses (walking back from g->output), and the constants only
+ * they used. Node order is kept; value indices are renumbered. */
+vf_status vfi_graph_prune(vf_graph *g, vf_err *err);
+
+/* Name of an op for messages ("Conv", "Pool", ...). */
+const char *vfi_op_name(vf_op op);
+
+/* Apply a fused activation to one float (shared by the reference backend and the folding code). */
+float vfi_act_apply(const vf_act *act, float x);
+
+/* Bytes per element of a dtype. */
+size_t vfi_dtype_size(vf_dtype dtype);
+
+#endif /* VIDFEAT_GRAPH_H */

@@ -1,0 +1,288 @@
+/*
+ * manifest.c - reading model manifests and searching the model directories. Stateless apart
+ * from reading $VIDFEAT_MODELS; any thread.
+ */
+#include "engine/manifest.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "core/json.h"
+#include "core/log.h"
+#include "core/mem.h"
+
+#define MAX_MANIFEST_SIZE (1 << 20)
+
+void vfi_manifest_free(vf_manifest **pm)
+{
+    vf_manifest *m = pm ? *pm : NULL;
+    if (!m)
+        return;
+    vfi_free(m->path);
+    vfi_free(m->dir);
+    vfi_free(m->name);
+    vfi_free(m->description);
+    vfi_free(m->file);
+    vfi_free(m->sha256);
+    vfi_free(m->url);
+    vfi_free(m->export_hint);
+    for (int i = 0; i < m->n_layers; i++) {
+        vfi_free(m->layers[i].name);
+        vfi_free(m->layers[i].tensor);
+    }
+    vfi_free(m->layers);
+    vfi_free(m);
+    *pm = NULL;
+}
+
+/* Copy an optional string member; VF_ERR_NOMEM only. */
+static vf_status dup_member(const vf_json *j, const char *key, char **out)
+{
+    const char *s = vfi_json_str(j, key, NULL);
+    *out = NULL;
+    if (!s)
+        return VF_OK;
+    *out = vfi_strdup(s);
+    return *out ? VF_OK : VF_ERR_NOMEM;
+}
+
+static vf_status read_triple(const vf_json *in, const char *key, float *out, const char *path,
+                             vf_err *err)
+{
+    const vf_json *a = vfi_json_get(in, key);
+    if (!a || a->type != VF_JSON_ARRAY || a->n_items != 3)
+        return vfi_fail(err, VF_ERR_INVALID, "%s: input.%s must be an array of 3 numbers", path,
+                        key);
+    for (int i = 0; i < 3; i++) {
+        if (a->items[i].type != VF_JSON_NUMBER)
+            return vfi_fail(err, VF_ERR_INVALID, "%s: input.%s must hold numbers", path, key);
+        out[i] = (float)a->items[i].number;
+    }
+    return VF_OK;
+}
+
+static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
+{
+    const char *path = m->path;
+    if (dup_member(j, "name", &m->name) < 0 || dup_member(j, "description", &m->description) < 0 ||
+        dup_member(j, "file", &m->file) < 0 || dup_member(j, "sha256", &m->sha256) < 0 ||
+        dup_member(j, "url", &m->url) < 0 || dup_member(j, "export", &m->export_hint) < 0)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (!m->name || !m->file)
+        return vfi_fail(err, VF_ERR_INVALID, "%s: \"name\" and \"file\" are required", path);
+    const vf_json *in = vfi_json_get(j, "input");
+    if (!in || in->type != VF_JSON_OBJECT)
+        return vfi_fail(err, VF_ERR_INVALID, "%s: \"input\" object is required", path);
+    double size = vfi_json_num(in, "size", 0);
+    if (size < 1 || size > 8192)
+        return vfi_fail(err, VF_ERR_INVALID, "%s: input.size must be 1..8192", path);
+    m->input_size = (int)size;
+    const char *order = vfi_json_str(in, "channel_order", "RGB");
+    if (!strcasecmp(order, "RGB"))
+        m->channel_order = VF_CHANNELS_RGB;
+    else if (!strcasecmp(order, "BGR"))
+        m->channel_order = VF_CHANNELS_BGR;
+    else
+        return vfi_fail(err, VF_ERR_INVALID, "%s: channel_order must be RGB or BGR", path);
+    const char *resize = vfi_json_str(in, "resize", "stretch");
+    if (!strcmp(resize, "stretch")) {
+        m->resize = VF_RESIZE_STRETCH;
+    } else if (!strcmp(resize, "short_side_crop")) {
+        m->resize = VF_RESIZE_SHORT_CROP;
+        double s = vfi_json_num(in, "resize_short", m->input_size);
+        if (s < m->input_size || s > 16384)
+            return vfi_fail(err, VF_ERR_INVALID, "%s: resize_short must be >= size", path);
+        m->resize_short = (int)s;
+    } else {
+        return vfi_fail(err, VF_ERR_INVALID, "%s: resize must be stretch or short_side_crop", path);
+    }
+    vf_status rc = read_triple(in, "mean", m->mean, path, err);
+    if (rc >= 0)
+        rc = read_triple(in, "std", m->std, path, err);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < 3; i++) {
+        if (!(m->std[i] > 0))
+            return vfi_fail(err, VF_ERR_INVALID, "%s: input.std must be positive", path);
+    }
+    const vf_json *layers = vfi_json_get(j, "layers");
+    if (!layers || layers->type != VF_JSON_ARRAY || layers->n_items < 1 || layers->n_items > 64)
+        return vfi_fail(err, VF_ERR_INVALID, "%s: \"layers\" must list 1..64 layers", path);
+    m->layers = vfi_calloc(layers->n_items, sizeof(*m->layers));
+    if (!m->layers)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < layers->n_items; i++) {
+        const vf_json *l = &layers->items[i];
+        vf_layer_spec *s = &m->layers[m->n_layers++];
+        if (dup_member(l, "name", &s->name) < 0 || dup_member(l, "tensor", &s->tensor) < 0)
+            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        if (!s->name || !s->tensor)
+            return vfi_fail(err, VF_ERR_INVALID, "%s: each layer needs \"name\" and \"tensor\"",
+                            path);
+        s->dim = (int)vfi_json_num(l, "dim", 0);
+    }
+    return VF_OK;
+}
+
+vf_status vfi_manifest_load(const char *path, vf_manifest **out, vf_err *err)
+{
+    vf_json *j = NULL;
+    vf_manifest *m = NULL;
+    vf_status rc = vfi_json_load(path, MAX_MANIFEST_SIZE, &j, err);
+    if (rc < 0)
+        return rc;
+    if (!vfi_json_get(j, "vidfeat_manifest")) {
+        rc = vfi_fail(err, VF_ERR_UNSUPPORTED, "%s: not a vidfeat manifest", path);
+        goto fail;
+    }
+    m = vfi_calloc(1, sizeof(*m));
+    if (!m || !(m->path = vfi_strdup(path)) || !(m->dir = vfi_strdup(path))) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    char *slash = strrchr(m->dir, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        strcpy(m->dir, ".");
+    rc = fill_manifest(j, m, err);
+    if (rc < 0)
+        goto fail;
+    *out = m;
+    m = NULL;
+fail:
+    vfi_manifest_free(&m);
+    vfi_json_free(&j);
+    return rc;
+}
+
+int vfi_models_search_path(const char *models_dir, const char **dirs, char *env_buf,
+                           size_t env_size)
+{
+    int n = 0;
+    if (models_dir && *models_dir)
+        dirs[n++] = models_dir;
+    const char *env = getenv("VIDFEAT_MODELS");
+    if (env && *env && strlen(env) < env_size) {
+        strcpy(env_buf, env);
+        for (char *tok = strtok(env_buf, ":"); tok && n < VF_MAX_SEARCH_DIRS - 3;
+             tok = strtok(NULL, ":"))
+            dirs[n++] = tok;
+    }
+    dirs[n++] = "models";
+    dirs[n++] = VF_SOURCE_MODELS_DIR;
+    dirs[n++] = VF_INSTALL_MODELS_DIR;
+    return n;
+}
+
+static int is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+vf_status vfi_manifest_find(const char *models_dir, const char *name, vf_manifest **out,
+                            vf_err *err)
+{
+    const char *dirs[VF_MAX_SEARCH_DIRS];
+    char env[4096], path[4096];
+    int n = vfi_models_search_path(models_dir, dirs, env, sizeof(env));
+    if (strchr(name, '/') || !*name)
+        return vfi_fail(err, VF_ERR_INVALID, "invalid model name '%s'", name);
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof(path), "%s/%s.json", dirs[i], name);
+        if (!is_file(path))
+            continue;
+        vf_status rc = vfi_manifest_load(path, out, err);
+        if (rc == VF_ERR_UNSUPPORTED)
+            continue; /* some other JSON with that name */
+        return rc;
+    }
+    return vfi_fail(err, VF_ERR_IO,
+                    "unknown model '%s' (no %s.json in the models directories; "
+                    "`vidfeat models` lists the known ones)",
+                    name, name);
+}
+
+vf_status vfi_manifest_foreach(const char *models_dir,
+                               vf_status (*visit)(void *user, vf_manifest *m), void *user)
+{
+    const char *dirs[VF_MAX_SEARCH_DIRS];
+    char env[4096], path[4096];
+    int n = vfi_models_search_path(models_dir, dirs, env, sizeof(env));
+    for (int i = 0; i < n; i++) {
+        DIR *d = opendir(dirs[i]);
+        if (!d)
+            continue;
+        struct dirent *e;
+        vf_status rc = VF_OK;
+        while (rc == VF_OK && (e = readdir(d))) {
+            size_t len = strlen(e->d_name);
+            if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
+                continue;
+            snprintf(path, sizeof(path), "%s/%s", dirs[i], e->d_name);
+            vf_manifest *m = NULL;
+            vf_err err;
+            rc = vfi_manifest_load(path, &m, &err);
+            if (rc == VF_ERR_INVALID)
+                vfi_log(VF_LOG_WARNING, "models", "%s", err.msg);
+            if (rc == VF_ERR_NOMEM)
+                break;
+            rc = rc < 0 ? VF_OK : visit(user, m);
+        }
+        closedir(d);
+        if (rc != VF_OK)
+            return rc;
+    }
+    return VF_OK;
+}
+
+typedef struct by_file {
+    const char *base;
+    vf_manifest *found;
+} by_file;
+
+static vf_status match_file(void *user, vf_manifest *m)
+{
+    by_file *b = user;
+    if (strcmp(m->file, b->base) != 0) {
+        vfi_manifest_free(&m);
+        return VF_OK;
+    }
+    b->found = m;
+    return VF_EOF;
+}
+
+vf_status vfi_manifest_find_by_file(const char *models_dir, const char *base, vf_manifest **out,
+                                    vf_err *err)
+{
+    by_file b = {base, NULL};
+    vf_status rc = vfi_manifest_foreach(models_dir, match_file, &b);
+    if (rc == VF_ERR_NOMEM)
+        return vfi_fail(err, rc, "out of memory");
+    if (!b.found)
+        return vfi_fail(err, VF_ERR_IO, "no manifest names '%s'", base);
+    *out = b.found;
+    return VF_OK;
+}
+
+char *vfi_manifest_locate_file(const char *models_dir, const vf_manifest *m)
+{
+    const char *dirs[VF_MAX_SEARCH_DIRS + 1];
+    char env[4096], path[4096];
+    int n = vfi_models_search_path(models_dir, dirs, env, sizeof(env));
+    dirs[n++] = m->dir;
+    if (strchr(m->file, '/'))
+        return NULL; /* manifests name bare files only */
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dirs[i], m->file);
+        if (is_file(path))
+            return vfi_strdup(path);
+    }
+    return NULL;
+}

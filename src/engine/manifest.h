@@ -1,0 +1,66 @@
+/*
+ * manifest.h - the model registry: models/NAME.json manifests and the directories searched for
+ * them and for the ONNX files they name.
+ *
+ * Search order, first hit wins: the caller's models_dir, each directory in $VIDFEAT_MODELS
+ * (colon-separated), ./models, the source tree's models/ (for running from a build directory)
+ * and the installed share/vidfeat/models. An ONNX file is also looked for beside its manifest.
+ */
+#ifndef VIDFEAT_MANIFEST_H
+#define VIDFEAT_MANIFEST_H
+
+#include "core/status.h"
+
+#define VF_MAX_SEARCH_DIRS 16
+
+typedef struct vf_layer_spec {
+    char *name;   /* "fc7" */
+    char *tensor; /* the graph tensor it names */
+    int dim;      /* feature dimension after pooling/flattening (0 = not stated) */
+} vf_layer_spec;
+
+typedef struct vf_manifest {
+    char *path; /* the manifest file */
+    char *dir;  /* its directory */
+    char *name;
+    char *description;
+    char *file;        /* ONNX file name */
+    char *sha256;      /* lower-case hex, or NULL when not known */
+    char *url;         /* official download address, or NULL */
+    char *export_hint; /* how to produce the file locally, or NULL */
+    int input_size;
+    vf_channel_order channel_order;
+    vf_resize_policy resize;
+    int resize_short;
+    float mean[3], std[3];
+    vf_layer_spec *layers; /* first = default */
+    int n_layers;
+} vf_manifest;
+
+/* Parse one manifest. VF_ERR_UNSUPPORTED if the JSON is not a vidfeat manifest (no
+ * "vidfeat_manifest" key), VF_ERR_INVALID if it is one but malformed. */
+vf_status vfi_manifest_load(const char *path, vf_manifest **out, vf_err *err);
+void vfi_manifest_free(vf_manifest **pm);
+
+/* The search directories (borrowed strings; env_buf holds a copy of $VIDFEAT_MODELS). */
+int vfi_models_search_path(const char *models_dir, const char **dirs, char *env_buf,
+                           size_t env_size);
+
+/* Find the manifest called name; VF_ERR_IO when there is none. */
+vf_status vfi_manifest_find(const char *models_dir, const char *name, vf_manifest **out,
+                            vf_err *err);
+
+/* Visit every vidfeat manifest in the search directories, in search order. visit() owns m; it
+ * returns VF_OK to go on, VF_EOF to stop, or a failure to abort (returned as is). Malformed
+ * manifests are logged and skipped, other JSON files skipped silently. */
+vf_status vfi_manifest_foreach(const char *models_dir,
+                               vf_status (*visit)(void *user, vf_manifest *m), void *user);
+
+/* Find a manifest whose "file" equals base (the basename of an ONNX path); VF_ERR_IO if none. */
+vf_status vfi_manifest_find_by_file(const char *models_dir, const char *base, vf_manifest **out,
+                                    vf_err *err);
+
+/* Where the manifest's ONNX file is: a path to free with vfi_free(), or NULL when nowhere. */
+char *vfi_manifest_locate_file(const char *models_dir, const vf_manifest *m);
+
+#endif /* VIDFEAT_MANIFEST_H */

@@ -1,0 +1,111 @@
+/*
+ * models.c - the public model list (vf_model_list_*, vidfeat models): every manifest in the
+ * search directories, the first of a name winning, with where its ONNX file was found.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/mem.h"
+#include "engine/manifest.h"
+#include "vidfeat.h"
+
+typedef struct list_item {
+    vf_model_entry entry;
+    vf_manifest *m;
+    char *found;
+    char *layers;
+} list_item;
+
+struct vf_model_list {
+    list_item *items;
+    size_t n;
+};
+
+static vf_status add_listed(vf_model_list *list, vf_manifest *m, const char *models_dir)
+{
+    for (size_t i = 0; i < list->n; i++) {
+        if (!strcmp(list->items[i].m->name, m->name))
+            return VF_ERR_INVALID; /* shadowed by an earlier directory */
+    }
+    list_item *items = vfi_realloc(list->items, (list->n + 1) * sizeof(*items));
+    if (!items)
+        return VF_ERR_NOMEM;
+    list->items = items;
+    list_item *it = &items[list->n];
+    memset(it, 0, sizeof(*it));
+    it->layers = vfi_malloc(1024);
+    if (!it->layers)
+        return VF_ERR_NOMEM;
+    it->layers[0] = '\0';
+    size_t len = 0;
+    for (int i = 0; i < m->n_layers && len < 1024; i++)
+        len += (size_t)snprintf(it->layers + len, 1024 - len, "%s%s:%d", i ? " " : "",
+                                m->layers[i].name, m->layers[i].dim);
+    it->m = m;
+    it->found = vfi_manifest_locate_file(models_dir, m);
+    it->entry.name = m->name;
+    it->entry.manifest = m->path;
+    it->entry.file = m->file;
+    it->entry.found = it->found;
+    it->entry.layers = it->layers;
+    it->entry.description = m->description ? m->description : "";
+    it->entry.input_size = m->input_size;
+    list->n++;
+    return VF_OK;
+}
+
+typedef struct list_visit {
+    vf_model_list *list;
+    const char *models_dir;
+} list_visit;
+
+static vf_status list_one(void *user, vf_manifest *m)
+{
+    list_visit *v = user;
+    vf_status rc = add_listed(v->list, m, v->models_dir);
+    if (rc < 0)
+        vfi_manifest_free(&m);
+    return rc == VF_ERR_NOMEM ? rc : VF_OK; /* a shadowed name is not an error */
+}
+
+vf_status vf_model_list_create(const char *models_dir, vf_model_list **out)
+{
+    if (!out)
+        return VF_ERR_INVALID;
+    vf_model_list *list = vfi_calloc(1, sizeof(*list));
+    if (!list)
+        return VF_ERR_NOMEM;
+    list_visit v = {list, models_dir};
+    vf_status rc = vfi_manifest_foreach(models_dir, list_one, &v);
+    if (rc < 0) {
+        vf_model_list_free(&list);
+        return rc;
+    }
+    *out = list;
+    return VF_OK;
+}
+
+size_t vf_model_list_count(const vf_model_list *list)
+{
+    return list ? list->n : 0;
+}
+
+const vf_model_entry *vf_model_list_get(const vf_model_list *list, size_t i)
+{
+    return list && i < list->n ? &list->items[i].entry : NULL;
+}
+
+void vf_model_list_free(vf_model_list **plist)
+{
+    vf_model_list *list = plist ? *plist : NULL;
+    if (!list)
+        return;
+    for (size_t i = 0; i < list->n; i++) {
+        vfi_manifest_free(&list->items[i].m);
+        vfi_free(list->items[i].found);
+        vfi_free(list->items[i].layers);
+    }
+    vfi_free(list->items);
+    vfi_free(list);
+    *plist = NULL;
+}

@@ -1,0 +1,2094 @@
+/*
+ * onnx.c - loads an ONNX model into a vf_graph. The only file that includes the protobuf-c code
+ * generated from the system's onnx.proto. Single-threaded; owns nothing after it returns.
+ *
+ * Every byte of the file is untrusted. Before protobuf-c sees the file, a walk over the wire
+ * format checks the framing and bounds message nesting (protobuf-c's own unpacker recurses
+ * without limit). Afterwards every count, dimension, size and name is checked before it is used:
+ * tensor sizes against VF_MAX_NUMEL, data lengths against the declared shape, names against the
+ * values defined so far, and the node list is sorted topologically so cycles and dangling names
+ * are reported rather than followed.
+ *
+ * Conversion walks the nodes in topological order. Shape arithmetic (Shape, Gather, Concat,
+ * Unsqueeze, ... on constants) is evaluated here, with the batch size kept symbolic
+ * (VF_DIM_BATCH), so that models exported with a fixed batch of 1, or computing a flatten from
+ * x.size(0), run at any batch size. Identity and Dropout become aliases. Initializers are turned
+ * into graph constants only when a node uses them; a FLOAT initializer's raw bytes are taken over
+ * from the decoded message rather than copied.
+ */
+#include "engine/onnx.h"
+
+#include <errno.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/half.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "onnx.pb-c.h"
+#include "core/strmap.h"
+
+/* ONNX TensorProto.DataType values we read. */
+enum {
+    DT_FLOAT = 1,
+    DT_UINT8 = 2,
+    DT_INT8 = 3,
+    DT_INT32 = 6,
+    DT_INT64 = 7,
+    DT_BOOL = 9,
+    DT_FLOAT16 = 10,
+    DT_DOUBLE = 11,
+};
+
+typedef struct loader {
+    vf_graph *g;
+    Onnx__GraphProto *gp;
+    vf_strmap *inits;     /* initializer name -> index in gp->initializer */
+    const char *base_dir; /* for external data; NULL: forbidden */
+    int64_t opset;        /* default-domain opset version */
+    int input_size;
+    vf_err *err;
+    const Onnx__NodeProto *node; /* the node being converted, for messages */
+} loader;
+
+/* ---- protobuf-c allocator through mem.c --------------------------------------------------- */
+
+/* allocator_data points to an int set when an allocation fails, so that a failed unpack can be
+ * told apart from a malformed file. */
+static void *pb_alloc(void *data, size_t size)
+{
+    void *p = vfi_malloc(size);
+    if (!p)
+        *(int *)data = 1;
+    return p;
+}
+
+static void pb_free(void *data, void *ptr)
+{
+    (void)data;
+    vfi_free(ptr);
+}
+
+/* ---- wire-format pre-check ------------------------------------------------------------------- */
+
+static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (*p >= end)
+            return -1;
+        uint8_t b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Walk one message's fields; descend into known sub-messages up to VF_ONNX_MAX_DEPTH. */
+static vf_status check_wire(const uint8_t *p, const uint8_t *end,
+                            const ProtobufCMessageDescriptor *desc, int depth, vf_err *err)
+{
+    if (depth > VF_ONNX_MAX_DEPTH)
+        return vfi_fail(err, VF_ERR_MODEL, "messages nested deeper than %d levels",
+                        VF_ONNX_MAX_DEPTH);
+    while (p < end) {
+        uint64_t tag, len;
+        if (read_varint(&p, end, &tag) < 0)
+            return vfi_fail(err, VF_ERR_MODEL, "truncated or malformed protobuf (bad tag)");
+        unsigned field = (unsigned)(tag >> 3);
+        switch (tag & 7) {
+        case 0:
+            if (read_varint(&p, end, &len) < 0)
+                return vfi_fail(err, VF_ERR_MODEL, "truncated protobuf (varint)");
+            break;
+        case 1:
+            if (end - p < 8)
+                return vfi_fail(err, VF_ERR_MODEL, "truncated protobuf (fixed64)");
+            p += 8;
+            break;
+        case 5:
+            if (end - p < 4)
+                return vfi_fail(err, VF_ERR_MODEL, "truncated protobuf (fixed32)");
+            p += 4;
+            break;
+        case 2: {
+            if (read_varint(&p, end, &len) < 0 || len > (uint64_t)(end - p))
+                return vfi_fail(err, VF_ERR_MODEL,
+                                "truncated protobuf: a field claims more bytes than the file has");
+            const ProtobufCFieldDescriptor *f =
+                desc ? protobuf_c_message_descriptor_get_field(desc, field) : NULL;
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+                vf_status rc = check_wire(p, p + len, f->descriptor, depth + 1, err);
+                if (rc < 0)
+                    return rc;
+            }
+            p += len;
+            break;
+        }
+        default:
+            return vfi_fail(err, VF_ERR_MODEL, "malformed protobuf (wire type %u)",
+                            (unsigned)(tag & 7));
+        }
+        if (field == 0)
+            return vfi_fail(err, VF_ERR_MODEL, "malformed protobuf (field 0)");
+    }
+    return VF_OK;
+}
+
+/* ---- small helpers --------------------------------------------------------------------------- */
+
+static const char *node_label(const loader *L)
+{
+    const Onnx__NodeProto *n = L->node;
+    if (!n)
+        return "?";
+    if (n->name && *n->name)
+        return n->name;
+    return n->n_output > 0 && n->output[0] ? n->output[0] : "?";
+}
+
+#define NFAIL(L, code, fmt, ...)                                                                   \
+    vfi_fail((L)->err, code, "node '%s' (%s): " fmt, node_label(L), (L)->node->op_type,            \
+             ##__VA_ARGS__)
+
+static const Onnx__AttributeProto *find_attr(const Onnx__NodeProto *n, const char *name)
+{
+    for (size_t i = 0; i < n->n_attribute; i++) {
+        if (n->attribute[i]->name && strcmp(n->attribute[i]->name, name) == 0)
+            return n->attribute[i];
+    }
+    return NULL;
+}
+
+static int64_t attr_int(const Onnx__NodeProto *n, const char *name, int64_t def)
+{
+    const Onnx__AttributeProto *a = find_attr(n, name);
+    return a && a->has_i ? a->i : def;
+}
+
+static float attr_float(const Onnx__NodeProto *n, const char *name, float def)
+{
+    const Onnx__AttributeProto *a = find_attr(n, name);
+    return a && a->has_f ? a->f : def;
+}
+
+/* Copy an ints attribute into out[max]; returns the count, -1 if absent, -2 if too long. */
+static int attr_ints(const Onnx__NodeProto *n, const char *name, int64_t *out, int max)
+{
+    const Onnx__AttributeProto *a = find_attr(n, name);
+    if (!a)
+        return -1;
+    if (a->n_ints > (size_t)max)
+        return -2;
+    for (size_t i = 0; i < a->n_ints; i++)
+        out[i] = a->ints[i];
+    return (int)a->n_ints;
+}
+
+static int attr_str_is(const Onnx__NodeProto *n, const char *name, const char *value, int def_match)
+{
+    const Onnx__AttributeProto *a = find_attr(n, name);
+    if (!a || !a->has_s)
+        return def_match;
+    size_t len = strlen(value);
+    return a->s.len == len && memcmp(a->s.data, value, len) == 0;
+}
+
+static int64_t numel_of(int rank, const int64_t *dims)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= dims[i];
+    return n;
+}
+
+/* Add a constant; on failure the data is freed here. */
+static vf_status add_const(loader *L, const char *name, vf_dtype dtype, int rank,
+                           const int64_t *dims, void *data, int *out)
+{
+    vf_status rc = vfi_graph_add_const(L->g, name, dtype, rank, dims, data, out, L->err);
+    if (rc < 0)
+        vfi_free(data);
+    return rc;
+}
+
+/* Allocate a constant buffer of numel elements; dims already checked by the caller. */
+static void *alloc_elems(int64_t numel, vf_dtype dtype)
+{
+    if (numel < 0 || numel > VF_MAX_NUMEL)
+        return NULL;
+    return vfi_aligned_alloc(VF_TENSOR_ALIGN, (size_t)(numel ? numel : 1) * vfi_dtype_size(dtype));
+}
+
+/* ---- external data --------------------------------------------------------------------------- */
+
+static vf_status read_external(loader *L, const Onnx__TensorProto *t, size_t want, void **out)
+{
+    const char *location = NULL;
+    long long offset = 0, length = -1;
+    for (size_t i = 0; i < t->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *e = t->external_data[i];
+        if (!e->key || !e->value)
+            continue;
+        if (strcmp(e->key, "location") == 0)
+            location = e->value;
+        else if (strcmp(e->key, "offset") == 0)
+            offset = strtoll(e->value, NULL, 10);
+        else if (strcmp(e->key, "length") == 0)
+            length = strtoll(e->value, NULL, 10);
+    }
+    if (!location || !*location)
+        return vfi_fail(L->err, VF_ERR_MODEL, "initializer '%s': external data without a location",
+                        t->name);
+    if (!L->base_dir)
+        return vfi_fail(L->err, VF_ERR_MODEL, "initializer '%s': external data is not allowed here",
+                        t->name);
+    if (location[0] == '/' || strstr(location, ".."))
+        return vfi_fail(L->err, VF_ERR_MODEL,
+                        "initializer '%s': external data location '%s' leaves the model's "
+                        "directory",
+                        t->name, location);
+    if (offset < 0 || (length >= 0 && (size_t)length != want))
+        return vfi_fail(L->err, VF_ERR_MODEL,
+                        "initializer '%s': external data offset/length do not match its shape",
+                        t->name);
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s/%s", L->base_dir, location) >= (int)sizeof(path))
+        return vfi_fail(L->err, VF_ERR_MODEL, "initializer '%s': path too long", t->name);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return vfi_fail(L->err, VF_ERR_IO, "%s: %s (external data of '%s')", path, strerror(errno),
+                        t->name);
+    vf_status rc = VF_OK;
+    void *buf = vfi_aligned_alloc(VF_TENSOR_ALIGN, want ? want : 1);
+    if (!buf) {
+        rc = vfi_fail(L->err, VF_ERR_NOMEM, "out of memory reading '%s'", path);
+    } else if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(buf, 1, want, f) != want) {
+        rc = vfi_fail(L->err, VF_ERR_MODEL,
+                      "%s: shorter than the %zu bytes at offset %lld that "
+                      "'%s' needs",
+                      path, want, offset, t->name);
+    }
+    fclose(f);
+    if (rc < 0) {
+        vfi_free(buf);
+        return rc;
+    }
+    *out = buf;
+    return VF_OK;
+}
+
+/* ---- initializers ---------------------------------------------------------------------------- */
+
+/* Decode a TensorProto into a new buffer (float32 or int64) with its rank and dims. A FLOAT
+ * tensor's raw bytes are taken over from the message instead of copied. `name` is for messages. */
+static vf_status tensor_decode(loader *L, Onnx__TensorProto *t, const char *name,
+                               vf_dtype *dtype_out, int *rank_out, int64_t *dims, void **data_out)
+{
+    if (t->n_dims > VF_MAX_DIMS)
+        return vfi_fail(L->err, VF_ERR_UNSUPPORTED, "tensor '%s' has rank %zu", name, t->n_dims);
+    int rank = (int)t->n_dims;
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) {
+        dims[i] = t->dims[i];
+        if (dims[i] < 0 || dims[i] > VF_MAX_DIM || (dims[i] && n > VF_MAX_NUMEL / dims[i]))
+            return vfi_fail(L->err, VF_ERR_MODEL, "tensor '%s' has invalid dimensions", name);
+        n *= dims[i];
+    }
+    int dt = t->has_data_type ? t->data_type : 0;
+    size_t in_size;
+    switch (dt) {
+    case DT_FLOAT:
+    case DT_INT32:
+        in_size = 4;
+        break;
+    case DT_INT64:
+    case DT_DOUBLE:
+        in_size = 8;
+        break;
+    case DT_FLOAT16:
+        in_size = 2;
+        break;
+    case DT_UINT8:
+    case DT_INT8:
+    case DT_BOOL:
+        in_size = 1;
+        break;
+    default:
+        return vfi_fail(L->err, VF_ERR_UNSUPPORTED, "tensor '%s' has unsupported data type %d",
+                        name, dt);
+    }
+    vf_dtype dtype =
+        (dt == DT_FLOAT || dt == DT_FLOAT16 || dt == DT_DOUBLE) ? VF_DTYPE_F32 : VF_DTYPE_I64;
+    size_t want = (size_t)n * in_size;
+    *dtype_out = dtype;
+    *rank_out = rank;
+    int external =
+        t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+
+    /* Fast path: FLOAT raw bytes become the constant's storage without a copy. */
+    if (dt == DT_FLOAT && !external && t->has_raw_data && t->raw_data.len == want && want &&
+        ((uintptr_t)t->raw_data.data % 4) == 0) {
+        *data_out = t->raw_data.data;
+        t->raw_data.data = NULL;
+        t->raw_data.len = 0;
+        t->has_raw_data = 0;
+        return VF_OK;
+    }
+
+    void *owned = NULL;
+    const uint8_t *raw = NULL;
+    vf_status rc;
+    if (external) {
+        rc = read_external(L, t, want, &owned);
+        if (rc < 0)
+            return rc;
+        raw = owned;
+    } else if (t->has_raw_data) {
+        if (t->raw_data.len != want)
+            return vfi_fail(L->err, VF_ERR_MODEL,
+                            "tensor '%s': %zu bytes of data for %lld elements of %zu bytes", name,
+                            t->raw_data.len, (long long)n, in_size);
+        raw = t->raw_data.data;
+    }
+
+    void *data = alloc_elems(n, dtype);
+    if (!data) {
+        vfi_free(owned);
+        return vfi_fail(L->err, VF_ERR_NOMEM, "out of memory for tensor '%s'", name);
+    }
+    float *f = data;
+    int64_t *q = data;
+    size_t have = 0;
+    if (!raw) {
+        switch (dt) {
+        case DT_FLOAT:
+            have = t->n_float_data;
+            break;
+        case DT_DOUBLE:
+            have = t->n_double_data;
+            break;
+        case DT_INT64:
+            have = t->n_int64_data;
+            break;
+        default:
+            have = t->n_int32_data;
+            break;
+        }
+        if (have != (size_t)n) {
+            vfi_free(data);
+            return vfi_fail(L->err, VF_ERR_MODEL,
+                            "tensor '%s': %zu values stored for %lld elements", name, have,
+                            (long long)n);
+        }
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (raw) {
+            const uint8_t *src = raw + (size_t)i * in_size;
+            switch (dt) {
+            case DT_FLOAT:
+                memcpy(&f[i], src, 4);
+                break;
+            case DT_DOUBLE: {
+                double d;
+                memcpy(&d, src, 8);
+                f[i] = (float)d;
+                break;
+            }
+            case DT_FLOAT16: {
+                uint16_t h;
+                memcpy(&h, src, 2);
+                f[i] = vfi_f16_to_f32(h);
+                break;
+            }
+            case DT_INT64:
+                memcpy(&q[i], src, 8);
+                break;
+            case DT_INT32: {
+                int32_t v;
+                memcpy(&v, src, 4);
+                q[i] = v;
+                break;
+            }
+            case DT_INT8:
+                q[i] = (int8_t)src[0];
+                break;
+            default:
+                q[i] = src[0];
+                break;
+            }
+        } else {
+            switch (dt) {
+            case DT_FLOAT:
+                f[i] = t->float_data[i];
+                break;
+            case DT_DOUBLE:
+                f[i] = (float)t->double_data[i];
+                break;
+            case DT_FLOAT16:
+                f[i] = vfi_f16_to_f32((uint16_t)t->int32_data[i]);
+                break;
+            case DT_INT64:
+                q[i] = t->int64_data[i];
+                break;
+            default:
+                q[i] = t->int32_data[i];
+                break;
+            }
+        }
+    }
+    vfi_free(owned);
+    *data_out = data;
+    return VF_OK;
+}
+
+/* Convert a TensorProto into a graph constant named `name`. */
+static vf_status tensor_to_const(loader *L, Onnx__TensorProto *t, const char *name, int *out)
+{
+    int64_t dims[VF_MAX_DIMS];
+    vf_dtype dtype = VF_DTYPE_F32;
+    int rank = 0;
+    void *data = NULL;
+    vf_status rc = tensor_decode(L, t, name, &dtype, &rank, dims, &data);
+    if (rc < 0)
+        return rc;
+    return add_const(L, name, dtype, rank, dims, data, out);
+}
+
+/* Resolve a node input name to a value index; -1 for an absent optional input. */
+static vf_status get_value(loader *L, const char *name, int *out)
+{
+    *out = -1;
+    if (!name || !*name)
+        return VF_OK;
+    int idx = vfi_graph_find(L->g, name);
+    if (idx >= 0) {
+        *out = idx;
+        return VF_OK;
+    }
+    int ii = vfi_strmap_get(L->inits, name, -1);
+    if (ii >= 0)
+        return tensor_to_const(L, L->gp->initializer[ii], name, out);
+    return NFAIL(L, VF_ERR_MODEL, "input '%s' is not defined", name);
+}
+
+static vf_status input_at(loader *L, size_t i, int *out)
+{
+    *out = -1;
+    if (i >= L->node->n_input)
+        return VF_OK;
+    return get_value(L, L->node->input[i], out);
+}
+
+static vf_value *val(loader *L, int idx)
+{
+    return &L->g->values[idx];
+}
+
+/* A required constant input of the given dtype. */
+static vf_status const_input(loader *L, size_t i, vf_dtype dtype, const vf_value **out)
+{
+    int idx;
+    vf_status rc = input_at(L, i, &idx);
+    if (rc < 0)
+        return rc;
+    if (idx < 0)
+        return NFAIL(L, VF_ERR_MODEL, "input %zu is missing", i);
+    const vf_value *v = val(L, idx);
+    if (!v->data)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "input '%s' must be a constant", v->name);
+    if (v->dtype != dtype)
+        return NFAIL(L, VF_ERR_MODEL, "input '%s' has the wrong type", v->name);
+    *out = v;
+    return VF_OK;
+}
+
+/* Read a constant int64 list (for shapes, axes, pads). */
+static vf_status const_ints(loader *L, size_t i, int64_t *out, int max, int *n)
+{
+    const vf_value *v;
+    vf_status rc = const_input(L, i, VF_DTYPE_I64, &v);
+    if (rc < 0)
+        return rc;
+    int64_t count = vfi_value_numel(v);
+    if (v->rank > 1 || count > max)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "'%s' has %lld entries (at most %d)", v->name,
+                     (long long)count, max);
+    memcpy(out, v->data, (size_t)count * sizeof(int64_t));
+    *n = (int)count;
+    return VF_OK;
+}
+
+static const char *out_name(const loader *L)
+{
+    return L->node->n_output > 0 ? L->node->output[0] : NULL;
+}
+
+static vf_status normalize_axis(loader *L, int64_t axis, int rank, int *out)
+{
+    if (axis < -rank || axis >= rank)
+        return NFAIL(L, VF_ERR_MODEL, "axis %lld out of range for rank %d", (long long)axis, rank);
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return VF_OK;
+}
+
+/* ---- folding of constant subgraphs ------------------------------------------------------------
+ */
+
+/* Row-major strides of dims. */
+static void strides_of(int rank, const int64_t *dims, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= dims[i];
+    }
+}
+
+/* A new constant with the same data as src but other dims (Reshape/Squeeze/... of constants). */
+static vf_status fold_reshape(loader *L, const vf_value *src, int rank, const int64_t *dims)
+{
+    if (numel_of(rank, dims) != vfi_value_numel(src))
+        return NFAIL(L, VF_ERR_MODEL, "reshape changes the element count");
+    size_t bytes = (size_t)vfi_value_numel(src) * vfi_dtype_size(src->dtype);
+    void *data = alloc_elems(vfi_value_numel(src), src->dtype);
+    if (!data)
+        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+    memcpy(data, src->data, bytes);
+    int idx;
+    return add_const(L, out_name(L), src->dtype, rank, dims, data, &idx);
+}
+
+static int64_t fold_i64(loader *L, int op, int64_t a, int64_t b, int *bad)
+{
+    if (a == VF_DIM_BATCH || b == VF_DIM_BATCH) {
+        /* Only identities keep the symbolic batch. */
+        if (a == VF_DIM_BATCH && ((op == 'm' && b == 1) || (op == 'd' && b == 1) ||
+                                  ((op == 'a' || op == 's') && b == 0)))
+            return a;
+        if (b == VF_DIM_BATCH && op == 'm' && a == 1)
+            return b;
+        if (b == VF_DIM_BATCH && op == 'a' && a == 0)
+            return b;
+        *bad = 1;
+        return 0;
+    }
+    (void)L;
+    switch (op) {
+    case 'a':
+        return a + b;
+    case 's':
+        return a - b;
+    case 'm':
+        return a * b;
+    default:
+        if (b == 0) {
+            *bad = 2;
+            return 0;
+        }
+        return a / b;
+    }
+}
+
+/* Elementwise arithmetic on two constants with numpy broadcasting. op: 'a', 's', 'm', 'd'. */
+static vf_status fold_binary(loader *L, const vf_value *a, const vf_value *b, int op)
+{
+    if (a->dtype != b->dtype)
+        return NFAIL(L, VF_ERR_MODEL, "operands of different types");
+    int rank = a->rank > b->rank ? a->rank : b->rank;
+    int64_t dims[VF_MAX_DIMS], sa[VF_MAX_DIMS], sb[VF_MAX_DIMS], ta[VF_MAX_DIMS], tb[VF_MAX_DIMS];
+    strides_of(a->rank, a->dims, ta);
+    strides_of(b->rank, b->dims, tb);
+    for (int i = 0; i < rank; i++) {
+        int ia = i - (rank - a->rank), ib = i - (rank - b->rank);
+        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return NFAIL(L, VF_ERR_MODEL, "shapes do not broadcast");
+        dims[i] = da > db ? da : db;
+        sa[i] = da == 1 ? 0 : ta[ia];
+        sb[i] = db == 1 ? 0 : tb[ib];
+    }
+    int64_t n = numel_of(rank, dims);
+    void *data = alloc_elems(n, a->dtype);
+    if (!data)
+        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+    int64_t idx[VF_MAX_DIMS] = {0};
+    int bad = 0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t oa = 0, ob = 0;
+        for (int i = 0; i < rank; i++) {
+            oa += idx[i] * sa[i];
+            ob += idx[i] * sb[i];
+        }
+        if (a->dtype == VF_DTYPE_F32) {
+            float x = ((const float *)a->data)[oa], y = ((const float *)b->data)[ob];
+            ((float *)data)[k] = op == 'a' ? x + y : op == 's' ? x - y : op == 'm' ? x * y : x / y;
+        } else {
+            ((int64_t *)data)[k] = fold_i64(L, op, ((const int64_t *)a->data)[oa],
+                                            ((const int64_t *)b->data)[ob], &bad);
+        }
+        for (int i = rank - 1; i >= 0; i--) {
+            if (++idx[i] < dims[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+    if (bad) {
+        vfi_free(data);
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "%s",
+                     bad == 1 ? "shape arithmetic on the batch size" : "integer division by zero");
+    }
+    int out;
+    return add_const(L, out_name(L), a->dtype, rank, dims, data, &out);
+}
+
+/* Gather along `axis` of a constant with constant indices. */
+static vf_status fold_gather(loader *L, const vf_value *d, const vf_value *ind, int axis)
+{
+    int64_t n_ind = vfi_value_numel(ind);
+    const int64_t *ix = ind->data;
+    int rank = d->rank - 1 + ind->rank;
+    if (rank > VF_MAX_DIMS)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "gather result rank %d", rank);
+    int64_t dims[VF_MAX_DIMS];
+    int r = 0;
+    for (int i = 0; i < axis; i++)
+        dims[r++] = d->dims[i];
+    for (int i = 0; i < ind->rank; i++)
+        dims[r++] = ind->dims[i];
+    for (int i = axis + 1; i < d->rank; i++)
+        dims[r++] = d->dims[i];
+    int64_t outer = numel_of(axis, d->dims),
+            inner = numel_of(d->rank - axis - 1, d->dims + axis + 1);
+    int64_t len = d->dims[axis];
+    size_t es = vfi_dtype_size(d->dtype);
+    uint8_t *data = alloc_elems(outer * n_ind * inner, d->dtype);
+    if (!data)
+        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t j = 0; j < n_ind; j++) {
+            int64_t k = ix[j] < 0 ? ix[j] + len : ix[j];
+            if (k < 0 || k >= len) {
+                vfi_free(data);
+                return NFAIL(L, VF_ERR_MODEL, "gather index %lld out of range", (long long)ix[j]);
+            }
+            memcpy(data + ((o * n_ind + j) * inner) * es,
+                   (const uint8_t *)d->data + ((o * len + k) * inner) * es, (size_t)inner * es);
+        }
+    }
+    int out;
+    return add_const(L, out_name(L), d->dtype, rank, dims, data, &out);
+}
+
+static vf_status fold_concat(loader *L, int axis, int rank)
+{
+    const Onnx__NodeProto *n = L->node;
+    int64_t dims[VF_MAX_DIMS];
+    const vf_value *first = NULL;
+    int64_t total = 0;
+    if (n->n_input < 1)
+        return NFAIL(L, VF_ERR_MODEL, "concat without inputs");
+    for (size_t i = 0; i < n->n_input; i++) {
+        int idx;
+        vf_status rc = input_at(L, i, &idx);
+        if (rc < 0)
+            return rc;
+        const vf_value *v = val(L, idx);
+        if (!first)
+            first = v;
+        if (v->rank != rank || v->dtype != first->dtype)
+            return NFAIL(L, VF_ERR_MODEL, "concat inputs differ in rank or type");
+        for (int d = 0; d < rank; d++) {
+            if (d != axis && v->dims[d] != first->dims[d])
+                return NFAIL(L, VF_ERR_MODEL, "concat inputs differ in dim %d", d);
+        }
+        total += v->dims[axis];
+    }
+    if (!first)
+        return NFAIL(L, VF_ERR_MODEL, "concat without inputs");
+    memcpy(dims, first->dims, sizeof(dims));
+    dims[axis] = total;
+    if (total > VF_MAX_DIM)
+        return NFAIL(L, VF_ERR_MODEL, "concat too large");
+    size_t es = vfi_dtype_size(first->dtype);
+    int64_t outer = numel_of(axis, dims), inner = numel_of(rank - axis - 1, dims + axis + 1);
+    uint8_t *data = alloc_elems(numel_of(rank, dims), first->dtype);
+    if (!data)
+        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+    int64_t at = 0;
+    for (size_t i = 0; i < n->n_input; i++) {
+        int idx;
+        input_at(L, i, &idx);
+        const vf_value *v = val(L, idx);
+        int64_t chunk = v->dims[axis] * inner;
+        for (int64_t o = 0; o < outer; o++)
+            memcpy(data + (o * total * inner + at) * es, (const uint8_t *)v->data + o * chunk * es,
+                   (size_t)chunk * es);
+        at += chunk;
+    }
+    int out;
+    return add_const(L, out_name(L), first->dtype, rank, dims, data, &out);
+}
+
+static vf_status fold_transpose(loader *L, const vf_value *x, const int *perm)
+{
+    int64_t dims[VF_MAX_DIMS], src_strides[VF_MAX_DIMS], st[VF_MAX_DIMS];
+    strides_of(x->rank, x->dims, src_strides);
+    for (int i = 0; i < x->rank; i++) {
+        dims[i] = x->dims[perm[i]];
+        st[i] = src_strides[perm[i]];
+    }
+    int64_t n = vfi_value_numel(x);
+    size_t es = vfi_dtype_size(x->dtype);
+    uint8_t *data = alloc_elems(n, x->dtype);
+    if (!data)
+        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+    int64_t idx[VF_MAX_DIMS] = {0};
+    for (int64_t k = 0; k < n; k++) {
+        int64_t off = 0;
+        for (int i = 0; i < x->rank; i++)
+            off += idx[i] * st[i];
+        memcpy(data + k * es, (const uint8_t *)x->data + off * es, es);
+        for (int i = x->rank - 1; i >= 0; i--) {
+            if (++idx[i] < dims[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+    int out;
+    return add_const(L, out_name(L), x->dtype, x->rank, dims, data, &out);
+}
+
+/* ---- node conversion ------------------------------------------------------------------------- */
+
+static vf_status add_node(loader *L, vf_op op, const int *inputs, int n_inputs, const void *params)
+{
+    int out;
+    return vfi_graph_add_node(L->g, op, node_label(L), inputs, n_inputs, params, out_name(L), &out,
+                              L->err);
+}
+
+static vf_status read_window(loader *L, vf_window *w, const vf_value *weights)
+{
+    int64_t v[4];
+    int n;
+    memset(w, 0, sizeof(*w));
+    n = attr_ints(L->node, "kernel_shape", v, 2);
+    if (n == -1 && weights) {
+        v[0] = weights->dims[2];
+        v[1] = weights->dims[3];
+        n = 2;
+    }
+    if (n != 2)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "only 2-D kernels are supported");
+    for (int i = 0; i < 2; i++) {
+        if (v[i] < 1 || v[i] > VF_MAX_DIM)
+            return NFAIL(L, VF_ERR_MODEL, "invalid kernel_shape");
+        w->kernel[i] = (int)v[i];
+    }
+    static const char *const names[2] = {"strides", "dilations"};
+    int *dst[2] = {w->stride, w->dilation};
+    for (int k = 0; k < 2; k++) {
+        n = attr_ints(L->node, names[k], v, 2);
+        if (n == -1) {
+            dst[k][0] = dst[k][1] = 1;
+            continue;
+        }
+        if (n != 2 || v[0] < 1 || v[1] < 1 || v[0] > VF_MAX_DIM || v[1] > VF_MAX_DIM)
+            return NFAIL(L, VF_ERR_MODEL, "invalid %s", names[k]);
+        dst[k][0] = (int)v[0];
+        dst[k][1] = (int)v[1];
+    }
+    n = attr_ints(L->node, "pads", v, 4);
+    if (n == 4) {
+        for (int i = 0; i < 4; i++) {
+            if (v[i] < 0 || v[i] > VF_MAX_DIM)
+                return NFAIL(L, VF_ERR_MODEL, "invalid pads");
+            w->pads[i] = (int)v[i];
+        }
+    } else if (n != -1) {
+        return NFAIL(L, VF_ERR_MODEL, "pads must have 4 entries for a 2-D window");
+    }
+    if (attr_str_is(L->node, "auto_pad", "SAME_UPPER", 0))
+        w->auto_pad = VF_PAD_SAME_UPPER;
+    else if (attr_str_is(L->node, "auto_pad", "SAME_LOWER", 0))
+        w->auto_pad = VF_PAD_SAME_LOWER;
+    else if (attr_str_is(L->node, "auto_pad", "VALID", 0))
+        w->auto_pad = VF_PAD_VALID;
+    else if (!attr_str_is(L->node, "auto_pad", "NOTSET", 1))
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "unknown auto_pad");
+    return VF_OK;
+}
+
+static vf_status conv_node(loader *L)
+{
+    int in[3];
+    for (int i = 0; i < 3; i++) {
+        vf_status rc = input_at(L, (size_t)i, &in[i]);
+        if (rc < 0)
+            return rc;
+    }
+    if (in[0] < 0 || in[1] < 0)
+        return NFAIL(L, VF_ERR_MODEL, "missing input");
+    const vf_value *w = val(L, in[1]);
+    if (w->rank != 4 || !w->data)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "weights must be a constant 4-D tensor");
+    vf_conv_params p;
+    memset(&p, 0, sizeof(p));
+    vf_status rc = read_window(L, &p.win, w);
+    if (rc < 0)
+        return rc;
+    int64_t group = attr_int(L->node, "group", 1);
+    if (group < 1 || group > VF_MAX_DIM)
+        return NFAIL(L, VF_ERR_MODEL, "invalid group");
+    p.group = (int)group;
+    return add_node(L, VF_OP_CONV, in, in[2] >= 0 ? 3 : 2, &p);
+}
+
+static vf_status pool_node(loader *L, vf_pool_kind kind, int global)
+{
+    int x;
+    vf_status rc = input_at(L, 0, &x);
+    if (rc < 0)
+        return rc;
+    vf_pool_params p;
+    memset(&p, 0, sizeof(p));
+    p.kind = kind;
+    p.global = global;
+    if (!global) {
+        rc = read_window(L, &p.win, NULL);
+        if (rc < 0)
+            return rc;
+        p.ceil_mode = attr_int(L->node, "ceil_mode", 0) != 0;
+        p.count_include_pad = attr_int(L->node, "count_include_pad", 0) != 0;
+        if (attr_int(L->node, "storage_order", 0) != 0)
+            return NFAIL(L, VF_ERR_UNSUPPORTED, "storage_order 1");
+    }
+    return add_node(L, VF_OP_POOL, &x, 1, &p);
+}
+
+/* Gemm / MatMul with constant weights -> FC. */
+static vf_status fc_node(loader *L, int is_matmul)
+{
+    int a, b, c = -1;
+    vf_status rc = input_at(L, 0, &a);
+    if (rc >= 0)
+        rc = input_at(L, 1, &b);
+    if (rc >= 0 && !is_matmul)
+        rc = input_at(L, 2, &c);
+    if (rc < 0)
+        return rc;
+    if (a < 0 || b < 0)
+        return NFAIL(L, VF_ERR_MODEL, "missing input");
+    const vf_value *B = val(L, b);
+    if (!B->data || B->rank != 2 || B->dtype != VF_DTYPE_F32)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "the second operand must be a constant 2-D matrix");
+    if (!val(L, a)->is_batched)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "the first operand must be the activation");
+    int trans_b = is_matmul ? 0 : attr_int(L->node, "transB", 0) != 0;
+    float alpha = is_matmul ? 1.0f : attr_float(L->node, "alpha", 1.0f);
+    float beta = is_matmul ? 1.0f : attr_float(L->node, "beta", 1.0f);
+    if (!is_matmul && attr_int(L->node, "transA", 0) != 0)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "transA");
+    int64_t oc = trans_b ? B->dims[0] : B->dims[1];
+    int64_t ic = trans_b ? B->dims[1] : B->dims[0];
+    float *w = alloc_elems(oc * ic, VF_DTYPE_F32);
+    if (!w)
+        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+    const float *src = B->data;
+    for (int64_t o = 0; o < oc; o++) {
+        for (int64_t i = 0; i < ic; i++)
+            w[o * ic + i] = alpha * (trans_b ? src[o * ic + i] : src[i * oc + o]);
+    }
+    char name[600];
+    snprintf(name, sizeof(name), "%s/vidfeat_weight", out_name(L));
+    int64_t wd[2] = {oc, ic};
+    int in[3];
+    rc = add_const(L, name, VF_DTYPE_F32, 2, wd, w, &in[1]);
+    if (rc < 0)
+        return rc;
+    in[0] = a;
+    int n_in = 2;
+    if (c >= 0) {
+        const vf_value *C = val(L, c);
+        int64_t cn = vfi_value_numel(C);
+        if (!C->data || C->dtype != VF_DTYPE_F32 || (cn != oc && cn != 1))
+            return NFAIL(L, VF_ERR_UNSUPPORTED, "bias must be a constant of %lld or 1 values",
+                         (long long)oc);
+        float *bias = alloc_elems(oc, VF_DTYPE_F32);
+        if (!bias)
+            return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+        for (int64_t o = 0; o < oc; o++)
+            bias[o] = beta * ((const float *)C->data)[cn == 1 ? 0 : o];
+        snprintf(name, sizeof(name), "%s/vidfeat_bias", out_name(L));
+        rc = add_const(L, name, VF_DTYPE_F32, 1, &oc, bias, &in[2]);
+        if (rc < 0)
+            return rc;
+        n_in = 3;
+    }
+    vf_fc_params p = {{VF_ACT_NONE, 0, 0}};
+    return add_node(L, VF_OP_FC, in, n_in, &p);
+}
+
+/* BatchNormalization (inference) -> depthwise 1x1 conv; passes fold it into a preceding conv. */
+static vf_status batchnorm_node(loader *L)
+{
+    int x;
+    const vf_value *sc, *bi, *mean, *var;
+    vf_status rc = input_at(L, 0, &x);
+    if (rc >= 0)
+        rc = const_input(L, 1, VF_DTYPE_F32, &sc);
+    if (rc >= 0)
+        rc = const_input(L, 2, VF_DTYPE_F32, &bi);
+    if (rc >= 0)
+        rc = const_input(L, 3, VF_DTYPE_F32, &mean);
+    if (rc >= 0)
+        rc = const_input(L, 4, VF_DTYPE_F32, &var);
+    if (rc < 0)
+        return rc;
+    if (x < 0 || val(L, x)->rank != 4)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "only 4-D BatchNormalization is supported");
+    int64_t c = val(L, x)->dims[1];
+    if (vfi_value_numel(sc) != c || vfi_value_numel(bi) != c || vfi_value_numel(mean) != c ||
+        vfi_value_numel(var) != c)
+        return NFAIL(L, VF_ERR_MODEL, "parameters do not have %lld channels", (long long)c);
+    double eps = attr_float(L->node, "epsilon", 1e-5f);
+    float *w = alloc_elems(c, VF_DTYPE_F32);
+    float *b = alloc_elems(c, VF_DTYPE_F32);
+    if (!w || !b) {
+        vfi_free(w);
+        vfi_free(b);
+        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+    }
+    const float *s = sc->data, *bb = bi->data, *m = mean->data, *v = var->data;
+    for (int64_t i = 0; i < c; i++) {
+        if (!(v[i] + eps > 0)) {
+            vfi_free(w);
+            vfi_free(b);
+            return NFAIL(L, VF_ERR_MODEL, "variance + epsilon is not positive");
+        }
+        double a = s[i] / sqrt((double)v[i] + eps);
+        w[i] = (float)a;
+        b[i] = (float)(bb[i] - m[i] * a);
+    }
+    char name[600];
+    int in[3] = {x, -1, -1};
+    int64_t wd[4] = {c, 1, 1, 1};
+    snprintf(name, sizeof(name), "%s/vidfeat_bn_scale", out_name(L));
+    rc = add_const(L, name, VF_DTYPE_F32, 4, wd, w, &in[1]);
+    if (rc < 0) {
+        vfi_free(b);
+        return rc;
+    }
+    snprintf(name, sizeof(name), "%s/vidfeat_bn_shift", out_name(L));
+    rc = add_const(L, name, VF_DTYPE_F32, 1, &c, b, &in[2]);
+    if (rc < 0)
+        return rc;
+    vf_conv_params p;
+    memset(&p, 0, sizeof(p));
+    p.win.kernel[0] = p.win.kernel[1] = 1;
+    p.win.stride[0] = p.win.stride[1] = 1;
+    p.win.dilation[0] = p.win.dilation[1] = 1;
+    p.group = (int)c;
+    return add_node(L, VF_OP_CONV, in, 3, &p);
+}
+
+static vf_status act_node(loader *L, vf_act_kind kind, float alpha, float beta)
+{
+    int x;
+    vf_status rc = input_at(L, 0, &x);
+    if (rc < 0)
+        return rc;
+    vf_act a = {kind, alpha, beta};
+    return add_node(L, VF_OP_ACT, &x, 1, &a);
+}
+
+static vf_status clip_node(loader *L)
+{
+    float lo = -FLT_MAX, hi = FLT_MAX;
+    if (L->opset < 11) {
+        lo = attr_float(L->node, "min", lo);
+        hi = attr_float(L->node, "max", hi);
+    } else {
+        for (size_t i = 1; i < 3; i++) {
+            int idx;
+            vf_status rc = input_at(L, i, &idx);
+            if (rc < 0)
+                return rc;
+            if (idx < 0)
+                continue;
+            const vf_value *v = val(L, idx);
+            if (!v->data || v->dtype != VF_DTYPE_F32 || vfi_value_numel(v) != 1)
+                return NFAIL(L, VF_ERR_UNSUPPORTED, "min/max must be constant scalars");
+            *(i == 1 ? &lo : &hi) = *(const float *)v->data;
+        }
+    }
+    if (lo == 0.0f && hi == FLT_MAX)
+        return act_node(L, VF_ACT_RELU, 0.0f, 0.0f);
+    return act_node(L, VF_ACT_CLIP, lo, hi);
+}
+
+static vf_status binary_node(loader *L, int op)
+{
+    int a, b;
+    vf_status rc = input_at(L, 0, &a);
+    if (rc >= 0)
+        rc = input_at(L, 1, &b);
+    if (rc < 0)
+        return rc;
+    if (a < 0 || b < 0)
+        return NFAIL(L, VF_ERR_MODEL, "missing input");
+    if (val(L, a)->data && val(L, b)->data)
+        return fold_binary(L, val(L, a), val(L, b), op);
+    static const vf_binary_kind kinds[128] = {
+        ['a'] = VF_BIN_ADD, ['s'] = VF_BIN_SUB, ['m'] = VF_BIN_MUL, ['d'] = VF_BIN_DIV};
+    vf_binary_kind kind = kinds[op];
+    if (val(L, a)->data) {
+        if (kind == VF_BIN_SUB || kind == VF_BIN_DIV)
+            return NFAIL(L, VF_ERR_UNSUPPORTED, "a constant first operand");
+        int t = a;
+        a = b;
+        b = t;
+    }
+    int in[2] = {a, b};
+    return add_node(L, VF_OP_BINARY, in, 2, &kind);
+}
+
+/* Reshape of an activation to `dims` resolved against the input (0: copy, -1: infer). */
+static vf_status reshape_to(loader *L, int x, int rank, const int64_t *target, int allow_zero)
+{
+    const vf_value *xv = val(L, x);
+    if (rank < 1 || rank > VF_MAX_DIMS)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "reshape to rank %d", rank);
+    vf_value t;
+    memset(&t, 0, sizeof(t));
+    t.rank = rank;
+    int infer_at = -1;
+    int64_t known = 1;
+    for (int i = 0; i < rank; i++) {
+        int64_t d = target[i];
+        if (d == VF_DIM_BATCH) {
+            if (i != 0)
+                return NFAIL(L, VF_ERR_UNSUPPORTED, "the batch size moves to dimension %d", i);
+            d = 1;
+        } else if (d == 0 && !allow_zero) {
+            if (i >= xv->rank)
+                return NFAIL(L, VF_ERR_MODEL, "0 in shape beyond the input rank");
+            d = xv->dims[i];
+        } else if (d == -1) {
+            if (infer_at >= 0)
+                return NFAIL(L, VF_ERR_MODEL, "more than one -1 in shape");
+            infer_at = i;
+            continue;
+        } else if (d < 1 || d > VF_MAX_DIM) {
+            return NFAIL(L, VF_ERR_MODEL, "invalid shape entry %lld", (long long)d);
+        }
+        t.dims[i] = d;
+        known *= d;
+    }
+    int64_t total = vfi_value_sample_numel(xv); /* the batch counts as 1 */
+    if (infer_at >= 0) {
+        if (known == 0 || total % known)
+            return NFAIL(L, VF_ERR_MODEL, "cannot infer -1 in shape");
+        t.dims[infer_at] = total / known;
+    }
+    if (t.dims[0] != 1)
+        return NFAIL(L, VF_ERR_UNSUPPORTED,
+                     "reshape mixes the batch into other dimensions (leading dim %lld)",
+                     (long long)t.dims[0]);
+    return add_node(L, VF_OP_RESHAPE, &x, 1, &t);
+}
+
+static vf_status reshape_node(loader *L)
+{
+    int x;
+    int64_t shape[VF_MAX_DIMS];
+    int n;
+    vf_status rc = input_at(L, 0, &x);
+    if (rc >= 0)
+        rc = const_ints(L, 1, shape, VF_MAX_DIMS, &n);
+    if (rc < 0)
+        return rc;
+    if (x < 0)
+        return NFAIL(L, VF_ERR_MODEL, "missing input");
+    int allow_zero = attr_int(L->node, "allowzero", 0) != 0;
+    if (val(L, x)->data) {
+        const vf_value *xv = val(L, x);
+        int64_t dims[VF_MAX_DIMS], known = 1;
+        int infer_at = -1;
+        for (int i = 0; i < n; i++) {
+            dims[i] = shape[i] == 0 && !allow_zero && i < xv->rank ? xv->dims[i] : shape[i];
+            if (dims[i] == -1)
+                infer_at = i;
+            else if (dims[i] < 0)
+                return NFAIL(L, VF_ERR_MODEL, "invalid shape entry");
+            else
+                known *= dims[i];
+        }
+        if (infer_at >= 0)
+            dims[infer_at] = known ? vfi_value_numel(xv) / known : 0;
+        return fold_reshape(L, xv, n, dims);
+    }
+    return reshape_to(L, x, n, shape, allow_zero);
+}
+
+static vf_status flatten_node(loader *L)
+{
+    int x;
+    vf_status rc = input_at(L, 0, &x);
+    if (rc < 0)
+        return rc;
+    const vf_value *xv = val(L, x);
+    int axis;
+    rc = normalize_axis(L, attr_int(L->node, "axis", 1), xv->rank + 1, &axis);
+    if (rc < 0)
+        return rc;
+    int64_t dims[2] = {numel_of(axis, xv->dims), numel_of(xv->rank - axis, xv->dims + axis)};
+    if (xv->data)
+        return fold_reshape(L, xv, 2, dims);
+    if (axis != 1)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "flatten at axis %d mixes the batch", axis);
+    int64_t target[2] = {VF_DIM_BATCH, dims[1]};
+    return reshape_to(L, x, 2, target, 0);
+}
+
+/* Squeeze (sign -1) or Unsqueeze (sign +1). */
+static vf_status squeeze_node(loader *L, int unsqueeze)
+{
+    int x;
+    int64_t axes[VF_MAX_DIMS];
+    int n_axes = -1;
+    vf_status rc = input_at(L, 0, &x);
+    if (rc < 0)
+        return rc;
+    if (L->opset >= 13 && L->node->n_input > 1 && *L->node->input[1]) {
+        rc = const_ints(L, 1, axes, VF_MAX_DIMS, &n_axes);
+        if (rc < 0)
+            return rc;
+    } else {
+        n_axes = attr_ints(L->node, "axes", axes, VF_MAX_DIMS);
+        if (n_axes == -2)
+            return NFAIL(L, VF_ERR_UNSUPPORTED, "too many axes");
+    }
+    const vf_value *xv = val(L, x);
+    int out_rank = unsqueeze ? xv->rank + (n_axes > 0 ? n_axes : 0) : xv->rank;
+    if (unsqueeze && n_axes < 1)
+        return NFAIL(L, VF_ERR_MODEL, "unsqueeze without axes");
+    if (out_rank > VF_MAX_DIMS)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "rank %d", out_rank);
+    uint32_t mask = 0;
+    for (int i = 0; i < n_axes; i++) {
+        int a = 0;
+        rc = normalize_axis(L, axes[i], out_rank, &a);
+        if (rc < 0)
+            return rc;
+        mask |= 1u << a;
+    }
+    int64_t dims[VF_MAX_DIMS];
+    int r = 0;
+    if (unsqueeze) {
+        int j = 0;
+        for (int i = 0; i < out_rank; i++)
+            dims[r++] = (mask & (1u << i)) ? 1 : xv->dims[j++];
+    } else {
+        for (int i = 0; i < xv->rank; i++) {
+            int drop = n_axes < 0 ? (xv->dims[i] == 1 && !(xv->is_batched && i == 0))
+                                  : (int)((mask >> i) & 1u);
+            if (drop && xv->dims[i] != 1)
+                return NFAIL(L, VF_ERR_MODEL, "squeezing a dimension of size %lld",
+                             (long long)xv->dims[i]);
+            if (!drop)
+                dims[r++] = xv->dims[i];
+        }
+    }
+    if (xv->data)
+        return fold_reshape(L, xv, r, dims);
+    if (mask & 1u)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "%s the batch dimension",
+                     unsqueeze ? "unsqueezing before" : "squeezing");
+    dims[0] = VF_DIM_BATCH;
+    return reshape_to(L, x, r, dims, 0);
+}
+
+static vf_status transpose_node(loader *L)
+{
+    int x;
+    vf_status rc = input_at(L, 0, &x);
+    if (rc < 0)
+        return rc;
+    const vf_value *xv = val(L, x);
+    int64_t perm64[VF_MAX_DIMS];
+    int n = attr_ints(L->node, "perm", perm64, VF_MAX_DIMS);
+    int perm[VF_MAX_DIMS];
+    if (n == -1) {
+        n = xv->rank;
+        for (int i = 0; i < n; i++)
+            perm64[i] = n - 1 - i;
+    }
+    if (n != xv->rank)
+        return NFAIL(L, VF_ERR_MODEL, "perm has %d entries for rank %d", n, xv->rank);
+    uint32_t seen = 0;
+    for (int i = 0; i < n; i++) {
+        if (perm64[i] < 0 || perm64[i] >= n || (seen & (1u << perm64[i])))
+            return NFAIL(L, VF_ERR_MODEL, "invalid perm");
+        seen |= 1u << perm64[i];
+        perm[i] = (int)perm64[i];
+    }
+    if (xv->data)
+        return fold_transpose(L, xv, perm);
+    vf_node tmp;
+    memcpy(tmp.p.perm, perm, sizeof(perm));
+    return add_node(L, VF_OP_TRANSPOSE, &x, 1, tmp.p.perm);
+}
+
+static vf_status gather_node(loader *L)
+{
+    int x, ii;
+    vf_status rc = input_at(L, 0, &x);
+    if (rc >= 0)
+        rc = input_at(L, 1, &ii);
+    if (rc < 0)
+        return rc;
+    if (x < 0 || ii < 0)
+        return NFAIL(L, VF_ERR_MODEL, "missing input");
+    const vf_value *xv = val(L, x), *iv = val(L, ii);
+    if (!iv->data || iv->dtype != VF_DTYPE_I64)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "indices must be a constant");
+    int axis;
+    rc = normalize_axis(L, attr_int(L->node, "axis", 0), xv->rank, &axis);
+    if (rc < 0)
+        return rc;
+    if (xv->data)
+        return fold_gather(L, xv, iv, axis);
+    if (iv->rank > 1)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "indices of rank %d on an activation", iv->rank);
+    vf_gather_params p;
+    p.axis = axis;
+    p.scalar = iv->rank == 0;
+    int64_t n = vfi_value_numel(iv);
+    if (n < 1 || n > VF_MAX_DIM)
+        return NFAIL(L, VF_ERR_MODEL, "gather with %lld indices", (long long)n);
+    p.n_indices = (int)n;
+    p.indices = vfi_mallocarray((size_t)n, sizeof(int64_t));
+    if (!p.indices)
+        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = ((const int64_t *)iv->data)[i];
+        p.indices[i] = k < 0 ? k + xv->dims[axis] : k;
+    }
+    int out;
+    rc =
+        vfi_graph_add_node(L->g, VF_OP_GATHER, node_label(L), &x, 1, &p, out_name(L), &out, L->err);
+    if (rc < 0 && vfi_graph_find(L->g, out_name(L)) < 0)
+        vfi_free(p.indices); /* the node was not created */
+    return rc;
+}
+
+static vf_status concat_node(loader *L)
+{
+    const Onnx__NodeProto *n = L->node;
+    if (n->n_input < 1 || n->n_input > 4096)
+        return NFAIL(L, VF_ERR_MODEL, "concat of %zu inputs", n->n_input);
+    int *in = vfi_mallocarray(n->n_input, sizeof(int));
+    if (!in)
+        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+    int consts = 0;
+    vf_status rc = VF_OK;
+    for (size_t i = 0; i < n->n_input && rc >= 0; i++) {
+        rc = input_at(L, i, &in[i]);
+        if (rc >= 0 && in[i] < 0)
+            rc = NFAIL(L, VF_ERR_MODEL, "empty input name");
+        if (rc >= 0)
+            consts += val(L, in[i])->data != NULL;
+    }
+    if (rc >= 0) {
+        int rank = val(L, in[0])->rank, axis;
+        rc = normalize_axis(L, attr_int(n, "axis", 0), rank, &axis);
+        if (rc >= 0 && consts == (int)n->n_input)
+            rc = fold_concat(L, axis, rank);
+        else if (rc >= 0)
+            rc = add_node(L, VF_OP_CONCAT, in, (int)n->n_input, &axis);
+    }
+    vfi_free(in);
+    return rc;
+}
+
+static vf_status softmax_node(loader *L)
+{
+    int x;
+    vf_status rc = input_at(L, 0, &x);
+    if (rc < 0)
+        return rc;
+    int rank = val(L, x)->rank, axis;
+    rc = normalize_axis(L, attr_int(L->node, "axis", L->opset < 13 ? 1 : -1), rank, &axis);
+    if (rc < 0)
+        return rc;
+    if (L->opset < 13 && axis != rank - 1)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "opset < 13 softmax over several axes");
+    return add_node(L, VF_OP_SOFTMAX, &x, 1, &axis);
+}
+
+static vf_status lrn_node(loader *L)
+{
+    int x;
+    vf_status rc = input_at(L, 0, &x);
+    if (rc < 0)
+        return rc;
+    int64_t size = attr_int(L->node, "size", 0);
+    if (size < 1 || size > 1024)
+        return NFAIL(L, VF_ERR_MODEL, "invalid size");
+    vf_lrn_params p = {(int)size, attr_float(L->node, "alpha", 1e-4f),
+                       attr_float(L->node, "beta", 0.75f), attr_float(L->node, "bias", 1.0f)};
+    return add_node(L, VF_OP_LRN, &x, 1, &p);
+}
+
+static vf_status pad_node(loader *L)
+{
+    int x;
+    vf_status rc = input_at(L, 0, &x);
+    if (rc < 0)
+        return rc;
+    if (!attr_str_is(L->node, "mode", "constant", 1))
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "only constant padding is supported");
+    int rank = val(L, x)->rank;
+    int64_t pads[2 * VF_MAX_DIMS];
+    int n;
+    vf_pad_params p;
+    memset(&p, 0, sizeof(p));
+    if (L->opset < 11) {
+        n = attr_ints(L->node, "pads", pads, 2 * VF_MAX_DIMS);
+        p.value = attr_float(L->node, "value", 0.0f);
+    } else {
+        rc = const_ints(L, 1, pads, 2 * VF_MAX_DIMS, &n);
+        if (rc < 0)
+            return rc;
+        int vi;
+        rc = input_at(L, 2, &vi);
+        if (rc < 0)
+            return rc;
+        if (vi >= 0) {
+            const vf_value *v = val(L, vi);
+            if (!v->data || v->dtype != VF_DTYPE_F32 || vfi_value_numel(v) != 1)
+                return NFAIL(L, VF_ERR_UNSUPPORTED, "constant_value must be a float scalar");
+            p.value = *(const float *)v->data;
+        }
+        if (L->node->n_input > 3 && *L->node->input[3])
+            return NFAIL(L, VF_ERR_UNSUPPORTED, "the axes input");
+    }
+    if (n != 2 * rank)
+        return NFAIL(L, VF_ERR_MODEL, "pads has %d entries for rank %d", n, rank);
+    for (int i = 0; i < rank; i++) {
+        p.begin[i] = pads[i];
+        p.end[i] = pads[rank + i];
+    }
+    return add_node(L, VF_OP_PAD, &x, 1, &p);
+}
+
+static vf_status reduce_mean_node(loader *L)
+{
+    int x;
+    vf_status rc = input_at(L, 0, &x);
+    if (rc < 0)
+        return rc;
+    int64_t axes[VF_MAX_DIMS];
+    int n;
+    if (L->opset >= 18) {
+        n = 0;
+        if (L->node->n_input > 1 && *L->node->input[1]) {
+            rc = const_ints(L, 1, axes, VF_MAX_DIMS, &n);
+            if (rc < 0)
+                return rc;
+        }
+    } else {
+        n = attr_ints(L->node, "axes", axes, VF_MAX_DIMS);
+        if (n == -2)
+            return NFAIL(L, VF_ERR_MODEL, "too many axes");
+    }
+    int rank = val(L, x)->rank;
+    vf_node tmp;
+    tmp.p.reduce.axes = 0;
+    tmp.p.reduce.keepdims = attr_int(L->node, "keepdims", 1) != 0;
+    if (n <= 0)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "reducing over every axis (including the batch)");
+    for (int i = 0; i < n; i++) {
+        int a = 0;
+        rc = normalize_axis(L, axes[i], rank, &a);
+        if (rc < 0)
+            return rc;
+        tmp.p.reduce.axes |= 1u << a;
+    }
+    return add_node(L, VF_OP_REDUCE_MEAN, &x, 1, &tmp.p.reduce);
+}
+
+static vf_status shape_node(loader *L)
+{
+    int x;
+    vf_status rc = input_at(L, 0, &x);
+    if (rc < 0)
+        return rc;
+    if (x < 0)
+        return NFAIL(L, VF_ERR_MODEL, "missing input");
+    const vf_value *xv = val(L, x);
+    int64_t start = attr_int(L->node, "start", 0), end = attr_int(L->node, "end", xv->rank);
+    if (start < 0)
+        start += xv->rank;
+    if (end < 0)
+        end += xv->rank;
+    start = start < 0 ? 0 : start > xv->rank ? xv->rank : start;
+    end = end < start ? start : end > xv->rank ? xv->rank : end;
+    int64_t n = end - start;
+    int64_t *data = alloc_elems(n, VF_DTYPE_I64);
+    if (!data)
+        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < n; i++) {
+        int d = (int)(start + i);
+        data[i] = (d == 0 && xv->is_batched) ? VF_DIM_BATCH : xv->dims[d];
+    }
+    int out;
+    return add_const(L, out_name(L), VF_DTYPE_I64, 1, &n, data, &out);
+}
+
+static vf_status constant_node(loader *L)
+{
+    const Onnx__NodeProto *n = L->node;
+    int out;
+    for (size_t i = 0; i < n->n_attribute; i++) {
+        Onnx__AttributeProto *a = n->attribute[i];
+        if (!a->name)
+            continue;
+        if (strcmp(a->name, "value") == 0 && a->t)
+            return tensor_to_const(L, a->t, out_name(L), &out);
+        int is_float = strcmp(a->name, "value_float") == 0 && a->has_f;
+        int is_int = strcmp(a->name, "value_int") == 0 && a->has_i;
+        int is_floats = strcmp(a->name, "value_floats") == 0;
+        int is_ints = strcmp(a->name, "value_ints") == 0;
+        if (!(is_float || is_int || is_floats || is_ints))
+            continue;
+        int64_t cnt = is_floats ? (int64_t)a->n_floats : is_ints ? (int64_t)a->n_ints : 1;
+        vf_dtype dt = (is_float || is_floats) ? VF_DTYPE_F32 : VF_DTYPE_I64;
+        void *data = alloc_elems(cnt, dt);
+        if (!data)
+            return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+        for (int64_t k = 0; k < cnt; k++) {
+            if (dt == VF_DTYPE_F32)
+                ((float *)data)[k] = is_floats ? a->floats[k] : a->f;
+            else
+                ((int64_t *)data)[k] = is_ints ? a->ints[k] : a->i;
+        }
+        return add_const(L, out_name(L), dt, (is_floats || is_ints) ? 1 : 0, &cnt, data, &out);
+    }
+    return NFAIL(L, VF_ERR_UNSUPPORTED, "no supported value attribute");
+}
+
+static vf_status cast_node(loader *L)
+{
+    int x;
+    vf_status rc = input_at(L, 0, &x);
+    if (rc < 0)
+        return rc;
+    int64_t to = attr_int(L->node, "to", 0);
+    const vf_value *xv = val(L, x);
+    vf_dtype dt = (to == DT_FLOAT || to == DT_DOUBLE || to == DT_FLOAT16) ? VF_DTYPE_F32
+                  : (to == DT_INT64 || to == DT_INT32)                    ? VF_DTYPE_I64
+                                                                          : (vf_dtype)-1;
+    if ((int)dt < 0)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "cast to type %lld", (long long)to);
+    if (!xv->data) {
+        if (dt != VF_DTYPE_F32)
+            return NFAIL(L, VF_ERR_UNSUPPORTED, "casting an activation to an integer type");
+        return vfi_graph_add_alias(L->g, out_name(L), x, L->err);
+    }
+    int64_t n = vfi_value_numel(xv);
+    void *data = alloc_elems(n, dt);
+    if (!data)
+        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == xv->dtype)
+            memcpy((char *)data + i * vfi_dtype_size(dt),
+                   (const char *)xv->data + i * vfi_dtype_size(dt), vfi_dtype_size(dt));
+        else if (dt == VF_DTYPE_F32)
+            ((float *)data)[i] = (float)((const int64_t *)xv->data)[i];
+        else
+            ((int64_t *)data)[i] = (int64_t)((const float *)xv->data)[i];
+    }
+    int out;
+    return add_const(L, out_name(L), dt, xv->rank, xv->dims, data, &out);
+}
+
+/* Slice of a constant (shape arithmetic: shape[2:], pads reversed with step -1, ...). */
+static vf_status slice_node(loader *L)
+{
+    int x;
+    vf_status rc = input_at(L, 0, &x);
+    if (rc < 0)
+        return rc;
+    const vf_value *xv = val(L, x);
+    if (!xv->data)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "slicing an activation");
+    int rank = xv->rank;
+    int64_t starts[VF_MAX_DIMS], ends[VF_MAX_DIMS], axes[VF_MAX_DIMS], steps[VF_MAX_DIMS];
+    int ns = -1, ne = -1, na = -1, nst = -1;
+    if (L->opset < 10) {
+        ns = attr_ints(L->node, "starts", starts, VF_MAX_DIMS);
+        ne = attr_ints(L->node, "ends", ends, VF_MAX_DIMS);
+        na = attr_ints(L->node, "axes", axes, VF_MAX_DIMS);
+    } else {
+        rc = const_ints(L, 1, starts, VF_MAX_DIMS, &ns);
+        if (rc >= 0)
+            rc = const_ints(L, 2, ends, VF_MAX_DIMS, &ne);
+        if (rc >= 0 && L->node->n_input > 3 && *L->node->input[3])
+            rc = const_ints(L, 3, axes, VF_MAX_DIMS, &na);
+        if (rc >= 0 && L->node->n_input > 4 && *L->node->input[4])
+            rc = const_ints(L, 4, steps, VF_MAX_DIMS, &nst);
+        if (rc < 0)
+            return rc;
+    }
+    if (ns < 1 || ns != ne || (na >= 0 && na != ns) || (nst >= 0 && nst != ns))
+        return NFAIL(L, VF_ERR_MODEL, "starts/ends/axes/steps do not match");
+    /* Per dimension: first index, step and count (whole dimension by default). */
+    int64_t first[VF_MAX_DIMS], step[VF_MAX_DIMS], dims[VF_MAX_DIMS];
+    for (int d = 0; d < rank; d++) {
+        first[d] = 0;
+        step[d] = 1;
+        dims[d] = xv->dims[d];
+    }
+    for (int i = 0; i < ns; i++) {
+        int a = i;
+        if (na >= 0) {
+            rc = normalize_axis(L, axes[i], rank, &a);
+            if (rc < 0)
+                return rc;
+        }
+        int64_t len = xv->dims[a], st = nst >= 0 ? steps[i] : 1, b = starts[i], e = ends[i];
+        if (st == 0)
+            return NFAIL(L, VF_ERR_MODEL, "slice step 0");
+        b = b < 0 ? b + len : b;
+        e = e < 0 ? e + len : e;
+        if (st > 0) {
+            b = b < 0 ? 0 : b > len ? len : b;
+            e = e < 0 ? 0 : e > len ? len : e;
+        } else {
+            b = b < 0 ? -1 : b > len - 1 ? len - 1 : b;
+            e = e < -1 ? -1 : e > len - 1 ? len - 1 : e;
+        }
+        int64_t count = st > 0 ? (e - b + st - 1) / st : (b - e + (-st) - 1) / (-st);
+        first[a] = b;
+        step[a] = st;
+        dims[a] = count > 0 ? count : 0;
+    }
+    int64_t n = numel_of(rank, dims), src_strides[VF_MAX_DIMS];
+    strides_of(rank, xv->dims, src_strides);
+    size_t es = vfi_dtype_size(xv->dtype);
+    uint8_t *data = alloc_elems(n, xv->dtype);
+    if (!data)
+        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+    int64_t idx[VF_MAX_DIMS] = {0};
+    for (int64_t k = 0; k < n; k++) {
+        int64_t off = 0;
+        for (int d = 0; d < rank; d++)
+            off += (first[d] + idx[d] * step[d]) * src_strides[d];
+        memcpy(data + k * es, (const uint8_t *)xv->data + off * es, es);
+        for (int d = rank - 1; d >= 0; d--) {
+            if (++idx[d] < dims[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    int out;
+    return add_const(L, out_name(L), xv->dtype, rank, dims, data, &out);
+}
+
+static vf_status constant_of_shape_node(loader *L)
+{
+    int64_t dims[VF_MAX_DIMS];
+    int n;
+    vf_status rc = const_ints(L, 0, dims, VF_MAX_DIMS, &n);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < n; i++) {
+        if (dims[i] < 0 || dims[i] > VF_MAX_DIM)
+            return NFAIL(L, VF_ERR_UNSUPPORTED, "shape entry %lld", (long long)dims[i]);
+    }
+    if (numel_of(n, dims) > VF_MAX_DIM)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "a constant of %lld elements",
+                     (long long)numel_of(n, dims));
+    /* The fill value: a one-element tensor attribute, float 0 by default. */
+    vf_dtype dt = VF_DTYPE_F32;
+    float fv = 0.0f;
+    int64_t iv = 0;
+    const Onnx__AttributeProto *a = find_attr(L->node, "value");
+    if (a && a->t) {
+        int64_t vd[VF_MAX_DIMS];
+        int vr = 0;
+        void *v = NULL;
+        rc = tensor_decode(L, a->t, "value", &dt, &vr, vd, &v);
+        if (rc < 0)
+            return rc;
+        if (numel_of(vr, vd) != 1) {
+            vfi_free(v);
+            return NFAIL(L, VF_ERR_MODEL, "value must hold one element");
+        }
+        if (dt == VF_DTYPE_F32)
+            fv = *(const float *)v;
+        else
+            iv = *(const int64_t *)v;
+        vfi_free(v);
+    }
+    int64_t count = numel_of(n, dims);
+    void *data = alloc_elems(count, dt);
+    if (!data)
+        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < count; i++) {
+        if (dt == VF_DTYPE_F32)
+            ((float *)data)[i] = fv;
+        else
+            ((int64_t *)data)[i] = iv;
+    }
+    int out;
+    return add_const(L, out_name(L), dt, n, dims, data, &out);
+}
+
+static vf_status alias_node(loader *L)
+{
+    int x;
+    vf_status rc = input_at(L, 0, &x);
+    if (rc < 0)
+        return rc;
+    if (x < 0)
+        return NFAIL(L, VF_ERR_MODEL, "missing input");
+    return vfi_graph_add_alias(L->g, out_name(L), x, L->err);
+}
+
+static vf_status convert_node(loader *L)
+{
+    const Onnx__NodeProto *n = L->node;
+    const char *op = n->op_type ? n->op_type : "";
+    if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "operator domain '%s' is not supported", n->domain);
+    if (n->n_output < 1 || !n->output[0] || !*n->output[0])
+        return NFAIL(L, VF_ERR_MODEL, "node has no output");
+    /* Every op but Constant reads its first input; the handlers rely on it being there. */
+    if (strcmp(op, "Constant") != 0 && (n->n_input < 1 || !n->input[0] || !*n->input[0]))
+        return NFAIL(L, VF_ERR_MODEL, "the first input is missing");
+
+    if (!strcmp(op, "Conv"))
+        return conv_node(L);
+    if (!strcmp(op, "Relu"))
+        return act_node(L, VF_ACT_RELU, 0.0f, 0.0f);
+    if (!strcmp(op, "LeakyRelu"))
+        return act_node(L, VF_ACT_RELU, attr_float(n, "alpha", 0.01f), 0.0f);
+    if (!strcmp(op, "Clip"))
+        return clip_node(L);
+    if (!strcmp(op, "Sigmoid"))
+        return act_node(L, VF_ACT_SIGMOID, 0.0f, 0.0f);
+    if (!strcmp(op, "Tanh"))
+        return act_node(L, VF_ACT_TANH, 0.0f, 0.0f);
+    if (!strcmp(op, "HardSigmoid"))
+        return act_node(L, VF_ACT_HARD_SIGMOID, attr_float(n, "alpha", 0.2f),
+                        attr_float(n, "beta", 0.5f));
+    if (!strcmp(op, "HardSwish"))
+        return act_node(L, VF_ACT_HARD_SWISH, 0.0f, 0.0f);
+    if (!strcmp(op, "MaxPool"))
+        return pool_node(L, VF_POOL_MAX, 0);
+    if (!strcmp(op, "AveragePool"))
+        return pool_node(L, VF_POOL_AVG, 0);
+    if (!strcmp(op, "GlobalAveragePool"))
+        return pool_node(L, VF_POOL_AVG, 1);
+    if (!strcmp(op, "GlobalMaxPool"))
+        return pool_node(L, VF_POOL_MAX, 1);
+    if (!strcmp(op, "Gemm"))
+        return fc_node(L, 0);
+    if (!strcmp(op, "MatMul"))
+        return fc_node(L, 1);
+    if (!strcmp(op, "BatchNormalization"))
+        return batchnorm_node(L);
+    if (!strcmp(op, "Add") || (!strcmp(op, "Sum") && n->n_input == 2))
+        return binary_node(L, 'a');
+    if (!strcmp(op, "Sub"))
+        return binary_node(L, 's');
+    if (!strcmp(op, "Mul"))
+        return binary_node(L, 'm');
+    if (!strcmp(op, "Div"))
+        return binary_node(L, 'd');
+    if (!strcmp(op, "Concat"))
+        return concat_node(L);
+    if (!strcmp(op, "Softmax"))
+        return softmax_node(L);
+    if (!strcmp(op, "LRN"))
+        return lrn_node(L);
+    if (!strcmp(op, "Pad"))
+        return pad_node(L);
+    if (!strcmp(op, "ReduceMean"))
+        return reduce_mean_node(L);
+    if (!strcmp(op, "Transpose"))
+        return transpose_node(L);
+    if (!strcmp(op, "Reshape"))
+        return reshape_node(L);
+    if (!strcmp(op, "Flatten"))
+        return flatten_node(L);
+    if (!strcmp(op, "Squeeze"))
+        return squeeze_node(L, 0);
+    if (!strcmp(op, "Unsqueeze"))
+        return squeeze_node(L, 1);
+    if (!strcmp(op, "Gather"))
+        return gather_node(L);
+    if (!strcmp(op, "Shape"))
+        return shape_node(L);
+    if (!strcmp(op, "Constant"))
+        return constant_node(L);
+    if (!strcmp(op, "Cast"))
+        return cast_node(L);
+    if (!strcmp(op, "Slice"))
+        return slice_node(L);
+    if (!strcmp(op, "ConstantOfShape"))
+        return constant_of_shape_node(L);
+    if (!strcmp(op, "Identity") || !strcmp(op, "Dropout"))
+        return alias_node(L);
+    return NFAIL(L, VF_ERR_UNSUPPORTED, "unsupported operator '%s'", op);
+}
+
+/* ---- graph-level steps ----------------------------------------------------------------------- */
+
+/* Order the nodes so that every input is produced before it is used (Kahn). */
+static vf_status sort_nodes(loader *L, size_t **order_out)
+{
+    Onnx__GraphProto *gp = L->gp;
+    size_t n = gp->n_node;
+    vf_status rc = VF_OK;
+    vf_strmap *producer = NULL;
+    size_t *order = vfi_mallocarray(n ? n : 1, sizeof(size_t));
+    size_t *pending = vfi_calloc(n ? n : 1, sizeof(size_t));
+    size_t *queue = vfi_mallocarray(n ? n : 1, sizeof(size_t));
+    size_t *edge_start = vfi_calloc(n + 1, sizeof(size_t));
+    size_t *edges = NULL;
+    size_t n_edges = 0, head = 0, tail = 0, done = 0;
+    if (!order || !pending || !queue || !edge_start || vfi_strmap_create(&producer) < 0) {
+        rc = vfi_fail(L->err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const Onnx__NodeProto *nd = gp->node[i];
+        for (size_t j = 0; j < nd->n_output; j++) {
+            if (!nd->output[j] || !*nd->output[j])
+                continue;
+            vf_status put = vfi_strmap_put(producer, nd->output[j], (int)i);
+            if (put == VF_ERR_INVALID) {
+                rc = vfi_fail(L->err, VF_ERR_MODEL, "tensor '%s' is produced twice", nd->output[j]);
+                goto fail;
+            }
+            if (put < 0) {
+                rc = vfi_fail(L->err, VF_ERR_NOMEM, "out of memory");
+                goto fail;
+            }
+        }
+        if (nd->n_input > SIZE_MAX / 2 - n_edges) {
+            rc = vfi_fail(L->err, VF_ERR_MODEL, "too many edges");
+            goto fail;
+        }
+        n_edges += nd->n_input;
+    }
+    /* Edges producer -> consumer, grouped by producer (CSR). */
+    edges = vfi_mallocarray(n_edges ? n_edges : 1, sizeof(size_t));
+    if (!edges) {
+        rc = vfi_fail(L->err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const Onnx__NodeProto *nd = gp->node[i];
+        for (size_t j = 0; j < nd->n_input; j++) {
+            int p = nd->input[j] && *nd->input[j] ? vfi_strmap_get(producer, nd->input[j], -1) : -1;
+            if (p >= 0) {
+                edge_start[p + 1]++;
+                pending[i]++;
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        edge_start[i + 1] += edge_start[i];
+    {
+        size_t *fill = queue; /* reuse as a cursor array before the queue is needed */
+        for (size_t i = 0; i < n; i++)
+            fill[i] = edge_start[i];
+        for (size_t i = 0; i < n; i++) {
+            const Onnx__NodeProto *nd = gp->node[i];
+            for (size_t j = 0; j < nd->n_input; j++) {
+                int p =
+                    nd->input[j] && *nd->input[j] ? vfi_strmap_get(producer, nd->input[j], -1) : -1;
+                if (p >= 0)
+                    edges[fill[p]++] = i;
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (pending[i] == 0)
+            queue[tail++] = i;
+    }
+    while (head < tail) {
+        size_t i = queue[head++];
+        order[done++] = i;
+        for (size_t e = edge_start[i]; e < edge_start[i + 1]; e++) {
+            if (--pending[edges[e]] == 0)
+                queue[tail++] = edges[e];
+        }
+    }
+    if (done != n) {
+        for (size_t i = 0; i < n; i++) {
+            if (pending[i]) {
+                const Onnx__NodeProto *nd = gp->node[i];
+                rc = vfi_fail(L->err, VF_ERR_MODEL, "the graph has a cycle through node '%s'",
+                              nd->name && *nd->name ? nd->name
+                              : nd->n_output        ? nd->output[0]
+                                                    : "?");
+                break;
+            }
+        }
+        goto fail;
+    }
+    *order_out = order;
+    order = NULL;
+fail:
+    vfi_free(order);
+    vfi_free(pending);
+    vfi_free(queue);
+    vfi_free(edge_start);
+    vfi_free(edges);
+    vfi_strmap_free(&producer);
+    return rc;
+}
+
+/* Find the image input (the one graph input that is not an initializer) and add it. */
+static vf_status add_image_input(loader *L)
+{
+    Onnx__GraphProto *gp = L->gp;
+    const Onnx__ValueInfoProto *in = NULL;
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *v = gp->input[i];
+        if (!v->name || vfi_strmap_get(L->inits, v->name, -1) >= 0)
+            continue;
+        if (in)
+            return vfi_fail(L->err, VF_ERR_UNSUPPORTED,
+                            "the model has more than one input ('%s' and '%s')", in->name, v->name);
+        in = v;
+    }
+    if (!in)
+        return vfi_fail(L->err, VF_ERR_MODEL, "the model has no input");
+    const Onnx__TypeProto *tp = in->type;
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type ||
+        !tp->tensor_type->shape)
+        return vfi_fail(L->err, VF_ERR_MODEL, "input '%s' has no tensor shape", in->name);
+    if (tp->tensor_type->elem_type != DT_FLOAT)
+        return vfi_fail(L->err, VF_ERR_UNSUPPORTED, "input '%s' is not float32", in->name);
+    const Onnx__TensorShapeProto *sh = tp->tensor_type->shape;
+    if (sh->n_dim != 4)
+        return vfi_fail(L->err, VF_ERR_UNSUPPORTED,
+                        "input '%s' has rank %zu (an image batch [N, C, H, W] or [N, H, W, C] "
+                        "is expected)",
+                        in->name, sh->n_dim);
+    int64_t d[4];
+    for (int i = 0; i < 4; i++) {
+        const Onnx__TensorShapeProto__Dimension *dim = sh->dim[i];
+        d[i] = dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE
+                   ? dim->dim_value
+                   : -1;
+    }
+    /* NHWC when the last dimension holds the colours and the second does not. */
+    int nhwc = (d[3] == 3 || d[3] == 1) && d[1] != 3 && d[1] != 1;
+    int64_t c = nhwc ? d[3] : d[1];
+    int64_t *hw = nhwc ? &d[1] : &d[2];
+    if (c < 1)
+        return vfi_fail(L->err, VF_ERR_UNSUPPORTED, "input '%s' has a dynamic channel count",
+                        in->name);
+    for (int i = 0; i < 2; i++) {
+        if (hw[i] < 1) {
+            if (L->input_size < 1)
+                return vfi_fail(L->err, VF_ERR_INVALID,
+                                "input '%s' has a dynamic size: give the input size "
+                                "(--input-size)",
+                                in->name);
+            hw[i] = L->input_size;
+        } else if (L->input_size > 0 && hw[i] != L->input_size) {
+            return vfi_fail(L->err, VF_ERR_INVALID,
+                            "the model's input is %lldx%lld, not %dx%d (--input-size)",
+                            (long long)hw[0], (long long)hw[1], L->input_size, L->input_size);
+        }
+    }
+    int64_t nchw[4] = {1, c, hw[0], hw[1]};
+    int idx;
+    if (!nhwc)
+        return vfi_graph_add_input(L->g, in->name, 4, nchw, &idx, L->err);
+    /* Keep the engine's input planar: NCHW in, one transpose to the model's NHWC. */
+    vf_status rc = vfi_graph_add_input(L->g, "vidfeat_input_nchw", 4, nchw, &idx, L->err);
+    if (rc < 0)
+        return rc;
+    vf_node tmp;
+    int perm[VF_MAX_DIMS] = {0, 2, 3, 1};
+    memcpy(tmp.p.perm, perm, sizeof(perm));
+    int out;
+    return vfi_graph_add_node(L->g, VF_OP_TRANSPOSE, "vidfeat_to_nhwc", &idx, 1, tmp.p.perm,
+                              in->name, &out, L->err);
+}
+
+static vf_status convert_graph(loader *L)
+{
+    Onnx__GraphProto *gp = L->gp;
+    vf_status rc = vfi_strmap_create(&L->inits);
+    if (rc < 0)
+        return vfi_fail(L->err, VF_ERR_NOMEM, "out of memory");
+    if (gp->n_initializer > INT_MAX || gp->n_node > INT_MAX)
+        return vfi_fail(L->err, VF_ERR_MODEL, "too many nodes or initializers");
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const char *name = gp->initializer[i]->name;
+        if (!name || !*name)
+            return vfi_fail(L->err, VF_ERR_MODEL, "an initializer has no name");
+        rc = vfi_strmap_put(L->inits, name, (int)i);
+        if (rc == VF_ERR_INVALID)
+            return vfi_fail(L->err, VF_ERR_MODEL, "initializer '%s' is defined twice", name);
+        if (rc < 0)
+            return vfi_fail(L->err, VF_ERR_NOMEM, "out of memory");
+    }
+    rc = add_image_input(L);
+    if (rc < 0)
+        return rc;
+
+    size_t *order = NULL;
+    rc = sort_nodes(L, &order);
+    if (rc < 0)
+        return rc;
+    for (size_t k = 0; k < gp->n_node && rc >= 0; k++) {
+        L->node = gp->node[order[k]];
+        rc = convert_node(L);
+    }
+    vfi_free(order);
+    L->node = NULL;
+    if (rc < 0)
+        return rc;
+
+    if (gp->n_output < 1 || !gp->output[0]->name)
+        return vfi_fail(L->err, VF_ERR_MODEL, "the model has no output");
+    int out = vfi_graph_find(L->g, gp->output[0]->name);
+    if (out < 0)
+        return vfi_fail(L->err, VF_ERR_MODEL, "output '%s' is not produced by any node",
+                        gp->output[0]->name);
+    if (!L->g->values[out].is_batched)
+        return vfi_fail(L->err, VF_ERR_UNSUPPORTED, "output '%s' does not depend on the input",
+                        gp->output[0]->name);
+    L->g->output = out;
+    return VF_OK;
+}
+
+vf_status vfi_onnx_load_mem(const void *data, size_t size, const char *base_dir,
+                            const vf_onnx_opts *opts, vf_graph **out, vf_err *err)
+{
+    int alloc_failed = 0;
+    ProtobufCAllocator alloc = {pb_alloc, pb_free, &alloc_failed};
+    Onnx__ModelProto *model = NULL;
+    loader L;
+    memset(&L, 0, sizeof(L));
+    L.err = err;
+    L.base_dir = base_dir;
+    L.input_size = opts ? opts->input_size : 0;
+
+    if (size == 0)
+        return vfi_fail(err, VF_ERR_MODEL, "empty file");
+    if (size > VF_ONNX_MAX_FILE)
+        return vfi_fail(err, VF_ERR_MODEL, "larger than 2 GiB (not a protobuf model)");
+    vf_status rc =
+        check_wire(data, (const uint8_t *)data + size, &onnx__model_proto__descriptor, 0, err);
+    if (rc < 0)
+        return rc;
+    model = onnx__model_proto__unpack(&alloc, size, data);
+    if (!model && alloc_failed)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory decoding the model");
+    if (!model)
+        return vfi_fail(err, VF_ERR_MODEL, "not an ONNX model (protobuf decoding failed)");
+    if (!model->graph) {
+        rc = vfi_fail(err, VF_ERR_MODEL, "not an ONNX model (no graph)");
+        goto fail;
+    }
+    L.opset = -1;
+    for (size_t i = 0; i < model->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = model->opset_import[i];
+        if ((!o->domain || !*o->domain || !strcmp(o->domain, "ai.onnx")) && o->has_version)
+            L.opset = o->version;
+    }
+    if (L.opset < 0)
+        L.opset = 1; /* IR version 3 and earlier */
+    if (L.opset > 22)
+        vfi_log(VF_LOG_WARNING, "onnx", "opset %lld is newer than the 22 this loader knows",
+                (long long)L.opset);
+    L.gp = model->graph;
+    rc = vfi_graph_create(&L.g);
+    if (rc < 0) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    rc = convert_graph(&L);
+    if (rc < 0)
+        goto fail;
+    *out = L.g;
+    L.g = NULL;
+fail:
+    vfi_graph_free(&L.g);
+    vfi_strmap_free(&L.inits);
+    if (model)
+        onnx__model_proto__free_unpacked(model, &alloc);
+    return rc;
+}
+
+vf_status vfi_onnx_load(const char *path, const vf_onnx_opts *opts, vf_graph **out, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    uint8_t *buf = NULL;
+    char *dir = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return vfi_fail(err, VF_ERR_IO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        rc = vfi_fail(err, VF_ERR_IO, "%s: not a regular file", path);
+        goto fail;
+    }
+    if ((uint64_t)st.st_size > VF_ONNX_MAX_FILE) {
+        rc = vfi_fail(err, VF_ERR_MODEL, "%s: larger than 2 GiB (not a protobuf model)", path);
+        goto fail;
+    }
+    size_t size = (size_t)st.st_size;
+    buf = vfi_malloc(size ? size : 1);
+    if (!buf) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    if (fread(buf, 1, size, f) != size) {
+        rc = vfi_fail(err, VF_ERR_IO, "%s: read failed", path);
+        goto fail;
+    }
+    fclose(f);
+    f = NULL;
+    dir = vfi_strdup(path);
+    if (!dir) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        strcpy(dir, ".");
+    rc = vfi_onnx_load_mem(buf, size, dir, opts, out, err);
+    if (rc < 0)
+        vfi_err_prefix(err, "%s", path);
+fail:
+    if (f)
+        fclose(f);
+    vfi_free(buf);
+    vfi_free(dir);
+    return rc;
+}

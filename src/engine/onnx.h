@@ -1,0 +1,32 @@
+/*
+ * onnx.h - ONNX ModelProto -> vf_graph. The only module that sees the protobuf-c types.
+ */
+#ifndef VIDFEAT_ONNX_H
+#define VIDFEAT_ONNX_H
+
+#include <stddef.h>
+
+#include "engine/graph.h"
+
+/* Deepest message nesting accepted in a model file (real CNN exports need about 6). */
+#define VF_ONNX_MAX_DEPTH 32
+/* Largest model file accepted (the protobuf format itself stops at 2 GiB). */
+#define VF_ONNX_MAX_FILE ((size_t)1 << 31)
+
+typedef struct vf_onnx_opts {
+    /* Input plane size to use when the model's input height/width are dynamic; when they are
+     * fixed and this is non-zero, it must match. */
+    int input_size;
+} vf_onnx_opts;
+
+/* Load an ONNX file. External-data files are resolved relative to the model's directory. On
+ * VF_OK *out is a graph whose input is [N, C, H, W] (an NHWC model input gets a transpose), whose
+ * output is the model's first graph output, and which holds only supported ops. Every error names
+ * the file and, where one is involved, the node. */
+vf_status vfi_onnx_load(const char *path, const vf_onnx_opts *opts, vf_graph **out, vf_err *err);
+
+/* The same from memory (the fuzz target); base_dir resolves external data, NULL forbids it. */
+vf_status vfi_onnx_load_mem(const void *data, size_t size, const char *base_dir,
+                            const vf_onnx_opts *opts, vf_graph **out, vf_err *err);
+
+#endif /* VIDFEAT_ONNX_H */

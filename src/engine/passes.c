@@ -1,0 +1,245 @@
+/*
+ * passes.c - rewrites of a loaded graph, each keeping the network's function: choose the output
+ * (and cut everything after it), cancel transposes that undo each other, fold zero padding and
+ * BatchNorm into convolutions, fuse activations into the producing Conv/Gemm. Single-threaded.
+ *
+ * A rewrite that makes a node unnecessary redirects that node's users and leaves the node in
+ * place; the final prune removes it with its constants. Node order stays topological throughout
+ * because nodes are only ever appended after their inputs.
+ */
+#include "engine/passes.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/mem.h"
+
+static void replace_uses(vf_graph *g, int from, int to)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        vf_node *n = &g->nodes[i];
+        for (int j = 0; j < n->n_inputs; j++) {
+            if (n->inputs[j] == from)
+                n->inputs[j] = to;
+        }
+    }
+    if (g->output == from)
+        g->output = to;
+}
+
+/* The node producing value v if it is a live node of kind op, else NULL. */
+static vf_node *producer_of(vf_graph *g, int v, vf_op op)
+{
+    int p = g->values[v].producer;
+    if (p < 0 || g->nodes[p].op != op)
+        return NULL;
+    return &g->nodes[p];
+}
+
+vf_status vfi_pass_set_output(vf_graph *g, int v, int pool_maps, int *pooled, vf_err *err)
+{
+    char name[600];
+    vf_status rc;
+    *pooled = 0;
+    if (v < 0 || v >= g->n_values || !g->values[v].is_batched)
+        return vfi_fail(err, VF_ERR_INVALID, "'%s' is not computed from the input",
+                        v >= 0 && v < g->n_values ? g->values[v].name : "?");
+    const vf_value *x = &g->values[v];
+    if (pool_maps && x->rank == 4 && x->dims[2] * x->dims[3] > 1) {
+        vf_pool_params p;
+        memset(&p, 0, sizeof(p));
+        p.kind = VF_POOL_AVG;
+        p.global = 1;
+        snprintf(name, sizeof(name), "%s/vidfeat_global_avg", x->name);
+        rc = vfi_graph_add_node(g, VF_OP_POOL, name, &v, 1, &p, name, &v, err);
+        if (rc < 0)
+            return rc;
+        *pooled = 1;
+        x = &g->values[v];
+    }
+    if (x->rank != 2) {
+        vf_value t;
+        memset(&t, 0, sizeof(t));
+        t.rank = 2;
+        t.dims[0] = 1;
+        t.dims[1] = vfi_value_sample_numel(x);
+        snprintf(name, sizeof(name), "%s/vidfeat_flatten", x->name);
+        rc = vfi_graph_add_node(g, VF_OP_RESHAPE, name, &v, 1, &t, name, &v, err);
+        if (rc < 0)
+            return rc;
+    }
+    g->output = v;
+    return vfi_graph_prune(g, err);
+}
+
+/* Transpose(Transpose(x)) that composes to the identity -> x. */
+static void cancel_transposes(vf_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        vf_node *t2 = &g->nodes[i];
+        if (t2->op != VF_OP_TRANSPOSE)
+            continue;
+        vf_node *t1 = producer_of(g, t2->inputs[0], VF_OP_TRANSPOSE);
+        if (!t1)
+            continue;
+        int rank = g->values[t2->output].rank, identity = 1;
+        for (int d = 0; d < rank; d++)
+            identity &= t1->p.perm[t2->p.perm[d]] == d;
+        if (identity)
+            replace_uses(g, t2->output, t1->inputs[0]);
+    }
+}
+
+/* Pad(value 0, spatial only) followed by Conv -> Conv with larger padding; followed by an
+ * average pool that has no padding of its own -> a pool counting the padding (what PyTorch's
+ * avg_pool2d(padding=1) exports as). */
+static vf_status fold_pads(vf_graph *g, vf_err *err)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        vf_node *c = &g->nodes[i];
+        vf_window *w = NULL;
+        if (c->op == VF_OP_CONV) {
+            w = &c->p.conv.win;
+        } else if (c->op == VF_OP_POOL && c->p.pool.kind == VF_POOL_AVG && !c->p.pool.global) {
+            const int *pp = c->p.pool.win.pads;
+            if (pp[0] || pp[1] || pp[2] || pp[3])
+                continue;
+            w = &c->p.pool.win;
+        } else {
+            continue;
+        }
+        vf_node *pad = producer_of(g, c->inputs[0], VF_OP_PAD);
+        if (!pad || pad->p.pad.value != 0.0f || g->values[pad->output].rank != 4 ||
+            pad->p.pad.begin[1] || pad->p.pad.end[1] || vfi_graph_count_uses(g, pad->output) != 1)
+            continue;
+        int fits = 1;
+        for (int a = 0; a < 2; a++) {
+            int64_t eff = (int64_t)(w->kernel[a] - 1) * w->dilation[a] + 1;
+            fits &= w->pads[a] + pad->p.pad.begin[2 + a] < eff &&
+                    w->pads[a + 2] + pad->p.pad.end[2 + a] < eff;
+        }
+        if (!fits)
+            continue;
+        for (int a = 0; a < 2; a++) {
+            w->pads[a] += (int)pad->p.pad.begin[2 + a];
+            w->pads[a + 2] += (int)pad->p.pad.end[2 + a];
+        }
+        if (c->op == VF_OP_POOL)
+            c->p.pool.count_include_pad = 1; /* the zeros were real elements */
+        c->inputs[0] = pad->inputs[0];
+        vf_status rc = vfi_graph_infer_node(g, i, err);
+        if (rc < 0)
+            return rc;
+    }
+    return VF_OK;
+}
+
+/* A per-channel affine conv (what BatchNormalization became): depthwise, 1x1, no padding. */
+static int is_channel_affine(const vf_graph *g, const vf_node *n)
+{
+    if (n->op != VF_OP_CONV || n->n_inputs != 3 || n->p.conv.act.kind != VF_ACT_NONE)
+        return 0;
+    const vf_window *w = &n->p.conv.win;
+    const vf_value *wv = &g->values[n->inputs[1]];
+    return n->p.conv.group == wv->dims[0] && wv->dims[1] == 1 && w->kernel[0] == 1 &&
+           w->kernel[1] == 1 && w->stride[0] == 1 && w->stride[1] == 1 && !w->pads[0] &&
+           !w->pads[1] && !w->pads[2] && !w->pads[3];
+}
+
+/* Conv followed by a channel affine -> one Conv with scaled weights and shifted bias. */
+static vf_status fold_affine(vf_graph *g, vf_err *err)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        vf_node *bn = &g->nodes[i];
+        if (!is_channel_affine(g, bn))
+            continue;
+        int ci = g->values[bn->inputs[0]].producer;
+        if (ci < 0 || g->nodes[ci].op != VF_OP_CONV ||
+            g->nodes[ci].p.conv.act.kind != VF_ACT_NONE ||
+            vfi_graph_count_uses(g, bn->inputs[0]) != 1)
+            continue;
+        vf_node *c = &g->nodes[ci];
+        int w_idx = c->inputs[1];
+        if (vfi_graph_count_uses(g, w_idx) != 1 ||
+            (c->n_inputs == 3 && vfi_graph_count_uses(g, c->inputs[2]) != 1))
+            continue; /* shared weights: leave them alone */
+        vf_value *w = &g->values[w_idx];
+        int64_t oc = w->dims[0], per = vfi_value_numel(w) / oc;
+        const float *a = g->values[bn->inputs[1]].data;
+        const float *s = g->values[bn->inputs[2]].data;
+        if (c->n_inputs == 2) {
+            /* Give the conv a zero bias to shift. */
+            float *zero = vfi_calloc((size_t)oc, sizeof(float));
+            if (!zero)
+                return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+            int *inputs = vfi_realloc(c->inputs, 3 * sizeof(int));
+            if (!inputs) {
+                vfi_free(zero);
+                return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+            }
+            c->inputs = inputs;
+            char name[600];
+            snprintf(name, sizeof(name), "%s/vidfeat_folded_bias", c->name);
+            int b_idx;
+            vf_status rc = vfi_graph_add_const(g, name, VF_DTYPE_F32, 1, &oc, zero, &b_idx, err);
+            if (rc < 0) {
+                vfi_free(zero);
+                return rc;
+            }
+            c = &g->nodes[ci];
+            bn = &g->nodes[i];
+            c->inputs[2] = b_idx;
+            c->n_inputs = 3;
+            w = &g->values[w_idx];
+            a = g->values[bn->inputs[1]].data;
+            s = g->values[bn->inputs[2]].data;
+        }
+        float *wd = w->data;
+        float *bd = g->values[c->inputs[2]].data;
+        for (int64_t o = 0; o < oc; o++) {
+            for (int64_t k = 0; k < per; k++)
+                wd[o * per + k] *= a[o];
+            bd[o] = bd[o] * a[o] + s[o];
+        }
+        replace_uses(g, bn->output, c->output);
+    }
+    return VF_OK;
+}
+
+/* Conv/Gemm followed by an activation -> the activation fused into the Conv/Gemm. */
+static void fuse_activations(vf_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        vf_node *a = &g->nodes[i];
+        if (a->op != VF_OP_ACT)
+            continue;
+        int pi = g->values[a->inputs[0]].producer;
+        if (pi < 0 || vfi_graph_count_uses(g, a->inputs[0]) != 1)
+            continue;
+        vf_node *p = &g->nodes[pi];
+        vf_act *slot = p->op == VF_OP_CONV ? &p->p.conv.act
+                       : p->op == VF_OP_FC ? &p->p.fc.act
+                                           : NULL;
+        if (!slot || slot->kind != VF_ACT_NONE)
+            continue;
+        *slot = a->p.act;
+        replace_uses(g, a->output, p->output);
+    }
+}
+
+vf_status vfi_pass_optimize(vf_graph *g, vf_err *err)
+{
+    cancel_transposes(g);
+    vf_status rc = fold_pads(g, err);
+    if (rc >= 0)
+        rc = vfi_graph_prune(g, err);
+    if (rc >= 0)
+        rc = fold_affine(g, err);
+    if (rc >= 0)
+        rc = vfi_graph_prune(g, err);
+    if (rc >= 0)
+        fuse_activations(g);
+    if (rc >= 0)
+        rc = vfi_graph_prune(g, err);
+    return rc;
+}

@@ -1,0 +1,762 @@
+/*
+ * decode.c - libavformat/libavcodec: open a file, pick its best video stream, run the
+ * send/receive loop on the codec's own threads, and sample as early as possible. Called on the
+ * pipeline's decode thread; owns the AVFormatContext, AVCodecContext and packet.
+ *
+ * Sampling skips work, not only frames: --keyframes never sends non-key packets to the decoder;
+ * --start seeks; sparse --fps sampling lets the decoder drop non-reference frames while the
+ * next wanted time is more than two frames away, and seeks when it is more than SEEK_MIN_GAP
+ * seconds away (once a seek fails to move forward, the file is read sequentially).
+ *
+ * Time: each frame's best-effort timestamp in the stream's time base (pts, stored raw) and t =
+ * pts x time base - the file's start time, which is the position `ffmpeg -ss t` seeks to.
+ * Frame index: the frame's ordinal in presentation order when every frame has been decoded from
+ * the start (every-frame, --every and --fps without seeking); after a seek or in keyframe mode,
+ * where skipped frames are never decoded, it is the nominal frame number round(t x frame rate).
+ */
+#include "media/decode.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/display.h>
+#include <libavutil/hwcontext.h>
+#include <libavutil/pixdesc.h>
+#include <libswscale/swscale.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+
+#define SEEK_MIN_GAP 4.0 /* seconds: below this, decoding through is cheaper than seeking */
+#define T_EPS        1e-6
+
+struct vf_hwdev {
+    AVBufferRef *ref; /* AVHWDeviceContext */
+    enum AVHWDeviceType type;
+    char name[16];
+};
+
+struct vf_decoder {
+    AVFormatContext *fmt;
+    AVCodecContext *dec;
+    AVPacket *pkt;
+    AVFrame *tmp;
+    AVFrame *sw;               /* a kept frame copied back from the device */
+    enum AVPixelFormat hw_fmt; /* the device's frame format; NONE: decoding on the CPU */
+    int hw_refused;            /* the device declined this stream (said once) */
+    AVRational tb;
+    int64_t origin; /* start time in the stream's time base */
+    vf_sampling s;
+    vf_video_meta meta;
+    int64_t decoded; /* frames out of the decoder */
+    int64_t errors;  /* packets the decoder rejected */
+    int64_t kept;
+    int64_t window_first; /* ordinal of the first frame inside the window (for --every) */
+    int64_t last_pts;
+    double next_t;   /* --fps: the next wanted time */
+    int index_exact; /* no seek has happened */
+    int can_seek;
+    int flushing; /* the demuxer is exhausted; the decoder is being drained */
+    int done;
+    int read_error; /* AVERROR from av_read_frame other than EOF */
+    int pending;    /* d->pkt holds a packet the decoder refused with EAGAIN */
+    vf_decode_opts o;
+    double deadline;  /* monotonic seconds by which a frame must come; 0 = no watchdog */
+    int stalled;      /* the interrupt callback fired on the deadline */
+    int seeked;       /* a seek happened since the last decoded frame */
+    double seek_from; /* t of the last frame before that seek */
+    /* A FIFO, socket or device is read through our own non-blocking I/O, so that a source with
+     * no data at all can still be abandoned (watchdog) or cancelled: FFmpeg's file protocol
+     * would sit in read(2). -1 for regular files. */
+    int fd;
+    int got_bytes;
+    AVIOContext *pb;
+};
+
+#define PIPE_IO_BUFFER 65536
+#define PIPE_POLL_MS   100
+
+/* FFmpeg's own messages (concealed errors, deprecation notes) go to our log at debug level:
+ * every failure that matters is reported by vidfeat itself, once, naming the file. */
+/* FFmpeg's last error message on this thread: opening a file runs the demuxer on the calling
+ * thread, and when it fails its log line ("Picture size 60000x60000 is invalid") says far more
+ * than the error code it returns (which for that case reads "Device or resource busy"). A
+ * thread-local diagnostic, not shared state: each decode thread sees only its own. */
+static _Thread_local char last_av_error[256];
+
+static void av_log_bridge(void *avcl, int level, const char *fmt, va_list ap)
+{
+    (void)avcl;
+    if (level > AV_LOG_WARNING)
+        return;
+    char line[1024];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    size_t n = strlen(line);
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        line[--n] = '\0';
+    if (n && level <= AV_LOG_ERROR) {
+        size_t k = n < sizeof(last_av_error) - 1 ? n : sizeof(last_av_error) - 1; /* truncate */
+        memcpy(last_av_error, line, k);
+        last_av_error[k] = '\0';
+    }
+    if (n)
+        vfi_log(VF_LOG_DEBUG, "ffmpeg", "%s", line);
+}
+
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+
+static void install_log_bridge(void)
+{
+    av_log_set_callback(av_log_bridge);
+}
+
+static const char *av_err(int code, char *buf, size_t size)
+{
+    av_strerror(code, buf, size);
+    return buf;
+}
+
+vf_status vfi_frame_init(vf_frame *f)
+{
+    memset(f, 0, sizeof(*f));
+    f->av = av_frame_alloc();
+    return f->av ? VF_OK : VF_ERR_NOMEM;
+}
+
+void vfi_frame_release(vf_frame *f)
+{
+    if (f && f->av)
+        av_frame_unref(f->av);
+}
+
+void vfi_frame_destroy(vf_frame *f)
+{
+    if (!f)
+        return;
+    AVFrame *av = f->av;
+    av_frame_free(&av);
+    f->av = NULL;
+}
+
+void vfi_decoder_free(vf_decoder **pd)
+{
+    vf_decoder *d = pd ? *pd : NULL;
+    if (!d)
+        return;
+    avcodec_free_context(&d->dec);
+    avformat_close_input(&d->fmt);
+    if (d->pb) { /* ours, not FFmpeg's: AVFMT_FLAG_CUSTOM_IO */
+        av_freep(&d->pb->buffer);
+        avio_context_free(&d->pb);
+    }
+    if (d->fd >= 0)
+        close(d->fd);
+    av_packet_free(&d->pkt);
+    av_frame_free(&d->tmp);
+    av_frame_free(&d->sw);
+    vfi_free(d);
+    *pd = NULL;
+}
+
+vf_status vfi_hwdev_open(const char *type, vf_hwdev **out, vf_err *err)
+{
+    char eb[AV_ERROR_MAX_STRING_SIZE];
+    pthread_once(&log_once, install_log_bridge);
+    enum AVHWDeviceType t = av_hwdevice_find_type_by_name(type);
+    if (t == AV_HWDEVICE_TYPE_NONE) {
+        char known[256] = "";
+        size_t n = 0;
+        for (enum AVHWDeviceType k = av_hwdevice_iterate_types(AV_HWDEVICE_TYPE_NONE);
+             k != AV_HWDEVICE_TYPE_NONE && n < sizeof(known); k = av_hwdevice_iterate_types(k))
+            n += (size_t)snprintf(known + n, sizeof(known) - n, "%s%s", n ? ", " : "",
+                                  av_hwdevice_get_type_name(k));
+        return vfi_fail(err, VF_ERR_INVALID, "unknown hardware decoder '%s' (this FFmpeg has: %s)",
+                        type, n ? known : "none");
+    }
+    vf_hwdev *dev = vfi_calloc(1, sizeof(*dev));
+    if (!dev)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    dev->type = t;
+    snprintf(dev->name, sizeof(dev->name), "%s", av_hwdevice_get_type_name(t));
+    last_av_error[0] = '\0';
+    /* CUDA: FFmpeg makes a context of its own unless told to take the device's primary context,
+     * the one the CUDA runtime (the GPU backend) uses; device memory is per context. */
+    AVDictionary *opts = NULL;
+    if (t == AV_HWDEVICE_TYPE_CUDA && av_dict_set(&opts, "primary_ctx", "1", 0) < 0) {
+        vfi_free(dev);
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    int ret = av_hwdevice_ctx_create(&dev->ref, t, NULL, opts, 0);
+    av_dict_free(&opts);
+    if (ret < 0) {
+        /* FFmpeg's log line names the cause ("Cannot load libcuda.so.1"); the code rarely does */
+        vf_status rc =
+            vfi_fail(err, VF_ERR_NO_DEVICE, "cannot open a %s device for decoding: %s", dev->name,
+                     last_av_error[0] ? last_av_error : av_err(ret, eb, sizeof(eb)));
+        vfi_free(dev);
+        return rc;
+    }
+    *out = dev;
+    return VF_OK;
+}
+
+void vfi_hwdev_free(vf_hwdev **pdev)
+{
+    vf_hwdev *dev = pdev ? *pdev : NULL;
+    if (!dev)
+        return;
+    av_buffer_unref(&dev->ref);
+    vfi_free(dev);
+    *pdev = NULL;
+}
+
+/* The pixel format this codec's decoder gives frames in on a device of this type; NONE when
+ * this FFmpeg cannot decode the codec there. */
+static enum AVPixelFormat hw_format(const AVCodec *codec, enum AVHWDeviceType type)
+{
+    for (int i = 0;; i++) {
+        const AVCodecHWConfig *c = avcodec_get_hw_config(codec, i);
+        if (!c)
+            return AV_PIX_FMT_NONE;
+        if ((c->methods & AV_CODEC_HW_CONFIG_METHOD_HW_DEVICE_CTX) && c->device_type == type)
+            return c->pix_fmt;
+    }
+}
+
+/* get_format: the device's format when the decoder offers it (it does not for a profile, bit
+ * depth or size the device cannot decode), else the first software one: the CPU decodes. */
+static enum AVPixelFormat pick_format(AVCodecContext *c, const enum AVPixelFormat *fmts)
+{
+    vf_decoder *d = c->opaque;
+    for (const enum AVPixelFormat *p = fmts; *p != AV_PIX_FMT_NONE; p++)
+        if (*p == d->hw_fmt)
+            return *p;
+    for (const enum AVPixelFormat *p = fmts; *p != AV_PIX_FMT_NONE; p++) {
+        const AVPixFmtDescriptor *desc = av_pix_fmt_desc_get(*p);
+        if (desc && !(desc->flags & AV_PIX_FMT_FLAG_HWACCEL)) {
+            if (!d->hw_refused)
+                vfi_log(VF_LOG_INFO, "decode",
+                        "%s: the %s device cannot decode this %s stream (%s): decoding on the CPU",
+                        d->fmt->url, d->o.hw->name, d->meta.codec, desc->name);
+            d->hw_refused = 1;
+            return *p;
+        }
+    }
+    return AV_PIX_FMT_NONE;
+}
+
+/* Replace the device picture in f by its copy in system memory, with its properties, through
+ * scratch; f is left empty on failure. */
+static int copy_back(AVFrame *f, AVFrame *scratch)
+{
+    av_frame_unref(scratch);
+    int ret = av_hwframe_transfer_data(scratch, f, 0);
+    if (ret >= 0)
+        ret = av_frame_copy_props(scratch, f);
+    av_frame_unref(f);
+    if (ret < 0) {
+        av_frame_unref(scratch);
+        return ret;
+    }
+    av_frame_move_ref(f, scratch);
+    return 0;
+}
+
+/* Replace the device frame in d->tmp by its copy in system memory. */
+static vf_status download(vf_decoder *d, vf_err *err)
+{
+    char eb[AV_ERROR_MAX_STRING_SIZE];
+    int ret = copy_back(d->tmp, d->sw);
+    if (ret < 0)
+        return vfi_fail(err, VF_ERR_DECODE, "copying a frame from the %s device: %s", d->o.hw->name,
+                        av_err(ret, eb, sizeof(eb)));
+    return VF_OK;
+}
+
+int vfi_frame_on_device(const vf_frame *f)
+{
+    return f->av && ((const AVFrame *)f->av)->hw_frames_ctx != NULL;
+}
+
+vf_status vfi_frame_download(vf_frame *f, vf_err *err)
+{
+    char eb[AV_ERROR_MAX_STRING_SIZE];
+    if (!vfi_frame_on_device(f))
+        return VF_OK;
+    AVFrame *scratch = av_frame_alloc();
+    if (!scratch)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    int ret = copy_back(f->av, scratch);
+    av_frame_free(&scratch);
+    if (ret < 0)
+        return vfi_fail(err, VF_ERR_DECODE, "copying a frame from the device: %s",
+                        av_err(ret, eb, sizeof(eb)));
+    return VF_OK;
+}
+
+const vf_video_meta *vfi_decoder_meta(const vf_decoder *d)
+{
+    return &d->meta;
+}
+
+void vfi_decoder_counts(const vf_decoder *d, int64_t *decoded, int64_t *errors)
+{
+    *decoded = d->decoded;
+    *errors = d->errors;
+}
+
+/* Clockwise rotation that makes the picture upright, from the display matrix. */
+static int stream_rotation(const AVStream *st)
+{
+    const uint8_t *m = av_stream_get_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, NULL);
+    if (!m)
+        return 0;
+    double theta = -av_display_rotation_get((const int32_t *)m);
+    if (isnan(theta))
+        return 0;
+    int r = (int)lround(theta / 90.0) * 90 % 360;
+    return r < 0 ? r + 360 : r;
+}
+
+static vf_status seek_to(vf_decoder *d, double t, vf_err *err)
+{
+    int64_t ts = d->origin + (int64_t)llround(t / av_q2d(d->tb));
+    int ret = av_seek_frame(d->fmt, d->meta.stream_index, ts, AVSEEK_FLAG_BACKWARD);
+    if (ret < 0) {
+        d->can_seek = 0; /* read through instead */
+        return VF_OK;
+    }
+    (void)err;
+    avcodec_flush_buffers(d->dec);
+    d->index_exact = 0;
+    d->flushing = 0;
+    return VF_OK;
+}
+
+/* FFmpeg's I/O checks this between reads, and pipe_read between polls: a cancel or a passed
+ * deadline stops a source that trickles data or sends none. */
+static int interrupt_cb(void *opaque)
+{
+    vf_decoder *d = opaque;
+    if (d->o.cancel && atomic_load(d->o.cancel))
+        return 1;
+    if (d->deadline > 0 && vfi_now_s() > d->deadline) {
+        d->stalled = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* AVIOContext read callback for non-regular files: wait for data in short polls, checking the
+ * cancel flag and the watchdog between them. A FIFO whose writer has not opened it yet reads
+ * as end of file: before the first byte that means "wait", after it the end. */
+static int pipe_read(void *opaque, uint8_t *buf, int size)
+{
+    vf_decoder *d = opaque;
+    for (;;) {
+        if (interrupt_cb(d))
+            return AVERROR_EXIT;
+        ssize_t n = read(d->fd, buf, (size_t)size);
+        if (n > 0) {
+            d->got_bytes = 1;
+            return (int)n;
+        }
+        if (n == 0 && d->got_bytes)
+            return AVERROR_EOF;
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+            return AVERROR(errno);
+        if (n == 0) { /* no writer yet: poll() would report a hang-up at once */
+            struct timespec ts = {0, PIPE_POLL_MS * 1000000L};
+            nanosleep(&ts, NULL);
+        } else {
+            struct pollfd pfd = {d->fd, POLLIN, 0};
+            poll(&pfd, 1, PIPE_POLL_MS);
+        }
+    }
+}
+
+/* For a path that is not a regular file, open it ourselves, non-blocking, and give the format
+ * context an AVIOContext reading through pipe_read. Regular files keep FFmpeg's own I/O. */
+static vf_status open_pipe_io(vf_decoder *d, const char *path, vf_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+        return VF_OK;
+    d->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (d->fd < 0)
+        return vfi_fail(err, errno == ENOENT || errno == EACCES ? VF_ERR_IO : VF_ERR_DECODE, "%s",
+                        strerror(errno));
+    uint8_t *buf = av_malloc(PIPE_IO_BUFFER);
+    if (buf)
+        d->pb = avio_alloc_context(buf, PIPE_IO_BUFFER, 0, d, pipe_read, NULL, NULL);
+    if (!d->pb) {
+        av_free(buf);
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    d->fmt->pb = d->pb;
+    return VF_OK;
+}
+
+static void rearm(vf_decoder *d)
+{
+    d->deadline = d->o.stall_timeout > 0 ? vfi_now_s() + d->o.stall_timeout : 0;
+}
+
+vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
+                           const vf_decode_opts *opts, vf_decoder **out, vf_err *err)
+{
+    char eb[AV_ERROR_MAX_STRING_SIZE];
+    vf_status rc = VF_OK;
+    pthread_once(&log_once, install_log_bridge);
+    vf_decoder *d = vfi_calloc(1, sizeof(*d));
+    if (!d)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    d->s = *sampling;
+    if (opts)
+        d->o = *opts;
+    if (d->s.every < 1)
+        d->s.every = 1;
+    rearm(d);
+    d->index_exact = 1;
+    d->fd = -1;
+    d->last_pts = AV_NOPTS_VALUE;
+    d->window_first = -1;
+
+    d->fmt = avformat_alloc_context();
+    if (!d->fmt) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    d->fmt->interrupt_callback.callback = interrupt_cb;
+    d->fmt->interrupt_callback.opaque = d;
+    if ((rc = open_pipe_io(d, path, err)) < 0)
+        goto fail;
+    last_av_error[0] = '\0';
+    int ret = avformat_open_input(&d->fmt, path, NULL, NULL);
+    if (ret < 0 && d->stalled) {
+        rc = vfi_fail(err, VF_ERR_DECODE, "stalled: nothing could be read for %g s",
+                      d->o.stall_timeout);
+        goto fail;
+    }
+    if (ret < 0) {
+        rc = vfi_fail(
+            err, ret == AVERROR(ENOENT) || ret == AVERROR(EACCES) ? VF_ERR_IO : VF_ERR_DECODE, "%s",
+            ret == AVERROR_INVALIDDATA ? "not a media file FFmpeg can read"
+            : last_av_error[0]         ? last_av_error
+                                       : av_err(ret, eb, sizeof(eb)));
+        goto fail;
+    }
+    ret = avformat_find_stream_info(d->fmt, NULL);
+    if (ret < 0) {
+        rc = vfi_fail(err, VF_ERR_DECODE, "cannot read stream info: %s",
+                      last_av_error[0] ? last_av_error : av_err(ret, eb, sizeof(eb)));
+        goto fail;
+    }
+    const AVCodec *codec = NULL;
+    for (unsigned i = 0; i < d->fmt->nb_streams; i++) {
+        const AVStream *st = d->fmt->streams[i];
+        d->meta.n_video_streams += st->codecpar->codec_type == AVMEDIA_TYPE_VIDEO &&
+                                   !(st->disposition & AV_DISPOSITION_ATTACHED_PIC);
+    }
+    int si = av_find_best_stream(d->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    if (si >= 0 && (d->fmt->streams[si]->disposition & AV_DISPOSITION_ATTACHED_PIC) &&
+        d->meta.n_video_streams == 0)
+        si = AVERROR_STREAM_NOT_FOUND; /* cover art of an audio file is not a video */
+    if (si == AVERROR_STREAM_NOT_FOUND || d->meta.n_video_streams == 0) {
+        rc = vfi_fail(err, VF_ERR_DECODE, "no video stream (%u stream%s, none of them video)",
+                      d->fmt->nb_streams, d->fmt->nb_streams == 1 ? "" : "s");
+        goto fail;
+    }
+    if (si < 0 || !codec) {
+        const AVStream *st = d->fmt->streams[si >= 0 ? si : 0];
+        const AVCodecParameters *par = st->codecpar;
+        char tag[AV_FOURCC_MAX_STRING_SIZE] = "";
+        if (par->codec_tag)
+            av_fourcc_make_string(tag, par->codec_tag);
+        if (par->codec_id == AV_CODEC_ID_NONE)
+            rc = vfi_fail(err, VF_ERR_UNSUPPORTED, "unsupported video codec%s%s%s",
+                          tag[0] ? " (FourCC '" : " (unknown to FFmpeg)", tag, tag[0] ? "')" : "");
+        else
+            rc = vfi_fail(err, VF_ERR_UNSUPPORTED,
+                          "unsupported video codec: this FFmpeg has no decoder for %s",
+                          avcodec_get_name(par->codec_id));
+        goto fail;
+    }
+    AVStream *st = d->fmt->streams[si];
+    for (unsigned i = 0; i < d->fmt->nb_streams; i++)
+        d->fmt->streams[i]->discard = (int)i == si ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
+    d->dec = avcodec_alloc_context3(codec);
+    d->pkt = av_packet_alloc();
+    d->tmp = av_frame_alloc();
+    if (!d->dec || !d->pkt || !d->tmp) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    snprintf(d->meta.codec, sizeof(d->meta.codec), "%s", codec->name);
+    d->hw_fmt = d->o.hw ? hw_format(codec, d->o.hw->type) : AV_PIX_FMT_NONE;
+    if (d->o.hw && d->hw_fmt == AV_PIX_FMT_NONE)
+        vfi_log(VF_LOG_INFO, "decode",
+                "%s: this FFmpeg cannot decode %s on %s: decoding on the CPU", path, codec->name,
+                d->o.hw->name);
+    if (d->hw_fmt != AV_PIX_FMT_NONE && !(d->sw = av_frame_alloc())) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    ret = avcodec_parameters_to_context(d->dec, st->codecpar);
+    if (ret >= 0 && d->hw_fmt != AV_PIX_FMT_NONE) {
+        d->dec->opaque = d;
+        d->dec->get_format = pick_format;
+        if (!(d->dec->hw_device_ctx = av_buffer_ref(d->o.hw->ref)))
+            ret = AVERROR(ENOMEM);
+    }
+    if (ret >= 0) {
+        d->dec->thread_count = d->o.threads;
+        /* the device decodes one frame at a time; frame threads would only hold more of its
+         * surfaces */
+        d->dec->thread_type =
+            d->hw_fmt != AV_PIX_FMT_NONE ? FF_THREAD_SLICE : FF_THREAD_FRAME | FF_THREAD_SLICE;
+        d->dec->pkt_timebase = st->time_base;
+        if (d->s.keyframes)
+            d->dec->skip_frame = AVDISCARD_NONKEY;
+        ret = avcodec_open2(d->dec, codec, NULL);
+    }
+    if (ret < 0) {
+        rc = vfi_fail(err, VF_ERR_DECODE, "cannot open the %s decoder: %s", codec->name,
+                      av_err(ret, eb, sizeof(eb)));
+        goto fail;
+    }
+    if (st->codecpar->width < 1 || st->codecpar->height < 1 || st->codecpar->width > 32768 ||
+        st->codecpar->height > 32768) {
+        rc = vfi_fail(err, VF_ERR_DECODE, "unusable frame size %dx%d", st->codecpar->width,
+                      st->codecpar->height);
+        goto fail;
+    }
+
+    d->tb = st->time_base;
+    int64_t fmt_start = d->fmt->start_time;
+    if (fmt_start != AV_NOPTS_VALUE)
+        d->origin = av_rescale_q(fmt_start, AV_TIME_BASE_Q, d->tb);
+    else if (st->start_time != AV_NOPTS_VALUE)
+        d->origin = st->start_time;
+    d->can_seek = d->fmt->pb ? (d->fmt->pb->seekable & AVIO_SEEKABLE_NORMAL) != 0 : 0;
+
+    vf_video_meta *m = &d->meta;
+    m->width = st->codecpar->width;
+    m->height = st->codecpar->height;
+    m->rotation = stream_rotation(st);
+    m->stream_index = si;
+    const char *pf = av_get_pix_fmt_name((enum AVPixelFormat)st->codecpar->format);
+    snprintf(m->pix_fmt, sizeof(m->pix_fmt), "%s", pf ? pf : "unknown");
+    AVRational fr =
+        st->avg_frame_rate.num && st->avg_frame_rate.den ? st->avg_frame_rate : st->r_frame_rate;
+    m->frame_rate = fr.num && fr.den ? av_q2d(fr) : 0.0;
+    m->duration = d->fmt->duration != AV_NOPTS_VALUE ? d->fmt->duration / (double)AV_TIME_BASE
+                  : st->duration != AV_NOPTS_VALUE   ? st->duration * av_q2d(d->tb)
+                                                     : 0.0;
+    m->nb_frames = st->nb_frames > 0 ? st->nb_frames : 0;
+    m->start_time = d->origin * av_q2d(d->tb);
+
+    d->next_t = d->s.start;
+    if (d->s.start > 0.0 && d->can_seek) {
+        rc = seek_to(d, d->s.start, err);
+        if (rc < 0)
+            goto fail;
+    }
+    *out = d;
+    return VF_OK;
+fail:
+    vfi_decoder_free(&d);
+    return rc;
+}
+
+/* Decide whether the decoded frame in d->tmp is wanted; 1 keep, 0 drop, -1 past the window. */
+static int sample(vf_decoder *d, double t, int64_t ordinal)
+{
+    const vf_sampling *s = &d->s;
+    if (t < s->start - T_EPS)
+        return 0;
+    if (s->duration > 0.0 && t >= s->start + s->duration - T_EPS)
+        return -1;
+    if (d->window_first < 0)
+        d->window_first = ordinal;
+    if (s->keyframes)
+        return 1;
+    if (s->every > 1 && (ordinal - d->window_first) % s->every)
+        return 0;
+    if (s->fps > 0.0) {
+        if (t < d->next_t - T_EPS)
+            return 0;
+        double slot = floor((t - s->start) * s->fps + T_EPS);
+        d->next_t = s->start + (slot + 1.0) / s->fps;
+    }
+    return 1;
+}
+
+/* Between samples: let the decoder skip what cannot be needed, or seek far ahead. */
+static void plan_skip(vf_decoder *d, double t)
+{
+    if (d->s.fps <= 0.0 || d->s.keyframes)
+        return;
+    double gap = d->next_t - t;
+    double frame = d->meta.frame_rate > 0 ? 1.0 / d->meta.frame_rate : 0.04;
+    /* Packets sent now come out a few frames later (reordering, frame threads): stop skipping
+     * that many frames before the wanted one, or it could be dropped itself. */
+    int delay = 4 + (d->dec->thread_count > 1 ? d->dec->thread_count : 1);
+    d->dec->skip_frame = gap > delay * frame ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
+    if (gap > SEEK_MIN_GAP && d->can_seek) {
+        seek_to(d, d->next_t, NULL);
+        d->seeked = 1;
+        d->seek_from = t; /* checked against the first frame after the seek */
+    }
+}
+
+vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
+{
+    char eb[AV_ERROR_MAX_STRING_SIZE];
+    for (;;) {
+        if (d->done)
+            return VF_EOF;
+        if (d->o.cancel && atomic_load(d->o.cancel)) {
+            d->done = 1;
+            return vfi_fail(err, VF_ERR_CANCELLED, "cancelled");
+        }
+        if (d->stalled || (d->deadline > 0 && vfi_now_s() > d->deadline)) {
+            d->done = 1;
+            return vfi_fail(err, VF_ERR_DECODE,
+                            "stalled: no frame decoded for %g s (after %lld frames)",
+                            d->o.stall_timeout, (long long)d->decoded);
+        }
+        int ret = avcodec_receive_frame(d->dec, d->tmp);
+        if (ret >= 0) {
+            rearm(d);
+            int64_t pts = d->tmp->best_effort_timestamp;
+            if (pts == AV_NOPTS_VALUE)
+                pts = d->last_pts == AV_NOPTS_VALUE
+                          ? d->origin
+                          : d->last_pts + (d->tmp->pkt_duration > 0 ? d->tmp->pkt_duration : 1);
+            double t = (pts - d->origin) * av_q2d(d->tb);
+            if (d->seeked) {
+                /* A seek that did not move forward (a sparse key frame behind us) would loop:
+                 * read the rest of this file sequentially. */
+                d->seeked = 0;
+                if (t <= d->seek_from + T_EPS)
+                    d->can_seek = 0;
+            }
+            d->last_pts = pts;
+            int64_t ordinal = d->decoded++;
+            int64_t index = d->index_exact || d->meta.frame_rate <= 0
+                                ? ordinal
+                                : (int64_t)llround(t * d->meta.frame_rate);
+            if (d->s.keyframes && d->meta.frame_rate > 0)
+                index = (int64_t)llround(t * d->meta.frame_rate);
+            int keep = sample(d, t, ordinal);
+            if (keep < 0) {
+                av_frame_unref(d->tmp);
+                d->done = 1;
+                return VF_EOF;
+            }
+            if (!keep) {
+                av_frame_unref(d->tmp);
+                plan_skip(d, t);
+                continue;
+            }
+            if (d->hw_fmt != AV_PIX_FMT_NONE && d->tmp->format == d->hw_fmt) {
+                vf_status rc = d->o.keep_on_device ? VF_OK : download(d, err);
+                if (rc < 0) {
+                    d->done = 1;
+                    return rc;
+                }
+                snprintf(d->meta.hwdec, sizeof(d->meta.hwdec), "%s", d->o.hw->name);
+            }
+            av_frame_unref(f->av);
+            av_frame_move_ref(f->av, d->tmp);
+            f->pts = pts;
+            f->t = t;
+            f->index = index;
+            d->kept++;
+            if (d->s.max_frames > 0 && d->kept >= d->s.max_frames)
+                d->done = 1;
+            plan_skip(d, t);
+            return VF_OK;
+        }
+        if (ret == AVERROR_EOF) {
+            d->done = 1;
+            if (d->read_error)
+                return vfi_fail(err, VF_ERR_DECODE, "read error after %lld frames: %s",
+                                (long long)d->decoded, av_err(d->read_error, eb, sizeof(eb)));
+            if (d->decoded == 0)
+                return vfi_fail(err, VF_ERR_DECODE, "no frame could be decoded%s",
+                                d->errors ? " (corrupt data)" : "");
+            return VF_EOF;
+        }
+        if (ret != AVERROR(EAGAIN))
+            return vfi_fail(err, VF_ERR_DECODE, "decoding failed after %lld frames: %s",
+                            (long long)d->decoded, av_err(ret, eb, sizeof(eb)));
+        if (d->flushing)
+            return vfi_fail(err, VF_ERR_INTERNAL, "decoder wants input after flush");
+        if (d->pending) {
+            ret = avcodec_send_packet(d->dec, d->pkt);
+            if (ret == AVERROR(EAGAIN))
+                return vfi_fail(err, VF_ERR_INTERNAL, "decoder neither takes nor gives");
+            d->pending = 0;
+            av_packet_unref(d->pkt);
+            d->errors += ret < 0;
+            continue;
+        }
+        ret = av_read_frame(d->fmt, d->pkt);
+        if (ret == AVERROR_EXIT)
+            continue; /* interrupted: the checks at the top of the loop say why */
+        if (ret < 0) {
+            if (ret != AVERROR_EOF && ret != AVERROR(EAGAIN))
+                d->read_error = ret;
+            d->flushing = 1;
+            avcodec_send_packet(d->dec, NULL);
+            continue;
+        }
+        if (d->pkt->stream_index != d->meta.stream_index ||
+            (d->s.keyframes && !(d->pkt->flags & AV_PKT_FLAG_KEY))) {
+            av_packet_unref(d->pkt);
+            continue;
+        }
+        ret = avcodec_send_packet(d->dec, d->pkt);
+        if (ret == AVERROR(EAGAIN)) {
+            d->pending = 1; /* receive first, then send it again */
+            continue;
+        }
+        av_packet_unref(d->pkt);
+        if (ret < 0)
+            d->errors++; /* a corrupt packet: FFmpeg conceals what it can; keep going */
+    }
+}
+
+int vfi_decode_probe(const char *path)
+{
+    pthread_once(&log_once, install_log_bridge);
+    AVFormatContext *fmt = NULL;
+    if (avformat_open_input(&fmt, path, NULL, NULL) < 0)
+        return 0;
+    int ok = avformat_find_stream_info(fmt, NULL) >= 0 &&
+             av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0) >= 0;
+    avformat_close_input(&fmt);
+    return ok;
+}
+
+void vfi_decode_versions(char *buf, size_t size)
+{
+    unsigned f = avformat_version(), c = avcodec_version(), s = swscale_version();
+    snprintf(buf, size, "libavformat %u.%u.%u, libavcodec %u.%u.%u, libswscale %u.%u.%u", f >> 16,
+             (f >> 8) & 255, f & 255, c >> 16, (c >> 8) & 255, c & 255, s >> 16, (s >> 8) & 255,
+             s & 255);
+}

@@ -1,0 +1,49 @@
+/*
+ * about.c - what this build of the library has: its backends (and their libraries' versions),
+ * whether CUDA is in, the decoding and database libraries. Here, on top, because it asks every
+ * layer below.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "media/decode.h"
+#include "store/store_sqlite.h"
+#include "vidfeat.h"
+
+int vf_has_feature(const char *name)
+{
+    const vf_backend_ops *const *list;
+    size_t n = vfi_backend_list(&list);
+    if (!name)
+        return 0;
+    if (!strcmp(name, "bf16"))
+        return 1; /* the dnnl backend is always built */
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(list[i]->name, name))
+            return 1;
+    }
+    return 0;
+}
+
+char *vf_build_info(char *buf, size_t size)
+{
+    const vf_backend_ops *const *list;
+    size_t n = vfi_backend_list(&list), len = 0;
+    if (!buf || !size)
+        return buf;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && len < size; i++) {
+        char lib[160] = "built in";
+        if (list[i]->library_version)
+            list[i]->library_version(lib, sizeof(lib));
+        len += (size_t)snprintf(buf + len, size - len, "backend %s: %s (%s)\n", list[i]->name,
+                                list[i]->description, lib);
+    }
+    char av[256];
+    vfi_decode_versions(av, sizeof(av));
+    if (len < size)
+        snprintf(buf + len, size - len, "cuda: %s\ndecode: %s\nsqlite: %s\n",
+                 vf_has_feature("cuda") ? "yes" : "no", av, vfi_store_version());
+    return buf;
+}

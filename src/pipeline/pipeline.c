@@ -1,0 +1,1313 @@
+/*
+ * pipeline.c - the extraction pipeline: the only code that knows how the stages are wired.
+ *
+ *     lane 0:  [decode] --q_frames--> [convert] --+
+ *     lane 1:  [decode] --q_frames--> [convert] --+--q_batches--> [infer] --q_done--> [store]
+ *     ...      decoder_next           workers    |                backend run   SQLite / hooks,
+ *              (codec threads)        (q_jobs)   +                              batch -> free pool
+ *
+ * A lane decodes one file at a time and takes the next file of the list when it is done (one
+ * lane by default on the CPU, several for a GPU that one decoder cannot feed); its convert
+ * thread fills batches with its own files only, so a file's frames stay together and in order.
+ * Stages talk only through bounded queues (queue.c), so memory is fixed by the pools: per lane
+ * FRAME_POOL decoded frames plus one per convert worker, and queue_depth + 2 + lanes batch
+ * inputs, whatever the video length. A convert thread hands each frame, with its row, to one of
+ * n_conv workers (q_jobs, shared by the lanes) that convert in parallel: on the host (yuvconv or
+ * libswscale) into a host batch, or by the backend where it converts frames (a GPU: the kernel
+ * writes the batch in device memory, from uploaded planes or NVDEC's frame where it is); a batch
+ * leaves once its rows are all converted. Besides frames and batches, per-file events travel the
+ * same queues in order: BEGIN (stream facts), END (outcome, each stage adding its busy time) and
+ * SKIP (already in the database). Batches fill across file boundaries, the events riding in
+ * them as ordered markers, so only the last batch of each lane is short; infer and store keep
+ * their per-file state per lane.
+ * no_overlap (the per-frame baseline, one lane): q_tokens holds batch_size tokens; decode takes
+ * one per frame and the store gives them back once the batch is stored, so one batch at a time
+ * moves through the stages.
+ *
+ * Startup: pools and queues are made, files already done are marked (calling thread, which
+ * owns the store until the threads start), then the threads start.
+ * Normal shutdown: a lane's decode closes its q_frames after the list runs out; its convert
+ * thread drains it and sends its last batch; the last lane to finish closes q_jobs and
+ * q_batches; infer and store drain theirs and exit; run() joins them all.
+ * Failure and cancel: a fatal error (backend, database, a hook asking to stop, or
+ * vf_pipeline_cancel) records the first error under a mutex and cancels every queue and the
+ * backend (which stops between layers); every stage wakes with VF_ERR_CANCELLED and exits.
+ * Frames, batches and events are owned by the pipeline's arrays/lists whatever queue they are
+ * in, and freed at the end of run(). The store commits one transaction per batch, so what was
+ * written before a cancel stays, and an unfinished file is left 'running' or marked 'failed',
+ * never 'done'.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/extractor.h"
+#include "media/decode.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/path.h"
+#include "pipeline/pipeline.h"
+#include "media/preprocess.h"
+#include "core/queue.h"
+#include "core/sha256.h"
+#include "store/store_sqlite.h"
+
+#define FRAME_POOL          8
+#define MAX_CONVERT_THREADS 64
+#define MAX_LANES           16 /* files decoded at once */
+#define GPU_LANES           4  /* by default for a GPU network: NVDEC decodes several at once */
+/* Events a batch carries before it is sent on, full or not (many failing files in a row). */
+#define MAX_MARKS           32
+#define DEFAULT_QUEUE_DEPTH 2
+#define HASH_SPAN           65536 /* bytes from each end of a file in its content hash */
+
+enum item_kind { ITEM_FRAME, ITEM_BATCH, ITEM_BEGIN, ITEM_END, ITEM_SKIP };
+
+typedef struct item {
+    enum item_kind kind;
+    int file;
+} item;
+
+struct batch_item;
+
+struct lane;
+
+typedef struct frame_item {
+    item hdr;
+    struct lane *lane; /* whose pool it belongs to */
+    vf_frame f;
+    /* the conversion job, set by the convert thread for a worker */
+    struct batch_item *b;
+    int slot;
+    int rotation;
+} frame_item;
+
+struct event_item;
+
+/* A per-file event riding in a batch: handled by the store after the rows before `pos`. */
+typedef struct marker {
+    int pos;
+    struct event_item *event;
+} marker;
+
+typedef struct batch_item {
+    item hdr;
+    int lane; /* the lane that filled it: all its rows and events are that lane's files */
+    int n;
+    void *images;    /* batch x 3 x S x S floats: the backend's batch input (host or device) */
+    float *features; /* batch x dim */
+    int64_t *index, *pts;
+    double *t;
+    int *file; /* per row: index into the path list */
+    marker marks[MAX_MARKS];
+    int n_marks;
+    /* Conversion: rows [settled, n) were handed to the workers since the batch was last
+     * settled; pending of them are not done. Under the pipeline's conv_lock: pending, conv_rc,
+     * conv_s and err. */
+    int settled;
+    int pending;
+    vf_status *conv_rc; /* per row */
+    double *conv_s;     /* per row: seconds its conversion took */
+    vf_err err;         /* the first failed conversion since the last settle */
+} batch_item;
+
+typedef struct event_item {
+    item hdr;
+    struct event_item *prev, *next; /* the pipeline's list of live events */
+    vf_video_meta meta;
+    vf_status status;
+    char error[VF_ERRMSG_SIZE];
+    char content_hash[32];
+    int64_t size;
+    double mtime;
+    double t_open;                       /* monotonic seconds when decoding started */
+    double decode_s, convert_s, infer_s; /* busy time per stage */
+    int64_t decoded;
+} event_item;
+
+/* A lane decodes one file at a time, taking the next file of the list when it is done, into its
+ * own frame pool, and its convert thread fills batches with its files only: a file's frames stay
+ * together and in order whatever the other lanes do. */
+typedef struct lane {
+    struct vf_pipeline *p;
+    int id;
+    vf_queue *q_frames, *q_free_frames;
+    frame_item *frames; /* the pool */
+    int n_frames;
+} lane;
+
+struct vf_pipeline {
+    vf_config cfg;
+    char *db_path;
+    vf_extractor *ex;
+    vf_model_info info;
+    vf_store *store;
+    int64_t model_id;
+    char sampling[160];
+    vf_err err;
+    pthread_mutex_t lock; /* err, events, cancelled */
+    atomic_int cancel;
+    int stop_reason; /* the first fatal status of the current run */
+
+    /* per run */
+    const char *const *paths;
+    int n_paths;
+    char *skip;
+    char **names; /* with a database: the name each file is recorded under (vfi_path_absolute) */
+    const vf_run_hooks *hooks;
+    vf_queue *q_batches, *q_done, *q_free_batches;
+    vf_queue *q_tokens; /* no_overlap only: frames allowed in flight */
+    lane *lanes;
+    int n_lanes;
+    atomic_int next_file;  /* the next file a lane takes */
+    atomic_int live_lanes; /* convert threads still running: the last one closes q_batches */
+    batch_item *batches;
+    int n_batches;
+    event_item *events;
+    vf_queue *q_jobs; /* frames for the convert workers */
+    /* per convert worker, made at create: a host converter (each owns a scaler), the backend's
+     * converter where it converts frames, and a host slot when the batch input is not host
+     * memory (frames the backend cannot convert are converted there, then copied) */
+    vf_preproc_opts po;
+    vf_preproc **pre;
+    vf_converter **cv;
+    float **scratch;
+    int n_conv;
+    pthread_mutex_t conv_lock; /* the batches' conversion state (see batch_item) */
+    pthread_cond_t conv_done;  /* a batch's pending count reached 0, or the run is stopping */
+    vf_hwdev *hw;       /* cfg.hwdec's device, shared by the decoders; NULL: decode on the CPU */
+    int keep_on_device; /* hw's frames stay on the device, for the backend to convert */
+    int lanes_wanted;   /* files decoded at once (cfg.decoders or automatic) */
+};
+
+/* Record the first fatal error and stop every stage. Under the lock, which make_run and
+ * free_run hold while they create and detach the queues: vf_pipeline_cancel may come from
+ * another thread at any moment, a run's setup and teardown included. */
+static void stop(vf_pipeline *p, vf_status code, const char *msg)
+{
+    pthread_mutex_lock(&p->lock);
+    if (p->stop_reason == VF_OK) {
+        p->stop_reason = code;
+        vfi_fail(&p->err, code, "%s", msg);
+    }
+    atomic_store(&p->cancel, 1);
+    vf_queue *qs[] = {p->q_batches, p->q_done, p->q_free_batches, p->q_tokens, p->q_jobs};
+    for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
+        if (qs[i])
+            vfi_queue_cancel(qs[i]);
+    }
+    for (int i = 0; p->lanes && i < p->n_lanes; i++) {
+        if (p->lanes[i].q_frames)
+            vfi_queue_cancel(p->lanes[i].q_frames);
+        if (p->lanes[i].q_free_frames)
+            vfi_queue_cancel(p->lanes[i].q_free_frames);
+    }
+    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_lock(&p->conv_lock); /* the convert thread may wait for its workers */
+    pthread_cond_broadcast(&p->conv_done);
+    pthread_mutex_unlock(&p->conv_lock);
+}
+
+void vf_pipeline_cancel(vf_pipeline *p)
+{
+    if (p)
+        stop(p, VF_ERR_CANCELLED, "cancelled");
+}
+
+static event_item *new_event(vf_pipeline *p, enum item_kind kind, int file)
+{
+    event_item *e = vfi_calloc(1, sizeof(*e));
+    if (!e)
+        return NULL;
+    e->hdr.kind = kind;
+    e->hdr.file = file;
+    pthread_mutex_lock(&p->lock);
+    e->next = p->events;
+    if (p->events)
+        p->events->prev = e;
+    p->events = e;
+    pthread_mutex_unlock(&p->lock);
+    return e;
+}
+
+static void free_event(vf_pipeline *p, event_item *e)
+{
+    pthread_mutex_lock(&p->lock);
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        p->events = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    pthread_mutex_unlock(&p->lock);
+    vfi_free(e);
+}
+
+/* A cheap fingerprint of a file's content: FNV-1a over its size and first and last 64 KiB. */
+static void content_hash(const char *path, int64_t size, char out[32])
+{
+    uint64_t h = 1469598103934665603ull;
+    unsigned char buf[4096];
+    for (int i = 0; i < 8; i++) {
+        h ^= (uint64_t)(size >> (8 * i)) & 255;
+        h *= 1099511628211ull;
+    }
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        for (int part = 0; part < 2; part++) {
+            if (part == 1 && size > 2 * HASH_SPAN)
+                fseeko(f, (off_t)(size - HASH_SPAN), SEEK_SET);
+            else if (part == 1)
+                break;
+            size_t left = HASH_SPAN, n;
+            while (left && (n = fread(buf, 1, left < sizeof(buf) ? left : sizeof(buf), f)) > 0) {
+                for (size_t i = 0; i < n; i++) {
+                    h ^= buf[i];
+                    h *= 1099511628211ull;
+                }
+                left -= n;
+            }
+        }
+        fclose(f);
+    }
+    snprintf(out, 32, "fnv64:%016llx", (unsigned long long)h);
+}
+
+/* ---- decode thread ---------------------------------------------------------------------- */
+
+/* no_overlap: frames that left the pipeline (stored or dropped) let the decoder go on. */
+static void give_tokens(vf_pipeline *p, int n)
+{
+    for (int i = 0; p->q_tokens && i < n; i++)
+        vfi_queue_push(p->q_tokens, p); /* cannot block: at most batch_size are out */
+}
+
+static int push_or_stop(vf_queue *q, void *it)
+{
+    return vfi_queue_push(q, it) >= 0;
+}
+
+/* Decode one file; returns 0 when the pipeline is stopping. */
+/* At the end of a regular file: is it still what was opened? A file cut short while being read
+ * ends early and would look complete, and one still being written has more to come: both fail
+ * (with the frames read so far kept) so that a later run does them again. One removed while
+ * being read was read whole through the open descriptor and is done. */
+static vf_status check_unchanged(const char *path, const struct stat *opened, vf_err *err)
+{
+    struct stat now;
+    if (stat(path, &now) != 0) {
+        vfi_log(VF_LOG_WARNING, "decode", "%s: removed while being read (read to its end)", path);
+        return VF_EOF;
+    }
+    if (now.st_dev != opened->st_dev || now.st_ino != opened->st_ino)
+        return VF_EOF; /* replaced by another file: the one opened was read whole */
+    if (now.st_size < opened->st_size)
+        return vfi_fail(err, VF_ERR_DECODE,
+                        "the file shrank while being read (%lld -> %lld bytes): frames are missing",
+                        (long long)opened->st_size, (long long)now.st_size);
+    if (now.st_size != opened->st_size || now.st_mtim.tv_sec != opened->st_mtim.tv_sec ||
+        now.st_mtim.tv_nsec != opened->st_mtim.tv_nsec)
+        return vfi_fail(err, VF_ERR_DECODE,
+                        "the file changed while being read (%lld -> %lld bytes): run again once "
+                        "it is complete",
+                        (long long)opened->st_size, (long long)now.st_size);
+    return VF_EOF;
+}
+
+static int decode_file(lane *ln, int i)
+{
+    vf_pipeline *p = ln->p;
+    const char *path = p->paths[i];
+    vf_sampling s = {p->cfg.sample_fps, p->cfg.every,    p->cfg.keyframes,
+                     p->cfg.start,      p->cfg.duration, p->cfg.max_frames};
+    vf_decode_opts dopts = {p->cfg.decode_threads, p->cfg.stall_timeout, &p->cancel, p->hw,
+                            p->keep_on_device};
+    event_item *end = new_event(p, ITEM_END, i);
+    if (!end) {
+        stop(p, VF_ERR_NOMEM, "out of memory");
+        return 0;
+    }
+    struct stat st;
+    memset(&st, 0, sizeof(st));
+    end->t_open = vfi_now_s();
+    vf_decoder *dec = NULL;
+    vf_err err = {VF_OK, ""};
+    vf_status rc;
+    if (stat(path, &st) != 0)
+        rc = vfi_fail(&err, VF_ERR_IO, "%s", strerror(errno));
+    else if (S_ISDIR(st.st_mode))
+        rc = vfi_fail(&err, VF_ERR_IO, "is a directory");
+    else if (S_ISREG(st.st_mode) && st.st_size == 0) /* pipes and devices have no size */
+        rc = vfi_fail(&err, VF_ERR_DECODE, "empty file");
+    else
+        rc = vfi_decoder_open(path, &s, &dopts, &dec, &err);
+    end->size = st.st_size;
+    end->mtime = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
+    if (rc >= 0) {
+        event_item *begin = new_event(p, ITEM_BEGIN, i);
+        if (!begin) {
+            vfi_decoder_free(&dec);
+            stop(p, VF_ERR_NOMEM, "out of memory");
+            return 0;
+        }
+        begin->meta = *vfi_decoder_meta(dec);
+        begin->size = end->size;
+        begin->mtime = end->mtime;
+        begin->t_open = end->t_open;
+        if (S_ISREG(st.st_mode)) /* a pipe's bytes belong to the decoder: never read them */
+            content_hash(path, end->size, begin->content_hash);
+        end->meta = begin->meta;
+        if (begin->meta.n_video_streams > 1)
+            vfi_log(VF_LOG_INFO, "decode", "%s: %d video streams, using #%d", path,
+                    begin->meta.n_video_streams, begin->meta.stream_index);
+        if (!push_or_stop(ln->q_frames, begin)) {
+            vfi_decoder_free(&dec);
+            return 0;
+        }
+        for (;;) {
+            void *slot;
+            if (vfi_queue_pop(ln->q_free_frames, &slot) < 0) {
+                vfi_decoder_free(&dec);
+                return 0;
+            }
+            frame_item *fi = slot;
+            if (p->q_tokens && vfi_queue_pop(p->q_tokens, &slot) < 0) {
+                vfi_decoder_free(&dec);
+                return 0;
+            }
+            double t0 = vfi_now_s();
+            rc = vfi_decoder_next(dec, &fi->f, &err);
+            end->decode_s += vfi_now_s() - t0;
+            if (rc != VF_OK) {
+                vfi_frame_release(&fi->f);
+                vfi_queue_push(ln->q_free_frames, fi); /* cannot block: it came from there */
+                give_tokens(p, 1);
+                break;
+            }
+            fi->hdr.file = i;
+            if (!push_or_stop(ln->q_frames, fi)) {
+                vfi_decoder_free(&dec);
+                return 0;
+            }
+        }
+        if (rc == VF_EOF && S_ISREG(st.st_mode))
+            rc = check_unchanged(path, &st, &err);
+        int64_t errors;
+        vfi_decoder_counts(dec, &end->decoded, &errors);
+        memcpy(end->meta.hwdec, vfi_decoder_meta(dec)->hwdec, sizeof(end->meta.hwdec));
+        if (rc == VF_EOF && errors)
+            vfi_log(VF_LOG_WARNING, "decode", "%s: %lld corrupt packet%s skipped", path,
+                    (long long)errors, errors == 1 ? "" : "s");
+        vfi_decoder_free(&dec);
+    }
+    end->status = rc == VF_EOF ? VF_OK : rc;
+    if (rc < 0)
+        snprintf(end->error, sizeof(end->error), "%s", err.msg);
+    return push_or_stop(ln->q_frames, end);
+}
+
+/* Decode, convert and store need a few percent of the CPU that inference needs; on a machine
+ * with few cores, each slice they take from an inference thread stalls the whole thread team at
+ * its next barrier. Running them at a lower priority lets inference keep its cores and gives
+ * them the gaps (Linux: nice is per thread, and the codec's own threads inherit it). */
+#define HELPER_NICE 10
+
+static void lower_priority(void)
+{
+#ifdef __linux__
+    const char *env = getenv("VIDFEAT_HELPER_NICE");
+    int nice = env ? atoi(env) : HELPER_NICE;
+    if (nice > 0)
+        setpriority(PRIO_PROCESS, 0, nice); /* Linux: the calling thread only */
+#endif
+}
+
+static void *decode_thread(void *arg)
+{
+    lane *ln = arg;
+    vf_pipeline *p = ln->p;
+    lower_priority();
+    while (!atomic_load(&p->cancel)) {
+        int i = atomic_fetch_add(&p->next_file, 1);
+        if (i >= p->n_paths)
+            break;
+        if (p->skip[i]) {
+            event_item *e = new_event(p, ITEM_SKIP, i);
+            if (!e) {
+                stop(p, VF_ERR_NOMEM, "out of memory");
+                break;
+            }
+            if (!push_or_stop(ln->q_frames, e))
+                break;
+            continue;
+        }
+        if (!decode_file(ln, i))
+            break;
+    }
+    vfi_queue_close(ln->q_frames);
+    return NULL;
+}
+
+/* ---- convert thread and its workers ----------------------------------------------------- */
+
+/* Floats in one image of a batch (3 x S x S). */
+static size_t slot_floats(const vf_pipeline *p)
+{
+    return (size_t)3 * p->info.input_size * p->info.input_size;
+}
+
+/* The batch being filled, taken from the free pool when needed; NULL when stopping. */
+static batch_item *current_batch(lane *ln, batch_item **b)
+{
+    if (!*b) {
+        void *bs;
+        if (vfi_queue_pop(ln->p->q_free_batches, &bs) < 0)
+            return NULL;
+        *b = bs;
+        (*b)->hdr.kind = ITEM_BATCH;
+        (*b)->lane = ln->id;
+        (*b)->n = 0;
+        (*b)->n_marks = 0;
+        (*b)->settled = 0;
+        (*b)->pending = 0;
+        vfi_err_clear(&(*b)->err);
+    }
+    return *b;
+}
+
+typedef struct convert_worker {
+    vf_pipeline *p;
+    vf_preproc *pre;
+    vf_converter *cv;
+    float *scratch;
+} convert_worker;
+
+/* Convert fi's frame into its row of the batch input: by the backend where it converts frames
+ * (a GPU: the picture uploaded, or read where the hardware decoder left it), else on the host,
+ * straight into the row when the input is host memory and through the worker's scratch slot
+ * when it is not. */
+static vf_status convert_frame(vf_pipeline *p, convert_worker *w, frame_item *fi, vf_err *err)
+{
+    vf_backend *be = vfi_extractor_backend(p->ex);
+    const size_t slot = slot_floats(p);
+    float *row = (float *)fi->b->images + (size_t)fi->slot * slot;
+    vf_status rc;
+    if (be->ops->convert) {
+        vf_yuv_params q;
+        vf_yuv_planes planes;
+        rc = vfi_preproc_yuv(&p->po, &fi->f, fi->rotation, &q, &planes, err);
+        if (rc >= 0)
+            rc = be->ops->convert(be, w->cv, &q, &planes, vfi_frame_on_device(&fi->f), row, err);
+        if (rc != VF_ERR_UNSUPPORTED)
+            return rc;
+        vfi_err_clear(err); /* planes the backend cannot read: the host converts them */
+    }
+    rc = vfi_frame_download(&fi->f, err);
+    if (rc < 0)
+        return rc;
+    if (vfi_backend_input_host(be))
+        return vfi_preproc_frame(w->pre, &fi->f, fi->rotation, row, err);
+    rc = vfi_preproc_frame(w->pre, &fi->f, fi->rotation, w->scratch, err);
+    if (rc >= 0)
+        rc = vfi_backend_copy(be, w->cv, row, w->scratch, slot * sizeof(float), 1, err);
+    return rc;
+}
+
+/* A worker converts whole frames into their rows, so the result never depends on how many
+ * workers there are (swscale's own slice threads change the last bits with the slice count). */
+static void *convert_worker_thread(void *arg)
+{
+    convert_worker *w = arg;
+    vf_pipeline *p = w->p;
+    lower_priority();
+    for (;;) {
+        void *it;
+        if (vfi_queue_pop(p->q_jobs, &it) != VF_OK)
+            return NULL; /* closed and drained (VF_EOF), or stopping */
+        frame_item *fi = it;
+        batch_item *b = fi->b;
+        vf_err e = {VF_OK, ""};
+        double t0 = vfi_now_s();
+        vf_status rc = convert_frame(p, w, fi, &e);
+        double dt = vfi_now_s() - t0;
+        vfi_frame_release(&fi->f);
+        pthread_mutex_lock(&p->conv_lock);
+        b->conv_s[fi->slot] = dt;
+        b->conv_rc[fi->slot] = rc < 0 ? rc : VF_OK;
+        if (rc < 0 && b->err.code == VF_OK)
+            b->err = e;
+        if (--b->pending == 0)
+            pthread_cond_broadcast(&p->conv_done);
+        pthread_mutex_unlock(&p->conv_lock);
+        if (vfi_queue_push(fi->lane->q_free_frames, fi) < 0)
+            return NULL;
+    }
+}
+
+/* Wait until the workers are done with b; 0 when the run is stopping. */
+static int wait_converted(vf_pipeline *p, batch_item *b)
+{
+    pthread_mutex_lock(&p->conv_lock);
+    while (b->pending > 0 && !atomic_load(&p->cancel))
+        pthread_cond_wait(&p->conv_done, &p->conv_lock);
+    int done = b->pending == 0;
+    pthread_mutex_unlock(&p->conv_lock);
+    return done;
+}
+
+/* After wait_converted: account the rows converted since the last settle (all of the current
+ * file: every END settles) to *busy, and drop the ones that failed - their rows, their
+ * per-frame-baseline tokens - keeping the first error in *file_err. 0 when the rows could not
+ * be moved (the run is then stopping). */
+static int settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err)
+{
+    const size_t slot = slot_floats(p);
+    vf_backend *be = vfi_extractor_backend(p->ex);
+    int dropped = 0;
+    for (int i = b->settled; i < b->n; i++) {
+        *busy += b->conv_s[i] / p->n_conv; /* the stage's time: the workers run side by side */
+        dropped += b->conv_rc[i] < 0;
+    }
+    if (dropped) {
+        if (file_err->code == VF_OK)
+            *file_err = b->err; /* the rest of the file's frames still count; END says failed */
+        vfi_err_clear(&b->err);
+        /* No event marker needs moving: an END settles before its marker is placed, and BEGIN
+         * and SKIP markers come after an END (or open the run), so every marker sits at or
+         * before `settled` and only rows after it are dropped. */
+        int w = b->settled;
+        for (int i = b->settled; i < b->n; i++) {
+            if (b->conv_rc[i] < 0)
+                continue;
+            if (w != i) {
+                float *rows = b->images;
+                vf_err err = {VF_OK, ""};
+                if (vfi_backend_copy(be, NULL, rows + (size_t)w * slot, rows + (size_t)i * slot,
+                                     slot * sizeof(float), 0, &err) < 0) {
+                    stop(p, err.code, err.msg);
+                    return 0;
+                }
+                b->index[w] = b->index[i];
+                b->pts[w] = b->pts[i];
+                b->t[w] = b->t[i];
+                b->file[w] = b->file[i];
+            }
+            w++;
+        }
+        b->n = w;
+        give_tokens(p, dropped);
+    }
+    b->settled = b->n;
+    return 1;
+}
+
+/* Batches are filled across file boundaries, so an archive of short clips still runs full
+ * batches; per-file events ride inside them as markers, in order. Frames are handed to the
+ * workers with their row, so they convert in parallel and in any order; a batch goes on once
+ * its rows are all converted (settled), and so does a file's END (its error and busy time). */
+static void *convert_thread(void *arg)
+{
+    lane *ln = arg;
+    vf_pipeline *p = ln->p;
+    lower_priority();
+    batch_item *b = NULL;
+    int rotation = 0;
+    double busy = 0.0;
+    vf_err conv_err = {VF_OK, ""};
+    for (;;) {
+        void *it;
+        vf_status rc = vfi_queue_pop(ln->q_frames, &it);
+        if (rc == VF_EOF)
+            break;
+        if (rc < 0)
+            return NULL;
+        item *h = it;
+        if (!current_batch(ln, &b)) {
+            if (h->kind == ITEM_FRAME)
+                vfi_frame_release(&((frame_item *)it)->f);
+            return NULL;
+        }
+        if (h->kind == ITEM_FRAME) {
+            frame_item *fi = it;
+            fi->b = b;
+            fi->slot = b->n;
+            fi->rotation = rotation;
+            b->index[b->n] = fi->f.index;
+            b->pts[b->n] = fi->f.pts;
+            b->t[b->n] = fi->f.t;
+            b->file[b->n] = h->file;
+            b->n++;
+            pthread_mutex_lock(&p->conv_lock);
+            b->pending++;
+            pthread_mutex_unlock(&p->conv_lock);
+            if (vfi_queue_push(p->q_jobs, fi) < 0)
+                return NULL;
+        } else {
+            event_item *e = it;
+            if (h->kind == ITEM_BEGIN) {
+                rotation = e->meta.rotation;
+                busy = 0.0;
+                vfi_err_clear(&conv_err);
+            } else if (h->kind == ITEM_END) {
+                if (!wait_converted(p, b) || !settle(p, b, &busy, &conv_err))
+                    return NULL;
+                e->convert_s = busy;
+                if (conv_err.code < 0 && e->status >= 0) {
+                    e->status = conv_err.code;
+                    snprintf(e->error, sizeof(e->error), "%s", conv_err.msg);
+                }
+            }
+            b->marks[b->n_marks].pos = b->n;
+            b->marks[b->n_marks++].event = e;
+        }
+        if (b->n == p->info.batch_size || b->n_marks == MAX_MARKS) {
+            if (!wait_converted(p, b) || !settle(p, b, &busy, &conv_err))
+                return NULL;
+            if (b->n == p->info.batch_size || b->n_marks == MAX_MARKS) { /* none dropped */
+                if (vfi_queue_push(p->q_batches, b) < 0)
+                    return NULL;
+                b = NULL;
+            }
+        }
+    }
+    if (b && (!wait_converted(p, b) || !settle(p, b, &busy, &conv_err)))
+        return NULL;
+    if (b && (b->n || b->n_marks)) {
+        if (vfi_queue_push(p->q_batches, b) < 0)
+            return NULL;
+    } else if (b) {
+        vfi_queue_push(p->q_free_batches, b);
+    }
+    if (atomic_fetch_sub(&p->live_lanes, 1) == 1) { /* the last lane: no more jobs or batches */
+        vfi_queue_close(p->q_jobs);
+        vfi_queue_close(p->q_batches);
+    }
+    return NULL;
+}
+
+/* ---- infer thread ----------------------------------------------------------------------- */
+
+static void *infer_thread(void *arg)
+{
+    vf_pipeline *p = arg;
+    vf_backend *be = vfi_extractor_backend(p->ex);
+    double busy[MAX_LANES] = {0}; /* per lane: of the file whose END comes next */
+    for (;;) {
+        void *it;
+        vf_status rc = vfi_queue_pop(p->q_batches, &it);
+        if (rc == VF_EOF)
+            break;
+        if (rc < 0)
+            return NULL;
+        batch_item *b = it;
+        double dt = 0.0;
+        if (b->n > 0) {
+            double t0 = vfi_now_s();
+            rc = vfi_extractor_run_input(p->ex, b->images, b->features, b->n);
+            dt = vfi_now_s() - t0;
+            if (rc < 0) {
+                if (rc != VF_ERR_CANCELLED)
+                    stop(p, rc, be->err.msg);
+                return NULL;
+            }
+        }
+        /* Share the batch's time among its files by rows, for the per-file rates. */
+        int row = 0;
+        double *lane_busy = &busy[b->lane];
+        for (int m = 0; m <= b->n_marks; m++) {
+            int until = m < b->n_marks ? b->marks[m].pos : b->n;
+            *lane_busy += b->n ? dt * (until - row) / b->n : 0.0;
+            row = until;
+            if (m == b->n_marks)
+                break;
+            event_item *e = b->marks[m].event;
+            if (e->hdr.kind == ITEM_BEGIN)
+                *lane_busy = 0.0;
+            else if (e->hdr.kind == ITEM_END)
+                e->infer_s = *lane_busy;
+        }
+        if (vfi_queue_push(p->q_done, it) < 0)
+            return NULL;
+    }
+    vfi_queue_close(p->q_done);
+    return NULL;
+}
+
+/* ---- store thread ----------------------------------------------------------------------- */
+
+typedef struct file_state {
+    int64_t ext_id; /* 0: nothing recorded yet */
+    int64_t frames;
+    double store_s;
+    vf_video_meta meta;
+} file_state;
+
+static void report(vf_pipeline *p, const event_item *e, const file_state *fs, int skipped)
+{
+    if (!p->hooks || !p->hooks->file_done)
+        return;
+    vf_file_result r;
+    memset(&r, 0, sizeof(r));
+    r.path = p->paths[e->hdr.file];
+    r.status = skipped ? VF_OK : e->status;
+    r.skipped = skipped;
+    r.error = skipped ? "" : e->error;
+    r.frames = fs->frames;
+    r.seconds = skipped ? 0.0 : vfi_now_s() - e->t_open;
+    double n = (double)fs->frames;
+    r.decode_fps = e->decode_s > 0 ? (e->decoded ? e->decoded : n) / e->decode_s : 0;
+    r.convert_fps = e->convert_s > 0 ? n / e->convert_s : 0;
+    r.infer_fps = e->infer_s > 0 ? n / e->infer_s : 0;
+    r.store_fps = fs->store_s > 0 ? n / fs->store_s : 0;
+    r.width = e->meta.width;
+    r.height = e->meta.height;
+    r.rotation = e->meta.rotation;
+    r.codec = e->meta.codec;
+    r.hwdec = e->meta.hwdec;
+    p->hooks->file_done(p->hooks->user, e->hdr.file, &r);
+}
+
+/* The name file i is recorded under in the database. */
+static const char *stored_name(const vf_pipeline *p, int i)
+{
+    return p->names[i] ? p->names[i] : p->paths[i];
+}
+
+static vf_status store_begin(vf_pipeline *p, const event_item *e, file_state *fs, vf_err *err)
+{
+    if (!p->store)
+        return VF_OK;
+    const vf_video_meta *m = &e->meta;
+    vf_store_video v = {stored_name(p, e->hdr.file),
+                        e->size,
+                        e->mtime,
+                        e->content_hash,
+                        m->duration,
+                        m->width,
+                        m->height,
+                        m->rotation,
+                        m->codec,
+                        m->frame_rate};
+    vf_store_run run = {p->info.backend, vf_precision_str(p->info.precision), p->info.batch_size};
+    return vfi_store_begin(p->store, &v, p->model_id, p->sampling, &run, &fs->ext_id, err);
+}
+
+/* Store rows [from, to) of b, which all belong to the file in fs; 1 to stop the run. */
+static int store_rows(vf_pipeline *p, batch_item *b, int from, int to, file_state *fs)
+{
+    if (to <= from)
+        return 0;
+    vf_err err = {VF_OK, ""};
+    int dim = p->info.feature_dim, file = b->file[from];
+    double t0 = vfi_now_s();
+    vf_status rc = VF_OK;
+    if (p->store)
+        rc =
+            vfi_store_batch(p->store, fs->ext_id, to - from, dim, p->cfg.store_f16, b->index + from,
+                            b->pts + from, b->t + from, b->features + (size_t)from * dim, &err);
+    fs->store_s += vfi_now_s() - t0;
+    if (rc < 0) {
+        stop(p, rc, err.msg);
+        return 1;
+    }
+    fs->frames += to - from;
+    const char *path = p->paths[file];
+    int halt = 0;
+    if (p->hooks && p->hooks->batch) {
+        vf_batch_view v = {file,
+                           path,
+                           to - from,
+                           dim,
+                           b->features + (size_t)from * dim,
+                           b->index + from,
+                           b->pts + from,
+                           b->t + from};
+        halt = p->hooks->batch(p->hooks->user, &v);
+    }
+    if (!halt && p->hooks && p->hooks->progress) {
+        double rate = p->cfg.sample_fps > 0 && fs->meta.frame_rate > p->cfg.sample_fps
+                          ? p->cfg.sample_fps
+                          : fs->meta.frame_rate;
+        int every = p->cfg.every > 1 ? p->cfg.every : 1;
+        int64_t expect =
+            fs->meta.duration > 0 && rate > 0 ? (int64_t)(fs->meta.duration * rate / every) : 0;
+        halt = p->hooks->progress(p->hooks->user, file, path, fs->frames, expect);
+    }
+    if (halt)
+        stop(p, VF_ERR_CANCELLED, "cancelled");
+    return halt;
+}
+
+/* Handle one per-file event; 1 to stop the run. */
+static int store_event(vf_pipeline *p, event_item *e, file_state *fs)
+{
+    vf_err err = {VF_OK, ""};
+    vf_status rc = VF_OK;
+    if (e->hdr.kind == ITEM_BEGIN) {
+        memset(fs, 0, sizeof(*fs));
+        fs->meta = e->meta;
+        rc = store_begin(p, e, fs, &err);
+    } else if (e->hdr.kind == ITEM_END) {
+        if (p->store && fs->ext_id == 0) /* failed before it could start: record that */
+            rc = store_begin(p, e, fs, &err);
+        double fps[4] = {e->decode_s > 0 ? e->decoded / e->decode_s : 0,
+                         e->convert_s > 0 ? fs->frames / e->convert_s : 0,
+                         e->infer_s > 0 ? fs->frames / e->infer_s : 0,
+                         fs->store_s > 0 ? fs->frames / fs->store_s : 0};
+        if (rc >= 0 && p->store)
+            rc = vfi_store_finish(p->store, fs->ext_id, e->status >= 0, e->error, fps, &err);
+        if (rc >= 0)
+            report(p, e, fs, 0);
+        memset(fs, 0, sizeof(*fs));
+    } else if (e->hdr.kind == ITEM_SKIP) {
+        report(p, e, fs, 1);
+    }
+    free_event(p, e);
+    if (rc < 0) {
+        stop(p, rc, err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+static void *store_thread(void *arg)
+{
+    vf_pipeline *p = arg;
+    lower_priority();
+    file_state lanes[MAX_LANES]; /* the file each lane is in */
+    memset(lanes, 0, sizeof(lanes));
+    int halt = 0;
+    while (!halt) {
+        void *it;
+        vf_status rc = vfi_queue_pop(p->q_done, &it);
+        if (rc != VF_OK) /* VF_EOF (finished) or cancelled */
+            break;
+        batch_item *b = it;
+        file_state *fs = &lanes[b->lane];
+        int row = 0;
+        for (int m = 0; m < b->n_marks && !halt; m++) {
+            halt = store_rows(p, b, row, b->marks[m].pos, fs);
+            row = b->marks[m].pos;
+            if (!halt)
+                halt = store_event(p, b->marks[m].event, fs);
+        }
+        if (!halt)
+            halt = store_rows(p, b, row, b->n, fs);
+        give_tokens(p, b->n);
+        if (!halt && vfi_queue_push(p->q_free_batches, b) < 0)
+            break;
+    }
+    /* Stopped in the middle of files: they stay unfinished, with what was written. */
+    for (int i = 0; i < p->n_lanes && p->store && atomic_load(&p->cancel); i++) {
+        if (!lanes[i].ext_id)
+            continue;
+        vf_err ignore;
+        pthread_mutex_lock(&p->lock);
+        char why[VF_ERRMSG_SIZE];
+        snprintf(why, sizeof(why), "%s", p->err.msg);
+        pthread_mutex_unlock(&p->lock);
+        vfi_store_finish(p->store, lanes[i].ext_id, 0, why, NULL, &ignore);
+    }
+    return NULL;
+}
+
+/* ---- setup and teardown ----------------------------------------------------------------- */
+
+static void free_run(vf_pipeline *p)
+{
+    /* detached under the lock first, so that a concurrent stop() finds them or nothing */
+    pthread_mutex_lock(&p->lock);
+    lane *lanes = p->lanes;
+    int n_lanes = p->n_lanes;
+    vf_queue *qs[] = {p->q_batches, p->q_done, p->q_free_batches, p->q_tokens, p->q_jobs};
+    p->lanes = NULL;
+    p->n_lanes = 0;
+    p->q_batches = p->q_done = p->q_free_batches = p->q_tokens = p->q_jobs = NULL;
+    pthread_mutex_unlock(&p->lock);
+    for (int k = 0; lanes && k < n_lanes; k++) {
+        lane *ln = &lanes[k];
+        vfi_queue_free(&ln->q_frames);
+        vfi_queue_free(&ln->q_free_frames);
+        for (int i = 0; ln->frames && i < ln->n_frames; i++)
+            vfi_frame_destroy(&ln->frames[i].f);
+        vfi_free(ln->frames);
+    }
+    vfi_free(lanes);
+    for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++)
+        vfi_queue_free(&qs[i]);
+    if (p->batches) {
+        for (int i = 0; i < p->n_batches; i++) {
+            batch_item *b = &p->batches[i];
+            vfi_backend_input_free(vfi_extractor_backend(p->ex), b->images);
+            vfi_backend_host_free(vfi_extractor_backend(p->ex), b->features);
+            vfi_free(b->index);
+            vfi_free(b->pts);
+            vfi_free(b->t);
+            vfi_free(b->file);
+            vfi_free(b->conv_rc);
+            vfi_free(b->conv_s);
+        }
+        vfi_free(p->batches);
+        p->batches = NULL;
+    }
+    while (p->events)
+        free_event(p, p->events);
+    vfi_free(p->skip);
+    p->skip = NULL;
+    for (int i = 0; p->names && i < p->n_paths; i++)
+        vfi_free(p->names[i]);
+    vfi_free(p->names);
+    p->names = NULL;
+}
+
+/* A lane's frame pool: FRAME_POOL decoded ahead, and one more in flight per worker. */
+static int lane_frames(const vf_pipeline *p)
+{
+    return FRAME_POOL + p->n_conv;
+}
+
+/* The run's pools and queues; called with p->lock held (see stop). */
+static vf_status make_run(vf_pipeline *p)
+{
+    int depth = p->cfg.queue_depth > 0 ? p->cfg.queue_depth : DEFAULT_QUEUE_DEPTH;
+    int bs = p->info.batch_size, dim = p->info.feature_dim;
+    size_t slot = slot_floats(p);
+    /* one lane per file at most; the per-frame baseline takes one frame at a time */
+    p->n_lanes = p->cfg.no_overlap              ? 1
+                 : p->lanes_wanted < p->n_paths ? p->lanes_wanted
+                                                : p->n_paths;
+    p->n_lanes = p->n_lanes < 1 ? 1 : p->n_lanes;
+    atomic_store(&p->next_file, 0);
+    atomic_store(&p->live_lanes, p->n_lanes);
+    /* events ride the same queues: leave room for them beside the items */
+    size_t cap_batches = (size_t)depth + 8;
+    /* one being filled per lane, one in inference, one being stored */
+    p->n_batches = depth + 2 + p->n_lanes;
+    p->lanes = vfi_calloc((size_t)p->n_lanes, sizeof(lane));
+    p->batches = vfi_calloc((size_t)p->n_batches, sizeof(batch_item));
+    if (!p->lanes || !p->batches ||
+        vfi_queue_create((size_t)(lane_frames(p) * p->n_lanes), &p->q_jobs) < 0 ||
+        vfi_queue_create(cap_batches, &p->q_batches) < 0 ||
+        vfi_queue_create(cap_batches, &p->q_done) < 0 ||
+        vfi_queue_create((size_t)p->n_batches, &p->q_free_batches) < 0)
+        return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < p->n_lanes; k++) {
+        lane *ln = &p->lanes[k];
+        ln->p = p;
+        ln->id = k;
+        ln->n_frames = lane_frames(p);
+        ln->frames = vfi_calloc((size_t)ln->n_frames, sizeof(frame_item));
+        if (!ln->frames || vfi_queue_create((size_t)ln->n_frames + 4, &ln->q_frames) < 0 ||
+            vfi_queue_create((size_t)ln->n_frames, &ln->q_free_frames) < 0)
+            return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < ln->n_frames; i++) {
+            if (vfi_frame_init(&ln->frames[i].f) < 0)
+                return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+            ln->frames[i].hdr.kind = ITEM_FRAME;
+            ln->frames[i].lane = ln;
+            vfi_queue_push(ln->q_free_frames, &ln->frames[i]);
+        }
+    }
+    for (int i = 0; i < p->n_batches; i++) {
+        batch_item *b = &p->batches[i];
+        /* the backend's kind of memory: a GPU's own, or pinned for faster copies; zeroed, for
+         * the padding of a short batch is fed to the network too */
+        vf_backend *be = vfi_extractor_backend(p->ex);
+        b->images = vfi_backend_input_alloc(be, (size_t)bs * slot * sizeof(float));
+        b->features = vfi_backend_host_alloc(be, (size_t)bs * dim * sizeof(float));
+        b->index = vfi_mallocarray((size_t)bs, sizeof(int64_t));
+        b->pts = vfi_mallocarray((size_t)bs, sizeof(int64_t));
+        b->t = vfi_mallocarray((size_t)bs, sizeof(double));
+        b->file = vfi_mallocarray((size_t)bs, sizeof(int));
+        b->conv_rc = vfi_mallocarray((size_t)bs, sizeof(vf_status));
+        b->conv_s = vfi_mallocarray((size_t)bs, sizeof(double));
+        if (!b->images || !b->features || !b->index || !b->pts || !b->t || !b->file ||
+            !b->conv_rc || !b->conv_s)
+            return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory for batch buffers");
+        vfi_queue_push(p->q_free_batches, b);
+    }
+    if (p->cfg.no_overlap) {
+        if (vfi_queue_create((size_t)bs, &p->q_tokens) < 0)
+            return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+        give_tokens(p, bs);
+    }
+    p->skip = vfi_calloc((size_t)p->n_paths + 1, 1);
+    if (!p->skip)
+        return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+    if (p->store) { /* named now: the current directory of the run's start */
+        p->names = vfi_calloc((size_t)p->n_paths + 1, sizeof(char *));
+        for (int i = 0; p->names && i < p->n_paths; i++) {
+            if (p->paths[i] && p->paths[i][0] && !(p->names[i] = vfi_path_absolute(p->paths[i])))
+                return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+        }
+        if (!p->names)
+            return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+    }
+    return VF_OK;
+}
+
+/* Which files are already done (calling thread, before the store thread owns the store). */
+static vf_status mark_done(vf_pipeline *p)
+{
+    if (!p->store || p->cfg.force)
+        return VF_OK;
+    for (int i = 0; i < p->n_paths; i++) {
+        struct stat st;
+        if (stat(p->paths[i], &st) != 0)
+            continue;
+        double mtime = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
+        int done = 0;
+        const char *prec = vf_precision_str(p->info.precision);
+        vf_status rc = vfi_store_is_done(p->store, stored_name(p, i), st.st_size, mtime,
+                                         p->model_id, p->sampling, prec, &done, &p->err);
+        /* databases written before names were absolute have the path as it was given */
+        if (rc >= 0 && !done && strcmp(stored_name(p, i), p->paths[i]))
+            rc = vfi_store_is_done(p->store, p->paths[i], st.st_size, mtime, p->model_id,
+                                   p->sampling, prec, &done, &p->err);
+        if (rc < 0)
+            return rc;
+        p->skip[i] = (char)done;
+    }
+    return VF_OK;
+}
+
+vf_status vf_pipeline_run(vf_pipeline *p, const char *const *paths, int n_paths,
+                          const vf_run_hooks *hooks)
+{
+    if (!p || (!paths && n_paths) || n_paths < 0)
+        return VF_ERR_INVALID;
+    p->paths = paths;
+    p->n_paths = n_paths;
+    p->hooks = hooks;
+    pthread_mutex_lock(&p->lock);
+    p->stop_reason = VF_OK;
+    vfi_err_clear(&p->err);
+    atomic_store(&p->cancel, 0);
+    vf_status rc = make_run(p);
+    pthread_mutex_unlock(&p->lock);
+    if (rc >= 0)
+        rc = mark_done(p);
+    if (rc < 0) {
+        free_run(p);
+        return rc;
+    }
+    /* decode and convert per lane, infer, store, the convert workers */
+    pthread_t th[2 * MAX_LANES + 2 + MAX_CONVERT_THREADS];
+    convert_worker workers[MAX_CONVERT_THREADS];
+    const int lanes = 2 * p->n_lanes, total = lanes + 2 + p->n_conv;
+    int started = 0;
+    for (; started < total; started++) {
+        void *(*fn)(void *);
+        void *arg = p;
+        if (started < lanes) {
+            fn = started % 2 ? convert_thread : decode_thread;
+            arg = &p->lanes[started / 2];
+        } else if (started < lanes + 2) {
+            fn = started == lanes ? infer_thread : store_thread;
+        } else {
+            int w = started - lanes - 2;
+            workers[w] = (convert_worker){p, p->pre[w], p->cv[w], p->scratch[w]};
+            fn = convert_worker_thread;
+            arg = &workers[w];
+        }
+        if (pthread_create(&th[started], NULL, fn, arg) != 0) {
+            stop(p, VF_ERR_INTERNAL, "cannot start a pipeline thread");
+            break;
+        }
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    vfi_extractor_end_run(p->ex);
+    pthread_mutex_lock(&p->lock);
+    rc = p->stop_reason;
+    pthread_mutex_unlock(&p->lock);
+    free_run(p);
+    return rc;
+}
+
+/* ---- create / free ---------------------------------------------------------------------- */
+
+static void describe_sampling(const vf_config *c, char *buf, size_t size)
+{
+    size_t n = 0;
+    if (c->keyframes)
+        n += (size_t)snprintf(buf + n, size - n, "keyframes");
+    else if (c->sample_fps > 0)
+        n += (size_t)snprintf(buf + n, size - n, "fps=%g", c->sample_fps);
+    else if (c->every > 1)
+        n += (size_t)snprintf(buf + n, size - n, "every=%d", c->every);
+    else
+        n += (size_t)snprintf(buf + n, size - n, "all");
+    if (c->start > 0 && n < size)
+        n += (size_t)snprintf(buf + n, size - n, ";start=%g", c->start);
+    if (c->duration > 0 && n < size)
+        n += (size_t)snprintf(buf + n, size - n, ";duration=%g", c->duration);
+    if (c->max_frames > 0 && n < size)
+        snprintf(buf + n, size - n, ";max=%lld", (long long)c->max_frames);
+}
+
+vf_status vfi_pipeline_model_row(const vf_pipeline *p, vf_store_model *m, char sha[65], char *prep,
+                                 size_t prep_size, vf_err *err)
+{
+    vf_status rc = vfi_sha256_file(p->info.path, sha, err);
+    if (rc < 0)
+        return rc;
+    /* conversion= names the definition of a frame's conversion (yuvconv.h), so a database
+     * resumed by a version that converts differently starts a new model row instead of mixing
+     * its vectors with the old ones. */
+    snprintf(prep, prep_size,
+             "size=%d;resize=%s;short=%d;order=%s;mean=%g,%g,%g;"
+             "std=%g,%g,%g;pooled=%d;conversion=yuvconv-1",
+             p->info.input_size,
+             p->info.resize == VF_RESIZE_STRETCH ? "stretch" : "short_side_crop",
+             p->info.resize_short, p->info.channel_order == VF_CHANNELS_RGB ? "RGB" : "BGR",
+             p->info.mean[0], p->info.mean[1], p->info.mean[2], p->info.std[0], p->info.std[1],
+             p->info.std[2], p->info.pooled);
+    *m = (vf_store_model){p->info.name,     sha, p->info.layer, p->info.feature_dim,
+                          p->cfg.store_f16, prep};
+    return VF_OK;
+}
+
+vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
+{
+    if (!out)
+        return VF_ERR_INVALID;
+    *out = NULL;
+    if (!cfg)
+        return VF_ERR_INVALID;
+    vf_pipeline *p = vfi_calloc(1, sizeof(*p));
+    if (!p)
+        return VF_ERR_NOMEM;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_mutex_init(&p->conv_lock, NULL);
+    pthread_cond_init(&p->conv_done, NULL);
+    *out = p;
+    p->cfg = *cfg;
+    if (cfg->sample_fps < 0 || cfg->every < 0 || cfg->start < 0 || cfg->duration < 0 ||
+        cfg->max_frames < 0 || cfg->queue_depth < 0 || cfg->queue_depth > 64 ||
+        cfg->decode_threads < 0 || cfg->decode_threads > 64 || cfg->convert_threads < 0 ||
+        cfg->convert_threads > MAX_CONVERT_THREADS || cfg->decoders < 0 ||
+        cfg->decoders > MAX_LANES || !(cfg->stall_timeout >= 0) || !isfinite(cfg->sample_fps) ||
+        !isfinite(cfg->start) || !isfinite(cfg->duration))
+        return vfi_fail(&p->err, VF_ERR_INVALID, "invalid sampling or queue settings");
+    if (cfg->db_path && !(p->db_path = vfi_strdup(cfg->db_path)))
+        return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+    p->cfg.db_path = p->db_path;
+    p->cfg.model = p->cfg.models_dir = p->cfg.layer = p->cfg.backend = NULL; /* not kept */
+    p->cfg.hwdec = p->cfg.int8_scales = NULL;
+    describe_sampling(cfg, p->sampling, sizeof(p->sampling));
+    if (cfg->hwdec && cfg->hwdec[0] && strcmp(cfg->hwdec, "none")) {
+        vf_status rc = vfi_hwdev_open(cfg->hwdec, &p->hw, &p->err);
+        if (rc < 0)
+            return rc;
+    }
+
+    vf_status rc = vf_extractor_create(cfg, &p->ex);
+    if (rc < 0) {
+        vfi_fail(&p->err, rc, "%s", p->ex ? vf_extractor_errmsg(p->ex) : "out of memory");
+        return rc;
+    }
+    vf_extractor_info(p->ex, &p->info);
+    vfi_extractor_backend(p->ex)->cancel = &p->cancel;
+    vf_preproc_opts *po = &p->po;
+    po->size = p->info.input_size;
+    po->resize = p->info.resize;
+    po->resize_short = p->info.resize_short;
+    po->order = p->info.channel_order;
+    memcpy(po->mean, p->info.mean, sizeof(po->mean));
+    memcpy(po->std, p->info.std, sizeof(po->std));
+    p->n_conv = cfg->convert_threads;
+    if (p->n_conv == 0) {
+        /* on the CPU the network needs the cores; a GPU network waits for frames instead */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        p->n_conv = p->info.device ? (int)(cores / 2) : 1;
+        p->n_conv = p->n_conv < 1 ? 1 : p->n_conv > 8 ? 8 : p->n_conv;
+    }
+    p->lanes_wanted = cfg->decoders ? cfg->decoders : p->info.device ? GPU_LANES : 1;
+    p->pre = vfi_calloc((size_t)p->n_conv, sizeof(*p->pre));
+    p->cv = vfi_calloc((size_t)p->n_conv, sizeof(*p->cv));
+    p->scratch = vfi_calloc((size_t)p->n_conv, sizeof(*p->scratch));
+    if (!p->pre || !p->cv || !p->scratch)
+        return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+    vf_backend *be = vfi_extractor_backend(p->ex);
+    for (int i = 0; i < p->n_conv; i++) {
+        rc = vfi_preproc_create(po, &p->pre[i], &p->err);
+        if (rc >= 0 && be->ops->convert)
+            rc = be->ops->converter_new(be, &p->cv[i], &p->err);
+        if (rc < 0)
+            return rc;
+        if (!vfi_backend_input_host(be) &&
+            !(p->scratch[i] = vfi_aligned_alloc(VF_TENSOR_ALIGN, slot_floats(p) * sizeof(float))))
+            return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+    }
+    /* NVDEC's frames are converted where they are when the backend can read them there */
+    p->keep_on_device = p->hw && be->ops->convert && !vfi_backend_input_host(be);
+    if (p->db_path) {
+        rc = vfi_store_open(p->db_path, &p->store, &p->err);
+        if (rc < 0)
+            return rc;
+        char sha[65], prep[256];
+        vf_store_model m;
+        rc = vfi_pipeline_model_row(p, &m, sha, prep, sizeof(prep), &p->err);
+        if (rc < 0)
+            return rc;
+        rc = vfi_store_model(p->store, &m, &p->model_id, &p->err);
+        if (rc < 0)
+            return rc;
+    }
+    return VF_OK;
+}
+
+vf_status vf_pipeline_info(const vf_pipeline *p, vf_model_info *info)
+{
+    if (!p || !info || !p->ex)
+        return VF_ERR_INVALID;
+    return vf_extractor_info(p->ex, info); /* the calibration's fields change while running */
+}
+
+const char *vf_pipeline_errmsg(const vf_pipeline *p)
+{
+    return p ? p->err.msg : "out of memory";
+}
+
+void vf_pipeline_free(vf_pipeline **pp)
+{
+    vf_pipeline *p = pp ? *pp : NULL;
+    if (!p)
+        return;
+    vfi_store_close(&p->store);
+    vf_backend *be = p->ex ? vfi_extractor_backend(p->ex) : NULL;
+    for (int i = 0; i < p->n_conv; i++) {
+        if (p->pre)
+            vfi_preproc_free(&p->pre[i]);
+        if (p->cv && p->cv[i])
+            be->ops->converter_free(be, p->cv[i]);
+        if (p->scratch)
+            vfi_free(p->scratch[i]);
+    }
+    vfi_free(p->pre);
+    vfi_free(p->cv);
+    vfi_free(p->scratch);
+    vf_extractor_free(&p->ex);
+    vfi_hwdev_free(&p->hw);
+    vfi_free(p->db_path);
+    pthread_mutex_destroy(&p->lock);
+    pthread_mutex_destroy(&p->conv_lock);
+    pthread_cond_destroy(&p->conv_done);
+    vfi_free(p);
+    *pp = NULL;
+}
+
+int vf_probe_media(const char *path)
+{
+    return path ? vfi_decode_probe(path) : 0;
+}

@@ -1,0 +1,275 @@
+/*
+ * similar.c - vf_db_similar: the stored frames nearest to a query frame. The query vector is read
+ * back from the database (a video it holds) or extracted by a one-frame pipeline run with the
+ * database's own model, after checking that the model file and preprocessing are the ones the
+ * stored vectors came from; the scan itself is the store's (vfi_store_nearest).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/extractor.h"
+#include "core/mem.h"
+#include "pipeline/pipeline.h"
+#include "core/status.h"
+#include "store/store_sqlite.h"
+
+#define DEFAULT_K 10
+#define MAX_K     100000
+
+/* A model row of the database, owned copies of its strings. */
+typedef struct model_row {
+    int64_t id;
+    char *name, *sha, *layer, *prep;
+    int dim, f16;
+    int64_t vectors;
+} model_row;
+
+typedef struct row_list {
+    model_row *v;
+    int n, cap;
+    int nomem;
+} row_list;
+
+static void free_rows(row_list *l)
+{
+    for (int i = 0; i < l->n; i++) {
+        vfi_free(l->v[i].name);
+        vfi_free(l->v[i].sha);
+        vfi_free(l->v[i].layer);
+        vfi_free(l->v[i].prep);
+    }
+    vfi_free(l->v);
+}
+
+static void collect_row(void *user, int64_t id, const vf_store_model *m, int64_t vectors)
+{
+    row_list *l = user;
+    model_row *grown = vfi_grow(l->v, &l->cap, l->n + 1, sizeof(*l->v));
+    if (!grown) {
+        l->nomem = 1;
+        return;
+    }
+    l->v = grown;
+    model_row *r = &l->v[l->n++];
+    *r = (model_row){id,
+                     vfi_strdup(m->name),
+                     vfi_strdup(m->file_sha256),
+                     vfi_strdup(m->layer),
+                     vfi_strdup(m->preprocessing),
+                     m->dim,
+                     m->f16,
+                     vectors};
+    if (!r->name || !r->sha || !r->layer || !r->prep)
+        l->nomem = 1;
+}
+
+/* "name (layer, dim, dtype), ..." for messages. */
+static void list_rows(const row_list *l, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < l->n && len < size; i++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%s (%s, %d, %s, %lld vectors)",
+                                i ? ", " : "", l->v[i].name, l->v[i].layer, l->v[i].dim,
+                                l->v[i].f16 ? "f16" : "f32", (long long)l->v[i].vectors);
+}
+
+/* The one row cfg selects. */
+static vf_status choose_row(const row_list *l, const vf_config *cfg, const char *db,
+                            const model_row **out, vf_err *err)
+{
+    /* rows record a model file by the name the extractor gives it */
+    char held[VF_ERRMSG_SIZE];
+    size_t len = 5;
+    const char *name = "(any)";
+    if (cfg->model)
+        name = vfi_model_file_name(cfg->model, &len);
+    int n = 0;
+    for (int i = 0; i < l->n; i++) {
+        if ((!cfg->model || (strlen(l->v[i].name) == len && !strncmp(l->v[i].name, name, len))) &&
+            (!cfg->layer || !strcmp(l->v[i].layer, cfg->layer))) {
+            *out = &l->v[i];
+            n++;
+        }
+    }
+    if (n == 1)
+        return VF_OK;
+    if (!l->n)
+        return vfi_fail(err, VF_ERR_STORE, "%s: holds no feature vectors", db);
+    list_rows(l, held, sizeof(held));
+    if (!n)
+        return vfi_fail(err, VF_ERR_STORE, "%s: no vectors of model %.*s%s%s; it holds %s", db,
+                        (int)len, name, cfg->layer ? ", layer " : "", cfg->layer ? cfg->layer : "",
+                        held);
+    return vfi_fail(err, VF_ERR_STORE,
+                    "%s: holds vectors of several models, choose one (model "
+                    "and layer): %s",
+                    db, held);
+}
+
+/* The query frame's vector, as the one-frame run saw it. */
+typedef struct query_capture {
+    float *vec;
+    int dim, got;
+    int64_t frame_index;
+    double t;
+    vf_status status;
+    char error[VF_ERRMSG_SIZE];
+} query_capture;
+
+static int capture_batch(void *user, const vf_batch_view *b)
+{
+    query_capture *c = user;
+    if (!c->got && b->n > 0 && b->dim == c->dim) {
+        memcpy(c->vec, b->features, (size_t)c->dim * sizeof(float));
+        c->frame_index = b->frame_index[0];
+        c->t = b->t[0];
+        c->got = 1;
+    }
+    return 0;
+}
+
+static void capture_file(void *user, int file, const vf_file_result *r)
+{
+    query_capture *c = user;
+    (void)file;
+    if (r->status < 0) {
+        c->status = r->status;
+        snprintf(c->error, sizeof(c->error), "%s", r->error);
+    }
+}
+
+/* Extract the vector of the frame of `path` at `at` seconds with the row's model, after checking
+ * that the model is the row's (file, preprocessing, dimension). */
+static vf_status extract_query(const vf_config *cfg, const model_row *row, const char *path,
+                               double at, float *vec, vf_neighbour *src, vf_err *err)
+{
+    vf_config c = *cfg;
+    c.model = cfg->model ? cfg->model : row->name;
+    c.layer = row->layer;
+    c.db_path = NULL;
+    c.batch_size = 1;
+    c.sample_fps = 0.0;
+    c.every = 0;
+    c.keyframes = 0;
+    c.start = at;
+    c.duration = 0.0;
+    c.max_frames = 1;
+    c.decoders = 1;
+    c.no_overlap = 0;
+    c.store_f16 = row->f16;
+    vf_pipeline *p = NULL;
+    vf_status rc = vf_pipeline_create(&c, &p);
+    if (rc < 0) {
+        if (cfg->model)
+            vfi_fail(err, rc, "%s", vf_pipeline_errmsg(p));
+        else
+            vfi_fail(err, rc, "%s (the stored vectors came from model %s: name its file)",
+                     vf_pipeline_errmsg(p), row->name);
+        goto done;
+    }
+    char sha[65], prep[256];
+    vf_store_model m;
+    rc = vfi_pipeline_model_row(p, &m, sha, prep, sizeof(prep), err);
+    if (rc < 0)
+        goto done;
+    if (strcmp(sha, row->sha) || strcmp(prep, row->prep) || m.dim != row->dim) {
+        vf_model_info info;
+        vf_pipeline_info(p, &info);
+        rc = vfi_fail(err, VF_ERR_MODEL, "%s does not make the stored %s vectors: its %s differs",
+                      info.path, row->name,
+                      strcmp(sha, row->sha)     ? "file (sha256)"
+                      : strcmp(prep, row->prep) ? "preprocessing"
+                                                : "vector size");
+        goto done;
+    }
+    query_capture cap = {.vec = vec, .dim = row->dim};
+    vf_run_hooks hooks = {.user = &cap, .file_done = capture_file, .batch = capture_batch};
+    rc = vf_pipeline_run(p, &path, 1, &hooks);
+    if (rc < 0) {
+        vfi_fail(err, rc, "%s", vf_pipeline_errmsg(p));
+    } else if (cap.status < 0) {
+        rc = vfi_fail(err, cap.status, "%s: %s", path, cap.error);
+    } else if (!cap.got) {
+        rc = at > 0.0 ? vfi_fail(err, VF_ERR_DECODE, "%s: no frame at %g s or after", path, at)
+                      : vfi_fail(err, VF_ERR_DECODE, "%s: no frame", path);
+    } else {
+        *src = (vf_neighbour){path, cap.frame_index, 0, cap.t, 1.0, 0};
+    }
+done:
+    vf_pipeline_free(&p);
+    return rc;
+}
+
+typedef struct hit_relay {
+    void (*hit)(void *user, const vf_neighbour *n);
+    void *user;
+} hit_relay;
+
+static void relay_hit(void *user, const char *path, const vf_store_ref *ref, double similarity)
+{
+    const hit_relay *r = user;
+    vf_neighbour n = {path, ref->frame_index, ref->pts, ref->t, similarity, 1};
+    r->hit(r->user, &n);
+}
+
+vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_similar_query *q,
+                        void (*hit)(void *user, const vf_neighbour *n), void *user,
+                        vf_neighbour *query_out, char *errbuf, size_t errbuf_size)
+{
+    vf_err err = {0};
+    vf_status rc = VF_OK;
+    vf_store *s = NULL;
+    row_list rows = {0};
+    float *vec = NULL;
+    int k = q && q->k ? q->k : DEFAULT_K;
+    if (!db_path || !cfg || !q || !hit || !q->image == !q->video || k < 1 || k > MAX_K ||
+        !(q->at >= 0.0) || !isfinite(q->at)) {
+        rc = vfi_fail(&err, VF_ERR_INVALID,
+                      "similar: a database, a hit callback, an image or a video (not both), a "
+                      "time >= 0 and 1..%d neighbours are needed",
+                      MAX_K);
+        goto done;
+    }
+    rc = vfi_store_open_read(db_path, &s, &err);
+    if (rc < 0)
+        goto done;
+    rc = vfi_store_models(s, collect_row, &rows, &err);
+    if (rc >= 0 && rows.nomem)
+        rc = vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
+    const model_row *row = NULL;
+    if (rc >= 0)
+        rc = choose_row(&rows, cfg, db_path, &row, &err);
+    if (rc < 0)
+        goto done;
+    if (!(vec = vfi_mallocarray((size_t)row->dim, sizeof(float)))) {
+        rc = vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    /* a file the database holds: its stored vector, and the hits leave that frame out */
+    const char *path = q->image ? q->image : q->video;
+    double at = q->image ? 0.0 : q->at;
+    vf_store_ref ref = {0};
+    vf_neighbour src = {0};
+    int found = 0;
+    rc = vfi_store_vector_at(s, row->id, row->f16, path, at, vec, row->dim, &ref, &found, &err);
+    if (rc < 0)
+        goto done;
+    if (found)
+        src = (vf_neighbour){path, ref.frame_index, ref.pts, ref.t, 1.0, 1};
+    else if ((rc = extract_query(cfg, row, path, at, vec, &src, &err)) < 0)
+        goto done;
+    if (query_out)
+        *query_out = src;
+    hit_relay relay = {hit, user};
+    rc = vfi_store_nearest(s, row->id, row->f16, vec, row->dim, k, found ? &ref : NULL, relay_hit,
+                           &relay, &err);
+done:
+    if (rc < 0 && errbuf && errbuf_size)
+        snprintf(errbuf, errbuf_size, "%s", err.msg);
+    vfi_free(vec);
+    free_rows(&rows);
+    vfi_store_close(&s);
+    return rc;
+}

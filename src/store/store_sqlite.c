@@ -1,0 +1,867 @@
+/*
+ * store_sqlite.c - see store_sqlite.h. WAL journal, synchronous=NORMAL (a crash or kill -9
+ * never corrupts the file and loses at most the batch being written), a 5 s busy timeout for
+ * another writer, prepared statements reused for every batch. An extraction is marked done only
+ * by the statement that records its frame count, after every batch is committed, so a database
+ * can never show a done extraction with frames missing.
+ */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include "store/store_sqlite.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "core/half.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/status.h"
+#include "core/path.h"
+
+struct vf_store {
+    sqlite3 *db;
+    sqlite3_stmt *ins_feature;
+    sqlite3_stmt *add_frames; /* the running count, in the batch's transaction */
+    char *path;
+};
+
+#define BUSY_TIMEOUT_MS 5000
+
+/* Fail with SQLite's message, copied at once (the next call may overwrite it). */
+static vf_status db_fail(vf_store *s, vf_err *err, const char *what)
+{
+    return vfi_fail(err, VF_ERR_STORE, "%s: %s: %s", s->path, what,
+                    s->db ? sqlite3_errmsg(s->db) : "cannot open");
+}
+
+/* Why a database could not even be read, in words a user can act on. */
+static const char *read_problem(sqlite3 *db)
+{
+    switch (sqlite3_errcode(db) & 0xff) { /* the primary code of an extended one */
+    case SQLITE_NOTADB:
+        return "not a vidfeat database";
+    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN: /* WAL mode needs to create its -shm file beside the database */
+        return "cannot write to it (vidfeat needs to write to the database and its directory: a "
+               "read-only file, directory or file system?)";
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return "locked by another writer";
+    default:
+        return "cannot read it";
+    }
+}
+
+#define CHECK_SQL(call, what)                                                                      \
+    do {                                                                                           \
+        if ((call) != SQLITE_OK) {                                                                 \
+            rc = db_fail(s, err, what);                                                            \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+static const char *const schema_v1 =
+    "CREATE TABLE videos ("
+    " id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, size INTEGER, mtime REAL,"
+    " content_hash TEXT, duration REAL, width INTEGER, height INTEGER, rotation INTEGER,"
+    " codec TEXT, frame_rate REAL);"
+    "CREATE TABLE models ("
+    " id INTEGER PRIMARY KEY, name TEXT NOT NULL, file_sha256 TEXT NOT NULL, layer TEXT NOT NULL,"
+    " dim INTEGER NOT NULL, dtype TEXT NOT NULL, preprocessing TEXT NOT NULL,"
+    " UNIQUE(name, file_sha256, layer, dtype, preprocessing));"
+    "CREATE TABLE extractions ("
+    " id INTEGER PRIMARY KEY, video_id INTEGER NOT NULL REFERENCES videos(id),"
+    " model_id INTEGER NOT NULL REFERENCES models(id), sampling TEXT NOT NULL,"
+    " status TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed')), error TEXT,"
+    " device TEXT, precision TEXT, batch_size INTEGER, frames INTEGER NOT NULL DEFAULT 0,"
+    " started_at TEXT, finished_at TEXT, decode_fps REAL, convert_fps REAL, infer_fps REAL,"
+    " store_fps REAL, UNIQUE(video_id, model_id, sampling));"
+    "CREATE TABLE features ("
+    " extraction_id INTEGER NOT NULL REFERENCES extractions(id) ON DELETE CASCADE,"
+    " frame_index INTEGER NOT NULL, pts INTEGER, t REAL NOT NULL, vec BLOB NOT NULL,"
+    " PRIMARY KEY (extraction_id, frame_index)) WITHOUT ROWID;";
+
+/* v2: benchmark results (vidfeat bench -o), one row per configuration, so that runs from several
+ * machines can be merged into one file and compared. */
+static const char *const schema_v2 =
+    "CREATE TABLE runs ("
+    " id INTEGER PRIMARY KEY, started_at TEXT NOT NULL, host TEXT, vidfeat_version TEXT,"
+    " device TEXT NOT NULL, device_name TEXT, backend TEXT, model TEXT NOT NULL, layer TEXT,"
+    " precision TEXT NOT NULL, batch_size INTEGER NOT NULL, threads INTEGER,"
+    " mode TEXT NOT NULL CHECK (mode IN ('pipeline', 'per_frame', 'infer_only')), input TEXT,"
+    " frames INTEGER, end_to_end_fps REAL, decode_fps REAL, convert_fps REAL, infer_fps REAL,"
+    " store_fps REAL, peak_rss_mb REAL);";
+
+/* migrations[v] brings a database from user_version v to v + 1 */
+static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {schema_v1, schema_v2};
+
+static vf_status exec(vf_store *s, const char *sql, vf_err *err)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        vf_status rc = vfi_fail(err, VF_ERR_STORE, "%s: %s", s->path, msg ? msg : "error");
+        sqlite3_free(msg);
+        return rc;
+    }
+    return VF_OK;
+}
+
+/* Bring the schema up to VF_STORE_SCHEMA_VERSION in one transaction: all steps or none. The
+ * version is read again inside it, so two processes opening an old file migrate it once. */
+static vf_status migrate(vf_store *s, vf_err *err)
+{
+    vf_status rc = exec(s, "BEGIN IMMEDIATE", err);
+    if (rc < 0)
+        return rc;
+    sqlite3_stmt *st = NULL;
+    int version = -1;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    if (version < 0) {
+        rc = db_fail(s, err, "reading the schema version");
+        goto fail;
+    }
+    for (int v = version; v < VF_STORE_SCHEMA_VERSION; v++) {
+        if ((rc = exec(s, migrations[v], err)) < 0)
+            goto fail;
+    }
+    if (version < VF_STORE_SCHEMA_VERSION) {
+        char sql[64];
+        snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", VF_STORE_SCHEMA_VERSION);
+        if ((rc = exec(s, sql, err)) < 0)
+            goto fail;
+        if (version > 0)
+            vfi_log(VF_LOG_INFO, "store", "%s: schema %d migrated to %d", s->path, version,
+                    VF_STORE_SCHEMA_VERSION);
+    }
+    if ((rc = exec(s, "COMMIT", err)) < 0)
+        goto fail;
+    return VF_OK;
+fail:
+    exec(s, "ROLLBACK", NULL);
+    return rc;
+}
+
+void vfi_store_close(vf_store **ps)
+{
+    vf_store *s = ps ? *ps : NULL;
+    if (!s)
+        return;
+    sqlite3_finalize(s->ins_feature);
+    sqlite3_finalize(s->add_frames);
+    sqlite3_close(s->db);
+    vfi_free(s->path);
+    vfi_free(s);
+    *ps = NULL;
+}
+
+/* ---- reading vectors back -------------------------------------------------------------- */
+
+/* Open s->path read-only into s->db and read its schema version into *version: a vidfeat
+ * database has one of at least 1. s->db is left for the caller to close, also on failure. */
+static vf_status open_readonly(vf_store *s, int *version, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+        return vfi_fail(err, VF_ERR_STORE, "%s: cannot open (%s)", s->path,
+                        s->db ? sqlite3_errmsg(s->db) : "out of memory");
+    sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_step(st) != SQLITE_ROW) {
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: %s (%s)", s->path, read_problem(s->db),
+                      sqlite3_errmsg(s->db));
+    } else if ((*version = sqlite3_column_int(st, 0)) < 1) {
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: not a vidfeat database", s->path);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+vf_status vfi_store_open_read(const char *path, vf_store **out, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    int version = 0;
+    vf_store *s = vfi_calloc(1, sizeof(*s));
+    if (!s || !(s->path = vfi_strdup(path))) {
+        vfi_free(s);
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    TRY(open_readonly(s, &version, err));
+    if (version > VF_STORE_SCHEMA_VERSION) {
+        rc = vfi_fail(err, VF_ERR_STORE,
+                      "%s: schema version %d is newer than this vidfeat's (upgrade vidfeat)", path,
+                      version);
+        goto fail;
+    }
+    *out = s;
+    return VF_OK;
+fail:
+    vfi_store_close(&s);
+    return rc;
+}
+
+vf_status vfi_store_models(vf_store *s,
+                           void (*row)(void *user, int64_t id, const vf_store_model *m,
+                                       int64_t vectors),
+                           void *user, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT m.id, m.name, m.file_sha256, m.layer, m.dim, m.dtype,"
+                                 " m.preprocessing, count(*) FROM models m JOIN extractions e ON"
+                                 " e.model_id = m.id JOIN features f ON f.extraction_id = e.id"
+                                 " GROUP BY m.id ORDER BY m.id",
+                                 -1, &st, NULL),
+              "reading models");
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+        vf_store_model m = {
+            .name = (const char *)sqlite3_column_text(st, 1),
+            .file_sha256 = (const char *)sqlite3_column_text(st, 2),
+            .layer = (const char *)sqlite3_column_text(st, 3),
+            .dim = sqlite3_column_int(st, 4),
+            .f16 = !strcmp((const char *)sqlite3_column_text(st, 5), "float16"),
+            .preprocessing = (const char *)sqlite3_column_text(st, 6),
+        };
+        row(user, sqlite3_column_int64(st, 0), &m, sqlite3_column_int64(st, 7));
+    }
+    if (r != SQLITE_DONE)
+        rc = db_fail(s, err, "reading models");
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* A stored vector (float32 or float16 BLOB of dim elements) as floats; VF_ERR_STORE when its
+ * size does not fit. */
+static vf_status read_vec(vf_store *s, sqlite3_stmt *st, int col, int f16, int dim, float *out,
+                          vf_err *err)
+{
+    const unsigned char *blob = sqlite3_column_blob(st, col);
+    size_t es = f16 ? 2 : 4, bytes = (size_t)sqlite3_column_bytes(st, col);
+    if (bytes != (size_t)dim * es || (!blob && dim))
+        return vfi_fail(err, VF_ERR_STORE, "%s: a vector of %zu bytes where %d %s were expected",
+                        s->path, bytes, dim, f16 ? "float16s" : "float32s");
+    for (int i = 0; i < dim; i++) {
+        if (f16)
+            out[i] = vfi_f16_to_f32((uint16_t)(blob[2 * i] | blob[2 * i + 1] << 8));
+        else {
+            uint32_t x = (uint32_t)blob[4 * i] | (uint32_t)blob[4 * i + 1] << 8 |
+                         (uint32_t)blob[4 * i + 2] << 16 | (uint32_t)blob[4 * i + 3] << 24;
+            memcpy(&out[i], &x, sizeof(x));
+        }
+    }
+    return VF_OK;
+}
+
+/* The video id stored for path, or for another name of the same file (0: none): the name
+ * extractions record (vfi_path_absolute), the path as given (databases from before names were
+ * absolute), or any stored path that realpath resolves to the same file. */
+static vf_status find_video(vf_store *s, int64_t model_id, const char *path, int64_t *video,
+                            vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    char *want = NULL, *name = vfi_path_absolute(path); /* NULL for "" */
+    *video = 0;
+    if (!name && path[0]) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT DISTINCT v.id, v.path FROM videos v JOIN extractions e"
+                                 " ON e.video_id = v.id WHERE e.model_id = ?"
+                                 " ORDER BY v.path IN (?, ?) DESC, v.id",
+                                 -1, &st, NULL),
+              "reading videos");
+    sqlite3_bind_int64(st, 1, model_id);
+    sqlite3_bind_text(st, 2, name ? name : path, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
+    want = realpath(path, NULL);
+    int r = SQLITE_DONE;
+    while (!*video && (r = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *stored = (const char *)sqlite3_column_text(st, 1);
+        int same = (name && !strcmp(stored, name)) || !strcmp(stored, path);
+        char *real = want && !same ? realpath(stored, NULL) : NULL;
+        if (same || (real && !strcmp(real, want)))
+            *video = sqlite3_column_int64(st, 0);
+        free(real); /* realpath's allocation */
+    }
+    if (!*video && r != SQLITE_DONE)
+        rc = db_fail(s, err, "reading videos");
+fail:
+    free(want);
+    vfi_free(name);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+vf_status vfi_store_vector_at(vf_store *s, int64_t model_id, int f16, const char *path, double t,
+                              float *vec, int dim, vf_store_ref *ref, int *found, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    int64_t video;
+    *found = 0;
+    TRY(find_video(s, model_id, path, &video, err));
+    if (!video)
+        return VF_OK;
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM"
+                                 " features f JOIN extractions e ON e.id = f.extraction_id WHERE"
+                                 " e.video_id = ? AND e.model_id = ?"
+                                 " ORDER BY abs(f.t - ?), f.t, e.id LIMIT 1",
+                                 -1, &st, NULL),
+              "reading features");
+    sqlite3_bind_int64(st, 1, video);
+    sqlite3_bind_int64(st, 2, model_id);
+    sqlite3_bind_double(st, 3, t);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) {
+        *ref = (vf_store_ref){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                              sqlite3_column_int64(st, 2), sqlite3_column_double(st, 3)};
+        TRY(read_vec(s, st, 4, f16, dim, vec, err));
+        *found = 1;
+    } else if (r != SQLITE_DONE) {
+        rc = db_fail(s, err, "reading features");
+    }
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+typedef struct scored {
+    double sim;
+    vf_store_ref ref;
+} scored;
+
+/* Does a rank before b (higher similarity; ties by extraction, then frame)? */
+static int ranks_before(const scored *a, const scored *b)
+{
+    if (a->sim != b->sim)
+        return a->sim > b->sim;
+    if (a->ref.extraction != b->ref.extraction)
+        return a->ref.extraction < b->ref.extraction;
+    return a->ref.frame_index < b->ref.frame_index;
+}
+
+vf_status vfi_store_nearest(vf_store *s, int64_t model_id, int f16, const float *q, int dim, int k,
+                            const vf_store_ref *skip,
+                            void (*hit)(void *user, const char *path, const vf_store_ref *ref,
+                                        double similarity),
+                            void *user, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    int n = 0;
+    float *v = vfi_mallocarray((size_t)(dim > 0 ? dim : 1), sizeof(float));
+    scored *best = vfi_mallocarray((size_t)(k > 0 ? k : 1), sizeof(scored));
+    if (!v || !best) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    double qn = 0.0;
+    for (int i = 0; i < dim; i++)
+        qn += (double)q[i] * q[i];
+    qn = sqrt(qn);
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM"
+                                 " features f JOIN extractions e ON e.id = f.extraction_id"
+                                 " WHERE e.model_id = ?",
+                                 -1, &st, NULL),
+              "reading features");
+    sqlite3_bind_int64(st, 1, model_id);
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+        scored c = {0.0,
+                    {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                     sqlite3_column_int64(st, 2), sqlite3_column_double(st, 3)}};
+        if (skip && c.ref.extraction == skip->extraction && c.ref.frame_index == skip->frame_index)
+            continue;
+        TRY(read_vec(s, st, 4, f16, dim, v, err));
+        double dot = 0.0, vv = 0.0; /* one pass over the vector */
+        for (int i = 0; i < dim; i++) {
+            dot += (double)q[i] * v[i];
+            vv += (double)v[i] * v[i];
+        }
+        c.sim = qn > 0.0 && vv > 0.0 ? dot / (qn * sqrt(vv)) : 0.0;
+        if (n == k && !ranks_before(&c, &best[k - 1]))
+            continue;
+        int at = n < k ? n++ : k - 1; /* insertion into the sorted list */
+        while (at > 0 && ranks_before(&c, &best[at - 1])) {
+            best[at] = best[at - 1];
+            at--;
+        }
+        best[at] = c;
+    }
+    if (r != SQLITE_DONE) {
+        rc = db_fail(s, err, "reading features");
+        goto fail;
+    }
+    sqlite3_finalize(st);
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT v.path FROM extractions e JOIN videos v ON v.id ="
+                                 " e.video_id WHERE e.id = ?",
+                                 -1, &st, NULL),
+              "reading videos");
+    for (int i = 0; i < n; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, best[i].ref.extraction);
+        if (sqlite3_step(st) != SQLITE_ROW) {
+            rc = db_fail(s, err, "reading videos");
+            goto fail;
+        }
+        hit(user, (const char *)sqlite3_column_text(st, 0), &best[i].ref, best[i].sim);
+    }
+fail:
+    sqlite3_finalize(st);
+    vfi_free(v);
+    vfi_free(best);
+    return rc;
+}
+
+const char *vfi_store_version(void)
+{
+    return sqlite3_libversion();
+}
+
+vf_status vfi_store_open(const char *path, vf_store **out, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    vf_store *s = vfi_calloc(1, sizeof(*s));
+    if (!s || !(s->path = vfi_strdup(path))) {
+        vfi_free(s);
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+        SQLITE_OK) {
+        rc = db_fail(s, err, "cannot open");
+        goto fail;
+    }
+    sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+    sqlite3_extended_result_codes(s->db, 1);
+    int version = -1;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_step(st) != SQLITE_ROW) {
+        sqlite3_finalize(st);
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: %s (%s)", path, read_problem(s->db),
+                      sqlite3_errmsg(s->db));
+        goto fail;
+    }
+    version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    if (version > VF_STORE_SCHEMA_VERSION) {
+        rc = vfi_fail(err, VF_ERR_STORE,
+                      "%s: schema version %d is newer than this vidfeat's %d (upgrade vidfeat)",
+                      path, version, VF_STORE_SCHEMA_VERSION);
+        goto fail;
+    }
+    if (version == 0) {
+        /* A new file, or a database that is not ours: refuse anything with tables in it, before
+         * anything is written to it. */
+        int tables = 0;
+        if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &st, NULL) ==
+                SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            tables = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+        if (tables) {
+            rc = vfi_fail(err, VF_ERR_STORE, "%s: a database that vidfeat did not create", path);
+            goto fail;
+        }
+    }
+    if ((rc = exec(s,
+                   "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                   "PRAGMA foreign_keys=ON;",
+                   err)) < 0)
+        goto fail;
+    if (version < VF_STORE_SCHEMA_VERSION && (rc = migrate(s, err)) < 0)
+        goto fail;
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "INSERT OR REPLACE INTO features (extraction_id, frame_index, "
+                                 "pts, t, vec) VALUES (?, ?, ?, ?, ?)",
+                                 -1, &s->ins_feature, NULL),
+              "prepare");
+    CHECK_SQL(sqlite3_prepare_v2(s->db, "UPDATE extractions SET frames = frames + ? WHERE id = ?",
+                                 -1, &s->add_frames, NULL),
+              "prepare");
+    *out = s;
+    return VF_OK;
+fail:
+    vfi_store_close(&s);
+    return rc;
+}
+
+static void now_iso(char *buf, size_t size)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+vf_status vfi_store_model(vf_store *s, const vf_store_model *m, int64_t *model_id, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    const char *dtype = m->f16 ? "float16" : "float32";
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "INSERT INTO models (name, file_sha256, layer, dim, dtype, "
+                                 "preprocessing) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+                                 "ON CONFLICT DO UPDATE SET dim = ?4 RETURNING id",
+                                 -1, &st, NULL),
+              "prepare");
+    sqlite3_bind_text(st, 1, m->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, m->file_sha256, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, m->layer, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 4, m->dim);
+    sqlite3_bind_text(st, 5, dtype, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, m->preprocessing, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        rc = db_fail(s, err, "recording the model");
+        goto fail;
+    }
+    *model_id = sqlite3_column_int64(st, 0);
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+vf_status vfi_store_is_done(vf_store *s, const char *path, int64_t size, double mtime,
+                            int64_t model_id, const char *sampling, const char *precision,
+                            int *done, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    *done = 0;
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT e.status FROM extractions e JOIN videos v ON v.id = "
+                                 "e.video_id WHERE v.path = ? AND v.size = ? AND v.mtime = ? AND "
+                                 "e.model_id = ? AND e.sampling = ? AND e.precision = ?",
+                                 -1, &st, NULL),
+              "prepare");
+    sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, size);
+    sqlite3_bind_double(st, 3, mtime);
+    sqlite3_bind_int64(st, 4, model_id);
+    sqlite3_bind_text(st, 5, sampling, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, precision, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW)
+        *done = !strcmp((const char *)sqlite3_column_text(st, 0), "done");
+    else if (r != SQLITE_DONE)
+        rc = db_fail(s, err, "reading extractions");
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+vf_status vfi_store_begin(vf_store *s, const vf_store_video *v, int64_t model_id,
+                          const char *sampling, const vf_store_run *run, int64_t *ext_id,
+                          vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    char now[32];
+    now_iso(now, sizeof(now));
+    if ((rc = exec(s, "BEGIN IMMEDIATE", err)) < 0)
+        return rc;
+    CHECK_SQL(sqlite3_prepare_v2(
+                  s->db,
+                  "INSERT INTO videos (path, size, mtime, content_hash, duration, width, height, "
+                  "rotation, codec, frame_rate) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+                  "ON CONFLICT (path) DO UPDATE SET size = ?2, mtime = ?3, content_hash = ?4, "
+                  "duration = ?5, width = ?6, height = ?7, rotation = ?8, codec = ?9, "
+                  "frame_rate = ?10 RETURNING id",
+                  -1, &st, NULL),
+              "prepare");
+    sqlite3_bind_text(st, 1, v->path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, v->size);
+    sqlite3_bind_double(st, 3, v->mtime);
+    sqlite3_bind_text(st, 4, v->content_hash, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 5, v->duration);
+    sqlite3_bind_int(st, 6, v->width);
+    sqlite3_bind_int(st, 7, v->height);
+    sqlite3_bind_int(st, 8, v->rotation);
+    sqlite3_bind_text(st, 9, v->codec, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 10, v->frame_rate);
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        rc = db_fail(s, err, "recording the video");
+        goto fail;
+    }
+    int64_t video_id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    st = NULL;
+    /* An earlier attempt (unfinished, failed or forced) goes, with its vectors. */
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "DELETE FROM extractions WHERE video_id = ? AND model_id = ? "
+                                 "AND sampling = ?",
+                                 -1, &st, NULL),
+              "prepare");
+    sqlite3_bind_int64(st, 1, video_id);
+    sqlite3_bind_int64(st, 2, model_id);
+    sqlite3_bind_text(st, 3, sampling, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        rc = db_fail(s, err, "removing an old extraction");
+        goto fail;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "INSERT INTO extractions (video_id, model_id, sampling, status, "
+                                 "device, precision, batch_size, started_at) VALUES (?, ?, ?, "
+                                 "'running', ?, ?, ?, ?) RETURNING id",
+                                 -1, &st, NULL),
+              "prepare");
+    sqlite3_bind_int64(st, 1, video_id);
+    sqlite3_bind_int64(st, 2, model_id);
+    sqlite3_bind_text(st, 3, sampling, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, run->device, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, run->precision, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 6, run->batch_size);
+    sqlite3_bind_text(st, 7, now, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        rc = db_fail(s, err, "starting the extraction");
+        goto fail;
+    }
+    *ext_id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    st = NULL;
+    if ((rc = exec(s, "COMMIT", err)) < 0)
+        goto fail;
+    return VF_OK;
+fail:
+    sqlite3_finalize(st);
+    exec(s, "ROLLBACK", NULL);
+    return rc;
+}
+
+vf_status vfi_store_batch(vf_store *s, int64_t ext_id, int n, int dim, int f16,
+                          const int64_t *frame_index, const int64_t *pts, const double *t,
+                          const float *vecs, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    uint16_t *half = NULL;
+    if (f16 && !(half = vfi_mallocarray((size_t)dim, sizeof(uint16_t))))
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if ((rc = exec(s, "BEGIN IMMEDIATE", err)) < 0)
+        goto out;
+    for (int i = 0; i < n; i++) {
+        sqlite3_stmt *st = s->ins_feature;
+        const float *v = vecs + (size_t)i * dim;
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, ext_id);
+        sqlite3_bind_int64(st, 2, frame_index[i]);
+        sqlite3_bind_int64(st, 3, pts[i]);
+        sqlite3_bind_double(st, 4, t[i]);
+        if (f16) {
+            for (int k = 0; k < dim; k++)
+                half[k] = vfi_f32_to_f16(v[k]);
+            sqlite3_bind_blob(st, 5, half, dim * 2, SQLITE_TRANSIENT);
+        } else {
+            sqlite3_bind_blob(st, 5, v, dim * 4, SQLITE_STATIC); /* x86-64: little-endian */
+        }
+        if (sqlite3_step(st) != SQLITE_DONE) {
+            rc = db_fail(s, err, "writing features");
+            sqlite3_reset(st);
+            exec(s, "ROLLBACK", NULL);
+            goto out;
+        }
+    }
+    sqlite3_reset(s->ins_feature);
+    /* the extraction's frames column follows the rows while it runs (an interrupted one then
+     * says how far it got); vfi_store_finish sets it from the rows themselves */
+    sqlite3_bind_int(s->add_frames, 1, n);
+    sqlite3_bind_int64(s->add_frames, 2, ext_id);
+    if (sqlite3_step(s->add_frames) != SQLITE_DONE)
+        rc = db_fail(s, err, "counting frames");
+    sqlite3_reset(s->add_frames);
+    if (rc < 0) {
+        exec(s, "ROLLBACK", NULL);
+        goto out;
+    }
+    if ((rc = exec(s, "COMMIT", err)) < 0)
+        exec(s, "ROLLBACK", NULL);
+out:
+    vfi_free(half);
+    return rc;
+}
+
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
+{
+    if (v)
+        sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+/* A measured rate, or NULL for "not measured" (0, negative or not finite). */
+static void bind_rate(sqlite3_stmt *st, int i, double v)
+{
+    if (v > 0 && isfinite(v))
+        sqlite3_bind_double(st, i, v);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+vf_status vfi_store_finish(vf_store *s, int64_t ext_id, int ok, const char *error,
+                           const double *stage_fps, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    char now[32];
+    now_iso(now, sizeof(now));
+    /* The count comes from the rows actually written, so "done" always matches them. */
+    CHECK_SQL(sqlite3_prepare_v2(
+                  s->db,
+                  "UPDATE extractions SET status = ?2, error = ?3, finished_at = ?4, "
+                  "decode_fps = ?5, convert_fps = ?6, infer_fps = ?7, store_fps = ?8, frames = "
+                  "(SELECT count(*) FROM features WHERE extraction_id = ?1) WHERE id = ?1",
+                  -1, &st, NULL),
+              "prepare");
+    sqlite3_bind_int64(st, 1, ext_id);
+    sqlite3_bind_text(st, 2, ok ? "done" : "failed", -1, SQLITE_STATIC);
+    if (error && *error)
+        sqlite3_bind_text(st, 3, error, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 3);
+    sqlite3_bind_text(st, 4, now, -1, SQLITE_STATIC);
+    for (int i = 0; i < 4; i++)
+        bind_rate(st, 5 + i, stage_fps ? stage_fps[i] : 0.0);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        rc = db_fail(s, err, "finishing the extraction");
+        goto fail;
+    }
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+vf_status vfi_store_add_run(vf_store *s, const vf_bench_record *r, const char *version, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    char when[32], host[256] = "";
+    now_iso(when, sizeof(when));
+    if (gethostname(host, sizeof(host) - 1) != 0)
+        host[0] = '\0';
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "INSERT INTO runs (started_at, host, vidfeat_version, device,"
+                                 " device_name, backend, model, layer, precision, batch_size,"
+                                 " threads, mode, input, frames, end_to_end_fps, decode_fps,"
+                                 " convert_fps, infer_fps, store_fps, peak_rss_mb) VALUES"
+                                 " (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                 -1, &st, NULL),
+              "recording the run");
+    const char *text[] = {
+        when,     host[0] ? host : NULL, version, r->device, r->device_name, r->backend, r->model,
+        r->layer, r->precision};
+    int i = 1;
+    for (size_t k = 0; k < sizeof(text) / sizeof(text[0]); k++)
+        bind_text_or_null(st, i++, text[k]);
+    sqlite3_bind_int(st, i++, r->batch_size);
+    sqlite3_bind_int(st, i++, r->threads);
+    bind_text_or_null(st, i++, r->mode);
+    bind_text_or_null(st, i++, r->input);
+    sqlite3_bind_int64(st, i++, r->frames);
+    const double rates[] = {r->end_to_end_fps, r->decode_fps, r->convert_fps,
+                            r->infer_fps,      r->store_fps,  r->peak_rss_mb};
+    for (size_t k = 0; k < sizeof(rates) / sizeof(rates[0]); k++)
+        bind_rate(st, i++, rates[k]);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        rc = db_fail(s, err, "recording the run");
+        goto fail;
+    }
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+vf_status vfi_store_describe(const char *path, void (*line)(void *user, const char *text),
+                             void *user, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    vf_store tmp = {.path = (char *)path}, *s = &tmp;
+    sqlite3_stmt *st = NULL;
+    char buf[1024];
+    int version = 0;
+    TRY(open_readonly(s, &version, err)); /* a newer schema is described as far as it can be */
+    snprintf(buf, sizeof(buf), "database %s (schema %d, SQLite %s)", path, version,
+             sqlite3_libversion());
+    line(user, buf);
+    CHECK_SQL(
+        sqlite3_prepare_v2(s->db,
+                           "SELECT (SELECT count(*) FROM videos), (SELECT count(*) FROM models),"
+                           " (SELECT count(*) FROM extractions WHERE status = 'done'),"
+                           " (SELECT count(*) FROM extractions WHERE status = 'failed'),"
+                           " (SELECT count(*) FROM extractions WHERE status = 'running'),"
+                           " (SELECT count(*) FROM features)",
+                           -1, &st, NULL),
+        "reading");
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        snprintf(buf, sizeof(buf),
+                 "%d videos, %d models, extractions: %d done, %d failed, %d unfinished; %lld "
+                 "vectors",
+                 sqlite3_column_int(st, 0), sqlite3_column_int(st, 1), sqlite3_column_int(st, 2),
+                 sqlite3_column_int(st, 3), sqlite3_column_int(st, 4),
+                 (long long)sqlite3_column_int64(st, 5));
+        line(user, buf);
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT e.status, e.frames, e.infer_fps, m.name, m.layer, m.dim,"
+                                 " m.dtype, e.sampling, v.path, e.error FROM extractions e"
+                                 " JOIN videos v ON v.id = e.video_id JOIN models m ON m.id ="
+                                 " e.model_id ORDER BY v.path, m.name",
+                                 -1, &st, NULL),
+              "reading");
+    line(user, "status   frames  infer/s  model (layer, dim, dtype, sampling)  path");
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *error = (const char *)sqlite3_column_text(st, 9);
+        snprintf(buf, sizeof(buf), "%-7s %7lld  %7.1f  %s (%s, %d, %s, %s)  %s%s%s",
+                 (const char *)sqlite3_column_text(st, 0), (long long)sqlite3_column_int64(st, 1),
+                 sqlite3_column_double(st, 2), (const char *)sqlite3_column_text(st, 3),
+                 (const char *)sqlite3_column_text(st, 4), sqlite3_column_int(st, 5),
+                 (const char *)sqlite3_column_text(st, 6), (const char *)sqlite3_column_text(st, 7),
+                 (const char *)sqlite3_column_text(st, 8), error ? ": " : "", error ? error : "");
+        line(user, buf);
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    /* benchmark runs (schema 2); a version-1 file opened read-only has none */
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT started_at, host, device, precision, batch_size, mode, model,"
+                           " coalesce(end_to_end_fps, 0), coalesce(infer_fps, 0),"
+                           " coalesce(device_name, '') FROM runs ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK)
+        goto fail;
+    int header = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (!header++)
+            line(user, "benchmark runs: when  host  device  precision  batch  mode  model  "
+                       "end-to-end/s  infer/s  device name");
+        snprintf(buf, sizeof(buf), "%s  %s  %s  %s  %d  %s  %s  %.2f  %.2f  %s",
+                 (const char *)sqlite3_column_text(st, 0),
+                 sqlite3_column_text(st, 1) ? (const char *)sqlite3_column_text(st, 1) : "-",
+                 (const char *)sqlite3_column_text(st, 2), (const char *)sqlite3_column_text(st, 3),
+                 sqlite3_column_int(st, 4), (const char *)sqlite3_column_text(st, 5),
+                 (const char *)sqlite3_column_text(st, 6), sqlite3_column_double(st, 7),
+                 sqlite3_column_double(st, 8), (const char *)sqlite3_column_text(st, 9));
+        line(user, buf);
+    }
+fail:
+    sqlite3_finalize(st);
+    sqlite3_close(s->db);
+    return rc;
+}

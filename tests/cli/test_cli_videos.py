@@ -53,10 +53,22 @@ def ffprobe_frames(path, extra=()):
     return ts
 
 
+def has_schema(db):
+    """A kill may land before the first run's schema is committed: the file is then an empty
+    database (which the next run sets up)."""
+    con = sqlite3.connect(db)
+    n = con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'extractions'").fetchone()[0]
+    con.close()
+    return n == 1
+
+
 def consistent(db):
     """No extraction is done with frames missing; the file passes integrity_check."""
     con = sqlite3.connect(db)
     check(con.execute("PRAGMA integrity_check").fetchone()[0] == "ok", "integrity_check")
+    if not has_schema(db):
+        con.close()
+        return
     bad = con.execute("SELECT count(*) FROM extractions e WHERE status = 'done' AND frames != "
                       "(SELECT count(*) FROM features WHERE extraction_id = e.id)").fetchone()[0]
     con.close()
@@ -65,6 +77,8 @@ def consistent(db):
 
 def full_rows(db):
     """{(path, frame_index): (pts, t, vector bytes)} of every stored row."""
+    if not has_schema(db):
+        return {}
     con = sqlite3.connect(db)
     r = {(p, i): (pts, t, bytes(v)) for p, i, pts, t, v in con.execute(
         "SELECT v.path, f.frame_index, f.pts, f.t, f.vec FROM features f JOIN extractions e ON "
@@ -88,6 +102,8 @@ def interrupted_rows_kept(db, clean, what):
     """After a kill or an interruption: every stored row equals the clean run's row of that
     file and frame, and each extraction not done holds no more than its file's frames. Returns
     the number of files interrupted with rows written (not done, some rows, not all)."""
+    if not has_schema(db):
+        return 0
     con = sqlite3.connect(db)
     ext = con.execute("SELECT v.path, e.status, (SELECT count(*) FROM features f WHERE "
                       "f.extraction_id = e.id) FROM extractions e JOIN videos v ON "

@@ -9,9 +9,10 @@ PACKAGES=(
     build-essential cmake pkg-config git
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev   # decoding (FFmpeg)
     libdnnl-dev                                                   # CPU backend (oneDNN 2.x)
-    opencl-headers ocl-icd-opencl-dev   # Debian's oneDNN CMake package asks for OpenCL (its GPU runtime)
+    opencl-headers ocl-icd-opencl-dev                             # oneDNN's CMake package asks
     libprotobuf-c-dev protobuf-c-compiler libonnx-dev             # ONNX loading
     libsqlite3-dev sqlite3                                        # storage
+    libssl-dev                                                    # SHA-256 (libcrypto)
     python3 python3-numpy python3-onnx python3-torch python3-torchvision  # model export, refs
     ffmpeg                                                        # sample clips, test images
     clang clang-format libclang-rt-dev                            # fuzzing, format check

@@ -1,10 +1,13 @@
 /*
- * path.c - absolute, lexically tidied file names (see path.h).
+ * path.c - absolute, lexically tidied file names; the cache directory (see path.h).
  */
 #include "core/path.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/mem.h"
@@ -64,4 +67,30 @@ char *vfi_path_absolute(const char *path)
     out[n] = '\0';
     vfi_free(cwd);
     return out;
+}
+
+char *vfi_cache_path(const char *name)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    const char *root = xdg && *xdg == '/' ? xdg : home && *home == '/' ? home : NULL;
+    if (!root || !name)
+        return NULL;
+    size_t len = strlen(root) + strlen(name) + sizeof("/.cache/vidfeat/");
+    char *p = vfi_malloc(len);
+    if (p)
+        snprintf(p, len, "%s%s/vidfeat/%s", root, root == xdg ? "" : "/.cache", name);
+    return p;
+}
+
+void vfi_make_parent_dirs(const char *path)
+{
+    char *d = vfi_strdup(path);
+    for (char *q = d ? d + 1 : NULL; q && *q; q++) {
+        if (*q == '/') {
+            *q = '\0';
+            mkdir(d, 0755); /* EEXIST is fine; other failures show when the file is written */
+            *q = '/';
+        }
+    }
+    vfi_free(d);
 }

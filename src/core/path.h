@@ -1,5 +1,5 @@
 /*
- * path.h - the name a file is recorded under in the database.
+ * path.h - the name a file is recorded under in the database; vidfeat's cache directory.
  */
 #ifndef VIDFEAT_PATH_H
 #define VIDFEAT_PATH_H
@@ -10,5 +10,13 @@
  * path stays relative (tidied) when the current directory cannot be read (removed, or not
  * searchable). A new string (vfi_free); NULL only when out of memory or path is NULL or "". */
 char *vfi_path_absolute(const char *path);
+
+/* $XDG_CACHE_HOME/vidfeat/name, else $HOME/.cache/vidfeat/name (absolute variables only): a new
+ * string (vfi_free), or NULL when neither is set or out of memory. The directory may not exist. */
+char *vfi_cache_path(const char *name);
+
+/* mkdir -p of the directory path is in (mode 0755). Failures are left for whoever then writes
+ * the file to report. */
+void vfi_make_parent_dirs(const char *path);
 
 #endif /* VIDFEAT_PATH_H */

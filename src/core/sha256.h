@@ -1,6 +1,6 @@
 /*
- * sha256.h - SHA-256 (FIPS 180-4) of a file, for model identity in the database and manifest
- * checks.
+ * sha256.h - SHA-256 (FIPS 180-4, by libcrypto) of a file, for model identity in the database,
+ * calibration files and manifest checks.
  */
 #ifndef VIDFEAT_SHA256_H
 #define VIDFEAT_SHA256_H
@@ -16,10 +16,11 @@ vf_status vfi_sha256_file(const char *path, char hex[65], vf_err *err);
  * it (the whole file when it is smaller). Telling re-exported model files apart costs one
  * 256 KiB read instead of reading a VGG19's 550 MB. */
 vf_status vfi_sha256_file_sampled(const char *path, char hex[65], vf_err *err);
+/* vfi_sha256_file through the user's digest cache (sha256.c says where and how): a file read
+ * before, unchanged since (device, inode, size, modification and status-change times), is not
+ * read again. Without a usable cache it hashes the file. */
+vf_status vfi_sha256_file_cached(const char *path, char hex[65], vf_err *err);
 /* One-shot over memory. */
 void vfi_sha256(const void *data, size_t size, char hex[65]);
-/* The same with the portable block function even where the CPU has SHA extensions (for tests:
- * both must agree). */
-void vfi_sha256_portable(const void *data, size_t size, char hex[65]);
 
 #endif /* VIDFEAT_SHA256_H */

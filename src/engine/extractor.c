@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "engine/manifest.h"
 #include "core/mem.h"
+#include "core/path.h"
 #include "engine/onnx.h"
 #include "engine/passes.h"
 #include "core/sha256.h"
@@ -222,32 +223,11 @@ static void default_calib_paths(const vf_extractor *ex, const char *fingerprint,
     *beside = vfi_malloc(len);
     if (*beside)
         snprintf(*beside, len, "%s%s", ex->model_path, CALIB_SUFFIX);
-    *cached = NULL;
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    const char *root = xdg && *xdg == '/' ? xdg : home && *home == '/' ? home : NULL;
-    if (!root)
-        return;
     const char *base = strrchr(ex->model_path, '/');
     base = base ? base + 1 : ex->model_path;
-    len = strlen(root) + strlen(base) + 64;
-    *cached = vfi_malloc(len);
-    if (*cached)
-        snprintf(*cached, len, "%s%s/vidfeat/%s-%.16s%s", root, root == xdg ? "" : "/.cache", base,
-                 fingerprint, CALIB_SUFFIX);
-}
-
-/* mkdir -p of the directory path is in. */
-static void make_parent_dirs(const char *path)
-{
-    char *d = vfi_strdup(path);
-    for (char *q = d ? d + 1 : NULL; q && *q; q++) {
-        if (*q == '/') {
-            *q = '\0';
-            mkdir(d, 0755); /* EEXIST is fine; other failures show when the file is written */
-            *q = '/';
-        }
-    }
-    vfi_free(d);
+    char name[512];
+    snprintf(name, sizeof(name), "%s-%.16s%s", base, fingerprint, CALIB_SUFFIX);
+    *cached = vfi_cache_path(name);
 }
 
 /* int8: a calibration file that fits this model file, preprocessing and graph gives the
@@ -339,7 +319,7 @@ static void save_calibration(vf_extractor *ex, int at_end)
         if (!paths[i])
             continue;
         if (i == 1)
-            make_parent_dirs(paths[i]);
+            vfi_make_parent_dirs(paths[i]);
         if (vfi_calib_write(ex->calib, ex->model_name, paths[i], &errs[i]) >= 0)
             saved = paths[i];
     }

@@ -1158,7 +1158,7 @@ static void describe_sampling(const vf_config *c, char *buf, size_t size)
 vf_status vfi_pipeline_model_row(const vf_pipeline *p, vf_store_model *m, char sha[65], char *prep,
                                  size_t prep_size, vf_err *err)
 {
-    vf_status rc = vfi_sha256_file(p->info.path, sha, err);
+    vf_status rc = vfi_sha256_file_cached(p->info.path, sha, err);
     if (rc < 0)
         return rc;
     /* conversion= names the definition of a frame's conversion (yuvconv.h), so a database

@@ -3,8 +3,9 @@
 
 For each model: export it (torchvision, seeded random weights) unless it is already in the
 cache, add the feature tensors as extra graph outputs in a copy, run ONNX Runtime 1.30
-(onnxruntime-node, CPU) on photos from ../shared/images one image at a time, and record a case in
-OUT/cases.tsv.  The real-weight MobileNetV2 from ../shared/models runs on the 15 photos of
+(onnxruntime-node, CPU) on photos from ../shared/images (on a clone without them, on eight test
+pictures the ffmpeg CLI draws) one image at a time, and record a case in OUT/cases.tsv.  The
+real-weight MobileNetV2 from ../shared/models runs on the 15 photos of
 ../shared/images, decoded and stretched to 224x224 by the ffmpeg CLI (bilinear), and the top-1
 classes its verification file lists are written to OUT/top1.tsv.
 
@@ -63,11 +64,30 @@ def with_outputs(onnx, src, dst, tensors):
     onnx.save(m, dst)
 
 
-def load_photos(np, shared, names, size, mean, std):
+# Test pictures the ffmpeg CLI draws, for a clone without ../shared/images: eight different
+# patterns (colours, edges, gradients, fine detail), so that the networks' outputs vary.
+GENERATED = ["testsrc2=size=320x240", "smptehdbars=size=320x240", "mandelbrot=size=320x240",
+             "rgbtestsrc=size=320x240", "cellauto=size=320x240:rule=110",
+             "life=size=320x240:mold=10:ratio=0.3:seed=7", "gradients=size=320x240:seed=3",
+             "testsrc=size=320x240"]
+
+
+def generated_images(out):
+    """GENERATED drawn into OUT/generated/ as PNG files; their directory."""
+    d = os.path.join(out, "generated")
+    os.makedirs(d, exist_ok=True)
+    for k, src in enumerate(GENERATED):
+        subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", src,
+                        "-ss", "0.4", "-frames:v", "1", os.path.join(d, "%02d.png" % k)],
+                       check=True)
+    return d
+
+
+def load_photos(np, images_dir, names, size, mean, std):
     """Photos stretched to size x size (bilinear, ffmpeg CLI), normalised, planar float32."""
     planes = []
     for name in names:
-        raw = subprocess.run(["ffmpeg", "-v", "error", "-i", os.path.join(shared, "images", name),
+        raw = subprocess.run(["ffmpeg", "-v", "error", "-i", os.path.join(images_dir, name),
                               "-vf", "scale=%d:%d:flags=bilinear" % (size, size), "-frames:v", "1",
                               "-pix_fmt", "rgb24", "-f", "rawvideo", "-"],
                              check=True, capture_output=True).stdout
@@ -80,7 +100,7 @@ def photos(np, shared, out):
     """The 15 photos with MobileNetV2's preprocessing, and their expected top-1 classes."""
     ver = json.load(open(os.path.join(shared, "models", "mobilenet_v2_1.0_224.verification.json")))
     names = [im["image"] for im in ver["images"]]
-    x = load_photos(np, shared, names, 224, 127.5, 127.5)
+    x = load_photos(np, os.path.join(shared, "images"), names, 224, 127.5, 127.5)
     path = os.path.join(out, "photos.bin")
     x.tofile(path)
     with open(os.path.join(out, "top1.tsv"), "w") as f:
@@ -115,7 +135,12 @@ def main():
     os.makedirs(out, exist_ok=True)
     os.makedirs(cache, exist_ok=True)
     lines = []
-    images = sorted(f for f in os.listdir(os.path.join(args.shared, "images")))
+    images_dir = os.path.join(args.shared, "images")
+    if not os.path.isdir(images_dir):  # a clone without ../shared: pictures drawn here
+        print("make_conformance: %s missing: networks compared on %d generated pictures"
+              % (images_dir, len(GENERATED)))
+        images_dir = generated_images(out)
+    images = sorted(f for f in os.listdir(images_dir))
     imagenet_mean = [123.675, 116.28, 103.53]
     imagenet_std = [58.395, 57.12, 57.375]
 
@@ -129,7 +154,7 @@ def main():
         tensors = [t for _, t, _ in layers]
         aug = os.path.join(out, name + ".ref.onnx")
         with_outputs(onnx, src, aug, tensors)
-        x = load_photos(np, args.shared, images[:n], size, imagenet_mean, imagenet_std)
+        x = load_photos(np, images_dir, images[:n], size, imagenet_mean, imagenet_std)
         inp = os.path.join(out, name + ".input.bin")
         x.tofile(inp)
         refs = run_ort(aug, inp, n, size, os.path.join(out, name), tensors)

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Compare the features two vidfeat runs stored (say the CPU's and the GPU's).
 
 Frames are matched by video file name and frame index; both runs must have the same frames with

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Install what vidfeat needs on Debian 12 / Ubuntu (as root), then configure and build into
-# build/. Idempotent. VIDFEAT_NO_APT=1 skips the package step; BUILD_DIR overrides build/.
+# Install what vidfeat needs on Debian 12 / Ubuntu, then configure and build into build/.
+# Packages are installed as root: directly when run as root, else through sudo (so the build
+# stays the user's). Idempotent. VIDFEAT_NO_APT=1 skips the package step; BUILD_DIR overrides
+# build/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -20,10 +22,15 @@ PACKAGES=(
 )
 
 if [ "${VIDFEAT_NO_APT:-0}" != 1 ]; then
+    as_root=()
+    [ "$(id -u)" = 0 ] || as_root=(sudo)
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update
-    apt-get install -y --no-install-recommends "${PACKAGES[@]}"
-    command -v npm >/dev/null || apt-get install -y --no-install-recommends nodejs npm
+    "${as_root[@]}" apt-get update
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y \
+        --no-install-recommends "${PACKAGES[@]}"
+    command -v npm >/dev/null ||
+        "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y \
+            --no-install-recommends nodejs npm
 fi
 
 # ONNX Runtime (CPU library inside the npm package) for the conformance tests only.

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Regenerate the seed clips of fuzz_decode's corpus (tests/fuzz/corpus_decode/) with the ffmpeg
+# CLI: three frames of 32x24 test pattern in as many containers and codecs as Debian's FFmpeg
+# writes, a few KB each. Crashers the fuzzer finds are added beside them by hand (scripts/fuzz.sh).
+set -euo pipefail
+cd "$(dirname "$0")/corpus_decode"
+src=(-f lavfi -i testsrc=size=32x24:rate=5:duration=0.6)
+ff() { ffmpeg -nostdin -v error -y "${src[@]}" "$@"; }
+ff -c:v libvpx-vp9 -b:v 20k vp9.webm
+ff -c:v mpeg4 mpeg4.avi
+ff -c:v mpeg2video -f mpegts mpeg2.ts
+ff -pix_fmt yuv420p raw.y4m
+ff -c:v mjpeg mjpeg.mov
+ff -c:v libx264 -pix_fmt yuv444p10le h264_10bit.mkv
+ff -c:v libx265 -x265-params log-level=error hevc.mp4
+ff -c:v libaom-av1 -cpu-used 8 av1.ivf
+ff -c:v png -f image2 -frames:v 1 frame.png
+ff -c:v ffv1 -pix_fmt gbrp rgb_ffv1.nut
+ls -l

@@ -94,3 +94,36 @@ void vfi_make_parent_dirs(const char *path)
     }
     vfi_free(d);
 }
+
+vf_status vfi_replace_open(const char *path, FILE **f, char **tmp, vf_err *err)
+{
+    size_t len = strlen(path) + 32;
+    *f = NULL;
+    *tmp = vfi_malloc(len);
+    if (!*tmp)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    snprintf(*tmp, len, "%s.tmp%ld", path, (long)getpid());
+    *f = fopen(*tmp, "wb");
+    if (!*f) {
+        vf_status rc = vfi_fail(err, VF_ERR_IO, "%s: %s", *tmp, strerror(errno));
+        vfi_free(*tmp);
+        *tmp = NULL;
+        return rc;
+    }
+    return VF_OK;
+}
+
+vf_status vfi_replace_close(FILE *f, char *tmp, const char *path, vf_err *err)
+{
+    int bad = ferror(f);
+    bad = fclose(f) != 0 || bad;
+    int saved_errno = errno;
+    vf_status rc = VF_OK;
+    if (bad || rename(tmp, path) != 0) {
+        rc = vfi_fail(err, VF_ERR_IO, "%s: %s", bad ? tmp : path,
+                      strerror(bad ? saved_errno : errno));
+        remove(tmp);
+    }
+    vfi_free(tmp);
+    return rc;
+}

@@ -7,8 +7,9 @@
  * the file's device, inode, size, and modification and status-change times in nanoseconds, so
  * that a file is read again only once it has changed. One line a file:
  *     HEX <tab> DEV <tab> INO <tab> SIZE <tab> MTIME_NS <tab> CTIME_NS <tab> PATH
- * rewritten whole (a temporary file renamed over it) with the newest MAX_ENTRIES lines; a
- * damaged line is skipped, and a cache that cannot be read or written only costs the hashing.
+ * rewritten whole after a file was hashed (a temporary file renamed over it) with the newest
+ * MAX_ENTRIES lines; a damaged line matches nothing, and a cache that cannot be read or written
+ * only costs the hashing.
  */
 #include "core/sha256.h"
 
@@ -128,38 +129,48 @@ vf_status vfi_sha256_file_sampled(const char *path, char hex[65], vf_err *err)
     return finish(c, ok, path, hex, err);
 }
 
-/* The identity of a file's contents as the cache records it (after the digest). */
-static int stamp(const struct stat *st, char *buf, size_t size)
+/* What the cache records of a file after its digest: "\tDEV\tINO\tSIZE\tMTIME_NS\tCTIME_NS\tPATH\n"
+ * (a new string, or NULL when out of memory). */
+static char *line_tail(const struct stat *st, const char *name)
 {
     int64_t mtime = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
     int64_t ctime = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
-    return snprintf(buf, size, "%" PRIu64 "\t%" PRIu64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64,
-                    (uint64_t)st->st_dev, (uint64_t)st->st_ino, (int64_t)st->st_size, mtime, ctime);
+    size_t len = strlen(name) + 5 * 24;
+    char *tail = vfi_malloc(len);
+    if (tail)
+        snprintf(
+            tail, len, "\t%" PRIu64 "\t%" PRIu64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%s\n",
+            (uint64_t)st->st_dev, (uint64_t)st->st_ino, (int64_t)st->st_size, mtime, ctime, name);
+    return tail;
 }
 
-/* The cache's lines (owned, NULL-terminated array of owned strings), or NULL. */
+/* Append line (owned) to lines (MAX_ENTRIES slots), dropping the oldest when they are full. */
+static void push_line(char **lines, int *n, char *line)
+{
+    if (*n == MAX_ENTRIES) {
+        vfi_free(lines[0]);
+        memmove(lines, lines + 1, (MAX_ENTRIES - 1) * sizeof(*lines));
+        (*n)--;
+    }
+    lines[(*n)++] = line;
+}
+
+/* The cache's whole lines, the newest MAX_ENTRIES (an array of that many slots, or NULL when
+ * out of memory); none when there is no cache. */
 static char **read_cache(const char *cache, int *n)
 {
     *n = 0;
-    FILE *f = fopen(cache, "r");
-    if (!f)
-        return NULL;
-    char **lines = vfi_calloc(MAX_ENTRIES + 1, sizeof(*lines));
+    char **lines = vfi_calloc(MAX_ENTRIES, sizeof(*lines));
+    FILE *f = lines ? fopen(cache, "r") : NULL;
     char line[8192];
-    while (lines && fgets(line, sizeof(line), f)) {
+    while (f && fgets(line, sizeof(line), f)) {
         size_t len = strlen(line);
-        if (!len || line[len - 1] != '\n')
-            continue;            /* cut short, or longer than any path we write */
-        if (*n == MAX_ENTRIES) { /* keep the newest: drop the oldest */
-            vfi_free(lines[0]);
-            memmove(lines, lines + 1, (MAX_ENTRIES - 1) * sizeof(*lines));
-            (*n)--;
-        }
-        lines[*n] = vfi_strdup(line);
-        if (lines[*n])
-            (*n)++;
+        char *copy = len && line[len - 1] == '\n' ? vfi_strdup(line) : NULL; /* whole lines */
+        if (copy)
+            push_line(lines, n, copy);
     }
-    fclose(f);
+    if (f)
+        fclose(f);
     return lines;
 }
 
@@ -170,72 +181,59 @@ static void free_lines(char **lines, int n)
     vfi_free(lines);
 }
 
+/* Is line the cache's line of the file called name (whatever its digest and stamp)? The path is
+ * the last field, after the last tab (names with tabs or newlines are never cached). */
+static int names_file(const char *line, const char *name)
+{
+    const char *tab = strrchr(line, '\t');
+    size_t n = strlen(name);
+    return tab && !strncmp(tab + 1, name, n) && !strcmp(tab + 1 + n, "\n");
+}
+
 vf_status vfi_sha256_file_cached(const char *path, char hex[65], vf_err *err)
 {
     struct stat st;
-    char *name = vfi_path_absolute(path), *cache = vfi_cache_path("sha256");
-    char key[256];
-    if (!name || strpbrk(name, "\t\n") || stat(path, &st) != 0 || !S_ISREG(st.st_mode) || !cache) {
-        vfi_free(name);
-        vfi_free(cache);
-        return vfi_sha256_file(path, hex, err); /* no cache to consult: its error, if any */
-    }
-    stamp(&st, key, sizeof(key));
-    int n;
-    char **lines = read_cache(cache, &n);
-    size_t name_len = strlen(name), key_len = strlen(key);
-    int keep = 0;
-    vf_status rc = VF_ERR_IO;
-    for (int i = 0; i < n; i++) {
-        char *l = lines[i], *tab = strchr(l, '\t');
-        size_t len = strlen(l) - 1; /* without the newline */
-        int this_file = tab && len == 65 + key_len + 1 + name_len &&
-                        !memcmp(l + len - name_len, name, name_len) &&
-                        l[len - name_len - 1] == '\t';
-        if (this_file && tab == l + 64 && !memcmp(tab + 1, key, key_len) && rc < 0) {
-            memcpy(hex, l, 64);
+    char *name = vfi_path_absolute(path), *cache = vfi_cache_path("sha256"), *tail = NULL;
+    if (name && !strpbrk(name, "\t\n") && cache && stat(path, &st) == 0 && S_ISREG(st.st_mode))
+        tail = line_tail(&st, name);
+    int n = 0, hit = 0;
+    char **lines = tail ? read_cache(cache, &n) : NULL;
+    for (int i = 0; i < n && !hit; i++) { /* this file, unchanged: its digest */
+        hit = strlen(lines[i]) > 64 && !strcmp(lines[i] + 64, tail) &&
+              strspn(lines[i], "0123456789abcdef") == 64;
+        if (hit) {
+            memcpy(hex, lines[i], 64);
             hex[64] = '\0';
-            rc = strspn(hex, "0123456789abcdef") == 64 ? VF_OK : VF_ERR_IO;
         }
-        if (this_file) /* an older stamp of this file goes; the line is written anew */
-            vfi_free(lines[i]);
-        else
-            lines[keep++] = l;
     }
-    n = keep;
-    if (rc < 0)
-        rc = vfi_sha256_file(path, hex, err);
-    if (rc >= 0 && (lines || (lines = vfi_calloc(MAX_ENTRIES + 1, sizeof(*lines))))) {
-        size_t len = 64 + 1 + key_len + 1 + name_len + 2;
+    vf_status rc = hit ? VF_OK : vfi_sha256_file(path, hex, err);
+    if (!hit && rc >= 0 && lines) { /* remember it: this file's older line goes */
+        int keep = 0;
+        for (int i = 0; i < n; i++) {
+            if (names_file(lines[i], name))
+                vfi_free(lines[i]);
+            else
+                lines[keep++] = lines[i];
+        }
+        n = keep;
+        size_t len = 64 + strlen(tail) + 1;
         char *line = vfi_malloc(len);
+        FILE *f;
+        char *tmp;
+        vf_err ignored;
         if (line) {
-            snprintf(line, len, "%s\t%s\t%s\n", hex, key, name);
-            if (n == MAX_ENTRIES) {
-                vfi_free(lines[0]);
-                memmove(lines, lines + 1, (MAX_ENTRIES - 1) * sizeof(*lines));
-                n--;
+            snprintf(line, len, "%s%s", hex, tail);
+            push_line(lines, &n, line);
+            vfi_make_parent_dirs(cache);
+            if (vfi_replace_open(cache, &f, &tmp, &ignored) >= 0) {
+                for (int i = 0; i < n; i++)
+                    fputs(lines[i], f);
+                vfi_replace_close(f, tmp, cache, &ignored); /* unwritten: only a lost shortcut */
             }
-            lines[n++] = line;
-            /* a temporary file renamed over the cache: a reader sees the old or the new */
-            size_t tl = strlen(cache) + 32;
-            char *tmp = vfi_malloc(tl);
-            FILE *f = NULL;
-            if (tmp) {
-                snprintf(tmp, tl, "%s.%ld", cache, (long)getpid());
-                vfi_make_parent_dirs(tmp);
-                f = fopen(tmp, "w");
-            }
-            int ok = f != NULL;
-            for (int i = 0; ok && i < n; i++)
-                ok = fputs(lines[i], f) >= 0;
-            if (f)
-                ok = fclose(f) == 0 && ok;
-            if (tmp && (!ok || rename(tmp, cache) != 0))
-                unlink(tmp);
-            vfi_free(tmp);
         }
     }
     free_lines(lines, n);
+    vfi_free(tail);
     vfi_free(name);
     vfi_free(cache);
     return rc;

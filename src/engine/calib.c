@@ -18,6 +18,7 @@
 
 #include "core/json.h"
 #include "core/mem.h"
+#include "core/path.h"
 #include "core/strmap.h"
 
 #define FORMAT_KEY     "vidfeat_int8_calibration"
@@ -148,17 +149,11 @@ static void write_string(FILE *f, const char *s)
 
 vf_status vfi_calib_write(const vf_calib *c, const char *model, const char *path, vf_err *err)
 {
-    size_t len = strlen(path) + 32;
-    char *tmp = vfi_malloc(len);
-    if (!tmp)
-        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    snprintf(tmp, len, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        vf_status rc = vfi_fail(err, VF_ERR_IO, "%s: %s", tmp, strerror(errno));
-        vfi_free(tmp);
+    FILE *f;
+    char *tmp;
+    vf_status rc = vfi_replace_open(path, &f, &tmp, err);
+    if (rc < 0)
         return rc;
-    }
     fprintf(f, "{\"%s\": %d,\n \"model\": ", FORMAT_KEY, FORMAT_VERSION);
     write_string(f, model ? model : "");
     fprintf(f,
@@ -173,17 +168,7 @@ vf_status vfi_calib_write(const vf_calib *c, const char *model, const char *path
         fprintf(f, ": %.9g", c->ranges[i]);
     }
     fputs("\n }\n}\n", f);
-    int bad = ferror(f);
-    bad = fclose(f) != 0 || bad;
-    int saved_errno = errno;
-    vf_status rc = VF_OK;
-    if (bad || rename(tmp, path) != 0) {
-        rc = vfi_fail(err, VF_ERR_IO, "%s: %s", bad ? tmp : path,
-                      strerror(bad ? saved_errno : errno));
-        remove(tmp);
-    }
-    vfi_free(tmp);
-    return rc;
+    return vfi_replace_close(f, tmp, path, err);
 }
 
 int vfi_calib_same_source(const vf_calib *a, const vf_calib *b)

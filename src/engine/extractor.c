@@ -225,9 +225,14 @@ static void default_calib_paths(const vf_extractor *ex, const char *fingerprint,
         snprintf(*beside, len, "%s%s", ex->model_path, CALIB_SUFFIX);
     const char *base = strrchr(ex->model_path, '/');
     base = base ? base + 1 : ex->model_path;
-    char name[512];
-    snprintf(name, sizeof(name), "%s-%.16s%s", base, fingerprint, CALIB_SUFFIX);
-    *cached = vfi_cache_path(name);
+    len = strlen(base) + 16 + sizeof("-" CALIB_SUFFIX);
+    char *name = vfi_malloc(len);
+    *cached = NULL;
+    if (name) {
+        snprintf(name, len, "%s-%.16s%s", base, fingerprint, CALIB_SUFFIX);
+        *cached = vfi_cache_path(name);
+        vfi_free(name);
+    }
 }
 
 /* int8: a calibration file that fits this model file, preprocessing and graph gives the

@@ -24,7 +24,8 @@ import sys
 import tempfile
 import time
 
-from vfcheck import SKIP, check, ffprobe_times
+from vfcheck import SKIP, check, ffprobe_times, has_schema
+from vfcheck import rows as rows_of
 
 
 def vidfeat(exe, model, *args, **kw):
@@ -53,15 +54,6 @@ def ffprobe_frames(path, extra=()):
     return ts
 
 
-def has_schema(db):
-    """A kill may land before the first run's schema is committed: the file is then an empty
-    database (which the next run sets up)."""
-    con = sqlite3.connect(db)
-    n = con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'extractions'").fetchone()[0]
-    con.close()
-    return n == 1
-
-
 def consistent(db):
     """No extraction is done with frames missing; the file passes integrity_check."""
     con = sqlite3.connect(db)
@@ -73,18 +65,6 @@ def consistent(db):
                       "(SELECT count(*) FROM features WHERE extraction_id = e.id)").fetchone()[0]
     con.close()
     check(bad == 0, "a done extraction has frames missing")
-
-
-def full_rows(db):
-    """{(path, frame_index): (pts, t, vector bytes)} of every stored row."""
-    if not has_schema(db):
-        return {}
-    con = sqlite3.connect(db)
-    r = {(p, i): (pts, t, bytes(v)) for p, i, pts, t, v in con.execute(
-        "SELECT v.path, f.frame_index, f.pts, f.t, f.vec FROM features f JOIN extractions e ON "
-        "e.id = f.extraction_id JOIN videos v ON v.id = e.video_id")}
-    con.close()
-    return r
 
 
 def same_rows(got, want, what):
@@ -109,7 +89,7 @@ def interrupted_rows_kept(db, clean, what):
                       "f.extraction_id = e.id) FROM extractions e JOIN videos v ON "
                       "v.id = e.video_id").fetchall()
     con.close()
-    got = full_rows(db)
+    got = rows_of(db)
     for k, row in got.items():
         check(k in clean and row == clean[k], "%s: stored row %s frame %d is not the clean "
               "run's" % (what, os.path.basename(k[0]), k[1]))
@@ -252,7 +232,7 @@ def main():
         # bit for bit) equals the clean run's. Each kill leaves the rows written so far: they
         # must already be the clean run's rows, the file not done; some kills must land while a
         # file's rows were being written (not all before the first batch or after the last).
-        clean = full_rows(db)
+        clean = rows_of(db)
         big = [os.path.join(vdir, f) for f in ("vp8_720p_bigbuckbunny_30s.webm",
                                                "h264_1080p_smpte_bars_counter.mp4",
                                                "mpeg4asp_megamind.avi")]
@@ -275,7 +255,7 @@ def main():
         r = vidfeat(exe, model, "-o", dbk, *big)
         check(r.returncode == 0, "after kills: %s" % r.stderr)
         consistent(dbk)
-        same_rows(full_rows(dbk), clean_big, "after kills")
+        same_rows(rows_of(dbk), clean_big, "after kills")
         check(counts(dbk) == {b: counts(db)[b] for b in big}, "done extractions after kills")
         print("ok kill -9 x20 (%d mid-file, their rows kept and equal to the clean run's): "
               "database consistent, the rerun's rows equal the clean run's bit for bit" % mid_file)
@@ -301,7 +281,7 @@ def main():
                   "%s: no file was interrupted with rows written" % name)
             r = vidfeat(exe, model, "-o", dbi, *big)
             check(r.returncode == 0, "%s: the rerun: %s" % (name, r.stderr))
-            same_rows(full_rows(dbi), clean_big, "%s then rerun" % name)
+            same_rows(rows_of(dbi), clean_big, "%s then rerun" % name)
             print("ok %s: stopped in %.2f s, the interrupted file not done with its rows kept, "
                   "the rerun's rows equal the clean run's" % (name, stop))
     finally:

@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from vfcheck import check, cosine
+from vfcheck import check, cosine, rows
 
 
 def make_clip(path, seconds, size="320x240", fmt=()):
@@ -36,12 +36,7 @@ def make_clip(path, seconds, size="320x240", fmt=()):
 
 def stored(db):
     """{(path, frame_index): vector} of every stored row."""
-    con = sqlite3.connect(db)
-    rows = {(p, i): np.frombuffer(v, np.float32) for p, i, v in con.execute(
-        "SELECT v.path, f.frame_index, f.vec FROM features f JOIN extractions e ON "
-        "e.id = f.extraction_id JOIN videos v ON v.id = e.video_id")}
-    con.close()
-    return rows
+    return {k: np.frombuffer(v, np.float32) for k, (_, _, v) in rows(db).items()}
 
 
 def similar_while_writing(exe, model, clip, tmp):

@@ -54,19 +54,36 @@ def worst(values, bad):
     return max(values) if bad > 0 else min(values)
 
 
+def has_schema(db):
+    """Does db hold vidfeat's tables? (A run killed before its schema was committed leaves an
+    empty database, which the next run sets up.)"""
+    con = sqlite3.connect(db)
+    n = con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'extractions'").fetchone()[0]
+    con.close()
+    return n == 1
+
+
+def rows(db, done_only=False):
+    """{(path, frame_index): (pts, t, vector bytes)} of the stored rows (of finished
+    extractions only with done_only); none in a database without the schema."""
+    if not has_schema(db):
+        return {}
+    con = sqlite3.connect(db)
+    con.text_factory = lambda b: b.decode("utf-8", "surrogateescape")
+    out = {(p, i): (pts, t, bytes(v)) for p, i, pts, t, v in con.execute(
+        "SELECT v.path, f.frame_index, f.pts, f.t, f.vec FROM features f JOIN extractions e "
+        "ON e.id = f.extraction_id JOIN videos v ON v.id = e.video_id" +
+        (" WHERE e.status = 'done'" if done_only else ""))}
+    con.close()
+    return out
+
+
 def features(db, done_only=False):
     """{(file name, frame_index): (pts, t, float32 vector)} of the stored rows (of finished
     extractions only with done_only)."""
     import numpy as np  # only the tests that compare vectors need numpy
-    con = sqlite3.connect(db)
-    out = {}
-    for path, index, pts, t, blob in con.execute(
-            "SELECT v.path, f.frame_index, f.pts, f.t, f.vec FROM features f JOIN extractions e "
-            "ON e.id = f.extraction_id JOIN videos v ON v.id = e.video_id" +
-            (" WHERE e.status = 'done'" if done_only else "")):
-        out[(os.path.basename(path), index)] = (pts, t, np.frombuffer(blob, np.float32))
-    con.close()
-    return out
+    return {(os.path.basename(p), i): (pts, t, np.frombuffer(v, np.float32))
+            for (p, i), (pts, t, v) in rows(db, done_only).items()}
 
 
 def ffprobe_times(path):

@@ -4,6 +4,9 @@
  */
 #include "core/json.h"
 
+#include <float.h>
+#include <math.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -333,4 +336,12 @@ vf_status vfi_json_load(const char *path, size_t max_size, vf_json **out, vf_err
     }
     vfi_free(buf);
     return rc;
+}
+
+int vfi_json_float(const vf_json *v, float *out)
+{
+    if (!v || v->type != VF_JSON_NUMBER || !(fabs(v->number) <= FLT_MAX))
+        return 0;
+    *out = (float)v->number;
+    return 1;
 }

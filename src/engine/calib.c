@@ -75,9 +75,8 @@ static int read_triple(const vf_json *j, const char *key, float out[3])
     if (!a || a->type != VF_JSON_ARRAY || a->n_items != 3)
         return -1;
     for (int i = 0; i < 3; i++) {
-        if (a->items[i].type != VF_JSON_NUMBER)
+        if (!vfi_json_float(&a->items[i], &out[i]))
             return -1;
-        out[i] = (float)a->items[i].number;
     }
     return 0;
 }
@@ -90,7 +89,8 @@ static vf_status fill(vf_calib *c, const vf_json *j, const char *path, vf_err *e
     if (vfi_json_num(j, FORMAT_KEY, 0) != FORMAT_VERSION)
         return vfi_fail(err, VF_ERR_MODEL, "%s: not a vidfeat int8 calibration file (version %d)",
                         path, FORMAT_VERSION);
-    if (!fp || strlen(fp) != 64 || size < 1 || size > 8192 || images < 0 ||
+    if (!fp || strlen(fp) != 64 || !(size >= 1 && size <= 8192) ||
+        !(images >= 0 && images <= 9007199254740992.0) || /* exact in a double, fits int64 */
         read_triple(j, "mean", c->mean) < 0 || read_triple(j, "std", c->std) < 0 || !ranges ||
         ranges->type != VF_JSON_OBJECT)
         return vfi_fail(err, VF_ERR_MODEL,
@@ -102,10 +102,11 @@ static vf_status fill(vf_calib *c, const vf_json *j, const char *path, vf_err *e
     c->images = (int64_t)images;
     for (size_t i = 0; i < ranges->n_items; i++) {
         const vf_json *r = &ranges->items[i];
-        if (r->type != VF_JSON_NUMBER || !(r->number >= 0.0) || !isfinite(r->number))
+        float range;
+        if (!vfi_json_float(r, &range) || !(range >= 0.0f))
             return vfi_fail(err, VF_ERR_MODEL, "%s: range of '%s' is not a finite number >= 0",
                             path, r->key);
-        if (add_range(c, r->key, (float)r->number) < 0)
+        if (add_range(c, r->key, range) < 0)
             return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     }
     return VF_OK;

@@ -59,9 +59,8 @@ static vf_status read_triple(const vf_json *in, const char *key, float *out, con
         return vfi_fail(err, VF_ERR_INVALID, "%s: input.%s must be an array of 3 numbers", path,
                         key);
     for (int i = 0; i < 3; i++) {
-        if (a->items[i].type != VF_JSON_NUMBER)
+        if (!vfi_json_float(&a->items[i], &out[i]))
             return vfi_fail(err, VF_ERR_INVALID, "%s: input.%s must hold numbers", path, key);
-        out[i] = (float)a->items[i].number;
     }
     return VF_OK;
 }
@@ -79,7 +78,7 @@ static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
     if (!in || in->type != VF_JSON_OBJECT)
         return vfi_fail(err, VF_ERR_INVALID, "%s: \"input\" object is required", path);
     double size = vfi_json_num(in, "size", 0);
-    if (size < 1 || size > 8192)
+    if (!(size >= 1 && size <= 8192)) /* NaN too: the (int) below needs a number in range */
         return vfi_fail(err, VF_ERR_INVALID, "%s: input.size must be 1..8192", path);
     m->input_size = (int)size;
     const char *order = vfi_json_str(in, "channel_order", "RGB");
@@ -95,7 +94,7 @@ static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
     } else if (!strcmp(resize, "short_side_crop")) {
         m->resize = VF_RESIZE_SHORT_CROP;
         double s = vfi_json_num(in, "resize_short", m->input_size);
-        if (s < m->input_size || s > 16384)
+        if (!(s >= m->input_size && s <= 16384))
             return vfi_fail(err, VF_ERR_INVALID, "%s: resize_short must be >= size", path);
         m->resize_short = (int)s;
     } else {
@@ -124,7 +123,11 @@ static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
         if (!s->name || !s->tensor)
             return vfi_fail(err, VF_ERR_INVALID, "%s: each layer needs \"name\" and \"tensor\"",
                             path);
-        s->dim = (int)vfi_json_num(l, "dim", 0);
+        double dim = vfi_json_num(l, "dim", 0); /* 0: not stated */
+        if (!(dim >= 0 && dim <= 1 << 24))
+            return vfi_fail(err, VF_ERR_INVALID, "%s: layer %s: dim must be 0..16777216", path,
+                            s->name);
+        s->dim = (int)dim;
     }
     return VF_OK;
 }

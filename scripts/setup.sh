@@ -15,6 +15,7 @@ PACKAGES=(
     libprotobuf-c-dev protobuf-c-compiler libonnx-dev             # ONNX loading
     libsqlite3-dev sqlite3                                        # storage
     libssl-dev                                                    # SHA-256 (libcrypto)
+    libjansson-dev                                                # JSON
     python3 python3-numpy python3-onnx python3-torch python3-torchvision  # model export, refs
     ffmpeg                                                        # sample clips, test images
     clang clang-format libclang-rt-dev                            # fuzzing, format check

@@ -1,313 +1,30 @@
 /*
- * json.c - recursive-descent JSON parser (RFC 8259 grammar) with a nesting limit, for model
- * manifests. Single-threaded; the tree is owned by the caller.
+ * json.c - vidfeat's JSON, read and written by jansson. Any thread (jansson's values are not
+ * shared between threads here).
  */
 #include "core/json.h"
 
+#include <errno.h>
 #include <float.h>
 #include <math.h>
-
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "core/mem.h"
 
-#define MAX_DEPTH 64
-
-typedef struct parser {
-    const char *p, *start, *end;
-    vf_err *err;
-} parser;
-
-static vf_status perr(parser *ps, const char *what)
-{
-    int line = 1, col = 1;
-    for (const char *q = ps->start; q < ps->p && q < ps->end; q++) {
-        if (*q == '\n') {
-            line++;
-            col = 1;
-        } else {
-            col++;
-        }
-    }
-    return vfi_fail(ps->err, VF_ERR_INVALID, "json %d:%d: %s", line, col, what);
-}
-
-static void skip_ws(parser *ps)
-{
-    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
-        ps->p++;
-}
-
-static void json_clear(vf_json *j)
-{
-    vfi_free(j->string);
-    vfi_free(j->key);
-    for (size_t i = 0; i < j->n_items; i++)
-        json_clear(&j->items[i]);
-    vfi_free(j->items);
-    memset(j, 0, sizeof(*j));
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-static vf_status parse_string(parser *ps, char **out)
-{
-    ps->p++; /* opening quote */
-    size_t cap = 16, len = 0;
-    char *s = vfi_malloc(cap);
-    if (!s)
-        return vfi_fail(ps->err, VF_ERR_NOMEM, "out of memory");
-    while (ps->p < ps->end && *ps->p != '"') {
-        unsigned cp = (unsigned char)*ps->p++;
-        int escaped = cp == '\\'; /* a \u code point is encoded as UTF-8, other bytes copied */
-        if (cp < 0x20) {
-            vfi_free(s);
-            return perr(ps, "control character in string");
-        }
-        if (escaped) {
-            if (ps->p >= ps->end)
-                break;
-            char e = *ps->p++;
-            switch (e) {
-            case 'n':
-                cp = '\n';
-                break;
-            case 't':
-                cp = '\t';
-                break;
-            case 'r':
-                cp = '\r';
-                break;
-            case 'b':
-                cp = '\b';
-                break;
-            case 'f':
-                cp = '\f';
-                break;
-            case '/':
-            case '\\':
-            case '"':
-                cp = (unsigned char)e;
-                break;
-            case 'u': {
-                cp = 0;
-                for (int i = 0; i < 4; i++) {
-                    int h = ps->p < ps->end ? hexval(*ps->p++) : -1;
-                    if (h < 0) {
-                        vfi_free(s);
-                        return perr(ps, "bad \\u escape");
-                    }
-                    cp = cp * 16 + (unsigned)h;
-                }
-                break;
-            }
-            default:
-                vfi_free(s);
-                return perr(ps, "bad escape");
-            }
-        }
-        if (len + 4 >= cap) {
-            cap *= 2;
-            char *ns = vfi_realloc(s, cap);
-            if (!ns) {
-                vfi_free(s);
-                return vfi_fail(ps->err, VF_ERR_NOMEM, "out of memory");
-            }
-            s = ns;
-        }
-        if (cp < 0x80 || !escaped) {
-            s[len++] = (char)cp;
-        } else if (cp < 0x800) {
-            s[len++] = (char)(0xc0 | (cp >> 6));
-            s[len++] = (char)(0x80 | (cp & 0x3f));
-        } else {
-            s[len++] = (char)(0xe0 | (cp >> 12));
-            s[len++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-            s[len++] = (char)(0x80 | (cp & 0x3f));
-        }
-    }
-    if (ps->p >= ps->end) {
-        vfi_free(s);
-        return perr(ps, "unterminated string");
-    }
-    ps->p++;
-    s[len] = '\0';
-    *out = s;
-    return VF_OK;
-}
-
-static vf_status parse_value(parser *ps, vf_json *j, int depth);
-
-static vf_status append(parser *ps, vf_json *j, vf_json *item)
-{
-    vf_json *items = vfi_realloc(j->items, (j->n_items + 1) * sizeof(*items));
-    if (!items)
-        return vfi_fail(ps->err, VF_ERR_NOMEM, "out of memory");
-    j->items = items;
-    j->items[j->n_items++] = *item;
-    return VF_OK;
-}
-
-static vf_status parse_container(parser *ps, vf_json *j, int depth, char close)
-{
-    vf_status rc;
-    ps->p++;
-    skip_ws(ps);
-    if (ps->p < ps->end && *ps->p == close) {
-        ps->p++;
-        return VF_OK;
-    }
-    for (;;) {
-        vf_json item;
-        memset(&item, 0, sizeof(item));
-        skip_ws(ps);
-        if (close == '}') {
-            if (ps->p >= ps->end || *ps->p != '"')
-                return perr(ps, "expected a member name");
-            rc = parse_string(ps, &item.key);
-            if (rc < 0)
-                return rc;
-            skip_ws(ps);
-            if (ps->p >= ps->end || *ps->p != ':') {
-                json_clear(&item);
-                return perr(ps, "expected ':'");
-            }
-            ps->p++;
-        }
-        rc = parse_value(ps, &item, depth + 1);
-        if (rc >= 0)
-            rc = append(ps, j, &item);
-        if (rc < 0) {
-            json_clear(&item);
-            return rc;
-        }
-        skip_ws(ps);
-        if (ps->p < ps->end && *ps->p == ',') {
-            ps->p++;
-            continue;
-        }
-        if (ps->p < ps->end && *ps->p == close) {
-            ps->p++;
-            return VF_OK;
-        }
-        return perr(ps, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
-    }
-}
-
-static vf_status parse_value(parser *ps, vf_json *j, int depth)
-{
-    if (depth > MAX_DEPTH)
-        return perr(ps, "nested too deeply");
-    skip_ws(ps);
-    if (ps->p >= ps->end)
-        return perr(ps, "unexpected end");
-    char ch = *ps->p;
-    if (ch == '{') {
-        j->type = VF_JSON_OBJECT;
-        return parse_container(ps, j, depth, '}');
-    }
-    if (ch == '[') {
-        j->type = VF_JSON_ARRAY;
-        return parse_container(ps, j, depth, ']');
-    }
-    if (ch == '"') {
-        j->type = VF_JSON_STRING;
-        return parse_string(ps, &j->string);
-    }
-    static const struct {
-        const char *word;
-        vf_json_type type;
-        double value;
-    } words[] = {{"null", VF_JSON_NULL, 0}, {"true", VF_JSON_BOOL, 1}, {"false", VF_JSON_BOOL, 0}};
-    for (size_t i = 0; i < 3; i++) {
-        size_t n = strlen(words[i].word);
-        if ((size_t)(ps->end - ps->p) >= n && !memcmp(ps->p, words[i].word, n)) {
-            j->type = words[i].type;
-            j->number = words[i].value;
-            ps->p += n;
-            return VF_OK;
-        }
-    }
-    if (ch == '-' || (ch >= '0' && ch <= '9')) {
-        char buf[64];
-        size_t n = 0;
-        while (ps->p + n < ps->end && n < sizeof(buf) - 1 && strchr("+-0123456789.eE", ps->p[n]))
-            n++;
-        memcpy(buf, ps->p, n);
-        buf[n] = '\0';
-        char *endp;
-        j->number = strtod(buf, &endp);
-        if (endp != buf + n || n == 0)
-            return perr(ps, "bad number");
-        j->type = VF_JSON_NUMBER;
-        ps->p += n;
-        return VF_OK;
-    }
-    return perr(ps, "unexpected character");
-}
+/* Reals are written with 15 significant digits: enough for every rounded value and 9-digit
+ * float written here to come out as its short decimal form. */
+#define WRITE_FLAGS (JSON_REAL_PRECISION(15) | JSON_PRESERVE_ORDER)
 
 vf_status vfi_json_parse(const char *text, size_t len, vf_json **out, vf_err *err)
 {
-    parser ps = {text, text, text + len, err};
-    vf_json *j = vfi_calloc(1, sizeof(*j));
-    if (!j)
-        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    vf_status rc = parse_value(&ps, j, 0);
-    if (rc >= 0) {
-        skip_ws(&ps);
-        if (ps.p != ps.end)
-            rc = perr(&ps, "trailing characters");
-    }
-    if (rc < 0) {
-        vfi_json_free(&j);
-        return rc;
-    }
-    *out = j;
+    json_error_t je;
+    *out = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!*out)
+        return vfi_fail(err, VF_ERR_INVALID, "json %d:%d: %s", je.line, je.column, je.text);
     return VF_OK;
-}
-
-void vfi_json_free(vf_json **pj)
-{
-    if (!pj || !*pj)
-        return;
-    json_clear(*pj);
-    vfi_free(*pj);
-    *pj = NULL;
-}
-
-const vf_json *vfi_json_get(const vf_json *obj, const char *key)
-{
-    if (!obj || obj->type != VF_JSON_OBJECT)
-        return NULL;
-    for (size_t i = 0; i < obj->n_items; i++) {
-        if (!strcmp(obj->items[i].key, key))
-            return &obj->items[i];
-    }
-    return NULL;
-}
-
-const char *vfi_json_str(const vf_json *obj, const char *key, const char *def)
-{
-    const vf_json *v = vfi_json_get(obj, key);
-    return v && v->type == VF_JSON_STRING ? v->string : def;
-}
-
-double vfi_json_num(const vf_json *obj, const char *key, double def)
-{
-    const vf_json *v = vfi_json_get(obj, key);
-    return v && v->type == VF_JSON_NUMBER ? v->number : def;
 }
 
 vf_status vfi_json_load(const char *path, size_t max_size, vf_json **out, vf_err *err)
@@ -338,10 +55,223 @@ vf_status vfi_json_load(const char *path, size_t max_size, vf_json **out, vf_err
     return rc;
 }
 
+void vfi_json_free(vf_json **pj)
+{
+    if (!pj || !*pj)
+        return;
+    json_decref(*pj);
+    *pj = NULL;
+}
+
+int vfi_json_is_object(const vf_json *v)
+{
+    return v && json_is_object(v);
+}
+
+long vfi_json_array_len(const vf_json *v)
+{
+    return v && json_is_array(v) ? (long)json_array_size(v) : -1;
+}
+
+const vf_json *vfi_json_at(const vf_json *array, size_t i)
+{
+    return array ? json_array_get(array, i) : NULL;
+}
+
+const vf_json *vfi_json_get(const vf_json *obj, const char *key)
+{
+    return obj ? json_object_get(obj, key) : NULL;
+}
+
+const char *vfi_json_str(const vf_json *obj, const char *key, const char *def)
+{
+    const json_t *v = vfi_json_get(obj, key);
+    return v && json_is_string(v) ? json_string_value(v) : def;
+}
+
+double vfi_json_num(const vf_json *obj, const char *key, double def)
+{
+    const json_t *v = vfi_json_get(obj, key);
+    return v && json_is_number(v) ? json_number_value(v) : def;
+}
+
 int vfi_json_float(const vf_json *v, float *out)
 {
-    if (!v || v->type != VF_JSON_NUMBER || !(fabs(v->number) <= FLT_MAX))
+    if (!v || !json_is_number(v))
         return 0;
-    *out = (float)v->number;
+    double x = json_number_value(v);
+    if (!(fabs(x) <= FLT_MAX))
+        return 0;
+    *out = (float)x;
     return 1;
+}
+
+int vfi_json_each(const vf_json *obj, int (*fn)(void *user, const char *key, const vf_json *v),
+                  void *user)
+{
+    if (!vfi_json_is_object(obj))
+        return 0;
+    const char *key;
+    json_t *v;
+    /* jansson's iteration macro takes a non-const object; nothing here modifies it */
+    json_object_foreach ((json_t *)obj, key, v) {
+        int rc = fn(user, key, v);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- writing ---------------------------------------------------------------------------- */
+
+vf_json *vfi_json_new_object(void)
+{
+    return json_object();
+}
+
+vf_json *vfi_json_new_array(void)
+{
+    return json_array();
+}
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when the byte there does not start one
+ * (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF). */
+static size_t utf8_len(const unsigned char *s)
+{
+    unsigned c = s[0];
+    size_t n;
+    unsigned min;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+        min = 0x80;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        min = 0x800;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        min = 0x10000;
+    } else {
+        return 0;
+    }
+    unsigned cp = c & (0x7f >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    return cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ? 0 : n;
+}
+
+/* s as a JSON string value, each byte that is not part of valid UTF-8 replaced by U+FFFD. */
+static json_t *string_value(const char *s)
+{
+    json_t *v = json_string(s);
+    if (v)
+        return v;
+    size_t len = strlen(s);
+    char *fixed = vfi_mallocarray(len + 1, 3); /* each byte may become 3 */
+    if (!fixed)
+        return NULL;
+    size_t j = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t n = utf8_len(p);
+        if (n) {
+            memcpy(fixed + j, p, n);
+            j += n;
+            p += n;
+        } else {
+            memcpy(fixed + j, "\xef\xbf\xbd", 3);
+            j += 3;
+            p++;
+        }
+    }
+    fixed[j] = '\0';
+    v = json_string(fixed);
+    vfi_free(fixed);
+    return v;
+}
+
+static json_t *real_value(double v, int decimals)
+{
+    if (!isfinite(v))
+        return json_null();
+    double scale = pow(10, decimals < 0 ? 0 : decimals > 9 ? 9 : decimals);
+    double r = round(v * scale) / scale;
+    return json_real(isfinite(r) ? r : v);
+}
+
+static json_t *float_value(float v)
+{
+    if (!isfinite(v))
+        return json_null();
+    char text[32];
+    snprintf(text, sizeof(text), "%.9g", v); /* 9 digits identify a float */
+    return json_real(strtod(text, NULL));
+}
+
+int vfi_json_add(vf_json *obj, const char *key, vf_json *child)
+{
+    if (!obj || !child) {
+        json_decref(child);
+        return -1;
+    }
+    return json_object_set_new(obj, key, child);
+}
+
+int vfi_json_add_str(vf_json *obj, const char *key, const char *s)
+{
+    return vfi_json_add(obj, key, s ? string_value(s) : json_null());
+}
+
+int vfi_json_add_int(vf_json *obj, const char *key, int64_t v)
+{
+    return vfi_json_add(obj, key, json_integer((json_int_t)v));
+}
+
+int vfi_json_add_real(vf_json *obj, const char *key, double v, int decimals)
+{
+    return vfi_json_add(obj, key, real_value(v, decimals));
+}
+
+int vfi_json_add_float(vf_json *obj, const char *key, float v)
+{
+    return vfi_json_add(obj, key, float_value(v));
+}
+
+int vfi_json_add_bool(vf_json *obj, const char *key, int v)
+{
+    return vfi_json_add(obj, key, json_boolean(v));
+}
+
+int vfi_json_push(vf_json *array, vf_json *child)
+{
+    if (!array || !child) {
+        json_decref(child);
+        return -1;
+    }
+    return json_array_append_new(array, child);
+}
+
+int vfi_json_push_real(vf_json *array, double v, int decimals)
+{
+    return vfi_json_push(array, real_value(v, decimals));
+}
+
+int vfi_json_push_float(vf_json *array, float v)
+{
+    return vfi_json_push(array, float_value(v));
+}
+
+int vfi_json_write(FILE *f, const vf_json *v, int indent)
+{
+    size_t flags = WRITE_FLAGS | JSON_ENCODE_ANY;
+    if (indent > 0)
+        flags |= JSON_INDENT(indent > 31 ? 31 : indent);
+    else
+        flags |= JSON_COMPACT;
+    if (json_dumpf(v, f, flags) != 0 || fputc('\n', f) == EOF)
+        return -1;
+    return 0;
 }

@@ -72,12 +72,31 @@ static vf_status add_range(vf_calib *c, const char *name, float range)
 static int read_triple(const vf_json *j, const char *key, float out[3])
 {
     const vf_json *a = vfi_json_get(j, key);
-    if (!a || a->type != VF_JSON_ARRAY || a->n_items != 3)
+    if (vfi_json_array_len(a) != 3)
         return -1;
     for (int i = 0; i < 3; i++) {
-        if (!vfi_json_float(&a->items[i], &out[i]))
+        if (!vfi_json_float(vfi_json_at(a, (size_t)i), &out[i]))
             return -1;
     }
+    return 0;
+}
+
+typedef struct range_reader {
+    vf_calib *c;
+    const char *path;
+    vf_err *err;
+} range_reader;
+
+/* One member of "ranges": a tensor's name and its largest |x|. */
+static int read_range(void *user, const char *name, const vf_json *v)
+{
+    range_reader *rr = user;
+    float range;
+    if (!vfi_json_float(v, &range) || !(range >= 0.0f))
+        return vfi_fail(rr->err, VF_ERR_MODEL, "%s: range of '%s' is not a finite number >= 0",
+                        rr->path, name);
+    if (add_range(rr->c, name, range) < 0)
+        return vfi_fail(rr->err, VF_ERR_NOMEM, "out of memory");
     return 0;
 }
 
@@ -92,7 +111,7 @@ static vf_status fill(vf_calib *c, const vf_json *j, const char *path, vf_err *e
     if (!fp || strlen(fp) != 64 || !(size >= 1 && size <= 8192) ||
         !(images >= 0 && images <= 9007199254740992.0) || /* exact in a double, fits int64 */
         read_triple(j, "mean", c->mean) < 0 || read_triple(j, "std", c->std) < 0 || !ranges ||
-        ranges->type != VF_JSON_OBJECT)
+        !vfi_json_is_object(ranges))
         return vfi_fail(err, VF_ERR_MODEL,
                         "%s: a calibration file needs model_fingerprint, input_size, mean, std, "
                         "images and ranges",
@@ -100,16 +119,8 @@ static vf_status fill(vf_calib *c, const vf_json *j, const char *path, vf_err *e
     snprintf(c->fingerprint, sizeof(c->fingerprint), "%s", fp);
     c->input_size = (int)size;
     c->images = (int64_t)images;
-    for (size_t i = 0; i < ranges->n_items; i++) {
-        const vf_json *r = &ranges->items[i];
-        float range;
-        if (!vfi_json_float(r, &range) || !(range >= 0.0f))
-            return vfi_fail(err, VF_ERR_MODEL, "%s: range of '%s' is not a finite number >= 0",
-                            path, r->key);
-        if (add_range(c, r->key, range) < 0)
-            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    }
-    return VF_OK;
+    range_reader rr = {c, path, err};
+    return (vf_status)vfi_json_each(ranges, read_range, &rr);
 }
 
 vf_status vfi_calib_read(const char *path, vf_calib **out, vf_err *err)
@@ -133,43 +144,43 @@ vf_status vfi_calib_read(const char *path, vf_calib **out, vf_err *err)
     return rc;
 }
 
-static void write_string(FILE *f, const char *s)
+/* The calibration file's document; NULL when out of memory. */
+static vf_json *calib_document(const vf_calib *c, const char *model)
 {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
+    vf_json *doc = vfi_json_new_object(), *mean = vfi_json_new_array(),
+            *std = vfi_json_new_array(), *ranges = vfi_json_new_object();
+    /* each add takes its value over, also when it fails: none is skipped */
+    int bad = vfi_json_add_int(doc, FORMAT_KEY, FORMAT_VERSION) < 0;
+    bad |= vfi_json_add_str(doc, "model", model ? model : "") < 0;
+    bad |= vfi_json_add_str(doc, "model_fingerprint", c->fingerprint) < 0;
+    bad |= vfi_json_add_int(doc, "input_size", c->input_size) < 0;
+    bad |= vfi_json_add(doc, "mean", mean) < 0;
+    bad |= vfi_json_add(doc, "std", std) < 0;
+    bad |= vfi_json_add_int(doc, "images", c->images) < 0;
+    bad |= vfi_json_add(doc, "ranges", ranges) < 0;
+    for (int i = 0; i < 3 && !bad; i++)
+        bad = vfi_json_push_float(mean, c->mean[i]) < 0 || vfi_json_push_float(std, c->std[i]) < 0;
+    for (int i = 0; i < c->n_ranges && !bad; i++)
+        bad = vfi_json_add_float(ranges, c->names[i], c->ranges[i]) < 0;
+    if (bad)
+        vfi_json_free(&doc);
+    return doc;
 }
 
 vf_status vfi_calib_write(const vf_calib *c, const char *model, const char *path, vf_err *err)
 {
+    vf_json *doc = calib_document(c, model);
+    if (!doc)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     FILE *f;
     char *tmp;
     vf_status rc = vfi_replace_open(path, &f, &tmp, err);
-    if (rc < 0)
-        return rc;
-    fprintf(f, "{\"%s\": %d,\n \"model\": ", FORMAT_KEY, FORMAT_VERSION);
-    write_string(f, model ? model : "");
-    fprintf(f,
-            ",\n \"model_fingerprint\": \"%s\",\n \"input_size\": %d,\n"
-            " \"mean\": [%.9g, %.9g, %.9g],\n \"std\": [%.9g, %.9g, %.9g],\n"
-            " \"images\": %lld,\n \"ranges\": {",
-            c->fingerprint, c->input_size, c->mean[0], c->mean[1], c->mean[2], c->std[0], c->std[1],
-            c->std[2], (long long)c->images);
-    for (int i = 0; i < c->n_ranges; i++) {
-        fputs(i ? ",\n  " : "\n  ", f);
-        write_string(f, c->names[i]);
-        fprintf(f, ": %.9g", c->ranges[i]);
+    if (rc >= 0) {
+        vfi_json_write(f, doc, 1); /* a write error shows when the file is closed */
+        rc = vfi_replace_close(f, tmp, path, err);
     }
-    fputs("\n }\n}\n", f);
-    return vfi_replace_close(f, tmp, path, err);
+    vfi_json_free(&doc);
+    return rc;
 }
 
 int vfi_calib_same_source(const vf_calib *a, const vf_calib *b)

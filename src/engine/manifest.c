@@ -55,11 +55,11 @@ static vf_status read_triple(const vf_json *in, const char *key, float *out, con
                              vf_err *err)
 {
     const vf_json *a = vfi_json_get(in, key);
-    if (!a || a->type != VF_JSON_ARRAY || a->n_items != 3)
+    if (vfi_json_array_len(a) != 3)
         return vfi_fail(err, VF_ERR_INVALID, "%s: input.%s must be an array of 3 numbers", path,
                         key);
     for (int i = 0; i < 3; i++) {
-        if (!vfi_json_float(&a->items[i], &out[i]))
+        if (!vfi_json_float(vfi_json_at(a, (size_t)i), &out[i]))
             return vfi_fail(err, VF_ERR_INVALID, "%s: input.%s must hold numbers", path, key);
     }
     return VF_OK;
@@ -75,7 +75,7 @@ static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
     if (!m->name || !m->file)
         return vfi_fail(err, VF_ERR_INVALID, "%s: \"name\" and \"file\" are required", path);
     const vf_json *in = vfi_json_get(j, "input");
-    if (!in || in->type != VF_JSON_OBJECT)
+    if (!vfi_json_is_object(in))
         return vfi_fail(err, VF_ERR_INVALID, "%s: \"input\" object is required", path);
     double size = vfi_json_num(in, "size", 0);
     if (!(size >= 1 && size <= 8192)) /* NaN too: the (int) below needs a number in range */
@@ -110,13 +110,14 @@ static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
             return vfi_fail(err, VF_ERR_INVALID, "%s: input.std must be positive", path);
     }
     const vf_json *layers = vfi_json_get(j, "layers");
-    if (!layers || layers->type != VF_JSON_ARRAY || layers->n_items < 1 || layers->n_items > 64)
+    long n_layers = vfi_json_array_len(layers);
+    if (n_layers < 1 || n_layers > 64)
         return vfi_fail(err, VF_ERR_INVALID, "%s: \"layers\" must list 1..64 layers", path);
-    m->layers = vfi_calloc(layers->n_items, sizeof(*m->layers));
+    m->layers = vfi_calloc((size_t)n_layers, sizeof(*m->layers));
     if (!m->layers)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < layers->n_items; i++) {
-        const vf_json *l = &layers->items[i];
+    for (long i = 0; i < n_layers; i++) {
+        const vf_json *l = vfi_json_at(layers, (size_t)i);
         vf_layer_spec *s = &m->layers[m->n_layers++];
         if (dup_member(l, "name", &s->name) < 0 || dup_member(l, "tensor", &s->tensor) < 0)
             return vfi_fail(err, VF_ERR_NOMEM, "out of memory");

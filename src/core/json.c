@@ -114,7 +114,8 @@ int vfi_json_each(const vf_json *obj, int (*fn)(void *user, const char *key, con
     const char *key;
     json_t *v;
     /* jansson's iteration macro takes a non-const object; nothing here modifies it */
-    json_object_foreach ((json_t *)obj, key, v) {
+    json_object_foreach((json_t *)obj, key, v)
+    {
         int rc = fn(user, key, v);
         if (rc)
             return rc;

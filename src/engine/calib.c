@@ -147,8 +147,8 @@ vf_status vfi_calib_read(const char *path, vf_calib **out, vf_err *err)
 /* The calibration file's document; NULL when out of memory. */
 static vf_json *calib_document(const vf_calib *c, const char *model)
 {
-    vf_json *doc = vfi_json_new_object(), *mean = vfi_json_new_array(),
-            *std = vfi_json_new_array(), *ranges = vfi_json_new_object();
+    vf_json *doc = vfi_json_new_object(), *mean = vfi_json_new_array(), *std = vfi_json_new_array(),
+            *ranges = vfi_json_new_object();
     /* each add takes its value over, also when it fails: none is skipped */
     int bad = vfi_json_add_int(doc, FORMAT_KEY, FORMAT_VERSION) < 0;
     bad |= vfi_json_add_str(doc, "model", model ? model : "") < 0;

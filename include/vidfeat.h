@@ -343,29 +343,6 @@ VF_API vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const 
                                void (*hit)(void *user, const vf_neighbour *n), void *user,
                                vf_neighbour *query_out, char *errbuf, size_t errbuf_size);
 
-/** One benchmark configuration's result, as vidfeat bench measures it (vf_db_add_run). Strings
- *  are borrowed; NULL ones are stored as NULL, except device, model, precision and mode. Rates
- *  are frames/s; 0 means "not measured" and is stored as NULL. */
-typedef struct vf_bench_record {
-    const char *device;      /**< "cpu" or "gpu" */
-    const char *device_name; /**< e.g. the CPU's model name */
-    const char *backend;     /**< "dnnl", "ref", "cuda" */
-    const char *model, *layer;
-    const char *precision;
-    const char *mode; /**< "pipeline", "per_frame" (batch 1, stages not overlapped), "infer_only" */
-    const char *input; /**< the video benchmarked; NULL for infer_only */
-    int batch_size, threads;
-    int64_t frames;
-    double end_to_end_fps, decode_fps, convert_fps, infer_fps, store_fps;
-    double peak_rss_mb;
-} vf_bench_record;
-
-/** Append a benchmark result to the runs table of a feature database (created or migrated as
- *  needed), with the time, host name and vidfeat version. VF_ERR_STORE on database errors,
- *  VF_ERR_INVALID on a missing required field. */
-VF_API vf_status vf_db_add_run(const char *db_path, const vf_bench_record *run, char *errbuf,
-                               size_t errbuf_size);
-
 /** 1 if FFmpeg can open path and it has a video stream (probes the content, not the name). */
 VF_API int vf_probe_media(const char *path);
 

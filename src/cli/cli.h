@@ -1,15 +1,28 @@
 /*
- * cli.h - what the vidfeat command's files share: the parsed command line and a few output
- * helpers (main.c), the bench command (bench.c) and the chart it draws (plot.c).
+ * cli.h - what the vidfeat command's files share: the subcommands (each in its own cmd_*.c, with
+ * its options and help), the parsed command line (options.c), the inputs named on it
+ * (inputs.c), a pipeline run with its progress and summary (run.c), and the bench chart
+ * (plot.c). The command line is the top layer: it may use every folder of src/.
  */
 #ifndef VIDFEAT_CLI_H
 #define VIDFEAT_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "vidfeat.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+/* The subcommands, as bits: which of them take an option. */
+enum {
+    CMD_EXTRACT = 1 << 0,
+    CMD_CALIBRATE = 1 << 1,
+    CMD_BENCH = 1 << 2,
+    CMD_SIMILAR = 1 << 3,
+    CMD_INFO = 1 << 4,
+    CMD_MODELS = 1 << 5,
+};
 
 #define MAX_LIST 16
 
@@ -32,16 +45,63 @@ typedef struct cli {
     const char *image, *video; /* similar's query */
     double at;
     int at_set, top;
+    int explicit_cmd; /* the command was named (else extract, the default) */
 } cli;
 
-/* Monotonic seconds. */
-double cli_now_s(void);
-/* s as a JSON string literal on stdout. */
-void cli_json_string(const char *s);
-/* s escaped for a JSON string into buf (truncated to size); returns buf. */
-const char *cli_jesc(const char *s, char *buf, size_t size);
+/* One subcommand: its name, the bit its options are marked with, what its --help shows, and
+ * the function that runs it with the arguments left after the options. */
+typedef struct cli_command {
+    const char *name;
+    unsigned bit;
+    const char *synopsis; /* "info DB" */
+    const char *summary;  /* one line */
+    int (*run)(cli *c, int argc, char **argv);
+} cli_command;
 
-/* vidfeat bench (bench.c). */
-int cli_bench(cli *c, int argc, char **argv);
+/* The commands, in the order --help lists them (main.c). */
+extern const cli_command cli_commands[];
+extern const size_t cli_n_commands;
+
+int cmd_extract(cli *c, int argc, char **argv);
+int cmd_calibrate(cli *c, int argc, char **argv);
+int cmd_info(cli *c, int argc, char **argv);
+int cmd_similar(cli *c, int argc, char **argv);
+int cmd_models(cli *c, int argc, char **argv);
+int cmd_bench(cli *c, int argc, char **argv);
+
+/* ---- options.c ---------------------------------------------------------------------------- */
+
+/* Parse the options of cmd (argv[0] is the command's name or the program's); the arguments
+ * left start at argv[*first]. --help prints cmd's help and exits 0, --version the build's.
+ * Returns 0, or EXIT_USAGE after printing one line why (an option of another command names
+ * the commands it is for). */
+int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first);
+/* cmd's synopsis and options; cmd NULL: the commands and extract's options. */
+void cli_usage(const cli_command *cmd, FILE *f);
+
+/* ---- inputs.c ----------------------------------------------------------------------------- */
+
+typedef struct path_list {
+    char **items;
+    int n, cap;
+} path_list;
+
+/* The inputs named on the command line into *inputs, directories walked (sorted, recursive)
+ * for media files. EXIT_OK, or EXIT_FAIL when some could not be listed (the others are there). */
+int cli_collect_inputs(int argc, char **argv, path_list *inputs);
+void cli_free_paths(path_list *l);
+/* Does the database named on the command line exist (a file path; a URI is left to the
+ * store)? Says so on stderr when not. */
+int cli_db_exists(const char *target);
+
+/* ---- run.c -------------------------------------------------------------------------------- */
+
+/* The pipeline with c->cfg over inputs: a line per failed file (per file on a terminal), the
+ * summary (--json: one document on stdout), Ctrl-C and SIGTERM turned into a clean stop.
+ * status: cli_collect_inputs' result, kept when the run does not fail. */
+int cli_run_pipeline(cli *c, const path_list *inputs, int status);
+
+/* Lists of --batch / --precision are bench's alone: EXIT_USAGE (said) when given elsewhere. */
+int cli_single_values(const cli *c);
 
 #endif /* VIDFEAT_CLI_H */

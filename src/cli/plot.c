@@ -2,7 +2,7 @@
  * plot.c - see plot.h. Layout: title and subtitle on top, the legend under them, a y axis with
  * 1-2-5 ticks from zero, one cluster of bars per group with each bar's value above it.
  */
-#include "plot.h"
+#include "cli/plot.h"
 
 #include <errno.h>
 #include <math.h>

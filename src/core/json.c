@@ -165,14 +165,24 @@ static size_t utf8_len(const unsigned char *s)
     return cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ? 0 : n;
 }
 
-/* s as a JSON string value, each byte that is not part of valid UTF-8 replaced by U+FFFD. */
+/*
+ * Bytes that are not UTF-8. A file name is bytes, and an archive has names in other encodings;
+ * JSON text is Unicode. Such a byte B is written as the escape \uDCBB, a lone low surrogate:
+ * what Python's "surrogateescape" (PEP 383) and similar decoders turn back into the byte, so the
+ * name survives the round trip. jansson holds only valid UTF-8, so until it is written the byte
+ * is the private-use code point U+10FF00 + B, which jansson (asked for ASCII output) escapes as
+ * the pair \uDBFF\uDFBB in one piece; vfi_json_write turns that piece into \uDCBB. (A name that
+ * really holds U+10FF80..U+10FFFF, plane 16's private use, would come out as those bytes.)
+ */
+#define BYTE_PLANE 0x10ff00u
+
 static json_t *string_value(const char *s)
 {
     json_t *v = json_string(s);
     if (v)
         return v;
     size_t len = strlen(s);
-    char *fixed = vfi_mallocarray(len + 1, 3); /* each byte may become 3 */
+    char *fixed = vfi_mallocarray(len + 1, 4); /* each byte may become 4 */
     if (!fixed)
         return NULL;
     size_t j = 0;
@@ -182,10 +192,12 @@ static json_t *string_value(const char *s)
             memcpy(fixed + j, p, n);
             j += n;
             p += n;
-        } else {
-            memcpy(fixed + j, "\xef\xbf\xbd", 3);
-            j += 3;
-            p++;
+        } else { /* U+10FF00 + byte in UTF-8: F4 8F BC|BD|BE|BF xx */
+            unsigned cp = BYTE_PLANE + *p++;
+            fixed[j++] = (char)(0xf0 | cp >> 18);
+            fixed[j++] = (char)(0x80 | (cp >> 12 & 0x3f));
+            fixed[j++] = (char)(0x80 | (cp >> 6 & 0x3f));
+            fixed[j++] = (char)(0x80 | (cp & 0x3f));
         }
     }
     fixed[j] = '\0';
@@ -265,14 +277,26 @@ int vfi_json_push_float(vf_json *array, float v)
     return vfi_json_push(array, float_value(v));
 }
 
+/* jansson's output on its way to the file: a byte's escaped pair (see string_value) becomes
+ * \uDCBB. */
+static int write_piece(const char *buf, size_t size, void *user)
+{
+    FILE *f = user;
+    if (size == 12 && !memcmp(buf, "\\uDBFF\\uDF", 10)) {
+        char esc[6] = {'\\', 'u', 'D', 'C', buf[10], buf[11]};
+        return fwrite(esc, 1, sizeof(esc), f) == sizeof(esc) ? 0 : -1;
+    }
+    return fwrite(buf, 1, size, f) == size ? 0 : -1;
+}
+
 int vfi_json_write(FILE *f, const vf_json *v, int indent)
 {
-    size_t flags = WRITE_FLAGS | JSON_ENCODE_ANY;
+    size_t flags = WRITE_FLAGS | JSON_ENCODE_ANY | JSON_ENSURE_ASCII;
     if (indent > 0)
         flags |= JSON_INDENT(indent > 31 ? 31 : indent);
     else
         flags |= JSON_COMPACT;
-    if (json_dumpf(v, f, flags) != 0 || fputc('\n', f) == EOF)
+    if (json_dump_callback(v, write_piece, f, flags) != 0 || fputc('\n', f) == EOF)
         return -1;
     return 0;
 }

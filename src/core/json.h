@@ -52,8 +52,9 @@ int vfi_json_each(const vf_json *obj, int (*fn)(void *user, const char *key, con
 /* New empty object or array; NULL when out of memory. */
 vf_json *vfi_json_new_object(void);
 vf_json *vfi_json_new_array(void);
-/* Set obj[key]. A string that is not valid UTF-8 (a file name in another encoding) is written
- * with each invalid byte as U+FFFD, so the document stays valid JSON; NULL s writes null. Reals
+/* Set obj[key]. In a string that is not valid UTF-8 (a file name in another encoding) each
+ * stray byte B is written as \uDCBB, which surrogateescape decoders turn back into B (json.c);
+ * NULL s writes null. Reals
  * are written with at most `decimals` digits after the point (0..9). Each returns 0, or -1 when
  * out of memory (or obj is NULL). */
 int vfi_json_add_str(vf_json *obj, const char *key, const char *s);
@@ -69,8 +70,8 @@ int vfi_json_push(vf_json *array, vf_json *child);
 int vfi_json_push_real(vf_json *array, double v, int decimals);
 int vfi_json_push_float(vf_json *array, float v);
 
-/* Write v to f: on one line (indent 0) or indented by that many spaces, members in the order
- * they were added, then a newline. -1 on a write error. */
+/* Write v to f as ASCII (other characters escaped): on one line (indent 0) or indented by that
+ * many spaces, members in the order they were added, then a newline. -1 on a write error. */
 int vfi_json_write(FILE *f, const vf_json *v, int indent);
 
 #endif /* VIDFEAT_JSON_H */

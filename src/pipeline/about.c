@@ -8,7 +8,7 @@
 
 #include "engine/backend.h"
 #include "media/decode.h"
-#include "store/store_sqlite.h"
+#include "store/store.h"
 #include "vidfeat.h"
 
 int vf_has_feature(const char *name)
@@ -40,10 +40,11 @@ char *vf_build_info(char *buf, size_t size)
         len += (size_t)snprintf(buf + len, size - len, "backend %s: %s (%s)\n", list[i]->name,
                                 list[i]->description, lib);
     }
-    char av[256];
+    char av[256], stores[256];
     vfi_decode_versions(av, sizeof(av));
     if (len < size)
-        snprintf(buf + len, size - len, "cuda: %s\ndecode: %s\nsqlite: %s\n",
-                 vf_has_feature("cuda") ? "yes" : "no", av, vfi_store_version());
+        snprintf(buf + len, size - len, "cuda: %s\ndecode: %s\nstores: %s\n",
+                 vf_has_feature("cuda") ? "yes" : "no", av,
+                 vfi_store_versions(stores, sizeof(stores)));
     return buf;
 }

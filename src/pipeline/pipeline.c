@@ -55,11 +55,11 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/path.h"
-#include "pipeline/pipeline.h"
 #include "media/preprocess.h"
 #include "core/queue.h"
-#include "core/sha256.h"
-#include "store/store_sqlite.h"
+#include "pipeline/source.h"
+#include "store/record.h"
+#include "store/store.h"
 
 #define FRAME_POOL          8
 #define MAX_CONVERT_THREADS 64
@@ -68,13 +68,12 @@
 /* Events a batch carries before it is sent on, full or not (many failing files in a row). */
 #define MAX_MARKS           32
 #define DEFAULT_QUEUE_DEPTH 2
-#define HASH_SPAN           65536 /* bytes from each end of a file in its content hash */
 
 enum item_kind { ITEM_FRAME, ITEM_BATCH, ITEM_BEGIN, ITEM_END, ITEM_SKIP };
 
 typedef struct item {
     enum item_kind kind;
-    int file;
+    vf_work *work; /* the file it belongs to */
 } item;
 
 struct batch_item;
@@ -107,7 +106,7 @@ typedef struct batch_item {
     float *features; /* batch x dim */
     int64_t *index, *pts;
     double *t;
-    int *file; /* per row: index into the path list */
+    vf_work **work; /* per row: its file */
     marker marks[MAX_MARKS];
     int n_marks;
     /* Conversion: rows [settled, n) were handed to the workers since the batch was last
@@ -159,16 +158,12 @@ struct vf_pipeline {
     int stop_reason; /* the first fatal status of the current run */
 
     /* per run */
-    const char *const *paths;
-    int n_paths;
-    char *skip;
-    char **names; /* with a database: the name each file is recorded under (vfi_path_absolute) */
+    vf_source *source;
     const vf_run_hooks *hooks;
     vf_queue *q_batches, *q_done, *q_free_batches;
     vf_queue *q_tokens; /* no_overlap only: frames allowed in flight */
     lane *lanes;
     int n_lanes;
-    atomic_int next_file;  /* the next file a lane takes */
     atomic_int live_lanes; /* convert threads still running: the last one closes q_batches */
     batch_item *batches;
     int n_batches;
@@ -223,13 +218,13 @@ void vf_pipeline_cancel(vf_pipeline *p)
         stop(p, VF_ERR_CANCELLED, "cancelled");
 }
 
-static event_item *new_event(vf_pipeline *p, enum item_kind kind, int file)
+static event_item *new_event(vf_pipeline *p, enum item_kind kind, vf_work *w)
 {
     event_item *e = vfi_calloc(1, sizeof(*e));
     if (!e)
         return NULL;
     e->hdr.kind = kind;
-    e->hdr.file = file;
+    e->hdr.work = w;
     pthread_mutex_lock(&p->lock);
     e->next = p->events;
     if (p->events)
@@ -250,36 +245,6 @@ static void free_event(vf_pipeline *p, event_item *e)
         e->next->prev = e->prev;
     pthread_mutex_unlock(&p->lock);
     vfi_free(e);
-}
-
-/* A cheap fingerprint of a file's content: FNV-1a over its size and first and last 64 KiB. */
-static void content_hash(const char *path, int64_t size, char out[32])
-{
-    uint64_t h = 1469598103934665603ull;
-    unsigned char buf[4096];
-    for (int i = 0; i < 8; i++) {
-        h ^= (uint64_t)(size >> (8 * i)) & 255;
-        h *= 1099511628211ull;
-    }
-    FILE *f = fopen(path, "rb");
-    if (f) {
-        for (int part = 0; part < 2; part++) {
-            if (part == 1 && size > 2 * HASH_SPAN)
-                fseeko(f, (off_t)(size - HASH_SPAN), SEEK_SET);
-            else if (part == 1)
-                break;
-            size_t left = HASH_SPAN, n;
-            while (left && (n = fread(buf, 1, left < sizeof(buf) ? left : sizeof(buf), f)) > 0) {
-                for (size_t i = 0; i < n; i++) {
-                    h ^= buf[i];
-                    h *= 1099511628211ull;
-                }
-                left -= n;
-            }
-        }
-        fclose(f);
-    }
-    snprintf(out, 32, "fnv64:%016llx", (unsigned long long)h);
 }
 
 /* ---- decode thread ---------------------------------------------------------------------- */
@@ -323,15 +288,15 @@ static vf_status check_unchanged(const char *path, const struct stat *opened, vf
     return VF_EOF;
 }
 
-static int decode_file(lane *ln, int i)
+static int decode_file(lane *ln, vf_work *w)
 {
     vf_pipeline *p = ln->p;
-    const char *path = p->paths[i];
+    const char *path = w->path;
     vf_sampling s = {p->cfg.sample_fps, p->cfg.every,    p->cfg.keyframes,
                      p->cfg.start,      p->cfg.duration, p->cfg.max_frames};
     vf_decode_opts dopts = {p->cfg.decode_threads, p->cfg.stall_timeout, &p->cancel, p->hw,
                             p->keep_on_device};
-    event_item *end = new_event(p, ITEM_END, i);
+    event_item *end = new_event(p, ITEM_END, w);
     if (!end) {
         stop(p, VF_ERR_NOMEM, "out of memory");
         return 0;
@@ -351,9 +316,9 @@ static int decode_file(lane *ln, int i)
     else
         rc = vfi_decoder_open(path, &s, &dopts, &dec, &err);
     end->size = st.st_size;
-    end->mtime = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
+    end->mtime = vfi_record_mtime(&st);
     if (rc >= 0) {
-        event_item *begin = new_event(p, ITEM_BEGIN, i);
+        event_item *begin = new_event(p, ITEM_BEGIN, w);
         if (!begin) {
             vfi_decoder_free(&dec);
             stop(p, VF_ERR_NOMEM, "out of memory");
@@ -364,7 +329,7 @@ static int decode_file(lane *ln, int i)
         begin->mtime = end->mtime;
         begin->t_open = end->t_open;
         if (S_ISREG(st.st_mode)) /* a pipe's bytes belong to the decoder: never read them */
-            content_hash(path, end->size, begin->content_hash);
+            vfi_record_content_hash(path, end->size, begin->content_hash);
         end->meta = begin->meta;
         if (begin->meta.n_video_streams > 1)
             vfi_log(VF_LOG_INFO, "decode", "%s: %d video streams, using #%d", path,
@@ -393,7 +358,7 @@ static int decode_file(lane *ln, int i)
                 give_tokens(p, 1);
                 break;
             }
-            fi->hdr.file = i;
+            fi->hdr.work = w;
             if (!push_or_stop(ln->q_frames, fi)) {
                 vfi_decoder_free(&dec);
                 return 0;
@@ -437,11 +402,17 @@ static void *decode_thread(void *arg)
     vf_pipeline *p = ln->p;
     lower_priority();
     while (!atomic_load(&p->cancel)) {
-        int i = atomic_fetch_add(&p->next_file, 1);
-        if (i >= p->n_paths)
+        vf_work *w;
+        vf_err err = {VF_OK, ""};
+        vf_status rc = p->source->ops->next(p->source, &w, &err);
+        if (rc == VF_EOF)
             break;
-        if (p->skip[i]) {
-            event_item *e = new_event(p, ITEM_SKIP, i);
+        if (rc < 0) {
+            stop(p, rc, err.msg);
+            break;
+        }
+        if (w->skip) {
+            event_item *e = new_event(p, ITEM_SKIP, w);
             if (!e) {
                 stop(p, VF_ERR_NOMEM, "out of memory");
                 break;
@@ -450,7 +421,7 @@ static void *decode_thread(void *arg)
                 break;
             continue;
         }
-        if (!decode_file(ln, i))
+        if (!decode_file(ln, w))
             break;
     }
     vfi_queue_close(ln->q_frames);
@@ -599,7 +570,7 @@ static int settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err)
                 b->index[w] = b->index[i];
                 b->pts[w] = b->pts[i];
                 b->t[w] = b->t[i];
-                b->file[w] = b->file[i];
+                b->work[w] = b->work[i];
             }
             w++;
         }
@@ -644,7 +615,7 @@ static void *convert_thread(void *arg)
             b->index[b->n] = fi->f.index;
             b->pts[b->n] = fi->f.pts;
             b->t[b->n] = fi->f.t;
-            b->file[b->n] = h->file;
+            b->work[b->n] = h->work;
             b->n++;
             pthread_mutex_lock(&p->conv_lock);
             b->pending++;
@@ -745,6 +716,7 @@ static void *infer_thread(void *arg)
 /* ---- store thread ----------------------------------------------------------------------- */
 
 typedef struct file_state {
+    vf_work *work;  /* the file, from its BEGIN to its END; NULL between files */
     int64_t ext_id; /* 0: nothing recorded yet */
     int64_t frames;
     double store_s;
@@ -757,7 +729,7 @@ static void report(vf_pipeline *p, const event_item *e, const file_state *fs, in
         return;
     vf_file_result r;
     memset(&r, 0, sizeof(r));
-    r.path = p->paths[e->hdr.file];
+    r.path = e->hdr.work->path;
     r.status = skipped ? VF_OK : e->status;
     r.skipped = skipped;
     r.error = skipped ? "" : e->error;
@@ -773,13 +745,7 @@ static void report(vf_pipeline *p, const event_item *e, const file_state *fs, in
     r.rotation = e->meta.rotation;
     r.codec = e->meta.codec;
     r.hwdec = e->meta.hwdec;
-    p->hooks->file_done(p->hooks->user, e->hdr.file, &r);
-}
-
-/* The name file i is recorded under in the database. */
-static const char *stored_name(const vf_pipeline *p, int i)
-{
-    return p->names[i] ? p->names[i] : p->paths[i];
+    p->hooks->file_done(p->hooks->user, e->hdr.work->index, &r);
 }
 
 static vf_status store_begin(vf_pipeline *p, const event_item *e, file_state *fs, vf_err *err)
@@ -787,7 +753,7 @@ static vf_status store_begin(vf_pipeline *p, const event_item *e, file_state *fs
     if (!p->store)
         return VF_OK;
     const vf_video_meta *m = &e->meta;
-    vf_store_video v = {stored_name(p, e->hdr.file),
+    vf_store_video v = {vfi_record_name(&e->hdr.work->id),
                         e->size,
                         e->mtime,
                         e->content_hash,
@@ -807,7 +773,8 @@ static int store_rows(vf_pipeline *p, batch_item *b, int from, int to, file_stat
     if (to <= from)
         return 0;
     vf_err err = {VF_OK, ""};
-    int dim = p->info.feature_dim, file = b->file[from];
+    int dim = p->info.feature_dim;
+    vf_work *w = b->work[from];
     double t0 = vfi_now_s();
     vf_status rc = VF_OK;
     if (p->store)
@@ -820,17 +787,11 @@ static int store_rows(vf_pipeline *p, batch_item *b, int from, int to, file_stat
         return 1;
     }
     fs->frames += to - from;
-    const char *path = p->paths[file];
     int halt = 0;
     if (p->hooks && p->hooks->batch) {
-        vf_batch_view v = {file,
-                           path,
-                           to - from,
-                           dim,
-                           b->features + (size_t)from * dim,
-                           b->index + from,
-                           b->pts + from,
-                           b->t + from};
+        vf_batch_view v = {
+            w->index,        w->path,       to - from,  dim, b->features + (size_t)from * dim,
+            b->index + from, b->pts + from, b->t + from};
         halt = p->hooks->batch(p->hooks->user, &v);
     }
     if (!halt && p->hooks && p->hooks->progress) {
@@ -840,7 +801,7 @@ static int store_rows(vf_pipeline *p, batch_item *b, int from, int to, file_stat
         int every = p->cfg.every > 1 ? p->cfg.every : 1;
         int64_t expect =
             fs->meta.duration > 0 && rate > 0 ? (int64_t)(fs->meta.duration * rate / every) : 0;
-        halt = p->hooks->progress(p->hooks->user, file, path, fs->frames, expect);
+        halt = p->hooks->progress(p->hooks->user, w->index, w->path, fs->frames, expect);
     }
     if (halt)
         stop(p, VF_ERR_CANCELLED, "cancelled");
@@ -854,6 +815,7 @@ static int store_event(vf_pipeline *p, event_item *e, file_state *fs)
     vf_status rc = VF_OK;
     if (e->hdr.kind == ITEM_BEGIN) {
         memset(fs, 0, sizeof(*fs));
+        fs->work = e->hdr.work;
         fs->meta = e->meta;
         rc = store_begin(p, e, fs, &err);
     } else if (e->hdr.kind == ITEM_END) {
@@ -867,6 +829,10 @@ static int store_event(vf_pipeline *p, event_item *e, file_state *fs)
             rc = vfi_store_finish(p->store, fs->ext_id, e->status >= 0, e->error, fps, &err);
         if (rc >= 0)
             report(p, e, fs, 0);
+        vf_source *src = p->source;
+        if (rc >= 0)
+            rc = e->status >= 0 ? src->ops->done(src, e->hdr.work, &err)
+                                : src->ops->failed(src, e->hdr.work, e->status, e->error, &err);
         memset(fs, 0, sizeof(*fs));
     } else if (e->hdr.kind == ITEM_SKIP) {
         report(p, e, fs, 1);
@@ -907,15 +873,17 @@ static void *store_thread(void *arg)
             break;
     }
     /* Stopped in the middle of files: they stay unfinished, with what was written. */
-    for (int i = 0; i < p->n_lanes && p->store && atomic_load(&p->cancel); i++) {
-        if (!lanes[i].ext_id)
+    for (int i = 0; i < p->n_lanes && atomic_load(&p->cancel); i++) {
+        if (!lanes[i].work)
             continue;
         vf_err ignore;
         pthread_mutex_lock(&p->lock);
         char why[VF_ERRMSG_SIZE];
         snprintf(why, sizeof(why), "%s", p->err.msg);
         pthread_mutex_unlock(&p->lock);
-        vfi_store_finish(p->store, lanes[i].ext_id, 0, why, NULL, &ignore);
+        if (p->store && lanes[i].ext_id)
+            vfi_store_finish(p->store, lanes[i].ext_id, 0, why, NULL, &ignore);
+        p->source->ops->failed(p->source, lanes[i].work, VF_ERR_CANCELLED, why, &ignore);
     }
     return NULL;
 }
@@ -952,7 +920,7 @@ static void free_run(vf_pipeline *p)
             vfi_free(b->index);
             vfi_free(b->pts);
             vfi_free(b->t);
-            vfi_free(b->file);
+            vfi_free(b->work);
             vfi_free(b->conv_rc);
             vfi_free(b->conv_s);
         }
@@ -961,12 +929,6 @@ static void free_run(vf_pipeline *p)
     }
     while (p->events)
         free_event(p, p->events);
-    vfi_free(p->skip);
-    p->skip = NULL;
-    for (int i = 0; p->names && i < p->n_paths; i++)
-        vfi_free(p->names[i]);
-    vfi_free(p->names);
-    p->names = NULL;
 }
 
 /* A lane's frame pool: FRAME_POOL decoded ahead, and one more in flight per worker. */
@@ -982,11 +944,11 @@ static vf_status make_run(vf_pipeline *p)
     int bs = p->info.batch_size, dim = p->info.feature_dim;
     size_t slot = slot_floats(p);
     /* one lane per file at most; the per-frame baseline takes one frame at a time */
-    p->n_lanes = p->cfg.no_overlap              ? 1
-                 : p->lanes_wanted < p->n_paths ? p->lanes_wanted
-                                                : p->n_paths;
+    int files = p->source->size_hint;
+    p->n_lanes = p->cfg.no_overlap                      ? 1
+                 : files < 0 || p->lanes_wanted < files ? p->lanes_wanted
+                                                        : files;
     p->n_lanes = p->n_lanes < 1 ? 1 : p->n_lanes;
-    atomic_store(&p->next_file, 0);
     atomic_store(&p->live_lanes, p->n_lanes);
     /* events ride the same queues: leave room for them beside the items */
     size_t cap_batches = (size_t)depth + 8;
@@ -1027,10 +989,10 @@ static vf_status make_run(vf_pipeline *p)
         b->index = vfi_mallocarray((size_t)bs, sizeof(int64_t));
         b->pts = vfi_mallocarray((size_t)bs, sizeof(int64_t));
         b->t = vfi_mallocarray((size_t)bs, sizeof(double));
-        b->file = vfi_mallocarray((size_t)bs, sizeof(int));
+        b->work = vfi_mallocarray((size_t)bs, sizeof(*b->work));
         b->conv_rc = vfi_mallocarray((size_t)bs, sizeof(vf_status));
         b->conv_s = vfi_mallocarray((size_t)bs, sizeof(double));
-        if (!b->images || !b->features || !b->index || !b->pts || !b->t || !b->file ||
+        if (!b->images || !b->features || !b->index || !b->pts || !b->t || !b->work ||
             !b->conv_rc || !b->conv_s)
             return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory for batch buffers");
         vfi_queue_push(p->q_free_batches, b);
@@ -1040,62 +1002,33 @@ static vf_status make_run(vf_pipeline *p)
             return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
         give_tokens(p, bs);
     }
-    p->skip = vfi_calloc((size_t)p->n_paths + 1, 1);
-    if (!p->skip)
-        return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
-    if (p->store) { /* named now: the current directory of the run's start */
-        p->names = vfi_calloc((size_t)p->n_paths + 1, sizeof(char *));
-        for (int i = 0; p->names && i < p->n_paths; i++) {
-            if (p->paths[i] && p->paths[i][0] && !(p->names[i] = vfi_path_absolute(p->paths[i])))
-                return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
-        }
-        if (!p->names)
-            return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
-    }
     return VF_OK;
 }
 
-/* Which files are already done (calling thread, before the store thread owns the store). */
-static vf_status mark_done(vf_pipeline *p)
+/* The resume rule, for the list source: is w already done (calling thread, before the store
+ * thread owns the store)? A file that cannot be read is left to decoding to report. */
+static vf_status check_done(void *user, vf_work *w, vf_err *err)
 {
-    if (!p->store || p->cfg.force)
+    vf_pipeline *p = user;
+    struct stat st;
+    if (stat(w->path, &st) != 0)
         return VF_OK;
-    for (int i = 0; i < p->n_paths; i++) {
-        struct stat st;
-        if (stat(p->paths[i], &st) != 0)
-            continue;
-        double mtime = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
-        int done = 0;
-        const char *prec = vf_precision_str(p->info.precision);
-        vf_status rc = vfi_store_is_done(p->store, stored_name(p, i), st.st_size, mtime,
-                                         p->model_id, p->sampling, prec, &done, &p->err);
-        /* databases written before names were absolute have the path as it was given */
-        if (rc >= 0 && !done && strcmp(stored_name(p, i), p->paths[i]))
-            rc = vfi_store_is_done(p->store, p->paths[i], st.st_size, mtime, p->model_id,
-                                   p->sampling, prec, &done, &p->err);
-        if (rc < 0)
-            return rc;
-        p->skip[i] = (char)done;
-    }
-    return VF_OK;
+    int done = 0;
+    vf_status rc = vfi_record_is_done(p->store, &w->id, &st, p->model_id, p->sampling,
+                                      p->info.precision, &done, err);
+    w->skip = done;
+    return rc;
 }
 
-vf_status vf_pipeline_run(vf_pipeline *p, const char *const *paths, int n_paths,
-                          const vf_run_hooks *hooks)
+/* Run the stages over the files src hands out (see the top of this file). The run's state was
+ * reset by the caller (a cancel since then stops it). */
+static vf_status run_source(vf_pipeline *p, vf_source *src, const vf_run_hooks *hooks)
 {
-    if (!p || (!paths && n_paths) || n_paths < 0)
-        return VF_ERR_INVALID;
-    p->paths = paths;
-    p->n_paths = n_paths;
+    p->source = src;
     p->hooks = hooks;
     pthread_mutex_lock(&p->lock);
-    p->stop_reason = VF_OK;
-    vfi_err_clear(&p->err);
-    atomic_store(&p->cancel, 0);
     vf_status rc = make_run(p);
     pthread_mutex_unlock(&p->lock);
-    if (rc >= 0)
-        rc = mark_done(p);
     if (rc < 0) {
         free_run(p);
         return rc;
@@ -1131,51 +1064,32 @@ vf_status vf_pipeline_run(vf_pipeline *p, const char *const *paths, int n_paths,
     rc = p->stop_reason;
     pthread_mutex_unlock(&p->lock);
     free_run(p);
+    p->source = NULL;
+    return rc;
+}
+
+vf_status vf_pipeline_run(vf_pipeline *p, const char *const *paths, int n_paths,
+                          const vf_run_hooks *hooks)
+{
+    if (!p || (!paths && n_paths) || n_paths < 0)
+        return VF_ERR_INVALID;
+    pthread_mutex_lock(&p->lock);
+    p->stop_reason = VF_OK;
+    vfi_err_clear(&p->err);
+    atomic_store(&p->cancel, 0);
+    pthread_mutex_unlock(&p->lock);
+    vf_source *src = NULL;
+    vf_source_check check = p->store && !p->cfg.force ? check_done : NULL;
+    vf_status rc = vfi_list_source_create(paths, n_paths, check, p, &src, &p->err);
+    if (rc >= 0 && atomic_load(&p->cancel))
+        rc = VF_ERR_CANCELLED;
+    if (rc >= 0)
+        rc = run_source(p, src, hooks);
+    vfi_source_free(&src);
     return rc;
 }
 
 /* ---- create / free ---------------------------------------------------------------------- */
-
-static void describe_sampling(const vf_config *c, char *buf, size_t size)
-{
-    size_t n = 0;
-    if (c->keyframes)
-        n += (size_t)snprintf(buf + n, size - n, "keyframes");
-    else if (c->sample_fps > 0)
-        n += (size_t)snprintf(buf + n, size - n, "fps=%g", c->sample_fps);
-    else if (c->every > 1)
-        n += (size_t)snprintf(buf + n, size - n, "every=%d", c->every);
-    else
-        n += (size_t)snprintf(buf + n, size - n, "all");
-    if (c->start > 0 && n < size)
-        n += (size_t)snprintf(buf + n, size - n, ";start=%g", c->start);
-    if (c->duration > 0 && n < size)
-        n += (size_t)snprintf(buf + n, size - n, ";duration=%g", c->duration);
-    if (c->max_frames > 0 && n < size)
-        snprintf(buf + n, size - n, ";max=%lld", (long long)c->max_frames);
-}
-
-vf_status vfi_pipeline_model_row(const vf_pipeline *p, vf_store_model *m, char sha[65], char *prep,
-                                 size_t prep_size, vf_err *err)
-{
-    vf_status rc = vfi_sha256_file_cached(p->info.path, sha, err);
-    if (rc < 0)
-        return rc;
-    /* conversion= names the definition of a frame's conversion (yuvconv.h), so a database
-     * resumed by a version that converts differently starts a new model row instead of mixing
-     * its vectors with the old ones. */
-    snprintf(prep, prep_size,
-             "size=%d;resize=%s;short=%d;order=%s;mean=%g,%g,%g;"
-             "std=%g,%g,%g;pooled=%d;conversion=yuvconv-1",
-             p->info.input_size,
-             p->info.resize == VF_RESIZE_STRETCH ? "stretch" : "short_side_crop",
-             p->info.resize_short, p->info.channel_order == VF_CHANNELS_RGB ? "RGB" : "BGR",
-             p->info.mean[0], p->info.mean[1], p->info.mean[2], p->info.std[0], p->info.std[1],
-             p->info.std[2], p->info.pooled);
-    *m = (vf_store_model){p->info.name,     sha, p->info.layer, p->info.feature_dim,
-                          p->cfg.store_f16, prep};
-    return VF_OK;
-}
 
 vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
 {
@@ -1204,7 +1118,7 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
     p->cfg.db_path = p->db_path;
     p->cfg.model = p->cfg.models_dir = p->cfg.layer = p->cfg.backend = NULL; /* not kept */
     p->cfg.hwdec = p->cfg.int8_scales = NULL;
-    describe_sampling(cfg, p->sampling, sizeof(p->sampling));
+    vfi_record_sampling(cfg, p->sampling, sizeof(p->sampling));
     if (cfg->hwdec && cfg->hwdec[0] && strcmp(cfg->hwdec, "none")) {
         vf_status rc = vfi_hwdev_open(cfg->hwdec, &p->hw, &p->err);
         if (rc < 0)
@@ -1252,12 +1166,12 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
     /* NVDEC's frames are converted where they are when the backend can read them there */
     p->keep_on_device = p->hw && be->ops->convert && !vfi_backend_input_host(be);
     if (p->db_path) {
-        rc = vfi_store_open(p->db_path, &p->store, &p->err);
+        rc = vfi_store_open(p->db_path, VF_STORE_WRITE, &p->store, &p->err);
         if (rc < 0)
             return rc;
         char sha[65], prep[256];
         vf_store_model m;
-        rc = vfi_pipeline_model_row(p, &m, sha, prep, sizeof(prep), &p->err);
+        rc = vfi_record_model(&p->info, p->cfg.store_f16, &m, sha, prep, sizeof(prep), &p->err);
         if (rc < 0)
             return rc;
         rc = vfi_store_model(p->store, &m, &p->model_id, &p->err);

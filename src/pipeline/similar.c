@@ -10,9 +10,9 @@
 
 #include "engine/extractor.h"
 #include "core/mem.h"
-#include "pipeline/pipeline.h"
 #include "core/status.h"
-#include "store/store_sqlite.h"
+#include "store/record.h"
+#include "store/store.h"
 
 #define DEFAULT_K 10
 #define MAX_K     100000
@@ -171,12 +171,12 @@ static vf_status extract_query(const vf_config *cfg, const model_row *row, const
     }
     char sha[65], prep[256];
     vf_store_model m;
-    rc = vfi_pipeline_model_row(p, &m, sha, prep, sizeof(prep), err);
+    vf_model_info info;
+    vf_pipeline_info(p, &info);
+    rc = vfi_record_model(&info, row->f16, &m, sha, prep, sizeof(prep), err);
     if (rc < 0)
         goto done;
     if (strcmp(sha, row->sha) || strcmp(prep, row->prep) || m.dim != row->dim) {
-        vf_model_info info;
-        vf_pipeline_info(p, &info);
         rc = vfi_fail(err, VF_ERR_MODEL, "%s does not make the stored %s vectors: its %s differs",
                       info.path, row->name,
                       strcmp(sha, row->sha)     ? "file (sha256)"
@@ -232,7 +232,7 @@ vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_simi
                       MAX_K);
         goto done;
     }
-    rc = vfi_store_open_read(db_path, &s, &err);
+    rc = vfi_store_open(db_path, VF_STORE_READ, &s, &err);
     if (rc < 0)
         goto done;
     rc = vfi_store_models(s, collect_row, &rows, &err);

@@ -23,17 +23,18 @@
 #include "core/status.h"
 #include "core/path.h"
 
-struct vf_store {
+typedef struct sq_store {
+    vf_store base; /* first: what the interface hands around */
     sqlite3 *db;
     sqlite3_stmt *ins_feature;
     sqlite3_stmt *add_frames; /* the running count, in the batch's transaction */
     char *path;
-};
+} sq_store;
 
 #define BUSY_TIMEOUT_MS 5000
 
 /* Fail with SQLite's message, copied at once (the next call may overwrite it). */
-static vf_status db_fail(vf_store *s, vf_err *err, const char *what)
+static vf_status db_fail(sq_store *s, vf_err *err, const char *what)
 {
     return vfi_fail(err, VF_ERR_STORE, "%s: %s: %s", s->path, what,
                     s->db ? sqlite3_errmsg(s->db) : "cannot open");
@@ -100,7 +101,7 @@ static const char *const schema_v2 =
 /* migrations[v] brings a database from user_version v to v + 1 */
 static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {schema_v1, schema_v2};
 
-static vf_status exec(vf_store *s, const char *sql, vf_err *err)
+static vf_status exec(sq_store *s, const char *sql, vf_err *err)
 {
     char *msg = NULL;
     if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
@@ -113,7 +114,7 @@ static vf_status exec(vf_store *s, const char *sql, vf_err *err)
 
 /* Bring the schema up to VF_STORE_SCHEMA_VERSION in one transaction: all steps or none. The
  * version is read again inside it, so two processes opening an old file migrate it once. */
-static vf_status migrate(vf_store *s, vf_err *err)
+static vf_status migrate(sq_store *s, vf_err *err)
 {
     vf_status rc = exec(s, "BEGIN IMMEDIATE", err);
     if (rc < 0)
@@ -149,9 +150,9 @@ fail:
     return rc;
 }
 
-void vfi_store_close(vf_store **ps)
+static void sq_close(vf_store *store)
 {
-    vf_store *s = ps ? *ps : NULL;
+    sq_store *s = (sq_store *)store;
     if (!s)
         return;
     sqlite3_finalize(s->ins_feature);
@@ -159,14 +160,13 @@ void vfi_store_close(vf_store **ps)
     sqlite3_close(s->db);
     vfi_free(s->path);
     vfi_free(s);
-    *ps = NULL;
 }
 
 /* ---- reading vectors back -------------------------------------------------------------- */
 
 /* Open s->path read-only into s->db and read its schema version into *version: a vidfeat
  * database has one of at least 1. s->db is left for the caller to close, also on failure. */
-static vf_status open_readonly(vf_store *s, int *version, vf_err *err)
+static vf_status open_readonly(sq_store *s, int *version, vf_err *err)
 {
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
@@ -185,15 +185,25 @@ static vf_status open_readonly(vf_store *s, int *version, vf_err *err)
     return rc;
 }
 
-vf_status vfi_store_open_read(const char *path, vf_store **out, vf_err *err)
+static sq_store *new_store(const char *path)
+{
+    sq_store *s = vfi_calloc(1, sizeof(*s));
+    if (s && !(s->path = vfi_strdup(path))) {
+        vfi_free(s);
+        return NULL;
+    }
+    if (s)
+        s->base.ops = &vfi_store_sqlite;
+    return s;
+}
+
+static vf_status open_read(const char *path, vf_store **out, vf_err *err)
 {
     vf_status rc = VF_OK;
     int version = 0;
-    vf_store *s = vfi_calloc(1, sizeof(*s));
-    if (!s || !(s->path = vfi_strdup(path))) {
-        vfi_free(s);
+    sq_store *s = new_store(path);
+    if (!s)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    }
     TRY(open_readonly(s, &version, err));
     if (version > VF_STORE_SCHEMA_VERSION) {
         rc = vfi_fail(err, VF_ERR_STORE,
@@ -201,18 +211,19 @@ vf_status vfi_store_open_read(const char *path, vf_store **out, vf_err *err)
                       version);
         goto fail;
     }
-    *out = s;
+    *out = &s->base;
     return VF_OK;
 fail:
-    vfi_store_close(&s);
+    sq_close(&s->base);
     return rc;
 }
 
-vf_status vfi_store_models(vf_store *s,
+static vf_status sq_models(vf_store *store,
                            void (*row)(void *user, int64_t id, const vf_store_model *m,
                                        int64_t vectors),
                            void *user, vf_err *err)
 {
+    sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
     CHECK_SQL(sqlite3_prepare_v2(s->db,
@@ -243,7 +254,7 @@ fail:
 
 /* A stored vector (float32 or float16 BLOB of dim elements) as floats; VF_ERR_STORE when its
  * size does not fit. */
-static vf_status read_vec(vf_store *s, sqlite3_stmt *st, int col, int f16, int dim, float *out,
+static vf_status read_vec(sq_store *s, sqlite3_stmt *st, int col, int f16, int dim, float *out,
                           vf_err *err)
 {
     const unsigned char *blob = sqlite3_column_blob(st, col);
@@ -266,7 +277,7 @@ static vf_status read_vec(vf_store *s, sqlite3_stmt *st, int col, int f16, int d
 /* The video id stored for path, or for another name of the same file (0: none): the name
  * extractions record (vfi_path_absolute), the path as given (databases from before names were
  * absolute), or any stored path that realpath resolves to the same file. */
-static vf_status find_video(vf_store *s, int64_t model_id, const char *path, int64_t *video,
+static vf_status find_video(sq_store *s, int64_t model_id, const char *path, int64_t *video,
                             vf_err *err)
 {
     vf_status rc = VF_OK;
@@ -305,9 +316,11 @@ fail:
     return rc;
 }
 
-vf_status vfi_store_vector_at(vf_store *s, int64_t model_id, int f16, const char *path, double t,
-                              float *vec, int dim, vf_store_ref *ref, int *found, vf_err *err)
+static vf_status sq_vector_at(vf_store *store, int64_t model_id, int f16, const char *path,
+                              double t, float *vec, int dim, vf_store_ref *ref, int *found,
+                              vf_err *err)
 {
+    sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
     int64_t video;
@@ -354,12 +367,13 @@ static int ranks_before(const scored *a, const scored *b)
     return a->ref.frame_index < b->ref.frame_index;
 }
 
-vf_status vfi_store_nearest(vf_store *s, int64_t model_id, int f16, const float *q, int dim, int k,
-                            const vf_store_ref *skip,
+static vf_status sq_nearest(vf_store *store, int64_t model_id, int f16, const float *q, int dim,
+                            int k, const vf_store_ref *skip,
                             void (*hit)(void *user, const char *path, const vf_store_ref *ref,
                                         double similarity),
                             void *user, vf_err *err)
 {
+    sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
     int n = 0;
@@ -429,19 +443,17 @@ fail:
     return rc;
 }
 
-const char *vfi_store_version(void)
+static const char *sq_version(void)
 {
     return sqlite3_libversion();
 }
 
-vf_status vfi_store_open(const char *path, vf_store **out, vf_err *err)
+static vf_status open_write(const char *path, vf_store **out, vf_err *err)
 {
     vf_status rc = VF_OK;
-    vf_store *s = vfi_calloc(1, sizeof(*s));
-    if (!s || !(s->path = vfi_strdup(path))) {
-        vfi_free(s);
+    sq_store *s = new_store(path);
+    if (!s)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    }
     if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
         SQLITE_OK) {
         rc = db_fail(s, err, "cannot open");
@@ -495,10 +507,10 @@ vf_status vfi_store_open(const char *path, vf_store **out, vf_err *err)
     CHECK_SQL(sqlite3_prepare_v2(s->db, "UPDATE extractions SET frames = frames + ? WHERE id = ?",
                                  -1, &s->add_frames, NULL),
               "prepare");
-    *out = s;
+    *out = &s->base;
     return VF_OK;
 fail:
-    vfi_store_close(&s);
+    sq_close(&s->base);
     return rc;
 }
 
@@ -510,8 +522,9 @@ static void now_iso(char *buf, size_t size)
     strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-vf_status vfi_store_model(vf_store *s, const vf_store_model *m, int64_t *model_id, vf_err *err)
+static vf_status sq_model(vf_store *store, const vf_store_model *m, int64_t *model_id, vf_err *err)
 {
+    sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
     const char *dtype = m->f16 ? "float16" : "float32";
@@ -537,10 +550,10 @@ fail:
     return rc;
 }
 
-vf_status vfi_store_is_done(vf_store *s, const char *path, int64_t size, double mtime,
-                            int64_t model_id, const char *sampling, const char *precision,
-                            int *done, vf_err *err)
+static vf_status sq_is_done(vf_store *store, const vf_store_file *f, int64_t model_id,
+                            const char *sampling, const char *precision, int *done, vf_err *err)
 {
+    sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
     *done = 0;
@@ -550,9 +563,9 @@ vf_status vfi_store_is_done(vf_store *s, const char *path, int64_t size, double 
                                  "e.model_id = ? AND e.sampling = ? AND e.precision = ?",
                                  -1, &st, NULL),
               "prepare");
-    sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, size);
-    sqlite3_bind_double(st, 3, mtime);
+    sqlite3_bind_text(st, 1, f->name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, f->size);
+    sqlite3_bind_double(st, 3, f->mtime);
     sqlite3_bind_int64(st, 4, model_id);
     sqlite3_bind_text(st, 5, sampling, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 6, precision, -1, SQLITE_STATIC);
@@ -566,10 +579,11 @@ fail:
     return rc;
 }
 
-vf_status vfi_store_begin(vf_store *s, const vf_store_video *v, int64_t model_id,
+static vf_status sq_begin(vf_store *store, const vf_store_video *v, int64_t model_id,
                           const char *sampling, const vf_store_run *run, int64_t *ext_id,
                           vf_err *err)
 {
+    sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
     char now[32];
@@ -646,10 +660,11 @@ fail:
     return rc;
 }
 
-vf_status vfi_store_batch(vf_store *s, int64_t ext_id, int n, int dim, int f16,
+static vf_status sq_batch(vf_store *store, int64_t ext_id, int n, int dim, int f16,
                           const int64_t *frame_index, const int64_t *pts, const double *t,
                           const float *vecs, vf_err *err)
 {
+    sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
     uint16_t *half = NULL;
     if (f16 && !(half = vfi_mallocarray((size_t)dim, sizeof(uint16_t))))
@@ -714,9 +729,10 @@ static void bind_rate(sqlite3_stmt *st, int i, double v)
         sqlite3_bind_null(st, i);
 }
 
-vf_status vfi_store_finish(vf_store *s, int64_t ext_id, int ok, const char *error,
+static vf_status sq_finish(vf_store *store, int64_t ext_id, int ok, const char *error,
                            const double *stage_fps, vf_err *err)
 {
+    sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
     char now[32];
@@ -747,8 +763,10 @@ fail:
     return rc;
 }
 
-vf_status vfi_store_add_run(vf_store *s, const vf_bench_record *r, const char *version, vf_err *err)
+static vf_status sq_add_run(vf_store *store, const vf_run_record *r, const char *version,
+                            vf_err *err)
 {
+    sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
     char when[32], host[256] = "";
@@ -787,11 +805,10 @@ fail:
     return rc;
 }
 
-vf_status vfi_store_describe(const char *path, void (*line)(void *user, const char *text),
-                             void *user, vf_err *err)
+static vf_status sq_describe(const char *path, vf_store_line_fn line, void *user, vf_err *err)
 {
     vf_status rc = VF_OK;
-    vf_store tmp = {.path = (char *)path}, *s = &tmp;
+    sq_store tmp = {.path = (char *)path}, *s = &tmp;
     sqlite3_stmt *st = NULL;
     char buf[1024];
     int version = 0;
@@ -865,3 +882,32 @@ fail:
     sqlite3_close(s->db);
     return rc;
 }
+
+/* A file path: anything that is not a URI ("scheme://..."). */
+static int sq_claims(const char *target)
+{
+    return vfi_store_uri_scheme(target) == 0;
+}
+
+static vf_status sq_open(const char *path, vf_store_mode mode, vf_store **out, vf_err *err)
+{
+    return mode == VF_STORE_READ ? open_read(path, out, err) : open_write(path, out, err);
+}
+
+const vf_store_ops vfi_store_sqlite = {
+    .name = "SQLite",
+    .claims = sq_claims,
+    .open = sq_open,
+    .close = sq_close,
+    .describe = sq_describe,
+    .version = sq_version,
+    .model = sq_model,
+    .is_done = sq_is_done,
+    .begin = sq_begin,
+    .batch = sq_batch,
+    .finish = sq_finish,
+    .add_run = sq_add_run,
+    .models = sq_models,
+    .vector_at = sq_vector_at,
+    .nearest = sq_nearest,
+};

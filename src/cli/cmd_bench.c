@@ -1,5 +1,5 @@
 /*
- * bench.c - vidfeat bench: throughput per device x precision x batch, measured the way a user
+ * cmd_bench.c - vidfeat bench: throughput per device x precision x batch, measured the way a user
  * runs vidfeat, plus the per-frame baseline that the speed-ups are against.
  *
  * Every configuration runs in a child process, so that its peak resident memory is its own and
@@ -26,8 +26,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "plot.h"
+#include "cli/cli.h"
+#include "cli/plot.h"
+#include "core/clock.h"
+#include "core/json.h"
+#include "store/store.h"
 
 #define MAX_RUNS 1000 /* --runs limit, checked by the option parser */
 
@@ -116,9 +119,9 @@ static void child_pipeline(const vf_config *base, const char *const *paths, int 
     cfg.db_path = fd >= 0 ? db : NULL;
     cfg.force = 1;
     vf_pipeline *p = NULL;
-    double t0 = cli_now_s();
+    double t0 = vfi_now_s();
     r->status = vf_pipeline_create(&cfg, &p);
-    r->setup_s = cli_now_s() - t0;
+    r->setup_s = vfi_now_s() - t0;
     if (r->status < 0) {
         snprintf(r->error, sizeof(r->error), "%s",
                  p ? vf_pipeline_errmsg(p) : vf_status_str(r->status));
@@ -128,9 +131,9 @@ static void child_pipeline(const vf_config *base, const char *const *paths, int 
         copy_info(r, &info);
         bench_sum sum = {r, {0}};
         vf_run_hooks hooks = {&sum, NULL, on_file_done, NULL};
-        t0 = cli_now_s();
+        t0 = vfi_now_s();
         vf_status rc = vf_pipeline_run(p, paths, n_paths, &hooks);
-        double wall = cli_now_s() - t0;
+        double wall = vfi_now_s() - t0;
         if (rc < 0) {
             r->status = rc;
             snprintf(r->error, sizeof(r->error), "%s", vf_pipeline_errmsg(p));
@@ -155,11 +158,11 @@ static void child_pipeline(const vf_config *base, const char *const *paths, int 
  * one untimed warm-up run, then n_runs timed runs of `images` images each. */
 static void child_infer(const vf_config *cfg, int images, int n_runs, bench_result *r)
 {
-    double t0 = cli_now_s();
+    double t0 = vfi_now_s();
     vf_extractor *ex = NULL;
     float *in = NULL, *out = NULL;
     r->status = vf_extractor_create(cfg, &ex);
-    r->setup_s = cli_now_s() - t0;
+    r->setup_s = vfi_now_s() - t0;
     if (r->status < 0) {
         snprintf(r->error, sizeof(r->error), "%s",
                  ex ? vf_extractor_errmsg(ex) : vf_status_str(r->status));
@@ -185,16 +188,16 @@ static void child_infer(const vf_config *cfg, int images, int n_runs, bench_resu
         in[i] = (float)(seed / 4294967296.0 * 2.0 - 1.0);
     }
     vf_status rc = VF_OK;
-    t0 = cli_now_s();
+    t0 = vfi_now_s();
     rc = vf_extractor_infer(ex, in, n, out);
-    r->first_call_s = cli_now_s() - t0;
+    r->first_call_s = vfi_now_s() - t0;
     for (int k = 1; k < calls && rc >= 0; k++)
         rc = vf_extractor_infer(ex, in, n, out);
     for (int run = 0; run < n_runs && rc >= 0; run++) {
-        t0 = cli_now_s();
+        t0 = vfi_now_s();
         for (int k = 0; k < calls && rc >= 0; k++)
             rc = vf_extractor_infer(ex, in, n, out);
-        r->run_fps[run] = (double)calls * n / (cli_now_s() - t0);
+        r->run_fps[run] = (double)calls * n / (vfi_now_s() - t0);
     }
     if (rc < 0) {
         r->status = rc;
@@ -348,36 +351,58 @@ static void fmt_rate(char *buf, size_t size, double v, int decimals)
         snprintf(buf, size, "-");
 }
 
+/* One configuration's result as a JSON line on stdout; -1 when it could not be made. */
+static int print_json_row(const char *cpu, const bench_row *row)
+{
+    const bench_result *r = &row->r;
+    vf_json *o = vfi_json_new_object();
+    int bad = vfi_json_add_str(o, "device", row->device) < 0;
+    bad |= vfi_json_add_str(o, "device_name", row_device_name(row, cpu)) < 0;
+    bad |= vfi_json_add_str(o, "backend", r->backend) < 0;
+    bad |= vfi_json_add_str(o, "model", r->model) < 0;
+    bad |= vfi_json_add_str(o, "layer", r->layer) < 0;
+    bad |= vfi_json_add_str(o, "precision", vf_precision_str(row->precision)) < 0;
+    bad |= vfi_json_add_int(o, "batch", row->batch) < 0;
+    bad |= vfi_json_add_int(o, "threads", r->threads) < 0;
+    bad |= vfi_json_add_str(o, "mode", mode_names[row->mode]) < 0;
+    bad |= vfi_json_add_int(o, "frames", r->frames) < 0;
+    bad |= vfi_json_add_real(o, "end_to_end_fps", r->e2e_fps, 3) < 0;
+    bad |= vfi_json_add_real(o, "decode_fps", r->decode_fps, 3) < 0;
+    bad |= vfi_json_add_real(o, "convert_fps", r->convert_fps, 3) < 0;
+    bad |= vfi_json_add_real(o, "infer_fps", r->infer_fps, 3) < 0;
+    bad |= vfi_json_add_real(o, "store_fps", r->store_fps, 3) < 0;
+    bad |= vfi_json_add_real(o, "peak_rss_mb", r->peak_kb / 1024.0, 1) < 0;
+    bad |= vfi_json_add_real(o, "speedup_vs_per_frame", row->speedup, 3) < 0;
+    bad |= vfi_json_add_real(o, "setup_s", r->setup_s, 3) < 0;
+    if (row->mode != MODE_INFER_ONLY) {
+        bad |= vfi_json_add_str(o, "hwdec", r->hwdec) < 0;
+    } else {
+        vf_json *all = vfi_json_new_array();
+        double lo = r->run_fps[0], hi = r->run_fps[0];
+        bad |= vfi_json_add_int(o, "runs", r->n_runs) < 0;
+        bad |= vfi_json_add(o, "all_fps", all) < 0;
+        for (int i = 0; i < r->n_runs; i++) {
+            bad |= vfi_json_push_real(all, r->run_fps[i], 3) < 0;
+            lo = fmin(lo, r->run_fps[i]);
+            hi = fmax(hi, r->run_fps[i]);
+        }
+        bad |= vfi_json_add_real(o, "infer_fps_min", lo, 3) < 0;
+        bad |= vfi_json_add_real(o, "infer_fps_max", hi, 3) < 0;
+        bad |= vfi_json_add_real(o, "first_call_s", r->first_call_s, 3) < 0;
+    }
+    if (!bad)
+        bad = vfi_json_write(stdout, o, 0) < 0;
+    vfi_json_free(&o);
+    return bad ? -1 : 0;
+}
+
 static void print_row(const cli *c, const char *cpu, const bench_row *row)
 {
     const bench_result *r = &row->r;
     double peak_mb = r->peak_kb / 1024.0;
     if (c->json) {
-        char e1[512], e2[256], e3[512]; /* one buffer per escaped string: all are printed at once */
-        printf("{\"device\":\"%s\",\"device_name\":\"%s\",\"backend\":\"%s\",\"model\":\"%s\","
-               "\"layer\":\"%s\",\"precision\":\"%s\",\"batch\":%d,\"threads\":%d,"
-               "\"mode\":\"%s\",\"frames\":%lld,\"end_to_end_fps\":%.3f,\"decode_fps\":%.3f,"
-               "\"convert_fps\":%.3f,\"infer_fps\":%.3f,\"store_fps\":%.3f,\"peak_rss_mb\":%.1f,"
-               "\"speedup_vs_per_frame\":%.3f,\"setup_s\":%.3f",
-               row->device, cli_jesc(row_device_name(row, cpu), e1, sizeof(e1)), r->backend,
-               cli_jesc(r->model, e2, sizeof(e2)), cli_jesc(r->layer, e3, sizeof(e3)),
-               vf_precision_str(row->precision), row->batch, r->threads, mode_names[row->mode],
-               (long long)r->frames, r->e2e_fps, r->decode_fps, r->convert_fps, r->infer_fps,
-               r->store_fps, peak_mb, row->speedup, r->setup_s);
-        if (row->mode != MODE_INFER_ONLY)
-            printf(",\"hwdec\":\"%s\"", r->hwdec);
-        if (row->mode == MODE_INFER_ONLY) {
-            double lo = r->run_fps[0], hi = r->run_fps[0];
-            printf(",\"runs\":%d,\"all_fps\":[", r->n_runs);
-            for (int i = 0; i < r->n_runs; i++) {
-                printf("%s%.3f", i ? "," : "", r->run_fps[i]);
-                lo = fmin(lo, r->run_fps[i]);
-                hi = fmax(hi, r->run_fps[i]);
-            }
-            printf("],\"infer_fps_min\":%.3f,\"infer_fps_max\":%.3f,\"first_call_s\":%.3f", lo, hi,
-                   r->first_call_s);
-        }
-        printf("}\n");
+        if (print_json_row(cpu, row) < 0)
+            fprintf(stderr, "vidfeat: bench: a JSON line could not be written\n");
     } else {
         char e2e[16], dec[16], conv[16], inf[16], st[16], speed[16] = "-";
         fmt_rate(e2e, sizeof(e2e), r->e2e_fps, 2);
@@ -397,26 +422,31 @@ static void print_row(const cli *c, const char *cpu, const bench_row *row)
 static void record(const cli *c, const char *cpu, const char *path, const bench_row *row)
 {
     const bench_result *r = &row->r;
-    vf_bench_record rec = {row->device,
-                           row_device_name(row, cpu),
-                           r->backend,
-                           r->model,
-                           r->layer,
-                           vf_precision_str(row->precision),
-                           mode_names[row->mode],
-                           row->mode == MODE_INFER_ONLY ? NULL : path,
-                           row->batch,
-                           r->threads,
-                           r->frames,
-                           r->e2e_fps,
-                           r->decode_fps,
-                           r->convert_fps,
-                           r->infer_fps,
-                           r->store_fps,
-                           r->peak_kb / 1024.0};
-    char err[1024];
-    if (vf_db_add_run(c->cfg.db_path, &rec, err, sizeof(err)) < 0)
-        fprintf(stderr, "vidfeat: bench: not recorded: %s\n", err);
+    vf_run_record rec = {row->device,
+                         row_device_name(row, cpu),
+                         r->backend,
+                         r->model,
+                         r->layer,
+                         vf_precision_str(row->precision),
+                         mode_names[row->mode],
+                         row->mode == MODE_INFER_ONLY ? NULL : path,
+                         row->batch,
+                         r->threads,
+                         r->frames,
+                         r->e2e_fps,
+                         r->decode_fps,
+                         r->convert_fps,
+                         r->infer_fps,
+                         r->store_fps,
+                         r->peak_kb / 1024.0};
+    vf_err err = {VF_OK, ""};
+    vf_store *s = NULL;
+    vf_status rc = vfi_store_open(c->cfg.db_path, VF_STORE_WRITE, &s, &err);
+    if (rc >= 0)
+        rc = vfi_store_add_run(s, &rec, vf_version(), &err);
+    vfi_store_close(&s);
+    if (rc < 0)
+        fprintf(stderr, "vidfeat: bench: not recorded: %s\n", err.msg);
 }
 
 static int write_plot(const cli *c, const char *cpu, const char *path, const bench_row *rows,
@@ -464,7 +494,7 @@ static int write_plot(const cli *c, const char *cpu, const char *path, const ben
     return EXIT_OK;
 }
 
-int cli_bench(cli *c, int argc, char **argv)
+int cmd_bench(cli *c, int argc, char **argv)
 {
     if (c->infer_only ? argc != 0 : argc < 1) {
         fprintf(stderr, "vidfeat: bench: %s\n",

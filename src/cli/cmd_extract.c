@@ -1,0 +1,28 @@
+/*
+ * cmd_extract.c - vidfeat [extract]: every frame (or the sampled ones) of the inputs through the
+ * network into the database.
+ */
+#include <stdio.h>
+
+#include "cli/cli.h"
+
+int cmd_extract(cli *c, int argc, char **argv)
+{
+    if (cli_single_values(c))
+        return EXIT_USAGE;
+    if (c->cfg.calibration_frames && c->cfg.precision != VF_PRECISION_INT8) {
+        fprintf(stderr, "vidfeat: --frames is for calibrate and --precision int8\n");
+        return EXIT_USAGE;
+    }
+    if (argc < 1) {
+        fprintf(stderr, "vidfeat: no input files (try --help)\n");
+        return EXIT_USAGE;
+    }
+    if (!c->db_set)
+        c->cfg.db_path = "vidfeat.db";
+    path_list inputs = {0};
+    int status = cli_collect_inputs(argc, argv, &inputs);
+    status = cli_run_pipeline(c, &inputs, status);
+    cli_free_paths(&inputs);
+    return status;
+}

@@ -1,0 +1,58 @@
+/*
+ * cmd_models.c - vidfeat models: the known models, where their files are, input size, layers.
+ */
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "core/json.h"
+
+/* The list as one JSON array on stdout; -1 when it could not be made or written. */
+static int print_json(const vf_model_list *list)
+{
+    vf_json *all = vfi_json_new_array();
+    int bad = !all;
+    for (size_t i = 0; i < vf_model_list_count(list) && !bad; i++) {
+        const vf_model_entry *e = vf_model_list_get(list, i);
+        vf_json *m = vfi_json_new_object();
+        bad |= vfi_json_push(all, m) < 0;
+        bad |= vfi_json_add_str(m, "name", e->name) < 0;
+        bad |= vfi_json_add_int(m, "input_size", e->input_size) < 0;
+        bad |= vfi_json_add_str(m, "layers", e->layers) < 0;
+        bad |= vfi_json_add_str(m, "file", e->file) < 0;
+        bad |= vfi_json_add_str(m, "found", e->found) < 0; /* null when not found */
+        bad |= vfi_json_add_str(m, "manifest", e->manifest) < 0;
+    }
+    if (!bad)
+        bad = vfi_json_write(stdout, all, 0) < 0;
+    vfi_json_free(&all);
+    return bad ? -1 : 0;
+}
+
+int cmd_models(cli *c, int argc, char **argv)
+{
+    if (argc > 0) {
+        fprintf(stderr, "vidfeat: models: unexpected argument '%s'\n", argv[0]);
+        return EXIT_USAGE;
+    }
+    vf_model_list *list = NULL;
+    vf_status rc = vf_model_list_create(c->cfg.models_dir, &list);
+    if (rc < 0) {
+        fprintf(stderr, "vidfeat: models: %s\n", vf_status_str(rc));
+        return EXIT_FAIL;
+    }
+    int status = EXIT_OK;
+    if (c->json && print_json(list) < 0) {
+        fprintf(stderr, "vidfeat: models: the JSON could not be written\n");
+        status = EXIT_FAIL;
+    }
+    for (size_t i = 0; i < vf_model_list_count(list) && !c->json; i++) {
+        const vf_model_entry *e = vf_model_list_get(list, i);
+        if (e->found)
+            printf("%-22s %4d  %-28s %s\n", e->name, e->input_size, e->layers, e->found);
+        else
+            printf("%-22s %4d  %-28s (not found: scripts/fetch-models.sh %s)\n", e->name,
+                   e->input_size, e->layers, e->name);
+    }
+    vf_model_list_free(&list);
+    return status;
+}

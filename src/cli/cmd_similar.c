@@ -1,0 +1,92 @@
+/*
+ * cmd_similar.c - vidfeat similar: the stored frames nearest a query frame (an image, or a
+ * video's frame at a time), as a table or one JSON document.
+ */
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "core/json.h"
+
+typedef struct similar_out {
+    vf_json *hits; /* --json: the neighbours so far; NULL for the table */
+    int rank;
+    int json_failed;
+} similar_out;
+
+static void print_neighbour(void *user, const vf_neighbour *n)
+{
+    similar_out *o = user;
+    o->rank++;
+    if (!o->hits) {
+        printf("%4d  %10.6f  %10.3f  %7lld  %s\n", o->rank, n->similarity, n->t,
+               (long long)n->frame_index, n->path);
+        return;
+    }
+    vf_json *h = vfi_json_new_object();
+    int bad = vfi_json_push(o->hits, h) < 0;
+    bad |= vfi_json_add_int(h, "rank", o->rank) < 0;
+    bad |= vfi_json_add_real(h, "similarity", n->similarity, 6) < 0;
+    bad |= vfi_json_add_real(h, "t", n->t, 6) < 0;
+    bad |= vfi_json_add_int(h, "frame_index", n->frame_index) < 0;
+    bad |= vfi_json_add_int(h, "pts", n->pts) < 0;
+    bad |= vfi_json_add_str(h, "path", n->path) < 0;
+    o->json_failed |= bad;
+}
+
+/* {"neighbours": [...], "query": {...}} on stdout; -1 when it could not be made or written. */
+static int print_json(similar_out *out, const vf_neighbour *src)
+{
+    vf_json *doc = vfi_json_new_object(), *q = vfi_json_new_object();
+    int bad = out->json_failed;
+    bad |= vfi_json_add(doc, "neighbours", out->hits) < 0;
+    out->hits = NULL; /* the document has it */
+    bad |= vfi_json_add(doc, "query", q) < 0;
+    bad |= vfi_json_add_bool(q, "stored", src->stored) < 0;
+    bad |= vfi_json_add_real(q, "t", src->t, 6) < 0;
+    bad |= vfi_json_add_int(q, "frame_index", src->frame_index) < 0;
+    bad |= vfi_json_add_str(q, "path", src->path) < 0;
+    if (!bad)
+        bad = vfi_json_write(stdout, doc, 1) < 0;
+    vfi_json_free(&doc);
+    return bad ? -1 : 0;
+}
+
+int cmd_similar(cli *c, int argc, char **argv)
+{
+    const char *query = c->image ? c->image : c->video;
+    if (argc != 1 || !c->image == !c->video || (c->image && c->at_set) || !query[0]) {
+        fprintf(stderr, "vidfeat: similar: expected one database and --image FILE or --video FILE "
+                        "[--at T]\n");
+        return EXIT_USAGE;
+    }
+    if (cli_single_values(c))
+        return EXIT_USAGE;
+    if (!cli_db_exists(argv[0]))
+        return EXIT_FAIL;
+    vf_config cfg = c->cfg;
+    if (!c->model_set)
+        cfg.model = NULL; /* the database's */
+    vf_similar_query q = {.image = c->image, .video = c->video, .at = c->at, .k = c->top};
+    similar_out out = {0};
+    if (c->json && !(out.hits = vfi_json_new_array()))
+        out.json_failed = 1;
+    vf_neighbour src;
+    char err[1024] = "";
+    vf_status rc = vf_db_similar(argv[0], &cfg, &q, print_neighbour, &out, &src, err, sizeof(err));
+    if (rc < 0) {
+        vfi_json_free(&out.hits);
+        fprintf(stderr, "vidfeat: %s\n", err);
+        return EXIT_FAIL;
+    }
+    if (c->json && print_json(&out, &src) < 0) {
+        fprintf(stderr, "vidfeat: similar: the JSON could not be written\n");
+        return EXIT_FAIL;
+    }
+    if (!c->json && !out.rank)
+        printf("no other frames in %s\n", argv[0]);
+    if (!c->json && c->verbosity >= 0)
+        fprintf(stderr, "vidfeat: query: %s, frame %lld at %.3f s (%s)\n", src.path,
+                (long long)src.frame_index, src.t,
+                src.stored ? "its vector in the database" : "extracted now");
+    return EXIT_OK;
+}

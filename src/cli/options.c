@@ -1,0 +1,482 @@
+/*
+ * options.c - the command line's options: one table says each option's argument, help text and
+ * the commands that take it; it drives getopt_long, every command's --help, and the one-line
+ * error for an option given to a command it is not for.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+enum opt_id {
+    OPT_MODEL = 'm',
+    OPT_HELP = 'h',
+    OPT_QUIET = 'q',
+    OPT_VERBOSE = 'v',
+    OPT_MODELS_DIR = 256,
+    OPT_LAYER,
+    OPT_DEVICE,
+    OPT_BACKEND,
+    OPT_GPU,
+    OPT_BATCH,
+    OPT_PRECISION,
+    OPT_THREADS,
+    OPT_INPUT_SIZE,
+    OPT_MEAN,
+    OPT_STD,
+    OPT_INFER_ONLY,
+    OPT_RUNS,
+    OPT_IMAGES,
+    OPT_JSON,
+    OPT_PLOT,
+    OPT_VERSION,
+    OPT_DB = 'o',
+    OPT_FPS = 300,
+    OPT_EVERY,
+    OPT_KEYFRAMES,
+    OPT_START,
+    OPT_DURATION,
+    OPT_MAX_FRAMES,
+    OPT_FORCE,
+    OPT_DTYPE,
+    OPT_QUEUE_DEPTH,
+    OPT_DECODE_THREADS,
+    OPT_HWDEC,
+    OPT_CONVERT_THREADS,
+    OPT_DECODERS,
+    OPT_STALL_TIMEOUT,
+    OPT_INT8_SCALES,
+    OPT_FRAMES,
+    OPT_IMAGE,
+    OPT_VIDEO,
+    OPT_AT,
+    OPT_TOP = 'k',
+};
+
+/* Which commands take an option. */
+#define RUNS (CMD_EXTRACT | CMD_CALIBRATE | CMD_BENCH) /* those that run the pipeline */
+#define NETS (RUNS | CMD_SIMILAR)                      /* those that open a network */
+#define ALL  (NETS | CMD_INFO | CMD_MODELS)
+
+typedef struct opt_def {
+    const char *name;
+    int id;
+    const char *arg; /* NULL: a flag */
+    unsigned cmds;   /* CMD_* bits */
+    const char *help;
+} opt_def;
+
+static const opt_def options[] = {
+    {"db", OPT_DB, "FILE", CMD_EXTRACT | CMD_CALIBRATE | CMD_BENCH,
+     "the database, a file path: SQLite (extract: default ./vidfeat.db)"},
+    {"fps", OPT_FPS, "R", RUNS, "sample at most R frames per second, by presentation time"},
+    {"every", OPT_EVERY, "N", RUNS, "keep every Nth decoded frame"},
+    {"keyframes", OPT_KEYFRAMES, NULL, RUNS, "only key frames (the others are not decoded)"},
+    {"start", OPT_START, "T", RUNS, "start T seconds into each file"},
+    {"duration", OPT_DURATION, "D", RUNS, "cover D seconds after the start"},
+    {"max-frames", OPT_MAX_FRAMES, "N", RUNS, "at most N frames per file"},
+    {"force", OPT_FORCE, NULL, CMD_EXTRACT, "redo files the database already has"},
+    {"dtype", OPT_DTYPE, "f32|f16", CMD_EXTRACT | CMD_BENCH,
+     "how vectors are stored (default f32)"},
+    {"queue-depth", OPT_QUEUE_DEPTH, "N", RUNS, "batches in flight between stages (default 2)"},
+    {"decode-threads", OPT_DECODE_THREADS, "N", NETS, "codec threads per file (default automatic)"},
+    {"hwdec", OPT_HWDEC, "none|cuda", NETS, "decode on this device where it can (cuda: NVDEC)"},
+    {"convert-threads", OPT_CONVERT_THREADS, "N", RUNS,
+     "frames converted at once (default 1 with a CPU network, cores/2 up to 8 with a GPU)"},
+    {"decoders", OPT_DECODERS, "N", RUNS,
+     "files decoded at once (default 1 with a CPU network, 4 with a GPU)"},
+    {"stall-timeout", OPT_STALL_TIMEOUT, "S", NETS,
+     "give up a file with no frame for S s (60; 0 = never)"},
+    {"model", OPT_MODEL, "NAME|FILE", NETS, "model name (see `vidfeat models`) or ONNX file"},
+    {"models-dir", OPT_MODELS_DIR, "DIR", NETS | CMD_MODELS,
+     "look for manifests and ONNX files here first"},
+    {"layer", OPT_LAYER, "NAME", NETS, "feature layer (manifest name or any tensor name)"},
+    {"device", OPT_DEVICE, "cpu|gpu|auto", NETS,
+     "where to run the network (default auto; bench also all)"},
+    {"backend", OPT_BACKEND, "NAME", NETS, "backend by name: auto, dnnl (= cpu), ref, cuda"},
+    {"gpu", OPT_GPU, NULL, NETS, "same as --device gpu"},
+    {"batch", OPT_BATCH, "N", RUNS, "images per forward pass (default 32)"},
+    {"precision", OPT_PRECISION, "f32|bf16|int8|f16|tf32", NETS,
+     "arithmetic precision (default f32; f16 and tf32 on the GPU)"},
+    {"threads", OPT_THREADS, "N", NETS, "compute threads (default: all cores)"},
+    {"int8-scales", OPT_INT8_SCALES, "FILE", NETS,
+     "int8 calibration file (default MODEL.onnx.int8 beside the model, else ~/.cache/vidfeat)"},
+    {"frames", OPT_FRAMES, "N", CMD_EXTRACT | CMD_CALIBRATE,
+     "int8: frames to calibrate on (calibrate: 256 in all; extract: 32 or a batch)"},
+    {"input-size", OPT_INPUT_SIZE, "S", NETS, "network input is S x S (plain ONNX files)"},
+    {"mean", OPT_MEAN, "R,G,B", NETS, "per-channel mean in pixel units 0..255 (plain ONNX files)"},
+    {"std", OPT_STD, "R,G,B", NETS, "per-channel std in pixel units (plain ONNX files)"},
+    {"infer-only", OPT_INFER_ONLY, NULL, CMD_BENCH, "time the network alone on synthetic images"},
+    {"runs", OPT_RUNS, "N", CMD_BENCH, "timed runs (default 5; the median is reported)"},
+    {"images", OPT_IMAGES, "N", CMD_BENCH, "images per timed run (default max(32, batch))"},
+    {"plot", OPT_PLOT, "FILE.svg", CMD_BENCH, "draw frames/s by device, batch and precision"},
+    {"image", OPT_IMAGE, "FILE", CMD_SIMILAR, "frames like this image"},
+    {"video", OPT_VIDEO, "FILE", CMD_SIMILAR, "frames like this video's frame at --at"},
+    {"at", OPT_AT, "T", CMD_SIMILAR, "seconds into --video (default 0)"},
+    {"top", OPT_TOP, "N", CMD_SIMILAR, "how many frames to list (default 10)"},
+    {"json", OPT_JSON, NULL, RUNS | CMD_SIMILAR | CMD_MODELS, "machine-readable output"},
+    {"quiet", OPT_QUIET, NULL, ALL, "only errors on stderr"},
+    {"verbose", OPT_VERBOSE, NULL, ALL, "more detail on stderr (repeat for debug)"},
+    {"version", OPT_VERSION, NULL, ALL, "print version, backends and library versions"},
+    {"help", OPT_HELP, NULL, ALL, "this help"},
+};
+#define N_OPTIONS (sizeof(options) / sizeof(options[0]))
+
+/* "--name ARG" or "-x, --name ARG" */
+static void option_left(const opt_def *o, char *buf, size_t size)
+{
+    if (o->id < 256)
+        snprintf(buf, size, "-%c, --%s%s%s", o->id, o->name, o->arg ? " " : "",
+                 o->arg ? o->arg : "");
+    else
+        snprintf(buf, size, "    --%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+}
+
+void cli_usage(const cli_command *cmd, FILE *f)
+{
+    const cli_command *extract = &cli_commands[0];
+    if (cmd) {
+        fprintf(f, "usage: vidfeat %s\n\n%s\n\noptions:\n", cmd->synopsis, cmd->summary);
+    } else {
+        fprintf(f, "usage: vidfeat [extract] [options] FILE|DIR...\n"
+                   "       vidfeat COMMAND [options] ...\n\ncommands:\n");
+        for (size_t i = 0; i < cli_n_commands; i++)
+            fprintf(f, "  %-10s %s\n", cli_commands[i].name, cli_commands[i].summary);
+        fprintf(f, "\n`vidfeat COMMAND --help` shows a command's options; extract's (the default "
+                   "command's) are:\n");
+        cmd = extract;
+    }
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        if (!(options[i].cmds & cmd->bit))
+            continue;
+        char left[48];
+        option_left(&options[i], left, sizeof(left));
+        fprintf(f, "  %-34s %s\n", left, options[i].help);
+    }
+    fprintf(f, "\nexit status: 0 all done, 1 some inputs failed, 2 usage error\n");
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* An integer option in lo..hi; prints the usage message and returns -1 otherwise. */
+static int int_option(const char *name, const char *a, int lo, int hi, int *out)
+{
+    if (parse_int(a, lo, hi, out) == 0)
+        return 0;
+    fprintf(stderr, "vidfeat: --%s: expected %d..%d, not '%s'\n", name, lo, hi, a);
+    return -1;
+}
+
+/* A number of seconds or a rate: >= 0 (> 0 with positive), at most max. */
+static int number_option(const char *name, const char *a, int positive, double max, double *out)
+{
+    char *end;
+    double v = strtod(a, &end);
+    if (*a && !*end && v >= 0 && v <= max && (!positive || v > 0)) {
+        *out = v;
+        return 0;
+    }
+    fprintf(stderr, "vidfeat: --%s: expected a %snumber, not '%s'\n", name,
+            positive ? "positive " : "", a);
+    return -1;
+}
+
+static int parse_triple(const char *s, float *out)
+{
+    char *end;
+    for (int i = 0; i < 3; i++) {
+        out[i] = strtof(s, &end);
+        if (end == s || (i < 2 && *end != ',') || (i == 2 && *end))
+            return -1;
+        s = end + 1;
+    }
+    return 0;
+}
+
+/* The commands an option is for, as words: "bench", "extract and calibrate". */
+static void command_names(unsigned cmds, char *buf, size_t size)
+{
+    size_t n = 0, left = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < cli_n_commands; i++)
+        left += (cmds & cli_commands[i].bit) != 0;
+    for (size_t i = 0; i < cli_n_commands && n < size; i++) {
+        if (!(cmds & cli_commands[i].bit))
+            continue;
+        left--;
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", cli_commands[i].name,
+                              left > 1    ? ", "
+                              : left == 1 ? " and "
+                                          : "");
+    }
+}
+
+int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
+{
+    struct option longopts[N_OPTIONS + 1];
+    char shortopts[64];
+    size_t ns = 0;
+    shortopts[ns++] = ':'; /* a missing argument is told apart from an unknown option */
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        longopts[i].name = options[i].name;
+        longopts[i].has_arg = options[i].arg ? required_argument : no_argument;
+        longopts[i].flag = NULL;
+        longopts[i].val = options[i].id;
+        if (options[i].id < 256) {
+            shortopts[ns++] = (char)options[i].id;
+            if (options[i].arg)
+                shortopts[ns++] = ':';
+        }
+    }
+    shortopts[ns] = '\0';
+    memset(&longopts[N_OPTIONS], 0, sizeof(longopts[0]));
+
+    int id, index;
+    optind = 1;
+    opterr = 0; /* one line of ours instead of getopt's */
+    while ((id = getopt_long(argc, argv, shortopts, longopts, &index)) != -1) {
+        const char *a = optarg;
+        if (id == '?' || id == ':') {
+            fprintf(stderr, "vidfeat: %s: %s '%s' (see vidfeat %s --help)\n", cmd->name,
+                    id == ':' ? "a value is missing after" : "unknown option", argv[optind - 1],
+                    cmd->name);
+            return EXIT_USAGE;
+        }
+        const opt_def *o = NULL;
+        for (size_t i = 0; i < N_OPTIONS && !o; i++)
+            o = options[i].id == id ? &options[i] : NULL;
+        if (o && !(o->cmds & cmd->bit)) {
+            char names[128];
+            command_names(o->cmds, names, sizeof(names));
+            fprintf(stderr, "vidfeat: --%s is for %s, not %s (see vidfeat %s --help)\n", o->name,
+                    names, cmd->name, cmd->name);
+            return EXIT_USAGE;
+        }
+        switch (id) {
+        case OPT_MODEL:
+            c->cfg.model = a;
+            c->model_set = 1;
+            break;
+        case OPT_MODELS_DIR:
+            c->cfg.models_dir = a;
+            break;
+        case OPT_LAYER:
+            c->cfg.layer = a;
+            break;
+        case OPT_DEVICE:
+            if (strcmp(a, "cpu") && strcmp(a, "gpu") && strcmp(a, "auto") && strcmp(a, "all")) {
+                fprintf(stderr, "vidfeat: --device: expected cpu, gpu or auto, not '%s'\n", a);
+                return EXIT_USAGE;
+            }
+            c->all_devices = !strcmp(a, "all");
+            if (c->all_devices && cmd->bit != CMD_BENCH) {
+                fprintf(stderr, "vidfeat: --device all is for bench\n");
+                return EXIT_USAGE;
+            }
+            c->cfg.backend = c->all_devices ? NULL : a;
+            break;
+        case OPT_BACKEND:
+            c->cfg.backend = a;
+            break;
+        case OPT_GPU:
+            c->cfg.backend = "gpu";
+            break;
+        case OPT_BATCH:
+        case OPT_PRECISION: {
+            /* a comma-separated list (bench compares them; everything else takes one) */
+            char item[64];
+            const char *q = a;
+            int *n = id == OPT_BATCH ? &c->n_batches : &c->n_precisions;
+            *n = 0;
+            while (*q) {
+                size_t len = strcspn(q, ",");
+                if (len == 0 || len >= sizeof(item) || *n == MAX_LIST) {
+                    fprintf(stderr, "vidfeat: --%s: bad list '%s'\n",
+                            id == OPT_BATCH ? "batch" : "precision", a);
+                    return EXIT_USAGE;
+                }
+                memcpy(item, q, len);
+                item[len] = '\0';
+                if (id == OPT_BATCH && parse_int(item, 1, 4096, &c->batches[*n]) < 0) {
+                    fprintf(stderr, "vidfeat: --batch: expected 1..4096, not '%s'\n", item);
+                    return EXIT_USAGE;
+                }
+                if (id == OPT_PRECISION && vf_precision_parse(item, &c->precisions[*n]) < 0) {
+                    fprintf(
+                        stderr,
+                        "vidfeat: --precision: expected f32, bf16, int8, f16 or tf32, not '%s'\n",
+                        item);
+                    return EXIT_USAGE;
+                }
+                (*n)++;
+                q += len + (q[len] == ',');
+            }
+            if (*n == 0) {
+                fprintf(stderr, "vidfeat: --%s: empty\n", id == OPT_BATCH ? "batch" : "precision");
+                return EXIT_USAGE;
+            }
+            if (id == OPT_BATCH)
+                c->cfg.batch_size = c->batches[0];
+            else
+                c->cfg.precision = c->precisions[0];
+            break;
+        }
+        case OPT_INT8_SCALES:
+            c->cfg.int8_scales = a;
+            break;
+        case OPT_FRAMES: {
+            int v;
+            if (int_option("frames", a, 1, 1000000, &v) < 0)
+                return EXIT_USAGE;
+            c->cfg.calibration_frames = v;
+            break;
+        }
+        case OPT_THREADS:
+            if (int_option("threads", a, 0, 1024, &c->cfg.n_threads) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_INPUT_SIZE:
+            if (int_option("input-size", a, 1, 8192, &c->cfg.input_size) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_MEAN:
+        case OPT_STD:
+            if (parse_triple(a, id == OPT_MEAN ? c->cfg.mean : c->cfg.std) < 0) {
+                fprintf(stderr, "vidfeat: --%s: expected three numbers R,G,B, not '%s'\n",
+                        id == OPT_MEAN ? "mean" : "std", a);
+                return EXIT_USAGE;
+            }
+            break;
+        case OPT_INFER_ONLY:
+            c->infer_only = 1;
+            break;
+        case OPT_RUNS:
+            if (int_option("runs", a, 1, 1000, &c->runs) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_IMAGES:
+            if (int_option("images", a, 1, 1000000, &c->images) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_JSON:
+            c->json = 1;
+            break;
+        case OPT_IMAGE:
+            c->image = a;
+            break;
+        case OPT_VIDEO:
+            c->video = a;
+            break;
+        case OPT_AT:
+            if (number_option("at", a, 0, 1e9, &c->at) < 0)
+                return EXIT_USAGE;
+            c->at_set = 1;
+            break;
+        case OPT_TOP:
+            if (int_option("top", a, 1, 100000, &c->top) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_PLOT:
+            c->plot = a;
+            break;
+        case OPT_DB:
+            c->cfg.db_path = a;
+            c->db_set = 1;
+            break;
+        case OPT_STALL_TIMEOUT:
+            if (number_option("stall-timeout", a, 0, 1e6, &c->cfg.stall_timeout) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_FPS:
+            if (number_option("fps", a, 1, 1e9, &c->cfg.sample_fps) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_START:
+            if (number_option("start", a, 0, 1e9, &c->cfg.start) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_DURATION:
+            if (number_option("duration", a, 0, 1e9, &c->cfg.duration) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_EVERY:
+            if (int_option("every", a, 1, 1000000, &c->cfg.every) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_KEYFRAMES:
+            c->cfg.keyframes = 1;
+            break;
+        case OPT_MAX_FRAMES: {
+            int v;
+            if (parse_int(a, 1, 2000000000, &v) < 0) {
+                fprintf(stderr, "vidfeat: --max-frames: expected a positive count, not '%s'\n", a);
+                return EXIT_USAGE;
+            }
+            c->cfg.max_frames = v;
+            break;
+        }
+        case OPT_FORCE:
+            c->cfg.force = 1;
+            break;
+        case OPT_DTYPE:
+            if (strcmp(a, "f32") && strcmp(a, "f16")) {
+                fprintf(stderr, "vidfeat: --dtype: expected f32 or f16, not '%s'\n", a);
+                return EXIT_USAGE;
+            }
+            c->cfg.store_f16 = !strcmp(a, "f16");
+            break;
+        case OPT_QUEUE_DEPTH:
+            if (int_option("queue-depth", a, 1, 64, &c->cfg.queue_depth) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_DECODE_THREADS:
+            if (int_option("decode-threads", a, 0, 64, &c->cfg.decode_threads) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_CONVERT_THREADS:
+            if (int_option("convert-threads", a, 1, 64, &c->cfg.convert_threads) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_DECODERS:
+            if (int_option("decoders", a, 1, 16, &c->cfg.decoders) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_HWDEC: /* the library knows FFmpeg's device types and says which exist */
+            c->cfg.hwdec = a;
+            break;
+        case OPT_QUIET:
+            c->verbosity = -1;
+            break;
+        case OPT_VERBOSE:
+            c->verbosity++;
+            break;
+        case OPT_VERSION: {
+            char info[1024];
+            printf("vidfeat %s\n%s", vf_version(), vf_build_info(info, sizeof(info)));
+            exit(EXIT_OK);
+        }
+        case OPT_HELP:
+            cli_usage(c->explicit_cmd ? cmd : NULL, stdout);
+            exit(EXIT_OK);
+        default:
+            fprintf(stderr, "vidfeat: option %d has no handler\n", id); /* a vidfeat bug */
+            return EXIT_USAGE;
+        }
+    }
+    if (c->cfg.std[0] == 0.0f && (c->cfg.mean[0] || c->cfg.mean[1] || c->cfg.mean[2])) {
+        fprintf(stderr, "vidfeat: --mean needs --std as well\n");
+        return EXIT_USAGE;
+    }
+    *first = optind;
+    return 0;
+}

@@ -1,0 +1,91 @@
+/*
+ * source_list.c - the static list of files a run is given, as a work source (source.h).
+ */
+#include <stdatomic.h>
+
+#include "core/mem.h"
+#include "pipeline/source.h"
+
+typedef struct list_source {
+    vf_source base; /* first: what the pipeline hands around */
+    vf_work *items;
+    int n;
+    atomic_int next; /* the next item handed out */
+} list_source;
+
+static vf_status list_next(vf_source *src, vf_work **out, vf_err *err)
+{
+    (void)err;
+    list_source *l = (list_source *)src;
+    int i = atomic_fetch_add(&l->next, 1);
+    if (i >= l->n) {
+        atomic_store(&l->next, l->n); /* never wraps however often it is asked */
+        return VF_EOF;
+    }
+    *out = &l->items[i];
+    return VF_OK;
+}
+
+/* The run's caller learns each outcome through its hooks; the list keeps nothing more. */
+static vf_status list_done(vf_source *src, vf_work *w, vf_err *err)
+{
+    (void)src, (void)w, (void)err;
+    return VF_OK;
+}
+
+static vf_status list_failed(vf_source *src, vf_work *w, vf_status status, const char *error,
+                             vf_err *err)
+{
+    (void)src, (void)w, (void)status, (void)error, (void)err;
+    return VF_OK;
+}
+
+static void list_free(vf_source *src)
+{
+    list_source *l = (list_source *)src;
+    for (int i = 0; i < l->n; i++)
+        vfi_record_file_clear(&l->items[i].id);
+    vfi_free(l->items);
+    vfi_free(l);
+}
+
+static const vf_source_ops list_ops = {list_next, list_done, list_failed, list_free};
+
+vf_status vfi_list_source_create(const char *const *paths, int n, vf_source_check check, void *user,
+                                 vf_source **out, vf_err *err)
+{
+    *out = NULL;
+    list_source *l = vfi_calloc(1, sizeof(*l));
+    if (!l || !(l->items = vfi_calloc((size_t)n + 1, sizeof(vf_work)))) {
+        vfi_free(l);
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    l->base = (vf_source){&list_ops, n};
+    atomic_init(&l->next, 0);
+    vf_status rc = VF_OK;
+    for (; l->n < n && rc >= 0; l->n++) {
+        vf_work *w = &l->items[l->n];
+        w->index = l->n;
+        if (vfi_record_file_init(&w->id, paths[l->n]) < 0) {
+            rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+            break;
+        }
+        w->path = paths[l->n];
+        if (check)
+            rc = check(user, w, err);
+    }
+    if (rc < 0) {
+        list_free(&l->base);
+        return rc;
+    }
+    *out = &l->base;
+    return VF_OK;
+}
+
+void vfi_source_free(vf_source **ps)
+{
+    if (ps && *ps) {
+        (*ps)->ops->free(*ps);
+        *ps = NULL;
+    }
+}

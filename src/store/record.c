@@ -1,0 +1,118 @@
+/*
+ * record.c - see record.h.
+ */
+#include "store/record.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/mem.h"
+#include "core/path.h"
+#include "core/sha256.h"
+
+#define HASH_SPAN 65536 /* bytes from each end of a file in its content hash */
+
+void vfi_record_sampling(const vf_config *c, char *buf, size_t size)
+{
+    size_t n = 0;
+    if (c->keyframes)
+        n += (size_t)snprintf(buf + n, size - n, "keyframes");
+    else if (c->sample_fps > 0)
+        n += (size_t)snprintf(buf + n, size - n, "fps=%g", c->sample_fps);
+    else if (c->every > 1)
+        n += (size_t)snprintf(buf + n, size - n, "every=%d", c->every);
+    else
+        n += (size_t)snprintf(buf + n, size - n, "all");
+    if (c->start > 0 && n < size)
+        n += (size_t)snprintf(buf + n, size - n, ";start=%g", c->start);
+    if (c->duration > 0 && n < size)
+        n += (size_t)snprintf(buf + n, size - n, ";duration=%g", c->duration);
+    if (c->max_frames > 0 && n < size)
+        snprintf(buf + n, size - n, ";max=%lld", (long long)c->max_frames);
+}
+
+vf_status vfi_record_model(const vf_model_info *info, int store_f16, vf_store_model *m,
+                           char sha[65], char *prep, size_t prep_size, vf_err *err)
+{
+    vf_status rc = vfi_sha256_file_cached(info->path, sha, err);
+    if (rc < 0)
+        return rc;
+    /* conversion= names the definition of a frame's conversion (yuvconv.h) */
+    snprintf(prep, prep_size,
+             "size=%d;resize=%s;short=%d;order=%s;mean=%g,%g,%g;"
+             "std=%g,%g,%g;pooled=%d;conversion=yuvconv-1",
+             info->input_size, info->resize == VF_RESIZE_STRETCH ? "stretch" : "short_side_crop",
+             info->resize_short, info->channel_order == VF_CHANNELS_RGB ? "RGB" : "BGR",
+             info->mean[0], info->mean[1], info->mean[2], info->std[0], info->std[1], info->std[2],
+             info->pooled);
+    *m = (vf_store_model){info->name, sha, info->layer, info->feature_dim, store_f16, prep};
+    return VF_OK;
+}
+
+vf_status vfi_record_file_init(vf_record_file *f, const char *path)
+{
+    f->path = path;
+    f->name = NULL;
+    if (path && path[0] && !(f->name = vfi_path_absolute(path)))
+        return VF_ERR_NOMEM;
+    return VF_OK;
+}
+
+void vfi_record_file_clear(vf_record_file *f)
+{
+    vfi_free(f->name);
+    f->name = NULL;
+}
+
+const char *vfi_record_name(const vf_record_file *f)
+{
+    return f->name ? f->name : f->path;
+}
+
+double vfi_record_mtime(const struct stat *st)
+{
+    return (double)st->st_mtim.tv_sec + st->st_mtim.tv_nsec * 1e-9;
+}
+
+void vfi_record_content_hash(const char *path, int64_t size, char out[32])
+{
+    uint64_t h = 1469598103934665603ull;
+    unsigned char buf[4096];
+    for (int i = 0; i < 8; i++) {
+        h ^= (uint64_t)(size >> (8 * i)) & 255;
+        h *= 1099511628211ull;
+    }
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        for (int part = 0; part < 2; part++) {
+            if (part == 1 && size > 2 * HASH_SPAN)
+                fseeko(f, (off_t)(size - HASH_SPAN), SEEK_SET);
+            else if (part == 1)
+                break;
+            size_t left = HASH_SPAN, n;
+            while (left && (n = fread(buf, 1, left < sizeof(buf) ? left : sizeof(buf), f)) > 0) {
+                for (size_t i = 0; i < n; i++) {
+                    h ^= buf[i];
+                    h *= 1099511628211ull;
+                }
+                left -= n;
+            }
+        }
+        fclose(f);
+    }
+    snprintf(out, 32, "fnv64:%016llx", (unsigned long long)h);
+}
+
+vf_status vfi_record_is_done(vf_store *s, const vf_record_file *f, const struct stat *st,
+                             int64_t model_id, const char *sampling, vf_precision precision,
+                             int *done, vf_err *err)
+{
+    const char *prec = vf_precision_str(precision);
+    vf_store_file key = {vfi_record_name(f), st->st_size, vfi_record_mtime(st)};
+    vf_status rc = vfi_store_is_done(s, &key, model_id, sampling, prec, done, err);
+    if (rc >= 0 && !*done && strcmp(key.name, f->path)) {
+        key.name = f->path;
+        rc = vfi_store_is_done(s, &key, model_id, sampling, prec, done, err);
+    }
+    return rc;
+}

@@ -1,0 +1,57 @@
+/*
+ * record.h - what a stored record means, the same for every kind of store: the sampling key, the
+ * model's identity, the file's identity and the rule that decides a file is already done.
+ * Any thread.
+ */
+#ifndef VIDFEAT_RECORD_H
+#define VIDFEAT_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "core/status.h"
+#include "store/store.h"
+#include "vidfeat.h"
+
+/* The sampling key an extraction is recorded with: "all", "fps=1", "every=5" or "keyframes",
+ * then ";start=S", ";duration=D", ";max=N" when set. Two runs whose keys are equal keep the
+ * same frames of a file. */
+void vfi_record_sampling(const vf_config *c, char *buf, size_t size);
+
+/* The model row identifying what the vectors mean: the name, the ONNX file's SHA-256, the
+ * layer, dimension, dtype and the preprocessing (with the frame conversion's definition, so a
+ * version that converts differently starts a new row instead of mixing vectors). *m points
+ * into sha and prep, the caller's buffers. VF_ERR_IO when the model file cannot be read. */
+vf_status vfi_record_model(const vf_model_info *info, int store_f16, vf_store_model *m,
+                           char sha[65], char *prep, size_t prep_size, vf_err *err);
+
+/* A file's identity: recorded under its absolute name (as of vfi_record_file_init: a run names
+ * its files at its start), compared by size and modification time. */
+typedef struct vf_record_file {
+    char *name;       /* owned; NULL when the path is "" */
+    const char *path; /* as given; borrowed */
+} vf_record_file;
+
+/* name = the absolute form of path. VF_ERR_NOMEM only. */
+vf_status vfi_record_file_init(vf_record_file *f, const char *path);
+void vfi_record_file_clear(vf_record_file *f);
+/* The name the file is recorded under. */
+const char *vfi_record_name(const vf_record_file *f);
+
+/* Modification time in seconds, as stored. */
+double vfi_record_mtime(const struct stat *st);
+
+/* A cheap fingerprint of a regular file's content, "fnv64:" and 16 hex digits: FNV-1a over its
+ * size and first and last 64 KiB (a file that cannot be read: over its size alone). Never
+ * called on a pipe, whose bytes belong to the decoder. */
+void vfi_record_content_hash(const char *path, int64_t size, char out[32]);
+
+/* The resume rule: the file as it is now (st) is done when the store has a finished extraction
+ * of it by model_id with this sampling, computed in this precision, recorded under its
+ * absolute name or (databases written before names were absolute) under the path as given. */
+vf_status vfi_record_is_done(vf_store *s, const vf_record_file *f, const struct stat *st,
+                             int64_t model_id, const char *sampling, vf_precision precision,
+                             int *done, vf_err *err);
+
+#endif /* VIDFEAT_RECORD_H */

@@ -1,0 +1,195 @@
+/*
+ * store.h - where feature vectors are kept, behind one interface: an ops table per kind of
+ * database and a registry that picks the kind from the place a user names (-o): a file path is
+ * SQLite (store_sqlite.c). The pipeline, similar, info and bench reach storage only through the
+ * vfi_store_* calls here; what a record means (the sampling key, the model's and the file's
+ * identity, when a file counts as done) is decided once, store-neutrally, in record.h.
+ *
+ * A store is used by one thread at a time (the pipeline's store thread while a run is going).
+ * Every call fails with VF_ERR_STORE and a message naming the database (VF_ERR_NOMEM when out
+ * of memory); strings passed in are borrowed for the call.
+ *
+ * The records, whatever the store (SQLite's schema: store_sqlite.h):
+ *   video       a file under its absolute name, with its size, mtime and content hash
+ *   model       a network, file digest, layer, dimension, dtype and preprocessing
+ *   extraction  one video by one model with one sampling: running | done | failed, the device,
+ *               precision and batch it ran with, its frame count and stage rates
+ *   feature     one vector of an extraction: frame index, pts, t (seconds)
+ *   run         one benchmark result (vidfeat bench -o)
+ */
+#ifndef VIDFEAT_STORE_H
+#define VIDFEAT_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+typedef struct vf_store_ops vf_store_ops;
+
+/* Each kind of store's handle begins with this. */
+typedef struct vf_store {
+    const vf_store_ops *ops;
+} vf_store;
+
+typedef enum vf_store_mode {
+    VF_STORE_WRITE, /* created if missing, migrated to the current schema */
+    VF_STORE_READ,  /* must exist; never written (a run may be writing it meanwhile) */
+} vf_store_mode;
+
+typedef struct vf_store_video {
+    const char *path; /* the name it is recorded under (record.h) */
+    int64_t size;
+    double mtime;
+    const char *content_hash;
+    double duration;
+    int width, height, rotation;
+    const char *codec;
+    double frame_rate;
+} vf_store_video;
+
+typedef struct vf_store_model {
+    const char *name;
+    const char *file_sha256;
+    const char *layer;
+    int dim;
+    int f16; /* vectors stored as float16 */
+    const char *preprocessing;
+} vf_store_model;
+
+typedef struct vf_store_run {
+    const char *device;
+    const char *precision;
+    int batch_size;
+} vf_store_run;
+
+/* A file as the resume rule compares it: recorded under name, or under the name it was given
+ * (databases written before names were absolute). */
+typedef struct vf_store_file {
+    const char *name;
+    int64_t size;
+    double mtime;
+} vf_store_file;
+
+/* Where a stored vector is. */
+typedef struct vf_store_ref {
+    int64_t extraction, frame_index, pts;
+    double t;
+} vf_store_ref;
+
+/* One benchmark configuration's result (vidfeat bench -o). Strings are borrowed; NULL ones are
+ * stored as NULL, except device, model, precision and mode. Rates are frames/s; 0 means "not
+ * measured" and is stored as NULL. */
+typedef struct vf_run_record {
+    const char *device;      /* "cpu" or "gpu" */
+    const char *device_name; /* e.g. the CPU's model name */
+    const char *backend;     /* "dnnl", "ref", "cuda" */
+    const char *model, *layer;
+    const char *precision;
+    const char *mode;  /* "pipeline", "per_frame", "infer_only" */
+    const char *input; /* the video benchmarked; NULL for infer_only */
+    int batch_size, threads;
+    int64_t frames;
+    double end_to_end_fps, decode_fps, convert_fps, infer_fps, store_fps;
+    double peak_rss_mb;
+} vf_run_record;
+
+typedef void (*vf_store_line_fn)(void *user, const char *text);
+typedef void (*vf_store_model_fn)(void *user, int64_t id, const vf_store_model *m, int64_t vectors);
+typedef void (*vf_store_hit_fn)(void *user, const char *path, const vf_store_ref *ref,
+                                double similarity);
+
+/* What a kind of store provides; see the vfi_store_* calls below for each one's contract. */
+struct vf_store_ops {
+    const char *name;
+    /* 1 when target (what the user gave as -o) names a store of this kind */
+    int (*claims)(const char *target);
+    vf_status (*open)(const char *target, vf_store_mode mode, vf_store **out, vf_err *err);
+    void (*close)(vf_store *s);
+    vf_status (*describe)(const char *target, vf_store_line_fn line, void *user, vf_err *err);
+    const char *(*version)(void);
+
+    vf_status (*model)(vf_store *s, const vf_store_model *m, int64_t *model_id, vf_err *err);
+    vf_status (*is_done)(vf_store *s, const vf_store_file *f, int64_t model_id,
+                         const char *sampling, const char *precision, int *done, vf_err *err);
+    vf_status (*begin)(vf_store *s, const vf_store_video *v, int64_t model_id, const char *sampling,
+                       const vf_store_run *run, int64_t *ext_id, vf_err *err);
+    vf_status (*batch)(vf_store *s, int64_t ext_id, int n, int dim, int f16,
+                       const int64_t *frame_index, const int64_t *pts, const double *t,
+                       const float *vecs, vf_err *err);
+    vf_status (*finish)(vf_store *s, int64_t ext_id, int ok, const char *error,
+                        const double *stage_fps, vf_err *err);
+    vf_status (*add_run)(vf_store *s, const vf_run_record *r, const char *version, vf_err *err);
+
+    vf_status (*models)(vf_store *s, vf_store_model_fn row, void *user, vf_err *err);
+    vf_status (*vector_at)(vf_store *s, int64_t model_id, int f16, const char *path, double t,
+                           float *vec, int dim, vf_store_ref *ref, int *found, vf_err *err);
+    vf_status (*nearest)(vf_store *s, int64_t model_id, int f16, const float *q, int dim, int k,
+                         const vf_store_ref *skip, vf_store_hit_fn hit, void *user, vf_err *err);
+};
+
+/* The length of SCHEME when target is a URI "SCHEME://...", else 0 (a file path). */
+size_t vfi_store_uri_scheme(const char *target);
+
+/* The kind of store target names, or NULL (err says why: a URI no compiled-in store takes). */
+const vf_store_ops *vfi_store_kind(const char *target, vf_err *err);
+
+/* Open the store target names. WRITE: created if missing, older schemas migrated, newer ones and
+ * foreign databases refused untouched. READ: it must exist and be a vidfeat database of this
+ * version or older. */
+vf_status vfi_store_open(const char *target, vf_store_mode mode, vf_store **out, vf_err *err);
+/* Accepts NULL and *ps == NULL; sets *ps to NULL. */
+void vfi_store_close(vf_store **ps);
+
+/* Summarise a database read-only, one line per call of line() (a newer schema as far as it can
+ * be read). */
+vf_status vfi_store_describe(const char *target, vf_store_line_fn line, void *user, vf_err *err);
+
+/* Find or insert the model row. */
+vf_status vfi_store_model(vf_store *s, const vf_store_model *m, int64_t *model_id, vf_err *err);
+
+/* Is there a finished extraction of this file (same name, size and mtime) by this model with
+ * this sampling, computed in this precision? (One computed otherwise is redone, and replaced.) */
+vf_status vfi_store_is_done(vf_store *s, const vf_store_file *f, int64_t model_id,
+                            const char *sampling, const char *precision, int *done, vf_err *err);
+
+/* Record the video and start its extraction (status running), replacing any earlier unfinished
+ * or forced one with its features. */
+vf_status vfi_store_begin(vf_store *s, const vf_store_video *v, int64_t model_id,
+                          const char *sampling, const vf_store_run *run, int64_t *ext_id,
+                          vf_err *err);
+
+/* Write n vectors of dim floats in one transaction. */
+vf_status vfi_store_batch(vf_store *s, int64_t ext_id, int n, int dim, int f16,
+                          const int64_t *frame_index, const int64_t *pts, const double *t,
+                          const float *vecs, vf_err *err);
+
+/* Mark the extraction done (ok) or failed (with error) with its stage rates (decode, convert,
+ * infer, store frames/s; may be NULL). The frame count is taken from the committed rows in the
+ * same step, so "done" always matches them. */
+vf_status vfi_store_finish(vf_store *s, int64_t ext_id, int ok, const char *error,
+                           const double *stage_fps, vf_err *err);
+
+/* Append one benchmark result, with the time, host name and vidfeat version. */
+vf_status vfi_store_add_run(vf_store *s, const vf_run_record *r, const char *version, vf_err *err);
+
+/* Each model row that has vectors, with how many (m's strings are borrowed for the call). */
+vf_status vfi_store_models(vf_store *s, vf_store_model_fn row, void *user, vf_err *err);
+
+/* The vector of model_id (stored as float16 when f16) nearest time t (seconds) in the video
+ * stored as `path`, or as another name of the same file, into vec (dim floats) and *ref;
+ * *found = 0 when there is none. */
+vf_status vfi_store_vector_at(vf_store *s, int64_t model_id, int f16, const char *path, double t,
+                              float *vec, int dim, vf_store_ref *ref, int *found, vf_err *err);
+
+/* The k vectors of model_id (float16 when f16) with the highest cosine similarity to q (dim
+ * floats), best first (ties: by extraction, then frame), each passed to hit() with its video's
+ * path (borrowed for the call); the vector at skip (NULL: none) is left out. Reads every vector
+ * once. */
+vf_status vfi_store_nearest(vf_store *s, int64_t model_id, int f16, const float *q, int dim, int k,
+                            const vf_store_ref *skip, vf_store_hit_fn hit, void *user, vf_err *err);
+
+/* "NAME VERSION" of each compiled-in kind of store, joined by ", ", into buf; returns buf. */
+const char *vfi_store_versions(char *buf, size_t size);
+
+#endif /* VIDFEAT_STORE_H */

@@ -14,7 +14,7 @@
 
 #include "engine/extractor.h"
 #include "engine/backend.h"
-#include "engine/calib.h"
+#include "engine/int8_file.h"
 #include "media/decode.h"
 #include "engine/graph.h"
 #include "core/log.h"
@@ -23,11 +23,9 @@
 #include "core/path.h"
 #include "engine/onnx.h"
 #include "engine/passes.h"
-#include "core/sha256.h"
 
 #define MAX_BATCH                  4096
 #define DEFAULT_CALIBRATION_FRAMES 32
-#define CALIB_SUFFIX               ".int8"
 
 struct vf_extractor {
     char *model_name;
@@ -38,13 +36,8 @@ struct vf_extractor {
     vf_backend *backend;
     vf_model_info info;
     vf_err err;
-    /* int8 calibration (calib.c): while the backend calibrates, the ranges to save (a file's
-     * other layers kept) and where; NULL once saved for good or when there is nothing to save */
-    vf_calib *calib;
-    char *calib_path;    /* the file to write; NULL: beside the model, else the cache */
-    int64_t calib_saved; /* images the last file written holds */
-    char *scales_path;   /* info.int8_scales */
-    int calibrating;     /* int8: the backend has not quantized yet */
+    vf_int8_file *int8; /* int8 with a calibration file: where its scales come from and go */
+    int calibrating;    /* int8: the backend has not quantized yet */
 };
 
 vf_config vf_config_default(void)
@@ -208,95 +201,31 @@ static void fill_info(vf_extractor *ex, const vf_config *cfg, int pooled)
     in->resize = m ? m->resize : VF_RESIZE_STRETCH;
     in->resize_short = m ? m->resize_short : 0;
     resolve_norm(ex, cfg, in->mean, in->std);
-    in->int8_scales = ex->scales_path;
+    in->int8_scales = vfi_int8_file_path(ex->int8);
 }
 
-/* ---- int8 calibration file ----------------------------------------------------------------- */
+/* ---- int8 calibration ----------------------------------------------------------------------- */
 
-/* Where a model's calibration file goes by default: beside the model file, and in the user's
- * cache directory (for a read-only models directory), named with the model's fingerprint so
- * that two model files of the same name do not share it. Either may come back NULL. */
-static void default_calib_paths(const vf_extractor *ex, const char *fingerprint, char **beside,
-                                char **cached)
-{
-    size_t len = strlen(ex->model_path) + sizeof(CALIB_SUFFIX);
-    *beside = vfi_malloc(len);
-    if (*beside)
-        snprintf(*beside, len, "%s%s", ex->model_path, CALIB_SUFFIX);
-    const char *base = strrchr(ex->model_path, '/');
-    base = base ? base + 1 : ex->model_path;
-    len = strlen(base) + 16 + sizeof("-" CALIB_SUFFIX);
-    char *name = vfi_malloc(len);
-    *cached = NULL;
-    if (name) {
-        snprintf(name, len, "%s-%.16s%s", base, fingerprint, CALIB_SUFFIX);
-        *cached = vfi_cache_path(name);
-        vfi_free(name);
-    }
-}
-
-/* int8: a calibration file that fits this model file, preprocessing and graph gives the
- * backend its ranges (*ranges, the caller's to free); without one, ex->calib gets ready to
- * receive what the backend will observe (a same-model file's other ranges kept). */
+/* int8: a calibration file that fits gives the backend its ranges (*ranges, the caller's to
+ * free); without one, the backend calibrates and ex->int8 saves what it observes. */
 static vf_status setup_int8(vf_extractor *ex, const vf_config *cfg, float **ranges)
 {
     *ranges = NULL;
     if (cfg->precision != VF_PRECISION_INT8 || (cfg->int8_scales && !*cfg->int8_scales))
         return VF_OK; /* not int8, or no file wanted */
-    char fp[65];
-    vf_status rc = vfi_sha256_file_sampled(ex->model_path, fp, &ex->err);
-    if (rc < 0)
-        return rc;
-    float mean[3], std[3];
-    resolve_norm(ex, cfg, mean, std);
-    ex->calib = vfi_calib_create(fp, (int)ex->graph->values[ex->graph->input].dims[2], mean, std);
-    char *beside = NULL, *cached = NULL;
-    if (!cfg->int8_scales)
-        default_calib_paths(ex, fp, &beside, &cached);
-    const char *paths[2] = {cfg->int8_scales ? cfg->int8_scales : beside, cached};
-    for (int i = 0; i < 2 && ex->calib && !*ranges && !cfg->recalibrate; i++) {
-        vf_calib *file = NULL;
-        vf_err e;
-        struct stat st;
-        if (!paths[i] || stat(paths[i], &st) != 0 || !S_ISREG(st.st_mode))
-            continue;
-        if (vfi_calib_read(paths[i], &file, &e) < 0) {
-            vfi_log(VF_LOG_WARNING, "engine", "int8: %s; calibrating again", e.msg);
-            continue;
-        }
-        if (!vfi_calib_same_source(file, ex->calib)) {
-            vfi_log(VF_LOG_INFO, "engine",
-                    "int8: %s is for another model file or preprocessing; calibrating again",
-                    paths[i]);
-        } else if (vfi_calib_ranges(file, ex->graph, ranges, &e) >= 0) {
-            ex->scales_path = vfi_strdup(paths[i]);
-            ex->info.calibration_frames = file->images;
-            vfi_calib_free(&ex->calib);
-            vfi_log(VF_LOG_INFO, "engine", "int8: scales from %s (calibrated on %lld frames)",
-                    paths[i], (long long)file->images);
-        } else if (e.code == VF_ERR_MODEL) { /* another layer's: keep those, add these */
-            vfi_log(VF_LOG_INFO, "engine", "int8: %s: %s; calibrating this layer", paths[i], e.msg);
-            vfi_calib_free(&ex->calib);
-            ex->calib = file;
-            file = NULL;
-            vfi_free(ex->calib_path);
-            ex->calib_path = vfi_strdup(paths[i]);
-        }
-        vfi_calib_free(&file);
-    }
-    if (ex->calib && !ex->calib_path && cfg->int8_scales)
-        ex->calib_path = vfi_strdup(cfg->int8_scales);
-    vfi_free(beside);
-    vfi_free(cached);
-    if ((!ex->calib && !*ranges) || (*ranges && !ex->scales_path) ||
-        (ex->calib && cfg->int8_scales && !ex->calib_path))
-        return vfi_fail(&ex->err, VF_ERR_NOMEM, "out of memory");
-    return VF_OK;
+    vf_int8_source src = {.model_path = ex->model_path,
+                          .model_name = ex->model_name,
+                          .requested = cfg->int8_scales,
+                          .recalibrate = cfg->recalibrate,
+                          .input_size = (int)ex->graph->values[ex->graph->input].dims[2]};
+    resolve_norm(ex, cfg, src.mean, src.std);
+    vf_status rc = vfi_int8_file_open(&src, ex->graph, &ex->int8, ranges, &ex->err);
+    ex->info.calibration_frames = vfi_int8_file_frames(ex->int8);
+    return rc;
 }
 
 /* Save what the backend observed while calibrating: when it has quantized (final), or at the
- * end of a pipeline run (the frames seen so far). Failing to write is a warning: the next run
- * calibrates again. */
+ * end of a pipeline run (the frames seen so far). */
 static void save_calibration(vf_extractor *ex, int at_end)
 {
     vf_backend *b = ex->backend;
@@ -309,47 +238,13 @@ static void save_calibration(vf_extractor *ex, int at_end)
         ex->calibrating = 0;
         ex->info.calibration_frames = n;
     }
-    if (!ex->calib || n == ex->calib_saved)
+    if (!ex->int8)
         return;
-    char *beside = NULL, *cached = NULL;
-    if (!ex->calib_path)
-        default_calib_paths(ex, ex->calib->fingerprint, &beside, &cached);
-    const char *paths[2] = {ex->calib_path ? ex->calib_path : beside, cached};
-    const char *saved = NULL;
-    vf_err errs[2] = {{VF_OK, "no file name"}, {VF_OK, "no cache directory ($HOME unset)"}};
-    int updated = vfi_calib_update(ex->calib, ex->graph, r, n) >= 0;
-    if (!updated)
-        snprintf(errs[0].msg, sizeof(errs[0].msg), "out of memory");
-    for (int i = 0; updated && i < 2 && !saved; i++) {
-        if (!paths[i])
-            continue;
-        if (i == 1)
-            vfi_make_parent_dirs(paths[i]);
-        if (vfi_calib_write(ex->calib, ex->model_name, paths[i], &errs[i]) >= 0)
-            saved = paths[i];
+    vfi_int8_file_save(ex->int8, ex->graph, r, n, complete);
+    if (vfi_int8_file_path(ex->int8)) {
+        ex->info.int8_scales = vfi_int8_file_path(ex->int8);
+        ex->info.calibration_frames = vfi_int8_file_frames(ex->int8);
     }
-    if (saved) {
-        char *path = vfi_strdup(saved);
-        if (path) {
-            vfi_free(ex->scales_path);
-            ex->scales_path = path;
-            ex->info.int8_scales = path;
-            if (!ex->calib_path)
-                ex->calib_path = vfi_strdup(saved); /* a later save goes to the same place */
-        }
-        ex->calib_saved = n;
-        ex->info.calibration_frames = n;
-        vfi_log(VF_LOG_INFO, "engine", "int8: scales calibrated on %lld frames saved to %s",
-                (long long)n, saved);
-    } else {
-        vfi_log(VF_LOG_WARNING, "engine",
-                "int8: the calibration could not be saved (%s%s%s); the next run calibrates again",
-                errs[0].msg, paths[1] ? "; " : "", paths[1] ? errs[1].msg : "");
-    }
-    if (complete)
-        vfi_calib_free(&ex->calib); /* the backend's ranges are final */
-    vfi_free(beside);
-    vfi_free(cached);
 }
 
 vf_status vf_extractor_create(const vf_config *cfg, vf_extractor **out)
@@ -429,7 +324,7 @@ vf_status vf_extractor_create(const vf_config *cfg, vf_extractor **out)
     if (ex->backend->ops->describe && ex->backend->ops->describe(ex->backend))
         vfi_log(VF_LOG_DEBUG, "engine", "%s", ex->backend->ops->describe(ex->backend));
     fill_info(ex, cfg, pooled);
-    ex->calibrating = cfg->precision == VF_PRECISION_INT8 && !ex->scales_path;
+    ex->calibrating = cfg->precision == VF_PRECISION_INT8 && !vfi_int8_file_path(ex->int8);
     return VF_OK;
 }
 
@@ -504,9 +399,7 @@ void vf_extractor_free(vf_extractor **pex)
     vfi_free(ex->model_name);
     vfi_free(ex->model_path);
     vfi_free(ex->layer);
-    vfi_calib_free(&ex->calib);
-    vfi_free(ex->calib_path);
-    vfi_free(ex->scales_path);
+    vfi_int8_file_free(&ex->int8);
     vfi_free(ex);
     *pex = NULL;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The layering of src/: each folder includes only its own headers and those of the folders
-# before it in this order (cli/, the command, is the top). Prints every include that breaks it
-# and exits 1, or says the layers hold.
+# before it in this order (cli/, the command, is the top), and no two modules include each
+# other, however indirectly. Prints every include that breaks it and exits 1, or says the
+# layers hold.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 order=(core media engine store pipeline cli)
@@ -19,5 +20,20 @@ for i in "${!order[@]}"; do
         fi
     done < <(grep -n -o '#include "[a-z]*/[^"]*"' src/"$layer"/* | sed 's/#include "//; s/"$//')
 done
-[ $status = 0 ] && echo "layers: ${order[*]} (each uses only those before it)"
+scripts/check-include-circles.py || status=1
+# Each external library behind its file(s): "header pattern|the files that may include it".
+for rule in 'sqlite3\.h|src/store/store_sqlite.c' 'jansson\.h|src/core/json.c' \
+    'openssl/|src/core/digest.c' 'dnnl|src/engine/backend_dnnl.c' \
+    'libav|src/media/decode.c src/media/preprocess.c' 'libsw|src/media/decode.c src/media/preprocess.c' \
+    'protobuf-c|src/engine/onnx.c'; do
+    pattern=${rule%%|*}
+    allowed=" ${rule#*|} "
+    while IFS=: read -r file line _; do
+        if [[ $allowed != *" $file "* ]]; then
+            echo "$file:$line: includes $pattern (only${allowed% } may)"
+            status=1
+        fi
+    done < <(grep -rnE "#include <($pattern)" src || true)
+done
+[ $status = 0 ] && echo "layers: ${order[*]} (each uses only those before it); no include circle"
 exit $status

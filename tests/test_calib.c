@@ -17,7 +17,7 @@
 #include "check.h"
 #include "engine/graph.h"
 #include "engine/onnx.h"
-#include "core/sha256.h"
+#include "core/digest.h"
 #include "vidfeat.h"
 
 #define TINY VF_MODELS_DIR "/tiny_cnn.onnx"

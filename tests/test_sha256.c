@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "core/sha256.h"
+#include "core/digest.h"
 
 #define CHECK_HEX(got, want) CHECK_MSG(!strcmp((got), (want)), "got %s, want %s", (got), (want))
 

@@ -10,7 +10,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/path.h"
-#include "core/sha256.h"
+#include "core/digest.h"
 #include "engine/calib.h"
 
 #define CALIB_SUFFIX ".int8"

@@ -8,7 +8,7 @@
 
 #include "core/mem.h"
 #include "core/path.h"
-#include "core/sha256.h"
+#include "core/digest.h"
 
 #define HASH_SPAN 65536 /* bytes from each end of a file in its content hash */
 

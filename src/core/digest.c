@@ -1,5 +1,5 @@
 /*
- * sha256.c - SHA-256 through OpenSSL's libcrypto (EVP), which uses the CPU's SHA extensions
+ * digest.c - SHA-256 through OpenSSL's libcrypto (EVP), which uses the CPU's SHA extensions
  * where there are any; a cache of whole-file digests. Any thread.
  *
  * The model file's digest names the model in the database, and VGG19's file is 550 MB. The
@@ -11,7 +11,7 @@
  * MAX_ENTRIES lines; a damaged line matches nothing, and a cache that cannot be read or written
  * only costs the hashing.
  */
-#include "core/sha256.h"
+#include "core/digest.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,9 +1,9 @@
 /*
- * sha256.h - SHA-256 (FIPS 180-4, by libcrypto) of a file, for model identity in the database,
- * calibration files and manifest checks.
+ * digest.h - file digests: SHA-256 (FIPS 180-4, by libcrypto) of a file, for model identity in the
+ * database, calibration files and manifest checks.
  */
-#ifndef VIDFEAT_SHA256_H
-#define VIDFEAT_SHA256_H
+#ifndef VIDFEAT_DIGEST_H
+#define VIDFEAT_DIGEST_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -23,4 +23,4 @@ vf_status vfi_sha256_file_cached(const char *path, char hex[65], vf_err *err);
 /* One-shot over memory. */
 void vfi_sha256(const void *data, size_t size, char hex[65]);
 
-#endif /* VIDFEAT_SHA256_H */
+#endif /* VIDFEAT_DIGEST_H */

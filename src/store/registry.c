@@ -1,0 +1,65 @@
+/*
+ * registry.c - the kinds of store compiled in, and the one a database's name picks.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "store/store.h"
+#include "store/store_sqlite.h"
+
+/* Asked in order; SQLite takes what none before it claims. */
+static const vf_store_ops *const kinds[] = {&vfi_store_sqlite};
+
+size_t vfi_store_uri_scheme(const char *target)
+{
+    size_t n = strspn(target, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-");
+    return n && !strncmp(target + n, "://", 3) ? n : 0;
+}
+
+const vf_store_ops *vfi_store_kind(const char *target, vf_err *err)
+{
+    if (!target || !target[0]) {
+        vfi_fail(err, VF_ERR_INVALID, "no database named");
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        if (kinds[i]->claims(target))
+            return kinds[i];
+    }
+    size_t scheme = vfi_store_uri_scheme(target);
+    vfi_fail(err, VF_ERR_NOT_BUILT,
+             "%.*s: no store for %.*s:// databases in this build (a file path means SQLite)",
+             (int)(scheme ? scheme + 3 : strlen(target)), target, (int)scheme, target);
+    return NULL;
+}
+
+vf_status vfi_store_open(const char *target, vf_store_mode mode, vf_store **out, vf_err *err)
+{
+    *out = NULL;
+    const vf_store_ops *kind = vfi_store_kind(target, err);
+    return kind ? kind->open(target, mode, out, err) : err->code;
+}
+
+void vfi_store_close(vf_store **ps)
+{
+    if (ps && *ps) {
+        (*ps)->ops->close(*ps);
+        *ps = NULL;
+    }
+}
+
+vf_status vfi_store_describe(const char *target, vf_store_line_fn line, void *user, vf_err *err)
+{
+    const vf_store_ops *kind = vfi_store_kind(target, err);
+    return kind ? kind->describe(target, line, user, err) : err->code;
+}
+
+const char *vfi_store_versions(char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s %s", i ? ", " : "", kinds[i]->name,
+                              kinds[i]->version());
+    return buf;
+}

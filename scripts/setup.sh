@@ -14,6 +14,7 @@ PACKAGES=(
     opencl-headers ocl-icd-opencl-dev                             # oneDNN's CMake package asks
     libprotobuf-c-dev protobuf-c-compiler libonnx-dev             # ONNX loading
     libsqlite3-dev sqlite3                                        # storage
+    libpq-dev postgresql-15                                       # storage on PostgreSQL (and its tests)
     libssl-dev                                                    # SHA-256 (libcrypto)
     libjansson-dev                                                # JSON
     python3 python3-numpy python3-onnx python3-torch python3-torchvision  # model export, refs

@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "core/clock.h"
 #include "core/json.h"
+#include "store/store.h"
 
 static volatile sig_atomic_t interrupted;
 
@@ -169,6 +170,8 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
         status = EXIT_FAIL;
     vf_model_info info;
     vf_pipeline_info(p, &info);
+    char db[1024]; /* the database as it may be shown: no password */
+    vfi_store_display(c->cfg.db_path ? c->cfg.db_path : "", db, sizeof(db));
     if (c->calibrate && !info.int8_scales) {
         fprintf(stderr, "vidfeat: calibrate: %s\n",
                 info.calibration_frames || r.frames ? "the scales could not be saved (see above)"
@@ -184,7 +187,7 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
         bad |= vfi_json_add_str(s, "backend", info.backend) < 0;
         bad |= vfi_json_add_str(s, "precision", vf_precision_str(info.precision)) < 0;
         bad |= vfi_json_add_int(s, "batch", info.batch_size) < 0;
-        bad |= vfi_json_add_str(s, "db", c->cfg.db_path ? c->cfg.db_path : "") < 0;
+        bad |= vfi_json_add_str(s, "db", db) < 0;
         bad |= vfi_json_add_str(s, "int8_scales", info.int8_scales ? info.int8_scales : "") < 0;
         bad |= vfi_json_add_int(s, "calibration_frames", info.calibration_frames) < 0;
         bad |= vfi_json_add_int(s, "done", r.done) < 0;
@@ -211,7 +214,7 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
                 r.done == 1 ? "" : "s", info.int8_scales);
     } else if (!c->calibrate && c->verbosity >= 0 && r.tty) {
         fprintf(stderr, "vidfeat: %d done, %d failed, %d skipped; %lld frames in %.1f s -> %s\n",
-                r.done, r.failed, r.skipped, (long long)r.frames, seconds, c->cfg.db_path);
+                r.done, r.failed, r.skipped, (long long)r.frames, seconds, db);
     }
     vfi_json_free(&r.files);
     vf_pipeline_free(&p);

@@ -5,10 +5,11 @@
 #include <string.h>
 
 #include "store/store.h"
+#include "store/store_pg.h"
 #include "store/store_sqlite.h"
 
 /* Asked in order; SQLite takes what none before it claims. */
-static const vf_store_ops *const kinds[] = {&vfi_store_sqlite};
+static const vf_store_ops *const kinds[] = {&vfi_store_pg, &vfi_store_sqlite};
 
 size_t vfi_store_uri_scheme(const char *target)
 {
@@ -31,6 +32,17 @@ const vf_store_ops *vfi_store_kind(const char *target, vf_err *err)
              "%.*s: no store for %.*s:// databases in this build (a file path means SQLite)",
              (int)(scheme ? scheme + 3 : strlen(target)), target, (int)scheme, target);
     return NULL;
+}
+
+const char *vfi_store_display(const char *target, char *buf, size_t size)
+{
+    vf_err ignore;
+    const vf_store_ops *kind = target ? vfi_store_kind(target, &ignore) : NULL;
+    if (kind)
+        kind->display(target, buf, size);
+    else
+        snprintf(buf, size, "%s", target ? target : "");
+    return buf;
 }
 
 vf_status vfi_store_open(const char *target, vf_store_mode mode, vf_store **out, vf_err *err)
@@ -58,8 +70,10 @@ const char *vfi_store_versions(char *buf, size_t size)
 {
     size_t n = 0;
     buf[0] = '\0';
-    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && n < size; i++)
-        n += (size_t)snprintf(buf + n, size - n, "%s%s %s", i ? ", " : "", kinds[i]->name,
-                              kinds[i]->version());
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && n < size; i++) {
+        char version[64];
+        kinds[i]->version(version, sizeof(version));
+        n += (size_t)snprintf(buf + n, size - n, "%s%s %s", i ? ", " : "", kinds[i]->name, version);
+    }
     return buf;
 }

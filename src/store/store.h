@@ -104,10 +104,12 @@ struct vf_store_ops {
     const char *name;
     /* 1 when target (what the user gave as -o) names a store of this kind */
     int (*claims)(const char *target);
+    /* target as messages may show it (a URI without its password) into buf */
+    void (*display)(const char *target, char *buf, size_t size);
     vf_status (*open)(const char *target, vf_store_mode mode, vf_store **out, vf_err *err);
     void (*close)(vf_store *s);
     vf_status (*describe)(const char *target, vf_store_line_fn line, void *user, vf_err *err);
-    const char *(*version)(void);
+    void (*version)(char *buf, size_t size); /* the library's version */
 
     vf_status (*model)(vf_store *s, const vf_store_model *m, int64_t *model_id, vf_err *err);
     vf_status (*is_done)(vf_store *s, const vf_store_file *f, int64_t model_id,
@@ -133,6 +135,9 @@ size_t vfi_store_uri_scheme(const char *target);
 
 /* The kind of store target names, or NULL (err says why: a URI no compiled-in store takes). */
 const vf_store_ops *vfi_store_kind(const char *target, vf_err *err);
+
+/* target as it may be shown: a URI without its password (an unknown kind: as it is). */
+const char *vfi_store_display(const char *target, char *buf, size_t size);
 
 /* Open the store target names. WRITE: created if missing, older schemas migrated, newer ones and
  * foreign databases refused untouched. READ: it must exist and be a vidfeat database of this

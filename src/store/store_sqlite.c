@@ -22,6 +22,7 @@
 #include "core/mem.h"
 #include "core/status.h"
 #include "core/path.h"
+#include "store/rank.h"
 
 typedef struct sq_store {
     vf_store base; /* first: what the interface hands around */
@@ -300,12 +301,8 @@ static vf_status find_video(sq_store *s, int64_t model_id, const char *path, int
     want = realpath(path, NULL);
     int r = SQLITE_DONE;
     while (!*video && (r = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *stored = (const char *)sqlite3_column_text(st, 1);
-        int same = (name && !strcmp(stored, name)) || !strcmp(stored, path);
-        char *real = want && !same ? realpath(stored, NULL) : NULL;
-        if (same || (real && !strcmp(real, want)))
+        if (vfi_rank_same_file((const char *)sqlite3_column_text(st, 1), path, name, want))
             *video = sqlite3_column_int64(st, 0);
-        free(real); /* realpath's allocation */
     }
     if (!*video && r != SQLITE_DONE)
         rc = db_fail(s, err, "reading videos");
@@ -352,41 +349,19 @@ fail:
     return rc;
 }
 
-typedef struct scored {
-    double sim;
-    vf_store_ref ref;
-} scored;
-
-/* Does a rank before b (higher similarity; ties by extraction, then frame)? */
-static int ranks_before(const scored *a, const scored *b)
-{
-    if (a->sim != b->sim)
-        return a->sim > b->sim;
-    if (a->ref.extraction != b->ref.extraction)
-        return a->ref.extraction < b->ref.extraction;
-    return a->ref.frame_index < b->ref.frame_index;
-}
-
 static vf_status sq_nearest(vf_store *store, int64_t model_id, int f16, const float *q, int dim,
-                            int k, const vf_store_ref *skip,
-                            void (*hit)(void *user, const char *path, const vf_store_ref *ref,
-                                        double similarity),
-                            void *user, vf_err *err)
+                            int k, const vf_store_ref *skip, vf_store_hit_fn hit, void *user,
+                            vf_err *err)
 {
     sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
-    int n = 0;
     float *v = vfi_mallocarray((size_t)(dim > 0 ? dim : 1), sizeof(float));
-    scored *best = vfi_mallocarray((size_t)(k > 0 ? k : 1), sizeof(scored));
-    if (!v || !best) {
+    vf_rank *rank = vfi_rank_create(q, dim, k);
+    if (!v || !rank) {
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    double qn = 0.0;
-    for (int i = 0; i < dim; i++)
-        qn += (double)q[i] * q[i];
-    qn = sqrt(qn);
     CHECK_SQL(sqlite3_prepare_v2(s->db,
                                  "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM"
                                  " features f JOIN extractions e ON e.id = f.extraction_id"
@@ -396,26 +371,12 @@ static vf_status sq_nearest(vf_store *store, int64_t model_id, int f16, const fl
     sqlite3_bind_int64(st, 1, model_id);
     int r;
     while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-        scored c = {0.0,
-                    {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-                     sqlite3_column_int64(st, 2), sqlite3_column_double(st, 3)}};
-        if (skip && c.ref.extraction == skip->extraction && c.ref.frame_index == skip->frame_index)
+        vf_store_ref ref = {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                            sqlite3_column_int64(st, 2), sqlite3_column_double(st, 3)};
+        if (skip && ref.extraction == skip->extraction && ref.frame_index == skip->frame_index)
             continue;
         TRY(read_vec(s, st, 4, f16, dim, v, err));
-        double dot = 0.0, vv = 0.0; /* one pass over the vector */
-        for (int i = 0; i < dim; i++) {
-            dot += (double)q[i] * v[i];
-            vv += (double)v[i] * v[i];
-        }
-        c.sim = qn > 0.0 && vv > 0.0 ? dot / (qn * sqrt(vv)) : 0.0;
-        if (n == k && !ranks_before(&c, &best[k - 1]))
-            continue;
-        int at = n < k ? n++ : k - 1; /* insertion into the sorted list */
-        while (at > 0 && ranks_before(&c, &best[at - 1])) {
-            best[at] = best[at - 1];
-            at--;
-        }
-        best[at] = c;
+        vfi_rank_offer(rank, &ref, v);
     }
     if (r != SQLITE_DONE) {
         rc = db_fail(s, err, "reading features");
@@ -427,25 +388,27 @@ static vf_status sq_nearest(vf_store *store, int64_t model_id, int f16, const fl
                                  " e.video_id WHERE e.id = ?",
                                  -1, &st, NULL),
               "reading videos");
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < vfi_rank_count(rank); i++) {
+        double sim;
+        const vf_store_ref *ref = vfi_rank_get(rank, i, &sim);
         sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, best[i].ref.extraction);
+        sqlite3_bind_int64(st, 1, ref->extraction);
         if (sqlite3_step(st) != SQLITE_ROW) {
             rc = db_fail(s, err, "reading videos");
             goto fail;
         }
-        hit(user, (const char *)sqlite3_column_text(st, 0), &best[i].ref, best[i].sim);
+        hit(user, (const char *)sqlite3_column_text(st, 0), ref, sim);
     }
 fail:
     sqlite3_finalize(st);
     vfi_free(v);
-    vfi_free(best);
+    vfi_rank_free(&rank);
     return rc;
 }
 
-static const char *sq_version(void)
+static void sq_version(char *buf, size_t size)
 {
-    return sqlite3_libversion();
+    snprintf(buf, size, "%s", sqlite3_libversion());
 }
 
 static vf_status open_write(const char *path, vf_store **out, vf_err *err)
@@ -889,6 +852,11 @@ static int sq_claims(const char *target)
     return vfi_store_uri_scheme(target) == 0;
 }
 
+static void sq_display(const char *path, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s", path);
+}
+
 static vf_status sq_open(const char *path, vf_store_mode mode, vf_store **out, vf_err *err)
 {
     return mode == VF_STORE_READ ? open_read(path, out, err) : open_write(path, out, err);
@@ -897,6 +865,7 @@ static vf_status sq_open(const char *path, vf_store_mode mode, vf_store **out, v
 const vf_store_ops vfi_store_sqlite = {
     .name = "SQLite",
     .claims = sq_claims,
+    .display = sq_display,
     .open = sq_open,
     .close = sq_close,
     .describe = sq_describe,

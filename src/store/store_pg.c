@@ -1,0 +1,763 @@
+/*
+ * store_pg.c - the PostgreSQL store (store.h's interface, for -o postgresql://... or
+ * postgres://..., any libpq URI). The only file that sees libpq.
+ *
+ * The same tables and meaning as the SQLite store (store_sqlite.h), with PostgreSQL's types:
+ *   videos, models, extractions, runs   as in SQLite (ids bigserial, times ISO 8601 text)
+ *   features(extraction_id, frame_index, pts, t, vec real[])
+ * vec is a real[] any client reads (castable to pgvector's vector where it is installed); with
+ * --dtype f16 it holds the float16-rounded values (the model row's dtype says float16), so a
+ * vector reads back as the same floats from either store. The schema version is in
+ * vidfeat_schema(version); the schema is made or migrated in one transaction, under an advisory
+ * lock so that workers starting together do not race. A batch is one transaction: COPY into a
+ * temporary table, then one INSERT (a frame written twice keeps its last vector, as in SQLite).
+ *
+ * The database is named in messages by its URI without the password (and without any option
+ * that may carry one).
+ */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include "store/store_pg.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "core/half.h"
+#include "core/mem.h"
+#include "core/path.h"
+#include "store/rank.h"
+
+#define PG_SCHEMA_VERSION 2
+#define ADVISORY_KEY      "7419030817" /* any constant: the schema's lock */
+
+typedef struct pg_store {
+    vf_store base; /* first: what the interface hands around */
+    PGconn *conn;
+    char *name; /* the URI without the password: for messages */
+} pg_store;
+
+static const char *const schema =
+    "CREATE TABLE vidfeat_schema (version integer NOT NULL);"
+    "CREATE TABLE videos ("
+    " id bigserial PRIMARY KEY, path text NOT NULL UNIQUE, size bigint,"
+    " mtime double precision, content_hash text, duration double precision, width integer,"
+    " height integer, rotation integer, codec text, frame_rate double precision);"
+    "CREATE TABLE models ("
+    " id bigserial PRIMARY KEY, name text NOT NULL, file_sha256 text NOT NULL,"
+    " layer text NOT NULL, dim integer NOT NULL, dtype text NOT NULL,"
+    " preprocessing text NOT NULL, UNIQUE (name, file_sha256, layer, dtype, preprocessing));"
+    "CREATE TABLE extractions ("
+    " id bigserial PRIMARY KEY, video_id bigint NOT NULL REFERENCES videos(id),"
+    " model_id bigint NOT NULL REFERENCES models(id), sampling text NOT NULL,"
+    " status text NOT NULL CHECK (status IN ('running', 'done', 'failed')), error text,"
+    " device text, precision text, batch_size integer, frames bigint NOT NULL DEFAULT 0,"
+    " started_at text, finished_at text, decode_fps double precision,"
+    " convert_fps double precision, infer_fps double precision, store_fps double precision,"
+    " UNIQUE (video_id, model_id, sampling));"
+    "CREATE TABLE features ("
+    " extraction_id bigint NOT NULL REFERENCES extractions(id) ON DELETE CASCADE,"
+    " frame_index bigint NOT NULL, pts bigint, t double precision NOT NULL,"
+    " vec real[] NOT NULL, PRIMARY KEY (extraction_id, frame_index));"
+    "CREATE INDEX extractions_model ON extractions (model_id);"
+    "CREATE TABLE runs ("
+    " id bigserial PRIMARY KEY, started_at text NOT NULL, host text, vidfeat_version text,"
+    " device text NOT NULL, device_name text, backend text, model text NOT NULL, layer text,"
+    " precision text NOT NULL, batch_size integer NOT NULL, threads integer,"
+    " mode text NOT NULL CHECK (mode IN ('pipeline', 'per_frame', 'infer_only')), input text,"
+    " frames bigint, end_to_end_fps double precision, decode_fps double precision,"
+    " convert_fps double precision, infer_fps double precision, store_fps double precision,"
+    " peak_rss_mb double precision);"
+    "INSERT INTO vidfeat_schema VALUES (2);";
+
+/* The URI as messages may show it: scheme, user, host, port and database, never a password. */
+static char *display_name(const char *uri)
+{
+    char *msg = NULL;
+    PQconninfoOption *opts = PQconninfoParse(uri, &msg);
+    PQfreemem(msg);
+    const char *user = NULL, *host = NULL, *port = NULL, *db = NULL;
+    for (PQconninfoOption *o = opts; o && o->keyword; o++) {
+        if (!o->val || !o->val[0])
+            continue;
+        if (!strcmp(o->keyword, "user"))
+            user = o->val;
+        else if (!strcmp(o->keyword, "host") || (!host && !strcmp(o->keyword, "hostaddr")))
+            host = o->val;
+        else if (!strcmp(o->keyword, "port"))
+            port = o->val;
+        else if (!strcmp(o->keyword, "dbname"))
+            db = o->val;
+    }
+    char buf[1024];
+    snprintf(buf, sizeof(buf), "postgresql://%s%s%s%s%s/%s", user ? user : "", user ? "@" : "",
+             host ? host : "", port ? ":" : "", port ? port : "", db ? db : "");
+    if (!opts)
+        snprintf(buf, sizeof(buf), "postgresql://(a URI libpq cannot read)");
+    PQconninfoFree(opts);
+    return vfi_strdup(buf);
+}
+
+static void pg_display(const char *uri, char *buf, size_t size)
+{
+    char *name = display_name(uri);
+    snprintf(buf, size, "%s", name ? name : "postgresql://");
+    vfi_free(name);
+}
+
+/* libpq's message, first line only (it ends with a newline, and may add hints). */
+static const char *pq_message(const char *msg, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s", msg && msg[0] ? msg : "no reason given");
+    buf[strcspn(buf, "\n")] = '\0';
+    return buf;
+}
+
+static vf_status pg_fail(pg_store *s, vf_err *err, const char *what, const PGresult *res)
+{
+    char why[512];
+    const char *msg = res ? PQresultErrorMessage(res) : NULL;
+    if (!msg || !msg[0])
+        msg = PQerrorMessage(s->conn);
+    return vfi_fail(err, VF_ERR_STORE, "%s: %s: %s", s->name, what,
+                    pq_message(msg, why, sizeof(why)));
+}
+
+/* Run sql (no parameters, no rows wanted). */
+static vf_status exec(pg_store *s, const char *sql, const char *what, vf_err *err)
+{
+    PGresult *res = PQexec(s->conn, sql);
+    ExecStatusType st = PQresultStatus(res);
+    vf_status rc = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? VF_OK
+                   : err                                           ? pg_fail(s, err, what, res)
+                                                                   : VF_ERR_STORE;
+    PQclear(res);
+    return rc;
+}
+
+/* Run a statement with text parameters (NULL: SQL null); *out gets the result when it
+ * succeeded (PQclear it). */
+static vf_status query(pg_store *s, const char *sql, int n, const char *const *params,
+                       const char *what, PGresult **out, vf_err *err)
+{
+    PGresult *res = PQexecParams(s->conn, sql, n, NULL, params, NULL, NULL, 0);
+    ExecStatusType st = PQresultStatus(res);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        vf_status rc = pg_fail(s, err, what, res);
+        PQclear(res);
+        return rc;
+    }
+    if (out)
+        *out = res;
+    else
+        PQclear(res);
+    return VF_OK;
+}
+
+static void pg_close(vf_store *store)
+{
+    pg_store *s = (pg_store *)store;
+    if (!s)
+        return;
+    PQfinish(s->conn);
+    vfi_free(s->name);
+    vfi_free(s);
+}
+
+static int pg_claims(const char *target)
+{
+    size_t n = vfi_store_uri_scheme(target);
+    return (n == 10 && !strncmp(target, "postgresql", 10)) ||
+           (n == 8 && !strncmp(target, "postgres", 8));
+}
+
+/* The schema version, 0 when the database has none of vidfeat's tables. VF_ERR_STORE when it
+ * has tables of the same names that vidfeat did not make. */
+static vf_status schema_version(pg_store *s, int *version, vf_err *err)
+{
+    PGresult *res = NULL;
+    *version = 0;
+    vf_status rc = query(s,
+                         "SELECT to_regclass('vidfeat_schema') IS NOT NULL,"
+                         " to_regclass('videos') IS NOT NULL",
+                         0, NULL, "reading the schema version", &res, err);
+    if (rc < 0)
+        return rc;
+    int has_schema = !strcmp(PQgetvalue(res, 0, 0), "t");
+    int has_videos = !strcmp(PQgetvalue(res, 0, 1), "t");
+    PQclear(res);
+    if (!has_schema)
+        return has_videos ? vfi_fail(err, VF_ERR_STORE,
+                                     "%s: has a videos table that vidfeat did not create", s->name)
+                          : VF_OK;
+    rc = query(s, "SELECT coalesce(max(version), 0) FROM vidfeat_schema", 0, NULL,
+               "reading the schema version", &res, err);
+    if (rc < 0)
+        return rc;
+    *version = atoi(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return VF_OK;
+}
+
+static vf_status pg_open(const char *uri, vf_store_mode mode, vf_store **out, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    pg_store *s = vfi_calloc(1, sizeof(*s));
+    if (!s || !(s->name = display_name(uri))) {
+        vfi_free(s);
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    s->base.ops = &vfi_store_pg;
+    s->conn = PQconnectdb(uri);
+    if (!s->conn || PQstatus(s->conn) != CONNECTION_OK) {
+        char why[512];
+        rc = vfi_fail(
+            err, VF_ERR_STORE, "%s: cannot connect: %s", s->name,
+            pq_message(s->conn ? PQerrorMessage(s->conn) : "out of memory", why, sizeof(why)));
+        goto fail;
+    }
+    TRY(exec(s, "SET client_min_messages = warning", "setting up", err));
+    int version = 0;
+    if (mode == VF_STORE_WRITE) {
+        TRY(exec(s, "BEGIN", "starting a transaction", err));
+        TRY(exec(s, "SELECT pg_advisory_xact_lock(" ADVISORY_KEY ")", "locking the schema", err));
+    }
+    TRY(schema_version(s, &version, err));
+    if (version > PG_SCHEMA_VERSION) {
+        rc = vfi_fail(err, VF_ERR_STORE,
+                      "%s: schema version %d is newer than this vidfeat's %d (upgrade vidfeat)",
+                      s->name, version, PG_SCHEMA_VERSION);
+        goto fail;
+    }
+    if (mode == VF_STORE_READ) {
+        if (version == 0)
+            rc = vfi_fail(err, VF_ERR_STORE, "%s: not a vidfeat database", s->name);
+        goto done;
+    }
+    if (version == 0)
+        TRY(exec(s, schema, "creating the tables", err));
+    /* version 1 never existed here: the PostgreSQL store began at schema 2 */
+    TRY(exec(s, "COMMIT", "creating the tables", err));
+    TRY(exec(s,
+             "CREATE TEMP TABLE batch_in (seq bigserial, extraction_id bigint, frame_index bigint,"
+             " pts bigint, t double precision, vec real[])",
+             "preparing", err));
+done:
+    if (rc >= 0) {
+        *out = &s->base;
+        return VF_OK;
+    }
+fail:
+    pg_close(&s->base);
+    return rc;
+}
+
+static void now_iso(char *buf, size_t size)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static vf_status pg_model(vf_store *store, const vf_store_model *m, int64_t *model_id, vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    char dim[16];
+    snprintf(dim, sizeof(dim), "%d", m->dim);
+    const char *p[] = {
+        m->name, m->file_sha256, m->layer, dim, m->f16 ? "float16" : "float32", m->preprocessing};
+    PGresult *res;
+    vf_status rc = query(s,
+                         "INSERT INTO models (name, file_sha256, layer, dim, dtype, preprocessing)"
+                         " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name, file_sha256, layer,"
+                         " dtype, preprocessing) DO UPDATE SET dim = $4 RETURNING id",
+                         6, p, "recording the model", &res, err);
+    if (rc < 0)
+        return rc;
+    *model_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return VF_OK;
+}
+
+static vf_status pg_is_done(vf_store *store, const vf_store_file *f, int64_t model_id,
+                            const char *sampling, const char *precision, int *done, vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    char size[24], mtime[40], model[24];
+    snprintf(size, sizeof(size), "%lld", (long long)f->size);
+    snprintf(mtime, sizeof(mtime), "%.17g", f->mtime);
+    snprintf(model, sizeof(model), "%lld", (long long)model_id);
+    const char *p[] = {f->name, size, mtime, model, sampling, precision};
+    PGresult *res;
+    *done = 0;
+    vf_status rc = query(s,
+                         "SELECT e.status FROM extractions e JOIN videos v ON v.id = e.video_id"
+                         " WHERE v.path = $1 AND v.size = $2 AND v.mtime = $3 AND e.model_id = $4"
+                         " AND e.sampling = $5 AND e.precision = $6",
+                         6, p, "reading extractions", &res, err);
+    if (rc < 0)
+        return rc;
+    *done = PQntuples(res) > 0 && !strcmp(PQgetvalue(res, 0, 0), "done");
+    PQclear(res);
+    return VF_OK;
+}
+
+static vf_status pg_begin(vf_store *store, const vf_store_video *v, int64_t model_id,
+                          const char *sampling, const vf_store_run *run, int64_t *ext_id,
+                          vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    char size[24], mtime[40], duration[40], width[16], height[16], rotation[16], rate[40],
+        model[24], batch[16], now[32], video[24];
+    snprintf(size, sizeof(size), "%lld", (long long)v->size);
+    snprintf(mtime, sizeof(mtime), "%.17g", v->mtime);
+    snprintf(duration, sizeof(duration), "%.17g", v->duration);
+    snprintf(width, sizeof(width), "%d", v->width);
+    snprintf(height, sizeof(height), "%d", v->height);
+    snprintf(rotation, sizeof(rotation), "%d", v->rotation);
+    snprintf(rate, sizeof(rate), "%.17g", v->frame_rate);
+    snprintf(model, sizeof(model), "%lld", (long long)model_id);
+    snprintf(batch, sizeof(batch), "%d", run->batch_size);
+    now_iso(now, sizeof(now));
+    const char *pv[] = {v->path, size,   mtime,    v->content_hash, duration,
+                        width,   height, rotation, v->codec,        rate};
+    PGresult *res = NULL;
+    vf_status rc = exec(s, "BEGIN", "starting a transaction", err);
+    if (rc < 0)
+        return rc;
+    TRY(query(s,
+              "INSERT INTO videos (path, size, mtime, content_hash, duration, width, height,"
+              " rotation, codec, frame_rate) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+              " ON CONFLICT (path) DO UPDATE SET size = $2, mtime = $3, content_hash = $4,"
+              " duration = $5, width = $6, height = $7, rotation = $8, codec = $9,"
+              " frame_rate = $10 RETURNING id",
+              10, pv, "recording the video", &res, err));
+    snprintf(video, sizeof(video), "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    res = NULL;
+    /* An earlier attempt (unfinished, failed or forced) goes, with its vectors. */
+    const char *pd[] = {video, model, sampling};
+    TRY(query(s, "DELETE FROM extractions WHERE video_id = $1 AND model_id = $2 AND sampling = $3",
+              3, pd, "removing an old extraction", NULL, err));
+    const char *pe[] = {video, model, sampling, run->device, run->precision, batch, now};
+    TRY(query(s,
+              "INSERT INTO extractions (video_id, model_id, sampling, status, device, precision,"
+              " batch_size, started_at) VALUES ($1, $2, $3, 'running', $4, $5, $6, $7)"
+              " RETURNING id",
+              7, pe, "starting the extraction", &res, err));
+    *ext_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    res = NULL;
+    TRY(exec(s, "COMMIT", "starting the extraction", err));
+    return VF_OK;
+fail:
+    PQclear(res);
+    exec(s, "ROLLBACK", NULL, NULL);
+    return rc;
+}
+
+/* One float as COPY's text format wants it: exact (9 significant digits), NaN and infinities
+ * by name. */
+static int put_float(char *buf, size_t size, float x)
+{
+    if (isnan(x))
+        return snprintf(buf, size, "NaN");
+    if (isinf(x))
+        return snprintf(buf, size, x > 0 ? "Infinity" : "-Infinity");
+    return snprintf(buf, size, "%.9g", x);
+}
+
+static vf_status pg_batch(vf_store *store, int64_t ext_id, int n, int dim, int f16,
+                          const int64_t *frame_index, const int64_t *pts, const double *t,
+                          const float *vecs, vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    size_t cap = (size_t)dim * 18 + 128; /* one row: each float at most 16 bytes and a comma */
+    char *line = vfi_malloc(cap);
+    if (!line)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    vf_status rc = exec(s, "BEGIN", "starting a transaction", err);
+    PGresult *res = NULL;
+    int copying = 0;
+    if (rc >= 0) {
+        res = PQexec(s->conn, "COPY batch_in (extraction_id, frame_index, pts, t, vec) FROM STDIN");
+        copying = PQresultStatus(res) == PGRES_COPY_IN;
+        if (!copying)
+            rc = pg_fail(s, err, "writing features", res);
+        PQclear(res);
+    }
+    for (int i = 0; rc >= 0 && i < n; i++) {
+        const float *v = vecs + (size_t)i * dim;
+        size_t len = (size_t)snprintf(line, cap, "%lld\t%lld\t%lld\t%.17g\t{", (long long)ext_id,
+                                      (long long)frame_index[i], (long long)pts[i], t[i]);
+        for (int k = 0; k < dim; k++) {
+            float x = f16 ? vfi_f16_to_f32(vfi_f32_to_f16(v[k])) : v[k];
+            len += (size_t)put_float(line + len, cap - len, x);
+            line[len++] = k + 1 < dim ? ',' : '}';
+        }
+        if (dim == 0)
+            line[len++] = '}';
+        line[len++] = '\n';
+        if (PQputCopyData(s->conn, line, (int)len) != 1)
+            rc = pg_fail(s, err, "writing features", NULL);
+    }
+    if (copying) {
+        int ended = PQputCopyEnd(s->conn, rc >= 0 ? NULL : "abandoned");
+        while ((res = PQgetResult(s->conn))) {
+            if (rc >= 0 && (ended != 1 || PQresultStatus(res) != PGRES_COMMAND_OK))
+                rc = pg_fail(s, err, "writing features", res);
+            PQclear(res);
+        }
+    }
+    char id[24], count[16];
+    snprintf(id, sizeof(id), "%lld", (long long)ext_id);
+    snprintf(count, sizeof(count), "%d", n);
+    const char *pu[] = {id, count};
+    if (rc >= 0)
+        rc = exec(s,
+                  "INSERT INTO features (extraction_id, frame_index, pts, t, vec)"
+                  " SELECT DISTINCT ON (frame_index) extraction_id, frame_index, pts, t, vec"
+                  " FROM batch_in ORDER BY frame_index, seq DESC ON CONFLICT (extraction_id,"
+                  " frame_index) DO UPDATE SET pts = excluded.pts, t = excluded.t,"
+                  " vec = excluded.vec",
+                  "writing features", err);
+    /* the frames column follows the rows while it runs; finish sets it from the rows */
+    if (rc >= 0)
+        rc = query(s, "UPDATE extractions SET frames = frames + $2 WHERE id = $1", 2, pu,
+                   "counting frames", NULL, err);
+    if (rc >= 0)
+        rc = exec(s, "TRUNCATE batch_in", "writing features", err);
+    if (rc >= 0)
+        rc = exec(s, "COMMIT", "writing features", err);
+    if (rc < 0)
+        exec(s, "ROLLBACK", NULL, NULL);
+    vfi_free(line);
+    return rc;
+}
+
+/* A measured rate as text, or NULL for "not measured". */
+static const char *rate_text(double v, char *buf, size_t size)
+{
+    if (!(v > 0 && isfinite(v)))
+        return NULL;
+    snprintf(buf, size, "%.17g", v);
+    return buf;
+}
+
+static vf_status pg_finish(vf_store *store, int64_t ext_id, int ok, const char *error,
+                           const double *stage_fps, vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    char id[24], now[32], rates[4][40];
+    snprintf(id, sizeof(id), "%lld", (long long)ext_id);
+    now_iso(now, sizeof(now));
+    const char *p[8] = {id, ok ? "done" : "failed", error && *error ? error : NULL, now};
+    for (int i = 0; i < 4; i++)
+        p[4 + i] = rate_text(stage_fps ? stage_fps[i] : 0.0, rates[i], sizeof(rates[i]));
+    /* The count comes from the rows actually written, so "done" always matches them. */
+    return query(s,
+                 "UPDATE extractions SET status = $2, error = $3, finished_at = $4,"
+                 " decode_fps = $5, convert_fps = $6, infer_fps = $7, store_fps = $8, frames ="
+                 " (SELECT count(*) FROM features WHERE extraction_id = $1) WHERE id = $1",
+                 8, p, "finishing the extraction", NULL, err);
+}
+
+static vf_status pg_add_run(vf_store *store, const vf_run_record *r, const char *version,
+                            vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    char when[32], host[256] = "", batch[16], threads[16], frames[24], rates[6][40];
+    now_iso(when, sizeof(when));
+    if (gethostname(host, sizeof(host) - 1) != 0)
+        host[0] = '\0';
+    snprintf(batch, sizeof(batch), "%d", r->batch_size);
+    snprintf(threads, sizeof(threads), "%d", r->threads);
+    snprintf(frames, sizeof(frames), "%lld", (long long)r->frames);
+    const double values[6] = {r->end_to_end_fps, r->decode_fps, r->convert_fps,
+                              r->infer_fps,      r->store_fps,  r->peak_rss_mb};
+    const char *p[20] = {
+        when,     host[0] ? host : NULL, version, r->device, r->device_name, r->backend, r->model,
+        r->layer, r->precision,          batch,   threads,   r->mode,        r->input,   frames};
+    for (int i = 0; i < 6; i++)
+        p[14 + i] = rate_text(values[i], rates[i], sizeof(rates[i]));
+    return query(s,
+                 "INSERT INTO runs (started_at, host, vidfeat_version, device, device_name,"
+                 " backend, model, layer, precision, batch_size, threads, mode, input, frames,"
+                 " end_to_end_fps, decode_fps, convert_fps, infer_fps, store_fps, peak_rss_mb)"
+                 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,"
+                 " $16, $17, $18, $19, $20)",
+                 20, p, "recording the run", NULL, err);
+}
+
+static vf_status pg_models(vf_store *store, vf_store_model_fn row, void *user, vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    PGresult *res;
+    vf_status rc = query(s,
+                         "SELECT m.id, m.name, m.file_sha256, m.layer, m.dim, m.dtype,"
+                         " m.preprocessing, count(*) FROM models m JOIN extractions e ON"
+                         " e.model_id = m.id JOIN features f ON f.extraction_id = e.id"
+                         " GROUP BY m.id ORDER BY m.id",
+                         0, NULL, "reading models", &res, err);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < PQntuples(res); i++) {
+        vf_store_model m = {PQgetvalue(res, i, 1),
+                            PQgetvalue(res, i, 2),
+                            PQgetvalue(res, i, 3),
+                            atoi(PQgetvalue(res, i, 4)),
+                            !strcmp(PQgetvalue(res, i, 5), "float16"),
+                            PQgetvalue(res, i, 6)};
+        row(user, strtoll(PQgetvalue(res, i, 0), NULL, 10), &m,
+            strtoll(PQgetvalue(res, i, 7), NULL, 10));
+    }
+    PQclear(res);
+    return VF_OK;
+}
+
+/* A real[] in text form ("{1.5,-2,NaN}") into dim floats. */
+static vf_status parse_vec(pg_store *s, const char *text, int dim, float *out, vf_err *err)
+{
+    const char *p = text;
+    int n = 0;
+    if (*p++ != '{')
+        goto bad;
+    while (*p && *p != '}') {
+        char *end;
+        float x = strtof(p, &end); /* NaN and Infinity too */
+        if (end == p || n == dim)
+            goto bad;
+        out[n++] = x;
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (*p == '}' && n == dim)
+        return VF_OK;
+bad:
+    return vfi_fail(err, VF_ERR_STORE, "%s: a stored vector is not %d numbers", s->name, dim);
+}
+
+static vf_status find_video(pg_store *s, int64_t model_id, const char *path, char video[24],
+                            vf_err *err)
+{
+    char *name = vfi_path_absolute(path); /* NULL for "" */
+    video[0] = '\0';
+    if (!name && path[0])
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    char model[24];
+    snprintf(model, sizeof(model), "%lld", (long long)model_id);
+    const char *p[] = {model, name ? name : path, path};
+    PGresult *res;
+    vf_status rc = query(s,
+                         "SELECT DISTINCT v.id, v.path, v.path IN ($2, $3) AS named FROM videos v"
+                         " JOIN extractions e ON e.video_id = v.id WHERE e.model_id = $1"
+                         " ORDER BY named DESC, v.id",
+                         3, p, "reading videos", &res, err);
+    if (rc >= 0) {
+        char *want = realpath(path, NULL);
+        for (int i = 0; i < PQntuples(res) && !video[0]; i++) {
+            if (vfi_rank_same_file(PQgetvalue(res, i, 1), path, name, want))
+                snprintf(video, 24, "%s", PQgetvalue(res, i, 0));
+        }
+        free(want); /* realpath's allocation */
+        PQclear(res);
+    }
+    vfi_free(name);
+    return rc;
+}
+
+static vf_status pg_vector_at(vf_store *store, int64_t model_id, int f16, const char *path,
+                              double t, float *vec, int dim, vf_store_ref *ref, int *found,
+                              vf_err *err)
+{
+    (void)f16; /* the values are stored as they read back */
+    pg_store *s = (pg_store *)store;
+    char video[24], model[24], at[40];
+    *found = 0;
+    vf_status rc = find_video(s, model_id, path, video, err);
+    if (rc < 0 || !video[0])
+        return rc;
+    snprintf(model, sizeof(model), "%lld", (long long)model_id);
+    snprintf(at, sizeof(at), "%.17g", t);
+    const char *p[] = {video, model, at};
+    PGresult *res;
+    rc = query(s,
+               "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM features f JOIN"
+               " extractions e ON e.id = f.extraction_id WHERE e.video_id = $1 AND"
+               " e.model_id = $2 ORDER BY abs(f.t - $3), f.t, e.id LIMIT 1",
+               3, p, "reading features", &res, err);
+    if (rc < 0)
+        return rc;
+    if (PQntuples(res) == 1) {
+        *ref = (vf_store_ref){
+            strtoll(PQgetvalue(res, 0, 0), NULL, 10), strtoll(PQgetvalue(res, 0, 1), NULL, 10),
+            strtoll(PQgetvalue(res, 0, 2), NULL, 10), strtod(PQgetvalue(res, 0, 3), NULL)};
+        rc = parse_vec(s, PQgetvalue(res, 0, 4), dim, vec, err);
+        *found = rc >= 0;
+    }
+    PQclear(res);
+    return rc;
+}
+
+static vf_status pg_nearest(vf_store *store, int64_t model_id, int f16, const float *q, int dim,
+                            int k, const vf_store_ref *skip, vf_store_hit_fn hit, void *user,
+                            vf_err *err)
+{
+    (void)f16;
+    pg_store *s = (pg_store *)store;
+    vf_status rc = VF_OK;
+    float *v = vfi_mallocarray((size_t)(dim > 0 ? dim : 1), sizeof(float));
+    vf_rank *rank = vfi_rank_create(q, dim, k);
+    if (!v || !rank) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    char model[24];
+    snprintf(model, sizeof(model), "%lld", (long long)model_id);
+    const char *p[] = {model};
+    /* every vector once, a row at a time: memory does not grow with the table */
+    if (!PQsendQueryParams(s->conn,
+                           "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM"
+                           " features f JOIN extractions e ON e.id = f.extraction_id WHERE"
+                           " e.model_id = $1",
+                           1, NULL, p, NULL, NULL, 0) ||
+        !PQsetSingleRowMode(s->conn)) {
+        rc = pg_fail(s, err, "reading features", NULL);
+        goto out;
+    }
+    PGresult *res;
+    while ((res = PQgetResult(s->conn))) {
+        ExecStatusType st = PQresultStatus(res);
+        if (st == PGRES_SINGLE_TUPLE && rc >= 0) {
+            vf_store_ref ref = {
+                strtoll(PQgetvalue(res, 0, 0), NULL, 10), strtoll(PQgetvalue(res, 0, 1), NULL, 10),
+                strtoll(PQgetvalue(res, 0, 2), NULL, 10), strtod(PQgetvalue(res, 0, 3), NULL)};
+            if (!(skip && ref.extraction == skip->extraction &&
+                  ref.frame_index == skip->frame_index)) {
+                rc = parse_vec(s, PQgetvalue(res, 0, 4), dim, v, err);
+                if (rc >= 0)
+                    vfi_rank_offer(rank, &ref, v);
+            }
+        } else if (st != PGRES_SINGLE_TUPLE && st != PGRES_TUPLES_OK && rc >= 0) {
+            rc = pg_fail(s, err, "reading features", res);
+        }
+        PQclear(res);
+    }
+    for (int i = 0; rc >= 0 && i < vfi_rank_count(rank); i++) {
+        double sim;
+        const vf_store_ref *ref = vfi_rank_get(rank, i, &sim);
+        char id[24];
+        snprintf(id, sizeof(id), "%lld", (long long)ref->extraction);
+        const char *pv[] = {id};
+        rc = query(s,
+                   "SELECT v.path FROM extractions e JOIN videos v ON v.id = e.video_id WHERE"
+                   " e.id = $1",
+                   1, pv, "reading videos", &res, err);
+        if (rc < 0)
+            break;
+        if (PQntuples(res) == 1)
+            hit(user, PQgetvalue(res, 0, 0), ref, sim);
+        else
+            rc = vfi_fail(err, VF_ERR_STORE, "%s: extraction %s has no video", s->name, id);
+        PQclear(res);
+    }
+out:
+    vfi_free(v);
+    vfi_rank_free(&rank);
+    return rc;
+}
+
+static vf_status pg_describe(const char *uri, vf_store_line_fn line, void *user, vf_err *err)
+{
+    vf_store *store = NULL;
+    vf_status rc = pg_open(uri, VF_STORE_READ, &store, err);
+    if (rc < 0)
+        return rc;
+    pg_store *s = (pg_store *)store;
+    char buf[1024];
+    PGresult *res = NULL;
+    int v = PQserverVersion(s->conn);
+    snprintf(buf, sizeof(buf), "database %s (schema %d, PostgreSQL %d.%d)", s->name,
+             PG_SCHEMA_VERSION, v / 10000, v % 10000);
+    line(user, buf);
+    TRY(query(s,
+              "SELECT (SELECT count(*) FROM videos), (SELECT count(*) FROM models),"
+              " (SELECT count(*) FROM extractions WHERE status = 'done'),"
+              " (SELECT count(*) FROM extractions WHERE status = 'failed'),"
+              " (SELECT count(*) FROM extractions WHERE status = 'running'),"
+              " (SELECT count(*) FROM features)",
+              0, NULL, "reading", &res, err));
+    snprintf(buf, sizeof(buf),
+             "%s videos, %s models, extractions: %s done, %s failed, %s unfinished; %s vectors",
+             PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
+             PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 5));
+    line(user, buf);
+    PQclear(res);
+    res = NULL;
+    TRY(query(s,
+              "SELECT e.status, e.frames, coalesce(e.infer_fps, 0), m.name, m.layer, m.dim,"
+              " m.dtype, e.sampling, v.path, e.error FROM extractions e JOIN videos v ON"
+              " v.id = e.video_id JOIN models m ON m.id = e.model_id ORDER BY v.path, m.name",
+              0, NULL, "reading", &res, err));
+    line(user, "status   frames  infer/s  model (layer, dim, dtype, sampling)  path");
+    for (int i = 0; i < PQntuples(res); i++) {
+        int has_error = !PQgetisnull(res, i, 9);
+        snprintf(buf, sizeof(buf), "%-7s %7s  %7.1f  %s (%s, %s, %s, %s)  %s%s%s",
+                 PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), strtod(PQgetvalue(res, i, 2), NULL),
+                 PQgetvalue(res, i, 3), PQgetvalue(res, i, 4), PQgetvalue(res, i, 5),
+                 PQgetvalue(res, i, 6), PQgetvalue(res, i, 7), PQgetvalue(res, i, 8),
+                 has_error ? ": " : "", has_error ? PQgetvalue(res, i, 9) : "");
+        line(user, buf);
+    }
+    PQclear(res);
+    res = NULL;
+    TRY(query(s,
+              "SELECT started_at, coalesce(host, '-'), device, precision, batch_size, mode, model,"
+              " coalesce(end_to_end_fps, 0), coalesce(infer_fps, 0), coalesce(device_name, '')"
+              " FROM runs ORDER BY id",
+              0, NULL, "reading", &res, err));
+    for (int i = 0; i < PQntuples(res); i++) {
+        if (i == 0)
+            line(user, "benchmark runs: when  host  device  precision  batch  mode  model  "
+                       "end-to-end/s  infer/s  device name");
+        snprintf(buf, sizeof(buf), "%s  %s  %s  %s  %s  %s  %s  %.2f  %.2f  %s",
+                 PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
+                 PQgetvalue(res, i, 3), PQgetvalue(res, i, 4), PQgetvalue(res, i, 5),
+                 PQgetvalue(res, i, 6), strtod(PQgetvalue(res, i, 7), NULL),
+                 strtod(PQgetvalue(res, i, 8), NULL), PQgetvalue(res, i, 9));
+        line(user, buf);
+    }
+fail:
+    PQclear(res);
+    pg_close(store);
+    return rc;
+}
+
+static void pg_version(char *buf, size_t size)
+{
+    int v = PQlibVersion();
+    snprintf(buf, size, "%d.%d", v / 10000, v % 10000);
+}
+
+const vf_store_ops vfi_store_pg = {
+    .name = "PostgreSQL (libpq)",
+    .claims = pg_claims,
+    .display = pg_display,
+    .open = pg_open,
+    .close = pg_close,
+    .describe = pg_describe,
+    .version = pg_version,
+    .model = pg_model,
+    .is_done = pg_is_done,
+    .begin = pg_begin,
+    .batch = pg_batch,
+    .finish = pg_finish,
+    .add_run = pg_add_run,
+    .models = pg_models,
+    .vector_at = pg_vector_at,
+    .nearest = pg_nearest,
+};

@@ -1,0 +1,149 @@
+#!/usr/bin/python3
+"""The PostgreSQL store against a real server (started here, see pgserver.py): the same inputs
+extracted into SQLite and into PostgreSQL give the same outcomes and the same rows - frame,
+pts, t and every vector bit for bit, float32 and float16 - a rerun skips what is done, info and
+similar read it, and the password in the URI is never printed. An unreachable server is one
+line and exit 1. Exits 77 (saying why) when PostgreSQL is not installed.
+
+usage: test_store_pg.py VIDFEAT MODELS_DIR SAMPLES_DIR
+"""
+import json
+import os
+import shutil
+import sqlite3
+import struct
+import subprocess
+import sys
+import tempfile
+
+from pgserver import PgServer, Unavailable
+from vfcheck import check
+
+PASSWORD = "s3cret-pw"
+
+
+def run(exe, *args):
+    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=180)
+
+
+def sqlite_rows(db, f16):
+    con = sqlite3.connect(db)
+    fmt = "e" if f16 else "f"
+    out = {}
+    for p, i, pts, t, v in con.execute(
+            "SELECT v.path, f.frame_index, f.pts, f.t, f.vec FROM features f JOIN extractions e"
+            " ON e.id = f.extraction_id JOIN videos v ON v.id = e.video_id"):
+        vec = struct.unpack("<%d%s" % (len(v) // struct.calcsize(fmt), fmt), v)
+        out[(p, i)] = (pts, t, struct.pack("<%df" % len(vec), *vec))
+    con.close()
+    return out
+
+
+def pg_rows(pg, db):
+    out = {}
+    text = pg.psql(db, "COPY (SELECT v.path, f.frame_index, f.pts, f.t, f.vec FROM features f"
+                       " JOIN extractions e ON e.id = f.extraction_id JOIN videos v ON"
+                       " v.id = e.video_id) TO STDOUT")
+    for line in text.splitlines():
+        p, i, pts, t, vec = line.split("\t")
+        vals = [float(x) for x in vec.strip("{}").split(",")]
+        out[(p, int(i))] = (int(pts), float(t), struct.pack("<%df" % len(vals), *vals))
+    return out
+
+
+def outcomes_sqlite(db):
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT v.path, e.status, coalesce(e.error, ''), e.frames FROM"
+                       " extractions e JOIN videos v ON v.id = e.video_id ORDER BY v.path").fetchall()
+    con.close()
+    return [tuple(str(x) for x in r) for r in rows]
+
+
+def outcomes_pg(pg, db):
+    text = pg.psql(db, "SELECT v.path, e.status, coalesce(e.error, ''), e.frames FROM"
+                       " extractions e JOIN videos v ON v.id = e.video_id ORDER BY v.path")
+    return [tuple(l.split("|")) for l in text.splitlines()]
+
+
+def main():
+    exe, models, samples = sys.argv[1:4]
+    try:
+        server = PgServer()
+    except Unavailable as e:
+        print("SKIP: %s" % e)
+        return 77
+    tmp = tempfile.mkdtemp(prefix="vidfeat_pgtest_")
+    try:
+        with server as pg:
+            clips = os.path.join(tmp, "clips")
+            os.mkdir(clips)
+            for name in ("testsrc_64x48.mp4", "one_gop_12s.mp4"):
+                shutil.copy(os.path.join(samples, name), clips)
+            open(os.path.join(clips, "broken.mp4"), "wb").close()  # kept by the walk, fails
+            model = os.path.join(models, "tiny_cnn.onnx")
+            for f16, name in ((0, "f32"), (1, "f16")):
+                dtype = ["--dtype", "f16"] if f16 else []
+                db = os.path.join(tmp, "%s.db" % name)
+                uri = pg.uri("vf_%s" % name, PASSWORD)
+                a = run(exe, "--model", model, "-o", db, "--json", *dtype, clips)
+                b = run(exe, "--model", model, "-o", uri, "--json", *dtype, clips)
+                for r in (a, b):
+                    check(r.returncode == 1 and r.stderr.count("\n") == 1 and
+                          "broken.mp4" in r.stderr, "exit %d: %s" % (r.returncode, r.stderr))
+                check(PASSWORD not in b.stdout + b.stderr, "the password was printed")
+                sa, sb = json.loads(a.stdout), json.loads(b.stdout)
+                check((sa["done"], sa["failed"], sa["frames"]) == (sb["done"], sb["failed"],
+                                                                   sb["frames"]), (sa, sb))
+                check(outcomes_sqlite(db) == outcomes_pg(pg, "vf_%s" % name),
+                      "%s: outcomes differ:\n%s\n%s" % (name, outcomes_sqlite(db),
+                                                        outcomes_pg(pg, "vf_%s" % name)))
+                ra, rb = sqlite_rows(db, f16), pg_rows(pg, "vf_%s" % name)
+                check(len(ra) > 20 and ra == rb,
+                      "%s: rows differ (%d in SQLite, %d in PostgreSQL, %d differ)" %
+                      (name, len(ra), len(rb),
+                       sum(1 for k in ra if ra[k] != rb.get(k))))
+                # a rerun skips the done files, redoes the failed one
+                r = run(exe, "--model", model, "-o", uri, "--json", *dtype, clips)
+                s = json.loads(r.stdout)
+                check(s["skipped"] == 2 and s["failed"] == 1 and s["done"] == 0, s)
+                check(pg_rows(pg, "vf_%s" % name) == rb, "a rerun changed the rows")
+                # --force: extracted again, one extraction per file still
+                r = run(exe, "--model", model, "-o", uri, "--json", "--force", *dtype, clips)
+                check(json.loads(r.stdout)["done"] == 2, r.stdout)
+                check(pg_rows(pg, "vf_%s" % name) == rb, "--force changed the rows")
+                check(outcomes_pg(pg, "vf_%s" % name) == outcomes_sqlite(db), "after --force")
+
+            # info and similar read it, without the password
+            uri = "postgresql://postgres:%s@127.0.0.1:%d/vf_f32" % (PASSWORD, pg.port)
+            db = os.path.join(tmp, "f32.db")
+            ia, ib = run(exe, "info", db), run(exe, "info", uri)
+            check(ib.returncode == 0 and PASSWORD not in ib.stdout + ib.stderr, ib.stderr)
+            def summary(text):  # the counts, and each extraction without its infer/s
+                lines = text.splitlines()
+                return [lines[1]] + [l.split()[:2] + l.split()[3:] for l in lines[3:]]
+            check(ib.stdout.startswith("database postgresql://postgres@127.0.0.1:") and
+                  summary(ia.stdout) == summary(ib.stdout),
+                  "info differs:\n%s\n%s" % (ia.stdout, ib.stdout))
+            clip = os.path.join(clips, "one_gop_12s.mp4")
+            qa = run(exe, "similar", db, "--video", clip, "--at", "2", "-k", "5", "--json")
+            qb = run(exe, "similar", uri, "--video", clip, "--at", "2", "-k", "5", "--json")
+            check(qa.returncode == 0 and qb.returncode == 0, qa.stderr + qb.stderr)
+            check(json.loads(qa.stdout) == json.loads(qb.stdout),
+                  "similar differs:\n%s\n%s" % (qa.stdout, qb.stdout))
+
+            # a server that is not there: one line naming it, exit 1, no password
+            gone = "postgresql://postgres:%s@127.0.0.1:%d/vf_f32" % (PASSWORD, pg.port)
+            pg.stop()
+            r = run(exe, "--model", model, "-o", gone, clip)
+            check(r.returncode == 1 and r.stderr.count("\n") == 1 and
+                  "127.0.0.1:%d" % pg.port in r.stderr and "cannot connect" in r.stderr and
+                  PASSWORD not in r.stderr, "unreachable: exit %d: %r" % (r.returncode, r.stderr))
+        print("postgresql: rows equal SQLite's bit for bit (f32, f16), rerun, --force, info, "
+              "similar, unreachable server, password never shown")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,12 +7,17 @@
   tests/data/bad/NAME.onnx      malformed or unsupported models, each with the status and message
                                 fragment the loader must report (tests/data/bad/EXPECTED.tsv);
                                 they also seed the fuzz corpus
-  models/tiny_cnn.onnx          a few-KB CNN for the CLI tests and the quick start
+  models/tiny_cnn.onnx          a few-KB CNN for the CLI tests and the quick start; not
+                                committed: the build makes it (--tiny), the same bytes each time
+                                (seeded, and PyTorch's CPU generator is stable), so that
+                                tests/golden/tiny_cnn.txt stays its golden
 
-usage: /usr/bin/python3 scripts/make_test_models.py
+usage: /usr/bin/python3 scripts/make_test_models.py            everything above
+       /usr/bin/python3 scripts/make_test_models.py --tiny OUT  the tiny CNN alone, into OUT
 """
 import os
 import struct
+import sys
 
 import numpy as np
 import onnx
@@ -33,9 +38,9 @@ def seeded(seed):
     return np.random.default_rng(seed)
 
 
-def write_golden(name, x, y):
+def write_golden(name, x, y, golden_dir=GOLD):
     """Text: 'shape d0 d1 ...' then the values (%.9g), for the input and the expected output."""
-    with open(os.path.join(GOLD, name + ".txt"), "w") as f:
+    with open(os.path.join(golden_dir, name + ".txt"), "w") as f:
         for arr in (x, y):
             arr = np.asarray(arr, np.float32)
             f.write("shape %s\n" % " ".join(str(d) for d in arr.shape))
@@ -57,20 +62,31 @@ def randomize(m, seed):
                 mod.running_var.uniform_(0.5, 1.5, generator=g)
 
 
-def export(name, module, shape, seed, dynamic=True, opset=13, nhwc=False):
+def export(name, module, shape, seed, dynamic=True, opset=13, nhwc=False, path=None,
+           golden_dir=GOLD):
+    """The model into path (default tests/data/ops/NAME.onnx, replaced whole), its golden into
+    golden_dir (None: none)."""
     seeded(seed)
     randomize(module, seed)
     module.eval()
     x = torch.randn(BATCH, *shape)
-    path = os.path.join(OPS, name + ".onnx")
+    final = path or os.path.join(OPS, name + ".onnx")
+    path = final + ".tmp"
     axes = {"input": {0: "N"}, "output": {0: "N"}} if dynamic else None
     with torch.no_grad():
         # A fixed-batch export is evaluated image by image, as it was written for batch 1.
         y = module(x) if dynamic else torch.cat([module(x[i:i + 1]) for i in range(BATCH)])
         torch.onnx.export(module, x if dynamic else x[:1], path, opset_version=opset,
                           input_names=["input"], output_names=["output"], dynamic_axes=axes)
+    os.replace(path, final)
     # vidfeat's engine input is always planar NCHW; an NHWC model gets its transpose inside.
-    write_golden(name, (x.permute(0, 3, 1, 2) if nhwc else x).numpy(), y.numpy())
+    if golden_dir:
+        write_golden(name, (x.permute(0, 3, 1, 2) if nhwc else x).numpy(), y.numpy(), golden_dir)
+
+
+def tiny_cnn(path, golden_dir=None):
+    torch.manual_seed(1)  # the default initialisation draws the weights: seeded, same bytes
+    export("tiny_cnn", TinyCnn(), (3, 32, 32), 1, path=path, golden_dir=golden_dir)
 
 
 # ---- operator cases ---------------------------------------------------------------------------
@@ -443,9 +459,7 @@ def bad_models():
 def main():
     for d in (OPS, GOLD, BAD):
         os.makedirs(d, exist_ok=True)
-    export("tiny_cnn", TinyCnn(), (3, 32, 32), 1)
-    os.replace(os.path.join(OPS, "tiny_cnn.onnx"), os.path.join(ROOT, "models", "tiny_cnn.onnx"))
-    os.replace(os.path.join(GOLD, "tiny_cnn.txt"), os.path.join(GOLD, "..", "tiny_cnn.txt"))
+    tiny_cnn(os.path.join(ROOT, "models", "tiny_cnn.onnx"), os.path.join(GOLD, ".."))
     export("conv_relu", ConvRelu(), (3, 7, 7), 2)
     export("conv_grouped", ConvGrouped(), (4, 11, 11), 3)
     export("depthwise_relu6", Depthwise(), (8, 6, 6), 4)
@@ -471,4 +485,9 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--tiny":
+        tiny_cnn(sys.argv[2])
+    elif len(sys.argv) == 1:
+        main()
+    else:
+        sys.exit(__doc__)

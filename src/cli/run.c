@@ -171,7 +171,7 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
     vf_model_info info;
     vf_pipeline_info(p, &info);
     char db[1024]; /* the database as it may be shown: no password */
-    vfi_store_display(c->cfg.db_path ? c->cfg.db_path : "", db, sizeof(db));
+    vfi_store_display(c->cfg.db_path, db, sizeof(db)); /* "" without one (calibrate) */
     if (c->calibrate && !info.int8_scales) {
         fprintf(stderr, "vidfeat: calibrate: %s\n",
                 info.calibration_frames || r.frames ? "the scales could not be saved (see above)"

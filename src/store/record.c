@@ -3,6 +3,7 @@
  */
 #include "store/record.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -101,6 +102,11 @@ void vfi_record_content_hash(const char *path, int64_t size, char out[32])
         fclose(f);
     }
     snprintf(out, 32, "fnv64:%016llx", (unsigned long long)h);
+}
+
+int vfi_record_measured(double rate)
+{
+    return rate > 0 && isfinite(rate);
 }
 
 vf_status vfi_record_is_done(vf_store *s, const vf_record_file *f, const struct stat *st,

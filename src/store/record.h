@@ -47,6 +47,10 @@ double vfi_record_mtime(const struct stat *st);
  * called on a pipe, whose bytes belong to the decoder. */
 void vfi_record_content_hash(const char *path, int64_t size, char out[32]);
 
+/* Is a stage rate worth storing? A rate is frames/s when measured (> 0 and finite); anything
+ * else means "not measured" and is stored as NULL. */
+int vfi_record_measured(double rate);
+
 /* The resume rule: the file as it is now (st) is done when the store has a finished extraction
  * of it by model_id with this sampling, computed in this precision, recorded under its
  * absolute name or (databases written before names were absolute) under the path as given. */

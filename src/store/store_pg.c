@@ -22,15 +22,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <libpq-fe.h>
 
+#include "core/clock.h"
 #include "core/half.h"
 #include "core/mem.h"
 #include "core/path.h"
 #include "store/rank.h"
+#include "store/record.h"
 
 #define PG_SCHEMA_VERSION 2
 #define ADVISORY_KEY      "7419030817" /* any constant: the schema's lock */
@@ -256,14 +257,6 @@ fail:
     return rc;
 }
 
-static void now_iso(char *buf, size_t size)
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static vf_status pg_model(vf_store *store, const vf_store_model *m, int64_t *model_id, vf_err *err)
 {
     pg_store *s = (pg_store *)store;
@@ -323,7 +316,7 @@ static vf_status pg_begin(vf_store *store, const vf_store_video *v, int64_t mode
     snprintf(rate, sizeof(rate), "%.17g", v->frame_rate);
     snprintf(model, sizeof(model), "%lld", (long long)model_id);
     snprintf(batch, sizeof(batch), "%d", run->batch_size);
-    now_iso(now, sizeof(now));
+    vfi_now_iso(now, sizeof(now));
     const char *pv[] = {v->path, size,   mtime,    v->content_hash, duration,
                         width,   height, rotation, v->codec,        rate};
     PGresult *res = NULL;
@@ -443,7 +436,7 @@ static vf_status pg_batch(vf_store *store, int64_t ext_id, int n, int dim, int f
 /* A measured rate as text, or NULL for "not measured". */
 static const char *rate_text(double v, char *buf, size_t size)
 {
-    if (!(v > 0 && isfinite(v)))
+    if (!vfi_record_measured(v))
         return NULL;
     snprintf(buf, size, "%.17g", v);
     return buf;
@@ -455,7 +448,7 @@ static vf_status pg_finish(vf_store *store, int64_t ext_id, int ok, const char *
     pg_store *s = (pg_store *)store;
     char id[24], now[32], rates[4][40];
     snprintf(id, sizeof(id), "%lld", (long long)ext_id);
-    now_iso(now, sizeof(now));
+    vfi_now_iso(now, sizeof(now));
     const char *p[8] = {id, ok ? "done" : "failed", error && *error ? error : NULL, now};
     for (int i = 0; i < 4; i++)
         p[4 + i] = rate_text(stage_fps ? stage_fps[i] : 0.0, rates[i], sizeof(rates[i]));
@@ -472,7 +465,7 @@ static vf_status pg_add_run(vf_store *store, const vf_run_record *r, const char 
 {
     pg_store *s = (pg_store *)store;
     char when[32], host[256] = "", batch[16], threads[16], frames[24], rates[6][40];
-    now_iso(when, sizeof(when));
+    vfi_now_iso(when, sizeof(when));
     if (gethostname(host, sizeof(host) - 1) != 0)
         host[0] = '\0';
     snprintf(batch, sizeof(batch), "%d", r->batch_size);

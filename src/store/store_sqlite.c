@@ -12,17 +12,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
 
+#include "core/clock.h"
 #include "core/half.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/status.h"
 #include "core/path.h"
 #include "store/rank.h"
+#include "store/record.h"
 
 typedef struct sq_store {
     vf_store base; /* first: what the interface hands around */
@@ -477,14 +478,6 @@ fail:
     return rc;
 }
 
-static void now_iso(char *buf, size_t size)
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static vf_status sq_model(vf_store *store, const vf_store_model *m, int64_t *model_id, vf_err *err)
 {
     sq_store *s = (sq_store *)store;
@@ -550,7 +543,7 @@ static vf_status sq_begin(vf_store *store, const vf_store_video *v, int64_t mode
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
     char now[32];
-    now_iso(now, sizeof(now));
+    vfi_now_iso(now, sizeof(now));
     if ((rc = exec(s, "BEGIN IMMEDIATE", err)) < 0)
         return rc;
     CHECK_SQL(sqlite3_prepare_v2(
@@ -686,7 +679,7 @@ static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
 /* A measured rate, or NULL for "not measured" (0, negative or not finite). */
 static void bind_rate(sqlite3_stmt *st, int i, double v)
 {
-    if (v > 0 && isfinite(v))
+    if (vfi_record_measured(v))
         sqlite3_bind_double(st, i, v);
     else
         sqlite3_bind_null(st, i);
@@ -699,7 +692,7 @@ static vf_status sq_finish(vf_store *store, int64_t ext_id, int ok, const char *
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
     char now[32];
-    now_iso(now, sizeof(now));
+    vfi_now_iso(now, sizeof(now));
     /* The count comes from the rows actually written, so "done" always matches them. */
     CHECK_SQL(sqlite3_prepare_v2(
                   s->db,
@@ -733,7 +726,7 @@ static vf_status sq_add_run(vf_store *store, const vf_run_record *r, const char 
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
     char when[32], host[256] = "";
-    now_iso(when, sizeof(when));
+    vfi_now_iso(when, sizeof(when));
     if (gethostname(host, sizeof(host) - 1) != 0)
         host[0] = '\0';
     CHECK_SQL(sqlite3_prepare_v2(s->db,

@@ -1080,7 +1080,8 @@ vf_status vf_pipeline_run(vf_pipeline *p, const char *const *paths, int n_paths,
     pthread_mutex_unlock(&p->lock);
     vf_source *src = NULL;
     vf_source_check check = p->store && !p->cfg.force ? check_done : NULL;
-    vf_status rc = vfi_list_source_create(paths, n_paths, check, p, &src, &p->err);
+    vf_status rc =
+        vfi_list_source_create(paths, n_paths, p->store != NULL, check, p, &src, &p->err);
     if (rc >= 0 && atomic_load(&p->cancel))
         rc = VF_ERR_CANCELLED;
     if (rc >= 0)

@@ -48,10 +48,11 @@ struct vf_source {
 typedef vf_status (*vf_source_check)(void *user, vf_work *w, vf_err *err);
 
 /* A source over paths[0..n) (borrowed: they must outlive it), handing them out in order, each
- * once. Each item is named (record.h) when the source is made - the current directory of the
- * run's start - and checked with check (NULL: none) in the calling thread. */
-vf_status vfi_list_source_create(const char *const *paths, int n, vf_source_check check, void *user,
-                                 vf_source **out, vf_err *err);
+ * once. With named, each item gets the name it is recorded under (record.h) when the source is
+ * made - the current directory of the run's start; without, id.name stays NULL (nothing is
+ * recorded). Each is checked with check (NULL: none) in the calling thread. */
+vf_status vfi_list_source_create(const char *const *paths, int n, int named, vf_source_check check,
+                                 void *user, vf_source **out, vf_err *err);
 
 /* Accepts NULL and *ps == NULL; sets *ps to NULL. */
 void vfi_source_free(vf_source **ps);

@@ -51,8 +51,8 @@ static void list_free(vf_source *src)
 
 static const vf_source_ops list_ops = {list_next, list_done, list_failed, list_free};
 
-vf_status vfi_list_source_create(const char *const *paths, int n, vf_source_check check, void *user,
-                                 vf_source **out, vf_err *err)
+vf_status vfi_list_source_create(const char *const *paths, int n, int named, vf_source_check check,
+                                 void *user, vf_source **out, vf_err *err)
 {
     *out = NULL;
     list_source *l = vfi_calloc(1, sizeof(*l));
@@ -66,11 +66,11 @@ vf_status vfi_list_source_create(const char *const *paths, int n, vf_source_chec
     for (; l->n < n && rc >= 0; l->n++) {
         vf_work *w = &l->items[l->n];
         w->index = l->n;
-        if (vfi_record_file_init(&w->id, paths[l->n]) < 0) {
+        w->path = w->id.path = paths[l->n];
+        if (named && vfi_record_file_init(&w->id, paths[l->n]) < 0) {
             rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
             break;
         }
-        w->path = paths[l->n];
         if (check)
             rc = check(user, w, err);
     }

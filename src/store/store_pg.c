@@ -39,7 +39,8 @@
 typedef struct pg_store {
     vf_store base; /* first: what the interface hands around */
     PGconn *conn;
-    char *name; /* the URI without the password: for messages */
+    char *name;  /* the URI without the password: for messages */
+    int version; /* the database's schema version (0 before it is made) */
 } pg_store;
 
 static const char *const schema =
@@ -222,36 +223,35 @@ static vf_status pg_open(const char *uri, vf_store_mode mode, vf_store **out, vf
         goto fail;
     }
     TRY(exec(s, "SET client_min_messages = warning", "setting up", err));
-    int version = 0;
     if (mode == VF_STORE_WRITE) {
         TRY(exec(s, "BEGIN", "starting a transaction", err));
         TRY(exec(s, "SELECT pg_advisory_xact_lock(" ADVISORY_KEY ")", "locking the schema", err));
     }
-    TRY(schema_version(s, &version, err));
-    if (version > PG_SCHEMA_VERSION) {
+    TRY(schema_version(s, &s->version, err));
+    if (s->version > PG_SCHEMA_VERSION) {
         rc = vfi_fail(err, VF_ERR_STORE,
                       "%s: schema version %d is newer than this vidfeat's %d (upgrade vidfeat)",
-                      s->name, version, PG_SCHEMA_VERSION);
+                      s->name, s->version, PG_SCHEMA_VERSION);
         goto fail;
     }
-    if (mode == VF_STORE_READ) {
-        if (version == 0)
-            rc = vfi_fail(err, VF_ERR_STORE, "%s: not a vidfeat database", s->name);
-        goto done;
+    if (mode == VF_STORE_READ && s->version == 0) {
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: not a vidfeat database", s->name);
+        goto fail;
     }
-    if (version == 0)
-        TRY(exec(s, schema, "creating the tables", err));
-    /* version 1 never existed here: the PostgreSQL store began at schema 2 */
-    TRY(exec(s, "COMMIT", "creating the tables", err));
-    TRY(exec(s,
-             "CREATE TEMP TABLE batch_in (seq bigserial, extraction_id bigint, frame_index bigint,"
-             " pts bigint, t double precision, vec real[])",
-             "preparing", err));
-done:
-    if (rc >= 0) {
-        *out = &s->base;
-        return VF_OK;
+    if (mode == VF_STORE_WRITE) {
+        /* version 1 never existed here: the PostgreSQL store began at schema 2 */
+        if (s->version == 0) {
+            TRY(exec(s, schema, "creating the tables", err));
+            s->version = PG_SCHEMA_VERSION;
+        }
+        TRY(exec(s, "COMMIT", "creating the tables", err));
+        TRY(exec(s,
+                 "CREATE TEMP TABLE batch_in (seq bigserial, extraction_id bigint,"
+                 " frame_index bigint, pts bigint, t double precision, vec real[])",
+                 "preparing", err));
     }
+    *out = &s->base;
+    return VF_OK;
 fail:
     pg_close(&s->base);
     return rc;
@@ -674,8 +674,8 @@ static vf_status pg_describe(const char *uri, vf_store_line_fn line, void *user,
     char buf[1024];
     PGresult *res = NULL;
     int v = PQserverVersion(s->conn);
-    snprintf(buf, sizeof(buf), "database %s (schema %d, PostgreSQL %d.%d)", s->name,
-             PG_SCHEMA_VERSION, v / 10000, v % 10000);
+    snprintf(buf, sizeof(buf), "database %s (schema %d, PostgreSQL %d.%d)", s->name, s->version,
+             v / 10000, v % 10000);
     line(user, buf);
     TRY(query(s,
               "SELECT (SELECT count(*) FROM videos), (SELECT count(*) FROM models),"

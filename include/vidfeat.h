@@ -51,6 +51,7 @@ typedef enum vf_status {
     VF_ERR_STORE = -10,      /**< the database failed */
     VF_ERR_CANCELLED = -11,  /**< cancelled by the caller or by a failing stage */
     VF_ERR_INTERNAL = -12,   /**< a vidfeat bug: an invariant did not hold */
+    VF_ERR_LEASE = -13,      /**< the file's lease ran out and another worker has it now */
 } vf_status;
 
 /** Numeric precision the network runs in. */
@@ -155,6 +156,18 @@ typedef struct vf_config {
      *  database together and in order; the vectors do not depend on it. 0 = automatic: 1 when
      *  the network runs on the CPU, 4 when it runs on a GPU (never more than there are files). */
     int decoders;
+
+    /* ---- many workers on one database (appended in 0.1) ---- */
+    /** Record files by their path relative to this directory instead of their absolute path,
+     *  so that machines mounting an archive at different places agree on each file. A file
+     *  outside it fails. NULL: absolute paths. */
+    const char *root;
+    /** A worker holds each file it claims from the database for this many seconds, renewed
+     *  while it works; when the worker dies the file is claimed again after that. Default 60. */
+    double lease_s;
+    /** A file whose worker died this many times in a row is marked failed instead of being
+     *  claimed again. Default 3. */
+    int max_attempts;
 } vf_config;
 
 /** An opened model: the network compiled for one backend, batch size and precision. */
@@ -274,7 +287,10 @@ typedef struct vf_run_hooks {
 VF_API vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out);
 /**
  * Extract every file in paths. A file that cannot be read or decoded is reported through
- * hooks->file_done (and recorded as failed in the database) and the run goes on.
+ * hooks->file_done (and recorded as failed in the database) and the run goes on. With a
+ * database, each file is claimed before it is extracted, so several processes (on one machine
+ * with SQLite, on many with PostgreSQL) given the same files share them, each extracted once;
+ * the files others extracted are reported skipped.
  * @return VF_OK when every file was attempted (check the results for failures);
  *         VF_ERR_CANCELLED after vf_pipeline_cancel() or a hook asked to stop (vectors already
  *         written stay; unfinished extractions are never marked done); VF_ERR_STORE or
@@ -282,6 +298,14 @@ VF_API vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out);
  */
 VF_API vf_status vf_pipeline_run(vf_pipeline *p, const char *const *paths, int n_paths,
                                  const vf_run_hooks *hooks);
+/**
+ * Work through every file queued in the database (vf_db_enqueue) that is not done for this
+ * pipeline's model, layer and sampling, claiming one at a time, side by side with any number of
+ * other workers on this or other machines (cfg.lease_s, cfg.max_attempts). Returns when nothing
+ * is left and no other worker holds a file. Needs cfg.db_path; results as vf_pipeline_run
+ * (file_done's file is the item's number in this run).
+ */
+VF_API vf_status vf_pipeline_run_queue(vf_pipeline *p, const vf_run_hooks *hooks);
 /** Ask a running vf_pipeline_run() to stop soon (within one network layer). Any thread; not
  *  async-signal-safe (call it from a normal thread, not a signal handler). */
 VF_API void vf_pipeline_cancel(vf_pipeline *p);
@@ -290,6 +314,13 @@ VF_API vf_status vf_pipeline_info(const vf_pipeline *p, vf_model_info *info);
 /** The last error's text; "" if none. Borrowed. */
 VF_API const char *vf_pipeline_errmsg(const vf_pipeline *p);
 VF_API void vf_pipeline_free(vf_pipeline **pp);
+
+/** Register files (or directories' media files, as the command line finds them: the caller
+ *  expands them) as work in the database, for workers started by vf_pipeline_run_queue; with
+ *  root, by their path relative to it. Files already queued are looked at again by the next
+ *  workers. Creates the database when missing. */
+VF_API vf_status vf_db_enqueue(const char *db_path, const char *root, const char *const *paths,
+                               int n_paths, char *errbuf, size_t errbuf_size);
 
 /** Describe what a database holds, one line of text per call of line() (no newline). Opens it
  *  read-only. VF_ERR_STORE when it is not a vidfeat database. */

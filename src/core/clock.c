@@ -19,3 +19,10 @@ void vfi_now_iso(char *buf, size_t size)
     gmtime_r(&t, &tm);
     strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
+
+double vfi_epoch_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

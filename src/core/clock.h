@@ -14,4 +14,8 @@ double vfi_now_s(void);
  * Any thread. */
 void vfi_now_iso(char *buf, size_t size);
 
+/* Seconds since the Unix epoch on the wall clock (CLOCK_REALTIME), as the SQLite store times
+ * leases with. Any thread. */
+double vfi_epoch_s(void);
+
 #endif /* VIDFEAT_CLOCK_H */

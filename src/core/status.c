@@ -38,6 +38,8 @@ const char *vf_status_str(vf_status s)
         return "cancelled";
     case VF_ERR_INTERNAL:
         return "internal error";
+    case VF_ERR_LEASE:
+        return "lease lost to another worker";
     }
     return "unknown status";
 }

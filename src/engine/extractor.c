@@ -49,6 +49,8 @@ vf_config vf_config_default(void)
     c.precision = VF_PRECISION_F32;
     c.batch_size = 32;
     c.stall_timeout = 60.0;
+    c.lease_s = 60.0;
+    c.max_attempts = 3;
     return c;
 }
 

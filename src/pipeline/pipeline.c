@@ -69,7 +69,9 @@
 #define MAX_MARKS           32
 #define DEFAULT_QUEUE_DEPTH 2
 
-enum item_kind { ITEM_FRAME, ITEM_BATCH, ITEM_BEGIN, ITEM_END, ITEM_SKIP };
+/* ITEM_FLUSH: a lane's decoder will wait (for other workers' files): what its convert thread
+ * has batched goes on now, so that the files it holds can finish meanwhile. */
+enum item_kind { ITEM_FRAME, ITEM_BATCH, ITEM_BEGIN, ITEM_END, ITEM_SKIP, ITEM_FLUSH };
 
 typedef struct item {
     enum item_kind kind;
@@ -147,6 +149,7 @@ typedef struct lane {
 struct vf_pipeline {
     vf_config cfg;
     char *db_path;
+    char *root; /* cfg.root's absolute form (record.h), or NULL */
     vf_extractor *ex;
     vf_model_info info;
     vf_store *store;
@@ -401,17 +404,34 @@ static void *decode_thread(void *arg)
     lane *ln = arg;
     vf_pipeline *p = ln->p;
     lower_priority();
+    int flushed = 0; /* a flush was sent since the last item */
     while (!atomic_load(&p->cancel)) {
         vf_work *w;
         vf_err err = {VF_OK, ""};
         vf_status rc = p->source->ops->next(p->source, &w, &err);
         if (rc == VF_EOF)
             break;
+        if (rc == VF_SOURCE_WAIT) { /* nothing yet: let this lane's batch go, ask again soon */
+            if (!flushed) {
+                event_item *e = new_event(p, ITEM_FLUSH, NULL);
+                if (!e) {
+                    stop(p, VF_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                if (!push_or_stop(ln->q_frames, e))
+                    break;
+                flushed = 1;
+            }
+            for (int i = 0; i < 5 && !atomic_load(&p->cancel); i++)
+                nanosleep(&(struct timespec){0, 50000000L}, NULL);
+            continue;
+        }
+        flushed = 0;
         if (rc < 0) {
             stop(p, rc, err.msg);
             break;
         }
-        if (w->skip) {
+        if (w->skip || w->fail) {
             event_item *e = new_event(p, ITEM_SKIP, w);
             if (!e) {
                 stop(p, VF_ERR_NOMEM, "out of memory");
@@ -602,6 +622,17 @@ static void *convert_thread(void *arg)
         if (rc < 0)
             return NULL;
         item *h = it;
+        if (h->kind == ITEM_FLUSH) {
+            free_event(p, it);
+            if (b && (!wait_converted(p, b) || !settle(p, b, &busy, &conv_err)))
+                return NULL;
+            if (b && (b->n || b->n_marks)) {
+                if (vfi_queue_push(p->q_batches, b) < 0)
+                    return NULL;
+                b = NULL;
+            }
+            continue;
+        }
         if (!current_batch(ln, &b)) {
             if (h->kind == ITEM_FRAME)
                 vfi_frame_release(&((frame_item *)it)->f);
@@ -718,6 +749,8 @@ static void *infer_thread(void *arg)
 typedef struct file_state {
     vf_work *work;  /* the file, from its BEGIN to its END; NULL between files */
     int64_t ext_id; /* 0: nothing recorded yet */
+    int lost;       /* its lease went to another worker: nothing more is written for it */
+    char lost_msg[VF_ERRMSG_SIZE];
     int64_t frames;
     double store_s;
     vf_video_meta meta;
@@ -729,10 +762,16 @@ static void report(vf_pipeline *p, const event_item *e, const file_state *fs, in
         return;
     vf_file_result r;
     memset(&r, 0, sizeof(r));
-    r.path = e->hdr.work->path;
+    const vf_work *w = e->hdr.work;
+    r.path = w->path;
     r.status = skipped ? VF_OK : e->status;
     r.skipped = skipped;
     r.error = skipped ? "" : e->error;
+    if (skipped && w->fail) { /* failed where it was claimed (or could not be named) */
+        r.status = VF_ERR_IO;
+        r.skipped = 0;
+        r.error = w->fail;
+    }
     r.frames = fs->frames;
     r.seconds = skipped ? 0.0 : vfi_now_s() - e->t_open;
     double n = (double)fs->frames;
@@ -746,6 +785,12 @@ static void report(vf_pipeline *p, const event_item *e, const file_state *fs, in
     r.codec = e->meta.codec;
     r.hwdec = e->meta.hwdec;
     p->hooks->file_done(p->hooks->user, e->hdr.work->index, &r);
+}
+
+/* The lease that fences a file's writes, or NULL when it was not claimed. */
+static const vf_store_lease *fence_of(const vf_work *w)
+{
+    return w->lease.id ? &w->lease : NULL;
 }
 
 static vf_status store_begin(vf_pipeline *p, const event_item *e, file_state *fs, vf_err *err)
@@ -764,13 +809,14 @@ static vf_status store_begin(vf_pipeline *p, const event_item *e, file_state *fs
                         m->codec,
                         m->frame_rate};
     vf_store_run run = {p->info.backend, vf_precision_str(p->info.precision), p->info.batch_size};
-    return vfi_store_begin(p->store, &v, p->model_id, p->sampling, &run, &fs->ext_id, err);
+    return vfi_store_begin(p->store, &v, p->model_id, p->sampling, &run, fence_of(e->hdr.work),
+                           &fs->ext_id, err);
 }
 
 /* Store rows [from, to) of b, which all belong to the file in fs; 1 to stop the run. */
 static int store_rows(vf_pipeline *p, batch_item *b, int from, int to, file_state *fs)
 {
-    if (to <= from)
+    if (to <= from || fs->lost)
         return 0;
     vf_err err = {VF_OK, ""};
     int dim = p->info.feature_dim;
@@ -778,10 +824,15 @@ static int store_rows(vf_pipeline *p, batch_item *b, int from, int to, file_stat
     double t0 = vfi_now_s();
     vf_status rc = VF_OK;
     if (p->store)
-        rc =
-            vfi_store_batch(p->store, fs->ext_id, to - from, dim, p->cfg.store_f16, b->index + from,
-                            b->pts + from, b->t + from, b->features + (size_t)from * dim, &err);
+        rc = vfi_store_batch(p->store, fs->ext_id, fence_of(w), to - from, dim, p->cfg.store_f16,
+                             b->index + from, b->pts + from, b->t + from,
+                             b->features + (size_t)from * dim, &err);
     fs->store_s += vfi_now_s() - t0;
+    if (rc == VF_ERR_LEASE) { /* another worker has the file now: drop it, go on */
+        fs->lost = 1;
+        snprintf(fs->lost_msg, sizeof(fs->lost_msg), "%s", err.msg);
+        return 0;
+    }
     if (rc < 0) {
         stop(p, rc, err.msg);
         return 1;
@@ -808,6 +859,16 @@ static int store_rows(vf_pipeline *p, batch_item *b, int from, int to, file_stat
     return halt;
 }
 
+/* A file whose lease went to another worker (fs->lost): told as dropped, nothing more recorded
+ * (the new holder replaces what was written). */
+static vf_status drop_file(vf_pipeline *p, event_item *e, file_state *fs, vf_err *err)
+{
+    e->status = VF_ERR_LEASE;
+    snprintf(e->error, sizeof(e->error), "%s", fs->lost_msg);
+    report(p, e, fs, 0);
+    return p->source->ops->failed(p->source, e->hdr.work, VF_ERR_LEASE, e->error, err);
+}
+
 /* Handle one per-file event; 1 to stop the run. */
 static int store_event(vf_pipeline *p, event_item *e, file_state *fs)
 {
@@ -819,23 +880,36 @@ static int store_event(vf_pipeline *p, event_item *e, file_state *fs)
         fs->meta = e->meta;
         rc = store_begin(p, e, fs, &err);
     } else if (e->hdr.kind == ITEM_END) {
-        if (p->store && fs->ext_id == 0) /* failed before it could start: record that */
+        if (p->store && fs->ext_id == 0 && !fs->lost) /* failed before it could start */
             rc = store_begin(p, e, fs, &err);
         double fps[4] = {e->decode_s > 0 ? e->decoded / e->decode_s : 0,
                          e->convert_s > 0 ? fs->frames / e->convert_s : 0,
                          e->infer_s > 0 ? fs->frames / e->infer_s : 0,
                          fs->store_s > 0 ? fs->frames / fs->store_s : 0};
-        if (rc >= 0 && p->store)
-            rc = vfi_store_finish(p->store, fs->ext_id, e->status >= 0, e->error, fps, &err);
-        if (rc >= 0)
-            report(p, e, fs, 0);
+        if (rc >= 0 && p->store && !fs->lost)
+            rc = vfi_store_finish(p->store, fs->ext_id, fence_of(e->hdr.work), e->status >= 0,
+                                  e->error, fps, &err);
+        if (rc == VF_ERR_LEASE) {
+            fs->lost = 1;
+            snprintf(fs->lost_msg, sizeof(fs->lost_msg), "%s", err.msg);
+            rc = VF_OK;
+        }
         vf_source *src = p->source;
-        if (rc >= 0)
+        if (rc >= 0 && fs->lost) {
+            rc = drop_file(p, e, fs, &err);
+        } else if (rc >= 0) {
+            report(p, e, fs, 0);
             rc = e->status >= 0 ? src->ops->done(src, e->hdr.work, &err)
                                 : src->ops->failed(src, e->hdr.work, e->status, e->error, &err);
+        }
         memset(fs, 0, sizeof(*fs));
     } else if (e->hdr.kind == ITEM_SKIP) {
         report(p, e, fs, 1);
+    }
+    if (rc == VF_ERR_LEASE && e->hdr.kind == ITEM_BEGIN) { /* taken over before it began */
+        fs->lost = 1;
+        snprintf(fs->lost_msg, sizeof(fs->lost_msg), "%s", err.msg);
+        rc = VF_OK;
     }
     free_event(p, e);
     if (rc < 0) {
@@ -881,8 +955,9 @@ static void *store_thread(void *arg)
         char why[VF_ERRMSG_SIZE];
         snprintf(why, sizeof(why), "%s", p->err.msg);
         pthread_mutex_unlock(&p->lock);
-        if (p->store && lanes[i].ext_id)
-            vfi_store_finish(p->store, lanes[i].ext_id, 0, why, NULL, &ignore);
+        /* unfenced: the extraction is marked failed, and the lease given back by the source */
+        if (p->store && lanes[i].ext_id && !lanes[i].lost)
+            vfi_store_finish(p->store, lanes[i].ext_id, NULL, 0, why, NULL, &ignore);
         p->source->ops->failed(p->source, lanes[i].work, VF_ERR_CANCELLED, why, &ignore);
     }
     return NULL;
@@ -1005,21 +1080,6 @@ static vf_status make_run(vf_pipeline *p)
     return VF_OK;
 }
 
-/* The resume rule, for the list source: is w already done (calling thread, before the store
- * thread owns the store)? A file that cannot be read is left to decoding to report. */
-static vf_status check_done(void *user, vf_work *w, vf_err *err)
-{
-    vf_pipeline *p = user;
-    struct stat st;
-    if (stat(w->path, &st) != 0)
-        return VF_OK;
-    int done = 0;
-    vf_status rc = vfi_record_is_done(p->store, &w->id, &st, p->model_id, p->sampling,
-                                      p->info.precision, &done, err);
-    w->skip = done;
-    return rc;
-}
-
 /* Run the stages over the files src hands out (see the top of this file). The run's state was
  * reset by the caller (a cancel since then stops it). */
 static vf_status run_source(vf_pipeline *p, vf_source *src, const vf_run_hooks *hooks)
@@ -1068,26 +1128,65 @@ static vf_status run_source(vf_pipeline *p, vf_source *src, const vf_run_hooks *
     return rc;
 }
 
-vf_status vf_pipeline_run(vf_pipeline *p, const char *const *paths, int n_paths,
-                          const vf_run_hooks *hooks)
+/* Reset the run's state (a cancel from now on stops the run). */
+static void start_run(vf_pipeline *p)
 {
-    if (!p || (!paths && n_paths) || n_paths < 0)
-        return VF_ERR_INVALID;
     pthread_mutex_lock(&p->lock);
     p->stop_reason = VF_OK;
     vfi_err_clear(&p->err);
     atomic_store(&p->cancel, 0);
     pthread_mutex_unlock(&p->lock);
+}
+
+/* Run the files of a lease source (paths NULL: the queue). */
+static vf_status run_leased(vf_pipeline *p, const char *const *paths, int n,
+                            const vf_run_hooks *hooks)
+{
+    vf_lease_opts o = {p->db_path,
+                       p->model_id,
+                       p->sampling,
+                       vf_precision_str(p->info.precision),
+                       p->root,
+                       p->cfg.lease_s,
+                       p->cfg.max_attempts,
+                       p->cfg.force,
+                       &p->cancel};
     vf_source *src = NULL;
-    vf_source_check check = p->store && !p->cfg.force ? check_done : NULL;
-    vf_status rc =
-        vfi_list_source_create(paths, n_paths, p->store != NULL, check, p, &src, &p->err);
+    vf_status rc = vfi_lease_source_create(&o, paths, n, &src, &p->err);
     if (rc >= 0 && atomic_load(&p->cancel))
         rc = VF_ERR_CANCELLED;
     if (rc >= 0)
         rc = run_source(p, src, hooks);
     vfi_source_free(&src);
     return rc;
+}
+
+vf_status vf_pipeline_run(vf_pipeline *p, const char *const *paths, int n_paths,
+                          const vf_run_hooks *hooks)
+{
+    if (!p || (!paths && n_paths) || n_paths < 0)
+        return VF_ERR_INVALID;
+    start_run(p);
+    if (p->store) /* claimed one by one: other workers may share the files */
+        return run_leased(p, paths ? paths : (const char *const[]){NULL}, n_paths, hooks);
+    vf_source *src = NULL;
+    vf_status rc = vfi_list_source_create(paths, n_paths, &src, &p->err);
+    if (rc >= 0 && atomic_load(&p->cancel))
+        rc = VF_ERR_CANCELLED;
+    if (rc >= 0)
+        rc = run_source(p, src, hooks);
+    vfi_source_free(&src);
+    return rc;
+}
+
+vf_status vf_pipeline_run_queue(vf_pipeline *p, const vf_run_hooks *hooks)
+{
+    if (!p)
+        return VF_ERR_INVALID;
+    start_run(p);
+    if (!p->store)
+        return vfi_fail(&p->err, VF_ERR_INVALID, "working through a queue needs a database");
+    return run_leased(p, NULL, 0, hooks);
 }
 
 /* ---- create / free ---------------------------------------------------------------------- */
@@ -1117,6 +1216,12 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
     if (cfg->db_path && !(p->db_path = vfi_strdup(cfg->db_path)))
         return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
     p->cfg.db_path = p->db_path;
+    if (cfg->root && !(p->root = vfi_record_root(cfg->root)))
+        return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
+    p->cfg.root = p->root;
+    if (!(cfg->lease_s >= 1.0 && cfg->lease_s <= 86400.0) || cfg->max_attempts < 1)
+        return vfi_fail(&p->err, VF_ERR_INVALID,
+                        "the lease must be 1 to 86400 seconds and max attempts at least 1");
     p->cfg.model = p->cfg.models_dir = p->cfg.layer = p->cfg.backend = NULL; /* not kept */
     p->cfg.hwdec = p->cfg.int8_scales = NULL;
     vfi_record_sampling(cfg, p->sampling, sizeof(p->sampling));
@@ -1215,6 +1320,7 @@ void vf_pipeline_free(vf_pipeline **pp)
     vf_extractor_free(&p->ex);
     vfi_hwdev_free(&p->hw);
     vfi_free(p->db_path);
+    vfi_free(p->root);
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->conv_lock);
     pthread_cond_destroy(&p->conv_done);

@@ -1,5 +1,6 @@
 /*
- * source_list.c - the static list of files a run is given, as a work source (source.h).
+ * source_list.c - the static list of files a run without a database is given, as a work source
+ * (source.h): nothing is recorded, so the items carry no names.
  */
 #include <stdatomic.h>
 
@@ -43,16 +44,13 @@ static vf_status list_failed(vf_source *src, vf_work *w, vf_status status, const
 static void list_free(vf_source *src)
 {
     list_source *l = (list_source *)src;
-    for (int i = 0; i < l->n; i++)
-        vfi_record_file_clear(&l->items[i].id);
     vfi_free(l->items);
     vfi_free(l);
 }
 
 static const vf_source_ops list_ops = {list_next, list_done, list_failed, list_free};
 
-vf_status vfi_list_source_create(const char *const *paths, int n, int named, vf_source_check check,
-                                 void *user, vf_source **out, vf_err *err)
+vf_status vfi_list_source_create(const char *const *paths, int n, vf_source **out, vf_err *err)
 {
     *out = NULL;
     list_source *l = vfi_calloc(1, sizeof(*l));
@@ -62,21 +60,10 @@ vf_status vfi_list_source_create(const char *const *paths, int n, int named, vf_
     }
     l->base = (vf_source){&list_ops, n};
     atomic_init(&l->next, 0);
-    vf_status rc = VF_OK;
-    for (; l->n < n && rc >= 0; l->n++) {
+    for (; l->n < n; l->n++) {
         vf_work *w = &l->items[l->n];
         w->index = l->n;
         w->path = w->id.path = paths[l->n];
-        if (named && vfi_record_file_init(&w->id, paths[l->n]) < 0) {
-            rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-            break;
-        }
-        if (check)
-            rc = check(user, w, err);
-    }
-    if (rc < 0) {
-        list_free(&l->base);
-        return rc;
     }
     *out = &l->base;
     return VF_OK;

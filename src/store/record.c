@@ -59,6 +59,42 @@ vf_status vfi_record_file_init(vf_record_file *f, const char *path)
     return VF_OK;
 }
 
+char *vfi_record_root(const char *root)
+{
+    char *abs = vfi_path_absolute(root);
+    size_t n = abs ? strlen(abs) : 0;
+    while (n > 1 && abs[n - 1] == '/')
+        abs[--n] = '\0';
+    return abs;
+}
+
+vf_status vfi_record_file_init_root(vf_record_file *f, const char *path, const char *root,
+                                    vf_err *err)
+{
+    vf_status rc = vfi_record_file_init(f, path);
+    if (rc < 0 || !root || !f->name)
+        return rc < 0 ? vfi_fail(err, rc, "out of memory") : VF_OK;
+    size_t n = strlen(root);
+    int top = n == 1; /* "/" */
+    if (strncmp(f->name, root, n) || (!top && f->name[n] != '/') || !f->name[n + !top]) {
+        vfi_record_file_clear(f);
+        return vfi_fail(err, VF_ERR_INVALID, "%s: not under --root %s", path, root);
+    }
+    memmove(f->name, f->name + n + !top, strlen(f->name + n + !top) + 1);
+    return VF_OK;
+}
+
+char *vfi_record_locate(const char *name, const char *root)
+{
+    if (!root || name[0] == '/')
+        return vfi_strdup(name);
+    size_t n = strlen(root) + strlen(name) + 2;
+    char *p = vfi_malloc(n);
+    if (p)
+        snprintf(p, n, "%s%s%s", root, strcmp(root, "/") ? "/" : "", name);
+    return p;
+}
+
 void vfi_record_file_clear(vf_record_file *f)
 {
     vfi_free(f->name);
@@ -107,18 +143,4 @@ void vfi_record_content_hash(const char *path, int64_t size, char out[32])
 int vfi_record_measured(double rate)
 {
     return rate > 0 && isfinite(rate);
-}
-
-vf_status vfi_record_is_done(vf_store *s, const vf_record_file *f, const struct stat *st,
-                             int64_t model_id, const char *sampling, vf_precision precision,
-                             int *done, vf_err *err)
-{
-    const char *prec = vf_precision_str(precision);
-    vf_store_file key = {vfi_record_name(f), st->st_size, vfi_record_mtime(st)};
-    vf_status rc = vfi_store_is_done(s, &key, model_id, sampling, prec, done, err);
-    if (rc >= 0 && !*done && strcmp(key.name, f->path)) {
-        key.name = f->path;
-        rc = vfi_store_is_done(s, &key, model_id, sampling, prec, done, err);
-    }
-    return rc;
 }

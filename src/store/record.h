@@ -35,6 +35,18 @@ typedef struct vf_record_file {
 
 /* name = the absolute form of path. VF_ERR_NOMEM only. */
 vf_status vfi_record_file_init(vf_record_file *f, const char *path);
+
+/* With root (an absolute directory, vfi_record_root): name = path relative to root, so that
+ * machines mounting an archive at different places record its files alike; without, as
+ * vfi_record_file_init. VF_ERR_INVALID (err names the file) when path is not under root. */
+vf_status vfi_record_file_init_root(vf_record_file *f, const char *path, const char *root,
+                                    vf_err *err);
+
+/* root's absolute form without a trailing slash, in a new string; NULL when out of memory. */
+char *vfi_record_root(const char *root);
+
+/* Where the file recorded as name is on this machine (root/name, or name), in a new string. */
+char *vfi_record_locate(const char *name, const char *root);
 void vfi_record_file_clear(vf_record_file *f);
 /* The name the file is recorded under. */
 const char *vfi_record_name(const vf_record_file *f);
@@ -51,11 +63,9 @@ void vfi_record_content_hash(const char *path, int64_t size, char out[32]);
  * else means "not measured" and is stored as NULL. */
 int vfi_record_measured(double rate);
 
-/* The resume rule: the file as it is now (st) is done when the store has a finished extraction
- * of it by model_id with this sampling, computed in this precision, recorded under its
- * absolute name or (databases written before names were absolute) under the path as given. */
-vf_status vfi_record_is_done(vf_store *s, const vf_record_file *f, const struct stat *st,
-                             int64_t model_id, const char *sampling, vf_precision precision,
-                             int *done, vf_err *err);
+/* The resume rule (applied by each store's vfi_store_offer, for a whole set of files at once):
+ * a file as it is now is done when the store has a finished extraction of it by the model with
+ * this sampling, computed in this precision, recorded under its name or (databases written
+ * before names were absolute) under the path as given, with the file's size and mtime. */
 
 #endif /* VIDFEAT_RECORD_H */

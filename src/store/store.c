@@ -18,23 +18,66 @@ vf_status vfi_store_is_done(vf_store *s, const vf_store_file *f, int64_t model_i
 }
 
 vf_status vfi_store_begin(vf_store *s, const vf_store_video *v, int64_t model_id,
-                          const char *sampling, const vf_store_run *run, int64_t *ext_id,
-                          vf_err *err)
+                          const char *sampling, const vf_store_run *run,
+                          const vf_store_lease *fence, int64_t *ext_id, vf_err *err)
 {
-    return s->ops->begin(s, v, model_id, sampling, run, ext_id, err);
+    return s->ops->begin(s, v, model_id, sampling, run, fence, ext_id, err);
 }
 
-vf_status vfi_store_batch(vf_store *s, int64_t ext_id, int n, int dim, int f16,
-                          const int64_t *frame_index, const int64_t *pts, const double *t,
+vf_status vfi_store_batch(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int n, int dim,
+                          int f16, const int64_t *frame_index, const int64_t *pts, const double *t,
                           const float *vecs, vf_err *err)
 {
-    return s->ops->batch(s, ext_id, n, dim, f16, frame_index, pts, t, vecs, err);
+    return s->ops->batch(s, ext_id, fence, n, dim, f16, frame_index, pts, t, vecs, err);
 }
 
-vf_status vfi_store_finish(vf_store *s, int64_t ext_id, int ok, const char *error,
-                           const double *stage_fps, vf_err *err)
+vf_status vfi_store_finish(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int ok,
+                           const char *error, const double *stage_fps, vf_err *err)
 {
-    return s->ops->finish(s, ext_id, ok, error, stage_fps, err);
+    return s->ops->finish(s, ext_id, fence, ok, error, stage_fps, err);
+}
+
+vf_status vfi_store_clock(vf_store *s, double *now, vf_err *err)
+{
+    return s->ops->clock(s, now, err);
+}
+
+vf_status vfi_store_enqueue(vf_store *s, const char *const *names, int n, vf_err *err)
+{
+    return n > 0 ? s->ops->enqueue(s, names, n, err) : VF_OK;
+}
+
+vf_status vfi_store_offer(vf_store *s, const vf_store_work *w, const vf_store_offer *files, int n,
+                          unsigned char *done, vf_err *err)
+{
+    return s->ops->offer(s, w, files, n, done, err);
+}
+
+vf_status vfi_store_claim(vf_store *s, const vf_store_work *w, vf_store_claim *c, vf_err *err)
+{
+    c->kind = VF_CLAIM_NONE;
+    c->lease = (vf_store_lease){0, 0};
+    c->index = -1;
+    c->name = NULL;
+    c->error[0] = '\0';
+    return s->ops->claim(s, w, c, err);
+}
+
+vf_status vfi_store_renew(vf_store *s, const vf_store_work *w, const int64_t *ids, int n,
+                          vf_err *err)
+{
+    return n > 0 ? s->ops->renew(s, w, ids, n, err) : VF_OK;
+}
+
+vf_status vfi_store_release(vf_store *s, const vf_store_lease *l, int done, vf_err *err)
+{
+    return s->ops->release(s, l, done, err);
+}
+
+vf_status vfi_store_work_states(vf_store *s, const vf_store_work *w, vf_store_state_fn fn,
+                                void *user, vf_err *err)
+{
+    return s->ops->work_states(s, w, fn, user, err);
 }
 
 vf_status vfi_store_add_run(vf_store *s, const vf_run_record *r, const char *version, vf_err *err)

@@ -16,6 +16,17 @@
  *               precision and batch it ran with, its frame count and stage rates
  *   feature     one vector of an extraction: frame index, pts, t (seconds)
  *   run         one benchmark result (vidfeat bench -o)
+ *   queue       a file registered as work (vidfeat enqueue), under the name it is recorded by
+ *   lease       a file's work for one model and sampling: pending | claimed (by an owner, until
+ *               a time, with a fencing token) | done | failed, the attempts that never ended
+ *
+ * Leased work: each worker works through a set of files (the inputs it was given, or every
+ * queued file), claiming one at a time. A claim is one transaction that takes a file nobody
+ * holds (or whose holder's lease ran out) and raises its token; the holder renews its leases
+ * while it works, and begin, batch and finish are each refused (VF_ERR_LEASE) unless the token
+ * is still the one it claimed with, so a worker that wakes up after its lease was taken over
+ * writes nothing. finish ends the lease in the same transaction as the extraction. A file whose
+ * holders died max_attempts times in a row is marked failed instead of claimed again.
  */
 #ifndef VIDFEAT_STORE_H
 #define VIDFEAT_STORE_H
@@ -94,6 +105,52 @@ typedef struct vf_run_record {
     double peak_rss_mb;
 } vf_run_record;
 
+/* A claim: which lease, and the token that fences its writes. */
+typedef struct vf_store_lease {
+    int64_t id, token;
+} vf_store_lease;
+
+/* One worker's work: the key its files are claimed under and how. */
+typedef struct vf_store_work {
+    int64_t model_id;
+    const char *sampling;
+    const char *precision; /* what "done" was computed in (the resume rule) */
+    const char *owner;     /* this worker (core/owner.h) */
+    double lease_s;        /* a claim lasts this long unless renewed */
+    int max_attempts;      /* claims in a row whose holder died before the file is failed */
+    int force;             /* claim files done or failed before `since` too, attempts or not */
+    /* the store's clock when the worker began (vfi_store_clock); files finished before it may
+     * be claimed again (they were found not done, or it is a rerun of failures), files finished
+     * by others since are not. < 0: never (queue workers: done and failed files stay so). */
+    double since;
+} vf_store_work;
+
+/* A worker's file as it is offered for work: its name, the name it was given (old databases:
+ * NULL when the same), and its size and mtime for the resume rule. */
+typedef struct vf_store_offer {
+    const char *name, *given;
+    int64_t size;
+    double mtime;
+} vf_store_offer;
+
+typedef enum vf_claim_kind {
+    VF_CLAIM_NONE,    /* nothing left to claim, and nobody else holds one of the set */
+    VF_CLAIM_WAIT,    /* nothing to claim now; other workers hold some of the set */
+    VF_CLAIM_OK,      /* claimed: lease, name and index are set */
+    VF_CLAIM_GAVE_UP, /* the file's holders died max_attempts times: now failed (error says so) */
+} vf_claim_kind;
+
+typedef struct vf_store_claim {
+    vf_claim_kind kind;
+    vf_store_lease lease;
+    int index;     /* its index in the offered set; -1 for a queue worker's set */
+    char *name;    /* the recorded name (vfi_free it) */
+    char error[256];
+} vf_store_claim;
+
+/* How a worker's file ended where the worker did not see it (vfi_store_work_states). */
+typedef void (*vf_store_state_fn)(void *user, int index, const char *state, const char *error);
+
 typedef void (*vf_store_line_fn)(void *user, const char *text);
 typedef void (*vf_store_model_fn)(void *user, int64_t id, const vf_store_model *m, int64_t vectors);
 typedef void (*vf_store_hit_fn)(void *user, const char *path, const vf_store_ref *ref,
@@ -115,13 +172,25 @@ struct vf_store_ops {
     vf_status (*is_done)(vf_store *s, const vf_store_file *f, int64_t model_id,
                          const char *sampling, const char *precision, int *done, vf_err *err);
     vf_status (*begin)(vf_store *s, const vf_store_video *v, int64_t model_id, const char *sampling,
-                       const vf_store_run *run, int64_t *ext_id, vf_err *err);
-    vf_status (*batch)(vf_store *s, int64_t ext_id, int n, int dim, int f16,
-                       const int64_t *frame_index, const int64_t *pts, const double *t,
+                       const vf_store_run *run, const vf_store_lease *fence, int64_t *ext_id,
+                       vf_err *err);
+    vf_status (*batch)(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int n, int dim,
+                       int f16, const int64_t *frame_index, const int64_t *pts, const double *t,
                        const float *vecs, vf_err *err);
-    vf_status (*finish)(vf_store *s, int64_t ext_id, int ok, const char *error,
-                        const double *stage_fps, vf_err *err);
+    vf_status (*finish)(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int ok,
+                        const char *error, const double *stage_fps, vf_err *err);
     vf_status (*add_run)(vf_store *s, const vf_run_record *r, const char *version, vf_err *err);
+
+    vf_status (*clock)(vf_store *s, double *now, vf_err *err);
+    vf_status (*enqueue)(vf_store *s, const char *const *names, int n, vf_err *err);
+    vf_status (*offer)(vf_store *s, const vf_store_work *w, const vf_store_offer *files, int n,
+                       unsigned char *done, vf_err *err);
+    vf_status (*claim)(vf_store *s, const vf_store_work *w, vf_store_claim *c, vf_err *err);
+    vf_status (*renew)(vf_store *s, const vf_store_work *w, const int64_t *ids, int n,
+                       vf_err *err);
+    vf_status (*release)(vf_store *s, const vf_store_lease *l, int done, vf_err *err);
+    vf_status (*work_states)(vf_store *s, const vf_store_work *w, vf_store_state_fn fn, void *user,
+                             vf_err *err);
 
     vf_status (*models)(vf_store *s, vf_store_model_fn row, void *user, vf_err *err);
     vf_status (*vector_at)(vf_store *s, int64_t model_id, int f16, const char *path, double t,
@@ -159,24 +228,59 @@ vf_status vfi_store_is_done(vf_store *s, const vf_store_file *f, int64_t model_i
                             const char *sampling, const char *precision, int *done, vf_err *err);
 
 /* Record the video and start its extraction (status running), replacing any earlier unfinished
- * or forced one with its features. */
+ * or forced one with its features. fence: the lease the file is held by (NULL: not leased);
+ * VF_ERR_LEASE, with nothing written, when it is no longer this worker's. */
 vf_status vfi_store_begin(vf_store *s, const vf_store_video *v, int64_t model_id,
-                          const char *sampling, const vf_store_run *run, int64_t *ext_id,
-                          vf_err *err);
+                          const char *sampling, const vf_store_run *run,
+                          const vf_store_lease *fence, int64_t *ext_id, vf_err *err);
 
-/* Write n vectors of dim floats in one transaction. */
-vf_status vfi_store_batch(vf_store *s, int64_t ext_id, int n, int dim, int f16,
-                          const int64_t *frame_index, const int64_t *pts, const double *t,
+/* Write n vectors of dim floats in one transaction (fenced as begin). */
+vf_status vfi_store_batch(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int n, int dim,
+                          int f16, const int64_t *frame_index, const int64_t *pts, const double *t,
                           const float *vecs, vf_err *err);
 
 /* Mark the extraction done (ok) or failed (with error) with its stage rates (decode, convert,
  * infer, store frames/s; may be NULL). The frame count is taken from the committed rows in the
- * same step, so "done" always matches them. */
-vf_status vfi_store_finish(vf_store *s, int64_t ext_id, int ok, const char *error,
-                           const double *stage_fps, vf_err *err);
+ * same step, so "done" always matches them. Fenced as begin; the lease ends done or failed in
+ * the same transaction. */
+vf_status vfi_store_finish(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int ok,
+                           const char *error, const double *stage_fps, vf_err *err);
 
 /* Append one benchmark result, with the time, host name and vidfeat version. */
 vf_status vfi_store_add_run(vf_store *s, const vf_run_record *r, const char *version, vf_err *err);
+
+/* ---- leased work (see the top of this file) ---- */
+
+/* The store's clock in seconds since the epoch: the server's for a server (every machine's
+ * leases are timed by one clock), this machine's for a file. */
+vf_status vfi_store_clock(vf_store *s, double *now, vf_err *err);
+
+/* Register files as work (their recorded names) for any model; files already registered have
+ * their leases made pending again, so that queue workers look at them once more. */
+vf_status vfi_store_enqueue(vf_store *s, const char *const *names, int n, vf_err *err);
+
+/* Make files[0..n) this connection's set to claim from (files NULL: every queued file). Unless
+ * w->force, files done by the resume rule are marked in done[] (may be NULL with files NULL)
+ * and left out. Each file of the set gets its lease row (pending) if it has none. */
+vf_status vfi_store_offer(vf_store *s, const vf_store_work *w, const vf_store_offer *files, int n,
+                          unsigned char *done, vf_err *err);
+
+/* Claim the first claimable file of the set, in its order (see vf_claim_kind). Holders on this
+ * machine that are gone (core/owner.h) lose their leases at once. */
+vf_status vfi_store_claim(vf_store *s, const vf_store_work *w, vf_store_claim *c, vf_err *err);
+
+/* Extend the leases ids[0..n) this worker holds by w->lease_s from now. */
+vf_status vfi_store_renew(vf_store *s, const vf_store_work *w, const int64_t *ids, int n,
+                          vf_err *err);
+
+/* End a claim without an extraction: done (the file was found done already), or given back
+ * pending as if never claimed (a run stopped before finishing it). Nothing happens when the
+ * lease has moved on. */
+vf_status vfi_store_release(vf_store *s, const vf_store_lease *l, int done, vf_err *err);
+
+/* The state ("pending", "claimed", "done", "failed") and error of each file of the set. */
+vf_status vfi_store_work_states(vf_store *s, const vf_store_work *w, vf_store_state_fn fn,
+                                void *user, vf_err *err);
 
 /* Each model row that has vectors, with how many (m's strings are borrowed for the call). */
 vf_status vfi_store_models(vf_store *s, vf_store_model_fn row, void *user, vf_err *err);

@@ -12,6 +12,12 @@
  * lock so that workers starting together do not race. A batch is one transaction: COPY into a
  * temporary table, then one INSERT (a frame written twice keeps its last vector, as in SQLite).
  *
+ * Leased work (store.h): queue and leases as in SQLite, timed by the server's clock (every
+ * machine's workers agree on when a lease runs out); a claim takes its row FOR UPDATE SKIP LOCKED,
+ * and a write checks its fence FOR SHARE, so a claim and a fenced write of one file never
+ * interleave. A connection lost (a server restart) is made again with backoff for up to
+ * RECONNECT_S seconds and the call repeated; every call is safe to repeat.
+ *
  * The database is named in messages by its URI without the password (and without any option
  * that may carry one).
  */
@@ -22,26 +28,39 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <libpq-fe.h>
 
 #include "core/clock.h"
 #include "core/half.h"
+#include "core/log.h"
 #include "core/mem.h"
+#include "core/owner.h"
 #include "core/path.h"
 #include "store/rank.h"
 #include "store/record.h"
 
-#define PG_SCHEMA_VERSION 2
+#define PG_SCHEMA_VERSION 3
 #define ADVISORY_KEY      "7419030817" /* any constant: the schema's lock */
+
+#define RECONNECT_S 120.0 /* how long a lost server is waited for */
 
 typedef struct pg_store {
     vf_store base; /* first: what the interface hands around */
     PGconn *conn;
     char *name;  /* the URI without the password: for messages */
     int version; /* the database's schema version (0 before it is made) */
+    int write;   /* opened for writing: the session has its temporary tables */
+    /* the offered set (vfi_store_offer), kept to be offered again on a new connection; want
+     * says claims come from it rather than from every lease of the key */
+    int want;
+    char **want_names;
+    int n_want;
 } pg_store;
+
+static vf_status session_setup(pg_store *s, vf_err *err);
 
 static const char *const schema =
     "CREATE TABLE vidfeat_schema (version integer NOT NULL);"
@@ -75,6 +94,19 @@ static const char *const schema =
     " convert_fps double precision, infer_fps double precision, store_fps double precision,"
     " peak_rss_mb double precision);"
     "INSERT INTO vidfeat_schema VALUES (2);";
+
+/* schema 3: leased work */
+static const char *const schema_v3 =
+    "CREATE TABLE queue (id bigserial PRIMARY KEY, path text NOT NULL UNIQUE, added_at text);"
+    "CREATE TABLE leases ("
+    " id bigserial PRIMARY KEY, path text NOT NULL, model_id bigint NOT NULL REFERENCES"
+    " models(id), sampling text NOT NULL, state text NOT NULL DEFAULT 'pending'"
+    " CHECK (state IN ('pending', 'claimed', 'done', 'failed')), owner text,"
+    " token bigint NOT NULL DEFAULT 0, expires double precision,"
+    " attempts integer NOT NULL DEFAULT 0, finished_at double precision, error text,"
+    " UNIQUE (path, model_id, sampling));"
+    "CREATE INDEX leases_state ON leases (model_id, sampling, state, id);"
+    "UPDATE vidfeat_schema SET version = 3;";
 
 /* The URI as messages may show it: scheme, user, host, port and database, never a password. */
 static char *display_name(const char *uri)
@@ -160,11 +192,21 @@ static vf_status query(pg_store *s, const char *sql, int n, const char *const *p
     return VF_OK;
 }
 
+static void forget_want(pg_store *s)
+{
+    for (int i = 0; i < s->n_want; i++)
+        vfi_free(s->want_names[i]);
+    vfi_free(s->want_names);
+    s->want_names = NULL;
+    s->n_want = 0;
+}
+
 static void pg_close(vf_store *store)
 {
     pg_store *s = (pg_store *)store;
     if (!s)
         return;
+    forget_want(s);
     PQfinish(s->conn);
     vfi_free(s->name);
     vfi_free(s);
@@ -240,15 +282,14 @@ static vf_status pg_open(const char *uri, vf_store_mode mode, vf_store **out, vf
     }
     if (mode == VF_STORE_WRITE) {
         /* version 1 never existed here: the PostgreSQL store began at schema 2 */
-        if (s->version == 0) {
+        if (s->version == 0)
             TRY(exec(s, schema, "creating the tables", err));
-            s->version = PG_SCHEMA_VERSION;
-        }
+        if (s->version < 3)
+            TRY(exec(s, schema_v3, "migrating the tables", err));
+        s->version = PG_SCHEMA_VERSION;
         TRY(exec(s, "COMMIT", "creating the tables", err));
-        TRY(exec(s,
-                 "CREATE TEMP TABLE batch_in (seq bigserial, extraction_id bigint,"
-                 " frame_index bigint, pts bigint, t double precision, vec real[])",
-                 "preparing", err));
+        s->write = 1;
+        TRY(session_setup(s, err));
     }
     *out = &s->base;
     return VF_OK;
@@ -300,11 +341,41 @@ static vf_status pg_is_done(vf_store *store, const vf_store_file *f, int64_t mod
     return VF_OK;
 }
 
-static vf_status pg_begin(vf_store *store, const vf_store_video *v, int64_t model_id,
-                          const char *sampling, const vf_store_run *run, int64_t *ext_id,
-                          vf_err *err)
+/* Inside a transaction: VF_OK while fence (NULL: none) is still this worker's claim (the row
+ * is then locked against a claim until the transaction ends), VF_ERR_LEASE when it has moved
+ * on. *finished (may be NULL) is set when the claim already ended with this token (a finish
+ * whose reply was lost with the connection). */
+static vf_status check_fence(pg_store *s, const vf_store_lease *fence, int *finished, vf_err *err)
 {
-    pg_store *s = (pg_store *)store;
+    if (finished)
+        *finished = 0;
+    if (!fence)
+        return VF_OK;
+    char id[24], token[24];
+    snprintf(id, sizeof(id), "%lld", (long long)fence->id);
+    snprintf(token, sizeof(token), "%lld", (long long)fence->token);
+    const char *p[] = {id, token};
+    PGresult *res;
+    vf_status rc = query(s, "SELECT state FROM leases WHERE id = $1 AND token = $2 FOR SHARE", 2,
+                         p, "reading the lease", &res, err);
+    if (rc < 0)
+        return rc;
+    const char *state = PQntuples(res) ? PQgetvalue(res, 0, 0) : "";
+    if (!strcmp(state, "claimed"))
+        rc = VF_OK;
+    else if (finished && (!strcmp(state, "done") || !strcmp(state, "failed")))
+        *finished = 1;
+    else
+        rc = vfi_fail(err, VF_ERR_LEASE, "%s: the lease ran out and another worker has the file",
+                      s->name);
+    PQclear(res);
+    return rc;
+}
+
+static vf_status begin_once(pg_store *s, const vf_store_video *v, int64_t model_id,
+                            const char *sampling, const vf_store_run *run,
+                            const vf_store_lease *fence, int64_t *ext_id, vf_err *err)
+{
     char size[24], mtime[40], duration[40], width[16], height[16], rotation[16], rate[40],
         model[24], batch[16], now[32], video[24];
     snprintf(size, sizeof(size), "%lld", (long long)v->size);
@@ -323,6 +394,7 @@ static vf_status pg_begin(vf_store *store, const vf_store_video *v, int64_t mode
     vf_status rc = exec(s, "BEGIN", "starting a transaction", err);
     if (rc < 0)
         return rc;
+    TRY(check_fence(s, fence, NULL, err));
     TRY(query(s,
               "INSERT INTO videos (path, size, mtime, content_hash, duration, width, height,"
               " rotation, codec, frame_rate) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
@@ -365,11 +437,10 @@ static int put_float(char *buf, size_t size, float x)
     return snprintf(buf, size, "%.9g", x);
 }
 
-static vf_status pg_batch(vf_store *store, int64_t ext_id, int n, int dim, int f16,
-                          const int64_t *frame_index, const int64_t *pts, const double *t,
-                          const float *vecs, vf_err *err)
+static vf_status batch_once(pg_store *s, int64_t ext_id, const vf_store_lease *fence, int n,
+                            int dim, int f16, const int64_t *frame_index, const int64_t *pts,
+                            const double *t, const float *vecs, vf_err *err)
 {
-    pg_store *s = (pg_store *)store;
     size_t cap = (size_t)dim * 18 + 128; /* one row: each float at most 16 bytes and a comma */
     char *line = vfi_malloc(cap);
     if (!line)
@@ -377,6 +448,8 @@ static vf_status pg_batch(vf_store *store, int64_t ext_id, int n, int dim, int f
     vf_status rc = exec(s, "BEGIN", "starting a transaction", err);
     PGresult *res = NULL;
     int copying = 0;
+    if (rc >= 0)
+        rc = check_fence(s, fence, NULL, err);
     if (rc >= 0) {
         res = PQexec(s->conn, "COPY batch_in (extraction_id, frame_index, pts, t, vec) FROM STDIN");
         copying = PQresultStatus(res) == PGRES_COPY_IN;
@@ -442,22 +515,555 @@ static const char *rate_text(double v, char *buf, size_t size)
     return buf;
 }
 
-static vf_status pg_finish(vf_store *store, int64_t ext_id, int ok, const char *error,
-                           const double *stage_fps, vf_err *err)
+static vf_status finish_once(pg_store *s, int64_t ext_id, const vf_store_lease *fence, int ok,
+                             const char *error, const double *stage_fps, vf_err *err)
 {
-    pg_store *s = (pg_store *)store;
-    char id[24], now[32], rates[4][40];
+    char id[24], now[32], rates[4][40], lease[24], token[24];
     snprintf(id, sizeof(id), "%lld", (long long)ext_id);
     vfi_now_iso(now, sizeof(now));
     const char *p[8] = {id, ok ? "done" : "failed", error && *error ? error : NULL, now};
     for (int i = 0; i < 4; i++)
         p[4 + i] = rate_text(stage_fps ? stage_fps[i] : 0.0, rates[i], sizeof(rates[i]));
+    vf_status rc = exec(s, "BEGIN", "starting a transaction", err);
+    if (rc < 0)
+        return rc;
+    int finished = 0;
+    TRY(check_fence(s, fence, &finished, err));
+    if (finished) /* this finish was committed before the connection went */
+        return exec(s, "COMMIT", "finishing the extraction", err);
     /* The count comes from the rows actually written, so "done" always matches them. */
+    TRY(query(s,
+              "UPDATE extractions SET status = $2, error = $3, finished_at = $4,"
+              " decode_fps = $5, convert_fps = $6, infer_fps = $7, store_fps = $8, frames ="
+              " (SELECT count(*) FROM features WHERE extraction_id = $1) WHERE id = $1",
+              8, p, "finishing the extraction", NULL, err));
+    if (fence) { /* the lease ends with the extraction */
+        snprintf(lease, sizeof(lease), "%lld", (long long)fence->id);
+        snprintf(token, sizeof(token), "%lld", (long long)fence->token);
+        const char *pl[] = {lease, token, p[1], p[2]};
+        TRY(query(s,
+                  "UPDATE leases SET state = $3, owner = NULL, expires = NULL, attempts = 0,"
+                  " finished_at = extract(epoch FROM clock_timestamp()), error = $4 WHERE id ="
+                  " $1 AND token = $2",
+                  4, pl, "ending the lease", NULL, err));
+    }
+    return exec(s, "COMMIT", "finishing the extraction", err);
+fail:
+    exec(s, "ROLLBACK", NULL, NULL);
+    return rc;
+}
+
+/* ---- a lost connection, made again ------------------------------------------------------ */
+
+/* One value in COPY's text format: backslash, tab, newline and carriage return escaped; NULL
+ * as \N. Appends to buf at *len (cap bytes); 0 when it does not fit. */
+static int copy_put(char *buf, size_t cap, size_t *len, const char *v)
+{
+    if (!v) {
+        if (*len + 2 >= cap)
+            return 0;
+        buf[(*len)++] = '\\';
+        buf[(*len)++] = 'N';
+        return 1;
+    }
+    for (; *v; v++) {
+        if (*len + 2 >= cap)
+            return 0;
+        char c = *v;
+        if (c == '\\' || c == '\t' || c == '\n' || c == '\r') {
+            buf[(*len)++] = '\\';
+            c = c == '\t' ? 't' : c == '\n' ? 'n' : c == '\r' ? 'r' : '\\';
+        }
+        buf[(*len)++] = c;
+    }
+    return 1;
+}
+
+/* COPY the set's files (ord, path, given, size, mtime) into want; files NULL: the names kept
+ * from the last offer (a new connection). */
+static vf_status fill_want(pg_store *s, const vf_store_offer *files, int n, vf_err *err)
+{
+    vf_status rc = exec(s,
+                        "CREATE TEMP TABLE IF NOT EXISTS want (ord integer PRIMARY KEY,"
+                        " path text NOT NULL UNIQUE, given text, size bigint,"
+                        " mtime double precision)",
+                        "listing the work", err);
+    if (rc >= 0)
+        rc = exec(s, "TRUNCATE want", "listing the work", err);
+    if (rc < 0)
+        return rc;
+    /* COPY stops at a duplicate key: the set goes through a staging table, first copy wins */
+    if ((rc = exec(s,
+                   "CREATE TEMP TABLE IF NOT EXISTS want_in (ord integer, path text, given text,"
+                   " size bigint, mtime double precision); TRUNCATE want_in",
+                   "listing the work", err)) < 0)
+        return rc;
+    PGresult *res = PQexec(s->conn, "COPY want_in FROM STDIN");
+    int copying = PQresultStatus(res) == PGRES_COPY_IN;
+    if (!copying)
+        rc = pg_fail(s, err, "listing the work", res);
+    PQclear(res);
+    char line[3 * 4096 + 128];
+    for (int i = 0; rc >= 0 && i < n; i++) {
+        size_t len = (size_t)snprintf(line, sizeof(line), "%d\t", i);
+        const char *name = files ? files[i].name : s->want_names[i];
+        char num[64];
+        int ok = copy_put(line, sizeof(line), &len, name);
+        line[len++] = '\t';
+        ok = ok && copy_put(line, sizeof(line), &len, files ? files[i].given : NULL);
+        snprintf(num, sizeof(num), "\t%lld\t%.17g\n", files ? (long long)files[i].size : 0LL,
+                 files ? files[i].mtime : 0.0);
+        ok = ok && len + strlen(num) < sizeof(line);
+        if (!ok) {
+            rc = vfi_fail(err, VF_ERR_STORE, "%s: a path too long to list: %.80s...", s->name,
+                          name);
+            break;
+        }
+        memcpy(line + len, num, strlen(num));
+        len += strlen(num);
+        if (PQputCopyData(s->conn, line, (int)len) != 1)
+            rc = pg_fail(s, err, "listing the work", NULL);
+    }
+    if (copying) {
+        int ended = PQputCopyEnd(s->conn, rc >= 0 ? NULL : "abandoned");
+        while ((res = PQgetResult(s->conn))) {
+            if (rc >= 0 && (ended != 1 || PQresultStatus(res) != PGRES_COMMAND_OK))
+                rc = pg_fail(s, err, "listing the work", res);
+            PQclear(res);
+        }
+    }
+    if (rc >= 0)
+        rc = exec(s,
+                  "INSERT INTO want SELECT DISTINCT ON (path) * FROM want_in ORDER BY path, ord;"
+                  " ANALYZE want",
+                  "listing the work", err);
+    return rc;
+}
+
+/* What a new connection needs: quiet notices, the batch table, the set to claim from. */
+static vf_status session_setup(pg_store *s, vf_err *err)
+{
+    vf_status rc = exec(s, "SET client_min_messages = warning", "setting up", err);
+    if (rc >= 0 && s->write)
+        rc = exec(s,
+                  "CREATE TEMP TABLE IF NOT EXISTS batch_in (seq bigserial, extraction_id bigint,"
+                  " frame_index bigint, pts bigint, t double precision, vec real[])",
+                  "preparing", err);
+    if (rc >= 0 && s->want && s->n_want)
+        rc = fill_want(s, NULL, s->n_want, err);
+    return rc;
+}
+
+/* After a failed call: 1 when the connection was lost and has been made again (the call is to
+ * be repeated), 0 when it was not lost or the server stayed away for RECONNECT_S seconds. */
+static int reconnect(pg_store *s, double *waited)
+{
+    if (PQstatus(s->conn) != CONNECTION_BAD)
+        return 0;
+    double pause = 0.25;
+    while (*waited < RECONNECT_S) {
+        struct timespec ts = {(time_t)pause, (long)((pause - (time_t)pause) * 1e9)};
+        nanosleep(&ts, NULL);
+        *waited += pause;
+        pause = pause < 4.0 ? pause * 2 : 4.0;
+        PQreset(s->conn);
+        if (PQstatus(s->conn) == CONNECTION_OK && session_setup(s, NULL) >= 0) {
+            vfi_log(VF_LOG_WARNING, "store", "%s: connection lost; made again after %.1f s", s->name,
+                    *waited);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Return CALL's status, repeating it while the connection is lost and made again. */
+#define RETRYING(s, call)                                                                          \
+    do {                                                                                           \
+        double waited_ = 0.0;                                                                      \
+        vf_status rc_;                                                                             \
+        while ((rc_ = (call)) < 0 && rc_ != VF_ERR_LEASE && reconnect((s), &waited_))              \
+            ;                                                                                      \
+        return rc_;                                                                                \
+    } while (0)
+
+static vf_status pg_begin(vf_store *store, const vf_store_video *v, int64_t model_id,
+                          const char *sampling, const vf_store_run *run,
+                          const vf_store_lease *fence, int64_t *ext_id, vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    RETRYING(s, begin_once(s, v, model_id, sampling, run, fence, ext_id, err));
+}
+
+static vf_status pg_batch(vf_store *store, int64_t ext_id, const vf_store_lease *fence, int n,
+                          int dim, int f16, const int64_t *frame_index, const int64_t *pts,
+                          const double *t, const float *vecs, vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    RETRYING(s, batch_once(s, ext_id, fence, n, dim, f16, frame_index, pts, t, vecs, err));
+}
+
+static vf_status pg_finish(vf_store *store, int64_t ext_id, const vf_store_lease *fence, int ok,
+                           const char *error, const double *stage_fps, vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    RETRYING(s, finish_once(s, ext_id, fence, ok, error, stage_fps, err));
+}
+
+/* ---- leased work (store.h) -------------------------------------------------------------- */
+
+static vf_status clock_once(pg_store *s, double *now, vf_err *err)
+{
+    PGresult *res;
+    vf_status rc = query(s, "SELECT extract(epoch FROM clock_timestamp())::float8", 0, NULL,
+                         "reading the clock", &res, err);
+    if (rc >= 0) {
+        *now = strtod(PQgetvalue(res, 0, 0), NULL);
+        PQclear(res);
+    }
+    return rc;
+}
+
+static vf_status pg_clock(vf_store *store, double *now, vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    RETRYING(s, clock_once(s, now, err));
+}
+
+/* names[0..n) as a text[] literal ("{\"a\",\"b\"}") in a new string. */
+static char *text_array(const char *const *names, int n)
+{
+    size_t cap = 3;
+    for (int i = 0; i < n; i++)
+        cap += 2 * strlen(names[i]) + 3;
+    char *buf = vfi_malloc(cap), *p = buf;
+    if (!buf)
+        return NULL;
+    *p++ = '{';
+    for (int i = 0; i < n; i++) {
+        if (i)
+            *p++ = ',';
+        *p++ = '"';
+        for (const char *c = names[i]; *c; c++) {
+            if (*c == '"' || *c == '\\')
+                *p++ = '\\';
+            *p++ = *c;
+        }
+        *p++ = '"';
+    }
+    *p++ = '}';
+    *p = '\0';
+    return buf;
+}
+
+static vf_status enqueue_once(pg_store *s, const char *const *names, int n, vf_err *err)
+{
+    char now[32];
+    vfi_now_iso(now, sizeof(now));
+    vf_status rc = VF_OK;
+    for (int from = 0; from < n && rc >= 0; from += 10000) { /* one statement per 10,000 */
+        int k = n - from < 10000 ? n - from : 10000;
+        char *arr = text_array(names + from, k);
+        if (!arr)
+            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        const char *p[] = {arr, now};
+        rc = query(s,
+                   "WITH names AS (SELECT DISTINCT unnest($1::text[]) AS path),"
+                   " added AS (INSERT INTO queue (path, added_at) SELECT path, $2 FROM names"
+                   " ON CONFLICT DO NOTHING)"
+                   " UPDATE leases SET state = 'pending', owner = NULL, expires = NULL,"
+                   " attempts = 0, error = NULL WHERE path IN (SELECT path FROM names)"
+                   " AND state IN ('done', 'failed')",
+                   2, p, "registering work", NULL, err);
+        vfi_free(arr);
+    }
+    return rc;
+}
+
+static vf_status pg_enqueue(vf_store *store, const char *const *names, int n, vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    RETRYING(s, enqueue_once(s, names, n, err));
+}
+
+static vf_status offer_once(pg_store *s, const vf_store_work *w, const vf_store_offer *files,
+                            int n, unsigned char *done, vf_err *err)
+{
+    char model[24], since[40], force[2] = {w->force ? 't' : 'f', 0}, max[16];
+    snprintf(model, sizeof(model), "%lld", (long long)w->model_id);
+    snprintf(since, sizeof(since), "%.17g", w->since);
+    snprintf(max, sizeof(max), "%d", w->max_attempts);
+    PGresult *res = NULL;
+    s->want = files != NULL;
+    if (!files) {
+        const char *p[] = {model, w->sampling};
+        return query(s,
+                     "INSERT INTO leases (path, model_id, sampling) SELECT path, $1, $2 FROM"
+                     " queue ORDER BY id ON CONFLICT DO NOTHING",
+                     2, p, "reading the queue", NULL, err);
+    }
+    vf_status rc = fill_want(s, files, n, err);
+    if (rc < 0)
+        return rc;
+    if (!w->force) { /* the resume rule, for the whole set at once */
+        const char *p[] = {model, w->sampling, w->precision};
+        TRY(query(s,
+                  "DELETE FROM want w WHERE EXISTS (SELECT 1 FROM videos v JOIN extractions e"
+                  " ON e.video_id = v.id WHERE v.path IN (w.path, w.given) AND v.size = w.size"
+                  " AND v.mtime = w.mtime AND e.model_id = $1 AND e.sampling = $2"
+                  " AND e.precision = $3 AND e.status = 'done') RETURNING ord",
+                  3, p, "reading extractions", &res, err));
+        for (int i = 0; i < PQntuples(res); i++) {
+            int ord = atoi(PQgetvalue(res, i, 0));
+            if (done && ord >= 0 && ord < n)
+                done[ord] = 1;
+        }
+        PQclear(res);
+        res = NULL;
+    }
+    const char *pl[] = {model, w->sampling};
+    TRY(query(s,
+              "INSERT INTO leases (path, model_id, sampling) SELECT path, $1, $2 FROM want"
+              " ORDER BY ord ON CONFLICT DO NOTHING",
+              2, pl, "listing the work", NULL, err));
+    /* Files that ended before this worker began and are not done by the rule (changed since,
+     * or failed) are work again; those that others finish from now on are not. */
+    const char *pr[] = {model, w->sampling, since, force, max};
+    TRY(query(s,
+              "UPDATE leases SET state = 'pending', owner = NULL, expires = NULL, attempts = 0,"
+              " error = NULL WHERE model_id = $1 AND sampling = $2 AND state IN ('done',"
+              " 'failed') AND finished_at < $3 AND ($4 OR state = 'done' OR attempts < $5)"
+              " AND path IN (SELECT path FROM want)",
+              5, pr, "listing the work", NULL, err));
+    /* keep the names, to list them again on a new connection */
+    forget_want(s);
+    if (!(s->want_names = vfi_calloc((size_t)n + 1, sizeof(char *))))
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    for (; s->n_want < n; s->n_want++)
+        if (!(s->want_names[s->n_want] = vfi_strdup(files[s->n_want].name)))
+            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    return VF_OK;
+fail:
+    PQclear(res);
+    return rc;
+}
+
+static vf_status pg_offer(vf_store *store, const vf_store_work *w, const vf_store_offer *files,
+                          int n, unsigned char *done, vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    RETRYING(s, offer_once(s, w, files, n, done, err));
+}
+
+/* The set's leases held by processes of this machine that are gone run out now (in the
+ * claim's transaction); *n_expired of them, *n_held held by live or remote workers. */
+static vf_status expire_gone(pg_store *s, const vf_store_work *w, int *n_expired, int *n_held,
+                             vf_err *err)
+{
+    char model[24];
+    snprintf(model, sizeof(model), "%lld", (long long)w->model_id);
+    const char *p[] = {model, w->sampling};
+    PGresult *res;
+    *n_expired = *n_held = 0;
+    vf_status rc = query(s,
+                         s->want ? "SELECT l.id, l.owner FROM leases l JOIN want w ON w.path ="
+                                   " l.path WHERE l.model_id = $1 AND l.sampling = $2 AND"
+                                   " l.state = 'claimed'"
+                                 : "SELECT l.id, l.owner FROM leases l WHERE l.model_id = $1"
+                                   " AND l.sampling = $2 AND l.state = 'claimed'",
+                         2, p, "reading leases", &res, err);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < PQntuples(res) && rc >= 0; i++) {
+        const char *owner = PQgetvalue(res, i, 1);
+        if (!strcmp(owner, w->owner)) {
+            continue; /* this worker's own files are in its pipeline */
+        } else if (vfi_owner_gone(owner)) {
+            const char *pu[] = {PQgetvalue(res, i, 0)};
+            rc = query(s, "UPDATE leases SET expires = 0 WHERE id = $1 AND state = 'claimed'", 1,
+                       pu, "ending a dead worker's lease", NULL, err);
+            (*n_expired)++;
+        } else {
+            (*n_held)++;
+        }
+    }
+    PQclear(res);
+    return rc;
+}
+
+static vf_status claim_once(pg_store *s, const vf_store_work *w, vf_store_claim *c, vf_err *err)
+{
+    char model[24], lease[40];
+    snprintf(model, sizeof(model), "%lld", (long long)w->model_id);
+    snprintf(lease, sizeof(lease), "%.17g", w->lease_s);
+    PGresult *res = NULL;
+    vfi_free(c->name);
+    c->name = NULL;
+    c->kind = VF_CLAIM_NONE;
+    vf_status rc = exec(s, "BEGIN", "starting a transaction", err);
+    if (rc < 0)
+        return rc;
+    for (int pass = 0; pass < 2; pass++) {
+        const char *p[] = {model, w->sampling};
+        TRY(query(s,
+                  s->want ? "SELECT l.id, l.path, l.state, l.attempts, l.owner, w.ord FROM leases"
+                            " l JOIN want w ON w.path = l.path WHERE l.model_id = $1 AND"
+                            " l.sampling = $2 AND (l.state = 'pending' OR (l.state = 'claimed'"
+                            " AND l.expires < extract(epoch FROM clock_timestamp())))"
+                            " ORDER BY l.id LIMIT 1 FOR UPDATE OF l SKIP LOCKED"
+                          : "SELECT l.id, l.path, l.state, l.attempts, l.owner, -1 FROM leases l"
+                            " WHERE l.model_id = $1 AND l.sampling = $2 AND (l.state = 'pending'"
+                            " OR (l.state = 'claimed' AND l.expires < extract(epoch FROM"
+                            " clock_timestamp()))) ORDER BY l.id LIMIT 1 FOR UPDATE SKIP LOCKED",
+                  2, p, "claiming work", &res, err));
+        if (PQntuples(res) == 1) {
+            char id[24];
+            snprintf(id, sizeof(id), "%s", PQgetvalue(res, 0, 0));
+            int dead = !strcmp(PQgetvalue(res, 0, 2), "claimed");
+            int attempts = atoi(PQgetvalue(res, 0, 3));
+            c->lease.id = strtoll(id, NULL, 10);
+            c->index = atoi(PQgetvalue(res, 0, 5));
+            if (!(c->name = vfi_strdup(PQgetvalue(res, 0, 1)))) {
+                rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+                goto fail;
+            }
+            if (dead && attempts >= w->max_attempts) {
+                snprintf(c->error, sizeof(c->error),
+                         "gave up after %d attempts: the worker died each time (last: %s)",
+                         attempts, PQgetvalue(res, 0, 4));
+                PQclear(res);
+                res = NULL;
+                const char *pf[] = {id, c->error};
+                TRY(query(s,
+                          "UPDATE leases SET state = 'failed', owner = NULL, expires = NULL,"
+                          " finished_at = extract(epoch FROM clock_timestamp()), error = $2"
+                          " WHERE id = $1",
+                          2, pf, "failing a file", NULL, err));
+                const char *pe[] = {c->name, model, w->sampling, c->error};
+                TRY(query(s,
+                          "UPDATE extractions SET status = 'failed', error = $4 WHERE status ="
+                          " 'running' AND model_id = $2 AND sampling = $3 AND video_id IN"
+                          " (SELECT id FROM videos WHERE path = $1)",
+                          4, pe, "failing a file", NULL, err));
+                c->kind = VF_CLAIM_GAVE_UP;
+                return exec(s, "COMMIT", "failing a file", err);
+            }
+            PQclear(res);
+            res = NULL;
+            const char *pc[] = {id, w->owner, lease};
+            TRY(query(s,
+                      "UPDATE leases SET state = 'claimed', owner = $2, token = token + 1,"
+                      " expires = extract(epoch FROM clock_timestamp()) + $3, attempts ="
+                      " attempts + 1, error = NULL WHERE id = $1 RETURNING token",
+                      3, pc, "claiming work", &res, err));
+            c->lease.token = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+            PQclear(res);
+            res = NULL;
+            TRY(exec(s, "COMMIT", "claiming work", err));
+            c->kind = VF_CLAIM_OK;
+            return VF_OK;
+        }
+        PQclear(res);
+        res = NULL;
+        int expired, held;
+        TRY(expire_gone(s, w, &expired, &held, err));
+        c->kind = held ? VF_CLAIM_WAIT : VF_CLAIM_NONE;
+        if (!expired)
+            break;
+    }
+    return exec(s, "COMMIT", "claiming work", err);
+fail:
+    PQclear(res);
+    exec(s, "ROLLBACK", NULL, NULL);
+    vfi_free(c->name);
+    c->name = NULL;
+    c->kind = VF_CLAIM_NONE;
+    return rc;
+}
+
+static vf_status pg_claim(vf_store *store, const vf_store_work *w, vf_store_claim *c, vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    RETRYING(s, claim_once(s, w, c, err));
+}
+
+static vf_status renew_once(pg_store *s, const vf_store_work *w, const int64_t *ids, int n,
+                            vf_err *err)
+{
+    size_t cap = (size_t)n * 22 + 3, len = 0;
+    char *arr = vfi_malloc(cap), lease[40];
+    if (!arr)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    arr[len++] = '{';
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(arr + len, cap - len, "%s%lld", i ? "," : "", (long long)ids[i]);
+    snprintf(arr + len, cap - len, "}");
+    snprintf(lease, sizeof(lease), "%.17g", w->lease_s);
+    const char *p[] = {arr, w->owner, lease};
+    vf_status rc = query(s,
+                         "UPDATE leases SET expires = extract(epoch FROM clock_timestamp()) + $3"
+                         " WHERE id = ANY($1::bigint[]) AND owner = $2 AND state = 'claimed'",
+                         3, p, "renewing leases", NULL, err);
+    vfi_free(arr);
+    return rc;
+}
+
+static vf_status pg_renew(vf_store *store, const vf_store_work *w, const int64_t *ids, int n,
+                          vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    RETRYING(s, renew_once(s, w, ids, n, err));
+}
+
+static vf_status release_once(pg_store *s, const vf_store_lease *l, int done, vf_err *err)
+{
+    char id[24], token[24];
+    snprintf(id, sizeof(id), "%lld", (long long)l->id);
+    snprintf(token, sizeof(token), "%lld", (long long)l->token);
+    const char *p[] = {id, token};
     return query(s,
-                 "UPDATE extractions SET status = $2, error = $3, finished_at = $4,"
-                 " decode_fps = $5, convert_fps = $6, infer_fps = $7, store_fps = $8, frames ="
-                 " (SELECT count(*) FROM features WHERE extraction_id = $1) WHERE id = $1",
-                 8, p, "finishing the extraction", NULL, err);
+                 done ? "UPDATE leases SET state = 'done', owner = NULL, expires = NULL,"
+                        " attempts = 0, finished_at = extract(epoch FROM clock_timestamp())"
+                        " WHERE id = $1 AND token = $2 AND state = 'claimed'"
+                      : "UPDATE leases SET state = 'pending', owner = NULL, expires = NULL,"
+                        " attempts = greatest(attempts - 1, 0) WHERE id = $1 AND token = $2"
+                        " AND state = 'claimed'",
+                 2, p, "giving a file back", NULL, err);
+}
+
+static vf_status pg_release(vf_store *store, const vf_store_lease *l, int done, vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    RETRYING(s, release_once(s, l, done, err));
+}
+
+static vf_status states_once(pg_store *s, const vf_store_work *w, vf_store_state_fn fn,
+                             void *user, vf_err *err)
+{
+    if (!s->want)
+        return VF_OK; /* a queue worker's set is every queued file: it reports only its own */
+    char model[24];
+    snprintf(model, sizeof(model), "%lld", (long long)w->model_id);
+    const char *p[] = {model, w->sampling};
+    PGresult *res;
+    vf_status rc = query(s,
+                         "SELECT w.ord, coalesce(l.state, 'pending'), l.error FROM want w LEFT"
+                         " JOIN leases l ON l.path = w.path AND l.model_id = $1 AND"
+                         " l.sampling = $2 ORDER BY w.ord",
+                         2, p, "reading leases", &res, err);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < PQntuples(res); i++)
+        fn(user, atoi(PQgetvalue(res, i, 0)), PQgetvalue(res, i, 1),
+           PQgetisnull(res, i, 2) ? NULL : PQgetvalue(res, i, 2));
+    PQclear(res);
+    return VF_OK;
+}
+
+static vf_status pg_work_states(vf_store *store, const vf_store_work *w, vf_store_state_fn fn,
+                                void *user, vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    RETRYING(s, states_once(s, w, fn, user, err));
 }
 
 static vf_status pg_add_run(vf_store *store, const vf_run_record *r, const char *version,
@@ -750,6 +1356,13 @@ const vf_store_ops vfi_store_pg = {
     .batch = pg_batch,
     .finish = pg_finish,
     .add_run = pg_add_run,
+    .clock = pg_clock,
+    .enqueue = pg_enqueue,
+    .offer = pg_offer,
+    .claim = pg_claim,
+    .renew = pg_renew,
+    .release = pg_release,
+    .work_states = pg_work_states,
     .models = pg_models,
     .vector_at = pg_vector_at,
     .nearest = pg_nearest,

@@ -20,6 +20,7 @@
 #include "core/half.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/owner.h"
 #include "core/status.h"
 #include "core/path.h"
 #include "store/rank.h"
@@ -31,6 +32,7 @@ typedef struct sq_store {
     sqlite3_stmt *ins_feature;
     sqlite3_stmt *add_frames; /* the running count, in the batch's transaction */
     char *path;
+    int want; /* claims come from the temporary table want (a list), not every lease of the key */
 } sq_store;
 
 #define BUSY_TIMEOUT_MS 5000
@@ -100,8 +102,20 @@ static const char *const schema_v2 =
     " frames INTEGER, end_to_end_fps REAL, decode_fps REAL, convert_fps REAL, infer_fps REAL,"
     " store_fps REAL, peak_rss_mb REAL);";
 
+/* v3: leased work (store.h): files registered as work, and each file's lease per model and
+ * sampling. */
+static const char *const schema_v3 =
+    "CREATE TABLE queue (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, added_at TEXT);"
+    "CREATE TABLE leases ("
+    " id INTEGER PRIMARY KEY, path TEXT NOT NULL, model_id INTEGER NOT NULL REFERENCES models(id),"
+    " sampling TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'pending'"
+    " CHECK (state IN ('pending', 'claimed', 'done', 'failed')), owner TEXT,"
+    " token INTEGER NOT NULL DEFAULT 0, expires REAL, attempts INTEGER NOT NULL DEFAULT 0,"
+    " finished_at REAL, error TEXT, UNIQUE (path, model_id, sampling));"
+    "CREATE INDEX leases_state ON leases (model_id, sampling, state);";
+
 /* migrations[v] brings a database from user_version v to v + 1 */
-static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {schema_v1, schema_v2};
+static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {schema_v1, schema_v2, schema_v3};
 
 static vf_status exec(sq_store *s, const char *sql, vf_err *err)
 {
@@ -535,9 +549,35 @@ fail:
     return rc;
 }
 
+/* Inside a write transaction: VF_OK while fence (NULL: none) is still this worker's claim,
+ * VF_ERR_LEASE when the lease has moved on (the worker must drop the file). */
+static vf_status check_fence(sq_store *s, const vf_store_lease *fence, vf_err *err)
+{
+    if (!fence)
+        return VF_OK;
+    sqlite3_stmt *st = NULL;
+    vf_status rc = VF_OK;
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT 1 FROM leases WHERE id = ? AND token = ? AND state = "
+                                 "'claimed'",
+                                 -1, &st, NULL),
+              "prepare");
+    sqlite3_bind_int64(st, 1, fence->id);
+    sqlite3_bind_int64(st, 2, fence->token);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_DONE)
+        rc = vfi_fail(err, VF_ERR_LEASE, "%s: the lease ran out and another worker has the file",
+                      s->path);
+    else if (r != SQLITE_ROW)
+        rc = db_fail(s, err, "reading the lease");
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
 static vf_status sq_begin(vf_store *store, const vf_store_video *v, int64_t model_id,
-                          const char *sampling, const vf_store_run *run, int64_t *ext_id,
-                          vf_err *err)
+                          const char *sampling, const vf_store_run *run,
+                          const vf_store_lease *fence, int64_t *ext_id, vf_err *err)
 {
     sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
@@ -546,6 +586,8 @@ static vf_status sq_begin(vf_store *store, const vf_store_video *v, int64_t mode
     vfi_now_iso(now, sizeof(now));
     if ((rc = exec(s, "BEGIN IMMEDIATE", err)) < 0)
         return rc;
+    if ((rc = check_fence(s, fence, err)) < 0)
+        goto fail;
     CHECK_SQL(sqlite3_prepare_v2(
                   s->db,
                   "INSERT INTO videos (path, size, mtime, content_hash, duration, width, height, "
@@ -616,9 +658,9 @@ fail:
     return rc;
 }
 
-static vf_status sq_batch(vf_store *store, int64_t ext_id, int n, int dim, int f16,
-                          const int64_t *frame_index, const int64_t *pts, const double *t,
-                          const float *vecs, vf_err *err)
+static vf_status sq_batch(vf_store *store, int64_t ext_id, const vf_store_lease *fence, int n,
+                          int dim, int f16, const int64_t *frame_index, const int64_t *pts,
+                          const double *t, const float *vecs, vf_err *err)
 {
     sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
@@ -627,6 +669,10 @@ static vf_status sq_batch(vf_store *store, int64_t ext_id, int n, int dim, int f
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     if ((rc = exec(s, "BEGIN IMMEDIATE", err)) < 0)
         goto out;
+    if ((rc = check_fence(s, fence, err)) < 0) {
+        exec(s, "ROLLBACK", NULL);
+        goto out;
+    }
     for (int i = 0; i < n; i++) {
         sqlite3_stmt *st = s->ins_feature;
         const float *v = vecs + (size_t)i * dim;
@@ -685,14 +731,18 @@ static void bind_rate(sqlite3_stmt *st, int i, double v)
         sqlite3_bind_null(st, i);
 }
 
-static vf_status sq_finish(vf_store *store, int64_t ext_id, int ok, const char *error,
-                           const double *stage_fps, vf_err *err)
+static vf_status sq_finish(vf_store *store, int64_t ext_id, const vf_store_lease *fence, int ok,
+                           const char *error, const double *stage_fps, vf_err *err)
 {
     sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
     char now[32];
     vfi_now_iso(now, sizeof(now));
+    if ((rc = exec(s, "BEGIN IMMEDIATE", err)) < 0)
+        return rc;
+    if ((rc = check_fence(s, fence, err)) < 0)
+        goto fail;
     /* The count comes from the rows actually written, so "done" always matches them. */
     CHECK_SQL(sqlite3_prepare_v2(
                   s->db,
@@ -714,8 +764,33 @@ static vf_status sq_finish(vf_store *store, int64_t ext_id, int ok, const char *
         rc = db_fail(s, err, "finishing the extraction");
         goto fail;
     }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (fence) { /* the lease ends with the extraction */
+        CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                     "UPDATE leases SET state = ?3, owner = NULL, expires = NULL,"
+                                     " attempts = 0, finished_at = ?4, error = ?5 WHERE id = ?1"
+                                     " AND token = ?2",
+                                     -1, &st, NULL),
+                  "prepare");
+        sqlite3_bind_int64(st, 1, fence->id);
+        sqlite3_bind_int64(st, 2, fence->token);
+        sqlite3_bind_text(st, 3, ok ? "done" : "failed", -1, SQLITE_STATIC);
+        sqlite3_bind_double(st, 4, vfi_epoch_s());
+        bind_text_or_null(st, 5, error && *error ? error : NULL);
+        if (sqlite3_step(st) != SQLITE_DONE) {
+            rc = db_fail(s, err, "ending the lease");
+            goto fail;
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+    }
+    if ((rc = exec(s, "COMMIT", err)) < 0)
+        goto fail;
+    return VF_OK;
 fail:
     sqlite3_finalize(st);
+    exec(s, "ROLLBACK", NULL);
     return rc;
 }
 
@@ -757,6 +832,397 @@ static vf_status sq_add_run(vf_store *store, const vf_run_record *r, const char 
         goto fail;
     }
 fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* ---- leased work (store.h) -------------------------------------------------------------- */
+
+static vf_status sq_clock(vf_store *store, double *now, vf_err *err)
+{
+    (void)store, (void)err;
+    *now = vfi_epoch_s();
+    return VF_OK;
+}
+
+/* Prepare sql into *st; VF_ERR_STORE naming what on failure. */
+static vf_status prepare(sq_store *s, const char *sql, sqlite3_stmt **st, vf_err *err)
+{
+    *st = NULL;
+    return sqlite3_prepare_v2(s->db, sql, -1, st, NULL) == SQLITE_OK ? VF_OK
+                                                                     : db_fail(s, err, "prepare");
+}
+
+/* Step a statement that returns no rows, then finalize it. */
+static vf_status run_once(sq_store *s, sqlite3_stmt *st, const char *what, vf_err *err)
+{
+    vf_status rc = sqlite3_step(st) == SQLITE_DONE ? VF_OK : db_fail(s, err, what);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static vf_status sq_enqueue(vf_store *store, const char *const *names, int n, vf_err *err)
+{
+    sq_store *s = (sq_store *)store;
+    sqlite3_stmt *add = NULL, *reset = NULL;
+    char now[32];
+    vfi_now_iso(now, sizeof(now));
+    vf_status rc = exec(s, "BEGIN IMMEDIATE", err);
+    if (rc < 0)
+        return rc;
+    TRY(prepare(s, "INSERT INTO queue (path, added_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                &add, err));
+    TRY(prepare(s,
+                "UPDATE leases SET state = 'pending', owner = NULL, expires = NULL, attempts = 0,"
+                " error = NULL WHERE path = ? AND state IN ('done', 'failed')",
+                &reset, err));
+    for (int i = 0; i < n; i++) {
+        sqlite3_bind_text(add, 1, names[i], -1, SQLITE_STATIC);
+        sqlite3_bind_text(add, 2, now, -1, SQLITE_STATIC);
+        sqlite3_bind_text(reset, 1, names[i], -1, SQLITE_STATIC);
+        if (sqlite3_step(add) != SQLITE_DONE || sqlite3_step(reset) != SQLITE_DONE) {
+            rc = db_fail(s, err, "registering work");
+            goto fail;
+        }
+        sqlite3_reset(add);
+        sqlite3_reset(reset);
+    }
+    sqlite3_finalize(add);
+    sqlite3_finalize(reset);
+    return exec(s, "COMMIT", err);
+fail:
+    sqlite3_finalize(add);
+    sqlite3_finalize(reset);
+    exec(s, "ROLLBACK", NULL);
+    return rc;
+}
+
+/* want: this connection's set (temporary: it goes with the connection). queue workers have
+ * none: they claim from every lease of their key. */
+static vf_status sq_offer(vf_store *store, const vf_store_work *w, const vf_store_offer *files,
+                          int n, unsigned char *done, vf_err *err)
+{
+    sq_store *s = (sq_store *)store;
+    sqlite3_stmt *st = NULL;
+    vf_status rc = exec(s,
+                        "CREATE TEMP TABLE IF NOT EXISTS want (ord INTEGER PRIMARY KEY,"
+                        " path TEXT NOT NULL UNIQUE, given TEXT, size INTEGER, mtime REAL)",
+                        err);
+    if (rc < 0 || (rc = exec(s, "BEGIN IMMEDIATE", err)) < 0)
+        return rc;
+    s->want = files != NULL;
+    if (!files) {
+        TRY(prepare(s,
+                    "INSERT INTO leases (path, model_id, sampling) SELECT path, ?1, ?2 FROM queue"
+                    " WHERE true ORDER BY id ON CONFLICT DO NOTHING",
+                    &st, err));
+        sqlite3_bind_int64(st, 1, w->model_id);
+        sqlite3_bind_text(st, 2, w->sampling, -1, SQLITE_STATIC);
+        TRY(run_once(s, st, "reading the queue", err));
+        return exec(s, "COMMIT", err);
+    }
+    TRY(exec(s, "DELETE FROM want", err));
+    TRY(prepare(s, "INSERT OR IGNORE INTO want VALUES (?, ?, ?, ?, ?)", &st, err));
+    for (int i = 0; i < n; i++) {
+        sqlite3_bind_int(st, 1, i);
+        sqlite3_bind_text(st, 2, files[i].name, -1, SQLITE_STATIC);
+        bind_text_or_null(st, 3, files[i].given);
+        sqlite3_bind_int64(st, 4, files[i].size);
+        sqlite3_bind_double(st, 5, files[i].mtime);
+        if (sqlite3_step(st) != SQLITE_DONE) {
+            rc = db_fail(s, err, "listing the work");
+            goto fail;
+        }
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (!w->force) { /* the resume rule, for the whole set at once */
+        static const char *const is_done =
+            " EXISTS (SELECT 1 FROM videos v JOIN extractions e ON e.video_id = v.id"
+            " WHERE v.path IN (w.path, w.given) AND v.size = w.size AND v.mtime = w.mtime"
+            " AND e.model_id = ?1 AND e.sampling = ?2 AND e.precision = ?3"
+            " AND e.status = 'done')";
+        char sql[512];
+        snprintf(sql, sizeof(sql), "SELECT ord FROM want w WHERE%s", is_done);
+        TRY(prepare(s, sql, &st, err));
+        sqlite3_bind_int64(st, 1, w->model_id);
+        sqlite3_bind_text(st, 2, w->sampling, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, w->precision, -1, SQLITE_STATIC);
+        int r;
+        while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+            int ord = sqlite3_column_int(st, 0);
+            if (done && ord >= 0 && ord < n)
+                done[ord] = 1;
+        }
+        if (r != SQLITE_DONE) {
+            rc = db_fail(s, err, "reading extractions");
+            goto fail;
+        }
+        sqlite3_finalize(st);
+        snprintf(sql, sizeof(sql), "DELETE FROM want AS w WHERE%s", is_done);
+        TRY(prepare(s, sql, &st, err));
+        sqlite3_bind_int64(st, 1, w->model_id);
+        sqlite3_bind_text(st, 2, w->sampling, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, w->precision, -1, SQLITE_STATIC);
+        TRY(run_once(s, st, "listing the work", err));
+    }
+    TRY(prepare(s,
+                "INSERT INTO leases (path, model_id, sampling) SELECT path, ?1, ?2 FROM want"
+                " WHERE true ORDER BY ord ON CONFLICT DO NOTHING",
+                &st, err));
+    sqlite3_bind_int64(st, 1, w->model_id);
+    sqlite3_bind_text(st, 2, w->sampling, -1, SQLITE_STATIC);
+    TRY(run_once(s, st, "listing the work", err));
+    /* Files that ended before this worker began and are not done by the rule (changed since,
+     * or failed) are work again; those that others finish from now on are not. */
+    TRY(prepare(s,
+                "UPDATE leases SET state = 'pending', owner = NULL, expires = NULL, attempts = 0,"
+                " error = NULL WHERE model_id = ?1 AND sampling = ?2 AND state IN ('done',"
+                " 'failed') AND finished_at < ?3 AND (?4 OR state = 'done' OR attempts < ?5)"
+                " AND path IN (SELECT path FROM want)",
+                &st, err));
+    sqlite3_bind_int64(st, 1, w->model_id);
+    sqlite3_bind_text(st, 2, w->sampling, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 3, w->since);
+    sqlite3_bind_int(st, 4, w->force);
+    sqlite3_bind_int(st, 5, w->max_attempts);
+    TRY(run_once(s, st, "listing the work", err));
+    return exec(s, "COMMIT", err);
+fail:
+    sqlite3_finalize(st);
+    exec(s, "ROLLBACK", NULL);
+    return rc;
+}
+
+/* The set's leases held by processes of this machine that are gone run out now; *n_expired
+ * of them, *n_held held by live or remote workers. */
+static vf_status expire_gone(sq_store *s, const vf_store_work *w, int with_want, int *n_expired,
+                             int *n_held, vf_err *err)
+{
+    sqlite3_stmt *st = NULL, *up = NULL;
+    *n_expired = *n_held = 0;
+    vf_status rc = prepare(s,
+                           with_want ? "SELECT l.id, l.owner FROM leases l JOIN want w ON w.path"
+                                       " = l.path WHERE l.model_id = ?1 AND l.sampling = ?2 AND"
+                                       " l.state = 'claimed'"
+                                     : "SELECT l.id, l.owner FROM leases l WHERE l.model_id = ?1"
+                                       " AND l.sampling = ?2 AND l.state = 'claimed'",
+                           &st, err);
+    if (rc < 0)
+        return rc;
+    TRY(prepare(s, "UPDATE leases SET expires = 0 WHERE id = ? AND state = 'claimed'", &up, err));
+    sqlite3_bind_int64(st, 1, w->model_id);
+    sqlite3_bind_text(st, 2, w->sampling, -1, SQLITE_STATIC);
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *owner = (const char *)sqlite3_column_text(st, 1);
+        if (owner && !strcmp(owner, w->owner)) {
+            continue; /* this worker's own files are in its pipeline */
+        } else if (owner && vfi_owner_gone(owner)) {
+            sqlite3_bind_int64(up, 1, sqlite3_column_int64(st, 0));
+            if (sqlite3_step(up) != SQLITE_DONE) {
+                rc = db_fail(s, err, "ending a dead worker's lease");
+                goto fail;
+            }
+            sqlite3_reset(up);
+            (*n_expired)++;
+        } else {
+            (*n_held)++;
+        }
+    }
+    if (r != SQLITE_DONE)
+        rc = db_fail(s, err, "reading leases");
+fail:
+    sqlite3_finalize(st);
+    sqlite3_finalize(up);
+    return rc;
+}
+
+static vf_status sq_claim(vf_store *store, const vf_store_work *w, vf_store_claim *c, vf_err *err)
+{
+    sq_store *s = (sq_store *)store;
+    sqlite3_stmt *st = NULL;
+    int with_want = s->want;
+    vf_status rc = exec(s, "BEGIN IMMEDIATE", err);
+    if (rc < 0)
+        return rc;
+    for (int pass = 0; pass < 2; pass++) {
+        double now = vfi_epoch_s();
+        /* leases first (CROSS JOIN keeps that order): the claimable ones are few and indexed */
+        TRY(prepare(s,
+                    with_want ? "SELECT l.id, l.path, l.state, l.attempts, l.owner, w.ord FROM"
+                                " leases l CROSS JOIN want w ON w.path = l.path WHERE l.model_id ="
+                                " ?1 AND l.sampling = ?2 AND (l.state = 'pending' OR (l.state ="
+                                " 'claimed' AND l.expires < ?3)) ORDER BY l.id LIMIT 1"
+                              : "SELECT l.id, l.path, l.state, l.attempts, l.owner, -1 FROM"
+                                " leases l WHERE l.model_id = ?1 AND l.sampling = ?2 AND (l.state"
+                                " = 'pending' OR (l.state = 'claimed' AND l.expires < ?3))"
+                                " ORDER BY l.id LIMIT 1",
+                    &st, err));
+        sqlite3_bind_int64(st, 1, w->model_id);
+        sqlite3_bind_text(st, 2, w->sampling, -1, SQLITE_STATIC);
+        sqlite3_bind_double(st, 3, now);
+        int r = sqlite3_step(st);
+        if (r != SQLITE_ROW && r != SQLITE_DONE) {
+            rc = db_fail(s, err, "claiming work");
+            goto fail;
+        }
+        if (r == SQLITE_ROW) {
+            int64_t id = sqlite3_column_int64(st, 0);
+            int dead = !strcmp((const char *)sqlite3_column_text(st, 2), "claimed");
+            int attempts = sqlite3_column_int(st, 3);
+            const char *owner = (const char *)sqlite3_column_text(st, 4);
+            c->index = sqlite3_column_int(st, 5);
+            if (!(c->name = vfi_strdup((const char *)sqlite3_column_text(st, 1)))) {
+                rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+                goto fail;
+            }
+            c->lease.id = id;
+            if (dead && attempts >= w->max_attempts) {
+                snprintf(c->error, sizeof(c->error),
+                         "gave up after %d attempts: the worker died each time (last: %s)",
+                         attempts, owner ? owner : "?");
+                sqlite3_finalize(st);
+                TRY(prepare(s,
+                            "UPDATE leases SET state = 'failed', owner = NULL, expires = NULL,"
+                            " finished_at = ?2, error = ?3 WHERE id = ?1",
+                            &st, err));
+                sqlite3_bind_int64(st, 1, id);
+                sqlite3_bind_double(st, 2, now);
+                sqlite3_bind_text(st, 3, c->error, -1, SQLITE_STATIC);
+                TRY(run_once(s, st, "failing a file", err));
+                TRY(prepare(s,
+                            "UPDATE extractions SET status = 'failed', error = ?4 WHERE status ="
+                            " 'running' AND model_id = ?2 AND sampling = ?3 AND video_id IN"
+                            " (SELECT id FROM videos WHERE path = ?1)",
+                            &st, err));
+                sqlite3_bind_text(st, 1, c->name, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(st, 2, w->model_id);
+                sqlite3_bind_text(st, 3, w->sampling, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 4, c->error, -1, SQLITE_STATIC);
+                TRY(run_once(s, st, "failing a file", err));
+                c->kind = VF_CLAIM_GAVE_UP;
+                return exec(s, "COMMIT", err);
+            }
+            sqlite3_finalize(st);
+            TRY(prepare(s,
+                        "UPDATE leases SET state = 'claimed', owner = ?2, token = token + 1,"
+                        " expires = ?3, attempts = attempts + 1, error = NULL WHERE id = ?1"
+                        " RETURNING token",
+                        &st, err));
+            sqlite3_bind_int64(st, 1, id);
+            sqlite3_bind_text(st, 2, w->owner, -1, SQLITE_STATIC);
+            sqlite3_bind_double(st, 3, now + w->lease_s);
+            if (sqlite3_step(st) != SQLITE_ROW) {
+                rc = db_fail(s, err, "claiming work");
+                goto fail;
+            }
+            c->lease.token = sqlite3_column_int64(st, 0);
+            sqlite3_finalize(st);
+            c->kind = VF_CLAIM_OK;
+            return exec(s, "COMMIT", err);
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+        int expired, held;
+        TRY(expire_gone(s, w, with_want, &expired, &held, err));
+        c->kind = held ? VF_CLAIM_WAIT : VF_CLAIM_NONE;
+        if (!expired)
+            break;
+    }
+    return exec(s, "COMMIT", err);
+fail:
+    sqlite3_finalize(st);
+    vfi_free(c->name);
+    c->name = NULL;
+    c->kind = VF_CLAIM_NONE;
+    exec(s, "ROLLBACK", NULL);
+    return rc;
+}
+
+/* "id, id, ..." of ids[0..n) into a new string (numbers only: safe to splice into SQL). */
+static char *id_list(const int64_t *ids, int n)
+{
+    size_t cap = (size_t)n * 22 + 1, len = 0;
+    char *buf = vfi_malloc(cap);
+    if (!buf)
+        return NULL;
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? "," : "", (long long)ids[i]);
+    return buf;
+}
+
+static vf_status sq_renew(vf_store *store, const vf_store_work *w, const int64_t *ids, int n,
+                          vf_err *err)
+{
+    sq_store *s = (sq_store *)store;
+    char *list = id_list(ids, n);
+    size_t cap = list ? strlen(list) + 128 : 0;
+    char *sql = list ? vfi_malloc(cap) : NULL;
+    if (!sql) {
+        vfi_free(list);
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    snprintf(sql, cap,
+             "UPDATE leases SET expires = ?1 WHERE owner = ?2 AND state = 'claimed' AND id IN (%s)",
+             list);
+    sqlite3_stmt *st = NULL;
+    vf_status rc = prepare(s, sql, &st, err);
+    if (rc >= 0) {
+        sqlite3_bind_double(st, 1, vfi_epoch_s() + w->lease_s);
+        sqlite3_bind_text(st, 2, w->owner, -1, SQLITE_STATIC);
+        rc = run_once(s, st, "renewing leases", err);
+    }
+    vfi_free(sql);
+    vfi_free(list);
+    return rc;
+}
+
+static vf_status sq_release(vf_store *store, const vf_store_lease *l, int done, vf_err *err)
+{
+    sq_store *s = (sq_store *)store;
+    sqlite3_stmt *st = NULL;
+    vf_status rc = prepare(s,
+                           done ? "UPDATE leases SET state = 'done', owner = NULL, expires = NULL,"
+                                  " attempts = 0, finished_at = ?3 WHERE id = ?1 AND token = ?2"
+                                  " AND state = 'claimed'"
+                                : "UPDATE leases SET state = 'pending', owner = NULL, expires ="
+                                  " NULL, attempts = max(attempts - 1, 0) WHERE id = ?1 AND"
+                                  " token = ?2 AND state = 'claimed'",
+                           &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, l->id);
+    sqlite3_bind_int64(st, 2, l->token);
+    if (done)
+        sqlite3_bind_double(st, 3, vfi_epoch_s());
+    return run_once(s, st, "giving a file back", err);
+}
+
+static vf_status sq_work_states(vf_store *store, const vf_store_work *w, vf_store_state_fn fn,
+                                void *user, vf_err *err)
+{
+    sq_store *s = (sq_store *)store;
+    sqlite3_stmt *st = NULL;
+    if (!s->want)
+        return VF_OK; /* a queue worker's set is every queued file: it reports only its own */
+    vf_status rc = prepare(s,
+                           "SELECT w.ord, coalesce(l.state, 'pending'), l.error FROM want w LEFT"
+                           " JOIN leases l ON l.path = w.path AND l.model_id = ?1 AND"
+                           " l.sampling = ?2 ORDER BY w.ord",
+                           &st, err);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, w->model_id);
+    sqlite3_bind_text(st, 2, w->sampling, -1, SQLITE_STATIC);
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW)
+        fn(user, sqlite3_column_int(st, 0), (const char *)sqlite3_column_text(st, 1),
+           (const char *)sqlite3_column_text(st, 2));
+    if (r != SQLITE_DONE)
+        rc = db_fail(s, err, "reading leases");
     sqlite3_finalize(st);
     return rc;
 }
@@ -869,6 +1335,13 @@ const vf_store_ops vfi_store_sqlite = {
     .batch = sq_batch,
     .finish = sq_finish,
     .add_run = sq_add_run,
+    .clock = sq_clock,
+    .enqueue = sq_enqueue,
+    .offer = sq_offer,
+    .claim = sq_claim,
+    .renew = sq_renew,
+    .release = sq_release,
+    .work_states = sq_work_states,
     .models = sq_models,
     .vector_at = sq_vector_at,
     .nearest = sq_nearest,

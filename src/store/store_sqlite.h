@@ -15,13 +15,18 @@
  *   runs(id, started_at, host, vidfeat_version, device, device_name, backend, model, layer,
  *        precision, batch_size, threads, mode pipeline|per_frame|infer_only, input, frames,
  *        end_to_end_fps, decode_fps, convert_fps, infer_fps, store_fps, peak_rss_mb)
+ * Added in user_version 3, leased work (store.h):
+ *   queue(id, path UNIQUE, added_at)
+ *   leases(id, path, model_id, sampling, state pending|claimed|done|failed, owner, token,
+ *          expires, attempts, finished_at, error)   UNIQUE(path, model_id, sampling)
+ *   (expires and finished_at: seconds since the epoch, this machine's clock)
  */
 #ifndef VIDFEAT_STORE_SQLITE_H
 #define VIDFEAT_STORE_SQLITE_H
 
 #include "store/store.h"
 
-#define VF_STORE_SCHEMA_VERSION 2
+#define VF_STORE_SCHEMA_VERSION 3
 
 /* The SQLite kind of store: a database file (WAL); claims every target that is not a URI. */
 extern const vf_store_ops vfi_store_sqlite;

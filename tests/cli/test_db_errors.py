@@ -159,6 +159,8 @@ def main():
         check(run(exe, model, old, clip).returncode == 0, "creating v1.db")
         con = sqlite3.connect(old)
         con.execute("DROP TABLE runs")
+        con.execute("DROP TABLE leases")  # schema 3's
+        con.execute("DROP TABLE queue")
         con.execute("PRAGMA user_version=1")
         con.commit()
         con.close()
@@ -175,12 +177,13 @@ def main():
         rows = con.execute("SELECT count(*) FROM features").fetchone()[0]
         done = con.execute("SELECT count(*) FROM extractions WHERE status='done'").fetchone()[0]
         con.close()
-        check(version == 2 and "runs" in tables, "after migration: %d %s" % (version, tables))
+        check(version == 3 and {"runs", "queue", "leases"} <= tables,
+              "after migration: %d %s" % (version, tables))
         summary = json.loads(r.stdout)
         check(summary["skipped"] == 1 and summary["done"] == 1, summary)
         check(rows == 20 + summary["frames"] and done == 2,
               "after migration: %d rows, %d done" % (rows, done))
-        print("ok schema 1 migrated to 2")
+        print("ok schema 1 migrated to 3")
 
         # a newer schema than this vidfeat knows: refused with one line, the file unchanged
         newer = os.path.join(tmp, "newer.db")

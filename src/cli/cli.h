@@ -22,6 +22,7 @@ enum {
     CMD_SIMILAR = 1 << 3,
     CMD_INFO = 1 << 4,
     CMD_MODELS = 1 << 5,
+    CMD_ENQUEUE = 1 << 6,
 };
 
 #define MAX_LIST 16
@@ -46,6 +47,10 @@ typedef struct cli {
     double at;
     int at_set, top;
     int explicit_cmd; /* the command was named (else extract, the default) */
+    const char *files_from; /* --files-from FILE|- */
+    int nul_separated;      /* -0: --files-from's paths end with NUL, not newline */
+    int shard_k, shard_n;   /* --shard K/N: only the inputs of shard K (0 <= K < N); n 0: all */
+    int queue;              /* extract: no inputs, work through the database's queue */
 } cli;
 
 /* One subcommand: its name, the bit its options are marked with, what its --help shows, and
@@ -68,6 +73,7 @@ int cmd_info(cli *c, int argc, char **argv);
 int cmd_similar(cli *c, int argc, char **argv);
 int cmd_models(cli *c, int argc, char **argv);
 int cmd_bench(cli *c, int argc, char **argv);
+int cmd_enqueue(cli *c, int argc, char **argv);
 
 /* ---- options.c ---------------------------------------------------------------------------- */
 
@@ -86,9 +92,10 @@ typedef struct path_list {
     int n, cap;
 } path_list;
 
-/* The inputs named on the command line into *inputs, directories walked (sorted, recursive)
- * for media files. EXIT_OK, or EXIT_FAIL when some could not be listed (the others are there). */
-int cli_collect_inputs(int argc, char **argv, path_list *inputs);
+/* The inputs named on the command line, then those of --files-from, into *inputs, directories
+ * walked (sorted, recursive) for media files; with --shard, only the shard's. EXIT_OK, or
+ * EXIT_FAIL when some could not be listed (the others are there). */
+int cli_collect_inputs(const cli *c, int argc, char **argv, path_list *inputs);
 void cli_free_paths(path_list *l);
 /* Does the database named on the command line exist (a file path; a URI is left to the
  * store)? Says so on stderr when not. */

@@ -36,7 +36,7 @@ int cmd_calibrate(cli *c, int argc, char **argv)
     if (c->cfg.sample_fps == 0 && c->cfg.every <= 1 && !c->cfg.keyframes)
         c->cfg.sample_fps = DEFAULT_CALIBRATE_FPS;
     path_list inputs = {0};
-    int status = cli_collect_inputs(argc, argv, &inputs);
+    int status = cli_collect_inputs(c, argc, argv, &inputs);
     if (!c->cfg.max_frames && inputs.n > 0) /* an even share of the frames from every file */
         c->cfg.max_frames = (c->cfg.calibration_frames + inputs.n - 1) / inputs.n;
     status = cli_run_pipeline(c, &inputs, status);

@@ -1,6 +1,6 @@
 /*
  * cmd_extract.c - vidfeat [extract]: every frame (or the sampled ones) of the inputs through the
- * network into the database.
+ * network into the database; with a database and no inputs, of the files queued in it.
  */
 #include <stdio.h>
 
@@ -14,14 +14,21 @@ int cmd_extract(cli *c, int argc, char **argv)
         fprintf(stderr, "vidfeat: --frames is for calibrate and --precision int8\n");
         return EXIT_USAGE;
     }
-    if (argc < 1) {
+    /* no inputs with a database named: a worker over what is queued there (vidfeat enqueue) */
+    int queue = argc < 1 && !c->files_from;
+    if (queue && !c->db_set) {
         fprintf(stderr, "vidfeat: no input files (try --help)\n");
+        return EXIT_USAGE;
+    }
+    if (queue && c->shard_n) {
+        fprintf(stderr, "vidfeat: --shard splits inputs; a queue worker has none\n");
         return EXIT_USAGE;
     }
     if (!c->db_set)
         c->cfg.db_path = "vidfeat.db";
     path_list inputs = {0};
-    int status = cli_collect_inputs(argc, argv, &inputs);
+    int status = queue ? EXIT_OK : cli_collect_inputs(c, argc, argv, &inputs);
+    c->queue = queue;
     status = cli_run_pipeline(c, &inputs, status);
     cli_free_paths(&inputs);
     return status;

@@ -1,13 +1,18 @@
 /*
- * inputs.c - what the command line names: files, directories walked for media, databases.
+ * inputs.c - what the command line names: files, directories walked for media, lists of files
+ * (--files-from), a shard of them (--shard), databases.
  */
+#define _POSIX_C_SOURCE 200809L /* getdelim */
 #include <dirent.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "core/mem.h"
+#include "store/record.h"
 #include "store/store.h"
 
 static int add_path(path_list *l, const char *path)
@@ -78,23 +83,110 @@ void cli_free_paths(path_list *l)
     memset(l, 0, sizeof(*l));
 }
 
-int cli_collect_inputs(int argc, char **argv, path_list *inputs)
+/* One input: a file as it is, a directory walked. EXIT_OK, EXIT_FAIL (said), -1 out of memory. */
+static int add_input(path_list *inputs, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        int before = inputs->n, status = EXIT_OK;
+        if (walk(inputs, path, 0))
+            status = EXIT_FAIL;
+        if (inputs->n == before) {
+            fprintf(stderr, "vidfeat: %s: no media files in this directory\n", path);
+            status = EXIT_FAIL;
+        }
+        return status;
+    }
+    return add_path(inputs, path) < 0 ? -1 : EXIT_OK;
+}
+
+/* --files-from: one path a line (or NUL-separated), "-" for stdin; empty entries skipped. */
+static int read_files_from(const char *name, int nul, path_list *inputs)
+{
+    FILE *f = strcmp(name, "-") ? fopen(name, "rb") : stdin;
+    if (!f) {
+        fprintf(stderr, "vidfeat: %s: cannot read the list of files\n", name);
+        return EXIT_FAIL;
+    }
+    int status = EXIT_OK;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    while (status >= 0 && (len = getdelim(&line, &cap, nul ? '\0' : '\n', f)) > 0) {
+        if (line[len - 1] == (nul ? '\0' : '\n'))
+            line[--len] = '\0';
+        if (!nul && len && line[len - 1] == '\r') /* a list written on Windows */
+            line[--len] = '\0';
+        if (len == 0)
+            continue;
+        int r = add_input(inputs, line);
+        status = r < 0 ? r : status == EXIT_OK ? r : status;
+    }
+    if (ferror(f)) {
+        fprintf(stderr, "vidfeat: %s: error reading the list of files\n", name);
+        status = EXIT_FAIL;
+    }
+    free(line);
+    if (f != stdin)
+        fclose(f);
+    return status;
+}
+
+/* FNV-1a of s: a split by path that every machine computes alike. */
+static uint64_t path_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* Keep the inputs of shard k of n: split by the path relative to root (the name the database
+ * knows, the same on every machine), else by the path as given. */
+static int keep_shard(path_list *inputs, int k, int n, const char *root)
+{
+    char *abs_root = root ? vfi_record_root(root) : NULL;
+    if (root && !abs_root)
+        return -1;
+    int kept = 0, status = EXIT_OK;
+    for (int i = 0; i < inputs->n; i++) {
+        vf_record_file f;
+        vf_err err = {VF_OK, ""};
+        const char *key = inputs->items[i];
+        int named = abs_root && vfi_record_file_init_root(&f, key, abs_root, &err) >= 0;
+        if (named && f.name)
+            key = f.name;
+        int mine = path_hash(key) % (uint64_t)n == (uint64_t)k;
+        if (named)
+            vfi_record_file_clear(&f);
+        if (mine)
+            inputs->items[kept++] = inputs->items[i];
+        else
+            free(inputs->items[i]);
+    }
+    inputs->n = kept;
+    vfi_free(abs_root);
+    return status;
+}
+
+int cli_collect_inputs(const cli *c, int argc, char **argv, path_list *inputs)
 {
     int status = EXIT_OK;
-    for (int i = 0; i < argc; i++) {
-        struct stat st;
-        if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
-            int before = inputs->n;
-            if (walk(inputs, argv[i], 0))
-                status = EXIT_FAIL;
-            if (inputs->n == before) {
-                fprintf(stderr, "vidfeat: %s: no media files in this directory\n", argv[i]);
-                status = EXIT_FAIL;
-            }
-        } else if (add_path(inputs, argv[i]) < 0) {
-            fprintf(stderr, "vidfeat: out of memory\n");
-            return EXIT_FAIL;
-        }
+    for (int i = 0; i < argc && status >= 0; i++) {
+        int r = add_input(inputs, argv[i]);
+        status = r < 0 ? r : status == EXIT_OK ? r : status;
+    }
+    if (status >= 0 && c->files_from) {
+        int r = read_files_from(c->files_from, c->nul_separated, inputs);
+        status = r < 0 ? r : status == EXIT_OK ? r : status;
+    }
+    if (status >= 0 && c->shard_n && keep_shard(inputs, c->shard_k, c->shard_n, c->cfg.root) < 0)
+        status = -1;
+    if (status < 0) {
+        fprintf(stderr, "vidfeat: out of memory\n");
+        return EXIT_FAIL;
     }
     return status;
 }

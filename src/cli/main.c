@@ -21,6 +21,8 @@ const cli_command cli_commands[] = {
      cmd_models},
     {"calibrate", CMD_CALIBRATE, "calibrate [options] FILE|DIR...",
      "int8 scales from sample frames of these inputs", cmd_calibrate},
+    {"enqueue", CMD_ENQUEUE, "enqueue -o DB [--root DIR] FILE|DIR... | --files-from F",
+     "register files as work for queue workers (vidfeat -o DB with no inputs)", cmd_enqueue},
 };
 const size_t cli_n_commands = sizeof(cli_commands) / sizeof(cli_commands[0]);
 

@@ -53,6 +53,12 @@ enum opt_id {
     OPT_VIDEO,
     OPT_AT,
     OPT_TOP = 'k',
+    OPT_NUL = '0',
+    OPT_ROOT = 400,
+    OPT_LEASE,
+    OPT_MAX_ATTEMPTS,
+    OPT_FILES_FROM,
+    OPT_SHARD,
 };
 
 /* Which commands take an option. */
@@ -69,8 +75,20 @@ typedef struct opt_def {
 } opt_def;
 
 static const opt_def options[] = {
-    {"db", OPT_DB, "FILE", CMD_EXTRACT | CMD_CALIBRATE | CMD_BENCH,
-     "the database, a file path: SQLite (extract: default ./vidfeat.db)"},
+    {"db", OPT_DB, "FILE|URI", CMD_EXTRACT | CMD_CALIBRATE | CMD_BENCH | CMD_ENQUEUE,
+     "the database: a file (SQLite) or postgresql://... (extract: default ./vidfeat.db)"},
+    {"root", OPT_ROOT, "DIR", CMD_EXTRACT | CMD_ENQUEUE,
+     "record files by their path under DIR (machines mounting an archive elsewhere agree)"},
+    {"files-from", OPT_FILES_FROM, "FILE|-", CMD_EXTRACT | CMD_ENQUEUE | CMD_CALIBRATE,
+     "also the paths in FILE (- for stdin), one a line"},
+    {"null", OPT_NUL, NULL, CMD_EXTRACT | CMD_ENQUEUE | CMD_CALIBRATE,
+     "--files-from's paths end with NUL (find -print0), not a newline"},
+    {"shard", OPT_SHARD, "K/N", CMD_EXTRACT | CMD_ENQUEUE,
+     "only the inputs of shard K of N (0 <= K < N), split by path"},
+    {"lease", OPT_LEASE, "S", CMD_EXTRACT,
+     "hold a claimed file S seconds, renewed while working (default 60)"},
+    {"max-attempts", OPT_MAX_ATTEMPTS, "N", CMD_EXTRACT,
+     "fail a file whose worker died N times in a row (default 3)"},
     {"fps", OPT_FPS, "R", RUNS, "sample at most R frames per second, by presentation time"},
     {"every", OPT_EVERY, "N", RUNS, "keep every Nth decoded frame"},
     {"keyframes", OPT_KEYFRAMES, NULL, RUNS, "only key frames (the others are not decoded)"},
@@ -428,6 +446,37 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
         case OPT_FORCE:
             c->cfg.force = 1;
             break;
+        case OPT_ROOT:
+            c->cfg.root = a;
+            break;
+        case OPT_FILES_FROM:
+            c->files_from = a;
+            break;
+        case OPT_NUL:
+            c->nul_separated = 1;
+            break;
+        case OPT_LEASE:
+            if (number_option("lease", a, 1, 86400, &c->cfg.lease_s) < 0)
+                return EXIT_USAGE;
+            if (c->cfg.lease_s < 1) {
+                fprintf(stderr, "vidfeat: --lease: at least 1 second, not '%s'\n", a);
+                return EXIT_USAGE;
+            }
+            break;
+        case OPT_MAX_ATTEMPTS:
+            if (int_option("max-attempts", a, 1, 1000, &c->cfg.max_attempts) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_SHARD: {
+            int k, n, used = 0;
+            if (sscanf(a, "%d/%d%n", &k, &n, &used) != 2 || a[used] || n < 1 || k < 0 || k >= n) {
+                fprintf(stderr, "vidfeat: --shard: expected K/N with 0 <= K < N, not '%s'\n", a);
+                return EXIT_USAGE;
+            }
+            c->shard_k = k;
+            c->shard_n = n;
+            break;
+        }
         case OPT_DTYPE:
             if (strcmp(a, "f32") && strcmp(a, "f16")) {
                 fprintf(stderr, "vidfeat: --dtype: expected f32 or f16, not '%s'\n", a);

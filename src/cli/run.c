@@ -29,6 +29,7 @@ typedef struct run_ctx {
     const cli *c;
     vf_pipeline *p;
     int n_files, done, failed, skipped;
+    int dropped; /* another worker took them over (their lease ran out) */
     int64_t frames;
     int tty;
     double t0;
@@ -47,8 +48,12 @@ static int on_progress(void *user, int file, const char *path, int64_t done, int
         int64_t total = r->frames + done;
         double fps = el > 0 ? total / el : 0;
         const char *base = strrchr(path, '/');
-        fprintf(stderr, "\r\033[K[%d/%d] %s  %lld", file + 1, r->n_files, base ? base + 1 : path,
-                (long long)done);
+        if (r->n_files) /* a queue worker does not know how many files it will get */
+            fprintf(stderr, "\r\033[K[%d/%d] %s  %lld", file + 1, r->n_files,
+                    base ? base + 1 : path, (long long)done);
+        else
+            fprintf(stderr, "\r\033[K[%d] %s  %lld", file + 1, base ? base + 1 : path,
+                    (long long)done);
         if (expected > done)
             fprintf(stderr, "/%lld", (long long)expected);
         fprintf(stderr, " frames  %.1f frames/s", fps);
@@ -69,6 +74,9 @@ static void on_file(void *user, int file, const vf_file_result *res)
         r->skipped++;
         if (r->tty && r->c->verbosity > 0)
             fprintf(stderr, "vidfeat: %s: already done, skipped\n", res->path);
+    } else if (res->status == VF_ERR_LEASE) { /* not a failure: another worker has it */
+        r->dropped++;
+        fprintf(stderr, "vidfeat: %s: dropped: %s\n", res->path, res->error);
     } else if (res->status < 0) {
         r->failed++;
         fprintf(stderr, "vidfeat: %s: %s\n", res->path, res->error);
@@ -82,15 +90,17 @@ static void on_file(void *user, int file, const vf_file_result *res)
                     res->hwdec && res->hwdec[0] ? " on " : "", res->hwdec ? res->hwdec : "",
                     res->convert_fps, res->infer_fps, res->store_fps);
     }
-    r->frames += res->frames;
+    if (res->status != VF_ERR_LEASE) /* a dropped file's rows are the new holder's to replace */
+        r->frames += res->frames;
     if (r->c->json && r->files) {
         vf_json *f = vfi_json_new_object();
         int bad = vfi_json_push(r->files, f) < 0;
         bad |= vfi_json_add_str(f, "path", res->path) < 0;
         bad |= vfi_json_add_str(f, "status",
-                                res->skipped      ? "skipped"
-                                : res->status < 0 ? "failed"
-                                                  : "done") < 0;
+                                res->skipped                      ? "skipped"
+                                : res->status == VF_ERR_LEASE     ? "dropped"
+                                : res->status < 0                 ? "failed"
+                                                                  : "done") < 0;
         bad |= vfi_json_add_str(f, "error", res->error ? res->error : "") < 0;
         bad |= vfi_json_add_int(f, "frames", res->frames) < 0;
         bad |= vfi_json_add_real(f, "seconds", res->seconds, 3) < 0;
@@ -149,7 +159,8 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
     pthread_t watcher;
     int watching = pthread_create(&watcher, NULL, watch_signals, &r) == 0;
     vf_run_hooks hooks = {&r, on_progress, on_file, NULL};
-    rc = vf_pipeline_run(p, (const char *const *)inputs->items, inputs->n, &hooks);
+    rc = c->queue ? vf_pipeline_run_queue(p, &hooks)
+                  : vf_pipeline_run(p, (const char *const *)inputs->items, inputs->n, &hooks);
     atomic_store(&r.finished, 1);
     if (watching)
         pthread_join(watcher, NULL);
@@ -193,6 +204,7 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
         bad |= vfi_json_add_int(s, "done", r.done) < 0;
         bad |= vfi_json_add_int(s, "failed", r.failed) < 0;
         bad |= vfi_json_add_int(s, "skipped", r.skipped) < 0;
+        bad |= vfi_json_add_int(s, "dropped", r.dropped) < 0;
         bad |= vfi_json_add_int(s, "frames", r.frames) < 0;
         bad |= vfi_json_add_real(s, "seconds", seconds, 3) < 0;
         bad |= vfi_json_add_str(s, "status",

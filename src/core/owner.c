@@ -41,7 +41,8 @@ static unsigned long long start_ticks(long pid, int *zombie)
     p++;
     if (zombie)
         *zombie = p[0] == ' ' && (p[1] == 'Z' || p[1] == 'X');
-    for (int field = 2; field < 22 && p; field++)
+    /* p is at the space before field 3 (the state); step to the one before field 22 */
+    for (int field = 3; field < 22 && p; field++)
         p = strchr(p + 1, ' ');
     return p ? strtoull(p + 1, NULL, 10) : 0;
 }

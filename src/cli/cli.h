@@ -46,7 +46,7 @@ typedef struct cli {
     const char *image, *video; /* similar's query */
     double at;
     int at_set, top;
-    int explicit_cmd; /* the command was named (else extract, the default) */
+    int explicit_cmd;       /* the command was named (else extract, the default) */
     const char *files_from; /* --files-from FILE|- */
     int nul_separated;      /* -0: --files-from's paths end with NUL, not newline */
     int shard_k, shard_n;   /* --shard K/N: only the inputs of shard K (0 <= K < N); n 0: all */

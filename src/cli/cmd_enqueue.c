@@ -19,8 +19,8 @@ int cmd_enqueue(cli *c, int argc, char **argv)
     path_list inputs = {0};
     int status = cli_collect_inputs(c, argc, argv, &inputs);
     char err[1024] = "";
-    if (vf_db_enqueue(c->cfg.db_path, c->cfg.root, (const char *const *)inputs.items, inputs.n,
-                      err, sizeof(err)) < 0) {
+    if (vf_db_enqueue(c->cfg.db_path, c->cfg.root, (const char *const *)inputs.items, inputs.n, err,
+                      sizeof(err)) < 0) {
         fprintf(stderr, "vidfeat: %s\n", err);
         status = EXIT_FAIL;
     } else if (c->verbosity >= 0) {

@@ -97,10 +97,10 @@ static void on_file(void *user, int file, const vf_file_result *res)
         int bad = vfi_json_push(r->files, f) < 0;
         bad |= vfi_json_add_str(f, "path", res->path) < 0;
         bad |= vfi_json_add_str(f, "status",
-                                res->skipped                      ? "skipped"
-                                : res->status == VF_ERR_LEASE     ? "dropped"
-                                : res->status < 0                 ? "failed"
-                                                                  : "done") < 0;
+                                res->skipped                  ? "skipped"
+                                : res->status == VF_ERR_LEASE ? "dropped"
+                                : res->status < 0             ? "failed"
+                                                              : "done") < 0;
         bad |= vfi_json_add_str(f, "error", res->error ? res->error : "") < 0;
         bad |= vfi_json_add_int(f, "frames", res->frames) < 0;
         bad |= vfi_json_add_real(f, "seconds", res->seconds, 3) < 0;

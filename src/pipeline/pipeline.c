@@ -1142,15 +1142,10 @@ static void start_run(vf_pipeline *p)
 static vf_status run_leased(vf_pipeline *p, const char *const *paths, int n,
                             const vf_run_hooks *hooks)
 {
-    vf_lease_opts o = {p->db_path,
-                       p->model_id,
-                       p->sampling,
-                       vf_precision_str(p->info.precision),
-                       p->root,
-                       p->cfg.lease_s,
-                       p->cfg.max_attempts,
-                       p->cfg.force,
-                       &p->cancel};
+    vf_lease_opts o = {
+        p->db_path, p->model_id,    p->sampling,         vf_precision_str(p->info.precision),
+        p->root,    p->cfg.lease_s, p->cfg.max_attempts, p->cfg.force,
+        &p->cancel};
     vf_source *src = NULL;
     vf_status rc = vfi_lease_source_create(&o, paths, n, &src, &p->err);
     if (rc >= 0 && atomic_load(&p->cancel))

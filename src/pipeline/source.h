@@ -20,11 +20,11 @@
 
 /* One unit of work: a file, and what the pipeline keeps about it. */
 typedef struct vf_work {
-    int index;         /* the caller's number for it (vf_batch_view.file, file_done's file) */
-    const char *path;  /* the path to open (borrowed from the source) */
-    vf_record_file id; /* the name it is recorded under */
-    int skip;          /* already done: reported as skipped, not decoded */
-    const char *fail;  /* not NULL: reported failed with this line, not decoded */
+    int index;            /* the caller's number for it (vf_batch_view.file, file_done's file) */
+    const char *path;     /* the path to open (borrowed from the source) */
+    vf_record_file id;    /* the name it is recorded under */
+    int skip;             /* already done: reported as skipped, not decoded */
+    const char *fail;     /* not NULL: reported failed with this line, not decoded */
     vf_store_lease lease; /* the claim that fences its writes (id 0: none) */
 } vf_work;
 
@@ -59,12 +59,12 @@ vf_status vfi_list_source_create(const char *const *paths, int n, vf_source **ou
 
 /* How the leased source works (vfi_lease_source_create). */
 typedef struct vf_lease_opts {
-    const char *target;    /* the database (-o): the source opens its own connection */
+    const char *target; /* the database (-o): the source opens its own connection */
     int64_t model_id;
     const char *sampling, *precision;
-    const char *root;      /* names are relative to this absolute directory (NULL: absolute) */
-    double lease_s;        /* > 0 */
-    int max_attempts;      /* >= 1 */
+    const char *root; /* names are relative to this absolute directory (NULL: absolute) */
+    double lease_s;   /* > 0 */
+    int max_attempts; /* >= 1 */
     int force;
     const atomic_int *cancel; /* set: stop waiting for other workers */
 } vf_lease_opts;

@@ -40,9 +40,9 @@ typedef struct lease_source {
     unsigned char *settled; /* handed out (list worker) */
     int *of_offer;          /* the item of each offered file (the store numbers by offer) */
     int n_offered;
-    int cursor;             /* the next index to look at while handing skips or reporting */
-    char **fails;           /* a failed item's line, owned (list worker, by index) */
-    vf_work **made;         /* a queue worker's items, owned */
+    int cursor;     /* the next index to look at while handing skips or reporting */
+    char **fails;   /* a failed item's line, owned (list worker, by index) */
+    vf_work **made; /* a queue worker's items, owned */
     int n_made, cap_made;
     int64_t *held; /* lease ids of the items handed out and not yet ended */
     int n_held, cap_held;
@@ -391,12 +391,13 @@ vf_status vfi_lease_source_create(const vf_lease_opts *o, const char *const *pat
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    l->work = (vf_store_work){o->model_id, l->sampling,   l->precision, l->owner,
-                              o->lease_s,  o->max_attempts, o->force,   -1.0};
+    l->work = (vf_store_work){o->model_id, l->sampling,     l->precision, l->owner,
+                              o->lease_s,  o->max_attempts, o->force,     -1.0};
     TRY(vfi_store_open(o->target, VF_STORE_WRITE, &l->store, err));
     if (paths) /* a list: what ended before now and is not done by the rule is work again */
         TRY(vfi_store_clock(l->store, &l->work.since, err));
-    TRY(paths ? offer_list(l, paths, n, err) : vfi_store_offer(l->store, &l->work, NULL, 0, NULL, err));
+    TRY(paths ? offer_list(l, paths, n, err)
+              : vfi_store_offer(l->store, &l->work, NULL, 0, NULL, err));
     if (pthread_create(&l->beat, NULL, heartbeat, l) != 0) {
         rc = vfi_fail(err, VF_ERR_INTERNAL, "cannot start the lease heartbeat");
         goto fail;

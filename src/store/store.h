@@ -143,8 +143,8 @@ typedef enum vf_claim_kind {
 typedef struct vf_store_claim {
     vf_claim_kind kind;
     vf_store_lease lease;
-    int index;     /* its index in the offered set; -1 for a queue worker's set */
-    char *name;    /* the recorded name (vfi_free it) */
+    int index;  /* its index in the offered set; -1 for a queue worker's set */
+    char *name; /* the recorded name (vfi_free it) */
     char error[256];
 } vf_store_claim;
 
@@ -186,8 +186,7 @@ struct vf_store_ops {
     vf_status (*offer)(vf_store *s, const vf_store_work *w, const vf_store_offer *files, int n,
                        unsigned char *done, vf_err *err);
     vf_status (*claim)(vf_store *s, const vf_store_work *w, vf_store_claim *c, vf_err *err);
-    vf_status (*renew)(vf_store *s, const vf_store_work *w, const int64_t *ids, int n,
-                       vf_err *err);
+    vf_status (*renew)(vf_store *s, const vf_store_work *w, const int64_t *ids, int n, vf_err *err);
     vf_status (*release)(vf_store *s, const vf_store_lease *l, int done, vf_err *err);
     vf_status (*work_states)(vf_store *s, const vf_store_work *w, vf_store_state_fn fn, void *user,
                              vf_err *err);

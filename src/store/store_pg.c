@@ -356,8 +356,8 @@ static vf_status check_fence(pg_store *s, const vf_store_lease *fence, int *fini
     snprintf(token, sizeof(token), "%lld", (long long)fence->token);
     const char *p[] = {id, token};
     PGresult *res;
-    vf_status rc = query(s, "SELECT state FROM leases WHERE id = $1 AND token = $2 FOR SHARE", 2,
-                         p, "reading the lease", &res, err);
+    vf_status rc = query(s, "SELECT state FROM leases WHERE id = $1 AND token = $2 FOR SHARE", 2, p,
+                         "reading the lease", &res, err);
     if (rc < 0)
         return rc;
     const char *state = PQntuples(res) ? PQgetvalue(res, 0, 0) : "";
@@ -615,8 +615,8 @@ static vf_status fill_want(pg_store *s, const vf_store_offer *files, int n, vf_e
                  files ? files[i].mtime : 0.0);
         ok = ok && len + strlen(num) < sizeof(line);
         if (!ok) {
-            rc = vfi_fail(err, VF_ERR_STORE, "%s: a path too long to list: %.80s...", s->name,
-                          name);
+            rc =
+                vfi_fail(err, VF_ERR_STORE, "%s: a path too long to list: %.80s...", s->name, name);
             break;
         }
         memcpy(line + len, num, strlen(num));
@@ -668,8 +668,8 @@ static int reconnect(pg_store *s, double *waited)
         pause = pause < 4.0 ? pause * 2 : 4.0;
         PQreset(s->conn);
         if (PQstatus(s->conn) == CONNECTION_OK && session_setup(s, NULL) >= 0) {
-            vfi_log(VF_LOG_WARNING, "store", "%s: connection lost; made again after %.1f s", s->name,
-                    *waited);
+            vfi_log(VF_LOG_WARNING, "store", "%s: connection lost; made again after %.1f s",
+                    s->name, *waited);
             return 1;
         }
     }
@@ -785,8 +785,8 @@ static vf_status pg_enqueue(vf_store *store, const char *const *names, int n, vf
     RETRYING(s, enqueue_once(s, names, n, err));
 }
 
-static vf_status offer_once(pg_store *s, const vf_store_work *w, const vf_store_offer *files,
-                            int n, unsigned char *done, vf_err *err)
+static vf_status offer_once(pg_store *s, const vf_store_work *w, const vf_store_offer *files, int n,
+                            unsigned char *done, vf_err *err)
 {
     char model[24], since[40], force[2] = {w->force ? 't' : 'f', 0}, max[16];
     snprintf(model, sizeof(model), "%lld", (long long)w->model_id);
@@ -1036,8 +1036,8 @@ static vf_status pg_release(vf_store *store, const vf_store_lease *l, int done, 
     RETRYING(s, release_once(s, l, done, err));
 }
 
-static vf_status states_once(pg_store *s, const vf_store_work *w, vf_store_state_fn fn,
-                             void *user, vf_err *err)
+static vf_status states_once(pg_store *s, const vf_store_work *w, vf_store_state_fn fn, void *user,
+                             vf_err *err)
 {
     if (!s->want)
         return VF_OK; /* a queue worker's set is every queued file: it reports only its own */

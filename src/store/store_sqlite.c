@@ -870,8 +870,8 @@ static vf_status sq_enqueue(vf_store *store, const char *const *names, int n, vf
     vf_status rc = exec(s, "BEGIN IMMEDIATE", err);
     if (rc < 0)
         return rc;
-    TRY(prepare(s, "INSERT INTO queue (path, added_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                &add, err));
+    TRY(prepare(s, "INSERT INTO queue (path, added_at) VALUES (?, ?) ON CONFLICT DO NOTHING", &add,
+                err));
     TRY(prepare(s,
                 "UPDATE leases SET state = 'pending', owner = NULL, expires = NULL, attempts = 0,"
                 " error = NULL WHERE path = ? AND state IN ('done', 'failed')",

@@ -46,6 +46,7 @@
 #define ADVISORY_KEY      "7419030817" /* any constant: the schema's lock */
 
 #define RECONNECT_S 120.0 /* how long a lost server is waited for */
+#define IDLE_TX_S   "5"   /* seconds a session may sit idle inside a transaction */
 
 typedef struct pg_store {
     vf_store base; /* first: what the interface hands around */
@@ -264,7 +265,7 @@ static vf_status pg_open(const char *uri, vf_store_mode mode, vf_store **out, vf
             pq_message(s->conn ? PQerrorMessage(s->conn) : "out of memory", why, sizeof(why)));
         goto fail;
     }
-    TRY(exec(s, "SET client_min_messages = warning", "setting up", err));
+    TRY(session_setup(s, err)); /* the temporary tables come once the schema is there */
     if (mode == VF_STORE_WRITE) {
         TRY(exec(s, "BEGIN", "starting a transaction", err));
         TRY(exec(s, "SELECT pg_advisory_xact_lock(" ADVISORY_KEY ")", "locking the schema", err));
@@ -448,8 +449,6 @@ static vf_status batch_once(pg_store *s, int64_t ext_id, const vf_store_lease *f
     vf_status rc = exec(s, "BEGIN", "starting a transaction", err);
     PGresult *res = NULL;
     int copying = 0;
-    if (rc >= 0)
-        rc = check_fence(s, fence, NULL, err);
     if (rc >= 0) {
         res = PQexec(s->conn, "COPY batch_in (extraction_id, frame_index, pts, t, vec) FROM STDIN");
         copying = PQresultStatus(res) == PGRES_COPY_IN;
@@ -484,6 +483,10 @@ static vf_status batch_once(pg_store *s, int64_t ext_id, const vf_store_lease *f
     snprintf(id, sizeof(id), "%lld", (long long)ext_id);
     snprintf(count, sizeof(count), "%d", n);
     const char *pu[] = {id, count};
+    /* the fence after the COPY (into this session's own table): the lease row is locked only
+     * for the last few statements */
+    if (rc >= 0)
+        rc = check_fence(s, fence, NULL, err);
     if (rc >= 0)
         rc = exec(s,
                   "INSERT INTO features (extraction_id, frame_index, pts, t, vec)"
@@ -643,7 +646,13 @@ static vf_status fill_want(pg_store *s, const vf_store_offer *files, int n, vf_e
 /* What a new connection needs: quiet notices, the batch table, the set to claim from. */
 static vf_status session_setup(pg_store *s, vf_err *err)
 {
-    vf_status rc = exec(s, "SET client_min_messages = warning", "setting up", err);
+    /* A worker paused inside a transaction (SIGSTOP, a frozen machine) would hold its locks,
+     * its lease row's among them, for as long as it is paused: the server ends such a session
+     * after IDLE_TX_S, and the worker, if it wakes, connects again (and is fenced). */
+    vf_status rc = exec(s,
+                        "SET client_min_messages = warning;"
+                        " SET idle_in_transaction_session_timeout = '" IDLE_TX_S "s'",
+                        "setting up", err);
     if (rc >= 0 && s->write)
         rc = exec(s,
                   "CREATE TEMP TABLE IF NOT EXISTS batch_in (seq bigserial, extraction_id bigint,"

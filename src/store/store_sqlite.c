@@ -1045,6 +1045,10 @@ static vf_status sq_claim(vf_store *store, const vf_store_work *w, vf_store_clai
     sqlite3_stmt *st = NULL;
     int with_want = s->want;
     vf_status rc = exec(s, "BEGIN IMMEDIATE", err);
+    if (rc < 0 && (sqlite3_errcode(s->db) & 0xff) == SQLITE_BUSY) {
+        c->kind = VF_CLAIM_WAIT; /* another worker holds the file's write lock: ask again */
+        return VF_OK;
+    }
     if (rc < 0)
         return rc;
     for (int pass = 0; pass < 2; pass++) {

@@ -83,6 +83,13 @@ class PgServer:
                 pass
             self.pid = None
 
+    def restart(self):
+        """Stop (fast: clients are disconnected) and start again on the same port."""
+        self._run(os.path.join(self.bin, "pg_ctl"), "-D", self.data, "-m", "fast", "-w", "-t",
+                  "60", "stop")
+        self.pid = None
+        self.start()
+
     def __exit__(self, *exc):
         self.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)

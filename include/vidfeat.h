@@ -322,6 +322,15 @@ VF_API void vf_pipeline_free(vf_pipeline **pp);
 VF_API vf_status vf_db_enqueue(const char *db_path, const char *root, const char *const *paths,
                                int n_paths, char *errbuf, size_t errbuf_size);
 
+/** Copy the finished extractions of the SQLite database in_path (models, videos, vectors) into
+ *  out_path (created when missing): the per-task files of a cluster run without a database
+ *  server, merged. Each file once: one done in both with the same vectors is kept once; with
+ *  other vectors it is a conflict, reported through conflict() (out's is kept) and counted.
+ *  *merged: extractions copied. */
+VF_API vf_status vf_db_merge(const char *out_path, const char *in_path,
+                             void (*conflict)(void *user, const char *path, const char *sampling),
+                             void *user, int64_t *merged, char *errbuf, size_t errbuf_size);
+
 /** Describe what a database holds, one line of text per call of line() (no newline). Opens it
  *  read-only. VF_ERR_STORE when it is not a vidfeat database. */
 VF_API vf_status vf_db_describe(const char *db_path, void (*line)(void *user, const char *text),

@@ -23,6 +23,7 @@ enum {
     CMD_INFO = 1 << 4,
     CMD_MODELS = 1 << 5,
     CMD_ENQUEUE = 1 << 6,
+    CMD_MERGE = 1 << 7,
 };
 
 #define MAX_LIST 16
@@ -74,6 +75,7 @@ int cmd_similar(cli *c, int argc, char **argv);
 int cmd_models(cli *c, int argc, char **argv);
 int cmd_bench(cli *c, int argc, char **argv);
 int cmd_enqueue(cli *c, int argc, char **argv);
+int cmd_merge(cli *c, int argc, char **argv);
 
 /* ---- options.c ---------------------------------------------------------------------------- */
 

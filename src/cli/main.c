@@ -23,6 +23,8 @@ const cli_command cli_commands[] = {
      "int8 scales from sample frames of these inputs", cmd_calibrate},
     {"enqueue", CMD_ENQUEUE, "enqueue -o DB [--root DIR] FILE|DIR... | --files-from F",
      "register files as work for queue workers (vidfeat -o DB with no inputs)", cmd_enqueue},
+    {"merge", CMD_MERGE, "merge OUT.db IN.db...",
+     "the done extractions of several SQLite files in one (each file once)", cmd_merge},
 };
 const size_t cli_n_commands = sizeof(cli_commands) / sizeof(cli_commands[0]);
 

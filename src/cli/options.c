@@ -64,7 +64,7 @@ enum opt_id {
 /* Which commands take an option. */
 #define RUNS (CMD_EXTRACT | CMD_CALIBRATE | CMD_BENCH) /* those that run the pipeline */
 #define NETS (RUNS | CMD_SIMILAR)                      /* those that open a network */
-#define ALL  (NETS | CMD_INFO | CMD_MODELS)
+#define ALL  (NETS | CMD_INFO | CMD_MODELS | CMD_ENQUEUE | CMD_MERGE)
 
 typedef struct opt_def {
     const char *name;

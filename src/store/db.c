@@ -1,6 +1,6 @@
 /*
  * db.c - the public database calls of vidfeat.h that are the store's alone: describing a
- * database (vidfeat info) and registering work (vidfeat enqueue).
+ * database (vidfeat info), registering work (vidfeat enqueue), merging (vidfeat merge).
  */
 #include <stdio.h>
 
@@ -56,6 +56,27 @@ out:
     vfi_free(files);
     vfi_free(names);
     vfi_free(abs_root);
+    if (rc < 0 && errbuf && errbuf_size)
+        snprintf(errbuf, errbuf_size, "%s", err.msg);
+    return rc;
+}
+
+vf_status vf_db_merge(const char *out_path, const char *in_path,
+                      void (*conflict)(void *user, const char *path, const char *sampling),
+                      void *user, int64_t *merged, char *errbuf, size_t errbuf_size)
+{
+    vf_err err = {VF_OK, ""};
+    int64_t ignore;
+    if (!merged)
+        merged = &ignore;
+    *merged = 0;
+    if (!out_path || !in_path)
+        return VF_ERR_INVALID;
+    vf_store *s = NULL;
+    vf_status rc = vfi_store_open(out_path, VF_STORE_WRITE, &s, &err);
+    if (rc >= 0)
+        rc = vfi_store_merge(s, in_path, conflict, user, merged, &err);
+    vfi_store_close(&s);
     if (rc < 0 && errbuf && errbuf_size)
         snprintf(errbuf, errbuf_size, "%s", err.msg);
     return rc;

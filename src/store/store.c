@@ -105,3 +105,13 @@ vf_status vfi_store_nearest(vf_store *s, int64_t model_id, int f16, const float 
 {
     return s->ops->nearest(s, model_id, f16, q, dim, k, skip, hit, user, err);
 }
+
+vf_status vfi_store_merge(vf_store *s, const char *from, vf_store_conflict_fn conflict, void *user,
+                          int64_t *merged, vf_err *err)
+{
+    *merged = 0;
+    if (!s->ops->merge)
+        return vfi_fail(err, VF_ERR_NOT_BUILT, "merging into a %s database is not supported",
+                        s->ops->name);
+    return s->ops->merge(s, from, conflict, user, merged, err);
+}

@@ -151,6 +151,9 @@ typedef struct vf_store_claim {
 /* How a worker's file ended where the worker did not see it (vfi_store_work_states). */
 typedef void (*vf_store_state_fn)(void *user, int index, const char *state, const char *error);
 
+/* A file done in both databases of a merge, with other vectors. */
+typedef void (*vf_store_conflict_fn)(void *user, const char *path, const char *sampling);
+
 typedef void (*vf_store_line_fn)(void *user, const char *text);
 typedef void (*vf_store_model_fn)(void *user, int64_t id, const vf_store_model *m, int64_t vectors);
 typedef void (*vf_store_hit_fn)(void *user, const char *path, const vf_store_ref *ref,
@@ -190,6 +193,9 @@ struct vf_store_ops {
     vf_status (*release)(vf_store *s, const vf_store_lease *l, int done, vf_err *err);
     vf_status (*work_states)(vf_store *s, const vf_store_work *w, vf_store_state_fn fn, void *user,
                              vf_err *err);
+    /* NULL where the kind cannot merge */
+    vf_status (*merge)(vf_store *s, const char *from, vf_store_conflict_fn conflict, void *user,
+                       int64_t *merged, vf_err *err);
 
     vf_status (*models)(vf_store *s, vf_store_model_fn row, void *user, vf_err *err);
     vf_status (*vector_at)(vf_store *s, int64_t model_id, int f16, const char *path, double t,
@@ -280,6 +286,13 @@ vf_status vfi_store_release(vf_store *s, const vf_store_lease *l, int done, vf_e
 /* The state ("pending", "claimed", "done", "failed") and error of each file of the set. */
 vf_status vfi_store_work_states(vf_store *s, const vf_store_work *w, vf_store_state_fn fn,
                                 void *user, vf_err *err);
+
+/* Copy into s the done extractions of the database `from` (a file of s's kind), with their
+ * models, videos and vectors: each file once. A file done in both with the same vectors stays
+ * as it is; with other vectors it is a conflict: s's is kept and conflict() told (path,
+ * sampling). *merged: the extractions copied. One transaction. */
+vf_status vfi_store_merge(vf_store *s, const char *from, vf_store_conflict_fn conflict, void *user,
+                          int64_t *merged, vf_err *err);
 
 /* Each model row that has vectors, with how many (m's strings are borrowed for the call). */
 vf_status vfi_store_models(vf_store *s, vf_store_model_fn row, void *user, vf_err *err);

@@ -947,12 +947,18 @@ static vf_status claim_once(pg_store *s, const vf_store_work *w, vf_store_claim 
                           " finished_at = extract(epoch FROM clock_timestamp()), error = $2"
                           " WHERE id = $1",
                           2, pf, "failing a file", NULL, err));
-                const char *pe[] = {c->name, model, w->sampling, c->error};
+                /* recorded as a failed extraction, like any file that failed */
+                char when[32];
+                vfi_now_iso(when, sizeof(when));
+                const char *pe[] = {c->name, model, w->sampling, c->error, w->precision, when};
                 TRY(query(s,
-                          "UPDATE extractions SET status = 'failed', error = $4 WHERE status ="
-                          " 'running' AND model_id = $2 AND sampling = $3 AND video_id IN"
-                          " (SELECT id FROM videos WHERE path = $1)",
-                          4, pe, "failing a file", NULL, err));
+                          "WITH v AS (INSERT INTO videos (path) VALUES ($1) ON CONFLICT (path)"
+                          " DO UPDATE SET path = excluded.path RETURNING id)"
+                          " INSERT INTO extractions (video_id, model_id, sampling, status, error,"
+                          " precision, finished_at) SELECT id, $2, $3, 'failed', $4, $5, $6 FROM"
+                          " v ON CONFLICT (video_id, model_id, sampling) DO UPDATE SET status ="
+                          " 'failed', error = excluded.error, finished_at = excluded.finished_at",
+                          6, pe, "failing a file", NULL, err));
                 c->kind = VF_CLAIM_GAVE_UP;
                 return exec(s, "COMMIT", "failing a file", err);
             }

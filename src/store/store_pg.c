@@ -427,50 +427,84 @@ fail:
     return rc;
 }
 
-/* One float as COPY's text format wants it: exact (9 significant digits), NaN and infinities
- * by name. */
-static int put_float(char *buf, size_t size, float x)
+/* Big-endian stores for COPY's binary format. */
+static unsigned char *put_be32(unsigned char *p, uint32_t v)
 {
-    if (isnan(x))
-        return snprintf(buf, size, "NaN");
-    if (isinf(x))
-        return snprintf(buf, size, x > 0 ? "Infinity" : "-Infinity");
-    return snprintf(buf, size, "%.9g", x);
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+    return p + 4;
+}
+
+static unsigned char *put_be64(unsigned char *p, uint64_t v)
+{
+    return put_be32(put_be32(p, (uint32_t)(v >> 32)), (uint32_t)v);
+}
+
+/* One row of batch_in in COPY's binary format (PostgreSQL's documented wire format): five
+ * fields, each a length and its big-endian bytes; vec a one-dimensional float4 array. Binary,
+ * not text: no float printing or parsing on either side, and exact by construction. */
+static size_t binary_row(unsigned char *p0, int64_t ext, int64_t frame, int64_t pts, double t,
+                         const float *v, int dim, int f16)
+{
+    unsigned char *p = p0;
+    p[0] = 0;
+    p[1] = 5; /* fields */
+    p += 2;
+    p = put_be64(put_be32(p, 8), (uint64_t)ext);
+    p = put_be64(put_be32(p, 8), (uint64_t)frame);
+    p = put_be64(put_be32(p, 8), (uint64_t)pts);
+    uint64_t tb;
+    memcpy(&tb, &t, 8);
+    p = put_be64(put_be32(p, 8), tb);
+    p = put_be32(p, (uint32_t)(20 + 8 * dim)); /* the array: header, then length + value each */
+    p = put_be32(p, 1);                        /* dimensions */
+    p = put_be32(p, 0);                        /* no NULLs */
+    p = put_be32(p, 700);                      /* float4's type oid */
+    p = put_be32(p, (uint32_t)dim);
+    p = put_be32(p, 1); /* lower bound */
+    for (int k = 0; k < dim; k++) {
+        float x = f16 ? vfi_f16_to_f32(vfi_f32_to_f16(v[k])) : v[k];
+        uint32_t b;
+        memcpy(&b, &x, 4);
+        p = put_be32(put_be32(p, 4), b);
+    }
+    return (size_t)(p - p0);
 }
 
 static vf_status batch_once(pg_store *s, int64_t ext_id, const vf_store_lease *fence, int n,
                             int dim, int f16, const int64_t *frame_index, const int64_t *pts,
                             const double *t, const float *vecs, vf_err *err)
 {
-    size_t cap = (size_t)dim * 18 + 128; /* one row: each float at most 16 bytes and a comma */
-    char *line = vfi_malloc(cap);
-    if (!line)
+    size_t cap = (size_t)dim * 8 + 128; /* one row */
+    unsigned char *row = vfi_malloc(cap);
+    if (!row)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     vf_status rc = exec(s, "BEGIN", "starting a transaction", err);
     PGresult *res = NULL;
     int copying = 0;
     if (rc >= 0) {
-        res = PQexec(s->conn, "COPY batch_in (extraction_id, frame_index, pts, t, vec) FROM STDIN");
+        res = PQexec(s->conn, "COPY batch_in (extraction_id, frame_index, pts, t, vec) FROM STDIN"
+                              " (FORMAT binary)");
         copying = PQresultStatus(res) == PGRES_COPY_IN;
         if (!copying)
             rc = pg_fail(s, err, "writing features", res);
         PQclear(res);
     }
+    static const unsigned char header[19] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0377, '\r', '\n',
+                                             0,   0,   0,   0,   0,   0,   0,    0,    0};
+    if (rc >= 0 && PQputCopyData(s->conn, (const char *)header, sizeof(header)) != 1)
+        rc = pg_fail(s, err, "writing features", NULL);
     for (int i = 0; rc >= 0 && i < n; i++) {
-        const float *v = vecs + (size_t)i * dim;
-        size_t len = (size_t)snprintf(line, cap, "%lld\t%lld\t%lld\t%.17g\t{", (long long)ext_id,
-                                      (long long)frame_index[i], (long long)pts[i], t[i]);
-        for (int k = 0; k < dim; k++) {
-            float x = f16 ? vfi_f16_to_f32(vfi_f32_to_f16(v[k])) : v[k];
-            len += (size_t)put_float(line + len, cap - len, x);
-            line[len++] = k + 1 < dim ? ',' : '}';
-        }
-        if (dim == 0)
-            line[len++] = '}';
-        line[len++] = '\n';
-        if (PQputCopyData(s->conn, line, (int)len) != 1)
+        size_t len =
+            binary_row(row, ext_id, frame_index[i], pts[i], t[i], vecs + (size_t)i * dim, dim, f16);
+        if (PQputCopyData(s->conn, (const char *)row, (int)len) != 1)
             rc = pg_fail(s, err, "writing features", NULL);
     }
+    static const unsigned char trailer[2] = {0377, 0377};
+    if (rc >= 0 && PQputCopyData(s->conn, (const char *)trailer, 2) != 1)
+        rc = pg_fail(s, err, "writing features", NULL);
     if (copying) {
         int ended = PQputCopyEnd(s->conn, rc >= 0 ? NULL : "abandoned");
         while ((res = PQgetResult(s->conn))) {
@@ -505,7 +539,7 @@ static vf_status batch_once(pg_store *s, int64_t ext_id, const vf_store_lease *f
         rc = exec(s, "COMMIT", "writing features", err);
     if (rc < 0)
         exec(s, "ROLLBACK", NULL, NULL);
-    vfi_free(line);
+    vfi_free(row);
     return rc;
 }
 
@@ -911,19 +945,29 @@ static vf_status claim_once(pg_store *s, const vf_store_work *w, vf_store_claim 
     vf_status rc = exec(s, "BEGIN", "starting a transaction", err);
     if (rc < 0)
         return rc;
+    /* pending files first, then those whose lease ran out: each its own indexed scan */
+    static const char *const wanted[2][2] = {
+        {"SELECT l.id, l.path, l.state, l.attempts, l.owner, w.ord FROM leases l JOIN want w ON"
+         " w.path = l.path WHERE l.model_id = $1 AND l.sampling = $2 AND l.state = 'pending'"
+         " ORDER BY l.id LIMIT 1 FOR UPDATE OF l SKIP LOCKED",
+         "SELECT l.id, l.path, l.state, l.attempts, l.owner, w.ord FROM leases l JOIN want w ON"
+         " w.path = l.path WHERE l.model_id = $1 AND l.sampling = $2 AND l.state = 'claimed'"
+         " AND l.expires < extract(epoch FROM clock_timestamp()) ORDER BY l.id LIMIT 1"
+         " FOR UPDATE OF l SKIP LOCKED"},
+        {"SELECT l.id, l.path, l.state, l.attempts, l.owner, -1 FROM leases l WHERE l.model_id ="
+         " $1 AND l.sampling = $2 AND l.state = 'pending' ORDER BY l.id LIMIT 1"
+         " FOR UPDATE SKIP LOCKED",
+         "SELECT l.id, l.path, l.state, l.attempts, l.owner, -1 FROM leases l WHERE l.model_id ="
+         " $1 AND l.sampling = $2 AND l.state = 'claimed' AND l.expires < extract(epoch FROM"
+         " clock_timestamp()) ORDER BY l.id LIMIT 1 FOR UPDATE SKIP LOCKED"}};
     for (int pass = 0; pass < 2; pass++) {
         const char *p[] = {model, w->sampling};
-        TRY(query(s,
-                  s->want ? "SELECT l.id, l.path, l.state, l.attempts, l.owner, w.ord FROM leases"
-                            " l JOIN want w ON w.path = l.path WHERE l.model_id = $1 AND"
-                            " l.sampling = $2 AND (l.state = 'pending' OR (l.state = 'claimed'"
-                            " AND l.expires < extract(epoch FROM clock_timestamp())))"
-                            " ORDER BY l.id LIMIT 1 FOR UPDATE OF l SKIP LOCKED"
-                          : "SELECT l.id, l.path, l.state, l.attempts, l.owner, -1 FROM leases l"
-                            " WHERE l.model_id = $1 AND l.sampling = $2 AND (l.state = 'pending'"
-                            " OR (l.state = 'claimed' AND l.expires < extract(epoch FROM"
-                            " clock_timestamp()))) ORDER BY l.id LIMIT 1 FOR UPDATE SKIP LOCKED",
-                  2, p, "claiming work", &res, err));
+        TRY(query(s, wanted[!s->want][0], 2, p, "claiming work", &res, err));
+        if (PQntuples(res) == 0) {
+            PQclear(res);
+            res = NULL;
+            TRY(query(s, wanted[!s->want][1], 2, p, "claiming work", &res, err));
+        }
         if (PQntuples(res) == 1) {
             char id[24];
             snprintf(id, sizeof(id), "%s", PQgetvalue(res, 0, 0));

@@ -112,7 +112,7 @@ static const char *const schema_v3 =
     " CHECK (state IN ('pending', 'claimed', 'done', 'failed')), owner TEXT,"
     " token INTEGER NOT NULL DEFAULT 0, expires REAL, attempts INTEGER NOT NULL DEFAULT 0,"
     " finished_at REAL, error TEXT, UNIQUE (path, model_id, sampling));"
-    "CREATE INDEX leases_state ON leases (model_id, sampling, state);";
+    "CREATE INDEX leases_state ON leases (model_id, sampling, state, id);";
 
 /* migrations[v] brings a database from user_version v to v + 1 */
 static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {schema_v1, schema_v2, schema_v3};
@@ -1053,21 +1053,31 @@ static vf_status sq_claim(vf_store *store, const vf_store_work *w, vf_store_clai
         return rc;
     for (int pass = 0; pass < 2; pass++) {
         double now = vfi_epoch_s();
-        /* leases first (CROSS JOIN keeps that order): the claimable ones are few and indexed */
-        TRY(prepare(s,
-                    with_want ? "SELECT l.id, l.path, l.state, l.attempts, l.owner, w.ord FROM"
-                                " leases l CROSS JOIN want w ON w.path = l.path WHERE l.model_id ="
-                                " ?1 AND l.sampling = ?2 AND (l.state = 'pending' OR (l.state ="
-                                " 'claimed' AND l.expires < ?3)) ORDER BY l.id LIMIT 1"
-                              : "SELECT l.id, l.path, l.state, l.attempts, l.owner, -1 FROM"
-                                " leases l WHERE l.model_id = ?1 AND l.sampling = ?2 AND (l.state"
-                                " = 'pending' OR (l.state = 'claimed' AND l.expires < ?3))"
-                                " ORDER BY l.id LIMIT 1",
-                    &st, err));
-        sqlite3_bind_int64(st, 1, w->model_id);
-        sqlite3_bind_text(st, 2, w->sampling, -1, SQLITE_STATIC);
-        sqlite3_bind_double(st, 3, now);
-        int r = sqlite3_step(st);
+        /* pending files first, then those whose lease ran out, each by the index on state;
+         * leases first (CROSS JOIN keeps that order): the claimable ones are few */
+        static const char *const wanted[2][2] = {
+            {"SELECT l.id, l.path, l.state, l.attempts, l.owner, w.ord FROM leases l CROSS JOIN"
+             " want w ON w.path = l.path WHERE l.model_id = ?1 AND l.sampling = ?2 AND l.state ="
+             " 'pending' ORDER BY l.id LIMIT 1",
+             "SELECT l.id, l.path, l.state, l.attempts, l.owner, w.ord FROM leases l CROSS JOIN"
+             " want w ON w.path = l.path WHERE l.model_id = ?1 AND l.sampling = ?2 AND l.state ="
+             " 'claimed' AND l.expires < ?3 ORDER BY l.id LIMIT 1"},
+            {"SELECT l.id, l.path, l.state, l.attempts, l.owner, -1 FROM leases l WHERE"
+             " l.model_id = ?1 AND l.sampling = ?2 AND l.state = 'pending' ORDER BY l.id LIMIT 1",
+             "SELECT l.id, l.path, l.state, l.attempts, l.owner, -1 FROM leases l WHERE"
+             " l.model_id = ?1 AND l.sampling = ?2 AND l.state = 'claimed' AND l.expires < ?3"
+             " ORDER BY l.id LIMIT 1"}};
+        int r = SQLITE_DONE;
+        st = NULL;
+        for (int k = 0; k < 2 && r == SQLITE_DONE; k++) {
+            sqlite3_finalize(st);
+            TRY(prepare(s, wanted[!with_want][k], &st, err));
+            sqlite3_bind_int64(st, 1, w->model_id);
+            sqlite3_bind_text(st, 2, w->sampling, -1, SQLITE_STATIC);
+            if (k == 1)
+                sqlite3_bind_double(st, 3, now);
+            r = sqlite3_step(st);
+        }
         if (r != SQLITE_ROW && r != SQLITE_DONE) {
             rc = db_fail(s, err, "claiming work");
             goto fail;

@@ -54,7 +54,9 @@ def make_done_db(kind, pg, exe, model, files, clip, tmp):
     rows = []
     for i, f in enumerate(files):
         st = os.stat(f)
-        rows.append((i + 100, f, st.st_size, "%.17g" % (st.st_mtime_ns / 1e9)))
+        # the mtime as vidfeat computes it (seconds + nanoseconds * 1e-9, in doubles)
+        mtime = float(st.st_mtime_ns // 10**9) + (st.st_mtime_ns % 10**9) * 1e-9
+        rows.append((i + 100, f, st.st_size, "%.17g" % mtime))
     if kind == "sqlite":
         con = sqlite3.connect(db)
         model_id, sampling, prec = con.execute(

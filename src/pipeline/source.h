@@ -1,13 +1,14 @@
 /*
  * source.h - where the pipeline's work comes from: a source hands out work items (files), and
- * is told how each ended: the list of paths a run is given without a database (vfi_list_source),
- * and the leased source (source_lease.c) claims them from a database that many workers share.
+ * is told how each ended. Two kinds: the list of paths a run without a database is given
+ * (source_list.c), and files claimed one at a time from a database that many workers share
+ * (source_lease.c).
  *
  * Threads: next() may be called by several decode lanes at once; done() and failed() come from
  * the pipeline's store thread, in the order the files finish. An item belongs to its source:
  * it stays valid until the source is freed, and the pipeline does not touch it after done() or
- * failed(). An item handed out but not yet begun when a run stops is told neither: a source
- * that hands items to many workers must take such items back itself (a lease that expires).
+ * failed(). An item handed out but not yet begun when a run stops is told neither: the leased
+ * source gives such items back when it is freed (and a lease expires if the process dies).
  */
 #ifndef VIDFEAT_SOURCE_H
 #define VIDFEAT_SOURCE_H

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -470,10 +471,17 @@ static vf_status open_write(const char *path, vf_store **out, vf_err *err)
             goto fail;
         }
     }
-    if ((rc = exec(s,
-                   "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                   "PRAGMA foreign_keys=ON;",
-                   err)) < 0)
+    /* Switching a new file to WAL takes it whole and does not wait for the busy handler: when
+     * several workers open a new database at once, the others are asked again, for up to the
+     * busy timeout. */
+    for (int waited_ms = 0;; waited_ms += 10) {
+        rc = exec(s, "PRAGMA journal_mode=WAL", err);
+        if (rc >= 0 || (sqlite3_errcode(s->db) & 0xff) != SQLITE_BUSY ||
+            waited_ms >= BUSY_TIMEOUT_MS)
+            break;
+        nanosleep(&(struct timespec){0, 10000000L}, NULL);
+    }
+    if (rc < 0 || (rc = exec(s, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", err)) < 0)
         goto fail;
     if (version < VF_STORE_SCHEMA_VERSION && (rc = migrate(s, err)) < 0)
         goto fail;

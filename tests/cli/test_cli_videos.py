@@ -54,6 +54,18 @@ def ffprobe_frames(path, extra=()):
     return ts
 
 
+def rows_running(db):
+    """Rows written for a file not yet done (0 while the database is being made)."""
+    try:
+        con = sqlite3.connect("file:%s?mode=ro" % db, uri=True, timeout=5)
+        n = con.execute("SELECT count(*) FROM features f JOIN extractions e ON e.id ="
+                        " f.extraction_id WHERE e.status = 'running'").fetchone()[0]
+        con.close()
+        return n
+    except sqlite3.Error:
+        return 0
+
+
 def consistent(db):
     """No extraction is done with frames missing; the file passes integrity_check."""
     con = sqlite3.connect(db)
@@ -271,7 +283,11 @@ def main():
             dbi = os.path.join(tmp, "%s.db" % name)
             p = subprocess.Popen([exe, "--model", model, "--batch", "8", "-o", dbi, *big],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            time.sleep(0.6)
+            # the signal lands once a file has rows written (not after a fixed time: a loaded
+            # machine may not have begun by then)
+            waited = time.time()
+            while not rows_running(dbi) and time.time() - waited < 60 and p.poll() is None:
+                time.sleep(0.02)
             t0 = time.time()
             p.send_signal(sig)
             _, err = p.communicate(timeout=30)

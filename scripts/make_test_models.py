@@ -1,12 +1,13 @@
 #!/usr/bin/python3
-"""Regenerate the small test models and their goldens (committed; a few KB each).
+"""Make the small test models (a few KB each) and their goldens.
 
-  tests/data/ops/NAME.onnx      one operator family per model, seeded weights
+  tests/data/ops/NAME.onnx      one operator family per model, seeded weights; not committed: the
+                                build makes them (--fixtures), the same bytes each time
   tests/golden/ops/NAME.txt     a seeded input batch and PyTorch's output for it: the independent
-                                oracle that the reference backend is checked against
+                                oracle that the reference backend is checked against (committed)
   tests/data/bad/NAME.onnx      malformed or unsupported models, each with the status and message
-                                fragment the loader must report (tests/data/bad/EXPECTED.tsv);
-                                they also seed the fuzz corpus
+                                fragment the loader must report (tests/data/bad/EXPECTED.tsv,
+                                committed); they also seed the fuzz corpus; made by the build too
   models/tiny_cnn.onnx          a few-KB CNN for the CLI tests and the quick start; not
                                 committed: the build makes it (--tiny), the same bytes each time
                                 (seeded, and PyTorch's CPU generator is stable), so that
@@ -14,6 +15,7 @@
 
 usage: /usr/bin/python3 scripts/make_test_models.py            everything above
        /usr/bin/python3 scripts/make_test_models.py --tiny OUT  the tiny CNN alone, into OUT
+       /usr/bin/python3 scripts/make_test_models.py --fixtures  the ops and bad models alone
 """
 import os
 import struct
@@ -38,8 +40,13 @@ def seeded(seed):
     return np.random.default_rng(seed)
 
 
+WRITE_GOLDENS = True  # --fixtures: the models only (the goldens are committed)
+
+
 def write_golden(name, x, y, golden_dir=GOLD):
     """Text: 'shape d0 d1 ...' then the values (%.9g), for the input and the expected output."""
+    if not WRITE_GOLDENS:
+        return
     with open(os.path.join(golden_dir, name + ".txt"), "w") as f:
         for arr in (x, y):
             arr = np.asarray(arr, np.float32)
@@ -62,11 +69,13 @@ def randomize(m, seed):
                 mod.running_var.uniform_(0.5, 1.5, generator=g)
 
 
-def export(name, module, shape, seed, dynamic=True, opset=13, nhwc=False, path=None,
+def export(name, make, shape, seed, dynamic=True, opset=13, nhwc=False, path=None,
            golden_dir=GOLD):
-    """The model into path (default tests/data/ops/NAME.onnx, replaced whole), its golden into
-    golden_dir (None: none)."""
+    """The model make() builds into path (default tests/data/ops/NAME.onnx, replaced whole), its
+    golden into golden_dir (None: none). Built after seeding, so its weights depend on its seed
+    alone, not on what was made before it."""
     seeded(seed)
+    module = make()
     randomize(module, seed)
     module.eval()
     x = torch.randn(BATCH, *shape)
@@ -86,7 +95,7 @@ def export(name, module, shape, seed, dynamic=True, opset=13, nhwc=False, path=N
 
 def tiny_cnn(path, golden_dir=None):
     torch.manual_seed(1)  # the default initialisation draws the weights: seeded, same bytes
-    export("tiny_cnn", TinyCnn(), (3, 32, 32), 1, path=path, golden_dir=golden_dir)
+    export("tiny_cnn", TinyCnn, (3, 32, 32), 1, path=path, golden_dir=golden_dir)
 
 
 # ---- operator cases ---------------------------------------------------------------------------
@@ -339,6 +348,9 @@ def external_data():
              helper.make_node("Gemm", ["f", "w", "b"], ["output"], transB=1, name="fc")]
     model = helper_model("external_data", nodes, [wt, numpy_helper.from_array(b, "b")],
                          ["N", 3, 2, 2])
+    weights = os.path.join(OPS, "external_data.weights")
+    if os.path.exists(weights):  # onnx.save appends to it: start empty, for the same bytes
+        os.remove(weights)
     onnx.save(model, os.path.join(OPS, "external_data.onnx"), save_as_external_data=True,
               all_tensors_to_one_file=True, location="external_data.weights", size_threshold=64)
     x = rng.standard_normal((BATCH, 3, 2, 2)).astype(np.float32)
@@ -456,26 +468,27 @@ def bad_models():
             f.write("%s.onnx\t%s\t%s\n" % (name, code, frag))
 
 
-def main():
+def main(fixtures_only=False):
     for d in (OPS, GOLD, BAD):
         os.makedirs(d, exist_ok=True)
-    tiny_cnn(os.path.join(ROOT, "models", "tiny_cnn.onnx"), os.path.join(GOLD, ".."))
-    export("conv_relu", ConvRelu(), (3, 7, 7), 2)
-    export("conv_grouped", ConvGrouped(), (4, 11, 11), 3)
-    export("depthwise_relu6", Depthwise(), (8, 6, 6), 4)
-    export("bn_standalone", BnStandalone(), (4, 5, 5), 5)
-    export("pools", Pools(), (3, 13, 13), 6)
-    export("global_pools", GlobalPools(), (5, 6, 7), 7)
-    export("gemm_matmul", GemmMatmul(), (4, 5, 5), 9)
-    export("binary", Binary(), (4, 5, 5), 10)
-    export("concat_softmax", ConcatSoftmax(), (3, 4, 4), 11)
-    export("activations", Activations(), (3, 5, 5), 12)
-    export("shape_reshape", ShapeReshape(), (3, 9, 9), 13, opset=11)
-    export("nhwc_transpose", Nhwc(), (8, 8, 3), 14, nhwc=True)
-    export("pads", Pads(), (3, 7, 7), 15)
-    export("squeeze_unsqueeze", SqueezeUnsqueeze(), (3, 6, 6), 16)
-    export("transform_input", TransformInput(), (3, 8, 8), 17)
-    export("fixed_batch", FixedBatch(), (3, 8, 8), 18, dynamic=False)
+    if not fixtures_only:
+        tiny_cnn(os.path.join(ROOT, "models", "tiny_cnn.onnx"), os.path.join(GOLD, ".."))
+    export("conv_relu", ConvRelu, (3, 7, 7), 2)
+    export("conv_grouped", ConvGrouped, (4, 11, 11), 3)
+    export("depthwise_relu6", Depthwise, (8, 6, 6), 4)
+    export("bn_standalone", BnStandalone, (4, 5, 5), 5)
+    export("pools", Pools, (3, 13, 13), 6)
+    export("global_pools", GlobalPools, (5, 6, 7), 7)
+    export("gemm_matmul", GemmMatmul, (4, 5, 5), 9)
+    export("binary", Binary, (4, 5, 5), 10)
+    export("concat_softmax", ConcatSoftmax, (3, 4, 4), 11)
+    export("activations", Activations, (3, 5, 5), 12)
+    export("shape_reshape", ShapeReshape, (3, 9, 9), 13, opset=11)
+    export("nhwc_transpose", Nhwc, (8, 8, 3), 14, nhwc=True)
+    export("pads", Pads, (3, 7, 7), 15)
+    export("squeeze_unsqueeze", SqueezeUnsqueeze, (3, 6, 6), 16)
+    export("transform_input", TransformInput, (3, 8, 8), 17)
+    export("fixed_batch", FixedBatch, (3, 8, 8), 18, dynamic=False)
     conv_bn_relu()
     lrn()
     same_upper()
@@ -487,6 +500,9 @@ def main():
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--tiny":
         tiny_cnn(sys.argv[2])
+    elif len(sys.argv) == 2 and sys.argv[1] == "--fixtures":
+        WRITE_GOLDENS = False
+        main(fixtures_only=True)
     elif len(sys.argv) == 1:
         main()
     else:

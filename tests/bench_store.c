@@ -180,17 +180,15 @@ int main(int argc, char **argv)
     }
     close(fds[1]);
     double *lat = NULL, rec[2];
-    size_t n_lat = 0, cap = 0;
+    int n_lat = 0, cap = 0;
     double vectors = 0, busiest = 0;
     ssize_t got;
     while ((got = read(fds[0], rec, claims ? sizeof(double) : 2 * sizeof(double))) > 0) {
         if (claims) {
-            if (n_lat == cap) {
-                cap = cap ? 2 * cap : 4096;
-                lat = realloc(lat, cap * sizeof(double));
-                if (!lat)
-                    return 1;
-            }
+            double *grown = vfi_grow(lat, &cap, n_lat + 1, sizeof(double));
+            if (!grown)
+                return 1;
+            lat = grown;
             lat[n_lat++] = rec[0];
         } else {
             vectors += rec[0];
@@ -202,15 +200,15 @@ int main(int argc, char **argv)
         failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
     double wall = vfi_now_s() - t0;
     if (claims) {
-        qsort(lat, n_lat, sizeof(double), cmp_double);
-        printf("workers=%d claims=%zu seconds=%.2f claims_per_s=%.0f p50_ms=%.2f p99_ms=%.2f "
+        qsort(lat, (size_t)n_lat, sizeof(double), cmp_double);
+        printf("workers=%d claims=%d seconds=%.2f claims_per_s=%.0f p50_ms=%.2f p99_ms=%.2f "
                "max_ms=%.2f\n",
                n, n_lat, wall, n_lat / wall, n_lat ? 1e3 * lat[n_lat / 2] : 0,
-               n_lat ? 1e3 * lat[(size_t)(n_lat * 0.99)] : 0, n_lat ? 1e3 * lat[n_lat - 1] : 0);
+               n_lat ? 1e3 * lat[(int)(n_lat * 0.99)] : 0, n_lat ? 1e3 * lat[n_lat - 1] : 0);
     } else {
         printf("workers=%d dim=%d vectors=%.0f seconds=%.2f vectors_per_s=%.0f\n", n, DIM, vectors,
                busiest, vectors / busiest);
     }
-    free(lat);
+    vfi_free(lat);
     return failed;
 }

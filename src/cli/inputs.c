@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "core/mem.h"
+#include "core/strmap.h"
 #include "store/record.h"
 #include "store/store.h"
 
@@ -132,25 +133,14 @@ static int read_files_from(const char *name, int nul, path_list *inputs)
     return status;
 }
 
-/* FNV-1a of s: a split by path that every machine computes alike. */
-static uint64_t path_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 /* Keep the inputs of shard k of n: split by the path relative to root (the name the database
- * knows, the same on every machine), else by the path as given. */
+ * knows, the same on every machine), else by the path as given. -1 when out of memory. */
 static int keep_shard(path_list *inputs, int k, int n, const char *root)
 {
     char *abs_root = root ? vfi_record_root(root) : NULL;
     if (root && !abs_root)
         return -1;
-    int kept = 0, status = EXIT_OK;
+    int kept = 0;
     for (int i = 0; i < inputs->n; i++) {
         vf_record_file f;
         vf_err err = {VF_OK, ""};
@@ -158,7 +148,7 @@ static int keep_shard(path_list *inputs, int k, int n, const char *root)
         int named = abs_root && vfi_record_file_init_root(&f, key, abs_root, &err) >= 0;
         if (named && f.name)
             key = f.name;
-        int mine = path_hash(key) % (uint64_t)n == (uint64_t)k;
+        int mine = vfi_hash_str(key) % (uint64_t)n == (uint64_t)k;
         if (named)
             vfi_record_file_clear(&f);
         if (mine)
@@ -168,7 +158,7 @@ static int keep_shard(path_list *inputs, int k, int n, const char *root)
     }
     inputs->n = kept;
     vfi_free(abs_root);
-    return status;
+    return 0;
 }
 
 int cli_collect_inputs(const cli *c, int argc, char **argv, path_list *inputs)

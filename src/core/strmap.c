@@ -20,7 +20,7 @@ struct vf_strmap {
     size_t count;
 };
 
-static uint64_t hash_str(const char *s)
+uint64_t vfi_hash_str(const char *s)
 {
     uint64_t h = 1469598103934665603ull;
     for (; *s; s++) {
@@ -33,7 +33,7 @@ static uint64_t hash_str(const char *s)
 static slot *lookup(const vf_strmap *m, const char *key)
 {
     size_t mask = m->cap - 1;
-    for (size_t i = hash_str(key) & mask;; i = (i + 1) & mask) {
+    for (size_t i = vfi_hash_str(key) & mask;; i = (i + 1) & mask) {
         if (!m->slots[i].key || strcmp(m->slots[i].key, key) == 0)
             return &m->slots[i];
     }

@@ -6,10 +6,14 @@
 #define VIDFEAT_STRMAP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "vidfeat.h"
 
 typedef struct vf_strmap vf_strmap;
+
+/* FNV-1a of the string s: the map's hash, and a split that is the same on every machine. */
+uint64_t vfi_hash_str(const char *s);
 
 vf_status vfi_strmap_create(vf_strmap **out);
 void vfi_strmap_free(vf_strmap **pm);

@@ -399,6 +399,17 @@ static void lower_priority(void)
 #endif
 }
 
+/* A new event of kind for w onto the lane's queue; 0 when the run is stopping. */
+static int push_event(lane *ln, enum item_kind kind, vf_work *w)
+{
+    event_item *e = new_event(ln->p, kind, w);
+    if (!e) {
+        stop(ln->p, VF_ERR_NOMEM, "out of memory");
+        return 0;
+    }
+    return push_or_stop(ln->q_frames, e);
+}
+
 static void *decode_thread(void *arg)
 {
     lane *ln = arg;
@@ -412,16 +423,9 @@ static void *decode_thread(void *arg)
         if (rc == VF_EOF)
             break;
         if (rc == VF_SOURCE_WAIT) { /* nothing yet: let this lane's batch go, ask again soon */
-            if (!flushed) {
-                event_item *e = new_event(p, ITEM_FLUSH, NULL);
-                if (!e) {
-                    stop(p, VF_ERR_NOMEM, "out of memory");
-                    break;
-                }
-                if (!push_or_stop(ln->q_frames, e))
-                    break;
-                flushed = 1;
-            }
+            if (!flushed && !push_event(ln, ITEM_FLUSH, NULL))
+                break;
+            flushed = 1;
             for (int i = 0; i < 5 && !atomic_load(&p->cancel); i++)
                 nanosleep(&(struct timespec){0, 50000000L}, NULL);
             continue;
@@ -432,12 +436,7 @@ static void *decode_thread(void *arg)
             break;
         }
         if (w->skip || w->fail) {
-            event_item *e = new_event(p, ITEM_SKIP, w);
-            if (!e) {
-                stop(p, VF_ERR_NOMEM, "out of memory");
-                break;
-            }
-            if (!push_or_stop(ln->q_frames, e))
+            if (!push_event(ln, ITEM_SKIP, w))
                 break;
             continue;
         }
@@ -813,6 +812,13 @@ static vf_status store_begin(vf_pipeline *p, const event_item *e, file_state *fs
                            &fs->ext_id, err);
 }
 
+/* The file's lease went to another worker (err says so): nothing more is written for it. */
+static void lose_file(file_state *fs, const vf_err *err)
+{
+    fs->lost = 1;
+    snprintf(fs->lost_msg, sizeof(fs->lost_msg), "%s", err->msg);
+}
+
 /* Store rows [from, to) of b, which all belong to the file in fs; 1 to stop the run. */
 static int store_rows(vf_pipeline *p, batch_item *b, int from, int to, file_state *fs)
 {
@@ -829,8 +835,7 @@ static int store_rows(vf_pipeline *p, batch_item *b, int from, int to, file_stat
                              b->features + (size_t)from * dim, &err);
     fs->store_s += vfi_now_s() - t0;
     if (rc == VF_ERR_LEASE) { /* another worker has the file now: drop it, go on */
-        fs->lost = 1;
-        snprintf(fs->lost_msg, sizeof(fs->lost_msg), "%s", err.msg);
+        lose_file(fs, &err);
         return 0;
     }
     if (rc < 0) {
@@ -890,8 +895,7 @@ static int store_event(vf_pipeline *p, event_item *e, file_state *fs)
             rc = vfi_store_finish(p->store, fs->ext_id, fence_of(e->hdr.work), e->status >= 0,
                                   e->error, fps, &err);
         if (rc == VF_ERR_LEASE) {
-            fs->lost = 1;
-            snprintf(fs->lost_msg, sizeof(fs->lost_msg), "%s", err.msg);
+            lose_file(fs, &err);
             rc = VF_OK;
         }
         vf_source *src = p->source;
@@ -907,8 +911,7 @@ static int store_event(vf_pipeline *p, event_item *e, file_state *fs)
         report(p, e, fs, 1);
     }
     if (rc == VF_ERR_LEASE && e->hdr.kind == ITEM_BEGIN) { /* taken over before it began */
-        fs->lost = 1;
-        snprintf(fs->lost_msg, sizeof(fs->lost_msg), "%s", err.msg);
+        lose_file(fs, &err);
         rc = VF_OK;
     }
     free_event(p, e);

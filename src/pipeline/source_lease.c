@@ -44,8 +44,10 @@ typedef struct lease_source {
     char **fails;   /* a failed item's line, owned (list worker, by index) */
     vf_work **made; /* a queue worker's items, owned */
     int n_made, cap_made;
-    int64_t *held; /* lease ids of the items handed out and not yet ended */
+    vf_work **held; /* the items handed out with a claim and not yet ended */
     int n_held, cap_held;
+    int64_t *ids; /* the heartbeat's: the held items' lease ids */
+    int cap_ids;
 
     pthread_t beat;
     int beating;
@@ -53,20 +55,20 @@ typedef struct lease_source {
     pthread_cond_t wake;
 } lease_source;
 
-static int add_held(lease_source *l, int64_t id)
+static int add_held(lease_source *l, vf_work *w)
 {
-    int64_t *h = vfi_grow(l->held, &l->cap_held, l->n_held + 1, sizeof(*h));
+    vf_work **h = vfi_grow(l->held, &l->cap_held, l->n_held + 1, sizeof(*h));
     if (!h)
         return -1;
     l->held = h;
-    l->held[l->n_held++] = id;
+    l->held[l->n_held++] = w;
     return 0;
 }
 
-static void drop_held(lease_source *l, int64_t id)
+static void drop_held(lease_source *l, vf_work *w)
 {
     for (int i = 0; i < l->n_held; i++)
-        if (l->held[i] == id) {
+        if (l->held[i] == w) {
             l->held[i] = l->held[--l->n_held];
             return;
         }
@@ -89,9 +91,18 @@ static void *heartbeat(void *arg)
             rc = pthread_cond_timedwait(&l->wake, &l->lock, &until);
         if (l->stopping)
             break;
+        if (!l->n_held)
+            continue;
         vf_err err = {VF_OK, ""};
-        if (l->n_held && vfi_store_renew(l->store, &l->work, l->held, l->n_held, &err) < 0)
-            vfi_log(VF_LOG_WARNING, "lease", "renewing leases: %s", err.msg);
+        int64_t *ids = vfi_grow(l->ids, &l->cap_ids, l->n_held, sizeof(*ids));
+        if (ids) {
+            l->ids = ids;
+            for (int i = 0; i < l->n_held; i++)
+                ids[i] = l->held[i]->lease.id;
+        }
+        if (!ids || vfi_store_renew(l->store, &l->work, ids, l->n_held, &err) < 0)
+            vfi_log(VF_LOG_WARNING, "lease", "renewing leases: %s",
+                    ids ? err.msg : "out of memory");
     }
     pthread_mutex_unlock(&l->lock);
     return NULL;
@@ -219,7 +230,7 @@ static vf_status lease_next(vf_source *src, vf_work **out, vf_err *err)
             w->lease = c.lease;
             if (!l->items && (rc = check_claimed(l, w, err)) < 0)
                 break;
-            if (w->lease.id && add_held(l, w->lease.id) < 0) {
+            if (w->lease.id && add_held(l, w) < 0) {
                 rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
                 break;
             }
@@ -255,7 +266,7 @@ static vf_status lease_done(vf_source *src, vf_work *w, vf_err *err)
     (void)err;
     lease_source *l = (lease_source *)src;
     pthread_mutex_lock(&l->lock);
-    drop_held(l, w->lease.id); /* finish ended the lease with the extraction */
+    drop_held(l, w); /* finish ended the lease with the extraction */
     pthread_mutex_unlock(&l->lock);
     return VF_OK;
 }
@@ -267,7 +278,7 @@ static vf_status lease_failed(vf_source *src, vf_work *w, vf_status status, cons
     lease_source *l = (lease_source *)src;
     vf_status rc = VF_OK;
     pthread_mutex_lock(&l->lock);
-    drop_held(l, w->lease.id);
+    drop_held(l, w);
     /* stopped before the end: given back at once (a failure was recorded by finish; a lost
      * lease is the new holder's) */
     if (status == VF_ERR_CANCELLED && w->lease.id)
@@ -289,15 +300,7 @@ static void lease_free(vf_source *src)
     /* items handed out but never begun or finished go back to the pool */
     for (int i = 0; l->store && i < l->n_held; i++) {
         vf_err ignore;
-        vf_work *w = NULL;
-        for (int k = 0; k < l->n && !w; k++)
-            if (l->items[k].lease.id == l->held[i])
-                w = &l->items[k];
-        for (int k = 0; k < l->n_made && !w; k++)
-            if (l->made[k]->lease.id == l->held[i])
-                w = l->made[k];
-        if (w)
-            vfi_store_release(l->store, &w->lease, 0, &ignore);
+        vfi_store_release(l->store, &l->held[i]->lease, 0, &ignore);
     }
     vfi_store_close(&l->store);
     for (int i = 0; i < l->n; i++) {
@@ -318,6 +321,7 @@ static void lease_free(vf_source *src)
     vfi_free(l->items);
     vfi_free(l->settled);
     vfi_free(l->held);
+    vfi_free(l->ids);
     vfi_free(l->root);
     vfi_free(l->sampling);
     vfi_free(l->precision);

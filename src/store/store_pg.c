@@ -61,7 +61,8 @@ typedef struct pg_store {
     int n_want;
 } pg_store;
 
-static vf_status session_setup(pg_store *s, vf_err *err);
+static vf_status session_settings(pg_store *s, vf_err *err);
+static vf_status session_tables(pg_store *s, vf_err *err);
 
 static const char *const schema =
     "CREATE TABLE vidfeat_schema (version integer NOT NULL);"
@@ -265,7 +266,7 @@ static vf_status pg_open(const char *uri, vf_store_mode mode, vf_store **out, vf
             pq_message(s->conn ? PQerrorMessage(s->conn) : "out of memory", why, sizeof(why)));
         goto fail;
     }
-    TRY(session_setup(s, err)); /* the temporary tables come once the schema is there */
+    TRY(session_settings(s, err)); /* the temporary tables come once the schema is there */
     if (mode == VF_STORE_WRITE) {
         TRY(exec(s, "BEGIN", "starting a transaction", err));
         TRY(exec(s, "SELECT pg_advisory_xact_lock(" ADVISORY_KEY ")", "locking the schema", err));
@@ -290,7 +291,7 @@ static vf_status pg_open(const char *uri, vf_store_mode mode, vf_store **out, vf
         s->version = PG_SCHEMA_VERSION;
         TRY(exec(s, "COMMIT", "creating the tables", err));
         s->write = 1;
-        TRY(session_setup(s, err));
+        TRY(session_tables(s, err));
     }
     *out = &s->base;
     return VF_OK;
@@ -677,17 +678,23 @@ static vf_status fill_want(pg_store *s, const vf_store_offer *files, int n, vf_e
     return rc;
 }
 
-/* What a new connection needs: quiet notices, the batch table, the set to claim from. */
-static vf_status session_setup(pg_store *s, vf_err *err)
+/* A new connection's settings: quiet notices, and a limit on idling inside a transaction. */
+static vf_status session_settings(pg_store *s, vf_err *err)
 {
     /* A worker paused inside a transaction (SIGSTOP, a frozen machine) would hold its locks,
      * its lease row's among them, for as long as it is paused: the server ends such a session
      * after IDLE_TX_S, and the worker, if it wakes, connects again (and is fenced). */
-    vf_status rc = exec(s,
-                        "SET client_min_messages = warning;"
-                        " SET idle_in_transaction_session_timeout = '" IDLE_TX_S "s'",
-                        "setting up", err);
-    if (rc >= 0 && s->write)
+    return exec(s,
+                "SET client_min_messages = warning;"
+                " SET idle_in_transaction_session_timeout = '" IDLE_TX_S "s'",
+                "setting up", err);
+}
+
+/* A writer's temporary tables: the batch table, and the set to claim from (offered again). */
+static vf_status session_tables(pg_store *s, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    if (s->write)
         rc = exec(s,
                   "CREATE TEMP TABLE IF NOT EXISTS batch_in (seq bigserial, extraction_id bigint,"
                   " frame_index bigint, pts bigint, t double precision, vec real[])",
@@ -710,7 +717,8 @@ static int reconnect(pg_store *s, double *waited)
         *waited += pause;
         pause = pause < 4.0 ? pause * 2 : 4.0;
         PQreset(s->conn);
-        if (PQstatus(s->conn) == CONNECTION_OK && session_setup(s, NULL) >= 0) {
+        if (PQstatus(s->conn) == CONNECTION_OK && session_settings(s, NULL) >= 0 &&
+            session_tables(s, NULL) >= 0) {
             vfi_log(VF_LOG_WARNING, "store", "%s: connection lost; made again after %.1f s",
                     s->name, *waited);
             return 1;

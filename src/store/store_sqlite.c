@@ -1005,17 +1005,17 @@ fail:
 
 /* The set's leases held by processes of this machine that are gone run out now; *n_expired
  * of them, *n_held held by live or remote workers. */
-static vf_status expire_gone(sq_store *s, const vf_store_work *w, int with_want, int *n_expired,
-                             int *n_held, vf_err *err)
+static vf_status expire_gone(sq_store *s, const vf_store_work *w, int *n_expired, int *n_held,
+                             vf_err *err)
 {
     sqlite3_stmt *st = NULL, *up = NULL;
     *n_expired = *n_held = 0;
     vf_status rc = prepare(s,
-                           with_want ? "SELECT l.id, l.owner FROM leases l JOIN want w ON w.path"
-                                       " = l.path WHERE l.model_id = ?1 AND l.sampling = ?2 AND"
-                                       " l.state = 'claimed'"
-                                     : "SELECT l.id, l.owner FROM leases l WHERE l.model_id = ?1"
-                                       " AND l.sampling = ?2 AND l.state = 'claimed'",
+                           s->want ? "SELECT l.id, l.owner FROM leases l JOIN want w ON w.path"
+                                     " = l.path WHERE l.model_id = ?1 AND l.sampling = ?2 AND"
+                                     " l.state = 'claimed'"
+                                   : "SELECT l.id, l.owner FROM leases l WHERE l.model_id = ?1"
+                                     " AND l.sampling = ?2 AND l.state = 'claimed'",
                            &st, err);
     if (rc < 0)
         return rc;
@@ -1051,7 +1051,6 @@ static vf_status sq_claim(vf_store *store, const vf_store_work *w, vf_store_clai
 {
     sq_store *s = (sq_store *)store;
     sqlite3_stmt *st = NULL;
-    int with_want = s->want;
     vf_status rc = exec(s, "BEGIN IMMEDIATE", err);
     if (rc < 0 && (sqlite3_errcode(s->db) & 0xff) == SQLITE_BUSY) {
         c->kind = VF_CLAIM_WAIT; /* another worker holds the file's write lock: ask again */
@@ -1079,7 +1078,7 @@ static vf_status sq_claim(vf_store *store, const vf_store_work *w, vf_store_clai
         st = NULL;
         for (int k = 0; k < 2 && r == SQLITE_DONE; k++) {
             sqlite3_finalize(st);
-            TRY(prepare(s, wanted[!with_want][k], &st, err));
+            TRY(prepare(s, wanted[!s->want][k], &st, err));
             sqlite3_bind_int64(st, 1, w->model_id);
             sqlite3_bind_text(st, 2, w->sampling, -1, SQLITE_STATIC);
             if (k == 1)
@@ -1161,7 +1160,7 @@ static vf_status sq_claim(vf_store *store, const vf_store_work *w, vf_store_clai
         sqlite3_finalize(st);
         st = NULL;
         int expired, held;
-        TRY(expire_gone(s, w, with_want, &expired, &held, err));
+        TRY(expire_gone(s, w, &expired, &held, err));
         c->kind = held ? VF_CLAIM_WAIT : VF_CLAIM_NONE;
         if (!expired)
             break;

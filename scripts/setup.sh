@@ -15,6 +15,7 @@ PACKAGES=(
     libprotobuf-c-dev protobuf-c-compiler libonnx-dev             # ONNX loading
     libsqlite3-dev sqlite3                                        # storage
     libpq-dev postgresql-15                                       # storage on PostgreSQL (and its tests)
+    slurm-wlm munge                                               # the Slurm samples' test cluster
     libssl-dev                                                    # SHA-256 (libcrypto)
     libjansson-dev                                                # JSON
     python3 python3-numpy python3-onnx python3-torch python3-torchvision  # model export, refs

@@ -250,8 +250,13 @@ typedef struct vf_file_result {
     vf_status status;  /**< VF_OK done; < 0 failed (error says why) */
     int skipped;       /**< already done in the database: nothing was run */
     const char *error; /**< one line, "" when status is VF_OK */
-    int64_t frames;    /**< vectors produced (stored) for this file */
-    double seconds;    /**< wall time from opening the file to its last vector */
+    /** a done file that was not whole, one line ("" when it was): "partial: N of M frames the
+     *  index promises" (cut short: the frames up to the cut are kept, as FFmpeg's command line
+     *  decodes them), "K corrupt packets skipped", or a --start past its end. Stored as the
+     *  extraction's error column of a done row. */
+    const char *note;
+    int64_t frames; /**< vectors produced (stored) for this file */
+    double seconds; /**< wall time from opening the file to its last vector */
     double decode_fps, convert_fps, infer_fps, store_fps; /**< per stage: frames / busy s */
     int width, height, rotation;
     const char *codec;
@@ -383,8 +388,14 @@ VF_API vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const 
                                void (*hit)(void *user, const vf_neighbour *n), void *user,
                                vf_neighbour *query_out, char *errbuf, size_t errbuf_size);
 
-/** 1 if FFmpeg can open path and it has a video stream (probes the content, not the name). */
+/** 1 if FFmpeg can open path and it has a video stream (probes the content, not the name);
+ *  0 for text files FFmpeg would read as text art (.nfo, some .txt). */
 VF_API int vf_probe_media(const char *path);
+
+/** A time or duration as FFmpeg's tools take one: seconds ("90", "1.5", "500ms") or
+ *  [[HH:]MM:]SS[.frac] ("1:30", "01:02:03.5"), into seconds (negative when it starts with '-').
+ *  VF_ERR_INVALID when text is none of these. */
+VF_API vf_status vf_parse_time(const char *text, double *seconds);
 
 /** One known model, as listed by vf_model_list(). Strings borrowed from the list. */
 typedef struct vf_model_entry {

@@ -12,7 +12,10 @@
 
 #include "vidfeat.h"
 
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+/* The exit status scripts act on (README "Exit status"): every input done; some inputs failed
+ * (the others are done); a usage error (nothing was done); the run could not start (the model,
+ * the database or the device); interrupted by Ctrl-C or SIGTERM (what was written is kept). */
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_START = 3, EXIT_INTERRUPTED = 130 };
 
 /* The subcommands, as bits: which of them take an option. */
 enum {
@@ -27,6 +30,9 @@ enum {
 };
 
 #define MAX_LIST 16
+
+/* What a run shows as it goes (--progress): auto is a bar on a terminal, lines elsewhere. */
+enum { PROGRESS_AUTO, PROGRESS_BAR, PROGRESS_LINES, PROGRESS_JSON, PROGRESS_NONE };
 
 typedef struct cli {
     vf_config cfg;
@@ -52,6 +58,7 @@ typedef struct cli {
     int nul_separated;      /* -0: --files-from's paths end with NUL, not newline */
     int shard_k, shard_n;   /* --shard K/N: only the inputs of shard K (0 <= K < N); n 0: all */
     int queue;              /* extract: no inputs, work through the database's queue */
+    int progress;           /* PROGRESS_*; cli_run_pipeline resolves auto */
 } cli;
 
 /* One subcommand: its name, the bit its options are marked with, what its --help shows, and

@@ -590,7 +590,7 @@ int cmd_bench(cli *c, int argc, char **argv)
     if (c->plot && n_rows > 0 && write_plot(c, cpu, path, rows, n_rows) != EXIT_OK)
         failed = 1;
     free(rows);
-    if (n_rows == 0)
-        return EXIT_FAIL;
+    if (n_rows == 0) /* no device, precision or model could be run */
+        return EXIT_START;
     return failed ? EXIT_FAIL : EXIT_OK;
 }

@@ -22,7 +22,7 @@ int cmd_enqueue(cli *c, int argc, char **argv)
     if (vf_db_enqueue(c->cfg.db_path, c->cfg.root, (const char *const *)inputs.items, inputs.n, err,
                       sizeof(err)) < 0) {
         fprintf(stderr, "vidfeat: %s\n", err);
-        status = EXIT_FAIL;
+        status = EXIT_START;
     } else if (c->verbosity >= 0) {
         fprintf(stderr, "vidfeat: %d file%s queued\n", inputs.n, inputs.n == 1 ? "" : "s");
     }

@@ -20,10 +20,10 @@ int cmd_info(cli *c, int argc, char **argv)
     }
     char err[1024] = "";
     if (!cli_db_exists(argv[0]))
-        return EXIT_FAIL;
+        return EXIT_START;
     if (vf_db_describe(argv[0], print_line, NULL, err, sizeof(err)) < 0) {
         fprintf(stderr, "vidfeat: %s\n", err);
-        return EXIT_FAIL;
+        return EXIT_START;
     }
     return EXIT_OK;
 }

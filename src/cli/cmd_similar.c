@@ -3,6 +3,7 @@
  * video's frame at a time), as a table or one JSON document.
  */
 #include <stdio.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/json.h"
@@ -62,7 +63,7 @@ int cmd_similar(cli *c, int argc, char **argv)
     if (cli_single_values(c))
         return EXIT_USAGE;
     if (!cli_db_exists(argv[0]))
-        return EXIT_FAIL;
+        return EXIT_START;
     vf_config cfg = c->cfg;
     if (!c->model_set)
         cfg.model = NULL; /* the database's */
@@ -76,7 +77,9 @@ int cmd_similar(cli *c, int argc, char **argv)
     if (rc < 0) {
         vfi_json_free(&out.hits);
         fprintf(stderr, "vidfeat: %s\n", err);
-        return EXIT_FAIL;
+        /* the query file is the input; the database, the model and the device are the start */
+        int query_bad = rc == VF_ERR_DECODE || (rc == VF_ERR_IO && access(query, R_OK) != 0);
+        return query_bad ? EXIT_FAIL : EXIT_START;
     }
     if (c->json && print_json(&out, &src) < 0) {
         fprintf(stderr, "vidfeat: similar: the JSON could not be written\n");

@@ -1,11 +1,13 @@
 /*
  * main.c - the vidfeat command: the table of subcommands and the dispatch to them. Each
  * subcommand is a cmd_*.c with its own options (options.c marks which) and --help.
- * Exit status: 0 success, 1 a runtime failure, 2 a usage error. Messages go to stderr as
+ * Exit status: cli.h's EXIT_* (0 all done, 1 some inputs failed, 2 usage, 3 could not start,
+ * 130 interrupted). Messages go to stderr as
  * "vidfeat: <what>: <message>".
  */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 
@@ -36,6 +38,55 @@ static void log_to_stderr(void *user, int level, const char *tag, const char *ms
             msg);
 }
 
+/* Levenshtein distance of two short words (0 when equal; capped by the buffer: words of up
+ * to 31 characters). */
+static size_t distance(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b), row[32];
+    if (na > 31 || nb > 31)
+        return 99;
+    for (size_t j = 0; j <= nb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= na; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= nb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[nb];
+}
+
+/* A first word that is not a command is an input of extract, unless it looks like a mistyped
+ * command: no such path, and a bare word (no '/', no '.', not an option). Says so, with the
+ * nearest command when one is close. */
+static int unknown_command(const char *word)
+{
+    struct stat st;
+    if (word[0] == '-' || strchr(word, '/') || strchr(word, '.') || lstat(word, &st) == 0)
+        return 0;
+    const char *best = NULL;
+    size_t best_d = 3; /* at most two edits away */
+    for (size_t i = 0; i < cli_n_commands; i++) {
+        size_t d = distance(word, cli_commands[i].name);
+        if (d < best_d) {
+            best_d = d;
+            best = cli_commands[i].name;
+        }
+    }
+    if (best)
+        fprintf(stderr, "vidfeat: unknown command '%s' (did you mean '%s'?)\n", word, best);
+    else
+        fprintf(stderr, "vidfeat: unknown command '%s' (see vidfeat --help)\n", word);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     cli c;
@@ -54,6 +105,8 @@ int main(int argc, char **argv)
             c.explicit_cmd = 1;
         }
     }
+    if (!c.explicit_cmd && unknown_command(argv[1]))
+        return EXIT_USAGE;
     int shift = c.explicit_cmd, first;
     int rc = cli_parse(cmd, argc - shift, argv + shift, &c, &first);
     if (rc)

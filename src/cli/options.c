@@ -59,6 +59,7 @@ enum opt_id {
     OPT_MAX_ATTEMPTS,
     OPT_FILES_FROM,
     OPT_SHARD,
+    OPT_PROGRESS,
 };
 
 /* Which commands take an option. */
@@ -92,8 +93,8 @@ static const opt_def options[] = {
     {"fps", OPT_FPS, "R", RUNS, "sample at most R frames per second, by presentation time"},
     {"every", OPT_EVERY, "N", RUNS, "keep every Nth decoded frame"},
     {"keyframes", OPT_KEYFRAMES, NULL, RUNS, "only key frames (the others are not decoded)"},
-    {"start", OPT_START, "T", RUNS, "start T seconds into each file"},
-    {"duration", OPT_DURATION, "D", RUNS, "cover D seconds after the start"},
+    {"start", OPT_START, "T", RUNS, "start T into each file (seconds, 1:30 or 01:02:03.5)"},
+    {"duration", OPT_DURATION, "D", RUNS, "cover D after the start (as --start)"},
     {"max-frames", OPT_MAX_FRAMES, "N", RUNS, "at most N frames per file"},
     {"force", OPT_FORCE, NULL, CMD_EXTRACT, "redo files the database already has"},
     {"dtype", OPT_DTYPE, "f32|f16", CMD_EXTRACT | CMD_BENCH,
@@ -132,9 +133,11 @@ static const opt_def options[] = {
     {"plot", OPT_PLOT, "FILE.svg", CMD_BENCH, "draw frames/s by device, batch and precision"},
     {"image", OPT_IMAGE, "FILE", CMD_SIMILAR, "frames like this image"},
     {"video", OPT_VIDEO, "FILE", CMD_SIMILAR, "frames like this video's frame at --at"},
-    {"at", OPT_AT, "T", CMD_SIMILAR, "seconds into --video (default 0)"},
+    {"at", OPT_AT, "T", CMD_SIMILAR, "time into --video (as --start; default 0)"},
     {"top", OPT_TOP, "N", CMD_SIMILAR, "how many frames to list (default 10)"},
     {"json", OPT_JSON, NULL, RUNS | CMD_SIMILAR | CMD_MODELS, "machine-readable output"},
+    {"progress", OPT_PROGRESS, "auto|bar|lines|json|none", CMD_EXTRACT | CMD_CALIBRATE,
+     "as files finish: a bar (terminal), a line each, a JSON line each on stdout, or nothing"},
     {"quiet", OPT_QUIET, NULL, ALL, "only errors on stderr"},
     {"verbose", OPT_VERBOSE, NULL, ALL, "more detail on stderr (repeat for debug)"},
     {"version", OPT_VERSION, NULL, ALL, "print version, backends and library versions"},
@@ -173,7 +176,8 @@ void cli_usage(const cli_command *cmd, FILE *f)
         option_left(&options[i], left, sizeof(left));
         fprintf(f, "  %-34s %s\n", left, options[i].help);
     }
-    fprintf(f, "\nexit status: 0 all done, 1 some inputs failed, 2 usage error\n");
+    fprintf(f, "\nexit status: 0 all done, 1 some inputs failed, 2 usage error, 3 could not start "
+               "(model, database, device), 130 interrupted\n");
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out)
@@ -207,6 +211,23 @@ static int number_option(const char *name, const char *a, int positive, double m
     fprintf(stderr, "vidfeat: --%s: expected a %snumber, not '%s'\n", name,
             positive ? "positive " : "", a);
     return -1;
+}
+
+/* A time in FFmpeg's forms (90, 1:30, 01:02:03.5), >= 0; prints why and returns -1 otherwise. */
+static int time_option(const char *name, const char *a, double *out)
+{
+    double v;
+    if (vf_parse_time(a, &v) < 0) {
+        fprintf(stderr, "vidfeat: --%s: expected a time (90, 1:30, 01:02:03.5), not '%s'\n", name,
+                a);
+        return -1;
+    }
+    if (v < 0) {
+        fprintf(stderr, "vidfeat: --%s: must be >= 0, not '%s'\n", name, a);
+        return -1;
+    }
+    *out = v;
+    return 0;
 }
 
 static int parse_triple(const char *s, float *out)
@@ -389,6 +410,21 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
         case OPT_JSON:
             c->json = 1;
             break;
+        case OPT_PROGRESS: {
+            static const char *const modes[] = {"auto", "bar", "lines", "json", "none"};
+            c->progress = -1;
+            for (int i = 0; i < 5; i++)
+                if (!strcmp(a, modes[i]))
+                    c->progress = i;
+            if (c->progress < 0) {
+                fprintf(stderr,
+                        "vidfeat: --progress: expected auto, bar, lines, json or none, not "
+                        "'%s'\n",
+                        a);
+                return EXIT_USAGE;
+            }
+            break;
+        }
         case OPT_IMAGE:
             c->image = a;
             break;
@@ -396,7 +432,7 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
             c->video = a;
             break;
         case OPT_AT:
-            if (number_option("at", a, 0, 1e9, &c->at) < 0)
+            if (time_option("at", a, &c->at) < 0)
                 return EXIT_USAGE;
             c->at_set = 1;
             break;
@@ -420,11 +456,11 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
                 return EXIT_USAGE;
             break;
         case OPT_START:
-            if (number_option("start", a, 0, 1e9, &c->cfg.start) < 0)
+            if (time_option("start", a, &c->cfg.start) < 0)
                 return EXIT_USAGE;
             break;
         case OPT_DURATION:
-            if (number_option("duration", a, 0, 1e9, &c->cfg.duration) < 0)
+            if (time_option("duration", a, &c->cfg.duration) < 0)
                 return EXIT_USAGE;
             break;
         case OPT_EVERY:
@@ -521,6 +557,13 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
             fprintf(stderr, "vidfeat: option %d has no handler\n", id); /* a vidfeat bug */
             return EXIT_USAGE;
         }
+    }
+    /* each of these chooses the frames kept; together one would silently win */
+    int samplings = (c->cfg.sample_fps > 0) + (c->cfg.every > 1) + (c->cfg.keyframes != 0);
+    if (samplings > 1) {
+        fprintf(stderr, "vidfeat: --fps, --every and --keyframes each choose the frames kept: give "
+                        "one of them\n");
+        return EXIT_USAGE;
     }
     if (c->cfg.std[0] == 0.0f && (c->cfg.mean[0] || c->cfg.mean[1] || c->cfg.mean[2])) {
         fprintf(stderr, "vidfeat: --mean needs --std as well\n");

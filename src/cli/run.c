@@ -38,12 +38,28 @@ typedef struct run_ctx {
     int json_failed; /* out of memory while building it */
 } run_ctx;
 
+/* What a run shows as it goes (--progress; cli.h's PROGRESS_*, auto resolved by then). */
+static int shows_bar(const run_ctx *r)
+{
+    return r->c->progress == PROGRESS_BAR && r->c->verbosity >= 0 && !r->c->json;
+}
+
+/* The human lines of finished files and the summary: not with -q, --json (the document has
+ * them) or --progress none/json. */
+static int shows_lines(const run_ctx *r)
+{
+    return (r->c->progress == PROGRESS_BAR || r->c->progress == PROGRESS_LINES) &&
+           r->c->verbosity >= 0 && !r->c->json;
+}
+
 static int on_progress(void *user, int file, const char *path, int64_t done, int64_t expected)
 {
     run_ctx *r = user;
     if (r->c->calibrate && r->frames + done > r->c->cfg.calibration_frames)
         return 1; /* past the frames wanted: the scales are final and saved, stop */
-    if (r->tty && r->c->verbosity >= 0) {
+    if (r->c->cfg.max_frames > 0 && expected > r->c->cfg.max_frames)
+        expected = r->c->cfg.max_frames; /* the file's frames are more than will be taken */
+    if (shows_bar(r)) {
         double el = vfi_now_s() - r->t0;
         int64_t total = r->frames + done;
         double fps = el > 0 ? total / el : 0;
@@ -64,16 +80,49 @@ static int on_progress(void *user, int file, const char *path, int64_t done, int
     return interrupted;
 }
 
+static const char *file_status(const vf_file_result *res)
+{
+    return res->skipped                  ? "skipped"
+           : res->status == VF_ERR_LEASE ? "dropped"
+           : res->status < 0             ? "failed"
+                                         : "done";
+}
+
+/* A finished file as --json and --progress json show it; NULL out of memory. */
+static vf_json *file_json(const vf_file_result *res)
+{
+    vf_json *f = vfi_json_new_object();
+    int bad = !f;
+    bad |= vfi_json_add_str(f, "path", res->path) < 0;
+    bad |= vfi_json_add_str(f, "status", file_status(res)) < 0;
+    bad |= vfi_json_add_str(f, "error", res->error ? res->error : "") < 0;
+    bad |= vfi_json_add_str(f, "note", res->note ? res->note : "") < 0;
+    bad |= vfi_json_add_int(f, "frames", res->frames) < 0;
+    bad |= vfi_json_add_real(f, "seconds", res->seconds, 3) < 0;
+    bad |= vfi_json_add_real(f, "fps", res->seconds > 0 ? res->frames / res->seconds : 0, 2) < 0;
+    bad |= vfi_json_add_real(f, "decode_fps", res->decode_fps, 2) < 0;
+    bad |= vfi_json_add_real(f, "convert_fps", res->convert_fps, 2) < 0;
+    bad |= vfi_json_add_real(f, "infer_fps", res->infer_fps, 2) < 0;
+    bad |= vfi_json_add_real(f, "store_fps", res->store_fps, 2) < 0;
+    bad |= vfi_json_add_int(f, "width", res->width) < 0;
+    bad |= vfi_json_add_int(f, "height", res->height) < 0;
+    bad |= vfi_json_add_int(f, "rotation", res->rotation) < 0;
+    bad |= vfi_json_add_str(f, "hwdec", res->hwdec ? res->hwdec : "") < 0;
+    if (bad)
+        vfi_json_free(&f);
+    return f;
+}
+
 static void on_file(void *user, int file, const vf_file_result *res)
 {
     run_ctx *r = user;
     (void)file;
-    if (r->tty && r->c->verbosity >= 0)
+    if (shows_bar(r))
         fprintf(stderr, "\r\033[K");
     if (res->skipped) {
         r->skipped++;
-        if (r->tty && r->c->verbosity > 0)
-            fprintf(stderr, "vidfeat: %s: already done, skipped\n", res->path);
+        if (shows_lines(r))
+            fprintf(stderr, "vidfeat: %s: skipped: already done\n", res->path);
     } else if (res->status == VF_ERR_LEASE) { /* not a failure: another worker has it */
         r->dropped++;
         fprintf(stderr, "vidfeat: %s: dropped: %s\n", res->path, res->error);
@@ -82,37 +131,28 @@ static void on_file(void *user, int file, const vf_file_result *res)
         fprintf(stderr, "vidfeat: %s: %s\n", res->path, res->error);
     } else {
         r->done++;
-        if (r->tty && r->c->verbosity >= 0)
+        if (shows_lines(r))
             fprintf(stderr,
-                    "vidfeat: %s: %lld frames in %.1f s (decode %.0f%s%s, convert %.0f, infer "
-                    "%.1f, store %.0f frames/s)\n",
-                    res->path, (long long)res->frames, res->seconds, res->decode_fps,
+                    "vidfeat: %s: done: %lld frames in %.1f s, %.1f frames/s (decode %.0f%s%s, "
+                    "convert %.0f, infer %.1f, store %.0f)\n",
+                    res->path, (long long)res->frames, res->seconds,
+                    res->seconds > 0 ? res->frames / res->seconds : 0.0, res->decode_fps,
                     res->hwdec && res->hwdec[0] ? " on " : "", res->hwdec ? res->hwdec : "",
                     res->convert_fps, res->infer_fps, res->store_fps);
+        if (res->note && res->note[0] && r->c->verbosity >= 0)
+            fprintf(stderr, "vidfeat: %s: warning: %s\n", res->path, res->note);
     }
     if (res->status != VF_ERR_LEASE) /* a dropped file's rows are the new holder's to replace */
         r->frames += res->frames;
+    if (r->c->progress == PROGRESS_JSON) {
+        vf_json *f = file_json(res);
+        if (!f || vfi_json_write(stdout, f, 0) < 0 || fflush(stdout) != 0)
+            r->json_failed = 1;
+        vfi_json_free(&f);
+    }
     if (r->c->json && r->files) {
-        vf_json *f = vfi_json_new_object();
-        int bad = vfi_json_push(r->files, f) < 0;
-        bad |= vfi_json_add_str(f, "path", res->path) < 0;
-        bad |= vfi_json_add_str(f, "status",
-                                res->skipped                  ? "skipped"
-                                : res->status == VF_ERR_LEASE ? "dropped"
-                                : res->status < 0             ? "failed"
-                                                              : "done") < 0;
-        bad |= vfi_json_add_str(f, "error", res->error ? res->error : "") < 0;
-        bad |= vfi_json_add_int(f, "frames", res->frames) < 0;
-        bad |= vfi_json_add_real(f, "seconds", res->seconds, 3) < 0;
-        bad |= vfi_json_add_real(f, "decode_fps", res->decode_fps, 2) < 0;
-        bad |= vfi_json_add_real(f, "convert_fps", res->convert_fps, 2) < 0;
-        bad |= vfi_json_add_real(f, "infer_fps", res->infer_fps, 2) < 0;
-        bad |= vfi_json_add_real(f, "store_fps", res->store_fps, 2) < 0;
-        bad |= vfi_json_add_int(f, "width", res->width) < 0;
-        bad |= vfi_json_add_int(f, "height", res->height) < 0;
-        bad |= vfi_json_add_int(f, "rotation", res->rotation) < 0;
-        bad |= vfi_json_add_str(f, "hwdec", res->hwdec ? res->hwdec : "") < 0;
-        if (bad)
+        vf_json *f = file_json(res);
+        if (!f || vfi_json_push(r->files, f) < 0)
             r->json_failed = 1;
     }
 }
@@ -139,7 +179,7 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
     if (rc < 0) {
         fprintf(stderr, "vidfeat: %s\n", p ? vf_pipeline_errmsg(p) : vf_status_str(rc));
         vf_pipeline_free(&p);
-        return rc == VF_ERR_INVALID ? EXIT_USAGE : EXIT_FAIL;
+        return rc == VF_ERR_INVALID ? EXIT_USAGE : EXIT_START;
     }
     run_ctx r;
     memset(&r, 0, sizeof(r));
@@ -147,6 +187,8 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
     r.p = p;
     r.n_files = inputs->n;
     r.tty = isatty(STDERR_FILENO);
+    if (c->progress == PROGRESS_AUTO || (c->progress == PROGRESS_BAR && !r.tty))
+        c->progress = r.tty ? PROGRESS_BAR : PROGRESS_LINES;
     r.t0 = vfi_now_s();
     if (c->json && !(r.files = vfi_json_new_array()))
         r.json_failed = 1;
@@ -172,12 +214,12 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
             fprintf(stderr, "\r\033[K");
         fprintf(stderr, "vidfeat: interrupted: %d files done, vectors written so far are kept\n",
                 r.done);
-        status = EXIT_FAIL;
+        status = EXIT_INTERRUPTED;
     } else if (rc < 0) {
         fprintf(stderr, "vidfeat: %s\n", vf_pipeline_errmsg(p));
         status = EXIT_FAIL;
     }
-    if (r.failed)
+    if (r.failed && status != EXIT_INTERRUPTED)
         status = EXIT_FAIL;
     vf_model_info info;
     vf_pipeline_info(p, &info);
@@ -224,7 +266,7 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
                 "vidfeat: int8 scales of %s (%s) calibrated on %lld frames of %d file%s -> %s\n",
                 info.name, info.layer, (long long)info.calibration_frames, r.done,
                 r.done == 1 ? "" : "s", info.int8_scales);
-    } else if (!c->calibrate && c->verbosity >= 0 && r.tty) {
+    } else if (!c->calibrate && shows_lines(&r) && rc != VF_ERR_CANCELLED) {
         fprintf(stderr, "vidfeat: %d done, %d failed, %d skipped; %lld frames in %.1f s -> %s\n",
                 r.done, r.failed, r.skipped, (long long)r.frames, seconds, db);
     }

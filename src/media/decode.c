@@ -32,6 +32,7 @@
 #include <libavformat/avformat.h>
 #include <libavutil/display.h>
 #include <libavutil/hwcontext.h>
+#include <libavutil/parseutils.h>
 #include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
 
@@ -60,8 +61,11 @@ struct vf_decoder {
     int64_t origin; /* start time in the stream's time base */
     vf_sampling s;
     vf_video_meta meta;
-    int64_t decoded; /* frames out of the decoder */
-    int64_t errors;  /* packets the decoder rejected */
+    int64_t decoded;            /* frames out of the decoder */
+    int64_t errors;             /* packets (or frames) the decoder rejected */
+    int64_t errors_before_last; /* of those, the ones followed by a decoded frame */
+    char note[160];             /* about a file that ends well but not whole (vfi_decoder_note) */
+    char first_error[64];       /* the decoder's first complaint */
     int64_t kept;
     int64_t window_first; /* ordinal of the first frame inside the window (for --every) */
     int64_t last_pts;
@@ -317,6 +321,11 @@ void vfi_decoder_counts(const vf_decoder *d, int64_t *decoded, int64_t *errors)
     *errors = d->errors;
 }
 
+const char *vfi_decoder_note(const vf_decoder *d)
+{
+    return d->note;
+}
+
 /* Clockwise rotation that makes the picture upright, from the display matrix. */
 static int stream_rotation(const AVStream *st)
 {
@@ -342,6 +351,7 @@ static vf_status seek_to(vf_decoder *d, double t, vf_err *err)
     avcodec_flush_buffers(d->dec);
     d->index_exact = 0;
     d->flushing = 0;
+    d->last_pts = AV_NOPTS_VALUE; /* times start again from where the seek lands */
     return VF_OK;
 }
 
@@ -407,6 +417,21 @@ static vf_status open_pipe_io(vf_decoder *d, const char *path, vf_err *err)
     }
     d->fmt->pb = d->pb;
     return VF_OK;
+}
+
+/* FFmpeg's readers of text art (ANSI, BinText, XBin, iCE Draw) open many plain text files,
+ * .nfo and .txt among them, as 640x400 "video": those are not videos or images to vidfeat. */
+static int is_text_art(const AVCodecParameters *par)
+{
+    switch (par->codec_id) {
+    case AV_CODEC_ID_ANSI:
+    case AV_CODEC_ID_BINTEXT:
+    case AV_CODEC_ID_XBIN:
+    case AV_CODEC_ID_IDF:
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 static void rearm(vf_decoder *d)
@@ -477,6 +502,11 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     if (si == AVERROR_STREAM_NOT_FOUND || d->meta.n_video_streams == 0) {
         rc = vfi_fail(err, VF_ERR_DECODE, "no video stream (%u stream%s, none of them video)",
                       d->fmt->nb_streams, d->fmt->nb_streams == 1 ? "" : "s");
+        goto fail;
+    }
+    if (si >= 0 && is_text_art(d->fmt->streams[si]->codecpar)) {
+        rc = vfi_fail(err, VF_ERR_DECODE, "not a video or image file (FFmpeg reads it as text: %s)",
+                      d->fmt->iformat->name);
         goto fail;
     }
     if (si < 0 || !codec) {
@@ -622,9 +652,62 @@ static void plan_skip(vf_decoder *d, double t)
     }
 }
 
-vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
+/* One frame's duration in the stream's time base: the frame's own, else the frame rate's. */
+static int64_t frame_ticks(const vf_decoder *d)
+{
+    if (d->tmp->pkt_duration > 0)
+        return d->tmp->pkt_duration;
+    if (d->meta.frame_rate > 0 && d->tb.num > 0) {
+        int64_t ticks = llround(1.0 / (d->meta.frame_rate * av_q2d(d->tb)));
+        if (ticks > 0)
+            return ticks;
+    }
+    return 1;
+}
+
+/*
+ * The stream has ended (the decoder is drained). Failed: nothing decoded, or a read error that
+ * is not the file's end (an I/O error). Done otherwise, with a note when it is not whole:
+ *   - the data stops early (the demuxer found the file shorter than its index, or the last
+ *     packets did not decode and nothing came after them): "partial: N of M frames the index
+ *     promises" - what FFmpeg's command line also decodes and ends without an error;
+ *   - packets in the middle did not decode (FFmpeg concealed them): "K corrupt packets skipped";
+ *   - a window (--start) past the end of the file: nothing in it.
+ */
+static vf_status end_of_stream(vf_decoder *d, vf_err *err)
 {
     char eb[AV_ERROR_MAX_STRING_SIZE];
+    if (d->read_error && d->read_error != AVERROR_INVALIDDATA)
+        return vfi_fail(err, VF_ERR_DECODE, "read error after %lld frames: %s",
+                        (long long)d->decoded, av_err(d->read_error, eb, sizeof(eb)));
+    if (d->decoded == 0)
+        return vfi_fail(err, VF_ERR_DECODE, "no frame could be decoded%s%s%s",
+                        d->errors ? " (corrupt data: " : "", d->errors ? d->first_error : "",
+                        d->errors ? ")" : "");
+    size_t n = 0;
+    int cut = d->read_error == AVERROR_INVALIDDATA || d->errors > d->errors_before_last;
+    if (cut && d->meta.nb_frames > d->decoded && d->index_exact && !d->s.keyframes)
+        n += (size_t)snprintf(d->note + n, sizeof(d->note) - n,
+                              "partial: %lld of %lld frames the index promises",
+                              (long long)d->decoded, (long long)d->meta.nb_frames);
+    else if (cut)
+        n += (size_t)snprintf(d->note + n, sizeof(d->note) - n,
+                              "partial: the stream breaks off after %lld frames",
+                              (long long)d->decoded);
+    if (d->errors_before_last && n < sizeof(d->note))
+        n += (size_t)snprintf(d->note + n, sizeof(d->note) - n, "%s%lld corrupt packet%s skipped",
+                              n ? "; " : "", (long long)d->errors_before_last,
+                              d->errors_before_last == 1 ? "" : "s");
+    if (d->kept == 0 && d->s.start > 0 && n < sizeof(d->note))
+        snprintf(d->note + n, sizeof(d->note) - n,
+                 "%sno frame at or after --start %g s (the last is at %.3f s)", n ? "; " : "",
+                 d->s.start,
+                 d->last_pts == AV_NOPTS_VALUE ? 0.0 : (d->last_pts - d->origin) * av_q2d(d->tb));
+    return VF_EOF;
+}
+
+vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
+{
     for (;;) {
         if (d->done)
             return VF_EOF;
@@ -642,10 +725,13 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
         if (ret >= 0) {
             rearm(d);
             int64_t pts = d->tmp->best_effort_timestamp;
-            if (pts == AV_NOPTS_VALUE)
-                pts = d->last_pts == AV_NOPTS_VALUE
-                          ? d->origin
-                          : d->last_pts + (d->tmp->pkt_duration > 0 ? d->tmp->pkt_duration : 1);
+            /* A frame without a time, or whose guessed one is not after the previous frame's
+             * (a missing pts guessed from a dts that went back): the previous frame's time plus
+             * a frame's duration, so that t only increases. */
+            if (d->last_pts != AV_NOPTS_VALUE && (pts == AV_NOPTS_VALUE || pts <= d->last_pts))
+                pts = d->last_pts + frame_ticks(d);
+            else if (pts == AV_NOPTS_VALUE)
+                pts = d->origin;
             double t = (pts - d->origin) * av_q2d(d->tb);
             if (d->seeked) {
                 /* A seek that did not move forward (a sparse key frame behind us) would loop:
@@ -655,6 +741,7 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
                     d->can_seek = 0;
             }
             d->last_pts = pts;
+            d->errors_before_last = d->errors;
             int64_t ordinal = d->decoded++;
             int64_t index = d->index_exact || d->meta.frame_rate <= 0
                                 ? ordinal
@@ -693,17 +780,16 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
         }
         if (ret == AVERROR_EOF) {
             d->done = 1;
-            if (d->read_error)
-                return vfi_fail(err, VF_ERR_DECODE, "read error after %lld frames: %s",
-                                (long long)d->decoded, av_err(d->read_error, eb, sizeof(eb)));
-            if (d->decoded == 0)
-                return vfi_fail(err, VF_ERR_DECODE, "no frame could be decoded%s",
-                                d->errors ? " (corrupt data)" : "");
-            return VF_EOF;
+            return end_of_stream(d, err);
         }
-        if (ret != AVERROR(EAGAIN))
-            return vfi_fail(err, VF_ERR_DECODE, "decoding failed after %lld frames: %s",
-                            (long long)d->decoded, av_err(ret, eb, sizeof(eb)));
+        if (ret != AVERROR(EAGAIN)) {
+            /* One frame the decoder could not make (a frame-threaded decoder says so here,
+             * others when the packet is sent): FFmpeg conceals what it can; keep going, as
+             * its command line does. Where the stream ends counts in end_of_stream. */
+            if (d->errors++ == 0)
+                av_strerror(ret, d->first_error, sizeof(d->first_error));
+            continue;
+        }
         if (d->flushing)
             return vfi_fail(err, VF_ERR_INTERNAL, "decoder wants input after flush");
         if (d->pending) {
@@ -712,7 +798,8 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
                 return vfi_fail(err, VF_ERR_INTERNAL, "decoder neither takes nor gives");
             d->pending = 0;
             av_packet_unref(d->pkt);
-            d->errors += ret < 0;
+            if (ret < 0 && d->errors++ == 0)
+                av_strerror(ret, d->first_error, sizeof(d->first_error));
             continue;
         }
         ret = av_read_frame(d->fmt, d->pkt);
@@ -736,8 +823,8 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
             continue;
         }
         av_packet_unref(d->pkt);
-        if (ret < 0)
-            d->errors++; /* a corrupt packet: FFmpeg conceals what it can; keep going */
+        if (ret < 0 && d->errors++ == 0) /* a corrupt packet: FFmpeg conceals what it can */
+            av_strerror(ret, d->first_error, sizeof(d->first_error));
     }
 }
 
@@ -747,10 +834,21 @@ int vfi_decode_probe(const char *path)
     AVFormatContext *fmt = NULL;
     if (avformat_open_input(&fmt, path, NULL, NULL) < 0)
         return 0;
-    int ok = avformat_find_stream_info(fmt, NULL) >= 0 &&
-             av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0) >= 0;
+    int si = avformat_find_stream_info(fmt, NULL) >= 0
+                 ? av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0)
+                 : -1;
+    int ok = si >= 0 && !is_text_art(fmt->streams[si]->codecpar);
     avformat_close_input(&fmt);
     return ok;
+}
+
+vf_status vfi_parse_time(const char *text, double *seconds)
+{
+    int64_t us;
+    if (!text || !text[0] || av_parse_time(&us, text, 1) < 0)
+        return VF_ERR_INVALID;
+    *seconds = (double)us / 1e6;
+    return VF_OK;
 }
 
 void vfi_decode_versions(char *buf, size_t size)

@@ -77,11 +77,15 @@ typedef struct vf_decode_opts {
 vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
                            const vf_decode_opts *opts, vf_decoder **out, vf_err *err);
 const vf_video_meta *vfi_decoder_meta(const vf_decoder *d);
-/* The next sampled frame into f (its previous picture is released). VF_EOF at the end of the
- * stream or of the sampling window; VF_ERR_DECODE when the file turns out corrupt/truncated. */
+/* The next sampled frame into f (its previous picture is released); t only increases. VF_EOF at
+ * the end of the stream or of the sampling window (a stream cut short ends so too, with a
+ * vfi_decoder_note); VF_ERR_DECODE when nothing decodes, on a read error, or a stall. */
 vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err);
 /* Frames decoded so far (sampled or not) and packets that failed to decode. */
 void vfi_decoder_counts(const vf_decoder *d, int64_t *decoded, int64_t *errors);
+/* After VF_EOF: "" for a whole file, else one line on what it lacked ("partial: 5 of 20 frames
+ * the index promises", "3 corrupt packets skipped", a --start past its end). Borrowed. */
+const char *vfi_decoder_note(const vf_decoder *d);
 void vfi_decoder_free(vf_decoder **pd);
 
 /* Frames own an AVFrame: create them once (pools), release the picture after use. */
@@ -96,6 +100,9 @@ vf_status vfi_frame_download(vf_frame *f, vf_err *err);
 
 /* Does path look like media FFmpeg can open (probe, not extension)? 1 yes, 0 no. */
 int vfi_decode_probe(const char *path);
+/* A time or duration in FFmpeg's forms ("90", "1.5", "1:30", "01:02:03.5", "500ms") into
+ * seconds, negative ones included; VF_ERR_INVALID when text is none of them. */
+vf_status vfi_parse_time(const char *text, double *seconds);
 
 /* "libavformat 59.27.100 ..." */
 void vfi_decode_versions(char *buf, size_t size);

@@ -127,6 +127,7 @@ typedef struct event_item {
     vf_video_meta meta;
     vf_status status;
     char error[VF_ERRMSG_SIZE];
+    char note[VF_ERRMSG_SIZE]; /* ITEM_END of a done file: what it lacked (vfi_decoder_note) */
     char content_hash[32];
     int64_t size;
     double mtime;
@@ -372,9 +373,8 @@ static int decode_file(lane *ln, vf_work *w)
         int64_t errors;
         vfi_decoder_counts(dec, &end->decoded, &errors);
         memcpy(end->meta.hwdec, vfi_decoder_meta(dec)->hwdec, sizeof(end->meta.hwdec));
-        if (rc == VF_EOF && errors)
-            vfi_log(VF_LOG_WARNING, "decode", "%s: %lld corrupt packet%s skipped", path,
-                    (long long)errors, errors == 1 ? "" : "s");
+        if (rc == VF_EOF)
+            snprintf(end->note, sizeof(end->note), "%s", vfi_decoder_note(dec));
         vfi_decoder_free(&dec);
     }
     end->status = rc == VF_EOF ? VF_OK : rc;
@@ -765,7 +765,8 @@ static void report(vf_pipeline *p, const event_item *e, const file_state *fs, in
     r.path = w->path;
     r.status = skipped ? VF_OK : e->status;
     r.skipped = skipped;
-    r.error = skipped ? "" : e->error;
+    r.error = skipped || e->status >= 0 ? "" : e->error;
+    r.note = skipped || e->status < 0 ? "" : e->note;
     if (skipped && w->fail) { /* failed where it was claimed (or could not be named) */
         r.status = VF_ERR_IO;
         r.skipped = 0;
@@ -893,7 +894,7 @@ static int store_event(vf_pipeline *p, event_item *e, file_state *fs)
                          fs->store_s > 0 ? fs->frames / fs->store_s : 0};
         if (rc >= 0 && p->store && !fs->lost)
             rc = vfi_store_finish(p->store, fs->ext_id, fence_of(e->hdr.work), e->status >= 0,
-                                  e->error, fps, &err);
+                                  e->status >= 0 ? e->note : e->error, fps, &err);
         if (rc == VF_ERR_LEASE) {
             lose_file(fs, &err);
             rc = VF_OK;
@@ -1329,4 +1330,9 @@ void vf_pipeline_free(vf_pipeline **pp)
 int vf_probe_media(const char *path)
 {
     return path ? vfi_decode_probe(path) : 0;
+}
+
+vf_status vf_parse_time(const char *text, double *seconds)
+{
+    return seconds ? vfi_parse_time(text, seconds) : VF_ERR_INVALID;
 }

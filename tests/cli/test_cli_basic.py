@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""The vidfeat command on the committed samples: exit statuses (0 done, 1 some failed, 2 usage),
-one-line errors naming the file, nothing extra on a pipe, --json, info, similar, models,
---version.
+"""The vidfeat command on the committed samples: exit statuses (0 done, 1 some failed, 2 usage,
+3 could not start), one-line errors naming the file, a line per file and a summary on a pipe
+(nothing with -q), --json, info, similar, models, --version.
 
 usage: test_cli_basic.py VIDFEAT MODELS_DIR SAMPLES_DIR
 """
@@ -30,7 +30,15 @@ def main():
         db = os.path.join(tmp, "a.db")
         r = run(exe, "--model", tiny, "-o", db, clip)
         check(r.returncode == 0, "plain run: %d %s" % (r.returncode, r.stderr))
-        check(r.stdout == "" and r.stderr == "", "output on a pipe: %r %r" % (r.stdout, r.stderr))
+        lines = r.stderr.splitlines()
+        check(r.stdout == "" and len(lines) == 2 and
+              lines[0].startswith("vidfeat: %s: done: 20 frames in " % clip) and
+              " frames/s (decode " in lines[0] and
+              lines[1].startswith("vidfeat: 1 done, 0 failed, 0 skipped; 20 frames in ") and
+              lines[1].endswith(" -> " + db), "output on a pipe: %r %r" % (r.stdout, r.stderr))
+        r = run(exe, "--model", tiny, "-o", db, "-q", "--force", clip)
+        check(r.returncode == 0 and r.stdout == "" and r.stderr == "",
+              "-q on a pipe: %r %r" % (r.stdout, r.stderr))
         con = sqlite3.connect(db)
         check(con.execute("SELECT count(*) FROM features").fetchone()[0] == 20, "20 rows")
         con.close()
@@ -67,12 +75,12 @@ def main():
             check(r.returncode == 2, "usage error %s: exit %d" % (bad, r.returncode))
 
         r = run(exe, "--model", "no_such_model", "-o", db, clip)
-        check(r.returncode == 1 and "no_such_model" in r.stderr, r.stderr)
+        check(r.returncode == 3 and "no_such_model" in r.stderr, r.stderr)
 
         r = run(exe, "info", db)
         check(r.returncode == 0 and "20 vectors" in r.stdout and "done" in r.stdout, r.stdout)
         r = run(exe, "info", clip)
-        check(r.returncode == 1 and "not a vidfeat database" in r.stderr, r.stderr)
+        check(r.returncode == 3 and "not a vidfeat database" in r.stderr, r.stderr)
 
         # similar: the stored frames nearest a frame of the database (left out) or a new file
         r = run(exe, "similar", db, "--video", clip, "--at", "1", "-k", "3", "--json")
@@ -91,7 +99,7 @@ def main():
         r = run(exe, "--image", clip, "-o", db, clip)
         check(r.returncode == 2 and "for similar" in r.stderr, r.stderr)
         r = run(exe, "similar", os.path.join(tmp, "none.db"), "--image", clip)
-        check(r.returncode == 1 and "none.db" in r.stderr, r.stderr)
+        check(r.returncode == 3 and "none.db" in r.stderr, r.stderr)
 
         r = run(exe, "models", "--models-dir", models)
         check(r.returncode == 0 and "vgg19" in r.stdout and "inception_v3" in r.stdout, r.stdout)
@@ -157,7 +165,7 @@ def main():
         check(r.returncode == 0 and "infer_only" in r.stdout and "vs per-frame" in r.stdout,
               r.stdout)
         r = run(exe, "bench", "--device", "gpu", "--infer-only", "--model", tiny, "--runs", "1")
-        if r.returncode == 1:  # no CUDA in this build, or no GPU: one line, named
+        if r.returncode == 3:  # no CUDA in this build, or no GPU: one line, named
             check(len(r.stderr.strip().splitlines()) == 1 and "gpu" in r.stderr, r.stderr)
         r = run(exe, "bench", "--device", "all", "--infer-only", "--model", tiny, "--runs", "1",
                 "--json")

@@ -276,7 +276,7 @@ def main():
         print("ok kill -9 x20 (%d mid-file, their rows kept and equal to the clean run's): "
               "database consistent, the rerun's rows equal the clean run's bit for bit" % mid_file)
 
-        # Ctrl-C (SIGINT) and SIGTERM stop quickly with vidfeat's own exit (1, "interrupted"),
+        # Ctrl-C (SIGINT) and SIGTERM stop quickly with vidfeat's own exit (130, "interrupted"),
         # keep what was written (the clean run's rows), and leave the interrupted file not done
         for sig in (signal.SIGINT, signal.SIGTERM):
             name = signal.Signals(sig).name
@@ -292,8 +292,8 @@ def main():
             p.send_signal(sig)
             _, err = p.communicate(timeout=30)
             stop = time.time() - t0
-            check(p.returncode == 1 and "interrupted" in err,
-                  "%s: exit %d (want vidfeat's own 1 and 'interrupted'): %s"
+            check(p.returncode == 130 and "interrupted" in err,
+                  "%s: exit %d (want vidfeat's own 130 and 'interrupted'): %s"
                   % (name, p.returncode, err))
             check(stop < 1.0, "%s took %.2f s to stop" % (name, stop))
             consistent(dbi)

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Database trouble: a locked, read-only, corrupt or foreign database gives one clear line and
-exit 1, and a database vidfeat cannot use is left untouched.
+exit 3 (could not start), and a database vidfeat cannot use is left untouched.
 
 usage: test_db_errors.py VIDFEAT MODELS_DIR SAMPLES_DIR
        test_db_errors.py --read-only VIDFEAT MODELS_DIR SAMPLES_DIR
@@ -32,7 +32,7 @@ def digest(path):
 
 
 def expect_refused(r, ro, before, what):
-    check(r.returncode == 1 and "ro.db" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+    check(r.returncode == 3 and "ro.db" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
           "%s: %d %r" % (what, r.returncode, r.stderr))
     check(digest(ro) == before, "%s: the database was modified" % what)
     print("ok %s: %s" % (what, r.stderr.strip()))
@@ -114,7 +114,7 @@ def main():
         open(bad, "wb").write(b"this is not an SQLite database" * 100)
         before = digest(bad)
         r = run(exe, model, bad, clip)
-        check(r.returncode == 1 and "corrupt.db" in r.stderr and
+        check(r.returncode == 3 and "corrupt.db" in r.stderr and
               len(r.stderr.strip().splitlines()) == 1, "corrupt: %d %r" % (r.returncode, r.stderr))
         check(digest(bad) == before, "the corrupt file was modified")
         print("ok corrupt database: %s" % r.stderr.strip())
@@ -127,7 +127,7 @@ def main():
         con.close()
         before = digest(other)
         r = run(exe, model, other, clip)
-        check(r.returncode == 1 and "did not create" in r.stderr, "foreign: %r" % r.stderr)
+        check(r.returncode == 3 and "did not create" in r.stderr, "foreign: %r" % r.stderr)
         check(digest(other) == before, "the foreign database was modified")
         print("ok foreign database: %s" % r.stderr.strip())
 
@@ -145,7 +145,7 @@ def main():
         holder.close()
         check(after == before, "locked: the database was modified")
         check(len(r.stderr.strip().splitlines()) == 1, "locked: not one line: %r" % r.stderr)
-        check(r.returncode == 1 and "locked" in r.stderr, "locked: %d %r" % (r.returncode,
+        check(r.returncode == 3 and "locked" in r.stderr, "locked: %d %r" % (r.returncode,
                                                                             r.stderr))
         check(4.0 <= waited < 30.0, "locked: gave up after %.1f s" % waited)
         print("ok locked database (%.1f s): %s" % (waited, r.stderr.strip()))
@@ -194,7 +194,7 @@ def main():
         con.close()
         before = digest(newer)
         r = run(exe, model, newer, os.path.join(samples, "rotated90_64x48.mp4"))
-        check(r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and
+        check(r.returncode == 3 and len(r.stderr.strip().splitlines()) == 1 and
               "newer.db" in r.stderr and "99" in r.stderr,
               "newer schema: %d %r" % (r.returncode, r.stderr))
         check(digest(newer) == before, "newer schema: the database was modified")

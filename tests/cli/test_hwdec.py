@@ -3,7 +3,7 @@
 
 usage: test_hwdec.py errors|cuda VIDFEAT MODELS_DIR SAMPLES_DIR SHARED_DIR
 errors: an unknown device type is a usage error (exit 2) naming it and the types this FFmpeg
-        has; --hwdec cuda where no CUDA device can be opened fails the run at once (exit 1) with
+        has; --hwdec cuda where no CUDA device can be opened fails the run at once (exit 3) with
         one line saying why, before any database is written; "none" is the CPU.
 cuda:   (exits 77 where no CUDA device opens) the vectors, frame indices and timestamps of
         NVDEC-decoded clips equal the CPU-decoded ones (relative difference <= 1e-4: the
@@ -47,7 +47,7 @@ def errors(exe, model, clip, tmp):
         print("ok a CUDA device opened here (the cuda test compares its vectors)")
         return 0
     lines = r.stderr.strip().splitlines()
-    check(r.returncode == 1 and len(lines) == 1 and lines[0].startswith("vidfeat: " + NO_DEVICE),
+    check(r.returncode == 3 and len(lines) == 1 and lines[0].startswith("vidfeat: " + NO_DEVICE),
           "no device: exit %d %r" % (r.returncode, r.stderr))
     check(not os.path.exists(db), "a database was written although the run could not start")
     print("ok no CUDA device:", lines[0])

@@ -5,7 +5,7 @@ writer stays silent: FFmpeg's own file I/O would sit in read(2) forever) are aba
 --stall-timeout with one line, and the run goes on; Ctrl-C stops a run waiting on the silent
 FIFO within a second; a real clip streamed through a FIFO (MPEG-TS) is read whole.
 
-Ctrl-C must give vidfeat's own exit (status 1, "interrupted") within a second, never death by
+Ctrl-C must give vidfeat's own exit (status 130, "interrupted") within a second, never death by
 the signal; the watchdog must give up after 1.5 s, not sooner and not much later.
 
 usage: test_stall.py VIDFEAT MODELS_DIR SAMPLES_DIR
@@ -61,9 +61,9 @@ def ctrl_c(cmd, after):
 
 
 def interrupted(rc, err, took):
-    """vidfeat's own answer to Ctrl-C - exit status 1 with its 'interrupted' line - within a
+    """vidfeat's own answer to Ctrl-C - exit status 130 with its 'interrupted' line - within a
     second; dying of the signal (a negative status here) is not one."""
-    return rc == 1 and "vidfeat: interrupted" in err and took < 1.0
+    return rc == 130 and "vidfeat: interrupted" in err and took < 1.0
 
 
 def long_pass(exe, shared, tmp):
@@ -90,7 +90,7 @@ def long_pass(exe, shared, tmp):
     con.close()
     if not interrupted(rc, err, took) or stored != 0 or ("done",) in status:
         print("FAIL Ctrl-C during a forward pass: exit %d after %.2f s, %d vectors stored, "
-              "extraction %s (want exit 1 within 1 s, none stored, not done): %s"
+              "extraction %s (want exit 130 within 1 s, none stored, not done): %s"
               % (rc, took, stored, status, err))
         return 1
     print("ok Ctrl-C during a MobileNetV2 batch-32 forward pass: stopped in %.2f s, nothing "
@@ -130,7 +130,7 @@ def silent_and_streamed(exe, models, clip, tmp):
         rc, err, took = got
         if not interrupted(rc, err, took):
             print("FAIL Ctrl-C on a silent source: exit %d after %.2f s (want vidfeat's own "
-                  "exit 1, 'interrupted', within 1 s): %s" % (rc, took, err))
+                  "exit 130, 'interrupted', within 1 s): %s" % (rc, took, err))
             return 1
         print("ok Ctrl-C while waiting on a silent source: stopped in %.2f s (exit %d)"
               % (took, rc))

@@ -3,7 +3,7 @@
 extracted into SQLite and into PostgreSQL give the same outcomes and the same rows - frame,
 pts, t and every vector bit for bit, float32 and float16 - a rerun skips what is done, info and
 similar read it, and the password in the URI is never printed. An unreachable server is one
-line and exit 1. Exits 77 (saying why) when PostgreSQL is not installed.
+line and exit 3. Exits 77 (saying why) when PostgreSQL is not installed.
 
 usage: test_store_pg.py VIDFEAT MODELS_DIR SAMPLES_DIR
 """
@@ -131,11 +131,11 @@ def main():
             check(json.loads(qa.stdout) == json.loads(qb.stdout),
                   "similar differs:\n%s\n%s" % (qa.stdout, qb.stdout))
 
-            # a server that is not there: one line naming it, exit 1, no password
+            # a server that is not there: one line naming it, exit 3, no password
             gone = "postgresql://postgres:%s@127.0.0.1:%d/vf_f32" % (PASSWORD, pg.port)
             pg.stop()
             r = run(exe, "--model", model, "-o", gone, clip)
-            check(r.returncode == 1 and r.stderr.count("\n") == 1 and
+            check(r.returncode == 3 and r.stderr.count("\n") == 1 and
                   "127.0.0.1:%d" % pg.port in r.stderr and "cannot connect" in r.stderr and
                   PASSWORD not in r.stderr, "unreachable: exit %d: %r" % (r.returncode, r.stderr))
         print("postgresql: rows equal SQLite's bit for bit (f32, f16), rerun, --force, info, "

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The vidfeat command under valgrind's memcheck, end to end: a real run (decode, convert,
 infer, store) on the committed clips, once on the oneDNN backend and once on the reference
-backend with a truncated clip among the inputs (the failure path). No invalid read or write, no
+backend with a truncated clip (done up to the cut) and an audio-only file (the failure path)
+among the inputs. No invalid read or write, no
 use of uninitialised memory, no definite leak; tests/valgrind.supp holds the suppressions for
 code that is not ours, each with its reason.
 
@@ -29,7 +30,8 @@ def main():
         ("cpu", ["--device", "cpu"], [clip("testsrc_64x48.mp4"), clip("rotated90_64x48.mp4")],
          0, 30),
         ("ref", ["--backend", "ref"],
-         [clip("testsrc_64x48.mp4"), clip("truncated.mp4"), clip("rotated90_64x48.mp4")], 1, None),
+         [clip("testsrc_64x48.mp4"), clip("truncated.mp4"), clip("audio_only.m4a"),
+          clip("rotated90_64x48.mp4")], 1, None),
     ]
     tmp = tempfile.mkdtemp(prefix="vidfeat_vg_")
     ok = True

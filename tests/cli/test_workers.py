@@ -15,7 +15,7 @@ alone over the same files:
                 the other files are done
   restart       (PostgreSQL) the server restarted mid-file: the worker reconnects with backoff
                 and finishes; nothing lost, nothing twice
-  unreachable   (PostgreSQL) a worker with no server: one line naming it, exit 1
+  unreachable   (PostgreSQL) a worker with no server: one line naming it, exit 3
 
 --sqlite runs the SQLite half, --pg the PostgreSQL half; each exits 77 (saying why) only when
 ffmpeg, or PostgreSQL for --pg, is not installed.
@@ -335,9 +335,9 @@ def cases(store, exe, model, clips, tmp, pg=None):
     r = subprocess.run([exe, "--model", model, "-o", "postgresql://127.0.0.1:1/none"],
                        capture_output=True, text=True, timeout=60)
     lines = [l for l in r.stderr.splitlines() if "info[backend]" not in l]
-    check(r.returncode == 1 and len(lines) == 1 and "127.0.0.1" in lines[0],
+    check(r.returncode == 3 and len(lines) == 1 and "127.0.0.1" in lines[0],
           "unreachable: %d %r" % (r.returncode, r.stderr))
-    print("ok PostgreSQL: unreachable at start: one line, exit 1")
+    print("ok PostgreSQL: unreachable at start: one line, exit 3")
 
 
 def main():

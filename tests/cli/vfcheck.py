@@ -88,23 +88,36 @@ def features(db, done_only=False):
 
 def ffprobe_times(path):
     """Each decoded frame's (pts, t) as ffprobe sees them: pts = the best-effort timestamp in
-    the stream's time base (a frame without one: the previous frame's plus its packet
-    duration, or the timeline's start for the first; the rule vidfeat documents), t = pts x
-    time base - the file's start time."""
+    the stream's time base, except that a frame without one, or whose one is not after the
+    previous frame's (a guess from a decode timestamp that went back), gets the previous
+    frame's plus a frame's duration (its packet's, else the frame rate's), and the first
+    frame without one the timeline's start: the rule vidfeat documents, so that t only
+    increases. t = pts x time base - the file's start time."""
     r = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
-                        "frame=best_effort_timestamp,pkt_duration:stream=time_base:"
-                        "format=start_time", "-of", "json", path],
+                        "frame=best_effort_timestamp,pkt_duration:stream=time_base,"
+                        "avg_frame_rate,r_frame_rate:format=start_time", "-of", "json", path],
                        capture_output=True, text=True)
     check(r.returncode == 0, "ffprobe %s: %s" % (path, r.stderr))
     doc = json.loads(r.stdout)
-    num, den = (int(x) for x in doc["streams"][0]["time_base"].split("/"))
+    st = doc["streams"][0]
+    num, den = (int(x) for x in st["time_base"].split("/"))
+    rate = 0.0
+    for key in ("avg_frame_rate", "r_frame_rate"):
+        a, b = (int(x) for x in st.get(key, "0/0").split("/"))
+        if a > 0 and b > 0:
+            rate = a / b
+            break
     start = float(doc["format"].get("start_time", 0.0))
     out, last = [], None
     for f in doc["frames"]:
         pts = f.get("best_effort_timestamp")
-        if pts is None:
-            pts = (round(start * den / num) if last is None else
-                   last + max(int(f.get("pkt_duration", 1)), 1))
+        if last is not None and (pts is None or int(pts) <= last):
+            step = int(f.get("pkt_duration", 0))
+            if step <= 0:
+                step = max(round(den / (rate * num)), 1) if rate > 0 else 1
+            pts = last + step
+        elif pts is None:
+            pts = round(start * den / num)
         pts = int(pts)
         out.append((pts, pts * num / den - start))
         last = pts

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzz every libFuzzer target for a bounded time: build them with clang (ASan + UBSan) into
-# build-fuzz/, then run each from its committed corpus for FUZZ_SECONDS (default 60). A crash,
+# build-fuzz/, then run each from its corpus (committed, and the build's seeds) for FUZZ_SECONDS (default 60). A crash,
 # leak or timeout fails the script with libFuzzer's report and leaves the input in
 # build-fuzz/crashers/; once fixed, commit that input to the target's corpus directory
 # (tests/fuzz/corpus* - replayed by ctest's fuzz_replay* tests from then on).
@@ -16,7 +16,8 @@ targets=("$@")
 
 CC=clang cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIDFEAT_FUZZ=ON \
     -DVIDFEAT_CUDA=OFF -DVIDFEAT_WERROR=ON >/dev/null
-cmake --build "$BUILD_DIR" -j"$(nproc)" --target "${targets[@]/#/fuzz_}"
+# the generated seeds (fuzz_decode's clips, the test models) as well as the targets
+cmake --build "$BUILD_DIR" -j"$(nproc)" --target vidfeat_fixtures "${targets[@]/#/fuzz_}"
 
 declare -A seeds=(
     [onnx]="tests/fuzz/corpus tests/data/bad tests/data/ops"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Regenerate the seed clips of fuzz_decode's corpus (tests/fuzz/corpus_decode/) with the ffmpeg
-# CLI: three frames of 32x24 test pattern in as many containers and codecs as Debian's FFmpeg
-# writes, a few KB each. Crashers the fuzzer finds are added beside them by hand (scripts/fuzz.sh).
+# Make the seed clips of fuzz_decode's corpus (tests/fuzz/corpus_decode/) with the ffmpeg CLI:
+# three frames of 32x24 test pattern in as many containers and codecs as Debian's FFmpeg writes,
+# a few KB each. The build runs it (samples/CMakeLists.txt); the clips are not committed.
+# Crashers the fuzzer finds are committed beside them by hand (scripts/fuzz.sh).
 set -euo pipefail
+mkdir -p "$(dirname "$0")/corpus_decode"
 cd "$(dirname "$0")/corpus_decode"
 src=(-f lavfi -i testsrc=size=32x24:rate=5:duration=0.6)
 ff() { ffmpeg -nostdin -v error -y "${src[@]}" "$@"; }
@@ -16,4 +18,3 @@ ff -c:v libx265 -x265-params log-level=error hevc.mp4
 ff -c:v libaom-av1 -cpu-used 8 av1.ivf
 ff -c:v png -f image2 -frames:v 1 frame.png
 ff -c:v ffv1 -pix_fmt gbrp rgb_ffv1.nut
-ls -l

@@ -1143,6 +1143,19 @@ static void start_run(vf_pipeline *p)
 }
 
 /* Run the files of a lease source (paths NULL: the queue). */
+/* Run src, just made with status made (its failure, or a cancel that came meanwhile, ends the
+ * run at once), and free it. */
+static vf_status run_made_source(vf_pipeline *p, vf_status made, vf_source *src,
+                                 const vf_run_hooks *hooks)
+{
+    if (made >= 0 && atomic_load(&p->cancel))
+        made = VF_ERR_CANCELLED;
+    if (made >= 0)
+        made = run_source(p, src, hooks);
+    vfi_source_free(&src);
+    return made;
+}
+
 static vf_status run_leased(vf_pipeline *p, const char *const *paths, int n,
                             const vf_run_hooks *hooks)
 {
@@ -1152,12 +1165,7 @@ static vf_status run_leased(vf_pipeline *p, const char *const *paths, int n,
         &p->cancel};
     vf_source *src = NULL;
     vf_status rc = vfi_lease_source_create(&o, paths, n, &src, &p->err);
-    if (rc >= 0 && atomic_load(&p->cancel))
-        rc = VF_ERR_CANCELLED;
-    if (rc >= 0)
-        rc = run_source(p, src, hooks);
-    vfi_source_free(&src);
-    return rc;
+    return run_made_source(p, rc, src, hooks);
 }
 
 vf_status vf_pipeline_run(vf_pipeline *p, const char *const *paths, int n_paths,
@@ -1170,12 +1178,7 @@ vf_status vf_pipeline_run(vf_pipeline *p, const char *const *paths, int n_paths,
         return run_leased(p, paths ? paths : (const char *const[]){NULL}, n_paths, hooks);
     vf_source *src = NULL;
     vf_status rc = vfi_list_source_create(paths, n_paths, &src, &p->err);
-    if (rc >= 0 && atomic_load(&p->cancel))
-        rc = VF_ERR_CANCELLED;
-    if (rc >= 0)
-        rc = run_source(p, src, hooks);
-    vfi_source_free(&src);
-    return rc;
+    return run_made_source(p, rc, src, hooks);
 }
 
 vf_status vf_pipeline_run_queue(vf_pipeline *p, const vf_run_hooks *hooks)

@@ -28,6 +28,7 @@ import time
 from pgserver import PgServer, Unavailable as PgUnavailable
 from slurmcluster import SlurmCluster, Unavailable as SlurmUnavailable
 from test_workers import LONG, Postgres, Sqlite, extractions, make_clips, rows_of, wait_for
+from test_workers import check_exactly_once as workers_check_exactly_once
 from vfcheck import check
 
 # what the samples' VIDFEAT_* variables add to their command lines, and so the reference's
@@ -44,23 +45,16 @@ def reference(exe, model, db, root):
 
 
 def check_exactly_once(store, db, ref, what):
+    """test_workers' check (each file's one extraction, the one-process vectors bit for bit),
+    with the whole archive there and no name outside the root."""
     ref_rows, ref_ext = ref
     ext = extractions(store, db)
     check(ext.keys() == ref_ext.keys(), "%s: files %r, one process %r" %
           (what, sorted(ext), sorted(ref_ext)))
-    for name, runs in ref_ext.items():
-        got = ext[name]
-        check(len(got) == 1 and got[0][:2] == runs[0][:2],
-              "%s: %s: %r, one process: %r" % (what, name, got, runs))
     paths = [p for (p,) in store.query(db, "SELECT path FROM videos")]
     check(all(not p.startswith("/") for p in paths), "%s: names not relative to the archive's"
           " root: %r" % (what, paths))
-    rows = store.rows(db)
-    check(rows.keys() == ref_rows.keys(), "%s: %d rows, one process %d" %
-          (what, len(rows), len(ref_rows)))
-    bad = [k for k in ref_rows if rows[k] != ref_rows[k]]
-    check(not bad, "%s: %d vectors differ from one process's, e.g. %r" %
-          (what, len(bad), bad[:3]))
+    workers_check_exactly_once(store, db, ref_rows, ref_ext, what)
 
 
 def job_env(model, **kw):

@@ -32,13 +32,28 @@ static int add_path(path_list *l, const char *path)
     return 0;
 }
 
+/* Each real directory is walked once and each real file taken once, across all inputs: a
+ * symbolic link to a directory above (again -> .) would otherwise repeat a tree, or never end,
+ * and a file named twice (or reached by two links) be extracted twice. Keyed by device and
+ * inode; kind 'd' or 'f'. 1 when first seen, 0 when seen before, -1 out of memory. */
+static int first_visit(vf_strmap *seen, char kind, const struct stat *st)
+{
+    char key[64];
+    snprintf(key, sizeof(key), "%c%llx:%llx", kind, (unsigned long long)st->st_dev,
+             (unsigned long long)st->st_ino);
+    if (vfi_strmap_get(seen, key, 0))
+        return 0;
+    return vfi_strmap_put(seen, key, 1) < 0 ? -1 : 1;
+}
+
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Media files under dir, recursively, in name order; media is recognised by probing. */
-static int walk(path_list *l, const char *dir, int depth)
+/* Media files under dir, recursively, in name order; media is recognised by probing. Links
+ * are followed, each real directory and file once (first_visit). */
+static int walk(path_list *l, vf_strmap *seen, const char *dir, int depth)
 {
     DIR *d = opendir(dir);
     if (!d) {
@@ -66,9 +81,14 @@ static int walk(path_list *l, const char *dir, int depth)
             continue;
         /* Zero-byte files are kept so that they are reported as failed: in an archive they
          * are broken media far more often than anything else. */
-        if (S_ISDIR(st.st_mode) && depth < 64)
-            failed |= walk(l, here.items[i], depth + 1);
-        else if (S_ISREG(st.st_mode) && (st.st_size == 0 || vf_probe_media(here.items[i])))
+        int first = S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)
+                        ? first_visit(seen, S_ISDIR(st.st_mode) ? 'd' : 'f', &st)
+                        : 0;
+        if (first < 0)
+            failed = 1;
+        else if (first && S_ISDIR(st.st_mode) && depth < 64)
+            failed |= walk(l, seen, here.items[i], depth + 1);
+        else if (first && S_ISREG(st.st_mode) && (st.st_size == 0 || vf_probe_media(here.items[i])))
             failed |= add_path(l, here.items[i]) < 0;
         free(here.items[i]);
     }
@@ -85,12 +105,18 @@ void cli_free_paths(path_list *l)
 }
 
 /* One input: a file as it is, a directory walked. EXIT_OK, EXIT_FAIL (said), -1 out of memory. */
-static int add_input(path_list *inputs, const char *path)
+static int add_input(path_list *inputs, vf_strmap *seen, const char *path)
 {
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    int exists = stat(path, &st) == 0;
+    if (exists && S_ISDIR(st.st_mode)) {
         int before = inputs->n, status = EXIT_OK;
-        if (walk(inputs, path, 0))
+        int first = first_visit(seen, 'd', &st);
+        if (first < 0)
+            return -1;
+        if (!first) /* named twice, or inside a tree already walked */
+            return EXIT_OK;
+        if (walk(inputs, seen, path, 0))
             status = EXIT_FAIL;
         if (inputs->n == before) {
             fprintf(stderr, "vidfeat: %s: no media files in this directory\n", path);
@@ -98,11 +124,16 @@ static int add_input(path_list *inputs, const char *path)
         }
         return status;
     }
-    return add_path(inputs, path) < 0 ? -1 : EXIT_OK;
+    if (exists && S_ISREG(st.st_mode)) {
+        int first = first_visit(seen, 'f', &st);
+        if (first <= 0)
+            return first; /* the same file already taken: once */
+    }
+    return add_path(inputs, path) < 0 ? -1 : EXIT_OK; /* anything else fails with its line */
 }
 
 /* --files-from: one path a line (or NUL-separated), "-" for stdin; empty entries skipped. */
-static int read_files_from(const char *name, int nul, path_list *inputs)
+static int read_files_from(const char *name, int nul, path_list *inputs, vf_strmap *seen)
 {
     FILE *f = strcmp(name, "-") ? fopen(name, "rb") : stdin;
     if (!f) {
@@ -120,7 +151,7 @@ static int read_files_from(const char *name, int nul, path_list *inputs)
             line[--len] = '\0';
         if (len == 0)
             continue;
-        int r = add_input(inputs, line);
+        int r = add_input(inputs, seen, line);
         status = r < 0 ? r : status == EXIT_OK ? r : status;
     }
     if (ferror(f)) {
@@ -164,14 +195,18 @@ static int keep_shard(path_list *inputs, int k, int n, const char *root)
 int cli_collect_inputs(const cli *c, int argc, char **argv, path_list *inputs)
 {
     int status = EXIT_OK;
+    vf_strmap *seen = NULL;
+    if (vfi_strmap_create(&seen) < 0)
+        status = -1;
     for (int i = 0; i < argc && status >= 0; i++) {
-        int r = add_input(inputs, argv[i]);
+        int r = add_input(inputs, seen, argv[i]);
         status = r < 0 ? r : status == EXIT_OK ? r : status;
     }
     if (status >= 0 && c->files_from) {
-        int r = read_files_from(c->files_from, c->nul_separated, inputs);
+        int r = read_files_from(c->files_from, c->nul_separated, inputs, seen);
         status = r < 0 ? r : status == EXIT_OK ? r : status;
     }
+    vfi_strmap_free(&seen);
     if (status >= 0 && c->shard_n && keep_shard(inputs, c->shard_k, c->shard_n, c->cfg.root) < 0)
         status = -1;
     if (status < 0) {

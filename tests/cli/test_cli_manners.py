@@ -8,6 +8,8 @@ here (no ../shared needed):
   sampling          --fps with --every, --keyframes with --fps or --every: usage errors
   window past end   --start beyond the file: done, 0 frames, one warning line, the note in
                     --json and in the database
+  links             a directory with `again -> .`, `sub/up -> ..` and a link to a file, named
+                    twice with the file itself: the walk ends, the file is extracted once
   text files        .nfo and .txt files FFmpeg reads as text art: named, one failed line "not a
                     video or image file"; in a directory, passed over; a photo still done
   logs              on a pipe a line per file (done, skipped, failed) and a summary; -q only
@@ -142,6 +144,21 @@ def main():
         check(r.returncode == 0 and [os.path.basename(f["path"]) for f in doc["files"]] ==
               ["photo.png"], "a directory with text files: %d %r" % (r.returncode, r.stdout))
         print("ok text files: named, one line each; in a directory, passed over; photo done")
+
+        # symbolic links: loops, a file reached twice, a file named twice
+        loops = os.path.join(tmp, "loops")
+        os.makedirs(os.path.join(loops, "sub"))
+        shutil.copy(clip, os.path.join(loops, "sub", "a.mp4"))
+        os.symlink(".", os.path.join(loops, "again"))
+        os.symlink("..", os.path.join(loops, "sub", "up"))
+        os.symlink("sub/a.mp4", os.path.join(loops, "b.mp4"))
+        r = subprocess.run([exe, *base, "-o", os.path.join(tmp, "loops.db"), "--json", loops,
+                            os.path.join(loops, "sub", "a.mp4"), loops], capture_output=True,
+                           text=True, timeout=60)
+        doc = json.loads(r.stdout)
+        check(r.returncode == 0 and doc["done"] == 1 and len(doc["files"]) == 1 and
+              doc["frames"] == 30, "symbolic link loops: %d %r" % (r.returncode, r.stdout))
+        print("ok symbolic link loops end; each real file once across all inputs")
 
         # logs on a pipe
         db = os.path.join(tmp, "logs.db")

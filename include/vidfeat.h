@@ -388,6 +388,47 @@ VF_API vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const 
                                void (*hit)(void *user, const vf_neighbour *n), void *user,
                                vf_neighbour *query_out, char *errbuf, size_t errbuf_size);
 
+/* ---- reading vectors back (appended in 0.1) ------------------------------------------------ */
+
+/** What the vectors vf_db_read_vectors reads are: one model row of the database. Strings are
+ *  borrowed during the callback. */
+typedef struct vf_db_model {
+    const char *name;          /**< the model's name (a manifest name, or the ONNX file's) */
+    const char *layer;         /**< the feature layer */
+    const char *file_sha256;   /**< the model file's SHA-256, hex */
+    const char *preprocessing; /**< size, resize, channel order, mean/std, pooling, conversion */
+    int dim;                   /**< floats per vector */
+    int f16;                   /**< stored as float16 (read back as floats) */
+    int64_t vectors;           /**< how many it holds, done or not */
+} vf_db_model;
+
+/** One stored vector of a done extraction. Strings and vec are borrowed during the callback. */
+typedef struct vf_db_vector {
+    const char *path;     /**< the file, as recorded (README "Output") */
+    const char *sampling; /**< how its frames were chosen ("all", "fps=1", ...) */
+    int64_t frames;       /**< the vectors of this file and sampling (a run of calls) */
+    int64_t frame_index;  /**< the frame's number in presentation order */
+    int64_t pts;          /**< in the stream's time base */
+    double t;             /**< seconds */
+    const float *vec;     /**< dim floats */
+} vf_db_vector;
+
+/**
+ * Read back every vector of one model and layer: the row the database holds, or the one
+ * cfg->model (a manifest name or ONNX file; NULL: any) and cfg->layer (NULL: any) select. model()
+ * is called once with the row, then vector() for each vector of a done extraction: files by
+ * path (byte order), then sampling; each file's vectors by frame index, `frames` calls in a row.
+ * One snapshot of the database, opened read-only (a run may be writing meanwhile); memory does
+ * not grow with its size. A callback returning nonzero stops the reading (VF_ERR_CANCELLED).
+ * @return VF_OK; VF_ERR_INVALID, VF_ERR_STORE (database missing, unreadable, without vectors, or
+ *         holding several models that cfg does not tell apart: the message lists them),
+ *         VF_ERR_CANCELLED, VF_ERR_NOMEM. The message is in errbuf.
+ */
+VF_API vf_status vf_db_read_vectors(const char *db_path, const vf_config *cfg,
+                                    int (*model)(void *user, const vf_db_model *m),
+                                    int (*vector)(void *user, const vf_db_vector *v), void *user,
+                                    char *errbuf, size_t errbuf_size);
+
 /** 1 if FFmpeg can open path and it has a video stream (probes the content, not the name);
  *  0 for text files FFmpeg would read as text art (.nfo, some .txt). */
 VF_API int vf_probe_media(const char *path);

@@ -18,7 +18,9 @@ PACKAGES=(
     slurm-wlm munge                                               # the Slurm samples' test cluster
     libssl-dev                                                    # SHA-256 (libcrypto)
     libjansson-dev                                                # JSON
+    libhdf5-dev                                                   # vidfeat export --format hdf5
     python3 python3-numpy python3-onnx python3-torch python3-torchvision  # model export, refs
+    python3-h5py                                                  # reading exports back (tests)
     ffmpeg                                                        # sample clips, test images
     clang clang-format libclang-rt-dev                            # fuzzing, format check
     valgrind util-linux                                           # memcheck run; unshare, setpriv

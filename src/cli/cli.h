@@ -27,6 +27,7 @@ enum {
     CMD_MODELS = 1 << 5,
     CMD_ENQUEUE = 1 << 6,
     CMD_MERGE = 1 << 7,
+    CMD_EXPORT = 1 << 8,
 };
 
 #define MAX_LIST 16
@@ -59,6 +60,8 @@ typedef struct cli {
     int shard_k, shard_n;   /* --shard K/N: only the inputs of shard K (0 <= K < N); n 0: all */
     int queue;              /* extract: no inputs, work through the database's queue */
     int progress;           /* PROGRESS_*; cli_run_pipeline resolves auto */
+    const char *format;     /* export --format */
+    const char *output;     /* export -o */
 } cli;
 
 /* One subcommand: its name, the bit its options are marked with, what its --help shows, and
@@ -83,6 +86,7 @@ int cmd_models(cli *c, int argc, char **argv);
 int cmd_bench(cli *c, int argc, char **argv);
 int cmd_enqueue(cli *c, int argc, char **argv);
 int cmd_merge(cli *c, int argc, char **argv);
+int cmd_export(cli *c, int argc, char **argv);
 
 /* ---- options.c ---------------------------------------------------------------------------- */
 

@@ -27,6 +27,8 @@ const cli_command cli_commands[] = {
      "register files as work for queue workers (vidfeat -o DB with no inputs)", cmd_enqueue},
     {"merge", CMD_MERGE, "merge OUT.db IN.db...",
      "the done extractions of several SQLite files in one (each file once)", cmd_merge},
+    {"export", CMD_EXPORT, "export DB [--format npy|hdf5|csv] [-o PATH] [--model M --layer L]",
+     "the stored vectors as .npy files, one HDF5 file or CSV", cmd_export},
 };
 const size_t cli_n_commands = sizeof(cli_commands) / sizeof(cli_commands[0]);
 

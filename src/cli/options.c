@@ -60,12 +60,14 @@ enum opt_id {
     OPT_FILES_FROM,
     OPT_SHARD,
     OPT_PROGRESS,
+    OPT_FORMAT,
+    OPT_OUTPUT,
 };
 
 /* Which commands take an option. */
 #define RUNS (CMD_EXTRACT | CMD_CALIBRATE | CMD_BENCH) /* those that run the pipeline */
 #define NETS (RUNS | CMD_SIMILAR)                      /* those that open a network */
-#define ALL  (NETS | CMD_INFO | CMD_MODELS | CMD_ENQUEUE | CMD_MERGE)
+#define ALL  (NETS | CMD_INFO | CMD_MODELS | CMD_ENQUEUE | CMD_MERGE | CMD_EXPORT)
 
 typedef struct opt_def {
     const char *name;
@@ -78,6 +80,10 @@ typedef struct opt_def {
 static const opt_def options[] = {
     {"db", OPT_DB, "FILE|URI", CMD_EXTRACT | CMD_CALIBRATE | CMD_BENCH | CMD_ENQUEUE,
      "the database: a file (SQLite) or postgresql://... (extract: default ./vidfeat.db)"},
+    {"output", OPT_OUTPUT, "PATH", CMD_EXPORT,
+     "npy: a directory (default DB_npy/); hdf5: a file (DB.h5); csv: a file or - (stdout)"},
+    {"format", OPT_FORMAT, "npy|hdf5|csv", CMD_EXPORT,
+     "what to write (default: from -o's extension, .h5/.hdf5 or .csv, else npy)"},
     {"root", OPT_ROOT, "DIR", CMD_EXTRACT | CMD_ENQUEUE,
      "record files by their path under DIR (machines mounting an archive elsewhere agree)"},
     {"files-from", OPT_FILES_FROM, "FILE|-", CMD_EXTRACT | CMD_ENQUEUE | CMD_CALIBRATE,
@@ -108,10 +114,12 @@ static const opt_def options[] = {
      "files decoded at once (default 1 with a CPU network, 4 with a GPU)"},
     {"stall-timeout", OPT_STALL_TIMEOUT, "S", NETS,
      "give up a file with no frame for S s (60; 0 = never)"},
-    {"model", OPT_MODEL, "NAME|FILE", NETS, "model name (see `vidfeat models`) or ONNX file"},
+    {"model", OPT_MODEL, "NAME|FILE", NETS | CMD_EXPORT,
+     "model name (see `vidfeat models`) or ONNX file"},
     {"models-dir", OPT_MODELS_DIR, "DIR", NETS | CMD_MODELS,
      "look for manifests and ONNX files here first"},
-    {"layer", OPT_LAYER, "NAME", NETS, "feature layer (manifest name or any tensor name)"},
+    {"layer", OPT_LAYER, "NAME", NETS | CMD_EXPORT,
+     "feature layer (manifest name or any tensor name)"},
     {"device", OPT_DEVICE, "cpu|gpu|auto", NETS,
      "where to run the network (default auto; bench also all)"},
     {"backend", OPT_BACKEND, "NAME", NETS, "backend by name: auto, dnnl (= cpu), ref, cuda"},
@@ -145,11 +153,22 @@ static const opt_def options[] = {
 };
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
 
+/* A short letter that stands for another option in some commands: -o is export's --output
+ * (where it writes), everyone else's --db. */
+static const struct {
+    int letter, id;
+    unsigned cmds;
+} aliases[] = {{'o', OPT_OUTPUT, CMD_EXPORT}};
+#define N_ALIASES (sizeof(aliases) / sizeof(aliases[0]))
+
 /* "--name ARG" or "-x, --name ARG" */
 static void option_left(const opt_def *o, char *buf, size_t size)
 {
-    if (o->id < 256)
-        snprintf(buf, size, "-%c, --%s%s%s", o->id, o->name, o->arg ? " " : "",
+    int letter = o->id < 256 ? o->id : 0;
+    for (size_t i = 0; i < N_ALIASES; i++)
+        letter = aliases[i].id == o->id ? aliases[i].letter : letter;
+    if (letter)
+        snprintf(buf, size, "-%c, --%s%s%s", letter, o->name, o->arg ? " " : "",
                  o->arg ? o->arg : "");
     else
         snprintf(buf, size, "    --%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
@@ -283,8 +302,11 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
     int id, index;
     optind = 1;
     opterr = 0; /* one line of ours instead of getopt's */
-    while ((id = getopt_long(argc, argv, shortopts, longopts, &index)) != -1) {
+    while ((index = -1, id = getopt_long(argc, argv, shortopts, longopts, &index)) != -1) {
         const char *a = optarg;
+        for (size_t i = 0; i < N_ALIASES && index < 0; i++) /* a short letter given */
+            if (aliases[i].letter == id && (aliases[i].cmds & cmd->bit))
+                id = aliases[i].id;
         if (id == '?' || id == ':') {
             fprintf(stderr, "vidfeat: %s: %s '%s' (see vidfeat %s --help)\n", cmd->name,
                     id == ':' ? "a value is missing after" : "unknown option", argv[optind - 1],
@@ -442,6 +464,12 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
             break;
         case OPT_PLOT:
             c->plot = a;
+            break;
+        case OPT_OUTPUT:
+            c->output = a;
+            break;
+        case OPT_FORMAT:
+            c->format = a;
             break;
         case OPT_DB:
             c->cfg.db_path = a;

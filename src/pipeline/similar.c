@@ -11,102 +11,12 @@
 #include "engine/extractor.h"
 #include "core/mem.h"
 #include "core/status.h"
+#include "pipeline/held.h"
 #include "store/record.h"
 #include "store/store.h"
 
 #define DEFAULT_K 10
 #define MAX_K     100000
-
-/* A model row of the database, owned copies of its strings. */
-typedef struct model_row {
-    int64_t id;
-    char *name, *sha, *layer, *prep;
-    int dim, f16;
-    int64_t vectors;
-} model_row;
-
-typedef struct row_list {
-    model_row *v;
-    int n, cap;
-    int nomem;
-} row_list;
-
-static void free_rows(row_list *l)
-{
-    for (int i = 0; i < l->n; i++) {
-        vfi_free(l->v[i].name);
-        vfi_free(l->v[i].sha);
-        vfi_free(l->v[i].layer);
-        vfi_free(l->v[i].prep);
-    }
-    vfi_free(l->v);
-}
-
-static void collect_row(void *user, int64_t id, const vf_store_model *m, int64_t vectors)
-{
-    row_list *l = user;
-    model_row *grown = vfi_grow(l->v, &l->cap, l->n + 1, sizeof(*l->v));
-    if (!grown) {
-        l->nomem = 1;
-        return;
-    }
-    l->v = grown;
-    model_row *r = &l->v[l->n++];
-    *r = (model_row){id,
-                     vfi_strdup(m->name),
-                     vfi_strdup(m->file_sha256),
-                     vfi_strdup(m->layer),
-                     vfi_strdup(m->preprocessing),
-                     m->dim,
-                     m->f16,
-                     vectors};
-    if (!r->name || !r->sha || !r->layer || !r->prep)
-        l->nomem = 1;
-}
-
-/* "name (layer, dim, dtype), ..." for messages. */
-static void list_rows(const row_list *l, char *buf, size_t size)
-{
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < l->n && len < size; i++)
-        len += (size_t)snprintf(buf + len, size - len, "%s%s (%s, %d, %s, %lld vectors)",
-                                i ? ", " : "", l->v[i].name, l->v[i].layer, l->v[i].dim,
-                                l->v[i].f16 ? "f16" : "f32", (long long)l->v[i].vectors);
-}
-
-/* The one row cfg selects. */
-static vf_status choose_row(const row_list *l, const vf_config *cfg, const char *db,
-                            const model_row **out, vf_err *err)
-{
-    /* rows record a model file by the name the extractor gives it */
-    char held[VF_ERRMSG_SIZE];
-    size_t len = 5;
-    const char *name = "(any)";
-    if (cfg->model)
-        name = vfi_model_file_name(cfg->model, &len);
-    int n = 0;
-    for (int i = 0; i < l->n; i++) {
-        if ((!cfg->model || (strlen(l->v[i].name) == len && !strncmp(l->v[i].name, name, len))) &&
-            (!cfg->layer || !strcmp(l->v[i].layer, cfg->layer))) {
-            *out = &l->v[i];
-            n++;
-        }
-    }
-    if (n == 1)
-        return VF_OK;
-    if (!l->n)
-        return vfi_fail(err, VF_ERR_STORE, "%s: holds no feature vectors", db);
-    list_rows(l, held, sizeof(held));
-    if (!n)
-        return vfi_fail(err, VF_ERR_STORE, "%s: no vectors of model %.*s%s%s; it holds %s", db,
-                        (int)len, name, cfg->layer ? ", layer " : "", cfg->layer ? cfg->layer : "",
-                        held);
-    return vfi_fail(err, VF_ERR_STORE,
-                    "%s: holds vectors of several models, choose one (model "
-                    "and layer): %s",
-                    db, held);
-}
 
 /* The query frame's vector, as the one-frame run saw it. */
 typedef struct query_capture {
@@ -142,7 +52,7 @@ static void capture_file(void *user, int file, const vf_file_result *r)
 
 /* Extract the vector of the frame of `path` at `at` seconds with the row's model, after checking
  * that the model is the row's (file, preprocessing, dimension). */
-static vf_status extract_query(const vf_config *cfg, const model_row *row, const char *path,
+static vf_status extract_query(const vf_config *cfg, const vfi_held_model *row, const char *path,
                                double at, float *vec, vf_neighbour *src, vf_err *err)
 {
     vf_config c = *cfg;
@@ -221,7 +131,7 @@ vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_simi
     vf_err err = {0};
     vf_status rc = VF_OK;
     vf_store *s = NULL;
-    row_list rows = {0};
+    vfi_held rows = {0};
     float *vec = NULL;
     int k = q && q->k ? q->k : DEFAULT_K;
     if (!db_path || !cfg || !q || !hit || !q->image == !q->video || k < 1 || k > MAX_K ||
@@ -235,12 +145,10 @@ vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_simi
     rc = vfi_store_open(db_path, VF_STORE_READ, &s, &err);
     if (rc < 0)
         goto done;
-    rc = vfi_store_models(s, collect_row, &rows, &err);
-    if (rc >= 0 && rows.nomem)
-        rc = vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
-    const model_row *row = NULL;
+    rc = vfi_held_read(s, &rows, &err);
+    const vfi_held_model *row = NULL;
     if (rc >= 0)
-        rc = choose_row(&rows, cfg, db_path, &row, &err);
+        rc = vfi_held_choose(&rows, cfg, db_path, &row, &err);
     if (rc < 0)
         goto done;
     if (!(vec = vfi_mallocarray((size_t)row->dim, sizeof(float)))) {
@@ -269,7 +177,7 @@ done:
     if (rc < 0 && errbuf && errbuf_size)
         snprintf(errbuf, errbuf_size, "%s", err.msg);
     vfi_free(vec);
-    free_rows(&rows);
+    vfi_held_free(&rows);
     vfi_store_close(&s);
     return rc;
 }

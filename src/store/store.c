@@ -106,6 +106,12 @@ vf_status vfi_store_nearest(vf_store *s, int64_t model_id, int f16, const float 
     return s->ops->nearest(s, model_id, f16, q, dim, k, skip, hit, user, err);
 }
 
+vf_status vfi_store_vectors(vf_store *s, int64_t model_id, int f16, int dim, vf_store_vector_fn fn,
+                            void *user, vf_err *err)
+{
+    return s->ops->vectors(s, model_id, f16, dim, fn, user, err);
+}
+
 vf_status vfi_store_merge(vf_store *s, const char *from, vf_store_conflict_fn conflict, void *user,
                           int64_t *merged, vf_err *err)
 {

@@ -154,6 +154,18 @@ typedef void (*vf_store_state_fn)(void *user, int index, const char *state, cons
 /* A file done in both databases of a merge, with other vectors. */
 typedef void (*vf_store_conflict_fn)(void *user, const char *path, const char *sampling);
 
+/* One stored vector of a done extraction as vfi_store_vectors reads it (strings and vec borrowed
+ * for the call). */
+typedef struct vf_store_vector {
+    const char *path, *sampling; /* the extraction's file (as recorded) and sampling */
+    int64_t frames;              /* the extraction's vector count */
+    vf_store_ref ref;
+    const float *vec; /* dim floats */
+} vf_store_vector;
+
+/* < 0 stops the reading, which returns it */
+typedef vf_status (*vf_store_vector_fn)(void *user, const vf_store_vector *v);
+
 typedef void (*vf_store_line_fn)(void *user, const char *text);
 typedef void (*vf_store_model_fn)(void *user, int64_t id, const vf_store_model *m, int64_t vectors);
 typedef void (*vf_store_hit_fn)(void *user, const char *path, const vf_store_ref *ref,
@@ -202,6 +214,8 @@ struct vf_store_ops {
                            float *vec, int dim, vf_store_ref *ref, int *found, vf_err *err);
     vf_status (*nearest)(vf_store *s, int64_t model_id, int f16, const float *q, int dim, int k,
                          const vf_store_ref *skip, vf_store_hit_fn hit, void *user, vf_err *err);
+    vf_status (*vectors)(vf_store *s, int64_t model_id, int f16, int dim, vf_store_vector_fn fn,
+                         void *user, vf_err *err);
 };
 
 /* The length of SCHEME when target is a URI "SCHEME://...", else 0 (a file path). */
@@ -309,6 +323,13 @@ vf_status vfi_store_vector_at(vf_store *s, int64_t model_id, int f16, const char
  * once. */
 vf_status vfi_store_nearest(vf_store *s, int64_t model_id, int f16, const float *q, int dim, int k,
                             const vf_store_ref *skip, vf_store_hit_fn hit, void *user, vf_err *err);
+
+/* Every vector of model_id's done extractions (float16 when f16, dim floats), one call of fn
+ * each: the extractions by path, then sampling; each one's vectors by frame index. One
+ * snapshot: a run writing meanwhile adds nothing half-done. Memory does not grow with the
+ * table. */
+vf_status vfi_store_vectors(vf_store *s, int64_t model_id, int f16, int dim, vf_store_vector_fn fn,
+                            void *user, vf_err *err);
 
 /* "NAME VERSION" of each compiled-in kind of store, joined by ", ", into buf; returns buf. */
 const char *vfi_store_versions(char *buf, size_t size);

@@ -42,7 +42,7 @@
 #include "store/rank.h"
 #include "store/record.h"
 
-#define PG_SCHEMA_VERSION 3
+#define PG_SCHEMA_VERSION 4
 #define ADVISORY_KEY      "7419030817" /* any constant: the schema's lock */
 
 #define RECONNECT_S 120.0 /* how long a lost server is waited for */
@@ -109,6 +109,15 @@ static const char *const schema_v3 =
     " UNIQUE (path, model_id, sampling));"
     "CREATE INDEX leases_state ON leases (model_id, sampling, state, id);"
     "UPDATE vidfeat_schema SET version = 3;";
+
+/* schema 4: the frames view (as SQLite's, store_sqlite.c) */
+static const char *const schema_v4 =
+    "CREATE VIEW frames AS SELECT v.path AS path, m.name AS model, m.layer AS layer, m.dim AS dim,"
+    " m.dtype AS dtype, e.sampling AS sampling, f.t AS t, f.frame_index AS frame_index,"
+    " f.pts AS pts, f.vec AS vec, e.id AS extraction_id FROM features f"
+    " JOIN extractions e ON e.id = f.extraction_id JOIN videos v ON v.id = e.video_id"
+    " JOIN models m ON m.id = e.model_id WHERE e.status = 'done';"
+    "UPDATE vidfeat_schema SET version = 4;";
 
 /* The URI as messages may show it: scheme, user, host, port and database, never a password. */
 static char *display_name(const char *uri)
@@ -288,6 +297,8 @@ static vf_status pg_open(const char *uri, vf_store_mode mode, vf_store **out, vf
             TRY(exec(s, schema, "creating the tables", err));
         if (s->version < 3)
             TRY(exec(s, schema_v3, "migrating the tables", err));
+        if (s->version < 4)
+            TRY(exec(s, schema_v4, "migrating the tables", err));
         s->version = PG_SCHEMA_VERSION;
         TRY(exec(s, "COMMIT", "creating the tables", err));
         s->write = 1;
@@ -1337,6 +1348,66 @@ out:
     return rc;
 }
 
+/* In one REPEATABLE READ transaction (a snapshot), the done extractions by path in byte order
+ * (COLLATE "C", as SQLite sorts), then each one's vectors a row at a time. */
+static vf_status pg_vectors(vf_store *store, int64_t model_id, int f16, int dim,
+                            vf_store_vector_fn fn, void *user, vf_err *err)
+{
+    (void)f16; /* the values are stored as they read back */
+    pg_store *s = (pg_store *)store;
+    PGresult *ext = NULL;
+    float *v = vfi_mallocarray((size_t)(dim > 0 ? dim : 1), sizeof(float));
+    if (!v)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    char model[24];
+    snprintf(model, sizeof(model), "%lld", (long long)model_id);
+    const char *p[] = {model};
+    vf_status rc = exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "reading", err);
+    if (rc >= 0)
+        rc = query(s,
+                   "SELECT e.id, v.path, e.sampling, e.frames FROM extractions e JOIN videos v"
+                   " ON v.id = e.video_id WHERE e.model_id = $1 AND e.status = 'done'"
+                   " ORDER BY v.path COLLATE \"C\", e.sampling COLLATE \"C\"",
+                   1, p, "reading extractions", &ext, err);
+    for (int i = 0; rc >= 0 && i < PQntuples(ext); i++) {
+        vf_store_vector out = {
+            .path = PQgetvalue(ext, i, 1),
+            .sampling = PQgetvalue(ext, i, 2),
+            .frames = strtoll(PQgetvalue(ext, i, 3), NULL, 10),
+            .ref.extraction = strtoll(PQgetvalue(ext, i, 0), NULL, 10),
+            .vec = v,
+        };
+        const char *pe[] = {PQgetvalue(ext, i, 0)};
+        if (!PQsendQueryParams(s->conn,
+                               "SELECT frame_index, pts, t, vec FROM features WHERE"
+                               " extraction_id = $1 ORDER BY frame_index",
+                               1, NULL, pe, NULL, NULL, 0) ||
+            !PQsetSingleRowMode(s->conn)) {
+            rc = pg_fail(s, err, "reading features", NULL);
+            break;
+        }
+        PGresult *res;
+        while ((res = PQgetResult(s->conn))) { /* to the end, also after a failure */
+            ExecStatusType st = PQresultStatus(res);
+            if (st == PGRES_SINGLE_TUPLE && rc >= 0) {
+                out.ref.frame_index = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+                out.ref.pts = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+                out.ref.t = strtod(PQgetvalue(res, 0, 2), NULL);
+                rc = parse_vec(s, PQgetvalue(res, 0, 3), dim, v, err);
+                if (rc >= 0)
+                    rc = fn(user, &out);
+            } else if (st != PGRES_SINGLE_TUPLE && st != PGRES_TUPLES_OK && rc >= 0) {
+                rc = pg_fail(s, err, "reading features", res);
+            }
+            PQclear(res);
+        }
+    }
+    PQclear(ext);
+    exec(s, "COMMIT", "reading", NULL);
+    vfi_free(v);
+    return rc;
+}
+
 static vf_status pg_describe(const char *uri, vf_store_line_fn line, void *user, vf_err *err)
 {
     vf_store *store = NULL;
@@ -1433,4 +1504,5 @@ const vf_store_ops vfi_store_pg = {
     .models = pg_models,
     .vector_at = pg_vector_at,
     .nearest = pg_nearest,
+    .vectors = pg_vectors,
 };

@@ -115,8 +115,19 @@ static const char *const schema_v3 =
     " finished_at REAL, error TEXT, UNIQUE (path, model_id, sampling));"
     "CREATE INDEX leases_state ON leases (model_id, sampling, state, id);";
 
+/* v4: the frames view, what a reader of the vectors wants in one place (README "Output"): each
+ * vector of a done extraction with its file, model, layer, dimension, dtype, sampling and time.
+ * A view, so nothing is stored twice; PostgreSQL's is the same (store_pg.c). */
+static const char *const schema_v4 =
+    "CREATE VIEW frames AS SELECT v.path AS path, m.name AS model, m.layer AS layer, m.dim AS dim,"
+    " m.dtype AS dtype, e.sampling AS sampling, f.t AS t, f.frame_index AS frame_index,"
+    " f.pts AS pts, f.vec AS vec, e.id AS extraction_id FROM features f"
+    " JOIN extractions e ON e.id = f.extraction_id JOIN videos v ON v.id = e.video_id"
+    " JOIN models m ON m.id = e.model_id WHERE e.status = 'done';";
+
 /* migrations[v] brings a database from user_version v to v + 1 */
-static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {schema_v1, schema_v2, schema_v3};
+static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {schema_v1, schema_v2, schema_v3,
+                                                                schema_v4};
 
 static vf_status exec(sq_store *s, const char *sql, vf_err *err)
 {
@@ -419,6 +430,65 @@ fail:
     sqlite3_finalize(st);
     vfi_free(v);
     vfi_rank_free(&rank);
+    return rc;
+}
+
+/* Read in one transaction (a snapshot: WAL readers see the database as it was when it began):
+ * the done extractions in path order, then each one's vectors along its primary key, so nothing
+ * is sorted and memory stays one vector. */
+static vf_status sq_vectors(vf_store *store, int64_t model_id, int f16, int dim,
+                            vf_store_vector_fn fn, void *user, vf_err *err)
+{
+    sq_store *s = (sq_store *)store;
+    vf_status rc = VF_OK;
+    sqlite3_stmt *ext = NULL, *st = NULL;
+    float *v = vfi_mallocarray((size_t)(dim > 0 ? dim : 1), sizeof(float));
+    if (!v)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if ((rc = exec(s, "BEGIN", err)) < 0) {
+        vfi_free(v);
+        return rc;
+    }
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT e.id, v.path, e.sampling, e.frames FROM extractions e"
+                                 " JOIN videos v ON v.id = e.video_id WHERE e.model_id = ? AND"
+                                 " e.status = 'done' ORDER BY v.path, e.sampling",
+                                 -1, &ext, NULL),
+              "reading extractions");
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT frame_index, pts, t, vec FROM features WHERE"
+                                 " extraction_id = ? ORDER BY frame_index",
+                                 -1, &st, NULL),
+              "reading features");
+    sqlite3_bind_int64(ext, 1, model_id);
+    int r;
+    while ((r = sqlite3_step(ext)) == SQLITE_ROW) {
+        vf_store_vector out = {
+            .path = (const char *)sqlite3_column_text(ext, 1),
+            .sampling = (const char *)sqlite3_column_text(ext, 2),
+            .frames = sqlite3_column_int64(ext, 3),
+            .ref.extraction = sqlite3_column_int64(ext, 0),
+            .vec = v,
+        };
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, out.ref.extraction);
+        while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+            out.ref.frame_index = sqlite3_column_int64(st, 0);
+            out.ref.pts = sqlite3_column_int64(st, 1);
+            out.ref.t = sqlite3_column_double(st, 2);
+            TRY(read_vec(s, st, 3, f16, dim, v, err));
+            TRY(fn(user, &out));
+        }
+        if (r != SQLITE_DONE)
+            break;
+    }
+    if (r != SQLITE_DONE)
+        rc = db_fail(s, err, "reading features");
+fail:
+    sqlite3_finalize(ext);
+    sqlite3_finalize(st);
+    exec(s, "COMMIT", NULL);
+    vfi_free(v);
     return rc;
 }
 
@@ -1510,4 +1580,5 @@ const vf_store_ops vfi_store_sqlite = {
     .models = sq_models,
     .vector_at = sq_vector_at,
     .nearest = sq_nearest,
+    .vectors = sq_vectors,
 };

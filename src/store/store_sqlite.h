@@ -20,13 +20,16 @@
  *   leases(id, path, model_id, sampling, state pending|claimed|done|failed, owner, token,
  *          expires, attempts, finished_at, error)   UNIQUE(path, model_id, sampling)
  *   (expires and finished_at: seconds since the epoch, this machine's clock)
+ * Added in user_version 4, a view for readers:
+ *   frames(path, model, layer, dim, dtype, sampling, t, frame_index, pts, vec, extraction_id)
+ *          the vectors of done extractions only
  */
 #ifndef VIDFEAT_STORE_SQLITE_H
 #define VIDFEAT_STORE_SQLITE_H
 
 #include "store/store.h"
 
-#define VF_STORE_SCHEMA_VERSION 3
+#define VF_STORE_SCHEMA_VERSION 4
 
 /* The SQLite kind of store: a database file (WAL); claims every target that is not a URI. */
 extern const vf_store_ops vfi_store_sqlite;

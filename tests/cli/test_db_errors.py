@@ -161,6 +161,7 @@ def main():
         con.execute("DROP TABLE runs")
         con.execute("DROP TABLE leases")  # schema 3's
         con.execute("DROP TABLE queue")
+        con.execute("DROP VIEW frames")  # schema 4's
         con.execute("PRAGMA user_version=1")
         con.commit()
         con.close()
@@ -176,14 +177,15 @@ def main():
         tables = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         rows = con.execute("SELECT count(*) FROM features").fetchone()[0]
         done = con.execute("SELECT count(*) FROM extractions WHERE status='done'").fetchone()[0]
-        con.close()
-        check(version == 3 and {"runs", "queue", "leases"} <= tables,
+        views = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='view'")}
+        check(version == 4 and {"runs", "queue", "leases"} <= tables and views == {"frames"},
               "after migration: %d %s" % (version, tables))
         summary = json.loads(r.stdout)
         check(summary["skipped"] == 1 and summary["done"] == 1, summary)
         check(rows == 20 + summary["frames"] and done == 2,
               "after migration: %d rows, %d done" % (rows, done))
-        print("ok schema 1 migrated to 3")
+        con.close()
+        print("ok schema 1 migrated to 4")
 
         # a newer schema than this vidfeat knows: refused with one line, the file unchanged
         newer = os.path.join(tmp, "newer.db")

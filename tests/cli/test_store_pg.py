@@ -131,6 +131,21 @@ def main():
             check(json.loads(qa.stdout) == json.loads(qb.stdout),
                   "similar differs:\n%s\n%s" % (qa.stdout, qb.stdout))
 
+            # the frames view and export read it as they read SQLite (csv: every float printed
+            # exactly, so equal text is equal vectors)
+            for name in ("f32", "f16"):
+                uri_n = "postgresql://postgres:%s@127.0.0.1:%d/vf_%s" % (PASSWORD, pg.port, name)
+                db_n = os.path.join(tmp, "%s.db" % name)
+                con = sqlite3.connect(db_n)
+                n = con.execute("SELECT count(*) FROM frames").fetchone()[0]
+                con.close()
+                check(pg.psql("vf_%s" % name, "SELECT count(*) FROM frames").strip() == str(n),
+                      "%s: PostgreSQL's frames view does not have the %d vectors" % (name, n))
+                ea, eb = (run(exe, "export", d, "--format", "csv") for d in (db_n, uri_n))
+                check(ea.returncode == 0 and eb.returncode == 0 and ea.stdout.count("\n") == n + 1
+                      and ea.stdout == eb.stdout, "%s: export differs: %r %r" %
+                      (name, ea.stderr, eb.stderr))
+
             # a server that is not there: one line naming it, exit 3, no password
             gone = "postgresql://postgres:%s@127.0.0.1:%d/vf_f32" % (PASSWORD, pg.port)
             pg.stop()
@@ -139,7 +154,7 @@ def main():
                   "127.0.0.1:%d" % pg.port in r.stderr and "cannot connect" in r.stderr and
                   PASSWORD not in r.stderr, "unreachable: exit %d: %r" % (r.returncode, r.stderr))
         print("postgresql: rows equal SQLite's bit for bit (f32, f16), rerun, --force, info, "
-              "similar, unreachable server, password never shown")
+              "similar, the frames view, export, unreachable server, password never shown")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

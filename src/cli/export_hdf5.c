@@ -1,0 +1,219 @@
+/*
+ * export_hdf5.c - vidfeat export --format hdf5, the only file that sees libhdf5: one HDF5 file,
+ * a group per file (its export name) holding `features` [frames, dim] float32, `t` [frames]
+ * float64 (seconds) and `frame_index` [frames] int64, with the attributes path, sampling, model,
+ * layer, model_sha256 and preprocessing; the file's root has model, layer, model_sha256,
+ * preprocessing, dim and the database. Written to OUT.part and renamed when whole.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+
+#include "cli/export.h"
+#include "core/mem.h"
+
+struct export_writer {
+    char *out, *tmp;
+    hid_t file, group, features, t, frame_index;
+    int64_t row; /* the next row of the current file's datasets */
+    int dim;
+    char *sha, *prep, *name, *layer;
+};
+
+/* A variable-length UTF-8 string attribute (h5py reads it as str; bytes that are not UTF-8
+ * come back as surrogate escapes, as os.fsdecode makes them). */
+static int put_str(hid_t obj, const char *key, const char *value)
+{
+    hid_t type = H5Tcopy(H5T_C_S1), space = H5Screate(H5S_SCALAR), attr = -1;
+    int rc = -1;
+    if (type >= 0 && space >= 0 && H5Tset_size(type, H5T_VARIABLE) >= 0 &&
+        H5Tset_cset(type, H5T_CSET_UTF8) >= 0 &&
+        (attr = H5Acreate2(obj, key, type, space, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
+        H5Awrite(attr, type, &value) >= 0)
+        rc = 0;
+    if (attr >= 0)
+        H5Aclose(attr);
+    if (space >= 0)
+        H5Sclose(space);
+    if (type >= 0)
+        H5Tclose(type);
+    return rc;
+}
+
+static int put_int(hid_t obj, const char *key, int64_t value)
+{
+    hid_t space = H5Screate(H5S_SCALAR), attr = -1;
+    int rc = -1;
+    if (space >= 0 &&
+        (attr = H5Acreate2(obj, key, H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
+        H5Awrite(attr, H5T_NATIVE_INT64, &value) >= 0)
+        rc = 0;
+    if (attr >= 0)
+        H5Aclose(attr);
+    if (space >= 0)
+        H5Sclose(space);
+    return rc;
+}
+
+static hid_t make_dataset(hid_t group, const char *name, hid_t type, int rank, int64_t rows,
+                          int dim)
+{
+    hsize_t dims[2] = {(hsize_t)rows, (hsize_t)dim};
+    hid_t space = H5Screate_simple(rank, dims, NULL);
+    if (space < 0)
+        return -1;
+    hid_t ds = H5Dcreate2(group, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Sclose(space);
+    return ds;
+}
+
+/* Rows [row, row + n) of a dataset of rank 1 or 2 from buf. */
+static int write_rows(hid_t ds, hid_t mem_type, int rank, int64_t row, int n, int dim,
+                      const void *buf)
+{
+    hsize_t start[2] = {(hsize_t)row, 0}, count[2] = {(hsize_t)n, (hsize_t)dim};
+    hid_t file_space = H5Dget_space(ds), mem_space = H5Screate_simple(rank, count, NULL);
+    int rc = -1;
+    if (file_space >= 0 && mem_space >= 0 &&
+        H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
+        H5Dwrite(ds, mem_type, mem_space, file_space, H5P_DEFAULT, buf) >= 0)
+        rc = 0;
+    if (mem_space >= 0)
+        H5Sclose(mem_space);
+    if (file_space >= 0)
+        H5Sclose(file_space);
+    return rc;
+}
+
+static void close_group(export_writer *w)
+{
+    hid_t *ids[] = {&w->features, &w->t, &w->frame_index};
+    for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+        if (*ids[i] >= 0)
+            H5Dclose(*ids[i]);
+        *ids[i] = -1;
+    }
+    if (w->group >= 0)
+        H5Gclose(w->group);
+    w->group = -1;
+}
+
+static void writer_free(export_writer *w)
+{
+    vfi_free(w->out);
+    vfi_free(w->tmp);
+    vfi_free(w->sha);
+    vfi_free(w->prep);
+    vfi_free(w->name);
+    vfi_free(w->layer);
+    vfi_free(w);
+}
+
+static int fail(export_writer *w, const char *what)
+{
+    fprintf(stderr, "vidfeat: %s: HDF5 could not %s\n", w->out, what);
+    return -1;
+}
+
+static int h5_open(export_writer **pw, const char *out, const vf_db_model *m, const char *db)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our one line instead of HDF5's error stack */
+    export_writer *w = vfi_calloc(1, sizeof(*w));
+    size_t n = strlen(out) + 8;
+    if (!w || !(w->out = vfi_strdup(out)) || !(w->tmp = vfi_malloc(n)) ||
+        !(w->sha = vfi_strdup(m->file_sha256)) || !(w->prep = vfi_strdup(m->preprocessing)) ||
+        !(w->name = vfi_strdup(m->name)) || !(w->layer = vfi_strdup(m->layer))) {
+        if (w)
+            writer_free(w);
+        fprintf(stderr, "vidfeat: export: out of memory\n");
+        return -1;
+    }
+    snprintf(w->tmp, n, "%s.part", out);
+    w->dim = m->dim;
+    w->group = w->features = w->t = w->frame_index = -1;
+    w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (w->file < 0) {
+        fprintf(stderr, "vidfeat: %s: cannot create it: %s\n", out,
+                errno ? strerror(errno) : "HDF5 error");
+        writer_free(w);
+        return -1;
+    }
+    if (put_str(w->file, "model", m->name) < 0 || put_str(w->file, "layer", m->layer) < 0 ||
+        put_str(w->file, "model_sha256", m->file_sha256) < 0 ||
+        put_str(w->file, "preprocessing", m->preprocessing) < 0 ||
+        put_int(w->file, "dim", m->dim) < 0 || put_str(w->file, "database", db) < 0 ||
+        put_str(w->file, "vidfeat_version", vf_version()) < 0) {
+        H5Fclose(w->file);
+        unlink(w->tmp);
+        int rc = fail(w, "write the file's attributes");
+        writer_free(w);
+        return rc;
+    }
+    *pw = w;
+    return 0;
+}
+
+static int h5_begin(export_writer *w, const export_video *v)
+{
+    w->group = H5Gcreate2(w->file, v->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (w->group < 0)
+        return fail(w, "make a group");
+    w->features = make_dataset(w->group, "features", H5T_IEEE_F32LE, 2, v->frames, w->dim);
+    w->t = make_dataset(w->group, "t", H5T_IEEE_F64LE, 1, v->frames, 0);
+    w->frame_index = make_dataset(w->group, "frame_index", H5T_STD_I64LE, 1, v->frames, 0);
+    if (w->features < 0 || w->t < 0 || w->frame_index < 0)
+        return fail(w, "make the datasets");
+    if (put_str(w->group, "path", v->path) < 0 || put_str(w->group, "sampling", v->sampling) < 0 ||
+        put_str(w->group, "model", w->name) < 0 || put_str(w->group, "layer", w->layer) < 0 ||
+        put_str(w->group, "model_sha256", w->sha) < 0 ||
+        put_str(w->group, "preprocessing", w->prep) < 0)
+        return fail(w, "write a group's attributes");
+    w->row = 0;
+    return 0;
+}
+
+static int h5_rows(export_writer *w, const export_video *v, int n, const int64_t *frame_index,
+                   const double *t, const float *vecs)
+{
+    (void)v;
+    if (write_rows(w->features, H5T_NATIVE_FLOAT, 2, w->row, n, w->dim, vecs) < 0 ||
+        write_rows(w->t, H5T_NATIVE_DOUBLE, 1, w->row, n, 0, t) < 0 ||
+        write_rows(w->frame_index, H5T_NATIVE_INT64, 1, w->row, n, 0, frame_index) < 0)
+        return fail(w, "write the vectors (a full disk?)");
+    w->row += n;
+    return 0;
+}
+
+static int h5_end(export_writer *w, const export_video *v)
+{
+    (void)v;
+    close_group(w);
+    return 0;
+}
+
+static int h5_close(export_writer *w, int ok)
+{
+    close_group(w);
+    int rc = 0;
+    if (H5Fclose(w->file) < 0) {
+        if (ok)
+            fail(w, "finish the file (a full disk?)");
+        ok = 0;
+    }
+    if (ok && rename(w->tmp, w->out) != 0) {
+        fprintf(stderr, "vidfeat: %s: %s\n", w->out, strerror(errno));
+        ok = 0;
+    }
+    if (!ok) {
+        unlink(w->tmp);
+        rc = -1;
+    }
+    writer_free(w);
+    return rc;
+}
+
+const export_ops export_hdf5 = {"hdf5", h5_open, h5_begin, h5_rows, h5_end, h5_close};

@@ -1,0 +1,96 @@
+/*
+ * held.c - the model rows a database holds vectors of, and the one a configuration chooses.
+ */
+#include "pipeline/held.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/mem.h"
+#include "engine/extractor.h"
+
+void vfi_held_free(vfi_held *l)
+{
+    for (int i = 0; i < l->n; i++) {
+        vfi_free(l->v[i].name);
+        vfi_free(l->v[i].sha);
+        vfi_free(l->v[i].layer);
+        vfi_free(l->v[i].prep);
+    }
+    vfi_free(l->v);
+}
+
+static void collect_row(void *user, int64_t id, const vf_store_model *m, int64_t vectors)
+{
+    vfi_held *l = user;
+    vfi_held_model *grown = vfi_grow(l->v, &l->cap, l->n + 1, sizeof(*l->v));
+    if (!grown) {
+        l->nomem = 1;
+        return;
+    }
+    l->v = grown;
+    vfi_held_model *r = &l->v[l->n++];
+    *r = (vfi_held_model){id,
+                          vfi_strdup(m->name),
+                          vfi_strdup(m->file_sha256),
+                          vfi_strdup(m->layer),
+                          vfi_strdup(m->preprocessing),
+                          m->dim,
+                          m->f16,
+                          vectors};
+    if (!r->name || !r->sha || !r->layer || !r->prep)
+        l->nomem = 1;
+}
+
+vf_status vfi_held_read(vf_store *s, vfi_held *h, vf_err *err)
+{
+    *h = (vfi_held){0};
+    vf_status rc = vfi_store_models(s, collect_row, h, err);
+    if (rc >= 0 && h->nomem)
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    return rc;
+}
+
+/* "name (layer, dim, dtype), ..." for messages. */
+static void list_rows(const vfi_held *l, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < l->n && len < size; i++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%s (%s, %d, %s, %lld vectors)",
+                                i ? ", " : "", l->v[i].name, l->v[i].layer, l->v[i].dim,
+                                l->v[i].f16 ? "f16" : "f32", (long long)l->v[i].vectors);
+}
+
+/* The one row cfg selects. */
+vf_status vfi_held_choose(const vfi_held *l, const vf_config *cfg, const char *db,
+                          const vfi_held_model **out, vf_err *err)
+{
+    /* rows record a model file by the name the extractor gives it */
+    char held[VF_ERRMSG_SIZE];
+    size_t len = 5;
+    const char *name = "(any)";
+    if (cfg->model)
+        name = vfi_model_file_name(cfg->model, &len);
+    int n = 0;
+    for (int i = 0; i < l->n; i++) {
+        if ((!cfg->model || (strlen(l->v[i].name) == len && !strncmp(l->v[i].name, name, len))) &&
+            (!cfg->layer || !strcmp(l->v[i].layer, cfg->layer))) {
+            *out = &l->v[i];
+            n++;
+        }
+    }
+    if (n == 1)
+        return VF_OK;
+    if (!l->n)
+        return vfi_fail(err, VF_ERR_STORE, "%s: holds no feature vectors", db);
+    list_rows(l, held, sizeof(held));
+    if (!n)
+        return vfi_fail(err, VF_ERR_STORE, "%s: no vectors of model %.*s%s%s; it holds %s", db,
+                        (int)len, name, cfg->layer ? ", layer " : "", cfg->layer ? cfg->layer : "",
+                        held);
+    return vfi_fail(err, VF_ERR_STORE,
+                    "%s: holds vectors of several models, choose one (model "
+                    "and layer): %s",
+                    db, held);
+}

@@ -1,0 +1,38 @@
+/*
+ * held.h - the model rows a database holds vectors of, and the one a configuration chooses
+ * (cfg->model, cfg->layer): what vf_db_similar searches and vf_db_read_vectors reads.
+ */
+#ifndef VIDFEAT_HELD_H
+#define VIDFEAT_HELD_H
+
+#include <stdint.h>
+
+#include "vidfeat.h"
+#include "core/status.h"
+#include "store/store.h"
+
+/* A model row of the database, owned copies of its strings. */
+typedef struct vfi_held_model {
+    int64_t id;
+    char *name, *sha, *layer, *prep;
+    int dim, f16;
+    int64_t vectors;
+} vfi_held_model;
+
+typedef struct vfi_held {
+    vfi_held_model *v;
+    int n, cap;
+    int nomem;
+} vfi_held;
+
+/* Every model row of s that has vectors into *h (zeroed first; vfi_held_free it also on
+ * failure). */
+vf_status vfi_held_read(vf_store *s, vfi_held *h, vf_err *err);
+void vfi_held_free(vfi_held *h);
+
+/* The one row cfg selects (its model by the name the extractor gives a file, its layer), or
+ * VF_ERR_STORE naming what db holds: no vectors, none of that model, or several to choose from. */
+vf_status vfi_held_choose(const vfi_held *h, const vf_config *cfg, const char *db,
+                          const vfi_held_model **out, vf_err *err);
+
+#endif /* VIDFEAT_HELD_H */

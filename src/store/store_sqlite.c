@@ -510,9 +510,14 @@ static vf_status open_write(const char *path, vf_store **out, vf_err *err)
     }
     sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
     sqlite3_extended_result_codes(s->db, 1);
-    int version = -1;
+    /* The version and whether the file has tables, in one statement: one snapshot. (Read
+     * apart, another worker creating the schema in between made a new file look foreign.) */
+    int version = -1, tables = 0;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT (SELECT user_version FROM pragma_user_version),"
+                           " (SELECT count(*) FROM sqlite_master)",
+                           -1, &st, NULL) != SQLITE_OK ||
         sqlite3_step(st) != SQLITE_ROW) {
         sqlite3_finalize(st);
         rc = vfi_fail(err, VF_ERR_STORE, "%s: %s (%s)", path, read_problem(s->db),
@@ -520,6 +525,7 @@ static vf_status open_write(const char *path, vf_store **out, vf_err *err)
         goto fail;
     }
     version = sqlite3_column_int(st, 0);
+    tables = sqlite3_column_int(st, 1);
     sqlite3_finalize(st);
     if (version > VF_STORE_SCHEMA_VERSION) {
         rc = vfi_fail(err, VF_ERR_STORE,
@@ -530,12 +536,6 @@ static vf_status open_write(const char *path, vf_store **out, vf_err *err)
     if (version == 0) {
         /* A new file, or a database that is not ours: refuse anything with tables in it, before
          * anything is written to it. */
-        int tables = 0;
-        if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &st, NULL) ==
-                SQLITE_OK &&
-            sqlite3_step(st) == SQLITE_ROW)
-            tables = sqlite3_column_int(st, 0);
-        sqlite3_finalize(st);
         if (tables) {
             rc = vfi_fail(err, VF_ERR_STORE, "%s: a database that vidfeat did not create", path);
             goto fail;

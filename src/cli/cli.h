@@ -121,6 +121,11 @@ int cli_db_exists(const char *target);
  * status: cli_collect_inputs' result, kept when the run does not fail. */
 int cli_run_pipeline(cli *c, const path_list *inputs, int status);
 
+/* Ctrl-C and SIGTERM from now on set a flag instead of ending the process, for a command to
+ * stop cleanly (the pipeline's run, export); cli_interrupted() reads it. */
+void cli_catch_interrupts(void);
+int cli_interrupted(void);
+
 /* Lists of --batch / --precision are bench's alone: EXIT_USAGE (said) when given elsewhere. */
 int cli_single_values(const cli *c);
 

@@ -6,7 +6,6 @@
  * csv writers are here.
  */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,14 +19,6 @@
 #include "core/strmap.h"
 
 #define CHUNK 256 /* vectors handed to a writer at once */
-
-static volatile sig_atomic_t interrupted;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    interrupted = 1;
-}
 
 /* ---- names ---------------------------------------------------------------------------------- */
 
@@ -47,15 +38,23 @@ static size_t utf8_len(const unsigned char *s)
     return n;
 }
 
+/* The base name of path without its extension: where it starts, and its length in *len. */
+static const char *stem(const char *path, size_t *len)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    const char *dot = strrchr(base, '.');
+    *len = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+    return base;
+}
+
 /* A file's export name into buf: its base name without the extension, control characters and
  * bytes that are not UTF-8 made '_' (HDF5 names and file names other tools open are text), and
  * a suffix _2, _3, ... when taken (`used` remembers every name given). */
 static int unique_name(const char *path, vf_strmap *used, char *buf, size_t size)
 {
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    const char *dot = strrchr(base, '.');
-    size_t len = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+    size_t len;
+    const char *base = stem(path, &len);
     if (len > size - 16)
         len = size - 16;
     size_t o = 0;
@@ -391,7 +390,7 @@ static int flush(export_run *r)
 static int on_vector(void *user, const vf_db_vector *v)
 {
     export_run *r = user;
-    if (interrupted)
+    if (cli_interrupted())
         return 1;
     if (r->left == 0) { /* the first vector of a file */
         vfi_free(r->path);
@@ -445,10 +444,8 @@ static char *default_output(const char *db, const export_ops *ops)
 {
     if (ops == &export_csv)
         return vfi_strdup("-");
-    const char *base = strstr(db, "://") ? "vidfeat" : strrchr(db, '/');
-    base = !base ? db : base[0] == '/' ? base + 1 : base;
-    const char *dot = strrchr(base, '.');
-    size_t len = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+    size_t len;
+    const char *base = stem(strstr(db, "://") ? "vidfeat" : db, &len);
     const char *suffix = ops == &export_npy ? "_npy" : ".h5";
     char *out = vfi_malloc(len + 8);
     if (out)
@@ -477,12 +474,7 @@ int cmd_export(cli *c, int argc, char **argv)
         vfi_free(out);
         return EXIT_FAIL;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_catch_interrupts();
 
     vf_config cfg = c->cfg;
     if (!c->model_set)
@@ -494,7 +486,7 @@ int cmd_export(cli *c, int argc, char **argv)
     int ok = rc >= 0 && r.left == 0;
     if (r.w && ops->close(r.w, ok) < 0)
         ok = 0;
-    if (interrupted)
+    if (cli_interrupted())
         status = EXIT_INTERRUPTED;
     else if (!r.w && rc < 0 && rc != VF_ERR_CANCELLED)
         status = EXIT_START; /* the database could not be read, or holds nothing to export */

@@ -25,6 +25,21 @@ static void on_signal(int sig)
     interrupted = 1;
 }
 
+void cli_catch_interrupts(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int cli_interrupted(void)
+{
+    return interrupted;
+}
+
 typedef struct run_ctx {
     const cli *c;
     vf_pipeline *p;
@@ -192,12 +207,7 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
     r.t0 = vfi_now_s();
     if (c->json && !(r.files = vfi_json_new_array()))
         r.json_failed = 1;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_catch_interrupts();
     pthread_t watcher;
     int watching = pthread_create(&watcher, NULL, watch_signals, &r) == 0;
     vf_run_hooks hooks = {&r, on_progress, on_file, NULL};

@@ -1142,7 +1142,6 @@ static void start_run(vf_pipeline *p)
     pthread_mutex_unlock(&p->lock);
 }
 
-/* Run the files of a lease source (paths NULL: the queue). */
 /* Run src, just made with status made (its failure, or a cancel that came meanwhile, ends the
  * run at once), and free it. */
 static vf_status run_made_source(vf_pipeline *p, vf_status made, vf_source *src,
@@ -1156,6 +1155,7 @@ static vf_status run_made_source(vf_pipeline *p, vf_status made, vf_source *src,
     return made;
 }
 
+/* Run the files of a lease source (paths NULL: the queue). */
 static vf_status run_leased(vf_pipeline *p, const char *const *paths, int n,
                             const vf_run_hooks *hooks)
 {

@@ -14,6 +14,17 @@
 #include "store/store.h"
 #include "vidfeat.h"
 
+/* The frames view (schema 4 in both stores): each vector of a done extraction with what it is,
+ * the one place a reader needs (README "Output"). Standard SQL that SQLite and PostgreSQL both
+ * take, so the two views are the same. */
+#define VFI_FRAMES_VIEW_SQL                                                                        \
+    "CREATE VIEW frames AS SELECT v.path AS path, m.name AS model, m.layer AS layer,"              \
+    " m.dim AS dim, m.dtype AS dtype, e.sampling AS sampling, f.t AS t,"                           \
+    " f.frame_index AS frame_index, f.pts AS pts, f.vec AS vec, e.id AS extraction_id"             \
+    " FROM features f JOIN extractions e ON e.id = f.extraction_id"                                \
+    " JOIN videos v ON v.id = e.video_id JOIN models m ON m.id = e.model_id"                       \
+    " WHERE e.status = 'done';"
+
 /* The sampling key an extraction is recorded with: "all", "fps=1", "every=5" or "keyframes",
  * then ";start=S", ";duration=D", ";max=N" when set. Two runs whose keys are equal keep the
  * same frames of a file. */

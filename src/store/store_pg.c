@@ -110,14 +110,8 @@ static const char *const schema_v3 =
     "CREATE INDEX leases_state ON leases (model_id, sampling, state, id);"
     "UPDATE vidfeat_schema SET version = 3;";
 
-/* schema 4: the frames view (as SQLite's, store_sqlite.c) */
-static const char *const schema_v4 =
-    "CREATE VIEW frames AS SELECT v.path AS path, m.name AS model, m.layer AS layer, m.dim AS dim,"
-    " m.dtype AS dtype, e.sampling AS sampling, f.t AS t, f.frame_index AS frame_index,"
-    " f.pts AS pts, f.vec AS vec, e.id AS extraction_id FROM features f"
-    " JOIN extractions e ON e.id = f.extraction_id JOIN videos v ON v.id = e.video_id"
-    " JOIN models m ON m.id = e.model_id WHERE e.status = 'done';"
-    "UPDATE vidfeat_schema SET version = 4;";
+/* schema 4: the frames view (record.h), as SQLite's */
+static const char *const schema_v4 = VFI_FRAMES_VIEW_SQL "UPDATE vidfeat_schema SET version = 4;";
 
 /* The URI as messages may show it: scheme, user, host, port and database, never a password. */
 static char *display_name(const char *uri)

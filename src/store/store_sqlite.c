@@ -115,15 +115,8 @@ static const char *const schema_v3 =
     " finished_at REAL, error TEXT, UNIQUE (path, model_id, sampling));"
     "CREATE INDEX leases_state ON leases (model_id, sampling, state, id);";
 
-/* v4: the frames view, what a reader of the vectors wants in one place (README "Output"): each
- * vector of a done extraction with its file, model, layer, dimension, dtype, sampling and time.
- * A view, so nothing is stored twice; PostgreSQL's is the same (store_pg.c). */
-static const char *const schema_v4 =
-    "CREATE VIEW frames AS SELECT v.path AS path, m.name AS model, m.layer AS layer, m.dim AS dim,"
-    " m.dtype AS dtype, e.sampling AS sampling, f.t AS t, f.frame_index AS frame_index,"
-    " f.pts AS pts, f.vec AS vec, e.id AS extraction_id FROM features f"
-    " JOIN extractions e ON e.id = f.extraction_id JOIN videos v ON v.id = e.video_id"
-    " JOIN models m ON m.id = e.model_id WHERE e.status = 'done';";
+/* v4: the frames view (record.h), what a reader of the vectors wants in one place. */
+static const char *const schema_v4 = VFI_FRAMES_VIEW_SQL;
 
 /* migrations[v] brings a database from user_version v to v + 1 */
 static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {schema_v1, schema_v2, schema_v3,

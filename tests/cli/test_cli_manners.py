@@ -33,13 +33,7 @@ import sys
 import tempfile
 import time
 
-from vfcheck import check
-
-SKIP = 77
-
-
-def ff(*args):
-    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", *args], check=True)
+from vfcheck import SKIP, check, ff
 
 
 def run(exe, *args, cwd=None):

@@ -25,13 +25,7 @@ import subprocess
 import sys
 import tempfile
 
-from vfcheck import check, ffprobe_times
-
-SKIP = 77
-
-
-def ff(*args):
-    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", *args], check=True)
+from vfcheck import SKIP, check, ff, ffprobe_times
 
 
 def encoders():

@@ -16,11 +16,7 @@ import subprocess
 import sys
 import tempfile
 
-from vfcheck import check, extractions, ffprobe_times
-
-
-def ff(*args):
-    subprocess.run(["ffmpeg", "-v", "error", "-y", *args], check=True)
+from vfcheck import check, extractions, ff, ffprobe_times
 
 
 def probe_count(path):

@@ -22,9 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-from vfcheck import check
-
-SKIP = 77
+from vfcheck import SKIP, check
 
 
 def sh(*args, env=None, cwd=None):

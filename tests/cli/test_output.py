@@ -33,13 +33,7 @@ import subprocess
 import sys
 import tempfile
 
-from vfcheck import check
-
-SKIP = 77
-
-
-def ff(*args):
-    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", *args], check=True)
+from vfcheck import SKIP, check, ff
 
 
 def run(exe, *args, cwd=None):

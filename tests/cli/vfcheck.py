@@ -1,5 +1,5 @@
-"""What the command-line tests share: the skip status, failing with one line, and reading the
-vectors of a vidfeat database back. Imported by the test scripts beside it (their own directory
+"""What the command-line tests share: the skip status, failing with one line, making clips with
+ffmpeg, and reading the vectors of a vidfeat database back. Imported by the test scripts beside it (their own directory
 is first on sys.path)."""
 import json
 import os
@@ -8,6 +8,11 @@ import subprocess
 import sys
 
 SKIP = 77  # ctest's SKIP_RETURN_CODE
+
+
+def ff(*args):
+    """Run ffmpeg quietly (errors only), overwriting its output; a failure raises."""
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", *args], check=True)
 
 
 def fail(msg):

@@ -59,6 +59,9 @@ typedef struct pg_store {
     int want;
     char **want_names;
     int n_want;
+    /* why the connection was lost, told with the reconnection: the FATAL or PANIC the server
+     * sent outside a query (an idle-in-transaction timeout, a shutdown), else libpq's error */
+    char ended[256];
 } pg_store;
 
 static vf_status session_settings(pg_store *s, vf_err *err);
@@ -154,6 +157,41 @@ static const char *pq_message(const char *msg, char *buf, size_t size)
     snprintf(buf, size, "%s", msg && msg[0] ? msg : "no reason given");
     buf[strcspn(buf, "\n")] = '\0';
     return buf;
+}
+
+/* msg's first line without libpq's severity prefix ("FATAL:  "), into buf; *level is 2 for
+ * FATAL or PANIC, 1 for another severity, 0 for none. */
+static const char *pq_reason(const char *msg, char *buf, size_t size, int *level)
+{
+    static const char *const levels[] = {
+        "FATAL:", "PANIC:", "ERROR:", "WARNING:", "NOTICE:", "INFO:"};
+    pq_message(msg, buf, size);
+    *level = 0;
+    for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+        size_t n = strlen(levels[i]);
+        if (!strncmp(buf, levels[i], n)) {
+            n += strspn(buf + n, " ");
+            memmove(buf, buf + n, strlen(buf + n) + 1);
+            *level = i < 2 ? 2 : 1;
+            break;
+        }
+    }
+    return buf;
+}
+
+/* libpq's notice processor (its default prints the raw message to stderr): a server warning
+ * becomes one warning line naming the server; a FATAL or PANIC read outside a query, which
+ * comes just before the server closes the session, is kept for the reconnection's line. */
+static void on_notice(void *arg, const char *msg)
+{
+    pg_store *s = arg;
+    char text[sizeof(s->ended)];
+    int level;
+    pq_reason(msg, text, sizeof(text), &level);
+    if (level == 2)
+        memcpy(s->ended, text, sizeof(s->ended));
+    else
+        vfi_log(VF_LOG_WARNING, "store", "%s: the server says: %s", s->name, text);
 }
 
 static vf_status pg_fail(pg_store *s, vf_err *err, const char *what, const PGresult *res)
@@ -261,7 +299,12 @@ static vf_status pg_open(const char *uri, vf_store_mode mode, vf_store **out, vf
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     }
     s->base.ops = &vfi_store_pg;
-    s->conn = PQconnectdb(uri);
+    /* the URI's own settings win; pg_stat_activity shows "vidfeat" unless it names itself */
+    const char *const keys[] = {"dbname", "fallback_application_name", NULL};
+    const char *const values[] = {uri, "vidfeat", NULL};
+    s->conn = PQconnectdbParams(keys, values, 1);
+    if (s->conn)
+        PQsetNoticeProcessor(s->conn, on_notice, s); /* kept by PQreset */
     if (!s->conn || PQstatus(s->conn) != CONNECTION_OK) {
         char why[512];
         rc = vfi_fail(
@@ -715,6 +758,10 @@ static int reconnect(pg_store *s, double *waited)
 {
     if (PQstatus(s->conn) != CONNECTION_BAD)
         return 0;
+    /* why, for the line: what the server said as it ended the session, or what libpq saw */
+    int level;
+    if (!s->ended[0])
+        pq_reason(PQerrorMessage(s->conn), s->ended, sizeof(s->ended), &level);
     double pause = 0.25;
     while (*waited < RECONNECT_S) {
         struct timespec ts = {(time_t)pause, (long)((pause - (time_t)pause) * 1e9)};
@@ -724,8 +771,9 @@ static int reconnect(pg_store *s, double *waited)
         PQreset(s->conn);
         if (PQstatus(s->conn) == CONNECTION_OK && session_settings(s, NULL) >= 0 &&
             session_tables(s, NULL) >= 0) {
-            vfi_log(VF_LOG_WARNING, "store", "%s: connection lost; made again after %.1f s",
-                    s->name, *waited);
+            vfi_log(VF_LOG_WARNING, "store", "%s: connection lost (%s); made again after %.1f s",
+                    s->name, s->ended, *waited);
+            s->ended[0] = '\0';
             return 1;
         }
     }

@@ -14,7 +14,9 @@ alone over the same files:
   max attempts  a file whose worker is killed three times is marked failed with that reason;
                 the other files are done
   restart       (PostgreSQL) the server restarted mid-file: the worker reconnects with backoff
-                and finishes; nothing lost, nothing twice
+                and finishes; nothing lost, nothing twice; one warning line per connection
+  terminated    (PostgreSQL) an administrator ends the worker's sessions (pg_terminate_backend):
+                one warning line each, with the server's reason; the run finishes
   unreachable   (PostgreSQL) a worker with no server: one line naming it, exit 3
 
 --sqlite runs the SQLite half, --pg the PostgreSQL half; each exits 77 (saying why) only when
@@ -181,6 +183,12 @@ def finish(proc, timeout=300):
     return proc.returncode, out, err
 
 
+def reconnected(line):
+    """The one warning line of a PostgreSQL connection lost and made again."""
+    return line.startswith("vidfeat: warning[store]: postgresql://") and \
+        "connection lost" in line and "; made again after " in line
+
+
 def wait_for(cond, what, timeout=60):
     t0 = time.time()
     while time.time() - t0 < timeout:
@@ -285,7 +293,11 @@ def cases(store, exe, model, clips, tmp, pg=None):
     doc = json.loads(out)
     check(code == 0 and doc["dropped"] == 1 and doc["files"][0]["status"] == "dropped",
           "%s: the paused worker: exit %d %s %s" % (tag, code, out, err))
-    check(err.count("\n") == 1 and "dropped" in err and LONG in err,
+    # paused inside a transaction, its session was ended by the server (idle_in_transaction_
+    # session_timeout): a warning that the connection was made again may come first
+    lines = [l for l in err.splitlines() if not reconnected(l)]
+    check(len(lines) == 1 and "dropped" in lines[0] and LONG in lines[0] and
+          all(l.startswith("vidfeat: ") for l in err.splitlines()),
           "%s: the paused worker's line: %r" % (tag, err))
     ref_long = {k: v for k, v in ref_rows.items() if k[0] == LONG}
     check_exactly_once(store, db, ref_long, {LONG: ref_ext[LONG]}, tag + " SIGSTOP")
@@ -328,8 +340,27 @@ def cases(store, exe, model, clips, tmp, pg=None):
     pg.restart()
     code, out, err = finish(w)
     check(code == 0, "%s restart: exit %d: %s" % (tag, code, err))
+    check(any(reconnected(l) for l in err.splitlines()) and
+          all(reconnected(l) or "info[" in l for l in err.splitlines()),
+          "%s restart: not one warning line per connection made again: %r" % (tag, err))
     check_exactly_once(store, db, ref_rows, ref_ext, tag + " restart")
     print("ok %s: the server restarted mid-file; the worker reconnected and finished" % tag)
+
+    # an administrator ends the worker's sessions (found by their application_name)
+    db = store.new()
+    w = start(exe, model, db, *clips)
+    wait_for(lambda: rows_of(store, db, LONG) > 0, "rows of the long clip")
+    ended = pg.psql(store._db(db), "SELECT count(pg_terminate_backend(pid)) FROM"
+                    " pg_stat_activity WHERE application_name = 'vidfeat'"
+                    " AND datname = current_database()")
+    code, out, err = finish(w)
+    said = "connection lost (terminating connection due to administrator command)"
+    check(int(ended) >= 1 and code == 0 and any(said in l for l in err.splitlines()) and
+          all(reconnected(l) or "info[" in l for l in err.splitlines()),
+          "%s terminated: %s sessions, exit %d: %r" % (tag, ended.strip(), code, err))
+    check_exactly_once(store, db, ref_rows, ref_ext, tag + " terminated")
+    print("ok %s: the worker's sessions ended by an administrator (%d): one warning line each,"
+          " the server's reason in it; finished" % (tag, int(ended)))
 
     # unreachable at start
     r = subprocess.run([exe, "--model", model, "-o", "postgresql://127.0.0.1:1/none"],

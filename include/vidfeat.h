@@ -341,6 +341,54 @@ VF_API vf_status vf_db_merge(const char *out_path, const char *in_path,
 VF_API vf_status vf_db_describe(const char *db_path, void (*line)(void *user, const char *text),
                                 void *user, char *errbuf, size_t errbuf_size);
 
+/* ---- what a database holds, as records (appended in 0.1) ------------------------------------ */
+
+/** The counts of a database (vf_db_inspect). Strings are borrowed for the callback. */
+typedef struct vf_db_summary {
+    const char *database; /* the path, or the URI without its password */
+    const char *engine;   /* "SQLite 3.40.1", "PostgreSQL 15.5" */
+    int schema;           /* the database's schema version */
+    int64_t videos, models;
+    int64_t done, failed, running; /* extractions by status (running: unfinished) */
+    int64_t vectors;
+} vf_db_summary;
+
+/** One extraction: a file by one model and layer with one sampling. */
+typedef struct vf_db_extraction {
+    const char *path;   /* as recorded (absolute, or relative to the run's --root) */
+    const char *status; /* "done", "failed" or "running" */
+    const char *model, *layer, *dtype, *sampling;
+    const char *error; /* why it failed, or a done file's note; NULL when there is none */
+    int dim;
+    int64_t frames;
+    double infer_fps; /* the network's frames/s on this file (0 when not measured) */
+} vf_db_extraction;
+
+/** One benchmark result (vidfeat bench -o). */
+typedef struct vf_db_bench_run {
+    const char *started_at; /* ISO 8601, UTC */
+    const char *host;       /* NULL when not recorded */
+    const char *device, *precision, *mode, *model, *device_name;
+    int batch_size;
+    double end_to_end_fps, infer_fps; /* 0 when not measured */
+} vf_db_bench_run;
+
+/** What vf_db_inspect calls: summary once, first; then extraction for each extraction (by path,
+ *  then model), then run for each benchmark run in the order they were recorded. A NULL
+ *  callback skips those records. */
+typedef struct vf_db_visitor {
+    void *user;
+    void (*summary)(void *user, const vf_db_summary *s);
+    void (*extraction)(void *user, const vf_db_extraction *e);
+    void (*run)(void *user, const vf_db_bench_run *r);
+} vf_db_visitor;
+
+/** What a database holds, as records (vf_db_describe's lines are these, formatted). Opens it
+ *  read-only, one snapshot; memory does not grow with the number of extractions. VF_ERR_STORE
+ *  when it is not a vidfeat database. */
+VF_API vf_status vf_db_inspect(const char *db_path, const vf_db_visitor *visitor, char *errbuf,
+                               size_t errbuf_size);
+
 /* ---- similarity search (appended in 0.1) --------------------------------------------------- */
 
 /** What to look for: one frame, as a vector of the database's model. */

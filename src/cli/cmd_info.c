@@ -1,9 +1,23 @@
 /*
- * cmd_info.c - vidfeat info: what a database holds.
+ * cmd_info.c - vidfeat info: what a database holds, as text or (--json) as one JSON document:
+ *
+ *   {"summary": {"database", "engine", "schema", "videos", "models", "done", "failed",
+ *                "running", "vectors"},
+ *    "extractions": [{"path", "status", "frames", "infer_fps", "model", "layer", "dim", "dtype",
+ *                     "sampling", "error", "note"}, ...],
+ *    "benchmark_runs": [{"started_at", "host", "device", "device_name", "precision", "batch",
+ *                        "mode", "model", "end_to_end_fps", "infer_fps"}, ...]}
+ *
+ * written as the records come (an element per line), so memory does not grow with the archive.
+ * "error" is why a file failed, "note" what a done file has to say (partial: ...); null when
+ * there is none.
+ * Names that are not UTF-8 are escaped losslessly (json.h).
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/cli.h"
+#include "core/json.h"
 
 static void print_line(void *user, const char *text)
 {
@@ -11,9 +25,96 @@ static void print_line(void *user, const char *text)
     printf("%s\n", text);
 }
 
+/* The document being written to stdout; bad once something could not be made or written. */
+typedef struct info_json {
+    int extractions, runs; /* elements written so far */
+    int bad;
+} info_json;
+
+/* Write one element (taken over) after its separator. */
+static void put(info_json *j, vf_json *v, const char *sep)
+{
+    if (!j->bad && v && fputs(sep, stdout) != EOF)
+        j->bad = vfi_json_write(stdout, v, 0) < 0;
+    else
+        j->bad = 1;
+    vfi_json_free(&v);
+}
+
+static void json_summary(void *user, const vf_db_summary *s)
+{
+    info_json *j = user;
+    vf_json *o = vfi_json_new_object();
+    int bad = !o;
+    bad |= vfi_json_add_str(o, "database", s->database) < 0;
+    bad |= vfi_json_add_str(o, "engine", s->engine) < 0;
+    bad |= vfi_json_add_int(o, "schema", s->schema) < 0;
+    bad |= vfi_json_add_int(o, "videos", s->videos) < 0;
+    bad |= vfi_json_add_int(o, "models", s->models) < 0;
+    bad |= vfi_json_add_int(o, "done", s->done) < 0;
+    bad |= vfi_json_add_int(o, "failed", s->failed) < 0;
+    bad |= vfi_json_add_int(o, "running", s->running) < 0;
+    bad |= vfi_json_add_int(o, "vectors", s->vectors) < 0;
+    j->bad |= bad;
+    put(j, o, "{\"summary\": ");
+}
+
+static void json_extraction(void *user, const vf_db_extraction *e)
+{
+    info_json *j = user;
+    vf_json *o = vfi_json_new_object();
+    int bad = !o;
+    bad |= vfi_json_add_str(o, "path", e->path) < 0;
+    bad |= vfi_json_add_str(o, "status", e->status) < 0;
+    bad |= vfi_json_add_int(o, "frames", e->frames) < 0;
+    bad |= vfi_json_add_real(o, "infer_fps", e->infer_fps, 2) < 0;
+    bad |= vfi_json_add_str(o, "model", e->model) < 0;
+    bad |= vfi_json_add_str(o, "layer", e->layer) < 0;
+    bad |= vfi_json_add_int(o, "dim", e->dim) < 0;
+    bad |= vfi_json_add_str(o, "dtype", e->dtype) < 0;
+    bad |= vfi_json_add_str(o, "sampling", e->sampling) < 0;
+    /* the store's one text column: why a file failed, or a done file's note */
+    int failed = !strcmp(e->status, "failed");
+    bad |= vfi_json_add_str(o, "error", failed ? e->error : NULL) < 0;
+    bad |= vfi_json_add_str(o, "note", failed ? NULL : e->error) < 0;
+    j->bad |= bad;
+    put(j, o, j->extractions++ ? ", " : ", \"extractions\": [\n");
+}
+
+static void json_run(void *user, const vf_db_bench_run *r)
+{
+    info_json *j = user;
+    vf_json *o = vfi_json_new_object();
+    int bad = !o;
+    bad |= vfi_json_add_str(o, "started_at", r->started_at) < 0;
+    bad |= vfi_json_add_str(o, "host", r->host) < 0;
+    bad |= vfi_json_add_str(o, "device", r->device) < 0;
+    bad |= vfi_json_add_str(o, "device_name", r->device_name) < 0;
+    bad |= vfi_json_add_str(o, "precision", r->precision) < 0;
+    bad |= vfi_json_add_int(o, "batch", r->batch_size) < 0;
+    bad |= vfi_json_add_str(o, "mode", r->mode) < 0;
+    bad |= vfi_json_add_str(o, "model", r->model) < 0;
+    bad |= vfi_json_add_real(o, "end_to_end_fps", r->end_to_end_fps, 2) < 0;
+    bad |= vfi_json_add_real(o, "infer_fps", r->infer_fps, 2) < 0;
+    j->bad |= bad;
+    if (!j->runs++ && !j->extractions && fputs(", \"extractions\": [\n", stdout) == EOF)
+        j->bad = 1;
+    put(j, o, j->runs > 1 ? ", " : "], \"benchmark_runs\": [\n");
+}
+
+/* The document's end: the lists that had no elements, and the closing brackets. */
+static int json_end(info_json *j)
+{
+    const char *tail = j->runs          ? "]}\n"
+                       : j->extractions ? "], \"benchmark_runs\": []}\n"
+                                        : ", \"extractions\": [], \"benchmark_runs\": []}\n";
+    if (fputs(tail, stdout) == EOF || fflush(stdout) == EOF)
+        j->bad = 1;
+    return j->bad ? -1 : 0;
+}
+
 int cmd_info(cli *c, int argc, char **argv)
 {
-    (void)c;
     if (argc != 1) {
         fprintf(stderr, "vidfeat: info: expected one database file\n");
         return EXIT_USAGE;
@@ -21,9 +122,22 @@ int cmd_info(cli *c, int argc, char **argv)
     char err[1024] = "";
     if (!cli_db_exists(argv[0]))
         return EXIT_START;
-    if (vf_db_describe(argv[0], print_line, NULL, err, sizeof(err)) < 0) {
+    if (!c->json) {
+        if (vf_db_describe(argv[0], print_line, NULL, err, sizeof(err)) < 0) {
+            fprintf(stderr, "vidfeat: %s\n", err);
+            return EXIT_START;
+        }
+        return EXIT_OK;
+    }
+    info_json j = {0, 0, 0};
+    vf_db_visitor v = {&j, json_summary, json_extraction, json_run};
+    if (vf_db_inspect(argv[0], &v, err, sizeof(err)) < 0) {
         fprintf(stderr, "vidfeat: %s\n", err);
         return EXIT_START;
+    }
+    if (json_end(&j) < 0) {
+        fprintf(stderr, "vidfeat: info: the JSON could not be written\n");
+        return EXIT_FAIL;
     }
     return EXIT_OK;
 }

@@ -14,7 +14,7 @@
 const cli_command cli_commands[] = {
     {"extract", CMD_EXTRACT, "[extract] [options] FILE|DIR...",
      "features of every frame (or sample) into the database (the default command)", cmd_extract},
-    {"info", CMD_INFO, "info DB", "what a database holds", cmd_info},
+    {"info", CMD_INFO, "info DB [--json]", "what a database holds", cmd_info},
     {"similar", CMD_SIMILAR, "similar DB --image F | --video V [--at T] [-k N] [options]",
      "the stored frames nearest a query frame", cmd_similar},
     {"bench", CMD_BENCH, "bench [options] FILE... | bench --infer-only [options]",

@@ -143,7 +143,7 @@ static const opt_def options[] = {
     {"video", OPT_VIDEO, "FILE", CMD_SIMILAR, "frames like this video's frame at --at"},
     {"at", OPT_AT, "T", CMD_SIMILAR, "time into --video (as --start; default 0)"},
     {"top", OPT_TOP, "N", CMD_SIMILAR, "how many frames to list (default 10)"},
-    {"json", OPT_JSON, NULL, RUNS | CMD_SIMILAR | CMD_MODELS, "machine-readable output"},
+    {"json", OPT_JSON, NULL, RUNS | CMD_SIMILAR | CMD_MODELS | CMD_INFO, "machine-readable output"},
     {"progress", OPT_PROGRESS, "auto|bar|lines|json|none", CMD_EXTRACT | CMD_CALIBRATE,
      "as files finish: a bar (terminal), a line each, a JSON line each on stdout, or nothing"},
     {"quiet", OPT_QUIET, NULL, ALL, "only errors on stderr"},

@@ -1,6 +1,7 @@
 /*
- * db.c - the public database calls of vidfeat.h that are the store's alone: describing a
- * database (vidfeat info), registering work (vidfeat enqueue), merging (vidfeat merge).
+ * db.c - the public database calls of vidfeat.h that are the store's alone: what a database
+ * holds (vidfeat info: as records, and as lines of text), registering work (vidfeat enqueue),
+ * merging (vidfeat merge).
  */
 #include <stdio.h>
 
@@ -9,16 +10,71 @@
 #include "store/store.h"
 #include "vidfeat.h"
 
-vf_status vf_db_describe(const char *db_path, void (*line)(void *user, const char *text),
-                         void *user, char *errbuf, size_t errbuf_size)
+vf_status vf_db_inspect(const char *db_path, const vf_db_visitor *visitor, char *errbuf,
+                        size_t errbuf_size)
 {
     vf_err err = {VF_OK, ""};
-    if (!db_path || !line)
+    if (!db_path || !visitor)
         return VF_ERR_INVALID;
-    vf_status rc = vfi_store_describe(db_path, line, user, &err);
+    vf_status rc = vfi_store_inspect(db_path, visitor, &err);
     if (rc < 0 && errbuf && errbuf_size)
         snprintf(errbuf, errbuf_size, "%s", err.msg);
     return rc;
+}
+
+/* vf_db_describe: the records as lines of text */
+typedef struct describer {
+    void (*line)(void *user, const char *text);
+    void *user;
+    int runs; /* benchmark runs listed so far */
+} describer;
+
+static void describe_summary(void *user, const vf_db_summary *s)
+{
+    describer *d = user;
+    char buf[1024];
+    snprintf(buf, sizeof(buf), "database %s (schema %d, %s)", s->database, s->schema, s->engine);
+    d->line(d->user, buf);
+    snprintf(buf, sizeof(buf),
+             "%lld videos, %lld models, extractions: %lld done, %lld failed, %lld unfinished; "
+             "%lld vectors",
+             (long long)s->videos, (long long)s->models, (long long)s->done, (long long)s->failed,
+             (long long)s->running, (long long)s->vectors);
+    d->line(d->user, buf);
+    d->line(d->user, "status   frames  infer/s  model (layer, dim, dtype, sampling)  path");
+}
+
+static void describe_extraction(void *user, const vf_db_extraction *e)
+{
+    describer *d = user;
+    char buf[1024 + 4096];
+    snprintf(buf, sizeof(buf), "%-7s %7lld  %7.1f  %s (%s, %d, %s, %s)  %s%s%s", e->status,
+             (long long)e->frames, e->infer_fps, e->model, e->layer, e->dim, e->dtype, e->sampling,
+             e->path, e->error ? ": " : "", e->error ? e->error : "");
+    d->line(d->user, buf);
+}
+
+static void describe_run(void *user, const vf_db_bench_run *r)
+{
+    describer *d = user;
+    char buf[1024];
+    if (!d->runs++)
+        d->line(d->user, "benchmark runs: when  host  device  precision  batch  mode  model  "
+                         "end-to-end/s  infer/s  device name");
+    snprintf(buf, sizeof(buf), "%s  %s  %s  %s  %d  %s  %s  %.2f  %.2f  %s", r->started_at,
+             r->host ? r->host : "-", r->device, r->precision, r->batch_size, r->mode, r->model,
+             r->end_to_end_fps, r->infer_fps, r->device_name);
+    d->line(d->user, buf);
+}
+
+vf_status vf_db_describe(const char *db_path, void (*line)(void *user, const char *text),
+                         void *user, char *errbuf, size_t errbuf_size)
+{
+    if (!line)
+        return VF_ERR_INVALID;
+    describer d = {line, user, 0};
+    vf_db_visitor v = {&d, describe_summary, describe_extraction, describe_run};
+    return vf_db_inspect(db_path, &v, errbuf, errbuf_size);
 }
 
 vf_status vf_db_enqueue(const char *db_path, const char *root, const char *const *paths,

@@ -60,10 +60,10 @@ void vfi_store_close(vf_store **ps)
     }
 }
 
-vf_status vfi_store_describe(const char *target, vf_store_line_fn line, void *user, vf_err *err)
+vf_status vfi_store_inspect(const char *target, const vf_db_visitor *v, vf_err *err)
 {
     const vf_store_ops *kind = vfi_store_kind(target, err);
-    return kind ? kind->describe(target, line, user, err) : err->code;
+    return kind ? kind->inspect(target, v, err) : err->code;
 }
 
 const char *vfi_store_versions(char *buf, size_t size)

@@ -166,7 +166,6 @@ typedef struct vf_store_vector {
 /* < 0 stops the reading, which returns it */
 typedef vf_status (*vf_store_vector_fn)(void *user, const vf_store_vector *v);
 
-typedef void (*vf_store_line_fn)(void *user, const char *text);
 typedef void (*vf_store_model_fn)(void *user, int64_t id, const vf_store_model *m, int64_t vectors);
 typedef void (*vf_store_hit_fn)(void *user, const char *path, const vf_store_ref *ref,
                                 double similarity);
@@ -180,7 +179,7 @@ struct vf_store_ops {
     void (*display)(const char *target, char *buf, size_t size);
     vf_status (*open)(const char *target, vf_store_mode mode, vf_store **out, vf_err *err);
     void (*close)(vf_store *s);
-    vf_status (*describe)(const char *target, vf_store_line_fn line, void *user, vf_err *err);
+    vf_status (*inspect)(const char *target, const vf_db_visitor *v, vf_err *err);
     void (*version)(char *buf, size_t size); /* the library's version */
 
     vf_status (*model)(vf_store *s, const vf_store_model *m, int64_t *model_id, vf_err *err);
@@ -234,9 +233,9 @@ vf_status vfi_store_open(const char *target, vf_store_mode mode, vf_store **out,
 /* Accepts NULL and *ps == NULL; sets *ps to NULL. */
 void vfi_store_close(vf_store **ps);
 
-/* Summarise a database read-only, one line per call of line() (a newer schema as far as it can
- * be read). */
-vf_status vfi_store_describe(const char *target, vf_store_line_fn line, void *user, vf_err *err);
+/* What a database holds, as vidfeat.h's records (vf_db_inspect): read-only, one snapshot, rows
+ * as they come (a newer schema as far as it can be read). */
+vf_status vfi_store_inspect(const char *target, const vf_db_visitor *v, vf_err *err);
 
 /* Find or insert the model row. */
 vf_status vfi_store_model(vf_store *s, const vf_store_model *m, int64_t *model_id, vf_err *err);

@@ -1450,19 +1450,80 @@ static vf_status pg_vectors(vf_store *store, int64_t model_id, int f16, int dim,
     return rc;
 }
 
-static vf_status pg_describe(const char *uri, vf_store_line_fn line, void *user, vf_err *err)
+/* Run sql (no parameters) in single-row mode, calling row() on each row as it comes; memory
+ * does not grow with the rows. */
+static vf_status each_row(pg_store *s, const char *sql, const char *what,
+                          void (*row)(void *user, const PGresult *res), void *user, vf_err *err)
+{
+    if (!PQsendQuery(s->conn, sql) || !PQsetSingleRowMode(s->conn))
+        return pg_fail(s, err, what, NULL);
+    vf_status rc = VF_OK;
+    PGresult *res;
+    while ((res = PQgetResult(s->conn))) { /* to the end, also after a failure */
+        ExecStatusType st = PQresultStatus(res);
+        if (st == PGRES_SINGLE_TUPLE && rc >= 0)
+            row(user, res);
+        else if (st != PGRES_SINGLE_TUPLE && st != PGRES_TUPLES_OK && rc >= 0)
+            rc = pg_fail(s, err, what, res);
+        PQclear(res);
+    }
+    return rc;
+}
+
+static const char *text_or_null(const PGresult *res, int col)
+{
+    return PQgetisnull(res, 0, col) ? NULL : PQgetvalue(res, 0, col);
+}
+
+static void inspect_extraction(void *user, const PGresult *res)
+{
+    const vf_db_visitor *v = user;
+    vf_db_extraction e = {
+        .status = PQgetvalue(res, 0, 0),
+        .frames = strtoll(PQgetvalue(res, 0, 1), NULL, 10),
+        .infer_fps = strtod(PQgetvalue(res, 0, 2), NULL),
+        .model = PQgetvalue(res, 0, 3),
+        .layer = PQgetvalue(res, 0, 4),
+        .dim = atoi(PQgetvalue(res, 0, 5)),
+        .dtype = PQgetvalue(res, 0, 6),
+        .sampling = PQgetvalue(res, 0, 7),
+        .path = PQgetvalue(res, 0, 8),
+        .error = text_or_null(res, 9),
+    };
+    v->extraction(v->user, &e);
+}
+
+static void inspect_run(void *user, const PGresult *res)
+{
+    const vf_db_visitor *v = user;
+    vf_db_bench_run r = {
+        .started_at = PQgetvalue(res, 0, 0),
+        .host = text_or_null(res, 1),
+        .device = PQgetvalue(res, 0, 2),
+        .precision = PQgetvalue(res, 0, 3),
+        .batch_size = atoi(PQgetvalue(res, 0, 4)),
+        .mode = PQgetvalue(res, 0, 5),
+        .model = PQgetvalue(res, 0, 6),
+        .end_to_end_fps = strtod(PQgetvalue(res, 0, 7), NULL),
+        .infer_fps = strtod(PQgetvalue(res, 0, 8), NULL),
+        .device_name = PQgetvalue(res, 0, 9),
+    };
+    v->run(v->user, &r);
+}
+
+static vf_status pg_inspect(const char *uri, const vf_db_visitor *v, vf_err *err)
 {
     vf_store *store = NULL;
     vf_status rc = pg_open(uri, VF_STORE_READ, &store, err);
     if (rc < 0)
         return rc;
     pg_store *s = (pg_store *)store;
-    char buf[1024];
     PGresult *res = NULL;
-    int v = PQserverVersion(s->conn);
-    snprintf(buf, sizeof(buf), "database %s (schema %d, PostgreSQL %d.%d)", s->name, s->version,
-             v / 10000, v % 10000);
-    line(user, buf);
+    char engine[64];
+    int version = PQserverVersion(s->conn);
+    snprintf(engine, sizeof(engine), "PostgreSQL %d.%d", version / 10000, version % 10000);
+    vf_db_summary sum = {.database = s->name, .engine = engine, .schema = s->version};
+    TRY(exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "reading", err));
     TRY(query(s,
               "SELECT (SELECT count(*) FROM videos), (SELECT count(*) FROM models),"
               " (SELECT count(*) FROM extractions WHERE status = 'done'),"
@@ -1470,48 +1531,28 @@ static vf_status pg_describe(const char *uri, vf_store_line_fn line, void *user,
               " (SELECT count(*) FROM extractions WHERE status = 'running'),"
               " (SELECT count(*) FROM features)",
               0, NULL, "reading", &res, err));
-    snprintf(buf, sizeof(buf),
-             "%s videos, %s models, extractions: %s done, %s failed, %s unfinished; %s vectors",
-             PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
-             PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 5));
-    line(user, buf);
-    PQclear(res);
-    res = NULL;
-    TRY(query(s,
-              "SELECT e.status, e.frames, coalesce(e.infer_fps, 0), m.name, m.layer, m.dim,"
-              " m.dtype, e.sampling, v.path, e.error FROM extractions e JOIN videos v ON"
-              " v.id = e.video_id JOIN models m ON m.id = e.model_id ORDER BY v.path, m.name",
-              0, NULL, "reading", &res, err));
-    line(user, "status   frames  infer/s  model (layer, dim, dtype, sampling)  path");
-    for (int i = 0; i < PQntuples(res); i++) {
-        int has_error = !PQgetisnull(res, i, 9);
-        snprintf(buf, sizeof(buf), "%-7s %7s  %7.1f  %s (%s, %s, %s, %s)  %s%s%s",
-                 PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), strtod(PQgetvalue(res, i, 2), NULL),
-                 PQgetvalue(res, i, 3), PQgetvalue(res, i, 4), PQgetvalue(res, i, 5),
-                 PQgetvalue(res, i, 6), PQgetvalue(res, i, 7), PQgetvalue(res, i, 8),
-                 has_error ? ": " : "", has_error ? PQgetvalue(res, i, 9) : "");
-        line(user, buf);
-    }
-    PQclear(res);
-    res = NULL;
-    TRY(query(s,
-              "SELECT started_at, coalesce(host, '-'), device, precision, batch_size, mode, model,"
-              " coalesce(end_to_end_fps, 0), coalesce(infer_fps, 0), coalesce(device_name, '')"
-              " FROM runs ORDER BY id",
-              0, NULL, "reading", &res, err));
-    for (int i = 0; i < PQntuples(res); i++) {
-        if (i == 0)
-            line(user, "benchmark runs: when  host  device  precision  batch  mode  model  "
-                       "end-to-end/s  infer/s  device name");
-        snprintf(buf, sizeof(buf), "%s  %s  %s  %s  %s  %s  %s  %.2f  %.2f  %s",
-                 PQgetvalue(res, i, 0), PQgetvalue(res, i, 1), PQgetvalue(res, i, 2),
-                 PQgetvalue(res, i, 3), PQgetvalue(res, i, 4), PQgetvalue(res, i, 5),
-                 PQgetvalue(res, i, 6), strtod(PQgetvalue(res, i, 7), NULL),
-                 strtod(PQgetvalue(res, i, 8), NULL), PQgetvalue(res, i, 9));
-        line(user, buf);
-    }
+    int64_t *counts[] = {&sum.videos, &sum.models,  &sum.done,
+                         &sum.failed, &sum.running, &sum.vectors};
+    for (int i = 0; i < 6; i++)
+        *counts[i] = strtoll(PQgetvalue(res, 0, i), NULL, 10);
+    if (v->summary)
+        v->summary(v->user, &sum);
+    if (v->extraction)
+        TRY(each_row(s,
+                     "SELECT e.status, e.frames, coalesce(e.infer_fps, 0), m.name, m.layer,"
+                     " m.dim, m.dtype, e.sampling, v.path, e.error FROM extractions e"
+                     " JOIN videos v ON v.id = e.video_id JOIN models m ON m.id = e.model_id"
+                     " ORDER BY v.path COLLATE \"C\", m.name COLLATE \"C\"",
+                     "reading", inspect_extraction, (void *)v, err));
+    if (v->run)
+        TRY(each_row(s,
+                     "SELECT started_at, host, device, precision, batch_size, mode, model,"
+                     " coalesce(end_to_end_fps, 0), coalesce(infer_fps, 0),"
+                     " coalesce(device_name, '') FROM runs ORDER BY id",
+                     "reading", inspect_run, (void *)v, err));
 fail:
     PQclear(res);
+    exec(s, "COMMIT", "reading", NULL);
     pg_close(store);
     return rc;
 }
@@ -1528,7 +1569,7 @@ const vf_store_ops vfi_store_pg = {
     .display = pg_display,
     .open = pg_open,
     .close = pg_close,
-    .describe = pg_describe,
+    .inspect = pg_inspect,
     .version = pg_version,
     .model = pg_model,
     .is_done = pg_is_done,

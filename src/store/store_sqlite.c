@@ -1454,17 +1454,21 @@ fail:
     return rc;
 }
 
-static vf_status sq_describe(const char *path, vf_store_line_fn line, void *user, vf_err *err)
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+    return (const char *)sqlite3_column_text(st, i);
+}
+
+static vf_status sq_inspect(const char *path, const vf_db_visitor *v, vf_err *err)
 {
     vf_status rc = VF_OK;
     sq_store tmp = {.path = (char *)path}, *s = &tmp;
     sqlite3_stmt *st = NULL;
-    char buf[1024];
-    int version = 0;
-    TRY(open_readonly(s, &version, err)); /* a newer schema is described as far as it can be */
-    snprintf(buf, sizeof(buf), "database %s (schema %d, SQLite %s)", path, version,
-             sqlite3_libversion());
-    line(user, buf);
+    char engine[64];
+    vf_db_summary sum = {.database = path, .engine = engine};
+    TRY(open_readonly(s, &sum.schema, err)); /* a newer schema is described as far as it can be */
+    snprintf(engine, sizeof(engine), "SQLite %s", sqlite3_libversion());
+    CHECK_SQL(sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL), "reading"); /* one snapshot */
     CHECK_SQL(
         sqlite3_prepare_v2(s->db,
                            "SELECT (SELECT count(*) FROM videos), (SELECT count(*) FROM models),"
@@ -1474,61 +1478,76 @@ static vf_status sq_describe(const char *path, vf_store_line_fn line, void *user
                            " (SELECT count(*) FROM features)",
                            -1, &st, NULL),
         "reading");
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        snprintf(buf, sizeof(buf),
-                 "%d videos, %d models, extractions: %d done, %d failed, %d unfinished; %lld "
-                 "vectors",
-                 sqlite3_column_int(st, 0), sqlite3_column_int(st, 1), sqlite3_column_int(st, 2),
-                 sqlite3_column_int(st, 3), sqlite3_column_int(st, 4),
-                 (long long)sqlite3_column_int64(st, 5));
-        line(user, buf);
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        rc = db_fail(s, err, "reading");
+        goto fail;
     }
+    int64_t *counts[] = {&sum.videos, &sum.models,  &sum.done,
+                         &sum.failed, &sum.running, &sum.vectors};
+    for (int i = 0; i < 6; i++)
+        *counts[i] = sqlite3_column_int64(st, i);
+    if (v->summary)
+        v->summary(v->user, &sum);
     sqlite3_finalize(st);
     st = NULL;
     CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "SELECT e.status, e.frames, e.infer_fps, m.name, m.layer, m.dim,"
-                                 " m.dtype, e.sampling, v.path, e.error FROM extractions e"
-                                 " JOIN videos v ON v.id = e.video_id JOIN models m ON m.id ="
-                                 " e.model_id ORDER BY v.path, m.name",
+                                 "SELECT e.status, e.frames, coalesce(e.infer_fps, 0), m.name,"
+                                 " m.layer, m.dim, m.dtype, e.sampling, v.path, e.error"
+                                 " FROM extractions e JOIN videos v ON v.id = e.video_id"
+                                 " JOIN models m ON m.id = e.model_id ORDER BY v.path, m.name",
                                  -1, &st, NULL),
               "reading");
-    line(user, "status   frames  infer/s  model (layer, dim, dtype, sampling)  path");
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        const char *error = (const char *)sqlite3_column_text(st, 9);
-        snprintf(buf, sizeof(buf), "%-7s %7lld  %7.1f  %s (%s, %d, %s, %s)  %s%s%s",
-                 (const char *)sqlite3_column_text(st, 0), (long long)sqlite3_column_int64(st, 1),
-                 sqlite3_column_double(st, 2), (const char *)sqlite3_column_text(st, 3),
-                 (const char *)sqlite3_column_text(st, 4), sqlite3_column_int(st, 5),
-                 (const char *)sqlite3_column_text(st, 6), (const char *)sqlite3_column_text(st, 7),
-                 (const char *)sqlite3_column_text(st, 8), error ? ": " : "", error ? error : "");
-        line(user, buf);
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW && v->extraction) {
+        vf_db_extraction e = {
+            .status = col_text(st, 0),
+            .frames = sqlite3_column_int64(st, 1),
+            .infer_fps = sqlite3_column_double(st, 2),
+            .model = col_text(st, 3),
+            .layer = col_text(st, 4),
+            .dim = sqlite3_column_int(st, 5),
+            .dtype = col_text(st, 6),
+            .sampling = col_text(st, 7),
+            .path = col_text(st, 8),
+            .error = col_text(st, 9),
+        };
+        v->extraction(v->user, &e);
+    }
+    if (step != SQLITE_ROW && step != SQLITE_DONE) {
+        rc = db_fail(s, err, "reading");
+        goto fail;
     }
     sqlite3_finalize(st);
     st = NULL;
     /* benchmark runs (schema 2); a version-1 file opened read-only has none */
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT started_at, host, device, precision, batch_size, mode, model,"
-                           " coalesce(end_to_end_fps, 0), coalesce(infer_fps, 0),"
-                           " coalesce(device_name, '') FROM runs ORDER BY id",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sum.schema < 2 || !v->run)
         goto fail;
-    int header = 0;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if (!header++)
-            line(user, "benchmark runs: when  host  device  precision  batch  mode  model  "
-                       "end-to-end/s  infer/s  device name");
-        snprintf(buf, sizeof(buf), "%s  %s  %s  %s  %d  %s  %s  %.2f  %.2f  %s",
-                 (const char *)sqlite3_column_text(st, 0),
-                 sqlite3_column_text(st, 1) ? (const char *)sqlite3_column_text(st, 1) : "-",
-                 (const char *)sqlite3_column_text(st, 2), (const char *)sqlite3_column_text(st, 3),
-                 sqlite3_column_int(st, 4), (const char *)sqlite3_column_text(st, 5),
-                 (const char *)sqlite3_column_text(st, 6), sqlite3_column_double(st, 7),
-                 sqlite3_column_double(st, 8), (const char *)sqlite3_column_text(st, 9));
-        line(user, buf);
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT started_at, host, device, precision, batch_size, mode,"
+                                 " model, coalesce(end_to_end_fps, 0), coalesce(infer_fps, 0),"
+                                 " coalesce(device_name, '') FROM runs ORDER BY id",
+                                 -1, &st, NULL),
+              "reading");
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        vf_db_bench_run r = {
+            .started_at = col_text(st, 0),
+            .host = col_text(st, 1),
+            .device = col_text(st, 2),
+            .precision = col_text(st, 3),
+            .batch_size = sqlite3_column_int(st, 4),
+            .mode = col_text(st, 5),
+            .model = col_text(st, 6),
+            .end_to_end_fps = sqlite3_column_double(st, 7),
+            .infer_fps = sqlite3_column_double(st, 8),
+            .device_name = col_text(st, 9),
+        };
+        v->run(v->user, &r);
     }
+    if (step != SQLITE_DONE)
+        rc = db_fail(s, err, "reading");
 fail:
     sqlite3_finalize(st);
-    sqlite3_close(s->db);
+    sqlite3_close(s->db); /* ends the read transaction */
     return rc;
 }
 
@@ -1554,7 +1573,7 @@ const vf_store_ops vfi_store_sqlite = {
     .display = sq_display,
     .open = sq_open,
     .close = sq_close,
-    .describe = sq_describe,
+    .inspect = sq_inspect,
     .version = sq_version,
     .model = sq_model,
     .is_done = sq_is_done,

@@ -79,6 +79,16 @@ def main():
 
         r = run(exe, "info", db)
         check(r.returncode == 0 and "20 vectors" in r.stdout and "done" in r.stdout, r.stdout)
+        r = run(exe, "info", "--json", db)
+        doc = json.loads(r.stdout)
+        by_name = {os.path.basename(e["path"]): e for e in doc["extractions"]}
+        done, audio = by_name[os.path.basename(clip)], by_name["audio_only.m4a"]
+        check(r.returncode == 0 and doc["summary"]["vectors"] == 20 and
+              doc["summary"]["done"] == 1 and doc["summary"]["failed"] == 2 and
+              done["status"] == "done" and done["error"] is None and done["frames"] == 20 and
+              audio["status"] == "failed" and "no video stream" in audio["error"] and
+              audio["note"] is None and "No such file" in by_name["missing.mp4"]["error"],
+              "info --json: %s" % r.stdout)
         r = run(exe, "info", clip)
         check(r.returncode == 3 and "not a vidfeat database" in r.stderr, r.stderr)
 

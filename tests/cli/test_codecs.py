@@ -16,6 +16,7 @@ file cut short. One run takes them all, as one directory:
 
 usage: test_codecs.py VIDFEAT MODELS_DIR
 """
+import json
 import math
 import os
 import shutil
@@ -132,6 +133,11 @@ def main():
                 check(c["error"].startswith("partial: %d of " % len(rows)) and
                       c["error"].endswith("frames the index promises") and 0 < len(rows) < 25,
                       "cut.mp4: %d rows, note %r" % (len(rows), c["error"]))
+                r = subprocess.run([exe, "info", "--json", os.path.join(tmp, "b7.db")],
+                                   capture_output=True, text=True, timeout=60)
+                info = {os.path.basename(e["path"]): e for e in json.loads(r.stdout)["extractions"]}
+                check(info[name]["status"] == "done" and info[name]["note"] == c["error"] and
+                      info[name]["error"] is None, "info --json: cut.mp4 %r" % info.get(name))
                 want, _ = ffprobe_times(os.path.join(d, name))
                 check(all(p == wp and abs(t - wt) < 1e-9 for (_, p, t, _), (wp, wt) in
                           zip(rows, want)), "cut.mp4: times differ from ffprobe's")

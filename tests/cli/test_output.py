@@ -16,6 +16,8 @@ with the same base name and one file at two samplings:
   export hdf5    one file, a group per file with features, t, frame_index and the attributes;
                  read back with h5py, equal bit for bit
   export csv     a row per frame, read back with the csv module: float32 exact
+  info --json    one JSON document: the counts, and each extraction as the tables have it
+                 (the non-UTF-8 name escaped losslessly, the running one included)
   choosing       a database with two layers and no --layer: exit 3 naming both, nothing
                  written; --layer picks one; an unwritable output: exit 1, one line, no partial
                  file left
@@ -116,6 +118,35 @@ def main():
         check(view == want, "the frames view differs from the tables joined")
         print("ok frames view: %d vectors of 2 layers, the running extraction left out"
               % sum(len(v) for w in view.values() for v in w.values()))
+
+        # info --json: one document, every extraction as the tables have it (the Latin-1 name
+        # escaped losslessly: back through os.fsencode), the running one included as running
+        r = run(exe, "info", "--json", db)
+        check(r.returncode == 0 and r.stderr == b"", "info --json: %r" % r.stderr)
+        doc = json.loads(r.stdout.decode("ascii"))
+        con = sqlite3.connect(db)
+        con.text_factory = bytes
+        tables = sorted((p, st.decode(), n, m.decode(), l.decode(), d, sm.decode())
+                        for p, st, n, m, l, d, sm in con.execute(
+                            "SELECT v.path, e.status, e.frames, m.name, m.layer, m.dim,"
+                            " e.sampling FROM extractions e JOIN videos v ON v.id = e.video_id"
+                            " JOIN models m ON m.id = e.model_id"))
+        n_vectors = con.execute("SELECT count(*) FROM features").fetchone()[0]
+        con.close()
+        got = sorted((os.fsencode(e["path"]), e["status"], e["frames"], e["model"], e["layer"],
+                      e["dim"], e["sampling"]) for e in doc["extractions"])
+        summary = doc["summary"]
+        check(got == tables and latin in {g[0] for g in got},
+              "info --json extractions differ from the tables:\n%r\n%r" % (got, tables))
+        check(summary["database"] == db and summary["engine"].startswith("SQLite ") and
+              summary["schema"] == 4 and summary["videos"] == 3 and summary["models"] == 2 and
+              summary["running"] == 1 and summary["done"] == len(tables) - 1 and
+              summary["failed"] == 0 and summary["vectors"] == n_vectors and
+              doc["benchmark_runs"] == [] and
+              all(e["error"] is None and e["note"] is None for e in doc["extractions"]),
+              "info --json summary: %r" % summary)
+        print("ok info --json: %d extractions as the tables have them, the Latin-1 name back"
+              % len(got))
 
         # the README's snippet, as written
         code = readme_snippet(readme)

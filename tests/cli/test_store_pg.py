@@ -124,6 +124,18 @@ def main():
             check(ib.stdout.startswith("database postgresql://postgres@127.0.0.1:") and
                   summary(ia.stdout) == summary(ib.stdout),
                   "info differs:\n%s\n%s" % (ia.stdout, ib.stdout))
+            ja, jb = run(exe, "info", "--json", db), run(exe, "info", "--json", uri)
+            def records(text):  # all but where the database is, and the measured rates
+                doc = json.loads(text)
+                for key in ("database", "engine"):
+                    doc["summary"].pop(key)
+                for e in doc["extractions"]:
+                    e.pop("infer_fps")
+                return doc
+            check(jb.returncode == 0 and PASSWORD not in jb.stdout and
+                  json.loads(jb.stdout)["summary"]["engine"].startswith("PostgreSQL ") and
+                  records(ja.stdout) == records(jb.stdout),
+                  "info --json differs:\n%s\n%s" % (ja.stdout, jb.stdout))
             clip = os.path.join(clips, "one_gop_12s.mp4")
             qa = run(exe, "similar", db, "--video", clip, "--at", "2", "-k", "5", "--json")
             qb = run(exe, "similar", uri, "--video", clip, "--at", "2", "-k", "5", "--json")

@@ -50,6 +50,7 @@ cudalibs=$(find / -xdev \( -name 'libcudnn.so.9' -o -name 'libcublas.so.13' -o \
            -name 'libcublasLt.so.13' -o -name 'libcudart.so.13' \) -printf '%h\n' 2>/dev/null |
            sort -u | tr '\n' ':')
 export LD_LIBRARY_PATH="$vf/lib:${cudalibs}${LD_LIBRARY_PATH:-}"
+export VIDFEAT_MODULE_DIR="$vf/lib" # the CUDA backend's module, packed beside the libraries
 export VIDFEAT_MODELS="$vf/models"
 bin=$vf/bin
 log "commit $(sed -n 's/^commit=//p' .gpu/MANIFEST); CUDA libraries from: ${cudalibs:-none found}"

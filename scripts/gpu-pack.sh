@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pack what the GPU checks need on a machine that has a GPU but no package registry: the vidfeat
-# binary and the CUDA test built here, every shared library they load except the C library and
+# binary, its CUDA backend module and the CUDA tests built here, every shared library they load except the C library and
 # the CUDA libraries (the GPU machine brings its own driver, CUDA runtime, cuBLAS and cuDNN), the
 # clips from ../shared/videos and the model manifests. Writes .gpu/partN.tar.xz, each under the
 # device tool's 64 MiB carry limit, and .gpu/MANIFEST; scripts/gpu-check.sh unpacks and runs them.
@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-if ! cmake --build "$build" -j"$(nproc)" --target vidfeat_cli test_backend_cuda \
+if ! cmake --build "$build" -j"$(nproc)" --target vidfeat_cli vidfeat_cuda test_backend_cuda \
         test_yuvconv_cuda test_pipeline_cuda >/dev/null; then
     echo "gpu-pack: cannot build vidfeat and the GPU tests in $build (is the CUDA backend" \
          "built? cmake -DVIDFEAT_CUDA=ON)" >&2
@@ -28,7 +28,9 @@ if ! cmake --build "$build" -j"$(nproc)" --target vidfeat_cli test_backend_cuda 
 fi
 bins=("$build/src/cli/vidfeat" "$build/tests/test_backend_cuda" "$build/tests/test_yuvconv_cuda"
       "$build/tests/test_pipeline_cuda")
-for b in "${bins[@]}"; do
+# the CUDA backend is a run-time module (gpu-check.sh points VIDFEAT_MODULE_DIR at lib/)
+module="$build/lib/vidfeat/libvidfeat-cuda.so"
+for b in "${bins[@]}" "$module"; do
     [ -x "$b" ] || { echo "gpu-pack: $b missing (is the CUDA backend built? cmake -DVIDFEAT_CUDA=ON)" >&2; exit 1; }
 done
 
@@ -38,7 +40,7 @@ mkdir -p "$stage/big/lib" "$stage/rest/lib" "$stage/rest/bin" "$stage/rest/model
          "$stage/rest/videos"
 # The closure of shared libraries, without glibc's own and the CUDA ones.
 skip='/(libc|libm|libpthread|libdl|librt|libresolv|libutil|ld-linux-x86-64)\.so|/lib(cuda|cudart|cublas|cublasLt|cudnn[a-z_]*)\.so'
-ldd "${bins[@]}" | awk '/=> \// {print $3}' | sort -u | grep -Ev "$skip" > "$stage/libs.txt"
+ldd "${bins[@]}" "$module" | awk '/=> \// {print $3}' | sort -u | grep -Ev "$skip" > "$stage/libs.txt"
 # The largest go into their own part so that each part stays under the carry limit.
 while read -r lib; do
     size=$(stat -Lc %s "$lib")
@@ -48,6 +50,7 @@ while read -r lib; do
 done < "$stage/libs.txt"
 strip --strip-unneeded "$stage"/*/lib/* 2>/dev/null || true
 cp "${bins[@]}" "$stage/rest/bin/"
+cp "$module" "$stage/rest/lib/"
 strip --strip-debug "$stage"/rest/bin/*
 find "$shared/videos" -maxdepth 1 -type f -size +0 -exec cp {} "$stage/rest/videos/" \;
 cp models/*.json "$stage/rest/models/"

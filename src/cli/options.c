@@ -593,6 +593,19 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
                         "one of them\n");
         return EXIT_USAGE;
     }
+    /* f16 and tf32 exist only on the GPU: without asking for it, say so rather than try */
+    const char *dev = c->cfg.backend;
+    int gpu = c->all_devices || (dev && (!strcmp(dev, "gpu") || !strcmp(dev, "cuda")));
+    for (int i = 0; i < c->n_precisions && !gpu; i++) {
+        vf_precision p = c->precisions[i];
+        if (p == VF_PRECISION_F16 || p == VF_PRECISION_TF32) {
+            fprintf(stderr,
+                    "vidfeat: --precision %s runs on the GPU: add --gpu (the CPU runs f32, bf16 "
+                    "or int8)\n",
+                    vf_precision_str(p));
+            return EXIT_USAGE;
+        }
+    }
     if (c->cfg.std[0] == 0.0f && (c->cfg.mean[0] || c->cfg.mean[1] || c->cfg.mean[2])) {
         fprintf(stderr, "vidfeat: --mean needs --std as well\n");
         return EXIT_USAGE;

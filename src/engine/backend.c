@@ -1,48 +1,115 @@
 /*
- * backend.c - the registry of compiled-in backends and the "auto" choice. The only file that
- * knows which backends exist (and the only one that reads VF_HAVE_CUDA).
+ * backend.c - the registry of the backends this build has and the "auto" choice; loads the
+ * run-time modules (dlopen). The only file that knows which backends exist (and the only one
+ * that reads VF_HAVE_CUDA).
  */
+#define _GNU_SOURCE /* RTLD_NODELETE */
 #include "engine/backend.h"
 
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
 #include "core/mem.h"
 
-static const vf_backend_ops *const registry[] = {
 /* "auto" tries them in this order; ref is never picked by "auto". */
+static const vf_backend_entry registry[] = {
 #if VF_HAVE_CUDA
-    &vfi_backend_cuda,
+    {"cuda", "NVIDIA GPU: cuDNN and cuBLAS", NULL, "libvidfeat-cuda.so", "libcuda.so.1",
+     "no NVIDIA driver found"},
 #endif
-    &vfi_backend_dnnl,
-    &vfi_backend_ref,
+    {"dnnl", NULL, &vfi_backend_dnnl, NULL, NULL, NULL},
+    {"ref", NULL, &vfi_backend_ref, NULL, NULL, NULL},
 };
+#define N_BACKENDS (sizeof(registry) / sizeof(*registry))
 
-size_t vfi_backend_list(const vf_backend_ops *const **list)
+size_t vfi_backend_list(const vf_backend_entry **list)
 {
     *list = registry;
-    return sizeof(registry) / sizeof(*registry);
+    return N_BACKENDS;
 }
 
-static const vf_backend_ops *find(const char *name)
+static const vf_backend_entry *find(const char *name)
 {
-    for (size_t i = 0; i < sizeof(registry) / sizeof(*registry); i++) {
-        if (strcmp(registry[i]->name, name) == 0)
-            return registry[i];
+    for (size_t i = 0; i < N_BACKENDS; i++) {
+        if (strcmp(registry[i].name, name) == 0)
+            return &registry[i];
     }
     return NULL;
 }
 
-static vf_status open_ops(const vf_backend_ops *ops, const vf_backend_opts *opts, vf_backend **out,
-                          vf_err *err)
+/* Load the module file at path: its ops once it is the one this library was built with. */
+static vf_status load_file(const char *path, void **handle, const vf_backend_ops **ops, vf_err *err)
 {
+    /* never unloaded (NODELETE): the GPU libraries it pulls in register exit handlers */
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (!h)
+        return vfi_fail(err, VF_ERR_NO_DEVICE, "%s", dlerror());
+    vf_backend_module_fn entry = NULL;
+    *(void **)&entry = dlsym(h, VF_BACKEND_MODULE_SYMBOL); /* POSIX's way to a function */
+    const vf_backend_module *m = entry ? entry() : NULL;
+    static const size_t sizes[] = VF_BACKEND_SIZES;
+    if (!m || m->abi != VF_BACKEND_ABI || !m->version || strcmp(m->version, VF_VERSION_STRING) ||
+        memcmp(m->sizes, sizes, sizeof(sizes)) || !m->ops) {
+        dlclose(h);
+        return vfi_fail(err, VF_ERR_NO_DEVICE,
+                        "%s: not a module of this vidfeat (%s): rebuild and install them together",
+                        path, VF_VERSION_STRING);
+    }
+    *handle = h;
+    *ops = m->ops;
+    return VF_OK;
+}
+
+/* Load e's module: its driver first (cheap, and the clearest thing to say on a machine without
+ * one), then the module from the first directory that has it. */
+static vf_status load_module(const vf_backend_entry *e, void **handle, const vf_backend_ops **ops,
+                             vf_err *err)
+{
+    if (e->driver) {
+        void *d = dlopen(e->driver, RTLD_LAZY | RTLD_LOCAL);
+        if (!d)
+            return vfi_fail(err, VF_ERR_NO_DEVICE, "%s (%s)", e->no_driver, dlerror());
+        dlclose(d);
+    }
+    const char *env = getenv("VIDFEAT_MODULE_DIR");
+    const char *dirs[] = {env && env[0] ? env : VF_BUILD_MODULE_DIR,
+                          env && env[0] ? NULL : VF_INSTALL_MODULE_DIR};
+    vf_err first = {VF_OK, ""};
+    char path[4096];
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(*dirs) && dirs[i]; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dirs[i], e->module);
+        vf_err why = {VF_OK, ""};
+        if (load_file(path, handle, ops, &why) >= 0)
+            return VF_OK;
+        /* a missing file says less than one that is there and will not load */
+        if (first.code == VF_OK || strstr(first.msg, "No such file"))
+            first = why;
+    }
+    return vfi_fail(err, VF_ERR_NO_DEVICE, "the %s backend cannot be loaded: %s", e->name,
+                    first.msg);
+}
+
+static vf_status open_entry(const vf_backend_entry *e, const vf_backend_opts *opts,
+                            vf_backend **out, vf_err *err)
+{
+    const vf_backend_ops *ops = e->ops;
+    void *module = NULL;
+    if (!ops && load_module(e, &module, &ops, err) < 0)
+        return err->code;
     vf_status rc = ops->probe(err);
-    if (rc < 0)
+    vf_backend *b = rc < 0 ? NULL : vfi_calloc(1, sizeof(*b));
+    if (rc >= 0 && !b)
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (rc < 0) {
+        if (module)
+            dlclose(module);
         return rc;
-    vf_backend *b = vfi_calloc(1, sizeof(*b));
-    if (!b)
-        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
     b->ops = ops;
+    b->module = module;
     b->opts = *opts;
     rc = ops->init(b, opts);
     if (rc < 0) {
@@ -54,30 +121,46 @@ static vf_status open_ops(const vf_backend_ops *ops, const vf_backend_opts *opts
     return VF_OK;
 }
 
+void vfi_backend_library_version(const vf_backend_entry *e, char *buf, size_t size)
+{
+    snprintf(buf, size, "built in");
+    const vf_backend_ops *ops = e->ops;
+    void *module = NULL;
+    vf_err err = {VF_OK, ""};
+    if (!ops && load_module(e, &module, &ops, &err) < 0) {
+        snprintf(buf, size, "%s", err.msg);
+        return;
+    }
+    if (ops->library_version)
+        ops->library_version(buf, size);
+    if (module)
+        dlclose(module);
+}
+
 vf_status vfi_backend_open(const char *name, const vf_backend_opts *opts, vf_backend **out,
                            vf_err *err)
 {
     if (!name || !strcmp(name, "auto")) {
         vf_err first;
         vfi_err_clear(&first);
-        for (size_t i = 0; i < sizeof(registry) / sizeof(*registry); i++) {
-            if (registry[i] == &vfi_backend_ref)
+        for (size_t i = 0; i < N_BACKENDS; i++) {
+            if (registry[i].ops == &vfi_backend_ref)
                 continue;
-            vf_status rc = open_ops(registry[i], opts, out, err);
+            vf_status rc = open_entry(&registry[i], opts, out, err);
             if (rc >= 0) {
-                vfi_log(VF_LOG_INFO, "backend", "auto: using %s", registry[i]->name);
+                vfi_log(VF_LOG_INFO, "backend", "auto: using %s", registry[i].name);
                 return rc;
             }
             if (first.code == VF_OK)
                 first = *err;
-            vfi_log(VF_LOG_INFO, "backend", "auto: %s not usable: %s", registry[i]->name, err->msg);
+            vfi_log(VF_LOG_INFO, "backend", "auto: %s not usable: %s", registry[i].name, err->msg);
         }
         *err = first;
         return first.code < 0 ? first.code : vfi_fail(err, VF_ERR_NO_DEVICE, "no backend");
     }
     const char *real = !strcmp(name, "cpu") ? "dnnl" : !strcmp(name, "gpu") ? "cuda" : name;
-    const vf_backend_ops *ops = find(real);
-    if (!ops) {
+    const vf_backend_entry *e = find(real);
+    if (!e) {
         if (!strcmp(real, "cuda"))
             return vfi_fail(err, VF_ERR_NOT_BUILT,
                             "this build has no CUDA backend (rebuild with -DVIDFEAT_CUDA=ON on a "
@@ -85,7 +168,7 @@ vf_status vfi_backend_open(const char *name, const vf_backend_opts *opts, vf_bac
         return vfi_fail(err, VF_ERR_INVALID, "unknown backend '%s' (use auto, cpu, ref or cuda)",
                         name);
     }
-    return open_ops(ops, opts, out, err);
+    return open_entry(e, opts, out, err);
 }
 
 void *vfi_backend_host_alloc(vf_backend *b, size_t size)
@@ -151,6 +234,8 @@ void vfi_backend_free(vf_backend **pb)
         return;
     if (b->ops && b->ops->destroy)
         b->ops->destroy(b);
+    if (b->module)
+        dlclose(b->module); /* after destroy: the ops are the module's */
     vfi_free(b);
     *pb = NULL;
 }

@@ -4,7 +4,8 @@
  * A backend turns a finished vf_graph (one input [N, C, H, W], one output [N, D], topological
  * order) into something it can run on batches. Lifecycle: probe -> init -> prepare (once, on the
  * thread that will call run) -> run (per batch, blocking) -> destroy. Each backend lives in one
- * file and exports exactly one ops table; backend.c is the only place that lists them.
+ * file and exports exactly one ops table (a run-time module: through its one exported function,
+ * below); backend.c is the only place that lists them.
  */
 #ifndef VIDFEAT_BACKEND_H
 #define VIDFEAT_BACKEND_H
@@ -113,8 +114,9 @@ typedef struct vf_backend_ops {
 } vf_backend_ops;
 
 struct vf_backend {
-    const vf_backend_ops *ops; /* static table, never freed */
+    const vf_backend_ops *ops; /* static table (a module's while it is loaded), never freed */
     void *ctx;                 /* backend-private state */
+    void *module;              /* the module's handle (dlopen), closed after destroy; or NULL */
     vf_backend_opts opts;
     vf_err err; /* detail of the last failing call */
     /* (optional) set by the owner: when it reads non-zero, run() stops between layers and
@@ -145,11 +147,47 @@ vf_status vfi_backend_copy(vf_backend *b, vf_converter *cv, void *dst, const voi
                            int from_host, vf_err *err);
 vf_status vfi_backend_run_input(vf_backend *b, const void *input, float *out, int n);
 
-/* The compiled-in backends, in "auto" order; returns the count. */
-size_t vfi_backend_list(const vf_backend_ops *const **list);
+/* A backend this build has: built in (ops), or a run-time module (module: its file name) that
+ * is loaded when the backend is opened, so that the library and the command start on machines
+ * without the module's libraries (the CUDA backend: no CUDA, cuDNN or cuBLAS needed unless it
+ * runs). A module is looked for in $VIDFEAT_MODULE_DIR when that is set (and only there), else
+ * in the build tree's lib/vidfeat, then in the installed LIBDIR/vidfeat. */
+typedef struct vf_backend_entry {
+    const char *name;          /* as ops->name */
+    const char *description;   /* a module's (a built-in one's is ops->description) */
+    const vf_backend_ops *ops; /* built in; NULL for a module */
+    const char *module;        /* "libvidfeat-cuda.so" */
+    const char *driver;        /* a library that must load before the module is tried, or NULL */
+    const char *no_driver;     /* what to say when it does not ("no NVIDIA driver found") */
+} vf_backend_entry;
+
+/* The backends of this build, in "auto" order; returns the count. */
+size_t vfi_backend_list(const vf_backend_entry **list);
+
+/* The backend's libraries and their versions into buf (a module: loaded for it, or why it
+ * cannot be). */
+void vfi_backend_library_version(const vf_backend_entry *e, char *buf, size_t size);
 
 extern const vf_backend_ops vfi_backend_ref;  /* backend_ref.c */
 extern const vf_backend_ops vfi_backend_dnnl; /* backend_dnnl.c */
-extern const vf_backend_ops vfi_backend_cuda; /* backend_cuda.c, when built */
+
+/* ---- run-time modules ------------------------------------------------------------------- */
+
+/* A module exports one function, VF_BACKEND_MODULE_SYMBOL, returning this. The sizes and the
+ * version tie it to the library it was built with: one that does not match is refused. */
+#define VF_BACKEND_ABI           1
+#define VF_BACKEND_MODULE_SYMBOL "vfi_backend_module"
+typedef struct vf_backend_module {
+    int abi;             /* VF_BACKEND_ABI */
+    const char *version; /* the vidfeat version it was built as */
+    size_t sizes[5];     /* VF_BACKEND_SIZES as it was built */
+    const vf_backend_ops *ops;
+} vf_backend_module;
+#define VF_BACKEND_SIZES                                                                           \
+    {                                                                                              \
+        sizeof(vf_backend_ops), sizeof(vf_backend), sizeof(vf_backend_opts), sizeof(vf_graph),     \
+            sizeof(vf_value)                                                                       \
+    }
+typedef const vf_backend_module *(*vf_backend_module_fn)(void);
 
 #endif /* VIDFEAT_BACKEND_H */

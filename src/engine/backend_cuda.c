@@ -1,8 +1,10 @@
 /*
  * backend_cuda.c - the GPU backend: plain C against the CUDA runtime, cuDNN (its classic
  * descriptor API, still complete in cuDNN 9) and cuBLAS. The only file that sees cudaError_t,
- * cudnnStatus_t and cublasStatus_t. Everything runs on one private stream; prepare() and run()
- * are called on the inference thread.
+ * cudnnStatus_t and cublasStatus_t. Built as the run-time module libvidfeat-cuda.so (with its
+ * own copies of the few pure core and graph files it calls), loaded by backend.c when a run
+ * asks for the GPU: the library and the command themselves need no CUDA library. Everything runs on
+ * one private stream; prepare() and run() are called on the inference thread.
  *
  * prepare() turns the graph into a flat list of steps, each one library call (a convolution,
  * a GEMM, a pooling, a tensor copy, ...) with its descriptors made and its operands resolved
@@ -229,8 +231,20 @@ static vf_status unsupported(vf_backend *b, const char *what)
 
 static vf_status cuda_probe(vf_err *err)
 {
-    int count = 0;
+    int count = 0, driver = 0, runtime = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
+    if (e == cudaErrorInsufficientDriver) {
+        /* the runtime says this both for an old driver and for none that works */
+        cudaDriverGetVersion(&driver);
+        cudaRuntimeGetVersion(&runtime);
+        if (driver == 0)
+            return vfi_fail(err, VF_ERR_NO_DEVICE,
+                            "no NVIDIA driver found (libcuda.so.1 is there but does not work)");
+        return vfi_fail(err, VF_ERR_NO_DEVICE,
+                        "the NVIDIA driver supports CUDA %d.%d, this build needs %d.%d: update the "
+                        "driver",
+                        driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+    }
     if (e != cudaSuccess)
         return vfi_fail(err, VF_ERR_NO_DEVICE, "no usable CUDA GPU: %s (error %d)",
                         cudaGetErrorString(e), (int)e);
@@ -2061,7 +2075,7 @@ static void cuda_library_version(char *buf, size_t size)
              rt % 1000 / 10, dnn / 10000, dnn % 10000 / 100, dnn % 100, blas_major, blas_minor);
 }
 
-const vf_backend_ops vfi_backend_cuda = {
+static const vf_backend_ops cuda_ops = {
     .name = "cuda",
     .description = "NVIDIA GPU: cuDNN and cuBLAS",
     .is_gpu = 1,
@@ -2083,3 +2097,18 @@ const vf_backend_ops vfi_backend_cuda = {
     .library_version = cuda_library_version,
     .destroy = cuda_destroy,
 };
+
+/* The module's one exported symbol (module.map hides the rest): backend.c loads the module and
+ * checks that it was built with the library it is loaded into. */
+__attribute__((visibility("default"))) const vf_backend_module *vfi_backend_module(void);
+
+const vf_backend_module *vfi_backend_module(void)
+{
+    static const vf_backend_module m = {
+        .abi = VF_BACKEND_ABI,
+        .version = VF_VERSION_STRING,
+        .sizes = VF_BACKEND_SIZES,
+        .ops = &cuda_ops,
+    };
+    return &m;
+}

@@ -16,6 +16,7 @@
  */
 #include "media/decode.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -204,6 +205,17 @@ vf_status vfi_hwdev_open(const char *type, vf_hwdev **out, vf_err *err)
     }
     int ret = av_hwdevice_ctx_create(&dev->ref, t, NULL, opts, 0);
     av_dict_free(&opts);
+    void *driver = NULL;
+    if (ret < 0 && t == AV_HWDEVICE_TYPE_CUDA && !(driver = dlopen("libcuda.so.1", RTLD_LAZY))) {
+        /* FFmpeg says "Could not dynamically load CUDA"; the reason is simpler */
+        vf_status rc = vfi_fail(
+            err, VF_ERR_NO_DEVICE,
+            "cannot open a cuda device for decoding: no NVIDIA driver found (%s)", dlerror());
+        vfi_free(dev);
+        return rc;
+    }
+    if (driver)
+        dlclose(driver);
     if (ret < 0) {
         /* FFmpeg's log line names the cause ("Cannot load libcuda.so.1"); the code rarely does */
         vf_status rc =

@@ -13,32 +13,32 @@
 
 int vf_has_feature(const char *name)
 {
-    const vf_backend_ops *const *list;
+    const vf_backend_entry *list;
     size_t n = vfi_backend_list(&list);
     if (!name)
         return 0;
     if (!strcmp(name, "bf16"))
         return 1; /* the dnnl backend is always built */
     for (size_t i = 0; i < n; i++) {
-        if (!strcmp(list[i]->name, name))
-            return 1;
+        if (!strcmp(list[i].name, name))
+            return 1; /* built (a module may still not load here) */
     }
     return 0;
 }
 
 char *vf_build_info(char *buf, size_t size)
 {
-    const vf_backend_ops *const *list;
+    const vf_backend_entry *list;
     size_t n = vfi_backend_list(&list), len = 0;
     if (!buf || !size)
         return buf;
     buf[0] = '\0';
     for (size_t i = 0; i < n && len < size; i++) {
-        char lib[160] = "built in";
-        if (list[i]->library_version)
-            list[i]->library_version(lib, sizeof(lib));
-        len += (size_t)snprintf(buf + len, size - len, "backend %s: %s (%s)\n", list[i]->name,
-                                list[i]->description, lib);
+        char lib[512];
+        vfi_backend_library_version(&list[i], lib, sizeof(lib));
+        len += (size_t)snprintf(buf + len, size - len, "backend %s: %s (%s%s)\n", list[i].name,
+                                list[i].ops ? list[i].ops->description : list[i].description,
+                                list[i].ops ? "" : "run-time module: ", lib);
     }
     char av[256], stores[256];
     vfi_decode_versions(av, sizeof(av));

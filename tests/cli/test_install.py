@@ -2,6 +2,8 @@
 """cmake --install into a temporary prefix, then use what it installed as a user would:
 
   files      bin/vidfeat, libvidfeat.so (with its version links) and libvidfeat.a, vidfeat.h,
+             the CUDA backend's module (lib/vidfeat/libvidfeat-cuda.so, its one entry exported)
+             in a build that has it,
              lib/pkgconfig/vidfeat.pc, lib/cmake/vidfeat (package config and version), the model
              manifests under share/vidfeat/models, the man page
   symbols    the shared library exports only the public API (vf_*)
@@ -56,6 +58,12 @@ def main():
         for name in ("libvidfeat.so", "libvidfeat.a", "pkgconfig/vidfeat.pc", "pkgconfig/vidfeat-static.pc",
                      "cmake/vidfeat/vidfeatConfig.cmake", "cmake/vidfeat/vidfeatConfigVersion.cmake"):
             check(os.path.exists(os.path.join(libdir, name)), "not installed: %s" % name)
+        if "cuda: yes" in sh(exe, "--version"):  # the CUDA backend's run-time module
+            module = os.path.join(libdir, "vidfeat", "libvidfeat-cuda.so")
+            check(os.path.isfile(module), "not installed: the CUDA module")
+            mod_exports = [l.split()[-1] for l in sh("nm", "-D", "--defined-only",
+                                                    module).splitlines() if l.strip()]
+            check(mod_exports == ["vfi_backend_module"], "the module exports %s" % mod_exports)
         so = os.path.realpath(os.path.join(libdir, "libvidfeat.so"))
         check(re.search(r"libvidfeat\.so\.\d+\.\d+\.\d+$", so), "no versioned library: %s" % so)
         exported = [l.split()[-1] for l in sh("nm", "-D", "--defined-only", so).splitlines()

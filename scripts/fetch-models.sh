@@ -1,47 +1,76 @@
 #!/usr/bin/env bash
-# Download a known model's ONNX file from the official address in its manifest and check its
-# sha256 (when the manifest has one; otherwise print it so it can be recorded).
+# Download a known model's official ONNX file from the address in its manifest, resuming a
+# download that was cut off (NAME.onnx.part), and keep it only when its size and sha256 are the
+# manifest's: then vidfeat calls it official. A file that does not match is deleted and the
+# script says so (exit 1); a manifest without a sha256 gets the file and the digest printed.
 #
-# usage: scripts/fetch-models.sh NAME... [--dir DIR]    (default DIR: models/)
+# usage: scripts/fetch-models.sh NAME... [--dir DIR] [--manifests DIR]
+#   DIR: where the file goes (default models/); --manifests: where NAME.json is (default models/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=models
+manifests=models
 names=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --dir) dir=$2; shift 2 ;;
-    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    --manifests) manifests=$2; shift 2 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) names+=("$1"); shift ;;
     esac
 done
-[ ${#names[@]} -gt 0 ] || { echo "usage: $0 NAME... [--dir DIR]" >&2; exit 2; }
+[ ${#names[@]} -gt 0 ] || { echo "usage: $0 NAME... [--dir DIR] [--manifests DIR]" >&2; exit 2; }
 mkdir -p "$dir"
 status=0
 for name in "${names[@]}"; do
-    manifest=models/$name.json
+    manifest=$manifests/$name.json
     if [ ! -f "$manifest" ]; then
         echo "fetch-models: $name: no $manifest" >&2; status=1; continue
     fi
-    read -r file url sha < <(python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))
-print(m["file"], m.get("url") or "-", m.get("sha256") or "-")' "$manifest")
+    read -r file url sha size < <(/usr/bin/env python3 -c 'import json,sys
+m = json.load(open(sys.argv[1]))
+print(m["file"], m.get("url") or "-", m.get("sha256") or "-", m.get("size") or "-")' "$manifest")
     if [ "$url" = "-" ]; then
         echo "fetch-models: $name: the manifest has no download address" >&2; status=1; continue
     fi
     out=$dir/$file
+    if [ -f "$out" ] && [ "$sha" != "-" ] && [ "$(sha256sum "$out" | cut -d' ' -f1)" = "$sha" ]; then
+        echo "fetch-models: $name: $out is already the official file"; continue
+    fi
+    part=$out.part
+    # a part as long as the file or longer cannot be resumed: start again
+    if [ -f "$part" ] && [ "$size" != "-" ] && [ "$(stat -c %s "$part")" -ge "$size" ]; then
+        rm -f "$part"
+    fi
+    if [ -s "$part" ]; then
+        echo "fetch-models: $name: resuming $part at $(stat -c %s "$part") bytes"
+    fi
     echo "fetch-models: $name: $url -> $out"
-    if ! curl -fL --retry 3 -o "$out.part" "$url"; then
-        rm -f "$out.part"
-        echo "fetch-models: $name: download failed; scripts/export-torchvision.py $name makes" \
-             "the same architecture where PyTorch is installed" >&2
+    progress=(--no-progress-meter)
+    [ -t 2 ] && progress=(--progress-bar)
+    if ! curl -fL --retry 3 "${progress[@]}" -C - -o "$part" "$url"; then
+        echo "fetch-models: $name: download failed (run again to resume $part);" \
+             "scripts/export-torchvision.py $name makes the same architecture, with random" \
+             "weights where the torchvision weights are not cached" >&2
         status=1; continue
     fi
-    got=$(sha256sum "$out.part" | cut -d' ' -f1)
+    got_size=$(stat -c %s "$part")
+    if [ "$size" != "-" ] && [ "$got_size" != "$size" ]; then
+        rm -f "$part"
+        echo "fetch-models: $name: $got_size bytes, the manifest says $size: deleted" >&2
+        status=1; continue
+    fi
+    got=$(sha256sum "$part" | cut -d' ' -f1)
     if [ "$sha" != "-" ] && [ "$got" != "$sha" ]; then
-        rm -f "$out.part"
-        echo "fetch-models: $name: sha256 $got does not match the manifest's $sha" >&2
+        rm -f "$part"
+        echo "fetch-models: $name: sha256 $got is not the manifest's $sha: deleted" >&2
         status=1; continue
     fi
-    mv "$out.part" "$out"
-    [ "$sha" = "-" ] && echo "fetch-models: $name: sha256 $got (not in the manifest: add it)"
+    mv "$part" "$out"
+    if [ "$sha" = "-" ]; then
+        echo "fetch-models: $name: sha256 $got, $got_size bytes (not in the manifest: add them)"
+    else
+        echo "fetch-models: $name: $out: the official file ($got_size bytes, sha256 matches)"
+    fi
 done
 exit $status

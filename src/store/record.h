@@ -25,6 +25,24 @@
     " JOIN videos v ON v.id = e.video_id JOIN models m ON m.id = e.model_id"                       \
     " WHERE e.status = 'done';"
 
+/* What vf_db_inspect reads, the same SQL in both stores: the counts (one row), every
+ * extraction with its model (each store appends its ORDER BY: by path in byte order, then model)
+ * and the benchmark runs in the order they were recorded. */
+#define VFI_INSPECT_COUNTS_SQL                                                                     \
+    "SELECT (SELECT count(*) FROM videos), (SELECT count(*) FROM models),"                         \
+    " (SELECT count(*) FROM extractions WHERE status = 'done'),"                                   \
+    " (SELECT count(*) FROM extractions WHERE status = 'failed'),"                                 \
+    " (SELECT count(*) FROM extractions WHERE status = 'running'),"                                \
+    " (SELECT count(*) FROM features)"
+#define VFI_INSPECT_EXTRACTIONS_SQL                                                                \
+    "SELECT e.status, e.frames, coalesce(e.infer_fps, 0), m.name, m.layer, m.dim, m.dtype,"        \
+    " e.sampling, v.path, e.error FROM extractions e JOIN videos v ON v.id = e.video_id"           \
+    " JOIN models m ON m.id = e.model_id"
+#define VFI_INSPECT_RUNS_SQL                                                                       \
+    "SELECT started_at, host, device, precision, batch_size, mode, model,"                         \
+    " coalesce(end_to_end_fps, 0), coalesce(infer_fps, 0), coalesce(device_name, '')"              \
+    " FROM runs ORDER BY id"
+
 /* The sampling key an extraction is recorded with: "all", "fps=1", "every=5" or "keyframes",
  * then ";start=S", ";duration=D", ";max=N" when set. Two runs whose keys are equal keep the
  * same frames of a file. */

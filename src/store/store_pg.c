@@ -235,6 +235,29 @@ static vf_status query(pg_store *s, const char *sql, int n, const char *const *p
     return VF_OK;
 }
 
+/* Run sql with n text parameters in single-row mode, calling row() on each row as it comes
+ * (memory does not grow with the rows). A row() < 0 ends the calls and is returned; the results
+ * are read to the end either way, so the connection is ready for the next query. */
+static vf_status each_row(pg_store *s, const char *sql, int n, const char *const *params,
+                          const char *what, vf_status (*row)(void *user, const PGresult *res),
+                          void *user, vf_err *err)
+{
+    if (!PQsendQueryParams(s->conn, sql, n, NULL, params, NULL, NULL, 0) ||
+        !PQsetSingleRowMode(s->conn))
+        return pg_fail(s, err, what, NULL);
+    vf_status rc = VF_OK;
+    PGresult *res;
+    while ((res = PQgetResult(s->conn))) {
+        ExecStatusType st = PQresultStatus(res);
+        if (st == PGRES_SINGLE_TUPLE && rc >= 0)
+            rc = row(user, res);
+        else if (st != PGRES_SINGLE_TUPLE && st != PGRES_TUPLES_OK && rc >= 0)
+            rc = pg_fail(s, err, what, res);
+        PQclear(res);
+    }
+    return rc;
+}
+
 static void forget_want(pg_store *s)
 {
     for (int i = 0; i < s->n_want; i++)
@@ -1322,6 +1345,30 @@ static vf_status pg_vector_at(vf_store *store, int64_t model_id, int f16, const 
     return rc;
 }
 
+/* pg_nearest's reading: each stored vector but the skipped one offered to the ranking */
+typedef struct nearest_read {
+    pg_store *s;
+    int dim;
+    const vf_store_ref *skip;
+    float *v; /* dim floats: the row's vector */
+    vf_rank *rank;
+    vf_err *err;
+} nearest_read;
+
+static vf_status nearest_row(void *user, const PGresult *res)
+{
+    nearest_read *r = user;
+    vf_store_ref ref = {
+        strtoll(PQgetvalue(res, 0, 0), NULL, 10), strtoll(PQgetvalue(res, 0, 1), NULL, 10),
+        strtoll(PQgetvalue(res, 0, 2), NULL, 10), strtod(PQgetvalue(res, 0, 3), NULL)};
+    if (r->skip && ref.extraction == r->skip->extraction && ref.frame_index == r->skip->frame_index)
+        return VF_OK;
+    vf_status rc = parse_vec(r->s, PQgetvalue(res, 0, 4), r->dim, r->v, r->err);
+    if (rc >= 0)
+        vfi_rank_offer(r->rank, &ref, r->v);
+    return rc;
+}
+
 static vf_status pg_nearest(vf_store *store, int64_t model_id, int f16, const float *q, int dim,
                             int k, const vf_store_ref *skip, vf_store_hit_fn hit, void *user,
                             vf_err *err)
@@ -1339,34 +1386,13 @@ static vf_status pg_nearest(vf_store *store, int64_t model_id, int f16, const fl
     snprintf(model, sizeof(model), "%lld", (long long)model_id);
     const char *p[] = {model};
     /* every vector once, a row at a time: memory does not grow with the table */
-    if (!PQsendQueryParams(s->conn,
-                           "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM"
-                           " features f JOIN extractions e ON e.id = f.extraction_id WHERE"
-                           " e.model_id = $1",
-                           1, NULL, p, NULL, NULL, 0) ||
-        !PQsetSingleRowMode(s->conn)) {
-        rc = pg_fail(s, err, "reading features", NULL);
-        goto out;
-    }
-    PGresult *res;
-    while ((res = PQgetResult(s->conn))) {
-        ExecStatusType st = PQresultStatus(res);
-        if (st == PGRES_SINGLE_TUPLE && rc >= 0) {
-            vf_store_ref ref = {
-                strtoll(PQgetvalue(res, 0, 0), NULL, 10), strtoll(PQgetvalue(res, 0, 1), NULL, 10),
-                strtoll(PQgetvalue(res, 0, 2), NULL, 10), strtod(PQgetvalue(res, 0, 3), NULL)};
-            if (!(skip && ref.extraction == skip->extraction &&
-                  ref.frame_index == skip->frame_index)) {
-                rc = parse_vec(s, PQgetvalue(res, 0, 4), dim, v, err);
-                if (rc >= 0)
-                    vfi_rank_offer(rank, &ref, v);
-            }
-        } else if (st != PGRES_SINGLE_TUPLE && st != PGRES_TUPLES_OK && rc >= 0) {
-            rc = pg_fail(s, err, "reading features", res);
-        }
-        PQclear(res);
-    }
+    nearest_read r = {s, dim, skip, v, rank, err};
+    rc = each_row(s,
+                  "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM features f"
+                  " JOIN extractions e ON e.id = f.extraction_id WHERE e.model_id = $1",
+                  1, p, "reading features", nearest_row, &r, err);
     for (int i = 0; rc >= 0 && i < vfi_rank_count(rank); i++) {
+        PGresult *res;
         double sim;
         const vf_store_ref *ref = vfi_rank_get(rank, i, &sim);
         char id[24];
@@ -1388,6 +1414,27 @@ out:
     vfi_free(v);
     vfi_rank_free(&rank);
     return rc;
+}
+
+/* pg_vectors' reading of one extraction: each row's vector handed to fn */
+typedef struct vectors_read {
+    pg_store *s;
+    int dim;
+    float *v;
+    vf_store_vector *out; /* the extraction's fields set; the row's are filled in */
+    vf_store_vector_fn fn;
+    void *user;
+    vf_err *err;
+} vectors_read;
+
+static vf_status vectors_row(void *user, const PGresult *res)
+{
+    vectors_read *r = user;
+    r->out->ref.frame_index = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    r->out->ref.pts = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+    r->out->ref.t = strtod(PQgetvalue(res, 0, 2), NULL);
+    vf_status rc = parse_vec(r->s, PQgetvalue(res, 0, 3), r->dim, r->v, r->err);
+    return rc >= 0 ? r->fn(r->user, r->out) : rc;
 }
 
 /* In one REPEATABLE READ transaction (a snapshot), the done extractions by path in byte order
@@ -1420,53 +1467,15 @@ static vf_status pg_vectors(vf_store *store, int64_t model_id, int f16, int dim,
             .vec = v,
         };
         const char *pe[] = {PQgetvalue(ext, i, 0)};
-        if (!PQsendQueryParams(s->conn,
-                               "SELECT frame_index, pts, t, vec FROM features WHERE"
-                               " extraction_id = $1 ORDER BY frame_index",
-                               1, NULL, pe, NULL, NULL, 0) ||
-            !PQsetSingleRowMode(s->conn)) {
-            rc = pg_fail(s, err, "reading features", NULL);
-            break;
-        }
-        PGresult *res;
-        while ((res = PQgetResult(s->conn))) { /* to the end, also after a failure */
-            ExecStatusType st = PQresultStatus(res);
-            if (st == PGRES_SINGLE_TUPLE && rc >= 0) {
-                out.ref.frame_index = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-                out.ref.pts = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-                out.ref.t = strtod(PQgetvalue(res, 0, 2), NULL);
-                rc = parse_vec(s, PQgetvalue(res, 0, 3), dim, v, err);
-                if (rc >= 0)
-                    rc = fn(user, &out);
-            } else if (st != PGRES_SINGLE_TUPLE && st != PGRES_TUPLES_OK && rc >= 0) {
-                rc = pg_fail(s, err, "reading features", res);
-            }
-            PQclear(res);
-        }
+        vectors_read r = {s, dim, v, &out, fn, user, err};
+        rc = each_row(s,
+                      "SELECT frame_index, pts, t, vec FROM features WHERE extraction_id = $1"
+                      " ORDER BY frame_index",
+                      1, pe, "reading features", vectors_row, &r, err);
     }
     PQclear(ext);
     exec(s, "COMMIT", "reading", NULL);
     vfi_free(v);
-    return rc;
-}
-
-/* Run sql (no parameters) in single-row mode, calling row() on each row as it comes; memory
- * does not grow with the rows. */
-static vf_status each_row(pg_store *s, const char *sql, const char *what,
-                          void (*row)(void *user, const PGresult *res), void *user, vf_err *err)
-{
-    if (!PQsendQuery(s->conn, sql) || !PQsetSingleRowMode(s->conn))
-        return pg_fail(s, err, what, NULL);
-    vf_status rc = VF_OK;
-    PGresult *res;
-    while ((res = PQgetResult(s->conn))) { /* to the end, also after a failure */
-        ExecStatusType st = PQresultStatus(res);
-        if (st == PGRES_SINGLE_TUPLE && rc >= 0)
-            row(user, res);
-        else if (st != PGRES_SINGLE_TUPLE && st != PGRES_TUPLES_OK && rc >= 0)
-            rc = pg_fail(s, err, what, res);
-        PQclear(res);
-    }
     return rc;
 }
 
@@ -1475,7 +1484,7 @@ static const char *text_or_null(const PGresult *res, int col)
     return PQgetisnull(res, 0, col) ? NULL : PQgetvalue(res, 0, col);
 }
 
-static void inspect_extraction(void *user, const PGresult *res)
+static vf_status inspect_extraction(void *user, const PGresult *res)
 {
     const vf_db_visitor *v = user;
     vf_db_extraction e = {
@@ -1491,9 +1500,10 @@ static void inspect_extraction(void *user, const PGresult *res)
         .error = text_or_null(res, 9),
     };
     v->extraction(v->user, &e);
+    return VF_OK;
 }
 
-static void inspect_run(void *user, const PGresult *res)
+static vf_status inspect_run(void *user, const PGresult *res)
 {
     const vf_db_visitor *v = user;
     vf_db_bench_run r = {
@@ -1509,6 +1519,7 @@ static void inspect_run(void *user, const PGresult *res)
         .device_name = PQgetvalue(res, 0, 9),
     };
     v->run(v->user, &r);
+    return VF_OK;
 }
 
 static vf_status pg_inspect(const char *uri, const vf_db_visitor *v, vf_err *err)
@@ -1524,13 +1535,7 @@ static vf_status pg_inspect(const char *uri, const vf_db_visitor *v, vf_err *err
     snprintf(engine, sizeof(engine), "PostgreSQL %d.%d", version / 10000, version % 10000);
     vf_db_summary sum = {.database = s->name, .engine = engine, .schema = s->version};
     TRY(exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "reading", err));
-    TRY(query(s,
-              "SELECT (SELECT count(*) FROM videos), (SELECT count(*) FROM models),"
-              " (SELECT count(*) FROM extractions WHERE status = 'done'),"
-              " (SELECT count(*) FROM extractions WHERE status = 'failed'),"
-              " (SELECT count(*) FROM extractions WHERE status = 'running'),"
-              " (SELECT count(*) FROM features)",
-              0, NULL, "reading", &res, err));
+    TRY(query(s, VFI_INSPECT_COUNTS_SQL, 0, NULL, "reading", &res, err));
     int64_t *counts[] = {&sum.videos, &sum.models,  &sum.done,
                          &sum.failed, &sum.running, &sum.vectors};
     for (int i = 0; i < 6; i++)
@@ -1538,18 +1543,11 @@ static vf_status pg_inspect(const char *uri, const vf_db_visitor *v, vf_err *err
     if (v->summary)
         v->summary(v->user, &sum);
     if (v->extraction)
-        TRY(each_row(s,
-                     "SELECT e.status, e.frames, coalesce(e.infer_fps, 0), m.name, m.layer,"
-                     " m.dim, m.dtype, e.sampling, v.path, e.error FROM extractions e"
-                     " JOIN videos v ON v.id = e.video_id JOIN models m ON m.id = e.model_id"
-                     " ORDER BY v.path COLLATE \"C\", m.name COLLATE \"C\"",
-                     "reading", inspect_extraction, (void *)v, err));
+        TRY(each_row(
+            s, VFI_INSPECT_EXTRACTIONS_SQL " ORDER BY v.path COLLATE \"C\", m.name COLLATE \"C\"",
+            0, NULL, "reading", inspect_extraction, (void *)v, err));
     if (v->run)
-        TRY(each_row(s,
-                     "SELECT started_at, host, device, precision, batch_size, mode, model,"
-                     " coalesce(end_to_end_fps, 0), coalesce(infer_fps, 0),"
-                     " coalesce(device_name, '') FROM runs ORDER BY id",
-                     "reading", inspect_run, (void *)v, err));
+        TRY(each_row(s, VFI_INSPECT_RUNS_SQL, 0, NULL, "reading", inspect_run, (void *)v, err));
 fail:
     PQclear(res);
     exec(s, "COMMIT", "reading", NULL);

@@ -1469,15 +1469,7 @@ static vf_status sq_inspect(const char *path, const vf_db_visitor *v, vf_err *er
     TRY(open_readonly(s, &sum.schema, err)); /* a newer schema is described as far as it can be */
     snprintf(engine, sizeof(engine), "SQLite %s", sqlite3_libversion());
     CHECK_SQL(sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL), "reading"); /* one snapshot */
-    CHECK_SQL(
-        sqlite3_prepare_v2(s->db,
-                           "SELECT (SELECT count(*) FROM videos), (SELECT count(*) FROM models),"
-                           " (SELECT count(*) FROM extractions WHERE status = 'done'),"
-                           " (SELECT count(*) FROM extractions WHERE status = 'failed'),"
-                           " (SELECT count(*) FROM extractions WHERE status = 'running'),"
-                           " (SELECT count(*) FROM features)",
-                           -1, &st, NULL),
-        "reading");
+    CHECK_SQL(sqlite3_prepare_v2(s->db, VFI_INSPECT_COUNTS_SQL, -1, &st, NULL), "reading");
     if (sqlite3_step(st) != SQLITE_ROW) {
         rc = db_fail(s, err, "reading");
         goto fail;
@@ -1490,15 +1482,12 @@ static vf_status sq_inspect(const char *path, const vf_db_visitor *v, vf_err *er
         v->summary(v->user, &sum);
     sqlite3_finalize(st);
     st = NULL;
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "SELECT e.status, e.frames, coalesce(e.infer_fps, 0), m.name,"
-                                 " m.layer, m.dim, m.dtype, e.sampling, v.path, e.error"
-                                 " FROM extractions e JOIN videos v ON v.id = e.video_id"
-                                 " JOIN models m ON m.id = e.model_id ORDER BY v.path, m.name",
-                                 -1, &st, NULL),
-              "reading");
-    int step;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW && v->extraction) {
+    int step = SQLITE_DONE;
+    if (v->extraction)
+        CHECK_SQL(sqlite3_prepare_v2(s->db, VFI_INSPECT_EXTRACTIONS_SQL " ORDER BY v.path, m.name",
+                                     -1, &st, NULL),
+                  "reading");
+    while (st && (step = sqlite3_step(st)) == SQLITE_ROW) {
         vf_db_extraction e = {
             .status = col_text(st, 0),
             .frames = sqlite3_column_int64(st, 1),
@@ -1522,12 +1511,7 @@ static vf_status sq_inspect(const char *path, const vf_db_visitor *v, vf_err *er
     /* benchmark runs (schema 2); a version-1 file opened read-only has none */
     if (sum.schema < 2 || !v->run)
         goto fail;
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "SELECT started_at, host, device, precision, batch_size, mode,"
-                                 " model, coalesce(end_to_end_fps, 0), coalesce(infer_fps, 0),"
-                                 " coalesce(device_name, '') FROM runs ORDER BY id",
-                                 -1, &st, NULL),
-              "reading");
+    CHECK_SQL(sqlite3_prepare_v2(s->db, VFI_INSPECT_RUNS_SQL, -1, &st, NULL), "reading");
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         vf_db_bench_run r = {
             .started_at = col_text(st, 0),

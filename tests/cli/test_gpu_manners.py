@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-from vfcheck import check
+from vfcheck import check, nvidia_driver_loads
 
 CUDA_LIBS = ("libcuda.so", "libcudart", "libcublas", "libcudnn")
 
@@ -91,10 +91,7 @@ def main():
 
         env = dict(os.environ)
         env.pop("VIDFEAT_MODULE_DIR", None)
-        has_driver = subprocess.run([sys.executable, "-c",
-                                     "import ctypes; ctypes.CDLL('libcuda.so.1')"],
-                                    capture_output=True).returncode == 0
-        if not has_driver:
+        if not nvidia_driver_loads():
             line = one_line(extract("--gpu", env=env), 3, "--gpu without a driver")
             check("no NVIDIA driver found (libcuda.so.1" in line, line)
             check(not os.path.exists(db), "a database was written although the run could not "

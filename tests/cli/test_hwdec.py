@@ -10,7 +10,6 @@ cuda:   (exits 77 where no CUDA device opens) the vectors, frame indices and tim
         decoders are exact and the same code converts), the JSON summary says which files
         were decoded on the device, and a codec NVDEC lacks still decodes (on the CPU).
 """
-import ctypes
 import json
 import os
 import subprocess
@@ -19,19 +18,10 @@ import tempfile
 
 import numpy as np
 
-from vfcheck import SKIP, check, features, rel_err
+from vfcheck import SKIP, check, features, nvidia_driver_loads, rel_err
 
 
 NO_DEVICE = "cannot open a cuda device for decoding"
-
-
-def driver_loads():
-    """Whether the NVIDIA driver's library loads here."""
-    try:
-        ctypes.CDLL("libcuda.so.1")
-        return True
-    except OSError:
-        return False
 
 
 def errors(exe, model, clip, tmp):
@@ -60,7 +50,7 @@ def errors(exe, model, clip, tmp):
     check(r.returncode == 3 and len(lines) == 1 and lines[0].startswith("vidfeat: " + NO_DEVICE),
           "no device: exit %d %r" % (r.returncode, r.stderr))
     check(not os.path.exists(db), "a database was written although the run could not start")
-    check(driver_loads() or "no NVIDIA driver found (libcuda.so.1" in lines[0],
+    check(nvidia_driver_loads() or "no NVIDIA driver found (libcuda.so.1" in lines[0],
           "no driver here, and the line does not say so: %r" % lines[0])
     print("ok no CUDA device:", lines[0])
     return 0

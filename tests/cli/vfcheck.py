@@ -15,6 +15,16 @@ def ff(*args):
     subprocess.run(["ffmpeg", "-loglevel", "error", "-y", *args], check=True)
 
 
+def nvidia_driver_loads():
+    """Whether the NVIDIA driver's library (libcuda.so.1) loads here."""
+    import ctypes
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
+
+
 def fail(msg):
     print("FAIL:", msg)
     sys.exit(1)

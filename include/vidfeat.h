@@ -98,7 +98,8 @@ typedef struct vf_config {
     int n_threads;          /**< compute threads; 0 = all cores */
     /** Input preprocessing; 0 / NULL fields take the manifest's values. For a plain ONNX file
      *  input_size defaults to the graph's input size, mean to 0 and std to 1 (pixel units,
-     *  0..255). */
+     *  0..255). An input_size other than a file's fixed one re-infers the graph's shapes at it;
+     *  a graph that cannot take it fails, naming the node. */
     int input_size;
     float mean[3]; /**< per channel, in pixel units; std[0] == 0 means "not set" */
     float std[3];

@@ -151,6 +151,74 @@ static void passes(void)
     vfi_graph_free(&g);
 }
 
+/* A file exported with a fixed input plane runs at another size with its shapes inferred again,
+ * or fails naming the node that only fits the exported size. */
+static void other_input_size(void)
+{
+    char path[1024];
+    vf_err err = {0};
+    vf_graph *g = NULL;
+    vf_onnx_opts opts = {.input_size = 64};
+    snprintf(path, sizeof(path), "%s/tiny_cnn.onnx", VF_MODELS_DIR); /* fixed at 32 */
+    CHECK_OK(vfi_onnx_load(path, &opts, &g, &err), err.msg);
+    CHECK_EQ(g->values[g->input].dims[2], 64);
+    CHECK_EQ(g->values[g->input].dims[3], 64);
+    CHECK_EQ(vfi_value_sample_numel(&g->values[g->output]), 10);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const vf_value *v = &g->values[g->nodes[i].output];
+        if (g->nodes[i].op == VF_OP_CONV && v->dims[1] == 8)
+            CHECK_EQ(v->dims[2], 32); /* the stride-2 conv: 64 -> 32, not 16 */
+    }
+    vfi_graph_free(&g);
+
+    /* The NHWC input's plane is its second and third dimension. */
+    snprintf(path, sizeof(path), "%s/ops/nhwc_transpose.onnx", VF_TEST_DATA_DIR);
+    opts.input_size = 12;
+    CHECK_OK(vfi_onnx_load(path, &opts, &g, &err), err.msg);
+    CHECK_EQ(g->values[g->input].dims[2], 12);
+    vfi_graph_free(&g);
+
+    /* A flatten of the 5x5 plane into a Gemm of 100 inputs: 7x7 gives 196. */
+    snprintf(path, sizeof(path), "%s/ops/gemm_matmul.onnx", VF_TEST_DATA_DIR);
+    opts.input_size = 7;
+    vf_status rc = vfi_onnx_load(path, &opts, &g, &err);
+    CHECK(rc < 0 && !g);
+    CHECK(strstr(err.msg, "node '"));
+    CHECK(strstr(err.msg, "Gemm"));
+    CHECK(strstr(err.msg, "fixed 5x5 input and cannot run at 7x7"));
+    printf("gemm_matmul at 7x7: %s\n", err.msg);
+}
+
+/* "pool" and "logits" by the graph's structure, whatever the tensors are called. */
+static void layers_by_structure(void)
+{
+    char path[1024];
+    vf_err err = {0};
+    vf_graph *g = NULL;
+    snprintf(path, sizeof(path), "%s/tiny_cnn.onnx", VF_MODELS_DIR);
+    CHECK_OK(vfi_onnx_load(path, NULL, &g, &err), err.msg);
+    CHECK_EQ(vfi_graph_layer_by_structure(g, "logits"), g->output);
+    int pool = vfi_graph_layer_by_structure(g, "pool");
+    CHECK(pool >= 0);
+    CHECK_EQ(g->values[pool].rank, 4);
+    CHECK_EQ(g->values[pool].dims[1], 16);
+    CHECK_EQ(g->values[pool].dims[2], 1);
+    CHECK_EQ(vfi_graph_layer_by_structure(g, "features"), -1);
+    vfi_graph_free(&g);
+
+    /* Gemm, Relu, MatMul: the MatMul is the last; no average pool feeds it. */
+    g = load("gemm_matmul");
+    CHECK_EQ(vfi_graph_layer_by_structure(g, "logits"), g->output);
+    CHECK_EQ(vfi_graph_layer_by_structure(g, "pool"), -1);
+    vfi_graph_free(&g);
+
+    /* No fully connected node at all. */
+    g = load("global_pools");
+    CHECK_EQ(vfi_graph_layer_by_structure(g, "logits"), -1);
+    CHECK_EQ(vfi_graph_layer_by_structure(g, "pool"), -1);
+    vfi_graph_free(&g);
+}
+
 static void memory_input(void)
 {
     /* Truncating a valid model at every 7th byte never crashes and always fails cleanly. */
@@ -183,6 +251,8 @@ int main(void)
 {
     bad_models();
     passes();
+    other_input_size();
+    layers_by_structure();
     memory_input();
     return 0;
 }

@@ -134,6 +134,13 @@ static vf_status resolve_layer(vf_extractor *ex, const vf_config *cfg, int *valu
         want = tensor;
     } else {
         *value = vfi_graph_find(ex->graph, tensor);
+        /* Another exporter's names: "pool" and "logits" are found by the graph's structure. */
+        int by_structure = *value < 0 ? vfi_graph_layer_by_structure(ex->graph, want) : -1;
+        if (by_structure >= 0) {
+            *value = by_structure;
+            vfi_log(VF_LOG_INFO, "engine", "%s: no tensor '%s'; layer '%s' is '%s' by structure",
+                    ex->model_path, tensor, want, ex->graph->values[by_structure].name);
+        }
     }
     ex->layer = vfi_strdup(want);
     if (!ex->layer)

@@ -677,6 +677,82 @@ int vfi_graph_count_uses(const vf_graph *g, int v)
     return uses;
 }
 
+/* The node computing value v, or -1 (an input or a constant). */
+static int producer_of(const vf_graph *g, int v)
+{
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        if (g->nodes[i].output == v)
+            return i;
+    }
+    return -1;
+}
+
+/* The one node reading value v, or -1 when none or several do. */
+static int sole_consumer(const vf_graph *g, int v)
+{
+    int found = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        for (int j = 0; j < g->nodes[i].n_inputs; j++) {
+            if (g->nodes[i].inputs[j] != v)
+                continue;
+            if (found >= 0 && found != i)
+                return -1;
+            found = i;
+        }
+    }
+    return found;
+}
+
+/* An average over the whole plane: GlobalAveragePool, an AveragePool leaving 1x1, or a
+ * ReduceMean over height and width. */
+static int is_global_average(const vf_graph *g, const vf_node *n)
+{
+    const vf_value *x = &g->values[n->inputs[0]];
+    const vf_value *y = &g->values[n->output];
+    if (n->op == VF_OP_POOL)
+        return n->p.pool.kind == VF_POOL_AVG && x->rank == 4 &&
+               (n->p.pool.global || (y->rank == 4 && y->dims[2] == 1 && y->dims[3] == 1));
+    return n->op == VF_OP_REDUCE_MEAN && x->rank == 4 && n->p.reduce.axes == (1u << 2 | 1u << 3);
+}
+
+int vfi_graph_layer_by_structure(const vf_graph *g, const char *layer)
+{
+    int logits = -1, fc = -1;
+    for (int i = g->n_nodes - 1; i >= 0 && fc < 0; i--) {
+        if (g->nodes[i].op == VF_OP_FC && g->values[g->nodes[i].output].is_batched)
+            fc = i;
+    }
+    if (fc < 0)
+        return -1;
+    logits = g->nodes[fc].output;
+    /* A MatMul's bias is a separate Add of a constant. */
+    int add = sole_consumer(g, logits);
+    if (add >= 0 && g->nodes[add].op == VF_OP_BINARY && g->nodes[add].p.binary == VF_BIN_ADD &&
+        g->nodes[add].n_inputs == 2) {
+        const vf_node *a = &g->nodes[add];
+        int other = a->inputs[0] == logits ? a->inputs[1] : a->inputs[0];
+        if (g->values[other].data)
+            logits = a->output;
+    }
+    if (!strcmp(layer, "logits"))
+        return logits;
+    if (strcmp(layer, "pool") != 0)
+        return -1;
+    /* Back from the classifier's input through flatten / reshape / squeeze to the pool. */
+    int v = g->nodes[fc].inputs[0];
+    for (int steps = 0; steps < g->n_nodes; steps++) {
+        int p = producer_of(g, v);
+        if (p < 0)
+            return -1;
+        if (is_global_average(g, &g->nodes[p]))
+            return v;
+        if (g->nodes[p].op != VF_OP_RESHAPE)
+            return -1;
+        v = g->nodes[p].inputs[0];
+    }
+    return -1;
+}
+
 static int remap_index(int v, void *user)
 {
     const int *remap = user;

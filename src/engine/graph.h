@@ -206,6 +206,11 @@ vf_status vfi_graph_infer_node(vf_graph *g, int i, vf_err *err);
 /* Number of nodes reading value v, plus one if v is the graph output. */
 int vfi_graph_count_uses(const vf_graph *g, int v);
 
+/* The value a layer name stands for by the graph's structure alone, or -1: "logits" is the
+ * output of the last fully connected node (Gemm or MatMul, with a MatMul's bias Add), "pool" the
+ * global average pool that feeds it (through flatten, reshape or squeeze). Other names: -1. */
+int vfi_graph_layer_by_structure(const vf_graph *g, const char *layer);
+
 /* Remove nodes whose outputs nobody uses (walking back from g->output), and the constants only
  * they used. Node order is kept; value indices are renumbered. */
 vf_status vfi_graph_prune(vf_graph *g, vf_err *err);

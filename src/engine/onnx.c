@@ -52,6 +52,7 @@ typedef struct loader {
     const char *base_dir; /* for external data; NULL: forbidden */
     int64_t opset;        /* default-domain opset version */
     int input_size;
+    int64_t fixed_hw[2]; /* the file's fixed input plane when run at another size, else 0 */
     vf_err *err;
     const Onnx__NodeProto *node; /* the node being converted, for messages */
 } loader;
@@ -1915,10 +1916,18 @@ static vf_status add_image_input(loader *L)
                                 in->name);
             hw[i] = L->input_size;
         } else if (L->input_size > 0 && hw[i] != L->input_size) {
-            return vfi_fail(L->err, VF_ERR_INVALID,
-                            "the model's input is %lldx%lld, not %dx%d (--input-size)",
-                            (long long)hw[0], (long long)hw[1], L->input_size, L->input_size);
+            /* Exported with a fixed plane (the zoo's Inception v3 at 224): run it at the size
+             * asked for; every shape after the input is inferred again from it, and a node
+             * whose constants only fit the exported size fails, named (convert_graph). */
+            L->fixed_hw[0] = hw[0];
+            L->fixed_hw[1] = hw[1];
         }
+    }
+    if (L->fixed_hw[0]) {
+        vfi_log(VF_LOG_INFO, "onnx", "input '%s' is fixed at %lldx%lld in the file; run at %dx%d",
+                in->name, (long long)L->fixed_hw[0], (long long)L->fixed_hw[1], L->input_size,
+                L->input_size);
+        hw[0] = hw[1] = L->input_size;
     }
     int64_t nchw[4] = {1, c, hw[0], hw[1]};
     int idx;
@@ -1968,6 +1977,15 @@ static vf_status convert_graph(loader *L)
     }
     vfi_free(order);
     L->node = NULL;
+    if (rc < 0 && L->fixed_hw[0] && rc != VF_ERR_NOMEM) {
+        /* Most likely a shape the exporter wrote down for its own size (a flatten feeding a
+         * Gemm, a Reshape of constants): say so after the node's own message. */
+        size_t len = strlen(L->err->msg);
+        snprintf(L->err->msg + len, sizeof(L->err->msg) - len,
+                 " (the model was exported for a fixed %lldx%lld input and cannot run at %dx%d)",
+                 (long long)L->fixed_hw[0], (long long)L->fixed_hw[1], L->input_size,
+                 L->input_size);
+    }
     if (rc < 0)
         return rc;
 

@@ -14,8 +14,9 @@
 #define VF_ONNX_MAX_FILE ((size_t)1 << 31)
 
 typedef struct vf_onnx_opts {
-    /* Input plane size to use when the model's input height/width are dynamic; when they are
-     * fixed and this is non-zero, it must match. */
+    /* Input plane size (0: the file's own). A dynamic height/width needs it; a fixed one is
+     * replaced by it and every shape inferred again, so a file exported at 224 runs at 299 when
+     * nothing in it depends on the size (a node that does fails, named). */
     int input_size;
 } vf_onnx_opts;
 

@@ -16,7 +16,8 @@
  * Precision: f32 runs f32 everywhere and uses oneDNN's Winograd kernel for 3x3 stride-1
  * convolutions where it has one (2-3x the direct kernel on this class of CPU, ~1e-6 relative
  * error per layer; VIDFEAT_DNNL_WINOGRAD=0 turns it off). bf16 keeps activations and weights in
- * bf16 (biases f32), which oneDNN runs on AMX where the CPU has it; input and output stay f32.
+ * bf16 (biases f32), which oneDNN runs on AMX where the CPU has it; input and output stay f32,
+ * and the few convolutions that lose most in bf16 compute in f32 (plan_bf16).
  */
 #include <math.h>
 #include <omp.h>
@@ -106,6 +107,7 @@ typedef struct dnnl_ctx {
     dnnl_data_type_t *qdt;            /* per value: the int8 type it is quantized to (u8 if >= 0) */
     float *vscale;                    /* per value: quantized = real x vscale */
     int *i8node;                      /* per node: runs in int8 */
+    int *f32node; /* bf16: per node, a convolution or inner product kept in f32 (plan_bf16) */
     int winograd;
     int n_threads;
     const vf_graph *g;
@@ -237,6 +239,7 @@ static void dnnl_destroy(vf_backend *b)
     vfi_free(c->qdt);
     vfi_free(c->vscale);
     vfi_free(c->i8node);
+    vfi_free(c->f32node);
     if (c->stream)
         dnnl_stream_destroy(c->stream);
     if (c->engine)
@@ -610,6 +613,15 @@ static vf_status upload_const(vf_backend *b, const vf_value *v, const dnnl_memor
 
 static int runs_int8(const dnnl_ctx *c, const vf_node *nd);
 
+/* In a bf16 plan, per node (plan_bf16): computes in f32 (and writes f32), writes its output in
+ * f32 (for a consumer computing in f32). */
+enum { F32_COMPUTE = 1, F32_OUTPUT = 2 };
+
+static int f32_flags(const dnnl_ctx *c, const vf_node *nd)
+{
+    return c->f32node ? c->f32node[nd - c->g->nodes] : 0;
+}
+
 /* The primitive descriptor of convolution node nd for `batch` images, activations and weights
  * in whatever layout oneDNN prefers: Winograd when `wino` and oneDNN has it for the shape, else
  * direct; in int8 when plan_int8 chose it for nd. The weights' and bias' user layouts go to
@@ -620,6 +632,10 @@ static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wi
 {
     dnnl_ctx *c = b->ctx;
     dnnl_data_type_t sdt = c->act_dt, wdt = c->act_dt, ddt = c->act_dt;
+    if (f32_flags(c, nd) & F32_COMPUTE)
+        sdt = wdt = ddt = dnnl_f32; /* oneDNN has no f32 convolution writing bf16 */
+    if (f32_flags(c, nd) & F32_OUTPUT)
+        ddt = dnnl_f32;
     if (c->vdt && runs_int8(c, nd)) { /* quantized source, s8 weights, the output as wanted */
         sdt = c->qdt[nd->inputs[0]];
         wdt = dnnl_s8;
@@ -959,6 +975,10 @@ static vf_status fc_op(vf_backend *b, const vf_node *nd)
         ddt = c->vdt[nd->output];
     } else {
         TRY(make_attr(b, &nd->p.fc.act, &attr));
+        if (f32_flags(c, nd) & F32_COMPUTE)
+            sdt = wdt = ddt = dnnl_f32;
+        if (f32_flags(c, nd) & F32_OUTPUT)
+            ddt = dnnl_f32;
     }
     CHECK(dnnl_memory_desc_init_by_tag(&src_md, 2, xd, sdt, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(&w_md, 2, wd, wdt, dnnl_format_tag_any));
@@ -1057,7 +1077,8 @@ static vf_status pool_op(vf_backend *b, const vf_node *nd)
                           : p->count_include_pad ? dnnl_pooling_avg_include_padding
                                                  : dnnl_pooling_avg_exclude_padding;
     int x = c->p->vbuf[nd->inputs[0]], y;
-    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 4, yd, dt_of(c, nd->output), dnnl_format_tag_any));
+    dnnl_data_type_t ydt = c->vdt ? dt_of(c, nd->output) : c->p->bufs[x].md.data_type;
+    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 4, yd, ydt, dnnl_format_tag_any));
     dnnl_pooling_v2_desc_t pdsc;
     CHECK(dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, alg, &c->p->bufs[x].md,
                                             &dst_md, strides, kernel, dil, pl, pr));
@@ -1112,7 +1133,7 @@ static vf_status binary_op(vf_backend *b, const vf_node *nd)
         }
         dnnl_memory_desc_t user, want;
         TRY(plain_md(b, &aligned, dnnl_f32, &user));
-        TRY(plain_md(b, &aligned, c->act_dt, &want));
+        TRY(plain_md(b, &aligned, c->p->bufs[x0].md.data_type, &want));
         TRY(upload_const(b, bv, &user, &want, &x1));
     }
     static const dnnl_alg_kind_t algs[] = {dnnl_binary_add, dnnl_binary_sub, dnnl_binary_mul,
@@ -1173,12 +1194,18 @@ static vf_status concat_op(vf_backend *b, const vf_node *nd)
         for (int i = 0; i < n && uniform; i++)
             uniform = has_tag(&mds[i], layouts[t]);
     }
+    /* one data type too: a bf16 plan's f32 layers give f32 inputs (dt_of is bf16 there) */
+    for (int i = 1; i < n && uniform; i++)
+        uniform = mds[i].data_type == mds[0].data_type;
     for (int i = 0; !uniform && i < n; i++) {
-        dnnl_memory_desc_t nhwc;
-        CHECK(dnnl_memory_desc_init_by_tag(&nhwc, 4, mds[i].dims, dt_of(c, nd->inputs[i]),
-                                           dnnl_acdb));
-        TRY(ensure_md(b, bufs[i], &nhwc, &bufs[i]));
-        mds[i] = nhwc;
+        dnnl_memory_desc_t want;
+        if (mds[i].ndims == 4)
+            CHECK(dnnl_memory_desc_init_by_tag(&want, 4, mds[i].dims, dt_of(c, nd->inputs[i]),
+                                               dnnl_acdb));
+        else
+            TRY(plain_md(b, &c->g->values[nd->inputs[i]], dt_of(c, nd->inputs[i]), &want));
+        TRY(ensure_md(b, bufs[i], &want, &bufs[i]));
+        mds[i] = want;
     }
     TRY(make_attr(b, NULL, &attr));
     CHECK(dnnl_concat_primitive_desc_create(&pd, NULL, n, nd->p.axis, mds, attr, c->engine));
@@ -1284,8 +1311,10 @@ static vf_status reduce_op(vf_backend *b, const vf_node *nd)
     vf_status rc = VF_OK;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_memory_desc_t ymd, kmd;
-    int y, view;
-    TRY(plain_md(b, yv, c->act_dt, &ymd));
+    int x = c->p->vbuf[nd->inputs[0]], y, view;
+    /* in a bf16 plan, an input computed in f32 stays f32 (no f32-to-bf16 reduction kernel) */
+    dnnl_data_type_t ydt = c->f32node ? c->p->bufs[x].md.data_type : c->act_dt;
+    TRY(plain_md(b, yv, ydt, &ymd));
     TRY(new_buf(b, &ymd, BUF_ARENA, &y));
     /* The same memory seen with the reduced axes kept as 1s. */
     vf_value kept = *xv;
@@ -1293,10 +1322,9 @@ static vf_status reduce_op(vf_backend *b, const vf_node *nd)
         if (nd->p.reduce.axes & (1u << i))
             kept.dims[i] = 1;
     }
-    TRY(plain_md(b, &kept, c->act_dt, &kmd));
+    TRY(plain_md(b, &kept, ydt, &kmd));
     TRY(new_view(b, y, &kmd, &view));
     dnnl_reduction_desc_t rd;
-    int x = c->p->vbuf[nd->inputs[0]];
     CHECK(dnnl_reduction_desc_init(&rd, dnnl_reduction_mean, &c->p->bufs[x].md, &kmd, 0.0f, 0.0f));
     TRY(make_attr(b, NULL, &attr));
     int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, bufs[2] = {x, view};
@@ -1513,7 +1541,7 @@ static vf_status build_plan(vf_backend *b)
     TRY(plain_md(b, in, dnnl_f32, &md));
     TRY(new_buf(b, &md, BUF_INPUT, &c->p->in_buf));
     c->p->in_size = c->p->bufs[c->p->in_buf].size;
-    if (c->act_dt != dnnl_f32) {
+    if (c->act_dt != dnnl_f32 && !c->f32node) {
         dnnl_memory_desc_t conv_md;
         TRY(plain_md(b, in, c->act_dt, &conv_md));
         TRY(ensure_md(b, c->p->in_buf, &conv_md, &c->p->vbuf[g->input]));
@@ -1779,6 +1807,66 @@ static float buffer_max(const plan *q, int k, int n)
  * and keeps the graph's weights; the full plan then shares its copies where their layouts agree
  * and releases the graph's as it goes, so at no time are there more than two copies of a
  * weight. */
+/* bf16: which convolutions compute in f32, the ones whose rounding costs most. Errors made
+ * early grow through every later layer, and a depthwise convolution sums nine products per
+ * output, too few for rounding errors to average out (its bf16 weights alone are about 40% of
+ * MobileNetV2's loss): the convolutions reading the image, and the depthwise ones whose input
+ * plane is at least a quarter of the image's side, compute in f32; the convolutions feeding
+ * them write f32 (no reorder between). On MobileNetV2 with its ImageNet weights, 15 photos,
+ * AMX: the worst feature cosine against f32 goes from 0.99924 to 0.99959 (mean 1 - cosine
+ * 4.7e-4 -> 2.6e-4) for 65% of the all-bf16 speed (still 1.5x f32); every depthwise layer
+ * in f32 gives 0.99972 at 60%, the first convolution with the first depthwise one 0.99939 at
+ * no cost, either alone nothing. Networks without depthwise layers keep their first
+ * convolution only. VIDFEAT_DNNL_BF16_KEEP=0 runs every layer in bf16. */
+static vf_status plan_bf16(vf_backend *b)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    const char *env = getenv("VIDFEAT_DNNL_BF16_KEEP");
+    if (env && !strcmp(env, "0"))
+        return VF_OK;
+    int *flags = vfi_calloc((size_t)g->n_nodes, sizeof(int));
+    int *after_conv = vfi_calloc((size_t)g->n_values, sizeof(int)); /* per value */
+    int *producer = vfi_mallocarray((size_t)g->n_values, sizeof(int));
+    vf_status rc = VF_OK;
+    if (!flags || !after_conv || !producer) {
+        rc = vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int v = 0; v < g->n_values; v++)
+        producer[v] = -1;
+    int64_t side = g->values[g->input].dims[2];
+    int any = 0;
+    for (int i = 0; i < g->n_nodes; i++) { /* topological order */
+        const vf_node *nd = &g->nodes[i];
+        int seen = nd->op == VF_OP_CONV;
+        for (int k = 0; k < nd->n_inputs; k++)
+            seen |= after_conv[nd->inputs[k]];
+        after_conv[nd->output] = seen;
+        producer[nd->output] = i;
+        if (nd->op != VF_OP_CONV)
+            continue;
+        const vf_value *x = &g->values[nd->inputs[0]];
+        int depthwise = nd->p.conv.group > 1 && nd->p.conv.group == x->dims[1];
+        if (!after_conv[nd->inputs[0]] || (depthwise && x->rank == 4 && 4 * x->dims[2] >= side)) {
+            flags[i] |= F32_COMPUTE;
+            any = 1;
+            int p = producer[nd->inputs[0]];
+            if (p >= 0 && g->nodes[p].op == VF_OP_CONV)
+                flags[p] |= F32_OUTPUT;
+        }
+    }
+    if (any) {
+        c->f32node = flags;
+        flags = NULL;
+    }
+done:
+    vfi_free(flags);
+    vfi_free(after_conv);
+    vfi_free(producer);
+    return rc;
+}
+
 static vf_status build_all(vf_backend *b)
 {
     dnnl_ctx *c = b->ctx;
@@ -1823,6 +1911,8 @@ static vf_status dnnl_prepare(vf_backend *b, vf_graph *g, int max_batch)
                 b->opts.calibration_images > 0 ? b->opts.calibration_images : max_batch;
         }
     }
+    if (c->act_dt == dnnl_bf16)
+        TRY(plan_bf16(b));
     TRY(build_all(b));
 fail:
     c->node = NULL;
@@ -1853,6 +1943,8 @@ static vf_status requantize(vf_backend *b)
     c->arena_size = c->scratch_size = 0;
     c->release_weights = b->opts.release_weights;
     c->calibrating = 0;
+    if (c->act_dt == dnnl_bf16)
+        TRY(plan_bf16(b));
     TRY(build_all(b));
 fail:
     c->node = NULL;

@@ -174,6 +174,14 @@ typedef struct vf_config {
 /** An opened model: the network compiled for one backend, batch size and precision. */
 typedef struct vf_extractor vf_extractor;
 
+/** What a model file's weights are, known when it is loaded (README "Models"). */
+typedef enum vf_weights_kind {
+    VF_WEIGHTS_UNKNOWN = 0, /**< no manifest with a sha256 describes the file, no marker in it */
+    VF_WEIGHTS_OFFICIAL,    /**< the manifest's official file: size and SHA-256 match */
+    VF_WEIGHTS_OTHER,       /**< another file under the manifest's name: features differ */
+    VF_WEIGHTS_RANDOM,      /**< marked random by scripts/export-torchvision.py: test use only */
+} vf_weights_kind;
+
 /** What an extractor expects and produces. Strings are borrowed from the extractor. */
 typedef struct vf_model_info {
     const char *name;    /**< manifest name, or the ONNX file's base name */
@@ -197,6 +205,8 @@ typedef struct vf_model_info {
     const char *int8_scales;
     /** int8: frames the scales were calibrated on (read, saved or final); 0 before. */
     int64_t calibration_frames;
+    /** Whose weights: the manifest's official file, another file, random weights. */
+    vf_weights_kind weights;
 } vf_model_info;
 
 /** The default configuration (thread-safe, no allocation). */
@@ -363,6 +373,9 @@ typedef struct vf_db_extraction {
     int dim;
     int64_t frames;
     double infer_fps; /* the network's frames/s on this file (0 when not measured) */
+    /* the model file's weights as recorded: "official", "other file", "random weights";
+     * NULL when not known (a plain ONNX file, or written before vidfeat recorded it) */
+    const char *weights;
 } vf_db_extraction;
 
 /** One benchmark result (vidfeat bench -o). */
@@ -496,6 +509,7 @@ typedef struct vf_model_entry {
     const char *layers;   /**< "fc7:4096 pool5:512", default first */
     const char *description;
     int input_size;
+    vf_weights_kind weights; /**< of the file found (VF_WEIGHTS_UNKNOWN when none is) */
 } vf_model_entry;
 
 typedef struct vf_model_list vf_model_list;
@@ -525,6 +539,9 @@ VF_API int vf_has_feature(const char *name);
 VF_API vf_status vf_precision_parse(const char *text, vf_precision *out);
 /** The name of each of the five precisions: "f32", "bf16", "f16", "tf32", "int8". */
 VF_API const char *vf_precision_str(vf_precision p);
+
+/** "official", "other file", "random weights" or "unknown". */
+VF_API const char *vf_weights_str(vf_weights_kind w);
 
 /** Log levels, most severe first. */
 enum { VF_LOG_ERROR = 0, VF_LOG_WARNING = 1, VF_LOG_INFO = 2, VF_LOG_DEBUG = 3 };

@@ -6,6 +6,11 @@ network access, but the architectures (and so the cost and the operator mix) are
 random weights, which is what conformance tests and benchmarks need.  With PyTorch and network
 access, --pretrained loads torchvision's ImageNet weights instead.
 
+Every file says whose weights it has in its ONNX metadata (metadata_props "vidfeat_weights":
+"random (seed N)" or "torchvision ImageNet"), so that vidfeat can say "random weights" wherever
+it names the model (models, info, each run's first line) and such vectors are never mistaken for
+real ones.
+
 The export matches the ONNX model zoo's *_Opset17_torch_hub files: opset 17, a fixed batch of 1
 (vidfeat runs it at any batch size), input "input", output "output".  --dynamic-batch exports
 a dynamic batch axis instead.
@@ -56,6 +61,16 @@ def randomize_statistics(model, seed):
                 m.running_var.uniform_(0.5, 1.5, generator=g)
 
 
+def mark_weights(path, value):
+    """Append a metadata_props entry (ModelProto field 14) "vidfeat_weights" = value to the file:
+    a protobuf message may be continued by appending fields, so the graph is not rewritten."""
+    key, val = b"vidfeat_weights", value.encode()
+    entry = bytes([0x0a, len(key)]) + key + bytes([0x12, len(val)]) + val
+    assert len(entry) < 128  # one-byte lengths
+    with open(path, "ab") as f:
+        f.write(bytes([(14 << 3) | 2, len(entry)]) + entry)
+
+
 def export(name, out_dir, dynamic, pretrained, opset):
     path = os.path.join(out_dir, name + ".onnx")
     model = build(name, NAMES.index(name) + 1, pretrained)
@@ -71,7 +86,10 @@ def export(name, out_dir, dynamic, pretrained, opset):
         torch.onnx.export(model, x, path, opset_version=opset, input_names=["input"],
                           output_names=["output"], dynamic_axes=axes, do_constant_folding=True,
                           **extra)
-    print("wrote %s (%.0f MB)" % (path, os.path.getsize(path) / 1e6))
+    seed = NAMES.index(name) + 1
+    mark_weights(path, "torchvision ImageNet" if pretrained else "random (seed %d)" % seed)
+    print("wrote %s (%.0f MB, %s weights)" % (path, os.path.getsize(path) / 1e6,
+                                               "ImageNet" if pretrained else "random"))
     return path
 
 

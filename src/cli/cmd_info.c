@@ -4,7 +4,7 @@
  *   {"summary": {"database", "engine", "schema", "videos", "models", "done", "failed",
  *                "running", "vectors"},
  *    "extractions": [{"path", "status", "frames", "infer_fps", "model", "layer", "dim", "dtype",
- *                     "sampling", "error", "note"}, ...],
+ *                     "sampling", "weights", "error", "note"}, ...],
  *    "benchmark_runs": [{"started_at", "host", "device", "device_name", "precision", "batch",
  *                        "mode", "model", "end_to_end_fps", "infer_fps"}, ...]}
  *
@@ -73,6 +73,7 @@ static void json_extraction(void *user, const vf_db_extraction *e)
     bad |= vfi_json_add_int(o, "dim", e->dim) < 0;
     bad |= vfi_json_add_str(o, "dtype", e->dtype) < 0;
     bad |= vfi_json_add_str(o, "sampling", e->sampling) < 0;
+    bad |= vfi_json_add_str(o, "weights", e->weights) < 0; /* null when not known */
     /* the store's one text column: why a file failed, or a done file's note */
     int failed = !strcmp(e->status, "failed");
     bad |= vfi_json_add_str(o, "error", failed ? e->error : NULL) < 0;

@@ -1,5 +1,6 @@
 /*
- * cmd_models.c - vidfeat models: the known models, where their files are, input size, layers.
+ * cmd_models.c - vidfeat models: the known models, where their files are, input size, layers,
+ * and whose weights a file found has (official, other file, random weights or unknown).
  */
 #include <stdio.h>
 
@@ -20,6 +21,7 @@ static int print_json(const vf_model_list *list)
         bad |= vfi_json_add_str(m, "layers", e->layers) < 0;
         bad |= vfi_json_add_str(m, "file", e->file) < 0;
         bad |= vfi_json_add_str(m, "found", e->found) < 0; /* null when not found */
+        bad |= vfi_json_add_str(m, "weights", e->found ? vf_weights_str(e->weights) : NULL) < 0;
         bad |= vfi_json_add_str(m, "manifest", e->manifest) < 0;
     }
     if (!bad)
@@ -48,7 +50,8 @@ int cmd_models(cli *c, int argc, char **argv)
     for (size_t i = 0; i < vf_model_list_count(list) && !c->json; i++) {
         const vf_model_entry *e = vf_model_list_get(list, i);
         if (e->found)
-            printf("%-22s %4d  %-28s %s\n", e->name, e->input_size, e->layers, e->found);
+            printf("%-22s %4d  %-28s %-14s %s\n", e->name, e->input_size, e->layers,
+                   vf_weights_str(e->weights), e->found);
         else
             printf("%-22s %4d  %-28s (not found: scripts/fetch-models.sh %s)\n", e->name,
                    e->input_size, e->layers, e->name);

@@ -1,6 +1,7 @@
 /*
- * precision.c - the library's version and the names of the five precisions (f32, bf16, f16,
- * tf32, int8), which every layer uses: the backends, the store's records, the command line.
+ * precision.c - the library's version, the names of the five precisions (f32, bf16, f16, tf32,
+ * int8) and of the kinds of model weights, which every layer uses: the backends, the store's
+ * records, the command line.
  */
 #include <string.h>
 #include <strings.h>
@@ -31,6 +32,21 @@ const char *vf_precision_str(vf_precision p)
         return "int8";
     }
     return "?";
+}
+
+const char *vf_weights_str(vf_weights_kind w)
+{
+    switch (w) {
+    case VF_WEIGHTS_OFFICIAL:
+        return "official";
+    case VF_WEIGHTS_OTHER:
+        return "other file";
+    case VF_WEIGHTS_RANDOM:
+        return "random weights";
+    case VF_WEIGHTS_UNKNOWN:
+        break;
+    }
+    return "unknown";
 }
 
 vf_status vf_precision_parse(const char *text, vf_precision *out)

@@ -158,6 +158,23 @@ static vf_status resolve_layer(vf_extractor *ex, const vf_config *cfg, int *valu
     return VF_OK;
 }
 
+/* Whose weights the file has, said once when they are not what a user would expect: random
+ * ones (made for tests), or another file under a manifest's name. */
+static void report_weights(vf_extractor *ex)
+{
+    ex->info.weights = vfi_model_weights(ex->manifest, ex->model_path);
+    if (ex->info.weights == VF_WEIGHTS_RANDOM)
+        vfi_log(VF_LOG_WARNING, "model",
+                "%s: random weights (scripts/export-torchvision.py without --pretrained): "
+                "the vectors are for tests and benchmarks, not for search",
+                ex->model_path);
+    else if (ex->info.weights == VF_WEIGHTS_OTHER)
+        vfi_log(VF_LOG_WARNING, "model",
+                "%s is not the official %s file (its size or sha256 differs from %s): its "
+                "features will not match other users'",
+                ex->model_path, ex->manifest->name, ex->manifest->path);
+}
+
 static vf_status check_config(const vf_config *cfg, vf_err *err)
 {
     if (!cfg->model || !*cfg->model)
@@ -273,6 +290,8 @@ vf_status vf_extractor_create(const vf_config *cfg, vf_extractor **out)
     rc = resolve_model(ex, cfg);
     if (rc < 0)
         return rc;
+
+    report_weights(ex);
 
     vf_onnx_opts oo = {cfg->input_size ? cfg->input_size
                        : ex->manifest  ? ex->manifest->input_size

@@ -6,15 +6,18 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "core/digest.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "engine/onnx.h"
 
 #define MAX_MANIFEST_SIZE (1 << 20)
 
@@ -74,6 +77,10 @@ static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     if (!m->name || !m->file)
         return vfi_fail(err, VF_ERR_INVALID, "%s: \"name\" and \"file\" are required", path);
+    double bytes = vfi_json_num(j, "size", 0);
+    if (!(bytes >= 0 && bytes <= (double)INT64_MAX)) /* NaN too */
+        return vfi_fail(err, VF_ERR_INVALID, "%s: \"size\" must be a byte count", path);
+    m->size = (int64_t)bytes;
     const vf_json *in = vfi_json_get(j, "input");
     if (!vfi_json_is_object(in))
         return vfi_fail(err, VF_ERR_INVALID, "%s: \"input\" object is required", path);
@@ -289,4 +296,24 @@ char *vfi_manifest_locate_file(const char *models_dir, const vf_manifest *m)
             return vfi_strdup(path);
     }
     return NULL;
+}
+
+vf_weights_kind vfi_model_weights(const vf_manifest *m, const char *path)
+{
+    char value[256];
+    vf_err err = {0};
+    if (vfi_onnx_metadata(path, VFI_WEIGHTS_KEY, value, sizeof(value), &err) == VF_OK &&
+        !strncmp(value, "random", 6))
+        return VF_WEIGHTS_RANDOM;
+    if (!m || !m->sha256 || !*m->sha256)
+        return VF_WEIGHTS_UNKNOWN;
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return VF_WEIGHTS_UNKNOWN;
+    if (m->size > 0 && (int64_t)st.st_size != m->size)
+        return VF_WEIGHTS_OTHER; /* no need to read it */
+    char hex[65];
+    if (vfi_sha256_file_cached(path, hex, &err) < 0)
+        return VF_WEIGHTS_UNKNOWN;
+    return !strcasecmp(hex, m->sha256) ? VF_WEIGHTS_OFFICIAL : VF_WEIGHTS_OTHER;
 }

@@ -9,6 +9,8 @@
 #ifndef VIDFEAT_MANIFEST_H
 #define VIDFEAT_MANIFEST_H
 
+#include <stdint.h>
+
 #include "core/status.h"
 
 #define VF_MAX_SEARCH_DIRS 16
@@ -26,6 +28,7 @@ typedef struct vf_manifest {
     char *description;
     char *file;        /* ONNX file name */
     char *sha256;      /* lower-case hex, or NULL when not known */
+    int64_t size;      /* the official file's bytes, 0 when not known */
     char *url;         /* official download address, or NULL */
     char *export_hint; /* how to produce the file locally, or NULL */
     int input_size;
@@ -62,5 +65,15 @@ vf_status vfi_manifest_find_by_file(const char *models_dir, const char *base, vf
 
 /* Where the manifest's ONNX file is: a path to free with vfi_free(), or NULL when nowhere. */
 char *vfi_manifest_locate_file(const char *models_dir, const vf_manifest *m);
+
+/* The ONNX metadata_props key scripts/export-torchvision.py sets: "random (seed N)" for seeded
+ * random weights, "torchvision ImageNet" for its --pretrained ones. */
+#define VFI_WEIGHTS_KEY "vidfeat_weights"
+
+/* What the weights of the ONNX file at path are: random when its metadata says so; else, with
+ * a manifest that has a sha256 (m may be NULL), official or other by size and SHA-256 (hashed
+ * through the digest cache, once per file version); else unknown, as when the file cannot be
+ * read (loading it says why). */
+vf_weights_kind vfi_model_weights(const vf_manifest *m, const char *path);
 
 #endif /* VIDFEAT_MANIFEST_H */

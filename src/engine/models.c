@@ -1,6 +1,7 @@
 /*
  * models.c - the public model list (vf_model_list_*, vidfeat models): every manifest in the
- * search directories, the first of a name winning, with where its ONNX file was found.
+ * search directories, the first of a name winning, with where its ONNX file was found and whose
+ * weights it has (hashed once per file version, through the digest cache).
  */
 #include <stdio.h>
 #include <string.h>
@@ -50,6 +51,7 @@ static vf_status add_listed(vf_model_list *list, vf_manifest *m, const char *mod
     it->entry.layers = it->layers;
     it->entry.description = m->description ? m->description : "";
     it->entry.input_size = m->input_size;
+    it->entry.weights = it->found ? vfi_model_weights(m, it->found) : VF_WEIGHTS_UNKNOWN;
     list->n++;
     return VF_OK;
 }

@@ -2061,6 +2061,95 @@ fail:
     return rc;
 }
 
+/* A varint from f; -1 at the end of the file or on a malformed one. */
+static int read_varint_file(FILE *f, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        int c = getc(f);
+        if (c == EOF)
+            return -1;
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* One metadata_props entry (StringStringEntryProto: key = 1, value = 2): value into buf when
+ * its key is `key`. 1 when it was, 0 when not, -1 when malformed. */
+static int match_entry(const uint8_t *p, const uint8_t *end, const char *key, char *buf,
+                       size_t size)
+{
+    const uint8_t *k = NULL, *v = NULL;
+    uint64_t klen = 0, vlen = 0;
+    while (p < end) {
+        uint64_t tag, len;
+        if (read_varint(&p, end, &tag) < 0 || (tag & 7) != 2 || read_varint(&p, end, &len) < 0 ||
+            len > (uint64_t)(end - p))
+            return -1;
+        if (tag >> 3 == 1) {
+            k = p;
+            klen = len;
+        } else if (tag >> 3 == 2) {
+            v = p;
+            vlen = len;
+        }
+        p += len;
+    }
+    if (!k || klen != strlen(key) || memcmp(k, key, klen) != 0)
+        return 0;
+    size_t n = v ? (size_t)(vlen < size - 1 ? vlen : size - 1) : 0;
+    if (n)
+        memcpy(buf, v, n);
+    buf[n] = '\0';
+    return 1;
+}
+
+vf_status vfi_onnx_metadata(const char *path, const char *key, char *buf, size_t size, vf_err *err)
+{
+    enum { MODEL_METADATA_PROPS = 14, MAX_ENTRY = 1 << 16 };
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return vfi_fail(err, VF_ERR_IO, "%s: %s", path, strerror(errno));
+    vf_status rc = VF_EOF;
+    uint8_t *entry = NULL;
+    uint64_t tag;
+    buf[0] = '\0';
+    while (rc == VF_EOF && read_varint_file(f, &tag) == 0) {
+        uint64_t len = 0;
+        int wire = (int)(tag & 7), bad = 0;
+        if (wire == 0)
+            bad = read_varint_file(f, &len) < 0;
+        else if (wire == 1 || wire == 5)
+            bad = fseeko(f, wire == 1 ? 8 : 4, SEEK_CUR) != 0;
+        else if (wire != 2 || read_varint_file(f, &len) < 0 || len > VF_ONNX_MAX_FILE)
+            bad = 1;
+        if (!bad && wire == 2 && tag >> 3 == MODEL_METADATA_PROPS && len <= MAX_ENTRY) {
+            entry = vfi_malloc(len ? len : 1);
+            if (!entry) {
+                rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+                break;
+            }
+            int m = fread(entry, 1, len, f) == len ? match_entry(entry, entry + len, key, buf, size)
+                                                   : -1;
+            vfi_free(entry);
+            entry = NULL;
+            bad = m < 0;
+            if (m > 0)
+                rc = VF_OK;
+        } else if (!bad && wire == 2) {
+            bad = fseeko(f, (off_t)len, SEEK_CUR) != 0;
+        }
+        if (bad)
+            rc = vfi_fail(err, VF_ERR_MODEL, "%s: not an ONNX model (malformed protobuf)", path);
+    }
+    fclose(f);
+    return rc;
+}
+
 vf_status vfi_onnx_load(const char *path, const vf_onnx_opts *opts, vf_graph **out, vf_err *err)
 {
     vf_status rc = VF_OK;

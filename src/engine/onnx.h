@@ -30,4 +30,10 @@ vf_status vfi_onnx_load(const char *path, const vf_onnx_opts *opts, vf_graph **o
 vf_status vfi_onnx_load_mem(const void *data, size_t size, const char *base_dir,
                             const vf_onnx_opts *opts, vf_graph **out, vf_err *err);
 
+/* The value of metadata_props entry `key` of the ONNX file at path into buf (truncated to size),
+ * reading only the model's top-level fields (the graph is skipped, not parsed). VF_OK when the
+ * key is there, VF_EOF when not, VF_ERR_IO / VF_ERR_MODEL when the file cannot be read or is
+ * not a protobuf. */
+vf_status vfi_onnx_metadata(const char *path, const char *key, char *buf, size_t size, vf_err *err);
+
 #endif /* VIDFEAT_ONNX_H */

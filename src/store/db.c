@@ -48,9 +48,10 @@ static void describe_extraction(void *user, const vf_db_extraction *e)
 {
     describer *d = user;
     char buf[1024 + 4096];
-    snprintf(buf, sizeof(buf), "%-7s %7lld  %7.1f  %s (%s, %d, %s, %s)  %s%s%s", e->status,
+    snprintf(buf, sizeof(buf), "%-7s %7lld  %7.1f  %s (%s, %d, %s, %s%s%s)  %s%s%s", e->status,
              (long long)e->frames, e->infer_fps, e->model, e->layer, e->dim, e->dtype, e->sampling,
-             e->path, e->error ? ": " : "", e->error ? e->error : "");
+             e->weights ? ", " : "", e->weights ? e->weights : "", e->path, e->error ? ": " : "",
+             e->error ? e->error : "");
     d->line(d->user, buf);
 }
 

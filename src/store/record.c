@@ -46,7 +46,13 @@ vf_status vfi_record_model(const vf_model_info *info, int store_f16, vf_store_mo
              info->resize_short, info->channel_order == VF_CHANNELS_RGB ? "RGB" : "BGR",
              info->mean[0], info->mean[1], info->mean[2], info->std[0], info->std[1], info->std[2],
              info->pooled);
-    *m = (vf_store_model){info->name, sha, info->layer, info->feature_dim, store_f16, prep};
+    *m = (vf_store_model){info->name,
+                          sha,
+                          info->layer,
+                          info->feature_dim,
+                          store_f16,
+                          prep,
+                          info->weights ? vf_weights_str(info->weights) : NULL};
     return VF_OK;
 }
 

@@ -34,10 +34,13 @@
     " (SELECT count(*) FROM extractions WHERE status = 'failed'),"                                 \
     " (SELECT count(*) FROM extractions WHERE status = 'running'),"                                \
     " (SELECT count(*) FROM features)"
-#define VFI_INSPECT_EXTRACTIONS_SQL                                                                \
+#define VFI_INSPECT_EXTRACTIONS_SQL(weights)                                                       \
     "SELECT e.status, e.frames, coalesce(e.infer_fps, 0), m.name, m.layer, m.dim, m.dtype,"        \
-    " e.sampling, v.path, e.error FROM extractions e JOIN videos v ON v.id = e.video_id"           \
-    " JOIN models m ON m.id = e.model_id"
+    " e.sampling, v.path, e.error, " weights " FROM extractions e"                                 \
+    " JOIN videos v ON v.id = e.video_id JOIN models m ON m.id = e.model_id"
+/* Schema 5 in both stores: the models column saying whose weights (vf_weights_str; NULL when
+ * not known). Inspecting an older schema reads NULL in its place. */
+#define VFI_WEIGHTS_COLUMN_SQL "ALTER TABLE models ADD COLUMN weights TEXT;"
 #define VFI_INSPECT_RUNS_SQL                                                                       \
     "SELECT started_at, host, device, precision, batch_size, mode, model,"                         \
     " coalesce(end_to_end_fps, 0), coalesce(infer_fps, 0), coalesce(device_name, '')"              \
@@ -49,9 +52,10 @@
 void vfi_record_sampling(const vf_config *c, char *buf, size_t size);
 
 /* The model row identifying what the vectors mean: the name, the ONNX file's SHA-256, the
- * layer, dimension, dtype and the preprocessing (with the frame conversion's definition, so a
- * version that converts differently starts a new row instead of mixing vectors). *m points
- * into sha and prep, the caller's buffers. VF_ERR_IO when the model file cannot be read. */
+ * layer, dimension, dtype and the preprocessing; and whose weights the file has (with the frame
+ * conversion's definition, so a version that converts differently starts a new row instead of
+ * mixing vectors). *m points into sha and prep, the caller's buffers. VF_ERR_IO when the model file
+ * cannot be read. */
 vf_status vfi_record_model(const vf_model_info *info, int store_f16, vf_store_model *m,
                            char sha[65], char *prep, size_t prep_size, vf_err *err);
 

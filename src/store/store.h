@@ -66,6 +66,7 @@ typedef struct vf_store_model {
     int dim;
     int f16; /* vectors stored as float16 */
     const char *preprocessing;
+    const char *weights; /* vf_weights_str, NULL when unknown */
 } vf_store_model;
 
 typedef struct vf_store_run {

@@ -42,7 +42,7 @@
 #include "store/rank.h"
 #include "store/record.h"
 
-#define PG_SCHEMA_VERSION 4
+#define PG_SCHEMA_VERSION 5
 #define ADVISORY_KEY      "7419030817" /* any constant: the schema's lock */
 
 #define RECONNECT_S 120.0 /* how long a lost server is waited for */
@@ -115,6 +115,10 @@ static const char *const schema_v3 =
 
 /* schema 4: the frames view (record.h), as SQLite's */
 static const char *const schema_v4 = VFI_FRAMES_VIEW_SQL "UPDATE vidfeat_schema SET version = 4;";
+
+/* schema 5: whose weights each model file has (record.h), as SQLite's */
+static const char *const schema_v5 =
+    VFI_WEIGHTS_COLUMN_SQL "UPDATE vidfeat_schema SET version = 5;";
 
 /* The URI as messages may show it: scheme, user, host, port and database, never a password. */
 static char *display_name(const char *uri)
@@ -359,6 +363,8 @@ static vf_status pg_open(const char *uri, vf_store_mode mode, vf_store **out, vf
             TRY(exec(s, schema_v3, "migrating the tables", err));
         if (s->version < 4)
             TRY(exec(s, schema_v4, "migrating the tables", err));
+        if (s->version < 5)
+            TRY(exec(s, schema_v5, "migrating the tables", err));
         s->version = PG_SCHEMA_VERSION;
         TRY(exec(s, "COMMIT", "creating the tables", err));
         s->write = 1;
@@ -377,13 +383,15 @@ static vf_status pg_model(vf_store *store, const vf_store_model *m, int64_t *mod
     char dim[16];
     snprintf(dim, sizeof(dim), "%d", m->dim);
     const char *p[] = {
-        m->name, m->file_sha256, m->layer, dim, m->f16 ? "float16" : "float32", m->preprocessing};
+        m->name,          m->file_sha256, m->layer, dim, m->f16 ? "float16" : "float32",
+        m->preprocessing, m->weights};
     PGresult *res;
     vf_status rc = query(s,
-                         "INSERT INTO models (name, file_sha256, layer, dim, dtype, preprocessing)"
-                         " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name, file_sha256, layer,"
-                         " dtype, preprocessing) DO UPDATE SET dim = $4 RETURNING id",
-                         6, p, "recording the model", &res, err);
+                         "INSERT INTO models (name, file_sha256, layer, dim, dtype, preprocessing,"
+                         " weights) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (name,"
+                         " file_sha256, layer, dtype, preprocessing) DO UPDATE SET dim = $4,"
+                         " weights = $7 RETURNING id",
+                         7, p, "recording the model", &res, err);
     if (rc < 0)
         return rc;
     *model_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
@@ -1254,7 +1262,8 @@ static vf_status pg_models(vf_store *store, vf_store_model_fn row, void *user, v
                             PQgetvalue(res, i, 3),
                             atoi(PQgetvalue(res, i, 4)),
                             !strcmp(PQgetvalue(res, i, 5), "float16"),
-                            PQgetvalue(res, i, 6)};
+                            PQgetvalue(res, i, 6),
+                            NULL};
         row(user, strtoll(PQgetvalue(res, i, 0), NULL, 10), &m,
             strtoll(PQgetvalue(res, i, 7), NULL, 10));
     }
@@ -1498,6 +1507,7 @@ static vf_status inspect_extraction(void *user, const PGresult *res)
         .sampling = PQgetvalue(res, 0, 7),
         .path = PQgetvalue(res, 0, 8),
         .error = text_or_null(res, 9),
+        .weights = text_or_null(res, 10),
     };
     v->extraction(v->user, &e);
     return VF_OK;
@@ -1522,6 +1532,9 @@ static vf_status inspect_run(void *user, const PGresult *res)
     return VF_OK;
 }
 
+/* info's order: by path in byte order (as SQLite's), then model */
+#define PG_INSPECT_ORDER " ORDER BY v.path COLLATE \"C\", m.name COLLATE \"C\""
+
 static vf_status pg_inspect(const char *uri, const vf_db_visitor *v, vf_err *err)
 {
     vf_store *store = NULL;
@@ -1543,9 +1556,10 @@ static vf_status pg_inspect(const char *uri, const vf_db_visitor *v, vf_err *err
     if (v->summary)
         v->summary(v->user, &sum);
     if (v->extraction)
-        TRY(each_row(
-            s, VFI_INSPECT_EXTRACTIONS_SQL " ORDER BY v.path COLLATE \"C\", m.name COLLATE \"C\"",
-            0, NULL, "reading", inspect_extraction, (void *)v, err));
+        TRY(each_row(s,
+                     s->version >= 5 ? VFI_INSPECT_EXTRACTIONS_SQL("m.weights") PG_INSPECT_ORDER
+                                     : VFI_INSPECT_EXTRACTIONS_SQL("NULL") PG_INSPECT_ORDER,
+                     0, NULL, "reading", inspect_extraction, (void *)v, err));
     if (v->run)
         TRY(each_row(s, VFI_INSPECT_RUNS_SQL, 0, NULL, "reading", inspect_run, (void *)v, err));
 fail:

@@ -118,9 +118,12 @@ static const char *const schema_v3 =
 /* v4: the frames view (record.h), what a reader of the vectors wants in one place. */
 static const char *const schema_v4 = VFI_FRAMES_VIEW_SQL;
 
+/* v5: whose weights each model file has (record.h). */
+static const char *const schema_v5 = VFI_WEIGHTS_COLUMN_SQL;
+
 /* migrations[v] brings a database from user_version v to v + 1 */
 static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {schema_v1, schema_v2, schema_v3,
-                                                                schema_v4};
+                                                                schema_v4, schema_v5};
 
 static vf_status exec(sq_store *s, const char *sql, vf_err *err)
 {
@@ -571,8 +574,8 @@ static vf_status sq_model(vf_store *store, const vf_store_model *m, int64_t *mod
     const char *dtype = m->f16 ? "float16" : "float32";
     CHECK_SQL(sqlite3_prepare_v2(s->db,
                                  "INSERT INTO models (name, file_sha256, layer, dim, dtype, "
-                                 "preprocessing) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
-                                 "ON CONFLICT DO UPDATE SET dim = ?4 RETURNING id",
+                                 "preprocessing, weights) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
+                                 "ON CONFLICT DO UPDATE SET dim = ?4, weights = ?7 RETURNING id",
                                  -1, &st, NULL),
               "prepare");
     sqlite3_bind_text(st, 1, m->name, -1, SQLITE_STATIC);
@@ -581,6 +584,10 @@ static vf_status sq_model(vf_store *store, const vf_store_model *m, int64_t *mod
     sqlite3_bind_int(st, 4, m->dim);
     sqlite3_bind_text(st, 5, dtype, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 6, m->preprocessing, -1, SQLITE_STATIC);
+    if (m->weights)
+        sqlite3_bind_text(st, 7, m->weights, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 7);
     if (sqlite3_step(st) != SQLITE_ROW) {
         rc = db_fail(s, err, "recording the model");
         goto fail;
@@ -1335,9 +1342,9 @@ static vf_status sq_merge(vf_store *store, const char *from, vf_store_conflict_f
     sqlite3_stmt *st = NULL;
     *merged = 0;
     vf_status rc = VF_OK;
+    int version = 0;
     {
         sq_store probe = {.path = (char *)from};
-        int version = 0;
         TRY(open_readonly(&probe, &version, err));
         sqlite3_close(probe.db);
         if (version < 1 || version > VF_STORE_SCHEMA_VERSION)
@@ -1368,6 +1375,14 @@ static vf_status sq_merge(vf_store *store, const char *from, vf_store_conflict_f
              " ON n.video_id = v.id AND n.model_id = mm.new AND n.sampling = d.sampling"
              " AND n.status = 'done';",
              err));
+    /* whose weights, where the source knows and we do not (schema 5) */
+    if (version >= 5)
+        TRY(exec(s,
+                 "UPDATE models SET weights = (SELECT o.weights FROM src.models o WHERE"
+                 " o.name = models.name AND o.file_sha256 = models.file_sha256 AND o.layer ="
+                 " models.layer AND o.dtype = models.dtype AND o.preprocessing ="
+                 " models.preprocessing) WHERE weights IS NULL;",
+                 err));
     /* done in both: the same vectors are one extraction; other vectors are a conflict */
     TRY(prepare(s,
                 "SELECT p.path, p.sampling, (SELECT count(*) FROM src.features a WHERE"
@@ -1484,8 +1499,12 @@ static vf_status sq_inspect(const char *path, const vf_db_visitor *v, vf_err *er
     st = NULL;
     int step = SQLITE_DONE;
     if (v->extraction)
-        CHECK_SQL(sqlite3_prepare_v2(s->db, VFI_INSPECT_EXTRACTIONS_SQL " ORDER BY v.path, m.name",
-                                     -1, &st, NULL),
+        CHECK_SQL(sqlite3_prepare_v2(
+                      s->db,
+                      sum.schema >= 5
+                          ? VFI_INSPECT_EXTRACTIONS_SQL("m.weights") " ORDER BY v.path, m.name"
+                          : VFI_INSPECT_EXTRACTIONS_SQL("NULL") " ORDER BY v.path, m.name",
+                      -1, &st, NULL),
                   "reading");
     while (st && (step = sqlite3_step(st)) == SQLITE_ROW) {
         vf_db_extraction e = {
@@ -1499,6 +1518,7 @@ static vf_status sq_inspect(const char *path, const vf_db_visitor *v, vf_err *er
             .sampling = col_text(st, 7),
             .path = col_text(st, 8),
             .error = col_text(st, 9),
+            .weights = col_text(st, 10),
         };
         v->extraction(v->user, &e);
     }

@@ -95,6 +95,11 @@ int cmd_export(cli *c, int argc, char **argv);
  * Returns 0, or EXIT_USAGE after printing one line why (an option of another command names
  * the commands it is for). */
 int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first);
+
+/* The library's log lines on stderr ("vidfeat: warning[tag]: message"), and the level -q / -v
+ * ask for. */
+void cli_log(void *user, int level, const char *tag, const char *msg);
+int cli_log_level(const cli *c);
 /* cmd's synopsis and options; cmd NULL: the commands and extract's options. */
 void cli_usage(const cli_command *cmd, FILE *f);
 

@@ -46,6 +46,7 @@ typedef struct bench_result {
     char device_name[128]; /* the GPU's name; empty for the CPU */
     char hwdec[16];        /* the device that decoded the file ("cuda"); empty for the CPU */
     int feature_dim, threads;
+    vf_weights_kind weights;
     int64_t frames;
     double e2e_fps, decode_fps, convert_fps, infer_fps, store_fps;
     double setup_s, first_call_s;
@@ -77,6 +78,7 @@ static void copy_info(bench_result *r, const vf_model_info *info)
     snprintf(r->backend, sizeof(r->backend), "%s", info->backend);
     snprintf(r->device_name, sizeof(r->device_name), "%s", info->device ? info->device : "");
     r->feature_dim = info->feature_dim;
+    r->weights = info->weights;
 }
 
 /* ---- in the child ---------------------------------------------------------------------- */
@@ -233,8 +235,16 @@ static int read_full(int fd, void *buf, size_t size)
     return 0;
 }
 
-/* Run one configuration in a child process; 0, or -1 when the child died (r->error says). */
-static int measure(const cli *c, const vf_config *cfg, enum bench_mode mode,
+/* A later configuration's log: what the first said of the model's weights is not said again. */
+static void log_but_model(void *user, int level, const char *tag, const char *msg)
+{
+    if (strcmp(tag, "model") != 0)
+        cli_log(user, level, tag, msg);
+}
+
+/* Run one configuration in a child process (not the first: quiet about the model's weights);
+ * 0, or -1 when the child died (r->error says). */
+static int measure(const cli *c, const vf_config *cfg, enum bench_mode mode, int later,
                    const char *const *paths, int n_paths, bench_result *r)
 {
     int fd[2];
@@ -253,6 +263,8 @@ static int measure(const cli *c, const vf_config *cfg, enum bench_mode mode,
     }
     if (pid == 0) {
         close(fd[0]);
+        if (later)
+            vf_set_log_callback(log_but_model, NULL, cli_log_level(c));
         bench_result *mine = calloc(1, sizeof(*mine));
         if (!mine)
             _exit(1);
@@ -332,8 +344,10 @@ static const char *row_device_name(const bench_row *row, const char *cpu)
 static void print_header(const cli *c, const char *cpu, const char *path, const bench_row *first)
 {
     const bench_result *r = &first->r;
-    printf("vidfeat bench: %s (layer %s, %d-d); cpu: %s; threads: %s\n", r->model, r->layer,
-           r->feature_dim, cpu, c->cfg.n_threads ? "as set" : "all cores");
+    int odd = r->weights == VF_WEIGHTS_RANDOM || r->weights == VF_WEIGHTS_OTHER;
+    printf("vidfeat bench: %s (layer %s, %d-d%s%s); cpu: %s; threads: %s\n", r->model, r->layer,
+           r->feature_dim, odd ? ", " : "", odd ? vf_weights_str(r->weights) : "", cpu,
+           c->cfg.n_threads ? "as set" : "all cores");
     if (path)
         printf("input: %s (%lld frames)%s%s\n", path, (long long)r->frames,
                r->hwdec[0] ? ", decoded on " : "", r->hwdec);
@@ -550,7 +564,7 @@ int cmd_bench(cli *c, int argc, char **argv)
                 row->mode = c->infer_only ? MODE_INFER_ONLY
                             : per_frame   ? MODE_PER_FRAME
                                           : MODE_PIPELINE;
-                measure(c, &cfg, row->mode, (const char *const *)argv, argc, &row->r);
+                measure(c, &cfg, row->mode, n_rows > 0, (const char *const *)argv, argc, &row->r);
                 bench_result *r = &row->r;
                 if (r->status < 0) {
                     int unavailable =

@@ -32,12 +32,20 @@ const cli_command cli_commands[] = {
 };
 const size_t cli_n_commands = sizeof(cli_commands) / sizeof(cli_commands[0]);
 
-static void log_to_stderr(void *user, int level, const char *tag, const char *msg)
+void cli_log(void *user, int level, const char *tag, const char *msg)
 {
     (void)user;
     static const char *const names[] = {"error", "warning", "info", "debug"};
     fprintf(stderr, "vidfeat: %s[%s]: %s\n", level >= 0 && level <= 3 ? names[level] : "?", tag,
             msg);
+}
+
+int cli_log_level(const cli *c)
+{
+    return c->verbosity < 0    ? VF_LOG_ERROR
+           : c->verbosity == 0 ? VF_LOG_WARNING
+           : c->verbosity == 1 ? VF_LOG_INFO
+                               : VF_LOG_DEBUG;
 }
 
 /* Levenshtein distance of two short words (0 when equal; capped by the buffer: words of up
@@ -113,10 +121,6 @@ int main(int argc, char **argv)
     int rc = cli_parse(cmd, argc - shift, argv + shift, &c, &first);
     if (rc)
         return rc;
-    int level = c.verbosity < 0    ? VF_LOG_ERROR
-                : c.verbosity == 0 ? VF_LOG_WARNING
-                : c.verbosity == 1 ? VF_LOG_INFO
-                                   : VF_LOG_DEBUG;
-    vf_set_log_callback(log_to_stderr, NULL, level);
+    vf_set_log_callback(cli_log, NULL, cli_log_level(&c));
     return cmd->run(&c, argc - shift - first, argv + shift + first);
 }

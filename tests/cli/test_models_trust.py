@@ -7,8 +7,8 @@ the manifest's size, layers found by structure. Small networks made here with Py
   other        another file under that manifest's name: `models` says other file, a run prints
                exactly one warning line naming the file, the table says other file
   random       a file from scripts/export-torchvision.py (squeezenet1_1, random weights): its
-               metadata marks it; `models`, the run's first line, info (text and JSON) and the
-               models table say random weights
+               metadata marks it; `models`, the run's first line, info (text and JSON), the
+               models table and bench (once, and in its header) say random weights
   fixed size   a file exported with a fixed 1x3x224x224 input (as the zoo's Inception v3) runs
                at the manifest's 299: its vectors equal those of the same weights exported with
                a dynamic size; a network whose flatten feeds a Gemm at 224 fails at 299 with one
@@ -229,6 +229,12 @@ def main():
         info = json.loads(run(exe, "info", "--json", db).stdout)
         check(info["extractions"][0]["weights"] == "random weights", "info json: random")
         print("ok random weights: models, the run's first line, the models table and info")
+        r = run(exe, "bench", "--models-dir", models, "--model", "squeezenet1_1", "--infer-only",
+                "--batch", "1,2")
+        said = [line for line in r.stderr.splitlines() if "random weights" in line]
+        check(r.returncode == 0 and len(said) == 1 and "1000-d, random weights)" in r.stdout,
+              "bench: %r %r" % (r.stdout, r.stderr))
+        print("ok random weights: bench says it once (not per configuration) and in its header")
         return 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1092,6 +1092,9 @@ static vf_status reshape_to(loader *L, int x, int rank, const int64_t *target, i
         } else if (d < 1 || d > VF_MAX_DIM) {
             return NFAIL(L, VF_ERR_MODEL, "invalid shape entry %lld", (long long)d);
         }
+        if (d > 0 && known > VF_MAX_NUMEL / d)
+            return NFAIL(L, VF_ERR_MODEL, "shape of more than %lld elements",
+                         (long long)VF_MAX_NUMEL);
         t.dims[i] = d;
         known *= d;
     }
@@ -1129,7 +1132,7 @@ static vf_status reshape_node(loader *L)
             dims[i] = shape[i] == 0 && !allow_zero && i < xv->rank ? xv->dims[i] : shape[i];
             if (dims[i] == -1)
                 infer_at = i;
-            else if (dims[i] < 0)
+            else if (dims[i] < 0 || (dims[i] > 0 && known > VF_MAX_NUMEL / dims[i]))
                 return NFAIL(L, VF_ERR_MODEL, "invalid shape entry");
             else
                 known *= dims[i];

@@ -361,13 +361,8 @@ static vf_status tensor_decode(loader *L, Onnx__TensorProto *t, const char *name
         raw = t->raw_data.data;
     }
 
-    void *data = alloc_elems(n, dtype);
-    if (!data) {
-        vfi_free(owned);
-        return vfi_fail(L->err, VF_ERR_NOMEM, "out of memory for tensor '%s'", name);
-    }
-    float *f = data;
-    int64_t *q = data;
+    /* Typed values are counted before anything is allocated: a declared shape alone must
+     * not make the loader ask for gigabytes. */
     size_t have = 0;
     if (!raw) {
         switch (dt) {
@@ -384,13 +379,18 @@ static vf_status tensor_decode(loader *L, Onnx__TensorProto *t, const char *name
             have = t->n_int32_data;
             break;
         }
-        if (have != (size_t)n) {
-            vfi_free(data);
+        if (have != (size_t)n)
             return vfi_fail(L->err, VF_ERR_MODEL,
                             "tensor '%s': %zu values stored for %lld elements", name, have,
                             (long long)n);
-        }
     }
+    void *data = alloc_elems(n, dtype);
+    if (!data) {
+        vfi_free(owned);
+        return vfi_fail(L->err, VF_ERR_NOMEM, "out of memory for tensor '%s'", name);
+    }
+    float *f = data;
+    int64_t *q = data;
     for (int64_t i = 0; i < n; i++) {
         if (raw) {
             const uint8_t *src = raw + (size_t)i * in_size;
@@ -1574,6 +1574,9 @@ static vf_status slice_node(loader *L)
         int64_t len = xv->dims[a], st = nst >= 0 ? steps[i] : 1, b = starts[i], e = ends[i];
         if (st == 0)
             return NFAIL(L, VF_ERR_MODEL, "slice step 0");
+        /* a step longer than the dimension takes one element at most: the same as len + 1,
+         * which keeps the arithmetic below in range */
+        st = st > len + 1 ? len + 1 : st < -(len + 1) ? -(len + 1) : st;
         b = b < 0 ? b + len : b;
         e = e < 0 ? e + len : e;
         if (st > 0) {

@@ -121,13 +121,11 @@ int main(void)
      * runs at 64 with its shapes inferred again. */
     cfg = tiny_config();
     cfg.input_size = 64;
-    vf_extractor *big = NULL;
-    CHECK_OK(vf_extractor_create(&cfg, &big), vf_extractor_errmsg(big));
-    vf_model_info big_info;
-    CHECK_OK(vf_extractor_info(big, &big_info), "info");
-    CHECK_EQ(big_info.input_size, 64);
-    CHECK_EQ(big_info.feature_dim, 10);
-    vf_extractor_free(&big);
+    CHECK_OK(vf_extractor_create(&cfg, &ex), vf_extractor_errmsg(ex));
+    CHECK_OK(vf_extractor_info(ex, &info), "info");
+    CHECK_EQ(info.input_size, 64);
+    CHECK_EQ(info.feature_dim, 10);
+    vf_extractor_free(&ex);
 
     /* A known model whose file is absent says where it looked and how to get it: a manifest of
      * a name no file anywhere can have (a vgg19.onnx in ./models of a developer's checkout would

@@ -107,7 +107,7 @@ typedef struct dnnl_ctx {
     dnnl_data_type_t *qdt;            /* per value: the int8 type it is quantized to (u8 if >= 0) */
     float *vscale;                    /* per value: quantized = real x vscale */
     int *i8node;                      /* per node: runs in int8 */
-    int *f32node; /* bf16: per node, a convolution or inner product kept in f32 (plan_bf16) */
+    int *f32node; /* bf16: per node, F32_COMPUTE / F32_OUTPUT of a convolution (plan_bf16) */
     int winograd;
     int n_threads;
     const vf_graph *g;
@@ -975,10 +975,6 @@ static vf_status fc_op(vf_backend *b, const vf_node *nd)
         ddt = c->vdt[nd->output];
     } else {
         TRY(make_attr(b, &nd->p.fc.act, &attr));
-        if (f32_flags(c, nd) & F32_COMPUTE)
-            sdt = wdt = ddt = dnnl_f32;
-        if (f32_flags(c, nd) & F32_OUTPUT)
-            ddt = dnnl_f32;
     }
     CHECK(dnnl_memory_desc_init_by_tag(&src_md, 2, xd, sdt, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(&w_md, 2, wd, wdt, dnnl_format_tag_any));
@@ -1803,10 +1799,6 @@ static float buffer_max(const plan *q, int k, int n)
     return m;
 }
 
-/* Build every plan, bind them to shared memory, describe them. The short plan is built first
- * and keeps the graph's weights; the full plan then shares its copies where their layouts agree
- * and releases the graph's as it goes, so at no time are there more than two copies of a
- * weight. */
 /* bf16: which convolutions compute in f32, the ones whose rounding costs most. Errors made
  * early grow through every later layer, and a depthwise convolution sums nine products per
  * output, too few for rounding errors to average out (its bf16 weights alone are about 40% of
@@ -1827,14 +1819,11 @@ static vf_status plan_bf16(vf_backend *b)
         return VF_OK;
     int *flags = vfi_calloc((size_t)g->n_nodes, sizeof(int));
     int *after_conv = vfi_calloc((size_t)g->n_values, sizeof(int)); /* per value */
-    int *producer = vfi_mallocarray((size_t)g->n_values, sizeof(int));
     vf_status rc = VF_OK;
-    if (!flags || !after_conv || !producer) {
+    if (!flags || !after_conv) {
         rc = vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
         goto done;
     }
-    for (int v = 0; v < g->n_values; v++)
-        producer[v] = -1;
     int64_t side = g->values[g->input].dims[2];
     int any = 0;
     for (int i = 0; i < g->n_nodes; i++) { /* topological order */
@@ -1843,7 +1832,6 @@ static vf_status plan_bf16(vf_backend *b)
         for (int k = 0; k < nd->n_inputs; k++)
             seen |= after_conv[nd->inputs[k]];
         after_conv[nd->output] = seen;
-        producer[nd->output] = i;
         if (nd->op != VF_OP_CONV)
             continue;
         const vf_value *x = &g->values[nd->inputs[0]];
@@ -1851,7 +1839,7 @@ static vf_status plan_bf16(vf_backend *b)
         if (!after_conv[nd->inputs[0]] || (depthwise && x->rank == 4 && 4 * x->dims[2] >= side)) {
             flags[i] |= F32_COMPUTE;
             any = 1;
-            int p = producer[nd->inputs[0]];
+            int p = x->producer;
             if (p >= 0 && g->nodes[p].op == VF_OP_CONV)
                 flags[p] |= F32_OUTPUT;
         }
@@ -1863,10 +1851,13 @@ static vf_status plan_bf16(vf_backend *b)
 done:
     vfi_free(flags);
     vfi_free(after_conv);
-    vfi_free(producer);
     return rc;
 }
 
+/* Build every plan, bind them to shared memory, describe them. The short plan is built first
+ * and keeps the graph's weights; the full plan then shares its copies where their layouts agree
+ * and releases the graph's as it goes, so at no time are there more than two copies of a
+ * weight. */
 static vf_status build_all(vf_backend *b)
 {
     dnnl_ctx *c = b->ctx;
@@ -1943,8 +1934,6 @@ static vf_status requantize(vf_backend *b)
     c->arena_size = c->scratch_size = 0;
     c->release_weights = b->opts.release_weights;
     c->calibrating = 0;
-    if (c->act_dt == dnnl_bf16)
-        TRY(plan_bf16(b));
     TRY(build_all(b));
 fail:
     c->node = NULL;

@@ -677,16 +677,6 @@ int vfi_graph_count_uses(const vf_graph *g, int v)
     return uses;
 }
 
-/* The node computing value v, or -1 (an input or a constant). */
-static int producer_of(const vf_graph *g, int v)
-{
-    for (int i = g->n_nodes - 1; i >= 0; i--) {
-        if (g->nodes[i].output == v)
-            return i;
-    }
-    return -1;
-}
-
 /* The one node reading value v, or -1 when none or several do. */
 static int sole_consumer(const vf_graph *g, int v)
 {
@@ -741,7 +731,7 @@ int vfi_graph_layer_by_structure(const vf_graph *g, const char *layer)
     /* Back from the classifier's input through flatten / reshape / squeeze to the pool. */
     int v = g->nodes[fc].inputs[0];
     for (int steps = 0; steps < g->n_nodes; steps++) {
-        int p = producer_of(g, v);
+        int p = g->values[v].producer;
         if (p < 0)
             return -1;
         if (is_global_average(g, &g->nodes[p]))

@@ -39,8 +39,12 @@
     " e.sampling, v.path, e.error, " weights " FROM extractions e"                                 \
     " JOIN videos v ON v.id = e.video_id JOIN models m ON m.id = e.model_id"
 /* Schema 5 in both stores: the models column saying whose weights (vf_weights_str; NULL when
- * not known). Inspecting an older schema reads NULL in its place. */
+ * not known). Inspecting an older schema reads NULL in its place: the extractions query for a
+ * database at `schema`, with the store's ORDER BY appended. */
 #define VFI_WEIGHTS_COLUMN_SQL "ALTER TABLE models ADD COLUMN weights TEXT;"
+#define VFI_INSPECT_EXTRACTIONS_SQL_AT(schema, order)                                              \
+    ((schema) >= 5 ? VFI_INSPECT_EXTRACTIONS_SQL("m.weights") order                                \
+                   : VFI_INSPECT_EXTRACTIONS_SQL("NULL") order)
 #define VFI_INSPECT_RUNS_SQL                                                                       \
     "SELECT started_at, host, device, precision, batch_size, mode, model,"                         \
     " coalesce(end_to_end_fps, 0), coalesce(infer_fps, 0), coalesce(device_name, '')"              \

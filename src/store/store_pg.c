@@ -1532,9 +1532,6 @@ static vf_status inspect_run(void *user, const PGresult *res)
     return VF_OK;
 }
 
-/* info's order: by path in byte order (as SQLite's), then model */
-#define PG_INSPECT_ORDER " ORDER BY v.path COLLATE \"C\", m.name COLLATE \"C\""
-
 static vf_status pg_inspect(const char *uri, const vf_db_visitor *v, vf_err *err)
 {
     vf_store *store = NULL;
@@ -1556,9 +1553,9 @@ static vf_status pg_inspect(const char *uri, const vf_db_visitor *v, vf_err *err
     if (v->summary)
         v->summary(v->user, &sum);
     if (v->extraction)
-        TRY(each_row(s,
-                     s->version >= 5 ? VFI_INSPECT_EXTRACTIONS_SQL("m.weights") PG_INSPECT_ORDER
-                                     : VFI_INSPECT_EXTRACTIONS_SQL("NULL") PG_INSPECT_ORDER,
+        TRY(each_row(s, /* by path in byte order (as SQLite's), then model */
+                     VFI_INSPECT_EXTRACTIONS_SQL_AT(
+                         s->version, " ORDER BY v.path COLLATE \"C\", m.name COLLATE \"C\""),
                      0, NULL, "reading", inspect_extraction, (void *)v, err));
     if (v->run)
         TRY(each_row(s, VFI_INSPECT_RUNS_SQL, 0, NULL, "reading", inspect_run, (void *)v, err));

@@ -1500,10 +1500,7 @@ static vf_status sq_inspect(const char *path, const vf_db_visitor *v, vf_err *er
     int step = SQLITE_DONE;
     if (v->extraction)
         CHECK_SQL(sqlite3_prepare_v2(
-                      s->db,
-                      sum.schema >= 5
-                          ? VFI_INSPECT_EXTRACTIONS_SQL("m.weights") " ORDER BY v.path, m.name"
-                          : VFI_INSPECT_EXTRACTIONS_SQL("NULL") " ORDER BY v.path, m.name",
+                      s->db, VFI_INSPECT_EXTRACTIONS_SQL_AT(sum.schema, " ORDER BY v.path, m.name"),
                       -1, &st, NULL),
                   "reading");
     while (st && (step = sqlite3_step(st)) == SQLITE_ROW) {

@@ -52,6 +52,7 @@ typedef enum vf_status {
     VF_ERR_CANCELLED = -11,  /**< cancelled by the caller or by a failing stage */
     VF_ERR_INTERNAL = -12,   /**< a vidfeat bug: an invariant did not hold */
     VF_ERR_LEASE = -13,      /**< the file's lease ran out and another worker has it now */
+    VF_ERR_DENIED = -14,     /**< an input refers to a file it may not read (outside its archive) */
 } vf_status;
 
 /** Numeric precision the network runs in. */
@@ -169,6 +170,13 @@ typedef struct vf_config {
     /** A file whose worker died this many times in a row is marked failed instead of being
      *  claimed again. Default 3. */
     int max_attempts;
+
+    /* ---- what an input may read (appended in 0.1; README "What vidfeat reads") ---- */
+    /** With root: let a file, or a file its format refers to (a playlist's segments), be read
+     *  through a symbolic link that leads out of the root. 0 (default): such a file fails,
+     *  named, never opened. Without root, links inside the archive are followed either way,
+     *  and what an input refers to must resolve inside the input's own directory. */
+    int follow_links_outside;
 } vf_config;
 
 /** An opened model: the network compiled for one backend, batch size and precision. */

@@ -150,8 +150,8 @@ int main(void)
     CHECK_EQ(open_status(VF_SAMPLES_DIR "/audio_only.m4a", msg, sizeof(msg)), VF_ERR_DECODE);
     CHECK(strstr(msg, "no video stream"));
     CHECK_EQ(open_status(VF_SAMPLES_DIR "/README.md", msg, sizeof(msg)), VF_ERR_DECODE);
-    CHECK(vfi_decode_probe(CLIP) == 1);
-    CHECK(vfi_decode_probe(VF_SAMPLES_DIR "/audio_only.m4a") == 0);
+    CHECK(vfi_decode_probe(CLIP, NULL) == 1);
+    CHECK(vfi_decode_probe(VF_SAMPLES_DIR "/audio_only.m4a", NULL) == 0);
     printf("decode: counts, timestamps, sampling modes, rotation and errors as expected\n");
     return 0;
 }

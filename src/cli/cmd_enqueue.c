@@ -3,8 +3,48 @@
  * scheduler starts with no inputs (vidfeat -o DB [--root R]).
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli/cli.h"
+#include "core/mem.h"
+#include "core/path.h"
+#include "store/record.h"
+
+/* Under --root, the inputs whose file lies outside it through a link are left out, each with a
+ * line (workers would refuse them): README "What vidfeat reads". EXIT_OK, EXIT_FAIL (some left
+ * out), -1 out of memory. */
+static int keep_inside_root(const cli *c, path_list *inputs)
+{
+    if (!c->cfg.root || c->cfg.follow_links_outside)
+        return EXIT_OK;
+    char *root = vfi_record_root(c->cfg.root);
+    vf_archive a;
+    vf_err err;
+    if (!root || vfi_archive_init(&a, root, 0, &err) < 0) {
+        vfi_free(root);
+        return -1;
+    }
+    int status = EXIT_OK, kept = 0;
+    for (int i = 0; i < inputs->n; i++) {
+        int inside = status >= 0 ? vfi_archive_holds(&a, inputs->items[i], NULL) : 1;
+        if (inside < 0)
+            status = -1;
+        if (inside) {
+            inputs->items[kept++] = inputs->items[i];
+            continue;
+        }
+        fprintf(stderr,
+                "vidfeat: %s: leads outside --root %s through a symbolic link: not queued "
+                "(--follow-links-outside allows it)\n",
+                inputs->items[i], root);
+        free(inputs->items[i]);
+        status = EXIT_FAIL;
+    }
+    inputs->n = kept;
+    vfi_archive_clear(&a);
+    vfi_free(root);
+    return status;
+}
 
 int cmd_enqueue(cli *c, int argc, char **argv)
 {
@@ -18,6 +58,14 @@ int cmd_enqueue(cli *c, int argc, char **argv)
     }
     path_list inputs = {0};
     int status = cli_collect_inputs(c, argc, argv, &inputs);
+    int kept = keep_inside_root(c, &inputs);
+    if (kept < 0) {
+        fprintf(stderr, "vidfeat: out of memory\n");
+        cli_free_paths(&inputs);
+        return EXIT_FAIL;
+    }
+    if (kept != EXIT_OK)
+        status = kept;
     char err[1024] = "";
     if (vf_db_enqueue(c->cfg.db_path, c->cfg.root, (const char *const *)inputs.items, inputs.n, err,
                       sizeof(err)) < 0) {

@@ -12,7 +12,9 @@
 
 #include "cli/cli.h"
 #include "core/mem.h"
+#include "core/path.h"
 #include "core/strmap.h"
+#include "media/decode.h"
 #include "store/record.h"
 #include "store/store.h"
 
@@ -52,8 +54,11 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* Media files under dir, recursively, in name order; media is recognised by probing. Links
- * are followed, each real directory and file once (first_visit). */
-static int walk(path_list *l, vf_strmap *seen, const char *dir, int depth)
+ * are followed, each real directory and file once (first_visit). With archive (--root), an
+ * entry that leads out of it is neither walked nor probed (read): it is listed, for the run to
+ * refuse with its line (README "What vidfeat reads"). */
+static int walk(path_list *l, vf_strmap *seen, const vf_archive *archive, const char *dir,
+                int depth)
 {
     DIR *d = opendir(dir);
     if (!d) {
@@ -79,6 +84,12 @@ static int walk(path_list *l, vf_strmap *seen, const char *dir, int depth)
         struct stat st;
         if (stat(here.items[i], &st) != 0)
             continue;
+        int inside = archive ? vfi_archive_holds(archive, here.items[i], NULL) : 1;
+        if (inside <= 0) {
+            failed |= inside < 0 || add_path(l, here.items[i]) < 0;
+            free(here.items[i]);
+            continue;
+        }
         /* Zero-byte files are kept so that they are reported as failed: in an archive they
          * are broken media far more often than anything else. */
         int first = S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)
@@ -87,8 +98,9 @@ static int walk(path_list *l, vf_strmap *seen, const char *dir, int depth)
         if (first < 0)
             failed = 1;
         else if (first && S_ISDIR(st.st_mode) && depth < 64)
-            failed |= walk(l, seen, here.items[i], depth + 1);
-        else if (first && S_ISREG(st.st_mode) && (st.st_size == 0 || vf_probe_media(here.items[i])))
+            failed |= walk(l, seen, archive, here.items[i], depth + 1);
+        else if (first && S_ISREG(st.st_mode) &&
+                 (st.st_size == 0 || vfi_decode_probe(here.items[i], archive)))
             failed |= add_path(l, here.items[i]) < 0;
         free(here.items[i]);
     }
@@ -105,7 +117,8 @@ void cli_free_paths(path_list *l)
 }
 
 /* One input: a file as it is, a directory walked. EXIT_OK, EXIT_FAIL (said), -1 out of memory. */
-static int add_input(path_list *inputs, vf_strmap *seen, const char *path)
+static int add_input(path_list *inputs, vf_strmap *seen, const vf_archive *archive,
+                     const char *path)
 {
     struct stat st;
     int exists = stat(path, &st) == 0;
@@ -116,7 +129,10 @@ static int add_input(path_list *inputs, vf_strmap *seen, const char *path)
             return -1;
         if (!first) /* named twice, or inside a tree already walked */
             return EXIT_OK;
-        if (walk(inputs, seen, path, 0))
+        int inside = archive ? vfi_archive_holds(archive, path, NULL) : 1;
+        if (inside <= 0) /* refused by the run, with its line */
+            return inside < 0 || add_path(inputs, path) < 0 ? -1 : EXIT_OK;
+        if (walk(inputs, seen, archive, path, 0))
             status = EXIT_FAIL;
         if (inputs->n == before) {
             fprintf(stderr, "vidfeat: %s: no media files in this directory\n", path);
@@ -133,7 +149,8 @@ static int add_input(path_list *inputs, vf_strmap *seen, const char *path)
 }
 
 /* --files-from: one path a line (or NUL-separated), "-" for stdin; empty entries skipped. */
-static int read_files_from(const char *name, int nul, path_list *inputs, vf_strmap *seen)
+static int read_files_from(const char *name, int nul, path_list *inputs, vf_strmap *seen,
+                           const vf_archive *archive)
 {
     FILE *f = strcmp(name, "-") ? fopen(name, "rb") : stdin;
     if (!f) {
@@ -151,7 +168,7 @@ static int read_files_from(const char *name, int nul, path_list *inputs, vf_strm
             line[--len] = '\0';
         if (len == 0)
             continue;
-        int r = add_input(inputs, seen, line);
+        int r = add_input(inputs, seen, archive, line);
         status = r < 0 ? r : status == EXIT_OK ? r : status;
     }
     if (ferror(f)) {
@@ -196,16 +213,26 @@ int cli_collect_inputs(const cli *c, int argc, char **argv, path_list *inputs)
 {
     int status = EXIT_OK;
     vf_strmap *seen = NULL;
+    vf_archive root = {0}, *archive = NULL; /* what a walk may enter and probe */
+    vf_err err;
     if (vfi_strmap_create(&seen) < 0)
         status = -1;
+    if (status >= 0 && c->cfg.root) {
+        char *abs_root = vfi_record_root(c->cfg.root);
+        if (!abs_root || vfi_archive_init(&root, abs_root, c->cfg.follow_links_outside, &err) < 0)
+            status = -1;
+        vfi_free(abs_root);
+        archive = &root;
+    }
     for (int i = 0; i < argc && status >= 0; i++) {
-        int r = add_input(inputs, seen, argv[i]);
+        int r = add_input(inputs, seen, archive, argv[i]);
         status = r < 0 ? r : status == EXIT_OK ? r : status;
     }
     if (status >= 0 && c->files_from) {
-        int r = read_files_from(c->files_from, c->nul_separated, inputs, seen);
+        int r = read_files_from(c->files_from, c->nul_separated, inputs, seen, archive);
         status = r < 0 ? r : status == EXIT_OK ? r : status;
     }
+    vfi_archive_clear(&root);
     vfi_strmap_free(&seen);
     if (status >= 0 && c->shard_n && keep_shard(inputs, c->shard_k, c->shard_n, c->cfg.root) < 0)
         status = -1;

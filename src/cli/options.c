@@ -55,6 +55,7 @@ enum opt_id {
     OPT_TOP = 'k',
     OPT_NUL = '0',
     OPT_ROOT = 400,
+    OPT_LINKS_OUTSIDE,
     OPT_LEASE,
     OPT_MAX_ATTEMPTS,
     OPT_FILES_FROM,
@@ -86,6 +87,8 @@ static const opt_def options[] = {
      "what to write (default: from -o's extension, .h5/.hdf5 or .csv, else npy)"},
     {"root", OPT_ROOT, "DIR", CMD_EXTRACT | CMD_ENQUEUE,
      "record files by their path under DIR (machines mounting an archive elsewhere agree)"},
+    {"follow-links-outside", OPT_LINKS_OUTSIDE, NULL, CMD_EXTRACT | CMD_ENQUEUE,
+     "with --root: read files through symbolic links that lead out of DIR (refused by default)"},
     {"files-from", OPT_FILES_FROM, "FILE|-", CMD_EXTRACT | CMD_ENQUEUE | CMD_CALIBRATE,
      "also the paths in FILE (- for stdin), one a line"},
     {"null", OPT_NUL, NULL, CMD_EXTRACT | CMD_ENQUEUE | CMD_CALIBRATE,
@@ -512,6 +515,9 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
             break;
         case OPT_ROOT:
             c->cfg.root = a;
+            break;
+        case OPT_LINKS_OUTSIDE:
+            c->cfg.follow_links_outside = 1;
             break;
         case OPT_FILES_FROM:
             c->files_from = a;

@@ -1,6 +1,7 @@
 /*
  * path.c - absolute, lexically tidied file names; the cache directory (see path.h).
  */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "core/path.h"
 
 #include <errno.h>
@@ -67,6 +68,99 @@ char *vfi_path_absolute(const char *path)
     out[n] = '\0';
     vfi_free(cwd);
     return out;
+}
+
+char *vfi_path_lexical(const char *path)
+{
+    char *out = vfi_path_absolute(path);
+    if (!out || out[0] != '/')
+        return out;
+    /* out is tidied: components between single slashes, no "." */
+    size_t n = 0;
+    for (const char *s = out; *s;) {
+        s++; /* the slash */
+        size_t k = strcspn(s, "/");
+        if (k == 2 && s[0] == '.' && s[1] == '.') {
+            while (n > 0 && out[n - 1] != '/')
+                n--;
+            if (n > 0)
+                n--; /* the slash before the dropped component */
+        } else {
+            out[n++] = '/';
+            memmove(out + n, s, k);
+            n += k;
+        }
+        s += k;
+    }
+    if (n == 0)
+        out[n++] = '/';
+    out[n] = '\0';
+    return out;
+}
+
+int vfi_path_within(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    while (n > 0 && dir[n - 1] == '/')
+        n--; /* "/" itself: n = 0, everything absolute is under it */
+    return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+int vfi_path_has_dotdot(const char *path)
+{
+    for (const char *s = path; *s;) {
+        size_t k = strcspn(s, "/");
+        if (k == 2 && s[0] == '.' && s[1] == '.')
+            return 1;
+        s += k;
+        s += *s == '/';
+    }
+    return 0;
+}
+
+vf_status vfi_archive_init(vf_archive *a, const char *dir, int links_outside, vf_err *err)
+{
+    memset(a, 0, sizeof(*a));
+    a->links_outside = links_outside;
+    a->lexical = vfi_path_lexical(dir);
+    char *real = realpath(dir, NULL); /* malloc's: copied into ours */
+    if (real) {
+        a->real = vfi_strdup(real);
+        free(real);
+    }
+    if (!a->lexical || (real && !a->real)) {
+        vfi_archive_clear(a);
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    return VF_OK;
+}
+
+void vfi_archive_clear(vf_archive *a)
+{
+    vfi_free(a->lexical);
+    vfi_free(a->real);
+    a->lexical = a->real = NULL;
+}
+
+int vfi_archive_holds(const vf_archive *a, const char *path, char **real)
+{
+    if (real)
+        *real = NULL;
+    char *lexical = vfi_path_lexical(path);
+    if (!lexical)
+        return -1;
+    int written_inside = vfi_path_within(lexical, a->lexical);
+    vfi_free(lexical);
+    char *resolved = realpath(path, NULL);
+    int inside = resolved ? (a->real && vfi_path_within(resolved, a->real)) ||
+                                (a->links_outside && written_inside)
+                          : written_inside;
+    if (resolved && real && !(*real = vfi_strdup(resolved))) {
+        free(resolved);
+        return -1;
+    }
+    free(resolved);
+    return inside;
 }
 
 char *vfi_cache_path(const char *name)

@@ -15,6 +15,37 @@
  * searchable). A new string (vfi_free); NULL only when out of memory or path is NULL or "". */
 char *vfi_path_absolute(const char *path);
 
+/* path as it reads, with ".." resolved without asking the file system: vfi_path_absolute, then
+ * each ".." drops the component before it ("/a/b/../c" -> "/a/c"; "/.." is "/"). A new string
+ * (vfi_free); NULL only when out of memory or path is NULL or "". */
+char *vfi_path_lexical(const char *path);
+
+/* Does path (absolute, tidied) name dir itself or something under it? Both tidied. */
+int vfi_path_within(const char *path, const char *dir);
+
+/* Has path a ".." component? */
+int vfi_path_has_dotdot(const char *path);
+
+/*
+ * The archive an input may read in (README "What vidfeat reads"): a directory, known both as
+ * its name reads (lexical) and as the file system resolves it (real: every link followed). A
+ * file is inside when the file system resolves it under real; with links_outside, also when
+ * its name reads under lexical (a link inside may then lead anywhere). A file that does not
+ * exist is inside when its name reads so.
+ */
+typedef struct vf_archive {
+    char *lexical;     /* vfi_path_lexical of the directory */
+    char *real;        /* realpath(3) of it; NULL when it does not exist */
+    int links_outside; /* links inside may lead out */
+} vf_archive;
+
+/* a for the directory dir; VF_ERR_NOMEM (err) when out of memory. vfi_archive_clear frees. */
+vf_status vfi_archive_init(vf_archive *a, const char *dir, int links_outside, vf_err *err);
+void vfi_archive_clear(vf_archive *a);
+/* Is path inside a (see vf_archive)? 1 inside, 0 outside, -1 out of memory. real (may be NULL)
+ * gets path as the file system resolves it (a new string), NULL when it does not exist. */
+int vfi_archive_holds(const vf_archive *a, const char *path, char **real);
+
 /* $XDG_CACHE_HOME/vidfeat/name, else $HOME/.cache/vidfeat/name (absolute variables only): a new
  * string (vfi_free), or NULL when neither is set or out of memory. The directory may not exist. */
 char *vfi_cache_path(const char *name);

@@ -40,6 +40,8 @@ const char *vf_status_str(vf_status s)
         return "internal error";
     case VF_ERR_LEASE:
         return "lease lost to another worker";
+    case VF_ERR_DENIED:
+        return "refused: outside the archive";
     }
     return "unknown status";
 }

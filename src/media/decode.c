@@ -16,6 +16,7 @@
  */
 #include "media/decode.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +32,7 @@
 
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <libavutil/avstring.h>
 #include <libavutil/display.h>
 #include <libavutil/hwcontext.h>
 #include <libavutil/parseutils.h>
@@ -88,7 +90,10 @@ struct vf_decoder {
     int fd;
     int got_bytes;
     AVIOContext *pb;
+    struct confine *conf; /* what the input may read (open_confined); freed after fmt */
 };
+
+static void confine_clear(struct confine *c);
 
 #define PIPE_IO_BUFFER 65536
 #define PIPE_POLL_MS   100
@@ -162,6 +167,9 @@ void vfi_decoder_free(vf_decoder **pd)
         return;
     avcodec_free_context(&d->dec);
     avformat_close_input(&d->fmt);
+    if (d->conf)
+        confine_clear(d->conf);
+    vfi_free(d->conf);
     if (d->pb) { /* ours, not FFmpeg's: AVFMT_FLAG_CUSTOM_IO */
         av_freep(&d->pb->buffer);
         avio_context_free(&d->pb);
@@ -446,6 +454,220 @@ static int is_text_art(const AVCodecParameters *par)
     }
 }
 
+/* ---- what an input may read (README "What vidfeat reads") --------------------------------
+ *
+ * The file opened, and what its format refers to only inside the archive. Every file a
+ * demuxer opens goes through its context's io_open; ours (confined_open) lets through the
+ * input's own address and, through the file protocol (or the crypto protocol over it, for
+ * HLS's encrypted segments), files inside the archive, opened by their resolved name. Inline
+ * data: addresses read nothing. Anything else is refused and remembered, so the input fails
+ * naming it. The protocol whitelist (copied by FFmpeg into every context a demuxer makes) keeps
+ * every other protocol out, also where a nested context has FFmpeg's own io_open.
+ *
+ * The one demuxer whose nested contexts do not carry io_open is concat: its list is read here
+ * first (with FFmpeg's own tokenizer, as the demuxer reads it), each entry must be inside the
+ * archive and must not itself be a list of other files (its references would escape us).
+ * FFmpeg's "safe" mode (absolute names, "..", protocols) stays on beneath that. */
+
+#define ALLOWED_PROTOCOLS "file,crypto,data"
+#define CONCAT_MAGIC      "ffconcat version"
+
+typedef int (*io_open_fn)(AVFormatContext *s, AVIOContext **pb, const char *url, int flags,
+                          AVDictionary **options);
+
+typedef struct confine {
+    vf_archive own;            /* the file's directory, when no archive was given */
+    const vf_archive *archive; /* own or the caller's */
+    char *url;                 /* the input's own address: "file:" + path */
+    char refused[256];         /* the first reference refused, as written; "" none */
+    const char *why;           /* what is wrong with it */
+    io_open_fn io_open_default;
+} confine;
+
+static void refuse(confine *c, const char *why, const char *ref)
+{
+    if (c->refused[0])
+        return;
+    c->why = why;
+    av_strstart(ref, "file:", &ref); /* the protocol is ours (open_confined), not the file's */
+    snprintf(c->refused, sizeof(c->refused), "%s", ref);
+}
+
+/* Has url a protocol prefix, as FFmpeg's url_find_protocol reads one ("subfile,..." too)? */
+static int has_protocol(const char *url)
+{
+    size_t n = 0;
+    while (isalnum((unsigned char)url[n]) || url[n] == '+' || url[n] == '-' || url[n] == '.')
+        n++;
+    return (n > 0 && url[n] == ':') || av_strstart(url, "subfile,", NULL);
+}
+
+static int confined_open(AVFormatContext *s, AVIOContext **pb, const char *url, int flags,
+                         AVDictionary **options)
+{
+    confine *c = s->opaque;
+    if (!c || !c->io_open_default) /* a nested context that did not carry ours: never */
+        return AVERROR(EPERM);
+    if (!strcmp(url, c->url) && !(flags & AVIO_FLAG_WRITE))
+        return c->io_open_default(s, pb, url, flags, options);
+    if (av_strstart(url, "data:", NULL) && !(flags & AVIO_FLAG_WRITE))
+        return c->io_open_default(s, pb, url, flags, options);
+    const char *inner = url, *path = NULL;
+    int crypto = av_strstart(url, "crypto+", &inner) || av_strstart(url, "crypto:", &inner);
+    if (!av_strstart(inner, "file:", &path))
+        path = has_protocol(inner) ? NULL : inner;
+    if (!path || flags & AVIO_FLAG_WRITE) {
+        refuse(c, "refers to something other than a file", url);
+        return AVERROR(EPERM);
+    }
+    if (!path[0])
+        return AVERROR(ENOENT);
+    char *real = NULL;
+    int inside = vfi_archive_holds(c->archive, path, &real);
+    if (inside < 0)
+        return AVERROR(ENOMEM);
+    if (!inside) {
+        refuse(c, "refers to a file outside the archive", url);
+        return AVERROR(EPERM);
+    }
+    if (!real) /* inside, but not there: a missing file, as FFmpeg would find it */
+        return AVERROR(ENOENT);
+    /* the name just checked, not one whose links could be changed before FFmpeg follows them */
+    char *open_url = av_asprintf("%sfile:%s", crypto ? "crypto+" : "", real);
+    vfi_free(real);
+    if (!open_url)
+        return AVERROR(ENOMEM);
+    int ret = c->io_open_default(s, pb, open_url, flags, options);
+    av_free(open_url);
+    return ret;
+}
+
+/* The start of the file at path, up to size - 1 bytes, NUL-terminated; 0 when unreadable. */
+static size_t file_head(const char *path, char *buf, size_t size)
+{
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, size - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    return n;
+}
+
+/* Would FFmpeg read the file at path as a list of other files? */
+static int is_list_of_files(const char *path)
+{
+    static const char *const lists[] = {"concat", "hls", "dash", "imf"};
+    char head[4096 + AVPROBE_PADDING_SIZE];
+    memset(head, 0, sizeof(head));
+    size_t n = file_head(path, head, 4096 + 1);
+    AVProbeData pd = {path, (unsigned char *)head, (int)n, NULL};
+    const AVInputFormat *f = av_probe_input_format(&pd, 1);
+    for (size_t i = 0; f && i < sizeof(lists) / sizeof(lists[0]); i++)
+        if (av_match_name(lists[i], f->name))
+            return 1;
+    return 0;
+}
+
+/* A concat list's entries, each inside the archive and not a list itself; the first that is
+ * not is refused (c->refused). Entries are read as the demuxer reads them: a keyword, then
+ * FFmpeg's token (quotes and backslashes), names relative to the list's directory. */
+static vf_status check_concat_list(confine *c, const char *path, vf_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return VF_OK; /* FFmpeg says why, when it opens it */
+    const char *slash = strrchr(path, '/');
+    int dir_len = slash ? (int)(slash - path + 1) : 0;
+    char *line = NULL;
+    size_t cap = 0;
+    vf_status rc = VF_OK;
+    while (rc >= 0 && !c->refused[0] && getline(&line, &cap, f) > 0) {
+        const char *cur = line + strspn(line, " \t\r\n");
+        if (strncmp(cur, "file", 4) || !strchr(" \t", cur[4]))
+            continue;
+        cur += 4;
+        cur += strspn(cur, " \t");
+        char *name = av_get_token(&cur, " \t\r\n");
+        char *entry = name && name[0] != '/' ? av_asprintf("%.*s%s", dir_len, path, name) : NULL;
+        if (!name || (name[0] != '/' && !entry)) {
+            rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        } else if (name[0]) {
+            const char *at = entry ? entry : name;
+            int inside = vfi_archive_holds(c->archive, at, NULL);
+            if (inside < 0)
+                rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+            else if (!inside)
+                refuse(c, "refers to a file outside the archive", name);
+            else if (is_list_of_files(at))
+                refuse(c, "lists a playlist or list of other files, which is not read", name);
+        }
+        av_free(entry);
+        av_free(name);
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+/* Open path into *fmt (allocated, with pb already set for a pipe, or NULL) under the rule
+ * above; c is set up here and must outlive *fmt (confine_clear after closing it). Returns
+ * FFmpeg's code; a reference refused is in c->refused. */
+static int open_confined(AVFormatContext **fmt, const char *path, const vf_archive *archive,
+                         confine *c, vf_err *err)
+{
+    memset(c, 0, sizeof(*c));
+    if (!*fmt && !(*fmt = avformat_alloc_context()))
+        return AVERROR(ENOMEM);
+    if ((*fmt)->pb) /* the caller's I/O, also if this returns before FFmpeg would mark it */
+        (*fmt)->flags |= AVFMT_FLAG_CUSTOM_IO;
+    c->archive = archive;
+    if (!archive) {
+        const char *slash = strrchr(path, '/');
+        char *dir = slash ? av_strndup(path, (size_t)(slash - path) + (slash == path)) : NULL;
+        if ((slash && !dir) || vfi_archive_init(&c->own, dir ? dir : ".", 0, err) < 0) {
+            av_free(dir);
+            return AVERROR(ENOMEM);
+        }
+        av_free(dir);
+        c->archive = &c->own;
+    }
+    if (!(c->url = av_asprintf("file:%s", path)))
+        return AVERROR(ENOMEM);
+    char head[sizeof(CONCAT_MAGIC)];
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+        file_head(path, head, sizeof(head)) == sizeof(head) - 1 && !strcmp(head, CONCAT_MAGIC) &&
+        check_concat_list(c, path, err) < 0)
+        return AVERROR(ENOMEM);
+    if (c->refused[0])
+        return AVERROR(EPERM);
+    c->io_open_default = (*fmt)->io_open;
+    (*fmt)->io_open = confined_open;
+    (*fmt)->opaque = c;
+    AVDictionary *opts = NULL;
+    int ret = av_dict_set(&opts, "protocol_whitelist", ALLOWED_PROTOCOLS, 0);
+    if (ret >= 0)
+        ret = av_dict_set(&opts, "safe", "1", 0); /* concat's own check, beneath ours */
+    if (ret >= 0)
+        ret = avformat_open_input(fmt, c->url, NULL, &opts);
+    av_dict_free(&opts);
+    return ret;
+}
+
+static void confine_clear(confine *c)
+{
+    vfi_archive_clear(&c->own);
+    av_freep(&c->url);
+}
+
+/* After opening or reading: the input's reference refused, if any, as its failure. */
+static vf_status check_refused(const confine *c, vf_err *err)
+{
+    if (!c->refused[0])
+        return VF_OK;
+    return vfi_fail(err, VF_ERR_DENIED, "%s: %s", c->why, c->refused);
+}
+
 static void rearm(vf_decoder *d)
 {
     d->deadline = d->o.stall_timeout > 0 ? vfi_now_s() + d->o.stall_timeout : 0;
@@ -481,7 +703,13 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     if ((rc = open_pipe_io(d, path, err)) < 0)
         goto fail;
     last_av_error[0] = '\0';
-    int ret = avformat_open_input(&d->fmt, path, NULL, NULL);
+    if (!(d->conf = vfi_calloc(1, sizeof(*d->conf)))) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    int ret = open_confined(&d->fmt, path, d->o.archive, d->conf, err);
+    if ((rc = check_refused(d->conf, err)) < 0)
+        goto fail;
     if (ret < 0 && d->stalled) {
         rc = vfi_fail(err, VF_ERR_DECODE, "stalled: nothing could be read for %g s",
                       d->o.stall_timeout);
@@ -496,6 +724,8 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
         goto fail;
     }
     ret = avformat_find_stream_info(d->fmt, NULL);
+    if ((rc = check_refused(d->conf, err)) < 0)
+        goto fail;
     if (ret < 0) {
         rc = vfi_fail(err, VF_ERR_DECODE, "cannot read stream info: %s",
                       last_av_error[0] ? last_av_error : av_err(ret, eb, sizeof(eb)));
@@ -721,6 +951,10 @@ static vf_status end_of_stream(vf_decoder *d, vf_err *err)
 vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
 {
     for (;;) {
+        if (d->conf->refused[0]) { /* met while reading: the input fails, whatever came first */
+            d->done = 1;
+            return check_refused(d->conf, err);
+        }
         if (d->done)
             return VF_EOF;
         if (d->o.cancel && atomic_load(d->o.cancel)) {
@@ -840,17 +1074,21 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
     }
 }
 
-int vfi_decode_probe(const char *path)
+int vfi_decode_probe(const char *path, const vf_archive *archive)
 {
     pthread_once(&log_once, install_log_bridge);
     AVFormatContext *fmt = NULL;
-    if (avformat_open_input(&fmt, path, NULL, NULL) < 0)
-        return 0;
-    int si = avformat_find_stream_info(fmt, NULL) >= 0
-                 ? av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0)
-                 : -1;
-    int ok = si >= 0 && !is_text_art(fmt->streams[si]->codecpar);
+    confine c;
+    vf_err err;
+    int ok = 0;
+    if (open_confined(&fmt, path, archive, &c, &err) >= 0 && !c.refused[0]) {
+        int si = avformat_find_stream_info(fmt, NULL) >= 0
+                     ? av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0)
+                     : -1;
+        ok = si >= 0 && !c.refused[0] && !is_text_art(fmt->streams[si]->codecpar);
+    }
     avformat_close_input(&fmt);
+    confine_clear(&c);
     return ok;
 }
 

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "core/path.h"
 #include "core/status.h"
 
 /* Which frames to keep. */
@@ -70,10 +71,18 @@ typedef struct vf_decode_opts {
      * where they are; vfi_frame_download brings one back when needed. FFmpeg copies each out of
      * the decoder's surfaces, so holding frames costs device memory, not decoding surfaces. */
     int keep_on_device;
+    /* (optional, borrowed) where the input's references may lead (README "What vidfeat reads"):
+     * an HLS playlist's segments and keys, a DASH manifest's, a concat list's entries, an image
+     * sequence's other images. NULL: the directory of the path opened, its links not followed
+     * out of it. A reference outside fails the input with VF_ERR_DENIED, "refers to a file
+     * outside the archive: REF", once it is met (vectors of it may have been handed out). */
+    const vf_archive *archive;
 } vf_decode_opts;
 
 /* Open path and its best video stream; opts may be NULL (defaults). VF_ERR_IO (cannot open),
- * VF_ERR_DECODE (not media, no video stream, unsupported codec, stalled). */
+ * VF_ERR_DECODE (not media, no video stream, unsupported codec, stalled), VF_ERR_DENIED (it
+ * refers to a file outside its archive). Only the file protocol is used, whatever path says:
+ * "http://x" or "file:y" name files of those names. */
 vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
                            const vf_decode_opts *opts, vf_decoder **out, vf_err *err);
 const vf_video_meta *vfi_decoder_meta(const vf_decoder *d);
@@ -98,8 +107,9 @@ int vfi_frame_on_device(const vf_frame *f);
  * the copy fails, VF_ERR_NOMEM. A frame already in system memory is left as it is. */
 vf_status vfi_frame_download(vf_frame *f, vf_err *err);
 
-/* Does path look like media FFmpeg can open (probe, not extension)? 1 yes, 0 no. */
-int vfi_decode_probe(const char *path);
+/* Does path look like media FFmpeg can open (probe, not extension)? 1 yes, 0 no: also when
+ * opening it would read a file outside archive (NULL: as for vfi_decoder_open). */
+int vfi_decode_probe(const char *path, const vf_archive *archive);
 /* A time or duration in FFmpeg's forms ("90", "1.5", "1:30", "01:02:03.5", "500ms") into
  * seconds, negative ones included; VF_ERR_INVALID when text is none of them. */
 vf_status vfi_parse_time(const char *text, double *seconds);

@@ -150,7 +150,8 @@ typedef struct lane {
 struct vf_pipeline {
     vf_config cfg;
     char *db_path;
-    char *root; /* cfg.root's absolute form (record.h), or NULL */
+    char *root;         /* cfg.root's absolute form (record.h), or NULL */
+    vf_archive archive; /* the root as what inputs may read in (core/path.h), when root is set */
     vf_extractor *ex;
     vf_model_info info;
     vf_store *store;
@@ -292,14 +293,37 @@ static vf_status check_unchanged(const char *path, const struct stat *opened, vf
     return VF_EOF;
 }
 
+/* Under --root, what a file may be (README "What vidfeat reads"): its name relative to the root
+ * (names from the database are data: an absolute one or one with ".." is refused), and the file
+ * the system resolves it to inside the root, unless links may lead out. VF_ERR_DENIED with the
+ * line; nothing opened. */
+static vf_status check_root(const vf_pipeline *p, const vf_work *w, vf_err *err)
+{
+    if (!p->root)
+        return VF_OK;
+    const char *name = w->id.name; /* as recorded; NULL in a run without a database */
+    if (name && (name[0] == '/' || vfi_path_has_dotdot(name)))
+        return vfi_fail(err, VF_ERR_DENIED, "names a file outside --root %s (%s): not read",
+                        p->root, name[0] == '/' ? "an absolute name" : "a '..' in it");
+    int inside = vfi_archive_holds(&p->archive, w->path, NULL);
+    if (inside < 0)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (!inside)
+        return vfi_fail(err, VF_ERR_DENIED,
+                        "leads outside --root %s through a symbolic link: not read "
+                        "(--follow-links-outside allows it)",
+                        p->root);
+    return VF_OK;
+}
+
 static int decode_file(lane *ln, vf_work *w)
 {
     vf_pipeline *p = ln->p;
     const char *path = w->path;
     vf_sampling s = {p->cfg.sample_fps, p->cfg.every,    p->cfg.keyframes,
                      p->cfg.start,      p->cfg.duration, p->cfg.max_frames};
-    vf_decode_opts dopts = {p->cfg.decode_threads, p->cfg.stall_timeout, &p->cancel, p->hw,
-                            p->keep_on_device};
+    vf_decode_opts dopts = {p->cfg.decode_threads, p->cfg.stall_timeout,        &p->cancel, p->hw,
+                            p->keep_on_device,     p->root ? &p->archive : NULL};
     event_item *end = new_event(p, ITEM_END, w);
     if (!end) {
         stop(p, VF_ERR_NOMEM, "out of memory");
@@ -311,10 +335,15 @@ static int decode_file(lane *ln, vf_work *w)
     vf_decoder *dec = NULL;
     vf_err err = {VF_OK, ""};
     vf_status rc;
-    if (stat(path, &st) != 0)
+    if ((rc = check_root(p, w, &err)) < 0)
+        ; /* never opened */
+    else if (stat(path, &st) != 0)
         rc = vfi_fail(&err, VF_ERR_IO, "%s", strerror(errno));
     else if (S_ISDIR(st.st_mode))
         rc = vfi_fail(&err, VF_ERR_IO, "is a directory");
+    else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode))
+        rc = vfi_fail(&err, VF_ERR_DENIED, "is a %s, not a file or a pipe: not read",
+                      S_ISSOCK(st.st_mode) ? "socket" : "device");
     else if (S_ISREG(st.st_mode) && st.st_size == 0) /* pipes and devices have no size */
         rc = vfi_fail(&err, VF_ERR_DECODE, "empty file");
     else
@@ -893,7 +922,10 @@ static int store_event(vf_pipeline *p, event_item *e, file_state *fs)
                          e->infer_s > 0 ? fs->frames / e->infer_s : 0,
                          fs->store_s > 0 ? fs->frames / fs->store_s : 0};
         if (rc >= 0 && p->store && !fs->lost)
-            rc = vfi_store_finish(p->store, fs->ext_id, fence_of(e->hdr.work), e->status >= 0,
+            rc = vfi_store_finish(p->store, fs->ext_id, fence_of(e->hdr.work),
+                                  e->status >= 0               ? VF_END_DONE
+                                  : e->status == VF_ERR_DENIED ? VF_END_REFUSED
+                                                               : VF_END_FAILED,
                                   e->status >= 0 ? e->note : e->error, fps, &err);
         if (rc == VF_ERR_LEASE) {
             lose_file(fs, &err);
@@ -961,7 +993,7 @@ static void *store_thread(void *arg)
         pthread_mutex_unlock(&p->lock);
         /* unfenced: the extraction is marked failed, and the lease given back by the source */
         if (p->store && lanes[i].ext_id && !lanes[i].lost)
-            vfi_store_finish(p->store, lanes[i].ext_id, NULL, 0, why, NULL, &ignore);
+            vfi_store_finish(p->store, lanes[i].ext_id, NULL, VF_END_FAILED, why, NULL, &ignore);
         p->source->ops->failed(p->source, lanes[i].work, VF_ERR_CANCELLED, why, &ignore);
     }
     return NULL;
@@ -1221,6 +1253,8 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
     if (cfg->root && !(p->root = vfi_record_root(cfg->root)))
         return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
     p->cfg.root = p->root;
+    if (p->root && vfi_archive_init(&p->archive, p->root, cfg->follow_links_outside, &p->err) < 0)
+        return p->err.code;
     if (!(cfg->lease_s >= 1.0 && cfg->lease_s <= 86400.0) || cfg->max_attempts < 1)
         return vfi_fail(&p->err, VF_ERR_INVALID,
                         "the lease must be 1 to 86400 seconds and max attempts at least 1");
@@ -1323,6 +1357,7 @@ void vf_pipeline_free(vf_pipeline **pp)
     vfi_hwdev_free(&p->hw);
     vfi_free(p->db_path);
     vfi_free(p->root);
+    vfi_archive_clear(&p->archive);
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->conv_lock);
     pthread_cond_destroy(&p->conv_done);
@@ -1332,7 +1367,7 @@ void vf_pipeline_free(vf_pipeline **pp)
 
 int vf_probe_media(const char *path)
 {
-    return path ? vfi_decode_probe(path) : 0;
+    return path ? vfi_decode_probe(path, NULL) : 0;
 }
 
 vf_status vf_parse_time(const char *text, double *seconds)

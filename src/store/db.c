@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "core/mem.h"
+#include "core/path.h"
 #include "store/record.h"
 #include "store/store.h"
 #include "vidfeat.h"
@@ -99,6 +100,12 @@ vf_status vf_db_enqueue(const char *db_path, const char *root, const char *const
         TRY(vfi_record_file_init_root(&files[named], paths[named], abs_root, &err));
         if (!files[named].name) {
             rc = vfi_fail(&err, VF_ERR_INVALID, "an empty path");
+            goto fail;
+        }
+        if (abs_root && vfi_path_has_dotdot(files[named].name)) { /* workers would refuse it */
+            rc = vfi_fail(&err, VF_ERR_DENIED, "%s: a '..' in a name under --root %s", paths[named],
+                          abs_root);
+            named++;
             goto fail;
         }
         names[named] = files[named].name;

@@ -192,7 +192,7 @@ struct vf_store_ops {
     vf_status (*batch)(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int n, int dim,
                        int f16, const int64_t *frame_index, const int64_t *pts, const double *t,
                        const float *vecs, vf_err *err);
-    vf_status (*finish)(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int ok,
+    vf_status (*finish)(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int end,
                         const char *error, const double *stage_fps, vf_err *err);
     vf_status (*add_run)(vf_store *s, const vf_run_record *r, const char *version, vf_err *err);
 
@@ -258,11 +258,18 @@ vf_status vfi_store_batch(vf_store *s, int64_t ext_id, const vf_store_lease *fen
                           int f16, const int64_t *frame_index, const int64_t *pts, const double *t,
                           const float *vecs, vf_err *err);
 
-/* Mark the extraction done (ok) or failed (with error) with its stage rates (decode, convert,
- * infer, store frames/s; may be NULL). The frame count is taken from the committed rows in the
- * same step, so "done" always matches them. Fenced as begin; the lease ends done or failed in
- * the same transaction. */
-vf_status vfi_store_finish(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int ok,
+/* How an extraction ends (vfi_store_finish). */
+enum {
+    VF_END_FAILED = 0,  /* failed: the rows written so far stay, not done */
+    VF_END_DONE = 1,    /* every vector is written */
+    VF_END_REFUSED = 2, /* failed, and its rows go: they came from what it may not read */
+};
+
+/* Mark the extraction done or failed (with error; end is one of VF_END_*) with its stage rates
+ * (decode, convert, infer, store frames/s; may be NULL). The frame count is taken from the
+ * committed rows in the same step, so "done" always matches them. Fenced as begin; the lease
+ * ends done or failed in the same transaction. */
+vf_status vfi_store_finish(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int end,
                            const char *error, const double *stage_fps, vf_err *err);
 
 /* Append one benchmark result, with the time, host name and vidfeat version. */

@@ -632,9 +632,10 @@ static const char *rate_text(double v, char *buf, size_t size)
     return buf;
 }
 
-static vf_status finish_once(pg_store *s, int64_t ext_id, const vf_store_lease *fence, int ok,
+static vf_status finish_once(pg_store *s, int64_t ext_id, const vf_store_lease *fence, int end,
                              const char *error, const double *stage_fps, vf_err *err)
 {
+    int ok = end == VF_END_DONE;
     char id[24], now[32], rates[4][40], lease[24], token[24];
     snprintf(id, sizeof(id), "%lld", (long long)ext_id);
     vfi_now_iso(now, sizeof(now));
@@ -648,6 +649,9 @@ static vf_status finish_once(pg_store *s, int64_t ext_id, const vf_store_lease *
     TRY(check_fence(s, fence, &finished, err));
     if (finished) /* this finish was committed before the connection went */
         return exec(s, "COMMIT", "finishing the extraction", err);
+    if (end == VF_END_REFUSED)
+        TRY(query(s, "DELETE FROM features WHERE extraction_id = $1", 1, p,
+                  "removing the extraction's vectors", NULL, err));
     /* The count comes from the rows actually written, so "done" always matches them. */
     TRY(query(s,
               "UPDATE extractions SET status = $2, error = $3, finished_at = $4,"
@@ -837,11 +841,11 @@ static vf_status pg_batch(vf_store *store, int64_t ext_id, const vf_store_lease 
     RETRYING(s, batch_once(s, ext_id, fence, n, dim, f16, frame_index, pts, t, vecs, err));
 }
 
-static vf_status pg_finish(vf_store *store, int64_t ext_id, const vf_store_lease *fence, int ok,
+static vf_status pg_finish(vf_store *store, int64_t ext_id, const vf_store_lease *fence, int end,
                            const char *error, const double *stage_fps, vf_err *err)
 {
     pg_store *s = (pg_store *)store;
-    RETRYING(s, finish_once(s, ext_id, fence, ok, error, stage_fps, err));
+    RETRYING(s, finish_once(s, ext_id, fence, end, error, stage_fps, err));
 }
 
 /* ---- leased work (store.h) -------------------------------------------------------------- */

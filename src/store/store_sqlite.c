@@ -809,9 +809,10 @@ static void bind_rate(sqlite3_stmt *st, int i, double v)
         sqlite3_bind_null(st, i);
 }
 
-static vf_status sq_finish(vf_store *store, int64_t ext_id, const vf_store_lease *fence, int ok,
+static vf_status sq_finish(vf_store *store, int64_t ext_id, const vf_store_lease *fence, int end,
                            const char *error, const double *stage_fps, vf_err *err)
 {
+    int ok = end == VF_END_DONE;
     sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
@@ -821,6 +822,13 @@ static vf_status sq_finish(vf_store *store, int64_t ext_id, const vf_store_lease
         return rc;
     if ((rc = check_fence(s, fence, err)) < 0)
         goto fail;
+    if (end == VF_END_REFUSED) {
+        char sql[80];
+        snprintf(sql, sizeof(sql), "DELETE FROM features WHERE extraction_id = %lld",
+                 (long long)ext_id);
+        if ((rc = exec(s, sql, err)) < 0)
+            goto fail;
+    }
     /* The count comes from the rows actually written, so "done" always matches them. */
     CHECK_SQL(sqlite3_prepare_v2(
                   s->db,

@@ -118,6 +118,9 @@ void cli_free_paths(path_list *l);
 /* Does the database named on the command line exist (a file path; a URI is left to the
  * store)? Says so on stderr when not. */
 int cli_db_exists(const char *target);
+/* One warning line when the database's name holds a password: other users of the machine see
+ * command lines (ps, /proc). */
+void cli_warn_password(const char *target);
 
 /* ---- run.c -------------------------------------------------------------------------------- */
 

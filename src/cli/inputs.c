@@ -243,8 +243,21 @@ int cli_collect_inputs(const cli *c, int argc, char **argv, path_list *inputs)
     return status;
 }
 
+void cli_warn_password(const char *target)
+{
+    if (!vfi_store_has_password(target))
+        return;
+    char shown[512];
+    fprintf(stderr,
+            "vidfeat: warning: %s: a password on the command line can be read by other users of "
+            "this machine (ps): put it in ~/.pgpass (or the file PGPASSFILE names) or a "
+            "service file (PGSERVICEFILE, ?service=NAME) instead\n",
+            vfi_store_display(target, shown, sizeof(shown)));
+}
+
 int cli_db_exists(const char *path)
 {
+    cli_warn_password(path);
     struct stat st;
     if (vfi_store_uri_scheme(path) || stat(path, &st) == 0)
         return 1;

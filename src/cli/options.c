@@ -616,6 +616,8 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
         fprintf(stderr, "vidfeat: --mean needs --std as well\n");
         return EXIT_USAGE;
     }
+    if (c->db_set)
+        cli_warn_password(c->cfg.db_path);
     *first = optind;
     return 0;
 }

@@ -45,6 +45,13 @@ const char *vfi_store_display(const char *target, char *buf, size_t size)
     return buf;
 }
 
+int vfi_store_has_password(const char *target)
+{
+    vf_err ignore;
+    const vf_store_ops *kind = target ? vfi_store_kind(target, &ignore) : NULL;
+    return kind && kind->has_password ? kind->has_password(target) : 0;
+}
+
 vf_status vfi_store_open(const char *target, vf_store_mode mode, vf_store **out, vf_err *err)
 {
     *out = NULL;

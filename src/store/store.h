@@ -178,6 +178,8 @@ struct vf_store_ops {
     int (*claims)(const char *target);
     /* target as messages may show it (a URI without its password) into buf */
     void (*display)(const char *target, char *buf, size_t size);
+    /* (may be NULL: never) Does the name itself hold a password? */
+    int (*has_password)(const char *target);
     vf_status (*open)(const char *target, vf_store_mode mode, vf_store **out, vf_err *err);
     void (*close)(vf_store *s);
     vf_status (*inspect)(const char *target, const vf_db_visitor *v, vf_err *err);
@@ -226,6 +228,8 @@ const vf_store_ops *vfi_store_kind(const char *target, vf_err *err);
 
 /* target as it may be shown: a URI without its password (an unknown kind: as it is). */
 const char *vfi_store_display(const char *target, char *buf, size_t size);
+/* Does the database's name hold a password (a postgresql:// URI with one)? 1 yes, 0 no. */
+int vfi_store_has_password(const char *target);
 
 /* Open the store target names. WRITE: created if missing, older schemas migrated, newer ones and
  * foreign databases refused untouched. READ: it must exist and be a vidfeat database of this

@@ -148,6 +148,16 @@ static char *display_name(const char *uri)
     return vfi_strdup(buf);
 }
 
+static int pg_has_password(const char *uri)
+{
+    PQconninfoOption *opts = PQconninfoParse(uri, NULL);
+    int found = 0;
+    for (PQconninfoOption *o = opts; o && o->keyword; o++)
+        found |= !strcmp(o->keyword, "password") && o->val && o->val[0];
+    PQconninfoFree(opts);
+    return found;
+}
+
 static void pg_display(const char *uri, char *buf, size_t size)
 {
     char *name = display_name(uri);
@@ -198,12 +208,22 @@ static void on_notice(void *arg, const char *msg)
         vfi_log(VF_LOG_WARNING, "store", "%s: the server says: %s", s->name, text);
 }
 
+#define SQLSTATE_NO_PRIVILEGE "42501" /* insufficient_privilege */
+
 static vf_status pg_fail(pg_store *s, vf_err *err, const char *what, const PGresult *res)
 {
     char why[512];
     const char *msg = res ? PQresultErrorMessage(res) : NULL;
     if (!msg || !msg[0])
         msg = PQerrorMessage(s->conn);
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *reason = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    if (state && !strcmp(state, SQLSTATE_NO_PRIVILEGE)) /* which grant the role lacks */
+        return vfi_fail(err, VF_ERR_STORE,
+                        "%s: %s: %s: the role %s lacks that grant (README \"PostgreSQL roles\": "
+                        "the owner role makes the tables, the worker role needs its grants)",
+                        s->name, what, reason ? reason : pq_message(msg, why, sizeof(why)),
+                        PQuser(s->conn));
     return vfi_fail(err, VF_ERR_STORE, "%s: %s: %s", s->name, what,
                     pq_message(msg, why, sizeof(why)));
 }
@@ -1580,6 +1600,7 @@ const vf_store_ops vfi_store_pg = {
     .name = "PostgreSQL (libpq)",
     .claims = pg_claims,
     .display = pg_display,
+    .has_password = pg_has_password,
     .open = pg_open,
     .close = pg_close,
     .inspect = pg_inspect,

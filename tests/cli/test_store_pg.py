@@ -87,6 +87,12 @@ def main():
                 uri = pg.uri("vf_%s" % name, PASSWORD)
                 a = run(exe, "--model", model, "-o", db, "--json", *dtype, clips)
                 b = run(exe, "--model", model, "-o", uri, "--json", *dtype, clips)
+                warning = ("vidfeat: warning: postgresql://postgres@127.0.0.1:%d/vf_%s: a password "
+                           "on the command line can be read by other users of this machine (ps): "
+                           "put it in ~/.pgpass (or the file PGPASSFILE names) or a service file "
+                           "(PGSERVICEFILE, ?service=NAME) instead\n" % (pg.port, name))
+                check(b.stderr.startswith(warning), "no password warning: %r" % b.stderr)
+                b.stderr = b.stderr[len(warning):]
                 for r in (a, b):
                     check(r.returncode == 1 and r.stderr.count("\n") == 1 and
                           "broken.mp4" in r.stderr, "exit %d: %s" % (r.returncode, r.stderr))
@@ -162,11 +168,22 @@ def main():
             gone = "postgresql://postgres:%s@127.0.0.1:%d/vf_f32" % (PASSWORD, pg.port)
             pg.stop()
             r = run(exe, "--model", model, "-o", gone, clip)
-            check(r.returncode == 3 and r.stderr.count("\n") == 1 and
+            check(r.returncode == 3 and r.stderr.count("\n") == 2 and "~/.pgpass" in r.stderr and
                   "127.0.0.1:%d" % pg.port in r.stderr and "cannot connect" in r.stderr and
                   PASSWORD not in r.stderr, "unreachable: exit %d: %r" % (r.returncode, r.stderr))
+            # the password from ~/.pgpass (libpq's own rule): no warning, the same run
+            home = os.path.join(tmp, "home")
+            os.makedirs(home)
+            with open(os.path.join(home, ".pgpass"), "w") as f:
+                f.write("127.0.0.1:%d:*:postgres:%s\n" % (pg.port, PASSWORD))
+            os.chmod(os.path.join(home, ".pgpass"), 0o600)
+            pg.start()
+            r = subprocess.run([exe, "info", "postgresql://postgres@127.0.0.1:%d/vf_f32" % pg.port],
+                               capture_output=True, text=True, env=dict(os.environ, HOME=home))
+            check(r.returncode == 0 and r.stderr == "", "~/.pgpass: %r" % r.stderr)
         print("postgresql: rows equal SQLite's bit for bit (f32, f16), rerun, --force, info, "
-              "similar, the frames view, export, unreachable server, password never shown")
+              "similar, the frames view, export, unreachable server, password never shown and "
+              "warned about once (~/.pgpass: no warning)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "core/mem.h"
+#include "core/utf8.h"
 
 /* Reals are written with 15 significant digits: enough for every rounded value and 9-digit
  * float written here to come out as its short decimal form. */
@@ -135,74 +136,21 @@ vf_json *vfi_json_new_array(void)
     return json_array();
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when the byte there does not start one
- * (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF). */
-static size_t utf8_len(const unsigned char *s)
-{
-    unsigned c = s[0];
-    size_t n;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        n = 2;
-        min = 0x80;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        min = 0x800;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        min = 0x10000;
-    } else {
-        return 0;
-    }
-    unsigned cp = c & (0x7f >> n);
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    return cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ? 0 : n;
-}
-
 /*
  * Bytes that are not UTF-8. A file name is bytes, and an archive has names in other encodings;
  * JSON text is Unicode. Such a byte B is written as the escape \uDCBB, a lone low surrogate:
  * what Python's "surrogateescape" (PEP 383) and similar decoders turn back into the byte, so the
  * name survives the round trip. jansson holds only valid UTF-8, so until it is written the byte
- * is the private-use code point U+10FF00 + B, which jansson (asked for ASCII output) escapes as
- * the pair \uDBFF\uDFBB in one piece; vfi_json_write turns that piece into \uDCBB. (A name that
- * really holds U+10FF80..U+10FFFF, plane 16's private use, would come out as those bytes.)
+ * is the character utf8.h makes of it, U+10FF00 + B, which jansson (asked for ASCII output)
+ * escapes as the pair \uDBFF\uDFBB in one piece; vfi_json_write turns that piece into \uDCBB.
  */
-#define BYTE_PLANE 0x10ff00u
-
 static json_t *string_value(const char *s)
 {
-    json_t *v = json_string(s);
-    if (v)
-        return v;
-    size_t len = strlen(s);
-    char *fixed = vfi_mallocarray(len + 1, 4); /* each byte may become 4 */
-    if (!fixed)
-        return NULL;
-    size_t j = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        size_t n = utf8_len(p);
-        if (n) {
-            memcpy(fixed + j, p, n);
-            j += n;
-            p += n;
-        } else { /* U+10FF00 + byte in UTF-8: F4 8F BC|BD|BE|BF xx */
-            unsigned cp = BYTE_PLANE + *p++;
-            fixed[j++] = (char)(0xf0 | cp >> 18);
-            fixed[j++] = (char)(0x80 | (cp >> 12 & 0x3f));
-            fixed[j++] = (char)(0x80 | (cp >> 6 & 0x3f));
-            fixed[j++] = (char)(0x80 | (cp & 0x3f));
-        }
-    }
-    fixed[j] = '\0';
-    v = json_string(fixed);
-    vfi_free(fixed);
+    if (vfi_utf8_is_plain(s))
+        return json_string(s);
+    char *text = vfi_utf8_from_bytes(s);
+    json_t *v = text ? json_string(text) : NULL;
+    vfi_free(text);
     return v;
 }
 

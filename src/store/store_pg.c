@@ -24,6 +24,7 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "store/store_pg.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@
 #include "core/mem.h"
 #include "core/owner.h"
 #include "core/path.h"
+#include "core/utf8.h"
 #include "store/rank.h"
 #include "store/record.h"
 
@@ -240,12 +242,62 @@ static vf_status exec(pg_store *s, const char *sql, const char *what, vf_err *er
     return rc;
 }
 
+/*
+ * File names that are not UTF-8. A UTF-8 database refuses such text, and archives hold names in
+ * other encodings (Latin-1): every text parameter goes in as utf8.h writes it (a plain one, every
+ * number and nearly every name, as it is), and the columns that hold names or messages naming
+ * files (paths, errors) come back through pg_bytes. The same name always gives the same text,
+ * so equality, and with it the resume rule, holds.
+ */
+#define MAX_PARAMS 16
+
+/* params[0..n) as the text PostgreSQL is sent: into text[], the ones made anew in owned[] (to
+ * vfi_free after the call). VF_ERR_NOMEM (err). */
+static vf_status encode_params(int n, const char *const *params, const char **text, char **owned,
+                               vf_err *err)
+{
+    assert(n <= MAX_PARAMS);
+    for (int i = 0; i < n; i++) {
+        owned[i] = NULL;
+        text[i] = params[i];
+        if (params[i] && !vfi_utf8_is_plain(params[i]) &&
+            !(text[i] = owned[i] = vfi_utf8_from_bytes(params[i]))) {
+            for (int j = 0; j < i; j++)
+                vfi_free(owned[j]);
+            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        }
+    }
+    return VF_OK;
+}
+
+static void free_params(int n, char **owned)
+{
+    for (int i = 0; i < n; i++)
+        vfi_free(owned[i]);
+}
+
+/* The bytes of a column that holds a file name or a message naming one (see above): a new
+ * string (vfi_free), NULL for SQL null or when out of memory (*oom set). */
+static char *pg_bytes(const PGresult *res, int row, int col, int *oom)
+{
+    if (PQgetisnull(res, row, col))
+        return NULL;
+    char *b = vfi_utf8_to_bytes(PQgetvalue(res, row, col));
+    *oom |= !b;
+    return b;
+}
+
 /* Run a statement with text parameters (NULL: SQL null); *out gets the result when it
  * succeeded (PQclear it). */
 static vf_status query(pg_store *s, const char *sql, int n, const char *const *params,
                        const char *what, PGresult **out, vf_err *err)
 {
-    PGresult *res = PQexecParams(s->conn, sql, n, NULL, params, NULL, NULL, 0);
+    const char *text[MAX_PARAMS];
+    char *owned[MAX_PARAMS];
+    if (encode_params(n, params, text, owned, err) < 0)
+        return VF_ERR_NOMEM;
+    PGresult *res = PQexecParams(s->conn, sql, n, NULL, text, NULL, NULL, 0);
+    free_params(n, owned);
     ExecStatusType st = PQresultStatus(res);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
         vf_status rc = pg_fail(s, err, what, res);
@@ -266,8 +318,13 @@ static vf_status each_row(pg_store *s, const char *sql, int n, const char *const
                           const char *what, vf_status (*row)(void *user, const PGresult *res),
                           void *user, vf_err *err)
 {
-    if (!PQsendQueryParams(s->conn, sql, n, NULL, params, NULL, NULL, 0) ||
-        !PQsetSingleRowMode(s->conn))
+    const char *text[MAX_PARAMS];
+    char *owned[MAX_PARAMS];
+    if (encode_params(n, params, text, owned, err) < 0)
+        return VF_ERR_NOMEM;
+    int sent = PQsendQueryParams(s->conn, sql, n, NULL, text, NULL, NULL, 0);
+    free_params(n, owned);
+    if (!sent || !PQsetSingleRowMode(s->conn))
         return pg_fail(s, err, what, NULL);
     vf_status rc = VF_OK;
     PGresult *res;
@@ -698,7 +755,7 @@ fail:
 
 /* One value in COPY's text format: backslash, tab, newline and carriage return escaped; NULL
  * as \N. Appends to buf at *len (cap bytes); 0 when it does not fit. */
-static int copy_put(char *buf, size_t cap, size_t *len, const char *v)
+static int copy_put_text(char *buf, size_t cap, size_t *len, const char *v)
 {
     if (!v) {
         if (*len + 2 >= cap)
@@ -718,6 +775,16 @@ static int copy_put(char *buf, size_t cap, size_t *len, const char *v)
         buf[(*len)++] = c;
     }
     return 1;
+}
+
+static int copy_put(char *buf, size_t cap, size_t *len, const char *v)
+{
+    if (!v || vfi_utf8_is_plain(v))
+        return copy_put_text(buf, cap, len, v);
+    char *text = vfi_utf8_from_bytes(v); /* a name that is not UTF-8: as query() sends it */
+    int ok = text && copy_put_text(buf, cap, len, text);
+    vfi_free(text);
+    return ok;
 }
 
 /* COPY the set's files (ord, path, given, size, mtime) into want; files NULL: the names kept
@@ -1091,7 +1158,8 @@ static vf_status claim_once(pg_store *s, const vf_store_work *w, vf_store_claim 
             int attempts = atoi(PQgetvalue(res, 0, 3));
             c->lease.id = strtoll(id, NULL, 10);
             c->index = atoi(PQgetvalue(res, 0, 5));
-            if (!(c->name = vfi_strdup(PQgetvalue(res, 0, 1)))) {
+            int oom = 0;
+            if (!(c->name = pg_bytes(res, 0, 1, &oom))) {
                 rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
                 goto fail;
             }
@@ -1227,11 +1295,17 @@ static vf_status states_once(pg_store *s, const vf_store_work *w, vf_store_state
                          2, p, "reading leases", &res, err);
     if (rc < 0)
         return rc;
-    for (int i = 0; i < PQntuples(res); i++)
-        fn(user, atoi(PQgetvalue(res, i, 0)), PQgetvalue(res, i, 1),
-           PQgetisnull(res, i, 2) ? NULL : PQgetvalue(res, i, 2));
+    for (int i = 0; i < PQntuples(res) && rc >= 0; i++) {
+        int oom = 0;
+        char *error = pg_bytes(res, i, 2, &oom);
+        if (oom)
+            rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        else
+            fn(user, atoi(PQgetvalue(res, i, 0)), PQgetvalue(res, i, 1), error);
+        vfi_free(error);
+    }
     PQclear(res);
-    return VF_OK;
+    return rc;
 }
 
 static vf_status pg_work_states(vf_store *store, const vf_store_work *w, vf_store_state_fn fn,
@@ -1334,9 +1408,14 @@ static vf_status find_video(pg_store *s, int64_t model_id, const char *path, cha
                          3, p, "reading videos", &res, err);
     if (rc >= 0) {
         char *want = realpath(path, NULL);
-        for (int i = 0; i < PQntuples(res) && !video[0]; i++) {
-            if (vfi_rank_same_file(PQgetvalue(res, i, 1), path, name, want))
+        for (int i = 0; i < PQntuples(res) && !video[0] && rc >= 0; i++) {
+            int oom = 0;
+            char *stored = pg_bytes(res, i, 1, &oom);
+            if (oom)
+                rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+            else if (vfi_rank_same_file(stored, path, name, want))
                 snprintf(video, 24, "%s", PQgetvalue(res, i, 0));
+            vfi_free(stored);
         }
         free(want); /* realpath's allocation */
         PQclear(res);
@@ -1437,10 +1516,15 @@ static vf_status pg_nearest(vf_store *store, int64_t model_id, int f16, const fl
                    1, pv, "reading videos", &res, err);
         if (rc < 0)
             break;
-        if (PQntuples(res) == 1)
-            hit(user, PQgetvalue(res, 0, 0), ref, sim);
+        int oom = 0;
+        char *path = PQntuples(res) == 1 ? pg_bytes(res, 0, 0, &oom) : NULL;
+        if (oom)
+            rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        else if (path)
+            hit(user, path, ref, sim);
         else
             rc = vfi_fail(err, VF_ERR_STORE, "%s: extraction %s has no video", s->name, id);
+        vfi_free(path);
         PQclear(res);
     }
 out:
@@ -1492,8 +1576,14 @@ static vf_status pg_vectors(vf_store *store, int64_t model_id, int f16, int dim,
                    " ORDER BY v.path COLLATE \"C\", e.sampling COLLATE \"C\"",
                    1, p, "reading extractions", &ext, err);
     for (int i = 0; rc >= 0 && i < PQntuples(ext); i++) {
+        int oom = 0;
+        char *path = pg_bytes(ext, i, 1, &oom);
+        if (oom) {
+            rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+            break;
+        }
         vf_store_vector out = {
-            .path = PQgetvalue(ext, i, 1),
+            .path = path,
             .sampling = PQgetvalue(ext, i, 2),
             .frames = strtoll(PQgetvalue(ext, i, 3), NULL, 10),
             .ref.extraction = strtoll(PQgetvalue(ext, i, 0), NULL, 10),
@@ -1505,6 +1595,7 @@ static vf_status pg_vectors(vf_store *store, int64_t model_id, int f16, int dim,
                       "SELECT frame_index, pts, t, vec FROM features WHERE extraction_id = $1"
                       " ORDER BY frame_index",
                       1, pe, "reading features", vectors_row, &r, err);
+        vfi_free(path);
     }
     PQclear(ext);
     exec(s, "COMMIT", "reading", NULL);
@@ -1520,6 +1611,13 @@ static const char *text_or_null(const PGresult *res, int col)
 static vf_status inspect_extraction(void *user, const PGresult *res)
 {
     const vf_db_visitor *v = user;
+    int oom = 0;
+    char *path = pg_bytes(res, 0, 8, &oom), *error = pg_bytes(res, 0, 9, &oom);
+    if (oom) {
+        vfi_free(path);
+        vfi_free(error);
+        return VF_ERR_NOMEM;
+    }
     vf_db_extraction e = {
         .status = PQgetvalue(res, 0, 0),
         .frames = strtoll(PQgetvalue(res, 0, 1), NULL, 10),
@@ -1529,11 +1627,13 @@ static vf_status inspect_extraction(void *user, const PGresult *res)
         .dim = atoi(PQgetvalue(res, 0, 5)),
         .dtype = PQgetvalue(res, 0, 6),
         .sampling = PQgetvalue(res, 0, 7),
-        .path = PQgetvalue(res, 0, 8),
-        .error = text_or_null(res, 9),
+        .path = path,
+        .error = error,
         .weights = text_or_null(res, 10),
     };
     v->extraction(v->user, &e);
+    vfi_free(path);
+    vfi_free(error);
     return VF_OK;
 }
 

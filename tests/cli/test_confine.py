@@ -253,6 +253,13 @@ def main():
         print("ok links under --root: inside done, out refused unless --follow-links-outside; "
               "a walk does not enter a link out; enqueue refuses both")
 
+        # a name on the command line is a file's name, never an address
+        for name in ("http://127.0.0.1:9/x.mp4", "file:" + os.path.join(out, "secret.ts")):
+            r = run(exe, "--model", model, "-o", os.path.join(tmp, "dev.db"), name, timeout=30)
+            check(r.returncode == 1 and lines(r)[0] == "vidfeat: %s: No such file or directory"
+                  % name, "%s: %r" % (name, lines(r)))
+        print("ok names on the command line are files' names: no network, no file: address")
+
         # a device at once; a FIFO still read
         r = run(exe, "--model", model, "-o", os.path.join(tmp, "dev.db"), "/dev/zero",
                 timeout=30)

@@ -6,8 +6,10 @@ option(VIDFEAT_FUZZ "Build the libFuzzer targets (needs clang)" OFF)
 set(VIDFEAT_SANITIZE "" CACHE STRING "Sanitizers to build with, e.g. address,undefined or thread")
 
 set(VF_WARNINGS -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla)
+set(VF_CXX_WARNINGS -Wall -Wextra -Wshadow)
 if(VIDFEAT_WERROR)
     list(APPEND VF_WARNINGS -Werror)
+    list(APPEND VF_CXX_WARNINGS -Werror)
 endif()
 
 if(VIDFEAT_FUZZ)
@@ -30,6 +32,7 @@ endif()
 # nvcc's own warnings as errors under VIDFEAT_WERROR).
 function(vf_target_warnings target)
     target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:C>:${VF_WARNINGS}>")
+    target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${VF_CXX_WARNINGS}>")
     if(VIDFEAT_WERROR)
         target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>")
     endif()

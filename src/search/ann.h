@@ -1,0 +1,59 @@
+/*
+ * ann.h - approximate nearest-neighbour indexes over vectors, by FAISS (ann_faiss.cpp, the only
+ * file that sees it, and the only C++ in vidfeat). The index compares vectors by Euclidean
+ * distance; the caller gives unit-length vectors, so that its order is cosine similarity's
+ * (|a - b|^2 = 2 - 2 cos). Each vector carries the caller's 64-bit id. One thread at a time per
+ * index; FAISS's own threads (OpenMP) work inside each call.
+ */
+#ifndef VIDFEAT_ANN_H
+#define VIDFEAT_ANN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vf_ann vf_ann;
+
+/* A new empty index of dim-float vectors described in FAISS's index_factory words ("Flat",
+ * "HNSW32", "IVF1024,Flat", "PCAR256,IVF4096,PQ64", ...); kinds without ids of their own are
+ * given an id map. VF_ERR_INVALID with FAISS's reason for a description it refuses. */
+vf_status vfi_ann_create(const char *description, int dim, vf_ann **out, vf_err *err);
+void vfi_ann_free(vf_ann **pa);
+
+/* Does it need vfi_ann_train before vectors can be added? */
+int vfi_ann_needs_training(const vf_ann *a);
+/* Train on n vectors x (n x dim floats): IVF's centroids, PQ's codebooks, a PCA. */
+vf_status vfi_ann_train(vf_ann *a, int64_t n, const float *x, vf_err *err);
+/* Add n vectors x with their ids. */
+vf_status vfi_ann_add(vf_ann *a, int64_t n, const float *x, const int64_t *ids, vf_err *err);
+/* Remove the vectors whose ids are in [lo, hi); *removed (may be NULL) says how many.
+ * VF_ERR_UNSUPPORTED for kinds that cannot remove (HNSW): the caller then filters them out. */
+vf_status vfi_ann_remove_range(vf_ann *a, int64_t lo, int64_t hi, int64_t *removed, vf_err *err);
+/* The k nearest of the vector q: ids[0..k) (-1 where there are fewer) and their squared
+ * distances, nearest first. probe > 0 sets how much of the index is looked at: IVF's lists
+ * (nprobe), HNSW's candidate list (efSearch); 0 keeps the index's own. */
+vf_status vfi_ann_search(vf_ann *a, const float *q, int k, int probe, int64_t *ids, float *dist,
+                         vf_err *err);
+/* Vectors held. */
+int64_t vfi_ann_count(const vf_ann *a);
+/* Which probe setting the kind has: "nprobe", "efSearch", or NULL (exact kinds). */
+const char *vfi_ann_probe_name(const vf_ann *a);
+
+/* Write the index at f's position; read one from f's position (as written). VF_ERR_IO with the
+ * reason; reading something that is not an index: VF_ERR_INVALID. */
+vf_status vfi_ann_write(const vf_ann *a, FILE *f, vf_err *err);
+vf_status vfi_ann_read(FILE *f, vf_ann **out, vf_err *err);
+
+/* "FAISS 1.7.3" into buf. */
+void vfi_ann_version(char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VIDFEAT_ANN_H */

@@ -1,0 +1,215 @@
+/*
+ * ann_faiss.cpp - ann.h by FAISS's C++ API (Debian's static libfaiss). Every call catches what
+ * FAISS throws and turns it into a status with FAISS's reason: no exception leaves this file.
+ */
+/* vidfeat's C headers, with C linkage (ann.h declares its own calls so) */
+extern "C" {
+#include "core/mem.h"
+#include "core/status.h"
+}
+#include "search/ann.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include <faiss/AutoTune.h>
+#include <faiss/IVFlib.h>
+#include <faiss/Index.h>
+#include <faiss/IndexHNSW.h>
+#include <faiss/IndexIDMap.h>
+#include <faiss/IndexIVFPQ.h>
+#include <faiss/IndexPreTransform.h>
+#include <faiss/impl/FaissException.h>
+#include <faiss/impl/IDSelector.h>
+#include <faiss/index_factory.h>
+#include <faiss/index_io.h>
+
+typedef faiss::Index::idx_t idx_t;
+
+struct vf_ann {
+    faiss::Index *index; /* owned */
+};
+
+/* FAISS's exception message is long (it names its source file): its first line. */
+static vf_status caught(vf_err *err, vf_status code, const char *what, const std::exception &e)
+{
+    std::string msg = e.what();
+    const faiss::FaissException *fe = dynamic_cast<const faiss::FaissException *>(&e);
+    if (fe)
+        msg = fe->msg;
+    size_t nl = msg.find('\n');
+    if (nl != std::string::npos)
+        msg.resize(nl);
+    return vfi_fail(err, code, "%s: %s", what, msg.c_str());
+}
+
+/* The index beneath an id map or a transform, where the kind is told. */
+static const faiss::Index *innermost(const faiss::Index *ix)
+{
+    for (;;) {
+        if (const faiss::IndexIDMap *m = dynamic_cast<const faiss::IndexIDMap *>(ix))
+            ix = m->index;
+        else if (const faiss::IndexPreTransform *t =
+                     dynamic_cast<const faiss::IndexPreTransform *>(ix))
+            ix = t->index;
+        else
+            return ix;
+    }
+}
+
+vf_status vfi_ann_create(const char *description, int dim, vf_ann **out, vf_err *err)
+{
+    *out = nullptr;
+    if (!description || dim < 1)
+        return vfi_fail(err, VF_ERR_INVALID, "an index needs a description and a dimension");
+    faiss::Index *ix = nullptr;
+    try {
+        ix = faiss::index_factory(dim, description, faiss::METRIC_L2);
+        /* polysemous training (codes ordered for Hamming filtering, which vidfeat never uses)
+         * is most of an IVF-PQ's training time */
+        if (faiss::IndexIVFPQ *pq =
+                dynamic_cast<faiss::IndexIVFPQ *>(faiss::ivflib::try_extract_index_ivf(ix)))
+            pq->do_polysemous_training = false;
+        /* the caller's ids: kinds that keep none (flat, HNSW) are given a map */
+        if (!faiss::ivflib::try_extract_index_ivf(ix) && !dynamic_cast<faiss::IndexIDMap *>(ix)) {
+            faiss::IndexIDMap *m = new faiss::IndexIDMap(ix);
+            m->own_fields = true;
+            ix = m;
+        }
+    } catch (const std::exception &e) {
+        delete ix;
+        return caught(err, VF_ERR_INVALID, description, e);
+    }
+    vf_ann *a = (vf_ann *)vfi_calloc(1, sizeof(*a));
+    if (!a) {
+        delete ix;
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    a->index = ix;
+    *out = a;
+    return VF_OK;
+}
+
+void vfi_ann_free(vf_ann **pa)
+{
+    if (!pa || !*pa)
+        return;
+    delete (*pa)->index;
+    vfi_free(*pa);
+    *pa = nullptr;
+}
+
+int vfi_ann_needs_training(const vf_ann *a)
+{
+    return !a->index->is_trained;
+}
+
+vf_status vfi_ann_train(vf_ann *a, int64_t n, const float *x, vf_err *err)
+{
+    try {
+        a->index->train(n, x);
+    } catch (const std::exception &e) {
+        return caught(err, VF_ERR_INVALID, "training the index", e);
+    }
+    return VF_OK;
+}
+
+vf_status vfi_ann_add(vf_ann *a, int64_t n, const float *x, const int64_t *ids, vf_err *err)
+{
+    try {
+        static_assert(sizeof(idx_t) == sizeof(int64_t), "FAISS ids are 64-bit");
+        a->index->add_with_ids(n, x, reinterpret_cast<const idx_t *>(ids));
+    } catch (const std::bad_alloc &) {
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory adding to the index");
+    } catch (const std::exception &e) {
+        return caught(err, VF_ERR_INVALID, "adding to the index", e);
+    }
+    return VF_OK;
+}
+
+vf_status vfi_ann_remove_range(vf_ann *a, int64_t lo, int64_t hi, int64_t *removed, vf_err *err)
+{
+    if (removed)
+        *removed = 0;
+    if (dynamic_cast<const faiss::IndexHNSW *>(innermost(a->index)))
+        return vfi_fail(err, VF_ERR_UNSUPPORTED, "an HNSW index cannot remove vectors");
+    try {
+        faiss::IDSelectorRange range(lo, hi);
+        size_t n = a->index->remove_ids(range);
+        if (removed)
+            *removed = (int64_t)n;
+    } catch (const std::exception &e) {
+        return caught(err, VF_ERR_UNSUPPORTED, "removing from the index", e);
+    }
+    return VF_OK;
+}
+
+const char *vfi_ann_probe_name(const vf_ann *a)
+{
+    const faiss::Index *in = innermost(a->index);
+    if (dynamic_cast<const faiss::IndexHNSW *>(in))
+        return "efSearch";
+    if (faiss::ivflib::try_extract_index_ivf(const_cast<faiss::Index *>(a->index)))
+        return "nprobe";
+    return nullptr;
+}
+
+vf_status vfi_ann_search(vf_ann *a, const float *q, int k, int probe, int64_t *ids, float *dist,
+                         vf_err *err)
+{
+    try {
+        const char *name = vfi_ann_probe_name(a);
+        if (probe > 0 && name)
+            faiss::ParameterSpace().set_index_parameter(a->index, name, probe);
+        a->index->search(1, q, k, dist, reinterpret_cast<idx_t *>(ids));
+    } catch (const std::exception &e) {
+        return caught(err, VF_ERR_INVALID, "searching the index", e);
+    }
+    return VF_OK;
+}
+
+int64_t vfi_ann_count(const vf_ann *a)
+{
+    return (int64_t)a->index->ntotal;
+}
+
+vf_status vfi_ann_write(const vf_ann *a, FILE *f, vf_err *err)
+{
+    try {
+        faiss::write_index(a->index, f);
+    } catch (const std::exception &e) {
+        return caught(err, VF_ERR_IO, "writing the index", e);
+    }
+    return VF_OK;
+}
+
+vf_status vfi_ann_read(FILE *f, vf_ann **out, vf_err *err)
+{
+    *out = nullptr;
+    faiss::Index *ix = nullptr;
+    try {
+        ix = faiss::read_index(f);
+    } catch (const std::bad_alloc &) {
+        return vfi_fail(err, VF_ERR_INVALID, "not an index FAISS can read (a size beyond memory)");
+    } catch (const std::exception &e) {
+        return caught(err, VF_ERR_INVALID, "not an index FAISS can read", e);
+    }
+    vf_ann *a = (vf_ann *)vfi_calloc(1, sizeof(*a));
+    if (!a) {
+        delete ix;
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    a->index = ix;
+    *out = a;
+    return VF_OK;
+}
+
+void vfi_ann_version(char *buf, size_t size)
+{
+    snprintf(buf, size, "FAISS %d.%d.%d", FAISS_VERSION_MAJOR, FAISS_VERSION_MINOR,
+             FAISS_VERSION_PATCH);
+}

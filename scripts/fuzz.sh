@@ -14,7 +14,7 @@ SEED=${FUZZ_SEED:-1}
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(onnx manifest calib decode)
 
-CC=clang cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIDFEAT_FUZZ=ON \
+CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIDFEAT_FUZZ=ON \
     -DVIDFEAT_CUDA=OFF -DVIDFEAT_WERROR=ON >/dev/null
 # the generated seeds (fuzz_decode's clips, the test models) as well as the targets
 cmake --build "$BUILD_DIR" -j"$(nproc)" --target vidfeat_fixtures "${targets[@]/#/fuzz_}"

@@ -527,6 +527,7 @@ static int confined_open(AVFormatContext *s, AVIOContext **pb, const char *url, 
     if (inside < 0)
         return AVERROR(ENOMEM);
     if (!inside) {
+        vfi_free(real);
         refuse(c, "refers to a file outside the archive", url);
         return AVERROR(EPERM);
     }

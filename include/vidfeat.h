@@ -423,7 +423,28 @@ typedef struct vf_similar_query {
     const char *video;
     double at;
     int k; /**< neighbours wanted, 1..100000; 0 = 10 */
+
+    /* ---- the search index (appended in 0.1) ---- */
+    /** 1: read every stored vector (exact), even when an index covers the model and layer. */
+    int exact;
+    /** How much of the index is looked at (IVF: lists probed; HNSW: candidates kept); 0: the
+     *  index's own default. Ignored by an exact search. */
+    int probe;
+    /** An index file to use (vf_db_index); NULL: the one the database records for the model row
+     *  searched, where its file is on this machine; none: the exact scan. */
+    const char *index;
+    /** (may be NULL) how the search was done, filled by vf_db_similar. */
+    struct vf_similar_stats *stats;
 } vf_similar_query;
+
+/** How vf_db_similar searched. */
+typedef struct vf_similar_stats {
+    char search[160];   /**< "exact", or "index " + the index's kind ("index IVF1024,Flat") */
+    char index[4096];   /**< the index file used ("" for exact) */
+    double search_ms;   /**< the search alone: not opening the database or the index, not the
+                             model or the query vector */
+    int64_t candidates; /**< vectors the index proposed, then ranked by their exact cosine */
+} vf_similar_stats;
 
 /** A stored frame, or where the query came from. Strings are borrowed (for a hit: during the
  *  callback; for the query: they are the query's own). */
@@ -498,6 +519,69 @@ VF_API vf_status vf_db_read_vectors(const char *db_path, const vf_config *cfg,
                                     int (*model)(void *user, const vf_db_model *m),
                                     int (*vector)(void *user, const vf_db_vector *v), void *user,
                                     char *errbuf, size_t errbuf_size);
+
+/* ---- search indexes (appended in 0.1; README "Searching an archive") ----------------------- */
+
+/** How vf_db_index builds an index, or brings one up to date. */
+typedef struct vf_index_opts {
+    /** "auto" (NULL: the same), "flat" (exact), "hnsw", "ivf" (IVF over the vectors as they are),
+     *  "ivfpq" (IVF with product quantisation and a PCA rotation: the compact kind), or FAISS's
+     *  index_factory words ("IVF4096,PQ64"). "auto": exact up to 50,000 vectors, "ivf" while the
+     *  vectors take at most a quarter of this machine's memory, "ivfpq" beyond. An index that
+     *  exists keeps its kind (a different explicit one: VF_ERR_INVALID unless rebuild). */
+    const char *kind;
+    /** The index file; NULL: beside an SQLite database, DB.MODEL.LAYER.faiss (a PostgreSQL
+     *  database needs one). */
+    const char *path;
+    int rebuild; /**< 1: start over instead of adding and removing what changed */
+    /** (may be NULL) called as vectors are read: (done, total); nonzero stops the build
+     *  (VF_ERR_CANCELLED, nothing written). */
+    int (*progress)(void *user, int64_t done, int64_t total);
+    void *user;
+} vf_index_opts;
+
+/** What vf_db_index did. */
+typedef struct vf_index_report {
+    char path[4096];                /**< the index file (absolute) */
+    char kind[160];                 /**< FAISS's words for it */
+    int created;                    /**< 1: built anew; 0: an existing index brought up to date */
+    int64_t vectors, files;         /**< what it holds now */
+    int64_t added, removed;         /**< vectors added, and taken out (or hidden: HNSW) this time */
+    int64_t bytes;                  /**< the file's size */
+    double train_s, add_s, seconds; /**< training, adding, the whole call */
+} vf_index_report;
+
+/**
+ * Build a search index over the vectors of one model and layer (the row cfg->model and
+ * cfg->layer choose, as vf_db_similar's), or bring the one at the path up to date: the done
+ * extractions it lacks are added, the ones the database no longer holds done are removed.
+ * Written under a temporary name and renamed when whole, then recorded in the database (which
+ * must be writable), so that vf_db_similar finds it. The vectors are read once (twice when the
+ * kind needs training, on a sample). Memory: the index, and one batch of vectors.
+ * @return VF_OK; VF_ERR_STORE (the database: missing, no vectors, several rows cfg does not
+ *         tell apart, or not writable), VF_ERR_INVALID (an index file of another model, layer or
+ *         kind; a kind FAISS refuses), VF_ERR_IO (the file cannot be read or written; a corrupt
+ *         index), VF_ERR_CANCELLED, VF_ERR_NOMEM. The message, naming the file, is in errbuf.
+ */
+VF_API vf_status vf_db_index(const char *db_path, const vf_config *cfg, const vf_index_opts *o,
+                             vf_index_report *out, char *errbuf, size_t errbuf_size);
+
+/** A search index a database records, and how current it is (vf_db_indexes). Strings are
+ *  borrowed during the callback. */
+typedef struct vf_db_index_info {
+    const char *path, *model, *layer, *kind, *built_at, *host;
+    int64_t vectors, files;             /**< what it held when built */
+    int present;                        /**< its file is on this machine and readable */
+    const char *problem;                /**< why it cannot be used (NULL: it can) */
+    int64_t lacks_vectors, lacks_files; /**< done in the database, not in the index */
+    int64_t gone_vectors, gone_files;   /**< in the index, no longer done in the database */
+} vf_db_index_info;
+
+/** Each search index db records, with how current it is against the database now (the file is
+ *  read for that where it is on this machine: its header, not the whole index). */
+VF_API vf_status vf_db_indexes(const char *db_path,
+                               void (*index)(void *user, const vf_db_index_info *ix), void *user,
+                               char *errbuf, size_t errbuf_size);
 
 /** 1 if FFmpeg can open path and it has a video stream (probes the content, not the name);
  *  0 for text files FFmpeg would read as text art (.nfo, some .txt). */

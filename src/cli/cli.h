@@ -28,6 +28,7 @@ enum {
     CMD_ENQUEUE = 1 << 6,
     CMD_MERGE = 1 << 7,
     CMD_EXPORT = 1 << 8,
+    CMD_INDEX = 1 << 9,
 };
 
 #define MAX_LIST 16
@@ -62,6 +63,12 @@ typedef struct cli {
     int progress;           /* PROGRESS_*; cli_run_pipeline resolves auto */
     const char *format;     /* export --format */
     const char *output;     /* export -o */
+    const char *kind;       /* index --kind */
+    const char *index;      /* index and similar: --index PATH */
+    int rebuild;            /* index --rebuild */
+    int exact;              /* similar --exact */
+    int probe;              /* similar --probe N */
+    int summary;            /* info --summary */
 } cli;
 
 /* One subcommand: its name, the bit its options are marked with, what its --help shows, and
@@ -87,6 +94,7 @@ int cmd_bench(cli *c, int argc, char **argv);
 int cmd_enqueue(cli *c, int argc, char **argv);
 int cmd_merge(cli *c, int argc, char **argv);
 int cmd_export(cli *c, int argc, char **argv);
+int cmd_index(cli *c, int argc, char **argv);
 
 /* ---- options.c ---------------------------------------------------------------------------- */
 

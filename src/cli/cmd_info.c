@@ -6,8 +6,12 @@
  *    "extractions": [{"path", "status", "frames", "infer_fps", "model", "layer", "dim", "dtype",
  *                     "sampling", "weights", "error", "note"}, ...],
  *    "benchmark_runs": [{"started_at", "host", "device", "device_name", "precision", "batch",
- *                        "mode", "model", "end_to_end_fps", "infer_fps"}, ...]}
+ *                        "mode", "model", "end_to_end_fps", "infer_fps"}, ...],
+ *    "indexes": [{"path", "model", "layer", "kind", "vectors", "files", "built_at", "host",
+ *                 "present", "problem", "lacks_vectors", "lacks_files", "gone_vectors",
+ *                 "gone_files"}, ...]}
  *
+ * (--summary: the summary and the indexes only, for archives of millions of files.)
  * written as the records come (an element per line), so memory does not grow with the archive.
  * "error" is why a file failed, "note" what a done file has to say (partial: ...); null when
  * there is none.
@@ -103,15 +107,71 @@ static void json_run(void *user, const vf_db_bench_run *r)
     put(j, o, j->runs > 1 ? ", " : "], \"benchmark_runs\": [\n");
 }
 
-/* The document's end: the lists that had no elements, and the closing brackets. */
-static int json_end(info_json *j)
+/* The lists that had no elements, and their closing brackets (summary only: none). */
+static void json_lists_end(info_json *j, int summary_only)
 {
-    const char *tail = j->runs          ? "]}\n"
-                       : j->extractions ? "], \"benchmark_runs\": []}\n"
-                                        : ", \"extractions\": [], \"benchmark_runs\": []}\n";
-    if (fputs(tail, stdout) == EOF || fflush(stdout) == EOF)
+    const char *tail = summary_only     ? ""
+                       : j->runs        ? "]"
+                       : j->extractions ? "], \"benchmark_runs\": []"
+                                        : ", \"extractions\": [], \"benchmark_runs\": []";
+    if (fputs(tail, stdout) == EOF)
         j->bad = 1;
-    return j->bad ? -1 : 0;
+}
+
+/* ---- the search indexes (vf_db_indexes) ---- */
+
+typedef struct index_out {
+    info_json *j; /* NULL: text */
+    int n;
+} index_out;
+
+static void show_index(void *user, const vf_db_index_info *ix)
+{
+    index_out *o = user;
+    if (!o->j) {
+        printf("index %s: %s, %lld vectors of %lld files (%s %s, built %s on %s): ", ix->path,
+               ix->kind, (long long)ix->vectors, (long long)ix->files, ix->model, ix->layer,
+               ix->built_at, ix->host ? ix->host : "?");
+        if (ix->problem)
+            printf("%s\n", ix->problem);
+        else if (!ix->lacks_vectors && !ix->gone_vectors)
+            printf("current\n");
+        else
+            printf("lacks %lld vectors of %lld files, holds %lld of %lld files no longer done "
+                   "(vidfeat index brings it up to date)\n",
+                   (long long)ix->lacks_vectors, (long long)ix->lacks_files,
+                   (long long)ix->gone_vectors, (long long)ix->gone_files);
+        o->n++;
+        return;
+    }
+    vf_json *v = vfi_json_new_object();
+    int bad = !v;
+    bad |= vfi_json_add_str(v, "path", ix->path) < 0;
+    bad |= vfi_json_add_str(v, "model", ix->model) < 0;
+    bad |= vfi_json_add_str(v, "layer", ix->layer) < 0;
+    bad |= vfi_json_add_str(v, "kind", ix->kind) < 0;
+    bad |= vfi_json_add_int(v, "vectors", ix->vectors) < 0;
+    bad |= vfi_json_add_int(v, "files", ix->files) < 0;
+    bad |= vfi_json_add_str(v, "built_at", ix->built_at) < 0;
+    bad |= vfi_json_add_str(v, "host", ix->host) < 0;
+    bad |= vfi_json_add_bool(v, "present", ix->present) < 0;
+    bad |= vfi_json_add_str(v, "problem", ix->problem) < 0;
+    bad |= vfi_json_add_int(v, "lacks_vectors", ix->lacks_vectors) < 0;
+    bad |= vfi_json_add_int(v, "lacks_files", ix->lacks_files) < 0;
+    bad |= vfi_json_add_int(v, "gone_vectors", ix->gone_vectors) < 0;
+    bad |= vfi_json_add_int(v, "gone_files", ix->gone_files) < 0;
+    o->j->bad |= bad;
+    put(o->j, v, o->n++ ? ", " : "");
+}
+
+static void text_summary(void *user, const vf_db_summary *s)
+{
+    (void)user;
+    printf("database %s (schema %d, %s)\n", s->database, s->schema, s->engine);
+    printf("%lld videos, %lld models, extractions: %lld done, %lld failed, %lld unfinished; %lld "
+           "vectors\n",
+           (long long)s->videos, (long long)s->models, (long long)s->done, (long long)s->failed,
+           (long long)s->running, (long long)s->vectors);
 }
 
 int cmd_info(cli *c, int argc, char **argv)
@@ -124,19 +184,35 @@ int cmd_info(cli *c, int argc, char **argv)
     if (!cli_db_exists(argv[0]))
         return EXIT_START;
     if (!c->json) {
-        if (vf_db_describe(argv[0], print_line, NULL, err, sizeof(err)) < 0) {
+        vf_db_visitor sv = {NULL, text_summary, NULL, NULL};
+        if ((c->summary ? vf_db_inspect(argv[0], &sv, err, sizeof(err))
+                        : vf_db_describe(argv[0], print_line, NULL, err, sizeof(err))) < 0) {
+            fprintf(stderr, "vidfeat: %s\n", err);
+            return EXIT_START;
+        }
+        index_out o = {NULL, 0};
+        if (vf_db_indexes(argv[0], show_index, &o, err, sizeof(err)) < 0) {
             fprintf(stderr, "vidfeat: %s\n", err);
             return EXIT_START;
         }
         return EXIT_OK;
     }
     info_json j = {0, 0, 0};
-    vf_db_visitor v = {&j, json_summary, json_extraction, json_run};
+    vf_db_visitor v = {&j, json_summary, c->summary ? NULL : json_extraction,
+                       c->summary ? NULL : json_run};
     if (vf_db_inspect(argv[0], &v, err, sizeof(err)) < 0) {
         fprintf(stderr, "vidfeat: %s\n", err);
         return EXIT_START;
     }
-    if (json_end(&j) < 0) {
+    json_lists_end(&j, c->summary);
+    index_out o = {&j, 0};
+    if (!j.bad && fputs(", \"indexes\": [", stdout) == EOF)
+        j.bad = 1;
+    if (vf_db_indexes(argv[0], show_index, &o, err, sizeof(err)) < 0) {
+        fprintf(stderr, "vidfeat: %s\n", err);
+        return EXIT_START;
+    }
+    if (fputs("]}\n", stdout) == EOF || fflush(stdout) == EOF || j.bad) {
         fprintf(stderr, "vidfeat: info: the JSON could not be written\n");
         return EXIT_FAIL;
     }

@@ -34,8 +34,9 @@ static void print_neighbour(void *user, const vf_neighbour *n)
     o->json_failed |= bad;
 }
 
-/* {"neighbours": [...], "query": {...}} on stdout; -1 when it could not be made or written. */
-static int print_json(similar_out *out, const vf_neighbour *src)
+/* {"neighbours": [...], "query": {...}, "search", "search_ms", "index", "candidates"} on
+ * stdout; -1 when it could not be made or written. */
+static int print_json(similar_out *out, const vf_neighbour *src, const vf_similar_stats *st)
 {
     vf_json *doc = vfi_json_new_object(), *q = vfi_json_new_object();
     int bad = out->json_failed;
@@ -46,6 +47,10 @@ static int print_json(similar_out *out, const vf_neighbour *src)
     bad |= vfi_json_add_real(q, "t", src->t, 6) < 0;
     bad |= vfi_json_add_int(q, "frame_index", src->frame_index) < 0;
     bad |= vfi_json_add_str(q, "path", src->path) < 0;
+    bad |= vfi_json_add_str(doc, "search", st->search) < 0;
+    bad |= vfi_json_add_real(doc, "search_ms", st->search_ms, 3) < 0;
+    bad |= vfi_json_add_str(doc, "index", st->index[0] ? st->index : NULL) < 0;
+    bad |= vfi_json_add_int(doc, "candidates", st->candidates) < 0;
     if (!bad)
         bad = vfi_json_write(stdout, doc, 1) < 0;
     vfi_json_free(&doc);
@@ -67,7 +72,15 @@ int cmd_similar(cli *c, int argc, char **argv)
     vf_config cfg = c->cfg;
     if (!c->model_set)
         cfg.model = NULL; /* the database's */
-    vf_similar_query q = {.image = c->image, .video = c->video, .at = c->at, .k = c->top};
+    vf_similar_stats stats;
+    vf_similar_query q = {.image = c->image,
+                          .video = c->video,
+                          .at = c->at,
+                          .k = c->top,
+                          .exact = c->exact,
+                          .probe = c->probe,
+                          .index = c->index,
+                          .stats = &stats};
     similar_out out = {0};
     if (c->json && !(out.hits = vfi_json_new_array()))
         out.json_failed = 1;
@@ -81,7 +94,7 @@ int cmd_similar(cli *c, int argc, char **argv)
         int query_bad = rc == VF_ERR_DECODE || (rc == VF_ERR_IO && access(query, R_OK) != 0);
         return query_bad ? EXIT_FAIL : EXIT_START;
     }
-    if (c->json && print_json(&out, &src) < 0) {
+    if (c->json && print_json(&out, &src, &stats) < 0) {
         fprintf(stderr, "vidfeat: similar: the JSON could not be written\n");
         return EXIT_FAIL;
     }
@@ -91,5 +104,14 @@ int cmd_similar(cli *c, int argc, char **argv)
         fprintf(stderr, "vidfeat: query: %s, frame %lld at %.3f s (%s)\n", src.path,
                 (long long)src.frame_index, src.t,
                 src.stored ? "its vector in the database" : "extracted now");
+    if (c->verbosity > 0) {
+        if (stats.index[0])
+            fprintf(stderr,
+                    "vidfeat: search: %s (%s): %lld candidates ranked by exact cosine in %.3f ms\n",
+                    stats.search, stats.index, (long long)stats.candidates, stats.search_ms);
+        else
+            fprintf(stderr, "vidfeat: search: exact (every stored vector read) in %.3f ms\n",
+                    stats.search_ms);
+    }
     return EXIT_OK;
 }

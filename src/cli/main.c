@@ -27,6 +27,8 @@ const cli_command cli_commands[] = {
      "register files as work for queue workers (vidfeat -o DB with no inputs)", cmd_enqueue},
     {"merge", CMD_MERGE, "merge OUT.db IN.db...",
      "the done extractions of several SQLite files in one (each file once)", cmd_merge},
+    {"index", CMD_INDEX, "index DB [--model M --layer L] [--kind K] [--index PATH] [--rebuild]",
+     "a search index over the stored vectors, for similar (or brought up to date)", cmd_index},
     {"export", CMD_EXPORT, "export DB [--format npy|hdf5|csv] [-o PATH] [--model M --layer L]",
      "the stored vectors as .npy files, one HDF5 file or CSV", cmd_export},
 };

@@ -63,12 +63,18 @@ enum opt_id {
     OPT_PROGRESS,
     OPT_FORMAT,
     OPT_OUTPUT,
+    OPT_KIND,
+    OPT_INDEX,
+    OPT_REBUILD,
+    OPT_EXACT,
+    OPT_PROBE,
+    OPT_SUMMARY,
 };
 
 /* Which commands take an option. */
 #define RUNS (CMD_EXTRACT | CMD_CALIBRATE | CMD_BENCH) /* those that run the pipeline */
 #define NETS (RUNS | CMD_SIMILAR)                      /* those that open a network */
-#define ALL  (NETS | CMD_INFO | CMD_MODELS | CMD_ENQUEUE | CMD_MERGE | CMD_EXPORT)
+#define ALL  (NETS | CMD_INFO | CMD_MODELS | CMD_ENQUEUE | CMD_MERGE | CMD_EXPORT | CMD_INDEX)
 
 typedef struct opt_def {
     const char *name;
@@ -117,11 +123,11 @@ static const opt_def options[] = {
      "files decoded at once (default 1 with a CPU network, 4 with a GPU)"},
     {"stall-timeout", OPT_STALL_TIMEOUT, "S", NETS,
      "give up a file with no frame for S s (60; 0 = never)"},
-    {"model", OPT_MODEL, "NAME|FILE", NETS | CMD_EXPORT,
+    {"model", OPT_MODEL, "NAME|FILE", NETS | CMD_EXPORT | CMD_INDEX,
      "model name (see `vidfeat models`) or ONNX file"},
     {"models-dir", OPT_MODELS_DIR, "DIR", NETS | CMD_MODELS,
      "look for manifests and ONNX files here first"},
-    {"layer", OPT_LAYER, "NAME", NETS | CMD_EXPORT,
+    {"layer", OPT_LAYER, "NAME", NETS | CMD_EXPORT | CMD_INDEX,
      "feature layer (manifest name or any tensor name)"},
     {"device", OPT_DEVICE, "cpu|gpu|auto", NETS,
      "where to run the network (default auto; bench also all)"},
@@ -146,7 +152,17 @@ static const opt_def options[] = {
     {"video", OPT_VIDEO, "FILE", CMD_SIMILAR, "frames like this video's frame at --at"},
     {"at", OPT_AT, "T", CMD_SIMILAR, "time into --video (as --start; default 0)"},
     {"top", OPT_TOP, "N", CMD_SIMILAR, "how many frames to list (default 10)"},
-    {"json", OPT_JSON, NULL, RUNS | CMD_SIMILAR | CMD_MODELS | CMD_INFO, "machine-readable output"},
+    {"exact", OPT_EXACT, NULL, CMD_SIMILAR, "read every stored vector, even where an index is"},
+    {"probe", OPT_PROBE, "N", CMD_SIMILAR,
+     "how much of the index to look at: IVF lists or HNSW candidates (default: the index's)"},
+    {"index", OPT_INDEX, "PATH", CMD_SIMILAR | CMD_INDEX,
+     "the index file (default: beside an SQLite database; similar: the one it records)"},
+    {"kind", OPT_KIND, "auto|flat|hnsw|ivf|ivfpq|FAISS", CMD_INDEX,
+     "what kind of index (default auto: by the vectors' number and this machine's memory)"},
+    {"rebuild", OPT_REBUILD, NULL, CMD_INDEX, "start over instead of adding what is new"},
+    {"summary", OPT_SUMMARY, NULL, CMD_INFO, "counts and indexes only, not every file"},
+    {"json", OPT_JSON, NULL, RUNS | CMD_SIMILAR | CMD_MODELS | CMD_INFO | CMD_INDEX,
+     "machine-readable output"},
     {"progress", OPT_PROGRESS, "auto|bar|lines|json|none", CMD_EXTRACT | CMD_CALIBRATE,
      "as files finish: a bar (terminal), a line each, a JSON line each on stdout, or nothing"},
     {"quiet", OPT_QUIET, NULL, ALL, "only errors on stderr"},
@@ -519,6 +535,28 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
         case OPT_LINKS_OUTSIDE:
             c->cfg.follow_links_outside = 1;
             break;
+        case OPT_KIND:
+            c->kind = a;
+            break;
+        case OPT_INDEX:
+            c->index = a;
+            break;
+        case OPT_REBUILD:
+            c->rebuild = 1;
+            break;
+        case OPT_EXACT:
+            c->exact = 1;
+            break;
+        case OPT_SUMMARY:
+            c->summary = 1;
+            break;
+        case OPT_PROBE: {
+            double v;
+            if (number_option("probe", a, 1, 1 << 20, &v) < 0)
+                return EXIT_USAGE;
+            c->probe = (int)v;
+            break;
+        }
         case OPT_FILES_FROM:
             c->files_from = a;
             break;

@@ -48,7 +48,7 @@ vf_status vf_db_read_vectors(const char *db_path, const vf_config *cfg,
         goto done;
     }
     relay r = {vector, user};
-    rc = vfi_store_vectors(s, row->id, row->f16, row->dim, relay_vector, &r, &err);
+    rc = vfi_store_vectors(s, row->id, row->f16, row->dim, NULL, relay_vector, &r, &err);
     if (rc == VF_ERR_CANCELLED && !err.msg[0])
         vfi_fail(&err, rc, "read vectors: stopped by the caller");
 done:

@@ -2,21 +2,32 @@
  * similar.c - vf_db_similar: the stored frames nearest to a query frame. The query vector is read
  * back from the database (a video it holds) or extracted by a one-frame pipeline run with the
  * database's own model, after checking that the model file and preprocessing are the ones the
- * stored vectors came from; the scan itself is the store's (vfi_store_nearest).
+ * stored vectors came from. The search: a search index's candidates (index.h) when one covers the
+ * model row, ranked by their exact cosine against the vectors the database holds (so scores are
+ * exact, and a frame the database no longer holds is never returned); else the store's scan of
+ * every vector (vfi_store_nearest).
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/extractor.h"
+#include "core/clock.h"
 #include "core/mem.h"
 #include "core/status.h"
 #include "pipeline/held.h"
+#include "pipeline/index.h"
+#include "store/rank.h"
 #include "store/record.h"
 #include "store/store.h"
 
 #define DEFAULT_K 10
 #define MAX_K     100000
+/* Candidates an index proposes for k neighbours, then ranked exactly: enough that the exact
+ * order of the first k rarely depends on the index's approximate one. */
+#define CANDIDATES(k)  ((k)*10 < 100 ? 100 : (k)*10)
+#define MAX_CANDIDATES VF_STORE_MAX_REFS
 
 /* The query frame's vector, as the one-frame run saw it. */
 typedef struct query_capture {
@@ -124,6 +135,105 @@ static void relay_hit(void *user, const char *path, const vf_store_ref *ref, dou
     r->hit(r->user, &n);
 }
 
+/* The index to search for row: the one q names, else the first the database records for the row
+ * whose file is here; *ix NULL: none (the scan). One that is there but unusable fails. */
+typedef struct index_pick {
+    const vfi_held_model *row;
+    char *path; /* the first recorded whose file is here */
+    int nomem;
+} index_pick;
+
+static void pick_index(void *user, const vf_store_index *rec)
+{
+    index_pick *p = user;
+    if (p->path || p->nomem || access(rec->path, F_OK) != 0)
+        return;
+    p->nomem = !(p->path = vfi_strdup(rec->path));
+}
+
+static vf_status find_index(vf_store *s, const vfi_held_model *row, const vf_similar_query *q,
+                            vfi_index **ix, vf_err *err)
+{
+    *ix = NULL;
+    if (q->exact)
+        return VF_OK;
+    index_pick pick = {row, NULL, 0};
+    vf_status rc = VF_OK;
+    if (q->index) {
+        if (!(pick.path = vfi_strdup(q->index)))
+            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    } else if ((rc = vfi_store_indexes(s, row->id, pick_index, &pick, err)) < 0) {
+        return rc;
+    } else if (pick.nomem) {
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    if (pick.path && (rc = vfi_index_open(pick.path, row, 1, ix, err)) < 0 && rc != VF_ERR_NOMEM &&
+        !strstr(err->msg, "--exact"))
+        snprintf(err->msg + strlen(err->msg), sizeof(err->msg) - strlen(err->msg),
+                 " (vidfeat index --rebuild makes it anew; --exact searches without it)");
+    vfi_free(pick.path);
+    return rc;
+}
+
+/* The candidates' vectors as the database holds them, ranked by exact cosine; their paths kept
+ * by candidate for the hits. */
+typedef struct reranking {
+    vf_rank *rank;
+    char **paths; /* by candidate */
+    int nomem;
+} reranking;
+
+static vf_status rank_candidate(void *user, int i, const char *path, const vf_store_ref *ref,
+                                const float *vec)
+{
+    reranking *r = user;
+    vfi_rank_offer(r->rank, ref, vec);
+    if (!r->paths[i] && !(r->paths[i] = vfi_strdup(path)))
+        r->nomem = 1;
+    return VF_OK;
+}
+
+static vf_status search_index(vf_store *s, vfi_index *ix, const vfi_held_model *row, const float *q,
+                              int k, int probe, const vf_store_ref *skip,
+                              void (*hit)(void *user, const vf_neighbour *n), void *user,
+                              int64_t *candidates, vf_err *err)
+{
+    int want = CANDIDATES(k) > MAX_CANDIDATES ? MAX_CANDIDATES : CANDIDATES(k), n = 0;
+    if (want < k)
+        want = k;
+    vf_store_ref *refs = vfi_mallocarray((size_t)want, sizeof(*refs));
+    float *unit = vfi_mallocarray((size_t)row->dim, sizeof(float));
+    reranking r = {vfi_rank_create(q, row->dim, k), vfi_calloc((size_t)want, sizeof(char *)), 0};
+    vf_status rc =
+        refs && unit && r.rank && r.paths ? VF_OK : vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (rc >= 0) {
+        vfi_index_unit(q, row->dim, unit);
+        rc = vfi_index_search(ix, unit, want, probe, skip, refs, &n, err);
+    }
+    if (rc >= 0)
+        rc = vfi_store_vectors_at(s, row->id, row->f16, row->dim, refs, n, rank_candidate, &r, err);
+    if (rc >= 0 && r.nomem)
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    *candidates = n;
+    for (int i = 0; rc >= 0 && i < vfi_rank_count(r.rank); i++) {
+        double sim;
+        const vf_store_ref *ref = vfi_rank_get(r.rank, i, &sim);
+        const char *path = "";
+        for (int j = 0; j < n; j++)
+            if (refs[j].extraction == ref->extraction && refs[j].frame_index == ref->frame_index)
+                path = r.paths[j];
+        vf_neighbour nb = {path, ref->frame_index, ref->pts, ref->t, sim, 1};
+        hit(user, &nb);
+    }
+    for (int i = 0; r.paths && i < want; i++)
+        vfi_free(r.paths[i]);
+    vfi_free(r.paths);
+    vfi_rank_free(&r.rank);
+    vfi_free(refs);
+    vfi_free(unit);
+    return rc;
+}
+
 vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_similar_query *q,
                         void (*hit)(void *user, const vf_neighbour *n), void *user,
                         vf_neighbour *query_out, char *errbuf, size_t errbuf_size)
@@ -132,10 +242,11 @@ vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_simi
     vf_status rc = VF_OK;
     vf_store *s = NULL;
     vfi_held rows = {0};
+    vfi_index *ix = NULL;
     float *vec = NULL;
     int k = q && q->k ? q->k : DEFAULT_K;
     if (!db_path || !cfg || !q || !hit || !q->image == !q->video || k < 1 || k > MAX_K ||
-        !(q->at >= 0.0) || !isfinite(q->at)) {
+        !(q->at >= 0.0) || !isfinite(q->at) || q->probe < 0) {
         rc = vfi_fail(&err, VF_ERR_INVALID,
                       "similar: a database, a hit callback, an image or a video (not both), a "
                       "time >= 0 and 1..%d neighbours are needed",
@@ -170,13 +281,28 @@ vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_simi
         goto done;
     if (query_out)
         *query_out = src;
-    hit_relay relay = {hit, user};
-    rc = vfi_store_nearest(s, row->id, row->f16, vec, row->dim, k, found ? &ref : NULL, relay_hit,
-                           &relay, &err);
+    if ((rc = find_index(s, row, q, &ix, &err)) < 0)
+        goto done;
+    vf_similar_stats stats = {.search = "exact"};
+    double t0 = vfi_now_s();
+    if (ix) {
+        snprintf(stats.search, sizeof(stats.search), "index %s", vfi_index_kind(ix));
+        snprintf(stats.index, sizeof(stats.index), "%s", vfi_index_path(ix));
+        rc = search_index(s, ix, row, vec, k, q->probe, found ? &ref : NULL, hit, user,
+                          &stats.candidates, &err);
+    } else {
+        hit_relay relay = {hit, user};
+        rc = vfi_store_nearest(s, row->id, row->f16, vec, row->dim, k, found ? &ref : NULL,
+                               relay_hit, &relay, &err);
+    }
+    stats.search_ms = (vfi_now_s() - t0) * 1e3;
+    if (q->stats)
+        *q->stats = stats;
 done:
     if (rc < 0 && errbuf && errbuf_size)
         snprintf(errbuf, errbuf_size, "%s", err.msg);
     vfi_free(vec);
+    vfi_index_free(&ix);
     vfi_held_free(&rows);
     vfi_store_close(&s);
     return rc;

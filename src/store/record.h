@@ -42,6 +42,11 @@
  * not known). Inspecting an older schema reads NULL in its place: the extractions query for a
  * database at `schema`, with the store's ORDER BY appended. */
 #define VFI_WEIGHTS_COLUMN_SQL "ALTER TABLE models ADD COLUMN weights TEXT;"
+/* Schema 6: the search indexes built over a model row's vectors (vfi_store_index_put). */
+#define VFI_INDEXES_TABLE_SQL                                                                      \
+    "CREATE TABLE indexes (path text NOT NULL PRIMARY KEY, model_id bigint NOT NULL"               \
+    " REFERENCES models(id), kind text NOT NULL, vectors bigint NOT NULL, files bigint NOT NULL,"  \
+    " built_at text NOT NULL, host text);"
 #define VFI_INSPECT_EXTRACTIONS_SQL_AT(schema, order)                                              \
     ((schema) >= 5 ? VFI_INSPECT_EXTRACTIONS_SQL("m.weights") order                                \
                    : VFI_INSPECT_EXTRACTIONS_SQL("NULL") order)

@@ -106,10 +106,30 @@ vf_status vfi_store_nearest(vf_store *s, int64_t model_id, int f16, const float 
     return s->ops->nearest(s, model_id, f16, q, dim, k, skip, hit, user, err);
 }
 
-vf_status vfi_store_vectors(vf_store *s, int64_t model_id, int f16, int dim, vf_store_vector_fn fn,
-                            void *user, vf_err *err)
+vf_status vfi_store_vectors(vf_store *s, int64_t model_id, int f16, int dim, vf_store_want_fn want,
+                            vf_store_vector_fn fn, void *user, vf_err *err)
 {
-    return s->ops->vectors(s, model_id, f16, dim, fn, user, err);
+    return s->ops->vectors(s, model_id, f16, dim, want, fn, user, err);
+}
+
+vf_status vfi_store_vectors_at(vf_store *s, int64_t model_id, int f16, int dim,
+                               const vf_store_ref *refs, int n, vf_store_ref_fn fn, void *user,
+                               vf_err *err)
+{
+    if (n < 0 || n > VF_STORE_MAX_REFS)
+        return vfi_fail(err, VF_ERR_INVALID, "at most %d vectors at once", VF_STORE_MAX_REFS);
+    return n ? s->ops->vectors_at(s, model_id, f16, dim, refs, n, fn, user, err) : VF_OK;
+}
+
+vf_status vfi_store_index_put(vf_store *s, const vf_store_index *ix, vf_err *err)
+{
+    return s->ops->index_put(s, ix, err);
+}
+
+vf_status vfi_store_indexes(vf_store *s, int64_t model_id, vf_store_index_fn fn, void *user,
+                            vf_err *err)
+{
+    return s->ops->indexes(s, model_id, fn, user, err);
 }
 
 vf_status vfi_store_merge(vf_store *s, const char *from, vf_store_conflict_fn conflict, void *user,

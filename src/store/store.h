@@ -166,6 +166,25 @@ typedef struct vf_store_vector {
 
 /* < 0 stops the reading, which returns it */
 typedef vf_status (*vf_store_vector_fn)(void *user, const vf_store_vector *v);
+/* Which extractions vfi_store_vectors reads: told each one's id and vector count before its
+ * vectors; 0 passes over them (they are not read). */
+typedef int (*vf_store_want_fn)(void *user, int64_t extraction, int64_t frames);
+/* One vector vfi_store_vectors_at found: the i-th ref asked for, its video's path (as recorded)
+ * and the vector (borrowed for the call). < 0 stops the reading, which returns it. */
+typedef vf_status (*vf_store_ref_fn)(void *user, int i, const char *path, const vf_store_ref *ref,
+                                     const float *vec);
+
+/* A search index over a model row's vectors, as the database records it (schema 6; strings
+ * borrowed for the call). */
+typedef struct vf_store_index {
+    const char *path;       /* the index file, where it was built (absolute) */
+    int64_t model_id;       /* the model row (and so layer) it covers */
+    const char *kind;       /* FAISS's words for it ("IVF1024,Flat") */
+    int64_t vectors, files; /* what it held when built */
+    const char *built_at;   /* ISO 8601, UTC */
+    const char *host;       /* the machine it was built on */
+} vf_store_index;
+typedef void (*vf_store_index_fn)(void *user, const vf_store_index *ix);
 
 typedef void (*vf_store_model_fn)(void *user, int64_t id, const vf_store_model *m, int64_t vectors);
 typedef void (*vf_store_hit_fn)(void *user, const char *path, const vf_store_ref *ref,
@@ -216,8 +235,14 @@ struct vf_store_ops {
                            float *vec, int dim, vf_store_ref *ref, int *found, vf_err *err);
     vf_status (*nearest)(vf_store *s, int64_t model_id, int f16, const float *q, int dim, int k,
                          const vf_store_ref *skip, vf_store_hit_fn hit, void *user, vf_err *err);
-    vf_status (*vectors)(vf_store *s, int64_t model_id, int f16, int dim, vf_store_vector_fn fn,
-                         void *user, vf_err *err);
+    vf_status (*vectors)(vf_store *s, int64_t model_id, int f16, int dim, vf_store_want_fn want,
+                         vf_store_vector_fn fn, void *user, vf_err *err);
+    vf_status (*vectors_at)(vf_store *s, int64_t model_id, int f16, int dim,
+                            const vf_store_ref *refs, int n, vf_store_ref_fn fn, void *user,
+                            vf_err *err);
+    vf_status (*index_put)(vf_store *s, const vf_store_index *ix, vf_err *err);
+    vf_status (*indexes)(vf_store *s, int64_t model_id, vf_store_index_fn fn, void *user,
+                         vf_err *err);
 };
 
 /* The length of SCHEME when target is a URI "SCHEME://...", else 0 (a file path). */
@@ -336,11 +361,28 @@ vf_status vfi_store_nearest(vf_store *s, int64_t model_id, int f16, const float 
                             const vf_store_ref *skip, vf_store_hit_fn hit, void *user, vf_err *err);
 
 /* Every vector of model_id's done extractions (float16 when f16, dim floats), one call of fn
- * each: the extractions by path, then sampling; each one's vectors by frame index. One
- * snapshot: a run writing meanwhile adds nothing half-done. Memory does not grow with the
- * table. */
-vf_status vfi_store_vectors(vf_store *s, int64_t model_id, int f16, int dim, vf_store_vector_fn fn,
-                            void *user, vf_err *err);
+ * each: the extractions by path, then sampling; each one's vectors by frame index. want (may be
+ * NULL: all) chooses the extractions read. One snapshot: a run writing meanwhile adds nothing
+ * half-done. Memory does not grow with the table. */
+vf_status vfi_store_vectors(vf_store *s, int64_t model_id, int f16, int dim, vf_store_want_fn want,
+                            vf_store_vector_fn fn, void *user, vf_err *err);
+
+/* The vectors at refs[0..n) (each's extraction and frame_index; n <= VF_STORE_MAX_REFS) that
+ * model_id's done extractions still hold, one call of fn each (in no set order; one that is
+ * gone - its extraction redone, removed, not done - is not called): what a search index's
+ * candidates are checked and ranked by. */
+#define VF_STORE_MAX_REFS 10000
+vf_status vfi_store_vectors_at(vf_store *s, int64_t model_id, int f16, int dim,
+                               const vf_store_ref *refs, int n, vf_store_ref_fn fn, void *user,
+                               vf_err *err);
+
+/* Record a search index (replacing the record of the same path). Needs a database open for
+ * writing. */
+vf_status vfi_store_index_put(vf_store *s, const vf_store_index *ix, vf_err *err);
+/* The indexes recorded for model_id (< 0: all), by path; none in a database older than schema
+ * 6. */
+vf_status vfi_store_indexes(vf_store *s, int64_t model_id, vf_store_index_fn fn, void *user,
+                            vf_err *err);
 
 /* "NAME VERSION" of each compiled-in kind of store, joined by ", ", into buf; returns buf. */
 const char *vfi_store_versions(char *buf, size_t size);

@@ -44,7 +44,7 @@
 #include "store/rank.h"
 #include "store/record.h"
 
-#define PG_SCHEMA_VERSION 5
+#define PG_SCHEMA_VERSION 6
 #define ADVISORY_KEY      "7419030817" /* any constant: the schema's lock */
 
 #define RECONNECT_S 120.0 /* how long a lost server is waited for */
@@ -121,6 +121,9 @@ static const char *const schema_v4 = VFI_FRAMES_VIEW_SQL "UPDATE vidfeat_schema 
 /* schema 5: whose weights each model file has (record.h), as SQLite's */
 static const char *const schema_v5 =
     VFI_WEIGHTS_COLUMN_SQL "UPDATE vidfeat_schema SET version = 5;";
+
+/* schema 6: the search indexes (record.h), as SQLite's */
+static const char *const schema_v6 = VFI_INDEXES_TABLE_SQL "UPDATE vidfeat_schema SET version = 6;";
 
 /* The URI as messages may show it: scheme, user, host, port and database, never a password. */
 static char *display_name(const char *uri)
@@ -442,6 +445,8 @@ static vf_status pg_open(const char *uri, vf_store_mode mode, vf_store **out, vf
             TRY(exec(s, schema_v4, "migrating the tables", err));
         if (s->version < 5)
             TRY(exec(s, schema_v5, "migrating the tables", err));
+        if (s->version < 6)
+            TRY(exec(s, schema_v6, "migrating the tables", err));
         s->version = PG_SCHEMA_VERSION;
         TRY(exec(s, "COMMIT", "creating the tables", err));
         s->write = 1;
@@ -1557,7 +1562,7 @@ static vf_status vectors_row(void *user, const PGresult *res)
 /* In one REPEATABLE READ transaction (a snapshot), the done extractions by path in byte order
  * (COLLATE "C", as SQLite sorts), then each one's vectors a row at a time. */
 static vf_status pg_vectors(vf_store *store, int64_t model_id, int f16, int dim,
-                            vf_store_vector_fn fn, void *user, vf_err *err)
+                            vf_store_want_fn want, vf_store_vector_fn fn, void *user, vf_err *err)
 {
     (void)f16; /* the values are stored as they read back */
     pg_store *s = (pg_store *)store;
@@ -1589,6 +1594,10 @@ static vf_status pg_vectors(vf_store *store, int64_t model_id, int f16, int dim,
             .ref.extraction = strtoll(PQgetvalue(ext, i, 0), NULL, 10),
             .vec = v,
         };
+        if (want && !want(user, out.ref.extraction, out.frames)) {
+            vfi_free(path);
+            continue;
+        }
         const char *pe[] = {PQgetvalue(ext, i, 0)};
         vectors_read r = {s, dim, v, &out, fn, user, err};
         rc = each_row(s,
@@ -1600,6 +1609,125 @@ static vf_status pg_vectors(vf_store *store, int64_t model_id, int f16, int dim,
     PQclear(ext);
     exec(s, "COMMIT", "reading", NULL);
     vfi_free(v);
+    return rc;
+}
+
+/* refs' extractions and frame indexes as two bigint[] literals, in new strings */
+static vf_status ref_arrays(const vf_store_ref *refs, int n, char **ext, char **frame, vf_err *err)
+{
+    size_t cap = (size_t)n * 22 + 3;
+    *ext = vfi_malloc(cap);
+    *frame = vfi_malloc(cap);
+    if (!*ext || !*frame) {
+        vfi_free(*ext);
+        vfi_free(*frame);
+        *ext = *frame = NULL;
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    size_t a = 0, b = 0;
+    (*ext)[a++] = (*frame)[b++] = '{';
+    for (int i = 0; i < n; i++) {
+        a += (size_t)snprintf(*ext + a, cap - a, "%s%lld", i ? "," : "",
+                              (long long)refs[i].extraction);
+        b += (size_t)snprintf(*frame + b, cap - b, "%s%lld", i ? "," : "",
+                              (long long)refs[i].frame_index);
+    }
+    snprintf(*ext + a, cap - a, "}");
+    snprintf(*frame + b, cap - b, "}");
+    return VF_OK;
+}
+
+static vf_status pg_vectors_at(vf_store *store, int64_t model_id, int f16, int dim,
+                               const vf_store_ref *refs, int n, vf_store_ref_fn fn, void *user,
+                               vf_err *err)
+{
+    (void)f16; /* the values are stored as they read back */
+    pg_store *s = (pg_store *)store;
+    char *ext = NULL, *frame = NULL, model[24];
+    PGresult *res = NULL;
+    float *v = vfi_mallocarray((size_t)(dim > 0 ? dim : 1), sizeof(float));
+    vf_status rc =
+        v ? ref_arrays(refs, n, &ext, &frame, err) : vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    snprintf(model, sizeof(model), "%lld", (long long)model_id);
+    const char *p[] = {ext, frame, model};
+    if (rc >= 0) /* one statement: one snapshot */
+        rc = query(s,
+                   "SELECT w.ord - 1, f.pts, f.t, f.vec, v.path FROM unnest($1::bigint[],"
+                   " $2::bigint[]) WITH ORDINALITY AS w(e, i, ord) JOIN features f ON"
+                   " f.extraction_id = w.e AND f.frame_index = w.i JOIN extractions e ON"
+                   " e.id = f.extraction_id JOIN videos v ON v.id = e.video_id WHERE"
+                   " e.model_id = $3 AND e.status = 'done'",
+                   3, p, "reading features", &res, err);
+    for (int r = 0; rc >= 0 && r < PQntuples(res); r++) {
+        int i = atoi(PQgetvalue(res, r, 0)), oom = 0;
+        if (i < 0 || i >= n) {
+            rc = vfi_fail(err, VF_ERR_INTERNAL, "a vector that was not asked for");
+            break;
+        }
+        vf_store_ref ref = refs[i];
+        ref.pts = strtoll(PQgetvalue(res, r, 1), NULL, 10);
+        ref.t = strtod(PQgetvalue(res, r, 2), NULL);
+        if ((rc = parse_vec(s, PQgetvalue(res, r, 3), dim, v, err)) < 0)
+            break;
+        char *path = pg_bytes(res, r, 4, &oom);
+        rc = oom ? vfi_fail(err, VF_ERR_NOMEM, "out of memory") : fn(user, i, path, &ref, v);
+        vfi_free(path);
+    }
+    PQclear(res);
+    vfi_free(ext);
+    vfi_free(frame);
+    vfi_free(v);
+    return rc;
+}
+
+static vf_status pg_index_put(vf_store *store, const vf_store_index *ix, vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    char model[24], vectors[24], files[24];
+    snprintf(model, sizeof(model), "%lld", (long long)ix->model_id);
+    snprintf(vectors, sizeof(vectors), "%lld", (long long)ix->vectors);
+    snprintf(files, sizeof(files), "%lld", (long long)ix->files);
+    const char *p[] = {ix->path, model, ix->kind, vectors, files, ix->built_at, ix->host};
+    return query(s,
+                 "INSERT INTO indexes (path, model_id, kind, vectors, files, built_at, host)"
+                 " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (path) DO UPDATE SET"
+                 " model_id = $2, kind = $3, vectors = $4, files = $5, built_at = $6, host = $7",
+                 7, p, "recording the index", NULL, err);
+}
+
+static vf_status pg_indexes(vf_store *store, int64_t model_id, vf_store_index_fn fn, void *user,
+                            vf_err *err)
+{
+    pg_store *s = (pg_store *)store;
+    if (s->version < 6)
+        return VF_OK; /* an older database opened read-only: none */
+    char model[24];
+    snprintf(model, sizeof(model), "%lld", (long long)model_id);
+    const char *p[] = {model};
+    PGresult *res = NULL;
+    vf_status rc = query(s,
+                         "SELECT path, model_id, kind, vectors, files, built_at, host FROM"
+                         " indexes WHERE $1::bigint < 0 OR model_id = $1 ORDER BY path"
+                         " COLLATE \"C\"",
+                         1, p, "reading the indexes", &res, err);
+    for (int r = 0; rc >= 0 && r < PQntuples(res); r++) {
+        int oom = 0;
+        char *path = pg_bytes(res, r, 0, &oom);
+        if (oom) {
+            rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+            break;
+        }
+        vf_store_index ix = {path,
+                             strtoll(PQgetvalue(res, r, 1), NULL, 10),
+                             PQgetvalue(res, r, 2),
+                             strtoll(PQgetvalue(res, r, 3), NULL, 10),
+                             strtoll(PQgetvalue(res, r, 4), NULL, 10),
+                             PQgetvalue(res, r, 5),
+                             PQgetisnull(res, r, 6) ? NULL : PQgetvalue(res, r, 6)};
+        fn(user, &ix);
+        vfi_free(path);
+    }
+    PQclear(res);
     return rc;
 }
 
@@ -1722,4 +1850,7 @@ const vf_store_ops vfi_store_pg = {
     .vector_at = pg_vector_at,
     .nearest = pg_nearest,
     .vectors = pg_vectors,
+    .vectors_at = pg_vectors_at,
+    .index_put = pg_index_put,
+    .indexes = pg_indexes,
 };

@@ -34,6 +34,7 @@ typedef struct sq_store {
     sqlite3_stmt *add_frames; /* the running count, in the batch's transaction */
     char *path;
     int want; /* claims come from the temporary table want (a list), not every lease of the key */
+    int version; /* the schema's (a database opened for writing is brought to the newest) */
 } sq_store;
 
 #define BUSY_TIMEOUT_MS 5000
@@ -43,6 +44,14 @@ static vf_status db_fail(sq_store *s, vf_err *err, const char *what)
 {
     return vfi_fail(err, VF_ERR_STORE, "%s: %s: %s", s->path, what,
                     s->db ? sqlite3_errmsg(s->db) : "cannot open");
+}
+
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
+{
+    if (v)
+        sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, i);
 }
 
 /* Why a database could not even be read, in words a user can act on. */
@@ -121,9 +130,12 @@ static const char *const schema_v4 = VFI_FRAMES_VIEW_SQL;
 /* v5: whose weights each model file has (record.h). */
 static const char *const schema_v5 = VFI_WEIGHTS_COLUMN_SQL;
 
+/* v6: the search indexes built over the vectors (record.h). */
+static const char *const schema_v6 = VFI_INDEXES_TABLE_SQL;
+
 /* migrations[v] brings a database from user_version v to v + 1 */
 static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {schema_v1, schema_v2, schema_v3,
-                                                                schema_v4, schema_v5};
+                                                                schema_v4, schema_v5, schema_v6};
 
 static vf_status exec(sq_store *s, const char *sql, vf_err *err)
 {
@@ -235,6 +247,7 @@ static vf_status open_read(const char *path, vf_store **out, vf_err *err)
                       version);
         goto fail;
     }
+    s->version = version;
     *out = &s->base;
     return VF_OK;
 fail:
@@ -433,7 +446,7 @@ fail:
  * the done extractions in path order, then each one's vectors along its primary key, so nothing
  * is sorted and memory stays one vector. */
 static vf_status sq_vectors(vf_store *store, int64_t model_id, int f16, int dim,
-                            vf_store_vector_fn fn, void *user, vf_err *err)
+                            vf_store_want_fn want, vf_store_vector_fn fn, void *user, vf_err *err)
 {
     sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
@@ -466,6 +479,8 @@ static vf_status sq_vectors(vf_store *store, int64_t model_id, int f16, int dim,
             .ref.extraction = sqlite3_column_int64(ext, 0),
             .vec = v,
         };
+        if (want && !want(user, out.ref.extraction, out.frames))
+            continue;
         sqlite3_reset(st);
         sqlite3_bind_int64(st, 1, out.ref.extraction);
         while ((r = sqlite3_step(st)) == SQLITE_ROW) {
@@ -485,6 +500,108 @@ fail:
     sqlite3_finalize(st);
     exec(s, "COMMIT", NULL);
     vfi_free(v);
+    return rc;
+}
+
+static vf_status sq_vectors_at(vf_store *store, int64_t model_id, int f16, int dim,
+                               const vf_store_ref *refs, int n, vf_store_ref_fn fn, void *user,
+                               vf_err *err)
+{
+    sq_store *s = (sq_store *)store;
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    float *v = vfi_mallocarray((size_t)(dim > 0 ? dim : 1), sizeof(float));
+    if (!v)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if ((rc = exec(s, "BEGIN", err)) < 0) { /* one snapshot */
+        vfi_free(v);
+        return rc;
+    }
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT f.pts, f.t, f.vec, v.path FROM features f JOIN extractions"
+                                 " e ON e.id = f.extraction_id JOIN videos v ON v.id = e.video_id"
+                                 " WHERE f.extraction_id = ?1 AND f.frame_index = ?2 AND"
+                                 " e.model_id = ?3 AND e.status = 'done'",
+                                 -1, &st, NULL),
+              "reading features");
+    for (int i = 0; i < n && rc >= 0; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, refs[i].extraction);
+        sqlite3_bind_int64(st, 2, refs[i].frame_index);
+        sqlite3_bind_int64(st, 3, model_id);
+        int r = sqlite3_step(st);
+        if (r == SQLITE_DONE)
+            continue; /* gone */
+        if (r != SQLITE_ROW) {
+            rc = db_fail(s, err, "reading features");
+            break;
+        }
+        vf_store_ref ref = refs[i];
+        ref.pts = sqlite3_column_int64(st, 0);
+        ref.t = sqlite3_column_double(st, 1);
+        TRY(read_vec(s, st, 2, f16, dim, v, err));
+        TRY(fn(user, i, (const char *)sqlite3_column_text(st, 3), &ref, v));
+    }
+fail:
+    sqlite3_finalize(st);
+    exec(s, "COMMIT", NULL);
+    vfi_free(v);
+    return rc;
+}
+
+static vf_status sq_index_put(vf_store *store, const vf_store_index *ix, vf_err *err)
+{
+    sq_store *s = (sq_store *)store;
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "INSERT OR REPLACE INTO indexes (path, model_id, kind, vectors,"
+                                 " files, built_at, host) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                 -1, &st, NULL),
+              "recording the index");
+    sqlite3_bind_text(st, 1, ix->path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, ix->model_id);
+    sqlite3_bind_text(st, 3, ix->kind, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, ix->vectors);
+    sqlite3_bind_int64(st, 5, ix->files);
+    sqlite3_bind_text(st, 6, ix->built_at, -1, SQLITE_STATIC);
+    bind_text_or_null(st, 7, ix->host);
+    if (sqlite3_step(st) != SQLITE_DONE)
+        rc = db_fail(s, err, "recording the index");
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static vf_status sq_indexes(vf_store *store, int64_t model_id, vf_store_index_fn fn, void *user,
+                            vf_err *err)
+{
+    sq_store *s = (sq_store *)store;
+    if (s->version < 6)
+        return VF_OK; /* an older database opened read-only: none */
+    vf_status rc = VF_OK;
+    sqlite3_stmt *st = NULL;
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT path, model_id, kind, vectors, files, built_at, host FROM"
+                                 " indexes WHERE ?1 < 0 OR model_id = ?1 ORDER BY path",
+                                 -1, &st, NULL),
+              "reading the indexes");
+    sqlite3_bind_int64(st, 1, model_id);
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+        vf_store_index ix = {(const char *)sqlite3_column_text(st, 0),
+                             sqlite3_column_int64(st, 1),
+                             (const char *)sqlite3_column_text(st, 2),
+                             sqlite3_column_int64(st, 3),
+                             sqlite3_column_int64(st, 4),
+                             (const char *)sqlite3_column_text(st, 5),
+                             (const char *)sqlite3_column_text(st, 6)};
+        fn(user, &ix);
+    }
+    if (r != SQLITE_DONE)
+        rc = db_fail(s, err, "reading the indexes");
+fail:
+    sqlite3_finalize(st);
     return rc;
 }
 
@@ -551,6 +668,7 @@ static vf_status open_write(const char *path, vf_store **out, vf_err *err)
         goto fail;
     if (version < VF_STORE_SCHEMA_VERSION && (rc = migrate(s, err)) < 0)
         goto fail;
+    s->version = VF_STORE_SCHEMA_VERSION;
     CHECK_SQL(sqlite3_prepare_v2(s->db,
                                  "INSERT OR REPLACE INTO features (extraction_id, frame_index, "
                                  "pts, t, vec) VALUES (?, ?, ?, ?, ?)",
@@ -790,14 +908,6 @@ static vf_status sq_batch(vf_store *store, int64_t ext_id, const vf_store_lease 
 out:
     vfi_free(half);
     return rc;
-}
-
-static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
-{
-    if (v)
-        sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
-    else
-        sqlite3_bind_null(st, i);
 }
 
 /* A measured rate, or NULL for "not measured" (0, negative or not finite). */
@@ -1602,4 +1712,7 @@ const vf_store_ops vfi_store_sqlite = {
     .vector_at = sq_vector_at,
     .nearest = sq_nearest,
     .vectors = sq_vectors,
+    .vectors_at = sq_vectors_at,
+    .index_put = sq_index_put,
+    .indexes = sq_indexes,
 };

@@ -163,6 +163,7 @@ def main():
         con.execute("DROP TABLE queue")
         con.execute("DROP VIEW frames")  # schema 4's
         con.execute("ALTER TABLE models DROP COLUMN weights")  # schema 5's
+        con.execute("DROP TABLE indexes")  # schema 6's
         con.execute("PRAGMA user_version=1")
         con.commit()
         con.close()
@@ -180,14 +181,15 @@ def main():
         done = con.execute("SELECT count(*) FROM extractions WHERE status='done'").fetchone()[0]
         views = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='view'")}
         columns = {c[1] for c in con.execute("PRAGMA table_info(models)")}
-        check(version == 5 and {"runs", "queue", "leases"} <= tables and views == {"frames"} and
+        check(version == 6 and {"runs", "queue", "leases", "indexes"} <= tables and
+              views == {"frames"} and
               "weights" in columns, "after migration: %d %s %s" % (version, tables, columns))
         summary = json.loads(r.stdout)
         check(summary["skipped"] == 1 and summary["done"] == 1, summary)
         check(rows == 20 + summary["frames"] and done == 2,
               "after migration: %d rows, %d done" % (rows, done))
         con.close()
-        print("ok schema 1 migrated to 5")
+        print("ok schema 1 migrated to 6")
 
         # a newer schema than this vidfeat knows: refused with one line, the file unchanged
         newer = os.path.join(tmp, "newer.db")

@@ -1,0 +1,987 @@
+/*
+ * index.c - search index files (index.h): vf_db_index builds one or brings it up to date,
+ * vf_db_indexes says how current each recorded one is, vfi_index_* open and search one.
+ *
+ * Building reads the model row's done extractions from the store (vfi_store_vectors, choosing
+ * extractions with its want callback): first which there are and how many vectors each holds,
+ * then, for kinds that need training, a sample (every vector when there are few, else the
+ * vectors of extractions chosen by a hash of their ids), then the vectors of the extractions the
+ * index lacks, added in batches. Extractions the index holds that the database no longer holds
+ * done (removed, or redone: a new extraction id) are removed from it, or hidden where the kind
+ * cannot remove (HNSW). Vectors go in at unit length: the index's distances then order
+ * candidates as cosine similarity does, and vf_db_similar ranks them by their exact cosine.
+ */
+#define _XOPEN_SOURCE 700 /* fsync, fileno, gethostname */
+#include "pipeline/index.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vidfeat.h"
+#include "core/clock.h"
+#include "core/json.h"
+#include "core/mem.h"
+#include "core/path.h"
+#include "search/ann.h"
+
+#define MAGIC       "VFINDEX\n"
+#define FORMAT      1
+#define MAX_HEADER  (1 << 20)
+#define EXT_BITS    32 /* a vector's id: extraction << 32 | frame index */
+#define EXACT_UP_TO 50000
+#define TRAIN_BYTES (512.0 * 1024 * 1024) /* the training sample's floats at most */
+#define TRAIN_MAX   262144
+#define BATCH_BYTES (64 * 1024 * 1024) /* vectors added at once */
+#define FLAG_HIDDEN 1
+#define HNSW_EF     128
+#define PQ_BYTES    64 /* a vector's code in the compact kind: 64 bytes + its 8-byte id */
+#define PCA_DIM     256
+
+typedef struct ext_entry {
+    int64_t id, vectors, flags;
+} ext_entry;
+
+struct vfi_index {
+    char *path;
+    int64_t model_id;
+    char *kind;
+    int probe;
+    int dim;
+    ext_entry *ext; /* by id */
+    int n_ext, cap_ext;
+    vf_ann *ann;
+};
+
+/* ---- the file --------------------------------------------------------------------------- */
+
+static int put_u64(FILE *f, uint64_t v)
+{
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+    return fwrite(b, 1, 8, f) == 8 ? 0 : -1;
+}
+
+static int put_u32(FILE *f, uint32_t v)
+{
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 24)};
+    return fwrite(b, 1, 4, f) == 4 ? 0 : -1;
+}
+
+static int get_u64(FILE *f, uint64_t *v)
+{
+    unsigned char b[8];
+    if (fread(b, 1, 8, f) != 8)
+        return -1;
+    *v = 0;
+    for (int i = 7; i >= 0; i--)
+        *v = *v << 8 | b[i];
+    return 0;
+}
+
+static int get_u32(FILE *f, uint32_t *v)
+{
+    unsigned char b[4];
+    if (fread(b, 1, 4, f) != 4)
+        return -1;
+    *v = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+    return 0;
+}
+
+static int ext_cmp(const void *a, const void *b)
+{
+    int64_t x = ((const ext_entry *)a)->id, y = ((const ext_entry *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+static ext_entry *find_ext(const vfi_index *ix, int64_t id)
+{
+    ext_entry key = {id, 0, 0};
+    return ix->n_ext ? bsearch(&key, ix->ext, (size_t)ix->n_ext, sizeof(key), ext_cmp) : NULL;
+}
+
+static int push_ext(vfi_index *ix, int64_t id, int64_t vectors, int64_t flags)
+{
+    ext_entry *e = vfi_grow(ix->ext, &ix->cap_ext, ix->n_ext + 1, sizeof(*e));
+    if (!e)
+        return -1;
+    ix->ext = e;
+    ix->ext[ix->n_ext++] = (ext_entry){id, vectors, flags};
+    return 0;
+}
+
+void vfi_index_free(vfi_index **pix)
+{
+    vfi_index *ix = pix ? *pix : NULL;
+    if (!ix)
+        return;
+    vfi_ann_free(&ix->ann);
+    vfi_free(ix->ext);
+    vfi_free(ix->kind);
+    vfi_free(ix->path);
+    vfi_free(ix);
+    *pix = NULL;
+}
+
+const char *vfi_index_path(const vfi_index *ix)
+{
+    return ix->path;
+}
+
+const char *vfi_index_kind(const vfi_index *ix)
+{
+    return ix->kind;
+}
+
+int64_t vfi_index_covers(const vfi_index *ix, int64_t ext)
+{
+    const ext_entry *e = find_ext(ix, ext);
+    return e && !(e->flags & FLAG_HIDDEN) ? e->vectors : 0;
+}
+
+int64_t vfi_index_vectors(const vfi_index *ix)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < ix->n_ext; i++)
+        n += ix->ext[i].flags & FLAG_HIDDEN ? 0 : ix->ext[i].vectors;
+    return n;
+}
+
+int64_t vfi_index_files(const vfi_index *ix)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < ix->n_ext; i++)
+        n += !(ix->ext[i].flags & FLAG_HIDDEN);
+    return n;
+}
+
+/* Does the header describe the model row `row`? (The row's id, file, layer, size, dtype and
+ * preprocessing: an index copied beside another database, or of another layer, does not.) */
+static vf_status check_model(const vf_json *m, const vfi_held_model *row, const char *path,
+                             vf_err *err)
+{
+    const char *what = NULL;
+    if (!m || !vfi_json_is_object(m))
+        what = "no model";
+    else if ((int64_t)vfi_json_num(m, "id", -1) != row->id)
+        what = "another model row";
+    else if (strcmp(vfi_json_str(m, "file_sha256", ""), row->sha))
+        what = "another model file";
+    else if (strcmp(vfi_json_str(m, "layer", ""), row->layer))
+        what = "another layer";
+    else if ((int)vfi_json_num(m, "dim", -1) != row->dim)
+        what = "another vector size";
+    else if (strcmp(vfi_json_str(m, "dtype", ""), row->f16 ? "float16" : "float32") ||
+             strcmp(vfi_json_str(m, "preprocessing", ""), row->prep))
+        what = "another model row";
+    if (!what)
+        return VF_OK;
+    return vfi_fail(err, VF_ERR_INVALID,
+                    "%s: an index of %s (%s %s), not of this database's %s %s (vidfeat index "
+                    "--rebuild makes it anew)",
+                    path, what, m ? vfi_json_str(m, "name", "?") : "?",
+                    m ? vfi_json_str(m, "layer", "?") : "?", row->name, row->layer);
+}
+
+vf_status vfi_index_open(const char *path, const vfi_held_model *row, int with_ann, vfi_index **out,
+                         vf_err *err)
+{
+    *out = NULL;
+    vf_status rc = VF_OK;
+    vf_json *head = NULL;
+    char *text = NULL;
+    vfi_index *ix = vfi_calloc(1, sizeof(*ix));
+    FILE *f = fopen(path, "rb");
+    if (!ix || !(ix->path = vfi_strdup(path)))
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (!f) {
+        rc = vfi_fail(err, VF_ERR_IO, "%s: %s", path, strerror(errno));
+        goto fail;
+    }
+    char magic[8];
+    uint32_t format = 0, len = 0;
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, MAGIC, 8)) {
+        rc = vfi_fail(err, VF_ERR_IO, "%s: not a vidfeat index", path);
+        goto fail;
+    }
+    if (get_u32(f, &format) < 0 || format != FORMAT || get_u32(f, &len) < 0 || len > MAX_HEADER) {
+        rc = vfi_fail(err, VF_ERR_IO, "%s: %s", path,
+                      format > FORMAT ? "an index made by a newer vidfeat" : "a damaged index");
+        goto fail;
+    }
+    if (!(text = vfi_malloc(len + 1))) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    vf_err jerr;
+    if (fread(text, 1, len, f) != len || vfi_json_parse(text, len, &head, &jerr) < 0 ||
+        !vfi_json_is_object(head)) {
+        rc = vfi_fail(err, VF_ERR_IO, "%s: a damaged index (its header)", path);
+        goto fail;
+    }
+    if ((rc = check_model(vfi_json_get(head, "model"), row, path, err)) < 0)
+        goto fail;
+    ix->model_id = row->id;
+    ix->dim = row->dim;
+    ix->probe = (int)vfi_json_num(head, "probe", 0);
+    if (!(ix->kind = vfi_strdup(vfi_json_str(head, "kind", "")))) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    uint64_t n = 0;
+    struct stat st;
+    if (get_u64(f, &n) < 0 || fstat(fileno(f), &st) != 0 || n > (uint64_t)st.st_size / 24) {
+        rc = vfi_fail(err, VF_ERR_IO, "%s: a damaged index (what it covers)", path);
+        goto fail;
+    }
+    int64_t held = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t id, vectors, flags;
+        if (get_u64(f, &id) < 0 || get_u64(f, &vectors) < 0 || get_u64(f, &flags) < 0 ||
+            (i && (int64_t)id <= ix->ext[i - 1].id) || (int64_t)vectors < 0) {
+            rc = vfi_fail(err, VF_ERR_IO, "%s: a damaged index (what it covers)", path);
+            goto fail;
+        }
+        if (push_ext(ix, (int64_t)id, (int64_t)vectors, (int64_t)flags) < 0) {
+            rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        held += (int64_t)vectors;
+    }
+    if (with_ann) {
+        vf_err why;
+        if (vfi_ann_read(f, &ix->ann, &why) < 0) {
+            rc = vfi_fail(err, why.code == VF_ERR_NOMEM ? VF_ERR_NOMEM : VF_ERR_IO,
+                          "%s: a damaged index (%s)", path, why.msg);
+            goto fail;
+        }
+        if (vfi_ann_count(ix->ann) != held) {
+            rc = vfi_fail(err, VF_ERR_IO,
+                          "%s: a damaged index (it holds %lld vectors, its table says %lld)", path,
+                          (long long)vfi_ann_count(ix->ann), (long long)held);
+            goto fail;
+        }
+    }
+    fclose(f);
+    vfi_free(text);
+    vfi_json_free(&head);
+    *out = ix;
+    return VF_OK;
+fail:
+    if (f)
+        fclose(f);
+    vfi_free(text);
+    vfi_json_free(&head);
+    vfi_index_free(&ix);
+    return rc;
+}
+
+void vfi_index_unit(const float *v, int dim, float *out)
+{
+    double s = 0;
+    for (int i = 0; i < dim; i++)
+        s += (double)v[i] * v[i];
+    double scale = s > 0 ? 1.0 / sqrt(s) : 0.0;
+    for (int i = 0; i < dim; i++)
+        out[i] = (float)(v[i] * scale);
+}
+
+vf_status vfi_index_search(vfi_index *ix, const float *q, int k, int probe,
+                           const vf_store_ref *skip, vf_store_ref *refs, int *n, vf_err *err)
+{
+    *n = 0;
+    int64_t *ids = vfi_mallocarray((size_t)k, sizeof(*ids));
+    float *dist = vfi_mallocarray((size_t)k, sizeof(*dist));
+    vf_status rc = ids && dist ? VF_OK : vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (rc >= 0)
+        rc = vfi_ann_search(ix->ann, q, k, probe > 0 ? probe : ix->probe, ids, dist, err);
+    for (int i = 0; rc >= 0 && i < k; i++) {
+        if (ids[i] < 0)
+            break;
+        vf_store_ref r = {ids[i] >> EXT_BITS, ids[i] & ((INT64_C(1) << EXT_BITS) - 1), 0, 0.0};
+        if (!vfi_index_covers(ix, r.extraction))
+            continue; /* hidden: gone from the database */
+        if (skip && skip->extraction == r.extraction && skip->frame_index == r.frame_index)
+            continue;
+        refs[(*n)++] = r;
+    }
+    vfi_free(ids);
+    vfi_free(dist);
+    return rc;
+}
+
+/* ---- building ------------------------------------------------------------------------------ */
+
+/* The done extractions of the row, as vfi_store_vectors lists them (no vector read). */
+typedef struct listing {
+    ext_entry *v;
+    int n, cap;
+    int64_t vectors;
+    int nomem;
+} listing;
+
+static int list_ext(void *user, int64_t extraction, int64_t frames)
+{
+    listing *l = user;
+    ext_entry *e = vfi_grow(l->v, &l->cap, l->n + 1, sizeof(*e));
+    if (!e) {
+        l->nomem = 1;
+        return 0;
+    }
+    l->v = e;
+    l->v[l->n++] = (ext_entry){extraction, frames, 0};
+    l->vectors += frames;
+    return 0; /* its vectors are not read */
+}
+
+static vf_status no_vector(void *user, const vf_store_vector *v)
+{
+    (void)user;
+    (void)v;
+    return VF_OK;
+}
+
+static vf_status list_done(vf_store *s, const vfi_held_model *row, listing *l, vf_err *err)
+{
+    memset(l, 0, sizeof(*l));
+    vf_status rc = vfi_store_vectors(s, row->id, row->f16, row->dim, list_ext, no_vector, l, err);
+    if (rc >= 0 && l->nomem)
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (rc >= 0)
+        qsort(l->v, (size_t)l->n, sizeof(*l->v), ext_cmp);
+    return rc;
+}
+
+static const ext_entry *in_listing(const listing *l, int64_t id)
+{
+    ext_entry key = {id, 0, 0};
+    return l->n ? bsearch(&key, l->v, (size_t)l->n, sizeof(key), ext_cmp) : NULL;
+}
+
+/* A hash of an extraction id: which ones a training sample takes. */
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+/* One pass over chosen extractions' vectors: a training sample, or the vectors to add. */
+typedef struct pass {
+    const vfi_held_model *row;
+    const listing *want_from; /* the extractions to read (sorted) */
+    vfi_index *ix;            /* adding: the index, whose table grows as extractions come */
+    uint64_t sample_below;    /* training: extractions whose mix(id) is below this */
+    int64_t stride, seen;     /* training: every stride-th vector of those */
+    float *buf;               /* batch of unit vectors */
+    int64_t *ids;
+    int64_t n, cap, total, limit;
+    int64_t cur_ext; /* adding: the extraction whose vectors are coming */
+    vf_err *err;
+    const vf_index_opts *o;
+    int64_t done, of;
+    vf_status rc;
+} pass;
+
+static int want_listed(void *user, int64_t extraction, int64_t frames)
+{
+    pass *p = user;
+    (void)frames;
+    if (!in_listing(p->want_from, extraction))
+        return 0; /* done after the listing, or not one this pass reads */
+    if (p->sample_below && mix((uint64_t)extraction) > p->sample_below)
+        return 0;
+    return 1;
+}
+
+static vf_status flush_batch(pass *p)
+{
+    if (!p->n || !p->ix)
+        return VF_OK;
+    vf_status rc = vfi_ann_add(p->ix->ann, p->n, p->buf, p->ids, p->err);
+    p->n = 0;
+    return rc;
+}
+
+static vf_status take_vector(void *user, const vf_store_vector *v)
+{
+    pass *p = user;
+    if (p->o && p->o->progress && (++p->done & 1023) == 0 &&
+        p->o->progress(p->o->user, p->done, p->of))
+        return vfi_fail(p->err, VF_ERR_CANCELLED, "stopped");
+    if (!p->ix) { /* training: every stride-th, up to the limit */
+        if (p->seen++ % p->stride || p->n >= p->limit)
+            return VF_OK;
+        vfi_index_unit(v->vec, p->row->dim, p->buf + p->n * p->row->dim);
+        p->n++;
+        return VF_OK;
+    }
+    if (v->ref.frame_index < 0 || v->ref.frame_index >= (INT64_C(1) << EXT_BITS) ||
+        v->ref.extraction < 0 || v->ref.extraction >= (INT64_C(1) << (62 - EXT_BITS)))
+        return vfi_fail(p->err, VF_ERR_INVALID,
+                        "%s: frame %lld of extraction %lld is beyond what an index can hold",
+                        v->path, (long long)v->ref.frame_index, (long long)v->ref.extraction);
+    if (v->ref.extraction != p->cur_ext) { /* a new extraction: into the table */
+        if (push_ext(p->ix, v->ref.extraction, 0, 0) < 0)
+            return vfi_fail(p->err, VF_ERR_NOMEM, "out of memory");
+        p->cur_ext = v->ref.extraction;
+    }
+    p->ix->ext[p->ix->n_ext - 1].vectors++;
+    vfi_index_unit(v->vec, p->row->dim, p->buf + p->n * p->row->dim);
+    p->ids[p->n++] = v->ref.extraction << EXT_BITS | v->ref.frame_index;
+    p->total++;
+    return p->n == p->cap ? flush_batch(p) : VF_OK;
+}
+
+/* FAISS's words for a kind name (or the words as given), for n vectors of dim floats; *probe:
+ * its default probe (0: none). */
+static vf_status choose_kind(const char *kind, int64_t n, int dim, char *out, size_t size,
+                             int *probe, vf_err *err)
+{
+    *probe = 0;
+    if (!kind || !strcmp(kind, "auto")) {
+        double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+        kind = n <= EXACT_UP_TO                                           ? "flat"
+               : phys <= 0 || (double)n * dim * sizeof(float) <= phys / 4 ? "ivf"
+                                                                          : "ivfpq";
+    }
+    /* IVF lists: about 4 sqrt(n), a power of two, no more than the training sample can fill
+     * (39 vectors a list, FAISS's minimum) */
+    int64_t train = (int64_t)fmin(fmin((double)n, TRAIN_MAX), TRAIN_BYTES / (4.0 * dim));
+    int64_t nlist = 1;
+    while (nlist * 2 <= 4 * sqrt((double)n) && nlist * 2 * 39 <= train && nlist < 65536)
+        nlist *= 2;
+    if (!strcmp(kind, "flat")) {
+        snprintf(out, size, "Flat");
+    } else if (!strcmp(kind, "hnsw")) {
+        snprintf(out, size, "HNSW32");
+        *probe = HNSW_EF;
+    } else if (!strcmp(kind, "ivf") || !strcmp(kind, "ivfpq")) {
+        if (nlist < 16)
+            return vfi_fail(err, VF_ERR_INVALID,
+                            "%lld vectors are too few for an IVF index (use flat)", (long long)n);
+        if (!strcmp(kind, "ivf")) {
+            snprintf(out, size, "IVF%lld,Flat", (long long)nlist);
+        } else {
+            int d = dim > PCA_DIM ? PCA_DIM : dim, m = PQ_BYTES;
+            while (m > 1 && d % m)
+                m--; /* PQ splits the vector evenly */
+            if (dim > PCA_DIM)
+                snprintf(out, size, "PCAR%d,IVF%lld,PQ%d", d, (long long)nlist, m);
+            else
+                snprintf(out, size, "IVF%lld,PQ%d", (long long)nlist, m);
+        }
+        *probe = (int)(nlist / 16 < 8 ? 8 : nlist / 16 > 256 ? 256 : nlist / 16);
+    } else {
+        snprintf(out, size, "%s", kind); /* FAISS's own words */
+        *probe = strstr(kind, "IVF") ? 16 : strstr(kind, "HNSW") ? HNSW_EF : 0;
+    }
+    return VF_OK;
+}
+
+/* The index's file beside an SQLite database: DB.MODEL.LAYER.faiss, the names' odd characters
+ * made '_'. */
+static char *default_path(const char *db, const vfi_held_model *row)
+{
+    size_t len = strlen(db) + strlen(row->name) + strlen(row->layer) + 16;
+    char *p = vfi_malloc(len);
+    if (!p)
+        return NULL;
+    int n = snprintf(p, len, "%s.", db);
+    for (int part = 0; part < 2; part++) {
+        for (const char *c = part ? row->layer : row->name; *c; c++)
+            p[n++] =
+                strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", *c) && *c
+                    ? *c
+                    : '_';
+        p[n++] = part ? '\0' : '.';
+    }
+    n--;
+    snprintf(p + n, len - (size_t)n, ".faiss");
+    char *abs = vfi_path_absolute(p);
+    vfi_free(p);
+    return abs;
+}
+
+/* A header as JSON text into a new string (*len bytes). */
+static char *header_text(const vfi_index *ix, const vfi_held_model *row, const char *database,
+                         int64_t vectors, int64_t files, size_t *len)
+{
+    vf_json *h = vfi_json_new_object(), *m = vfi_json_new_object();
+    char now[32];
+    vfi_now_iso(now, sizeof(now));
+    int bad = vfi_json_add(h, "model", m) < 0;
+    bad |= vfi_json_add_int(m, "id", row->id) < 0;
+    bad |= vfi_json_add_str(m, "name", row->name) < 0;
+    bad |= vfi_json_add_str(m, "file_sha256", row->sha) < 0;
+    bad |= vfi_json_add_str(m, "layer", row->layer) < 0;
+    bad |= vfi_json_add_int(m, "dim", row->dim) < 0;
+    bad |= vfi_json_add_str(m, "dtype", row->f16 ? "float16" : "float32") < 0;
+    bad |= vfi_json_add_str(m, "preprocessing", row->prep) < 0;
+    bad |= vfi_json_add_str(h, "kind", ix->kind) < 0;
+    bad |= vfi_json_add_int(h, "probe", ix->probe) < 0;
+    bad |= vfi_json_add_int(h, "vectors", vectors) < 0;
+    bad |= vfi_json_add_int(h, "files", files) < 0;
+    bad |= vfi_json_add_str(h, "database", database) < 0;
+    bad |= vfi_json_add_str(h, "built_at", now) < 0;
+    bad |= vfi_json_add_str(h, "vidfeat_version", vf_version()) < 0;
+    char *text = NULL;
+    FILE *f = bad ? NULL : open_memstream(&text, len);
+    if (f) {
+        bad = vfi_json_write(f, h, 0) < 0;
+        bad |= fclose(f) != 0;
+    }
+    vfi_json_free(&h);
+    if (bad || !f) {
+        free(text); /* open_memstream's */
+        return NULL;
+    }
+    char *out = vfi_malloc(*len + 1);
+    if (out)
+        memcpy(out, text, *len + 1);
+    free(text);
+    return out;
+}
+
+/* Write ix to path (a temporary file renamed when whole). */
+static vf_status write_index(const vfi_index *ix, const vfi_held_model *row, const char *path,
+                             const char *database, int64_t *bytes, vf_err *err)
+{
+    size_t len = 0;
+    char *head = header_text(ix, row, database, vfi_index_vectors(ix), vfi_index_files(ix), &len);
+    if (!head)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    FILE *f = NULL;
+    char *tmp = NULL;
+    vf_status rc = vfi_replace_open(path, &f, &tmp, err);
+    if (rc < 0) {
+        vfi_free(head);
+        return rc;
+    }
+    int bad = fwrite(MAGIC, 1, 8, f) != 8 || put_u32(f, FORMAT) < 0 ||
+              put_u32(f, (uint32_t)len) < 0 || fwrite(head, 1, len, f) != len ||
+              put_u64(f, (uint64_t)ix->n_ext) < 0;
+    for (int64_t i = 0; !bad && i < ix->n_ext; i++)
+        bad = put_u64(f, (uint64_t)ix->ext[i].id) < 0 ||
+              put_u64(f, (uint64_t)ix->ext[i].vectors) < 0 ||
+              put_u64(f, (uint64_t)ix->ext[i].flags) < 0;
+    vfi_free(head);
+    vf_err why = {VF_OK, ""};
+    if (!bad && vfi_ann_write(ix->ann, f, &why) < 0)
+        bad = 1;
+    if (!bad)
+        bad = fflush(f) != 0 || fsync(fileno(f)) != 0; /* whole on disk before it is renamed */
+    if (bad) {
+        int e = errno;
+        fclose(f);
+        remove(tmp);
+        vfi_free(tmp);
+        return vfi_fail(err, VF_ERR_IO, "%s: %s", path, why.msg[0] ? why.msg : strerror(e));
+    }
+    *bytes = ftell(f);
+    return vfi_replace_close(f, tmp, path, err);
+}
+
+/* Temporary files of builds that died (PATH.tmpPID, vfi_replace_open's, whose process is gone):
+ * removed, so that a build killed midway leaves nothing behind once another has run. */
+static void remove_stale_temporaries(const char *path)
+{
+    char *dir = vfi_strdup(path);
+    if (!dir)
+        return;
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? path + (slash - dir) + 1 : path;
+    if (slash)
+        slash[slash == dir] = '\0';
+    DIR *d = opendir(slash ? dir : ".");
+    size_t blen = strlen(base);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        const char *tail = e->d_name + blen;
+        if (strncmp(e->d_name, base, blen) || strncmp(tail, ".tmp", 4) || !tail[4] ||
+            strspn(tail + 4, "0123456789") != strlen(tail + 4))
+            continue;
+        long pid = strtol(tail + 4, NULL, 10);
+        if (pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH)) {
+            char *stale = vfi_malloc(strlen(dir) + strlen(e->d_name) + 2);
+            if (stale) {
+                sprintf(stale, "%s/%s", slash ? dir : ".", e->d_name);
+                remove(stale);
+            }
+            vfi_free(stale);
+        }
+    }
+    if (d)
+        closedir(d);
+    vfi_free(dir);
+}
+
+/* A new index of the kind words for the row, trained (when it needs it) on a sample of the
+ * listing's vectors. */
+static vf_status new_index(vf_store *s, const vfi_held_model *row, const listing *all,
+                           const char *kind, const vf_index_opts *o, vfi_index *ix, double *train_s,
+                           vf_err *err)
+{
+    char words[160];
+    vf_status rc = choose_kind(kind, all->vectors, row->dim, words, sizeof(words), &ix->probe, err);
+    if (rc < 0)
+        return rc;
+    if (!(ix->kind = vfi_strdup(words)))
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if ((rc = vfi_ann_create(words, row->dim, &ix->ann, err)) < 0)
+        return rc;
+    if (!vfi_ann_needs_training(ix->ann))
+        return VF_OK;
+    double t0 = vfi_now_s();
+    int64_t limit =
+        (int64_t)fmin(fmin((double)all->vectors, TRAIN_MAX), TRAIN_BYTES / (4.0 * row->dim));
+    pass p = {.row = row,
+              .want_from = all,
+              .limit = limit,
+              .err = err,
+              .o = o,
+              .of = all->vectors,
+              .stride = 1};
+    /* few vectors: every one read, every stride-th kept; many: the extractions a hash chooses,
+     * about twice the vectors needed, every other one kept */
+    if (all->vectors > 2 * limit) {
+        double share = fmin(1.0, 2.0 * (double)limit / (double)all->vectors);
+        p.sample_below = (uint64_t)(share * 18446744073709551615.0);
+        p.stride = 2;
+    } else {
+        p.stride = all->vectors / limit > 1 ? all->vectors / limit : 1;
+    }
+    if (!(p.buf = vfi_mallocarray((size_t)limit * (size_t)row->dim, sizeof(float))))
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory for %lld training vectors",
+                        (long long)limit);
+    rc = vfi_store_vectors(s, row->id, row->f16, row->dim, want_listed, take_vector, &p, err);
+    if (rc >= 0 && p.n < 39)
+        rc = vfi_fail(err, VF_ERR_INVALID, "%lld vectors are too few to train a %s index",
+                      (long long)p.n, words);
+    if (rc >= 0)
+        rc = vfi_ann_train(ix->ann, p.n, p.buf, err);
+    vfi_free(p.buf);
+    *train_s = vfi_now_s() - t0;
+    return rc;
+}
+
+/* Kind names a user gives: the same index whatever their case ("IVF" for FAISS's words). */
+static int same_kind(const char *asked, const vfi_index *ix)
+{
+    if (!asked || !strcmp(asked, "auto"))
+        return 1;
+    if (!strcmp(asked, "flat"))
+        return !strcmp(ix->kind, "Flat");
+    if (!strcmp(asked, "hnsw"))
+        return !strncmp(ix->kind, "HNSW", 4);
+    if (!strcmp(asked, "ivf"))
+        return !strncmp(ix->kind, "IVF", 3) && strstr(ix->kind, ",Flat");
+    if (!strcmp(asked, "ivfpq"))
+        return strstr(ix->kind, "IVF") && strstr(ix->kind, ",PQ");
+    return !strcmp(asked, ix->kind);
+}
+
+vf_status vf_db_index(const char *db_path, const vf_config *cfg, const vf_index_opts *o,
+                      vf_index_report *out, char *errbuf, size_t errbuf_size)
+{
+    vf_err err = {0};
+    vf_status rc = VF_OK;
+    vf_store *s = NULL, *w = NULL;
+    vfi_held rows = {0};
+    const vfi_held_model *row = NULL;
+    vfi_index *ix = NULL;
+    listing done = {0};
+    char *path = NULL;
+    pass p = {0};
+    vf_index_opts none = {0};
+    vf_index_report rep;
+    memset(&rep, 0, sizeof(rep));
+    double t0 = vfi_now_s();
+    if (!o)
+        o = &none;
+    if (!db_path || !cfg) {
+        rc = vfi_fail(&err, VF_ERR_INVALID, "index: a database and a configuration are needed");
+        goto done;
+    }
+    if ((rc = vfi_store_open(db_path, VF_STORE_READ, &s, &err)) < 0 ||
+        (rc = vfi_held_read(s, &rows, &err)) < 0 ||
+        (rc = vfi_held_choose(&rows, cfg, db_path, &row, &err)) < 0)
+        goto done;
+    if (o->path)
+        path = vfi_path_absolute(o->path);
+    else if (!vfi_store_uri_scheme(db_path))
+        path = default_path(db_path, row);
+    else {
+        char shown[512];
+        rc = vfi_fail(&err, VF_ERR_INVALID,
+                      "%s: name the index file with --index PATH (a PostgreSQL database has no "
+                      "directory of its own)",
+                      vfi_store_display(db_path, shown, sizeof(shown)));
+        goto done;
+    }
+    if (!path) {
+        rc = vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    remove_stale_temporaries(path);
+    if ((rc = list_done(s, row, &done, &err)) < 0)
+        goto done;
+    /* an existing index: kept and brought up to date, unless asked to start over */
+    struct stat st;
+    if (!o->rebuild && stat(path, &st) == 0) {
+        if ((rc = vfi_index_open(path, row, 1, &ix, &err)) < 0) {
+            if (rc != VF_ERR_NOMEM)
+                snprintf(err.msg + strlen(err.msg), sizeof(err.msg) - strlen(err.msg), "%s",
+                         strstr(err.msg, "--rebuild") ? "" : " (--rebuild makes it anew)");
+            goto done;
+        }
+        if (!same_kind(o->kind, ix)) {
+            rc = vfi_fail(&err, VF_ERR_INVALID,
+                          "%s: the index is %s, not %s (--rebuild makes it anew as %s)", path,
+                          ix->kind, o->kind, o->kind);
+            goto done;
+        }
+    } else {
+        if (!done.vectors) {
+            rc = vfi_fail(&err, VF_ERR_STORE, "%s: no done vectors of %s %s to index", db_path,
+                          row->name, row->layer);
+            goto done;
+        }
+        if (!(ix = vfi_calloc(1, sizeof(*ix))) || !(ix->path = vfi_strdup(path))) {
+            rc = vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        ix->model_id = row->id;
+        ix->dim = row->dim;
+        rep.created = 1;
+        if ((rc = new_index(s, row, &done, o->kind, o, ix, &rep.train_s, &err)) < 0)
+            goto done;
+    }
+    /* what the database no longer holds done goes: removed, or hidden where it cannot be */
+    for (int64_t i = 0; i < ix->n_ext; i++) {
+        ext_entry *e = &ix->ext[i];
+        if (in_listing(&done, e->id) || (e->flags & FLAG_HIDDEN))
+            continue;
+        int64_t removed = 0;
+        vf_err why;
+        rc = vfi_ann_remove_range(ix->ann, e->id << EXT_BITS, (e->id + 1) << EXT_BITS, &removed,
+                                  &why);
+        if (rc == VF_ERR_UNSUPPORTED) {
+            e->flags |= FLAG_HIDDEN;
+            rep.removed += e->vectors;
+            rc = VF_OK;
+            continue;
+        }
+        if (rc < 0) {
+            rc = vfi_fail(&err, rc, "%s: %s", path, why.msg);
+            goto done;
+        }
+        rep.removed += removed;
+        e->vectors = -1; /* dropped below */
+    }
+    int64_t kept = 0;
+    for (int64_t i = 0; i < ix->n_ext; i++)
+        if (ix->ext[i].vectors >= 0)
+            ix->ext[kept++] = ix->ext[i];
+    ix->n_ext = kept;
+    /* what it lacks: the done extractions it does not hold */
+    listing lacks = {0};
+    for (int64_t i = 0; i < done.n; i++) {
+        if (find_ext(ix, done.v[i].id))
+            continue;
+        if (list_ext(&lacks, done.v[i].id, done.v[i].vectors), lacks.nomem) {
+            vfi_free(lacks.v);
+            rc = vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+    }
+    if (lacks.n) {
+        double t1 = vfi_now_s();
+        int64_t batch = BATCH_BYTES / ((int64_t)row->dim * 4);
+        p = (pass){.row = row,
+                   .want_from = &lacks,
+                   .ix = ix,
+                   .err = &err,
+                   .o = o,
+                   .of = lacks.vectors,
+                   .cap = batch < 1 ? 1 : batch,
+                   .cur_ext = -1};
+        p.buf = vfi_mallocarray((size_t)p.cap * (size_t)row->dim, sizeof(float));
+        p.ids = vfi_mallocarray((size_t)p.cap, sizeof(int64_t));
+        rc = p.buf && p.ids ? VF_OK : vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
+        if (rc >= 0)
+            rc = vfi_store_vectors(s, row->id, row->f16, row->dim, want_listed, take_vector, &p,
+                                   &err);
+        if (rc >= 0)
+            rc = flush_batch(&p);
+        rep.added = p.total;
+        rep.add_s = vfi_now_s() - t1;
+        vfi_free(lacks.v);
+        if (rc < 0)
+            goto done;
+        qsort(ix->ext, (size_t)ix->n_ext, sizeof(*ix->ext), ext_cmp);
+    } else {
+        vfi_free(lacks.v);
+    }
+    char shown[512];
+    vfi_store_display(db_path, shown, sizeof(shown));
+    if ((rc = write_index(ix, row, path, shown, &rep.bytes, &err)) < 0)
+        goto done;
+    /* recorded in the database, for similar to find */
+    char now[32], host[256] = "";
+    vfi_now_iso(now, sizeof(now));
+    gethostname(host, sizeof(host) - 1);
+    vf_store_index rec = {path, row->id, ix->kind, vfi_index_vectors(ix), vfi_index_files(ix),
+                          now,  host};
+    vfi_store_close(&s);
+    if ((rc = vfi_store_open(db_path, VF_STORE_WRITE, &w, &err)) < 0 ||
+        (rc = vfi_store_index_put(w, &rec, &err)) < 0) {
+        snprintf(err.msg + strlen(err.msg), sizeof(err.msg) - strlen(err.msg),
+                 " (the index %s is written but not recorded: similar needs --index)", path);
+        goto done;
+    }
+    snprintf(rep.path, sizeof(rep.path), "%s", path);
+    snprintf(rep.kind, sizeof(rep.kind), "%s", ix->kind);
+    rep.vectors = rec.vectors;
+    rep.files = rec.files;
+done:
+    rep.seconds = vfi_now_s() - t0;
+    if (out)
+        *out = rep;
+    if (rc < 0 && errbuf && errbuf_size)
+        snprintf(errbuf, errbuf_size, "%s", err.msg);
+    vfi_free(p.buf);
+    vfi_free(p.ids);
+    vfi_free(done.v);
+    vfi_free(path);
+    vfi_index_free(&ix);
+    vfi_held_free(&rows);
+    vfi_store_close(&w);
+    vfi_store_close(&s);
+    return rc;
+}
+
+/* ---- how current each recorded index is ----------------------------------------------------- */
+
+typedef struct recorded {
+    vf_store_index *v;
+    char **strings; /* each record's own copies: path, kind, built_at, host */
+    int n, cap;
+    int nomem;
+} recorded;
+
+static void keep_index(void *user, const vf_store_index *ix)
+{
+    recorded *r = user;
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 8;
+        vf_store_index *v = realloc(r->v, (size_t)cap * sizeof(*v));
+        char **s = v ? realloc(r->strings, (size_t)cap * 4 * sizeof(*s)) : NULL;
+        if (v)
+            r->v = v;
+        if (!v || !s) {
+            r->nomem = 1;
+            return;
+        }
+        r->strings = s;
+        r->cap = cap;
+    }
+    const char *src[4] = {ix->path, ix->kind, ix->built_at, ix->host};
+    char **dst = r->strings + 4 * r->n;
+    for (int i = 0; i < 4; i++) {
+        dst[i] = src[i] ? vfi_strdup(src[i]) : NULL;
+        r->nomem |= src[i] && !dst[i];
+    }
+    r->v[r->n] = *ix;
+    r->v[r->n].path = dst[0];
+    r->v[r->n].kind = dst[1];
+    r->v[r->n].built_at = dst[2];
+    r->v[r->n].host = dst[3];
+    r->n++;
+}
+
+vf_status vf_db_indexes(const char *db_path, void (*index)(void *user, const vf_db_index_info *ix),
+                        void *user, char *errbuf, size_t errbuf_size)
+{
+    vf_err err = {0};
+    vf_status rc = VF_OK;
+    vf_store *s = NULL;
+    vfi_held rows = {0};
+    recorded r = {0};
+    if (!db_path || !index) {
+        rc = vfi_fail(&err, VF_ERR_INVALID, "indexes: a database and a callback are needed");
+        goto done;
+    }
+    if ((rc = vfi_store_open(db_path, VF_STORE_READ, &s, &err)) < 0 ||
+        (rc = vfi_held_read(s, &rows, &err)) < 0 ||
+        (rc = vfi_store_indexes(s, -1, keep_index, &r, &err)) < 0)
+        goto done;
+    if (r.nomem) {
+        rc = vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < r.n && rc >= 0; i++) {
+        const vf_store_index *rec = &r.v[i];
+        const vfi_held_model *row = NULL;
+        for (int j = 0; j < rows.n; j++)
+            if (rows.v[j].id == rec->model_id)
+                row = &rows.v[j];
+        vf_db_index_info info = {.path = rec->path,
+                                 .model = row ? row->name : "?",
+                                 .layer = row ? row->layer : "?",
+                                 .kind = rec->kind,
+                                 .built_at = rec->built_at,
+                                 .host = rec->host,
+                                 .vectors = rec->vectors,
+                                 .files = rec->files};
+        vfi_index *ix = NULL;
+        listing done = {0};
+        vf_err why = {VF_OK, ""};
+        if (!row) {
+            info.problem = "its model row holds no vectors now";
+        } else if (access(rec->path, R_OK) != 0) {
+            info.problem = "not on this machine";
+        } else if (vfi_index_open(rec->path, row, 0, &ix, &why) < 0) {
+            info.present = 1;
+            info.problem = why.msg;
+        } else if ((rc = list_done(s, row, &done, &err)) >= 0) {
+            info.present = 1;
+            for (int64_t k = 0; k < done.n; k++) {
+                if (!vfi_index_covers(ix, done.v[k].id)) {
+                    info.lacks_vectors += done.v[k].vectors;
+                    info.lacks_files++;
+                }
+            }
+            for (int64_t k = 0; k < ix->n_ext; k++) {
+                if (!(ix->ext[k].flags & FLAG_HIDDEN) && !in_listing(&done, ix->ext[k].id)) {
+                    info.gone_vectors += ix->ext[k].vectors;
+                    info.gone_files++;
+                }
+            }
+        }
+        if (rc >= 0)
+            index(user, &info);
+        vfi_free(done.v);
+        vfi_index_free(&ix);
+    }
+done:
+    for (int i = 0; i < 4 * r.n; i++)
+        vfi_free(r.strings[i]);
+    free(r.strings);
+    free(r.v);
+    if (rc < 0 && errbuf && errbuf_size)
+        snprintf(errbuf, errbuf_size, "%s", err.msg);
+    vfi_held_free(&rows);
+    vfi_store_close(&s);
+    return rc;
+}

@@ -1,0 +1,50 @@
+/*
+ * index.h - search index files (vf_db_index builds them, vf_db_similar searches them,
+ * vf_db_indexes says how current they are): an ANN index (search/ann.h) over one model row's
+ * vectors, with what it covers.
+ *
+ * A vector's id in the index is its extraction's id times 2^32 plus its frame index, so a
+ * candidate names its row in the database, where it is checked and ranked. The file:
+ *
+ *   "VFINDEX\n", u32 format (1), u32 n + n bytes of JSON (the model row: id, name, file_sha256,
+ *   layer, dim, dtype, preprocessing; kind, probe, vectors, files, database, built_at),
+ *   u64 n + n x (i64 extraction, i64 vectors, i64 flags) in extraction order (flag 1: gone from
+ *   the database but still in the ANN index, which cannot remove: hidden from searches), then
+ *   the ANN index. Integers little-endian.
+ */
+#ifndef VIDFEAT_INDEX_H
+#define VIDFEAT_INDEX_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+#include "pipeline/held.h"
+#include "store/store.h"
+
+typedef struct vfi_index vfi_index;
+
+/* Open the index file at path for the model row `row` of a database: header, what it covers
+ * and (with_ann) the ANN index itself. VF_ERR_IO (cannot be read, or not whole: corrupt),
+ * VF_ERR_INVALID (another model row, layer or vector size), both naming the file. */
+vf_status vfi_index_open(const char *path, const vfi_held_model *row, int with_ann, vfi_index **out,
+                         vf_err *err);
+void vfi_index_free(vfi_index **pix);
+
+/* Its file, its kind (FAISS's words); the vectors and files it holds (not hidden). */
+const char *vfi_index_path(const vfi_index *ix);
+const char *vfi_index_kind(const vfi_index *ix);
+int64_t vfi_index_vectors(const vfi_index *ix);
+int64_t vfi_index_files(const vfi_index *ix);
+
+/* The vectors it holds of extraction ext (0: none, or hidden). */
+int64_t vfi_index_covers(const vfi_index *ix, int64_t ext);
+
+/* Up to k candidates nearest the unit vector q into refs (extraction, frame_index), *n of them,
+ * nearest first; hidden ones and `skip` (may be NULL) left out. probe 0: the index's own. */
+vf_status vfi_index_search(vfi_index *ix, const float *q, int k, int probe,
+                           const vf_store_ref *skip, vf_store_ref *refs, int *n, vf_err *err);
+
+/* v scaled to length 1 (a zero vector stays zero) into out; both dim floats. */
+void vfi_index_unit(const float *v, int dim, float *out);
+
+#endif /* VIDFEAT_INDEX_H */

@@ -559,9 +559,10 @@ typedef struct vf_index_report {
  * must be writable), so that vf_db_similar finds it. The vectors are read once (twice when the
  * kind needs training, on a sample). Memory: the index, and one batch of vectors.
  * @return VF_OK; VF_ERR_STORE (the database: missing, no vectors, several rows cfg does not
- *         tell apart, or not writable), VF_ERR_INVALID (an index file of another model, layer or
- *         kind; a kind FAISS refuses), VF_ERR_IO (the file cannot be read or written; a corrupt
- *         index), VF_ERR_CANCELLED, VF_ERR_NOMEM. The message, naming the file, is in errbuf.
+ *         tell apart, or not writable; an index file that is damaged), VF_ERR_INVALID (an index
+ *         file of another model, layer or kind; a kind FAISS refuses), VF_ERR_IO (the file
+ *         cannot be written), VF_ERR_CANCELLED, VF_ERR_NOMEM. The message, naming the file, is in
+ *         errbuf.
  */
 VF_API vf_status vf_db_index(const char *db_path, const vf_config *cfg, const vf_index_opts *o,
                              vf_index_report *out, char *errbuf, size_t errbuf_size);

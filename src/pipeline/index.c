@@ -203,17 +203,17 @@ vf_status vfi_index_open(const char *path, const vfi_held_model *row, int with_a
     if (!ix || !(ix->path = vfi_strdup(path)))
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     if (!f) {
-        rc = vfi_fail(err, VF_ERR_IO, "%s: %s", path, strerror(errno));
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: %s", path, strerror(errno));
         goto fail;
     }
     char magic[8];
     uint32_t format = 0, len = 0;
     if (fread(magic, 1, 8, f) != 8 || memcmp(magic, MAGIC, 8)) {
-        rc = vfi_fail(err, VF_ERR_IO, "%s: not a vidfeat index", path);
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: not a vidfeat index", path);
         goto fail;
     }
     if (get_u32(f, &format) < 0 || format != FORMAT || get_u32(f, &len) < 0 || len > MAX_HEADER) {
-        rc = vfi_fail(err, VF_ERR_IO, "%s: %s", path,
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: %s", path,
                       format > FORMAT ? "an index made by a newer vidfeat" : "a damaged index");
         goto fail;
     }
@@ -224,7 +224,7 @@ vf_status vfi_index_open(const char *path, const vfi_held_model *row, int with_a
     vf_err jerr;
     if (fread(text, 1, len, f) != len || vfi_json_parse(text, len, &head, &jerr) < 0 ||
         !vfi_json_is_object(head)) {
-        rc = vfi_fail(err, VF_ERR_IO, "%s: a damaged index (its header)", path);
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: a damaged index (its header)", path);
         goto fail;
     }
     if ((rc = check_model(vfi_json_get(head, "model"), row, path, err)) < 0)
@@ -239,7 +239,7 @@ vf_status vfi_index_open(const char *path, const vfi_held_model *row, int with_a
     uint64_t n = 0;
     struct stat st;
     if (get_u64(f, &n) < 0 || fstat(fileno(f), &st) != 0 || n > (uint64_t)st.st_size / 24) {
-        rc = vfi_fail(err, VF_ERR_IO, "%s: a damaged index (what it covers)", path);
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: a damaged index (what it covers)", path);
         goto fail;
     }
     int64_t held = 0;
@@ -247,7 +247,7 @@ vf_status vfi_index_open(const char *path, const vfi_held_model *row, int with_a
         uint64_t id, vectors, flags;
         if (get_u64(f, &id) < 0 || get_u64(f, &vectors) < 0 || get_u64(f, &flags) < 0 ||
             (i && (int64_t)id <= ix->ext[i - 1].id) || (int64_t)vectors < 0) {
-            rc = vfi_fail(err, VF_ERR_IO, "%s: a damaged index (what it covers)", path);
+            rc = vfi_fail(err, VF_ERR_STORE, "%s: a damaged index (what it covers)", path);
             goto fail;
         }
         if (push_ext(ix, (int64_t)id, (int64_t)vectors, (int64_t)flags) < 0) {
@@ -259,12 +259,12 @@ vf_status vfi_index_open(const char *path, const vfi_held_model *row, int with_a
     if (with_ann) {
         vf_err why;
         if (vfi_ann_read(f, &ix->ann, &why) < 0) {
-            rc = vfi_fail(err, why.code == VF_ERR_NOMEM ? VF_ERR_NOMEM : VF_ERR_IO,
+            rc = vfi_fail(err, why.code == VF_ERR_NOMEM ? VF_ERR_NOMEM : VF_ERR_STORE,
                           "%s: a damaged index (%s)", path, why.msg);
             goto fail;
         }
         if (vfi_ann_count(ix->ann) != held) {
-            rc = vfi_fail(err, VF_ERR_IO,
+            rc = vfi_fail(err, VF_ERR_STORE,
                           "%s: a damaged index (it holds %lld vectors, its table says %lld)", path,
                           (long long)vfi_ann_count(ix->ann), (long long)held);
             goto fail;
@@ -473,9 +473,13 @@ static vf_status choose_kind(const char *kind, int64_t n, int dim, char *out, si
         if (!strcmp(kind, "ivf")) {
             snprintf(out, size, "IVF%lld,Flat", (long long)nlist);
         } else {
-            int d = dim > PCA_DIM ? PCA_DIM : dim, m = PQ_BYTES;
+            /* PQ splits the vector evenly, into pieces of at least 4 floats (smaller ones make
+             * poor codes and slow training) */
+            int d = dim > PCA_DIM ? PCA_DIM : dim, m = d / 4 < PQ_BYTES ? d / 4 : PQ_BYTES;
             while (m > 1 && d % m)
-                m--; /* PQ splits the vector evenly */
+                m--;
+            if (m < 1)
+                m = 1;
             if (dim > PCA_DIM)
                 snprintf(out, size, "PCAR%d,IVF%lld,PQ%d", d, (long long)nlist, m);
             else

@@ -24,7 +24,7 @@
 typedef struct vfi_index vfi_index;
 
 /* Open the index file at path for the model row `row` of a database: header, what it covers
- * and (with_ann) the ANN index itself. VF_ERR_IO (cannot be read, or not whole: corrupt),
+ * and (with_ann) the ANN index itself. VF_ERR_STORE (cannot be read, or not whole: corrupt),
  * VF_ERR_INVALID (another model row, layer or vector size), both naming the file. */
 vf_status vfi_index_open(const char *path, const vfi_held_model *row, int with_ann, vfi_index **out,
                          vf_err *err);

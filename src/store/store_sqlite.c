@@ -130,8 +130,17 @@ static const char *const schema_v4 = VFI_FRAMES_VIEW_SQL;
 /* v5: whose weights each model file has (record.h). */
 static const char *const schema_v5 = VFI_WEIGHTS_COLUMN_SQL;
 
-/* v6: the search indexes built over the vectors (record.h). */
-static const char *const schema_v6 = VFI_INDEXES_TABLE_SQL;
+/* v6: the search indexes built over the vectors (record.h); extraction ids never used twice. A
+ * search index knows a file's vectors by their extraction's id, and SQLite gives a new row the
+ * largest id + 1, so a file redone right after its extraction was the newest would get its old
+ * id back: new extractions take the largest id ever given + 1 (NEXT_EXTRACTION_ID), which the
+ * trigger keeps. (PostgreSQL's sequences never give an id twice.) */
+static const char *const schema_v6 =
+    VFI_INDEXES_TABLE_SQL "CREATE TABLE extraction_ids (last INTEGER NOT NULL);"
+                          "INSERT INTO extraction_ids SELECT coalesce(max(id), 0) FROM extractions;"
+                          "CREATE TRIGGER extraction_ids AFTER INSERT ON extractions BEGIN"
+                          " UPDATE extraction_ids SET last = NEW.id WHERE NEW.id > last; END;";
+#define NEXT_EXTRACTION_ID "(SELECT last + 1 FROM extraction_ids)"
 
 /* migrations[v] brings a database from user_version v to v + 1 */
 static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {schema_v1, schema_v2, schema_v3,
@@ -826,9 +835,10 @@ static vf_status sq_begin(vf_store *store, const vf_store_video *v, int64_t mode
     sqlite3_finalize(st);
     st = NULL;
     CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "INSERT INTO extractions (video_id, model_id, sampling, status, "
-                                 "device, precision, batch_size, started_at) VALUES (?, ?, ?, "
-                                 "'running', ?, ?, ?, ?) RETURNING id",
+                                 "INSERT INTO extractions (id, video_id, model_id, sampling, "
+                                 "status, device, precision, batch_size, started_at) VALUES "
+                                 "(" NEXT_EXTRACTION_ID ", ?, ?, ?, 'running', ?, ?, ?, ?) "
+                                 "RETURNING id",
                                  -1, &st, NULL),
               "prepare");
     sqlite3_bind_int64(st, 1, video_id);
@@ -1529,9 +1539,10 @@ static vf_status sq_merge(vf_store *store, const char *from, vf_store_conflict_f
              "CREATE TEMP TABLE ext_map (old INTEGER PRIMARY KEY, new INTEGER);",
              err));
     TRY(prepare(s,
-                "INSERT INTO extractions (video_id, model_id, sampling, status, error, device,"
+                "INSERT INTO extractions (id, video_id, model_id, sampling, status, error, device,"
                 " precision, batch_size, frames, started_at, finished_at, decode_fps,"
-                " convert_fps, infer_fps, store_fps) SELECT p.video_id, p.model_id, e.sampling,"
+                " convert_fps, infer_fps, store_fps) SELECT " NEXT_EXTRACTION_ID ","
+                " p.video_id, p.model_id, e.sampling,"
                 " 'done', NULL, e.device, e.precision, e.batch_size, e.frames, e.started_at,"
                 " e.finished_at, e.decode_fps, e.convert_fps, e.infer_fps, e.store_fps FROM"
                 " pairs p JOIN src.extractions e ON e.id = p.old WHERE p.old = ? RETURNING id",

@@ -443,10 +443,13 @@ static vf_status take_vector(void *user, const vf_store_vector *v)
     return p->n == p->cap ? flush_batch(p) : VF_OK;
 }
 
-/* FAISS's words for a kind name (or the words as given), for n vectors of dim floats; *probe:
- * its default probe (0: none). */
-static vf_status choose_kind(const char *kind, int64_t n, int dim, char *out, size_t size,
-                             int *probe, vf_err *err)
+int64_t vfi_index_train_size(int64_t n, int dim)
+{
+    return (int64_t)fmin(fmin((double)n, TRAIN_MAX), TRAIN_BYTES / (4.0 * dim));
+}
+
+vf_status vfi_index_choose_kind(const char *kind, int64_t n, int dim, char *out, size_t size,
+                                int *probe, vf_err *err)
 {
     *probe = 0;
     if (!kind || !strcmp(kind, "auto")) {
@@ -457,7 +460,7 @@ static vf_status choose_kind(const char *kind, int64_t n, int dim, char *out, si
     }
     /* IVF lists: about 4 sqrt(n), a power of two, no more than the training sample can fill
      * (39 vectors a list, FAISS's minimum) */
-    int64_t train = (int64_t)fmin(fmin((double)n, TRAIN_MAX), TRAIN_BYTES / (4.0 * dim));
+    int64_t train = vfi_index_train_size(n, dim);
     int64_t nlist = 1;
     while (nlist * 2 <= 4 * sqrt((double)n) && nlist * 2 * 39 <= train && nlist < 65536)
         nlist *= 2;
@@ -637,7 +640,8 @@ static vf_status new_index(vf_store *s, const vfi_held_model *row, const listing
                            vf_err *err)
 {
     char words[160];
-    vf_status rc = choose_kind(kind, all->vectors, row->dim, words, sizeof(words), &ix->probe, err);
+    vf_status rc =
+        vfi_index_choose_kind(kind, all->vectors, row->dim, words, sizeof(words), &ix->probe, err);
     if (rc < 0)
         return rc;
     if (!(ix->kind = vfi_strdup(words)))
@@ -647,8 +651,7 @@ static vf_status new_index(vf_store *s, const vfi_held_model *row, const listing
     if (!vfi_ann_needs_training(ix->ann))
         return VF_OK;
     double t0 = vfi_now_s();
-    int64_t limit =
-        (int64_t)fmin(fmin((double)all->vectors, TRAIN_MAX), TRAIN_BYTES / (4.0 * row->dim));
+    int64_t limit = vfi_index_train_size(all->vectors, row->dim);
     pass p = {.row = row,
               .want_from = all,
               .limit = limit,

@@ -44,6 +44,17 @@ int64_t vfi_index_covers(const vfi_index *ix, int64_t ext);
 vf_status vfi_index_search(vfi_index *ix, const float *q, int k, int probe,
                            const vf_store_ref *skip, vf_store_ref *refs, int *n, vf_err *err);
 
+/* FAISS's words for a kind ("auto", "flat", "hnsw", "ivf", "ivfpq", or FAISS's own words) for
+ * n vectors of dim floats, and its default probe (0: none); VF_ERR_INVALID when too few for
+ * it. The training sample a kind that trains takes: vfi_index_train_size. */
+vf_status vfi_index_choose_kind(const char *kind, int64_t n, int dim, char *out, size_t size,
+                                int *probe, vf_err *err);
+int64_t vfi_index_train_size(int64_t n, int dim);
+
+/* Candidates an index proposes for k neighbours, then ranked by their exact cosine: enough that
+ * the exact order of the first k rarely depends on the index's approximate one. */
+#define VFI_INDEX_CANDIDATES(k) ((k)*10 < 100 ? 100 : (k)*10)
+
 /* v scaled to length 1 (a zero vector stays zero) into out; both dim floats. */
 void vfi_index_unit(const float *v, int dim, float *out);
 

@@ -22,11 +22,8 @@
 #include "store/record.h"
 #include "store/store.h"
 
-#define DEFAULT_K 10
-#define MAX_K     100000
-/* Candidates an index proposes for k neighbours, then ranked exactly: enough that the exact
- * order of the first k rarely depends on the index's approximate one. */
-#define CANDIDATES(k)  ((k)*10 < 100 ? 100 : (k)*10)
+#define DEFAULT_K      10
+#define MAX_K          100000
 #define MAX_CANDIDATES VF_STORE_MAX_REFS
 
 /* The query frame's vector, as the one-frame run saw it. */
@@ -198,7 +195,8 @@ static vf_status search_index(vf_store *s, vfi_index *ix, const vfi_held_model *
                               void (*hit)(void *user, const vf_neighbour *n), void *user,
                               int64_t *candidates, vf_err *err)
 {
-    int want = CANDIDATES(k) > MAX_CANDIDATES ? MAX_CANDIDATES : CANDIDATES(k), n = 0;
+    int want = VFI_INDEX_CANDIDATES(k) > MAX_CANDIDATES ? MAX_CANDIDATES : VFI_INDEX_CANDIDATES(k);
+    int n = 0;
     if (want < k)
         want = k;
     vf_store_ref *refs = vfi_mallocarray((size_t)want, sizeof(*refs));

@@ -164,6 +164,8 @@ def main():
         con.execute("DROP VIEW frames")  # schema 4's
         con.execute("ALTER TABLE models DROP COLUMN weights")  # schema 5's
         con.execute("DROP TABLE indexes")  # schema 6's
+        con.execute("DROP TRIGGER extraction_ids")
+        con.execute("DROP TABLE extraction_ids")
         con.execute("PRAGMA user_version=1")
         con.commit()
         con.close()
@@ -181,7 +183,7 @@ def main():
         done = con.execute("SELECT count(*) FROM extractions WHERE status='done'").fetchone()[0]
         views = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='view'")}
         columns = {c[1] for c in con.execute("PRAGMA table_info(models)")}
-        check(version == 6 and {"runs", "queue", "leases", "indexes"} <= tables and
+        check(version == 6 and {"runs", "queue", "leases", "indexes", "extraction_ids"} <= tables and
               views == {"frames"} and
               "weights" in columns, "after migration: %d %s %s" % (version, tables, columns))
         summary = json.loads(r.stdout)

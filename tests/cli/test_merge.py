@@ -74,8 +74,9 @@ def main():
               "merging again: %s" % r.stderr)
         print("ok merge: the shards' files are one run's rows, bit for bit; again adds nothing")
 
+        # a shard that holds files (the split follows the paths' hash: one may be empty)
         bad = os.path.join(tmp, "bad.db")
-        shutil.copy(parts[0], bad)
+        shutil.copy(parts[next(k for k in range(3) if shards[k])], bad)
         con = sqlite3.connect(bad)
         con.execute("UPDATE features SET vec = zeroblob(length(vec)) WHERE"
                     " (extraction_id, frame_index) = (SELECT extraction_id, frame_index FROM"

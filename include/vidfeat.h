@@ -526,8 +526,8 @@ VF_API vf_status vf_db_read_vectors(const char *db_path, const vf_config *cfg,
 typedef struct vf_index_opts {
     /** "auto" (NULL: the same), "flat" (exact), "hnsw", "ivf" (IVF over the vectors as they are),
      *  "ivfpq" (IVF with product quantisation and a PCA rotation: the compact kind), or FAISS's
-     *  index_factory words ("IVF4096,PQ64"). "auto": exact up to 50,000 vectors, "ivf" while the
-     *  vectors take at most a quarter of this machine's memory, "ivfpq" beyond. An index that
+     *  index_factory words ("IVF4096,PQ64"). "auto": exact up to 50,000 vectors, "ivfpq" beyond
+     *  (README "Searching an archive" says why, with numbers). An index that
      *  exists keeps its kind (a different explicit one: VF_ERR_INVALID unless rebuild). */
     const char *kind;
     /** The index file; NULL: beside an SQLite database, DB.MODEL.LAYER.faiss (a PostgreSQL
@@ -582,6 +582,65 @@ typedef struct vf_db_index_info {
  *  read for that where it is on this machine: its header, not the whole index). */
 VF_API vf_status vf_db_indexes(const char *db_path,
                                void (*index)(void *user, const vf_db_index_info *ix), void *user,
+                               char *errbuf, size_t errbuf_size);
+
+/* ---- reuse detection (appended in 0.1; README "Finding reused footage") ------------------ */
+
+/** Where to look for reused footage. */
+typedef struct vf_match_query {
+    /** A file whose footage to look for elsewhere in the archive: its stored vectors when the
+     *  database holds it (by path or another name of the same file), else its frames extracted
+     *  now with the database's model, sampled as cfg says (sample_fps, every; default: every
+     *  frame). NULL: every file the database holds against every other. */
+    const char *video;
+    double min_duration;   /**< seconds a match must last; 0 = 2 */
+    double min_similarity; /**< cosine a frame must reach with its counterpart; 0 = 0.8 */
+    /** 1: compare with every stored vector (an exact index made in memory), even where an index
+     *  file covers the model and layer. Without an index file this is what is done. */
+    int exact;
+    int probe;         /**< as vf_similar_query's */
+    const char *index; /**< as vf_similar_query's */
+    /** (may be NULL) how the search was done, filled by vf_db_matches. */
+    struct vf_match_stats *stats;
+} vf_match_query;
+
+/** How vf_db_matches searched. */
+typedef struct vf_match_stats {
+    char search[160]; /**< "exact" (every stored vector) or "index " + the index's kind */
+    char index[4096]; /**< the index file used ("" for exact) */
+    int64_t frames;   /**< query frames searched */
+    int64_t flat;     /**< of those, frames that show nothing (uniform, black): no evidence */
+    int flat_known;   /**< 0: the model file was not found, so flat frames were not told */
+    int64_t pairs;    /**< pairs of files whose frames were compared along a time line */
+    double search_ms; /**< the nearest-neighbour search of every query frame */
+    double align_ms;  /**< aligning the pairs' frame matches in time */
+} vf_match_stats;
+
+/** Footage of one file shown in another: a's [a_start, a_end] is b's [b_start, b_end]
+ *  (seconds: the first and last matching frames' times). Strings borrowed for the call. */
+typedef struct vf_match {
+    const char *a, *b;
+    double a_start, a_end, b_start, b_end;
+    double score;   /**< the mean cosine of the matching frames */
+    double speed;   /**< b's seconds per a's second (1: the same speed) */
+    int64_t frames; /**< a's frames that matched */
+} vf_match;
+
+/**
+ * Reused footage: pairs of files where one shows footage of the other, found by aligning frame
+ * matches in time (a line of matching frames, not single frames; frames that show nothing are no
+ * evidence). The vectors are one model row's (cfg->model, cfg->layer choose, as vf_db_similar's);
+ * every query frame's nearest stored frames come from the index file that covers the row, else
+ * from an exact index made in memory (which needs the row's vectors to fit in half of memory).
+ * Whole-archive searches (q->video NULL) hold the row's vectors in memory.
+ * @param match  called for each match: with q->video, best first, a being the query; without,
+ *               by a's path then time, each pair of files once.
+ * @return VF_OK; VF_ERR_INVALID (bad query), VF_ERR_STORE (database or index file as
+ *         vf_db_similar's), VF_ERR_NOMEM (the vectors do not fit), the query file's errors
+ *         (VF_ERR_DECODE, VF_ERR_IO, VF_ERR_MODEL). The message is in errbuf.
+ */
+VF_API vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const vf_match_query *q,
+                               void (*match)(void *user, const vf_match *m), void *user,
                                char *errbuf, size_t errbuf_size);
 
 /** 1 if FFmpeg can open path and it has a video stream (probes the content, not the name);

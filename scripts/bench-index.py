@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """What vidfeat's search index costs and finds: the numbers behind README's "Searching an
 archive" table. Prints one table; numbers are measured here, never asserted.
 

@@ -29,6 +29,7 @@ enum {
     CMD_MERGE = 1 << 7,
     CMD_EXPORT = 1 << 8,
     CMD_INDEX = 1 << 9,
+    CMD_MATCHES = 1 << 10,
 };
 
 #define MAX_LIST 16
@@ -69,6 +70,8 @@ typedef struct cli {
     int exact;              /* similar --exact */
     int probe;              /* similar --probe N */
     int summary;            /* info --summary */
+    double min_duration;    /* matches, similar --video without --at: --min-duration S */
+    double min_similarity;  /* and --min-similarity C */
 } cli;
 
 /* One subcommand: its name, the bit its options are marked with, what its --help shows, and
@@ -95,6 +98,13 @@ int cmd_enqueue(cli *c, int argc, char **argv);
 int cmd_merge(cli *c, int argc, char **argv);
 int cmd_export(cli *c, int argc, char **argv);
 int cmd_index(cli *c, int argc, char **argv);
+int cmd_matches(cli *c, int argc, char **argv);
+
+/* ---- cmd_matches.c ------------------------------------------------------------------------ */
+
+/* vf_db_matches for the command line (matches, and similar --video without --at): the matches
+ * as a table or one JSON document, -v's search line; the exit status. */
+int cli_matches(cli *c, const char *db, const char *video);
 
 /* ---- options.c ---------------------------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
 /*
  * cmd_similar.c - vidfeat similar: the stored frames nearest a query frame (an image, or a
- * video's frame at a time), as a table or one JSON document.
+ * video's frame at a time), as a table or one JSON document; a whole video (no --at) is answered
+ * as the files and times that show its footage (cmd_matches.c).
  */
 #include <stdio.h>
 #include <unistd.h>
@@ -65,6 +66,8 @@ int cmd_similar(cli *c, int argc, char **argv)
                         "[--at T]\n");
         return EXIT_USAGE;
     }
+    if (c->video && !c->at_set) /* a whole clip: where its footage is */
+        return cli_matches(c, argv[0], c->video);
     if (cli_single_values(c))
         return EXIT_USAGE;
     if (!cli_db_exists(argv[0]))

@@ -69,12 +69,15 @@ enum opt_id {
     OPT_EXACT,
     OPT_PROBE,
     OPT_SUMMARY,
+    OPT_MIN_DURATION,
+    OPT_MIN_SIMILARITY,
 };
 
 /* Which commands take an option. */
-#define RUNS (CMD_EXTRACT | CMD_CALIBRATE | CMD_BENCH) /* those that run the pipeline */
-#define NETS (RUNS | CMD_SIMILAR)                      /* those that open a network */
-#define ALL  (NETS | CMD_INFO | CMD_MODELS | CMD_ENQUEUE | CMD_MERGE | CMD_EXPORT | CMD_INDEX)
+#define RUNS  (CMD_EXTRACT | CMD_CALIBRATE | CMD_BENCH) /* those that run the pipeline */
+#define NETS  (RUNS | CMD_SIMILAR | CMD_MATCHES)        /* those that open a network */
+#define ALL   (NETS | CMD_INFO | CMD_MODELS | CMD_ENQUEUE | CMD_MERGE | CMD_EXPORT | CMD_INDEX)
+#define CLIPS (RUNS | CMD_SIMILAR | CMD_MATCHES) /* those that sample a file's frames */
 
 typedef struct opt_def {
     const char *name;
@@ -105,8 +108,8 @@ static const opt_def options[] = {
      "hold a claimed file S seconds, renewed while working (default 60)"},
     {"max-attempts", OPT_MAX_ATTEMPTS, "N", CMD_EXTRACT,
      "fail a file whose worker died N times in a row (default 3)"},
-    {"fps", OPT_FPS, "R", RUNS, "sample at most R frames per second, by presentation time"},
-    {"every", OPT_EVERY, "N", RUNS, "keep every Nth decoded frame"},
+    {"fps", OPT_FPS, "R", CLIPS, "sample at most R frames per second, by presentation time"},
+    {"every", OPT_EVERY, "N", CLIPS, "keep every Nth decoded frame"},
     {"keyframes", OPT_KEYFRAMES, NULL, RUNS, "only key frames (the others are not decoded)"},
     {"start", OPT_START, "T", RUNS, "start T into each file (seconds, 1:30 or 01:02:03.5)"},
     {"duration", OPT_DURATION, "D", RUNS, "cover D after the start (as --start)"},
@@ -149,19 +152,27 @@ static const opt_def options[] = {
     {"images", OPT_IMAGES, "N", CMD_BENCH, "images per timed run (default max(32, batch))"},
     {"plot", OPT_PLOT, "FILE.svg", CMD_BENCH, "draw frames/s by device, batch and precision"},
     {"image", OPT_IMAGE, "FILE", CMD_SIMILAR, "frames like this image"},
-    {"video", OPT_VIDEO, "FILE", CMD_SIMILAR, "frames like this video's frame at --at"},
-    {"at", OPT_AT, "T", CMD_SIMILAR, "time into --video (as --start; default 0)"},
-    {"top", OPT_TOP, "N", CMD_SIMILAR, "how many frames to list (default 10)"},
-    {"exact", OPT_EXACT, NULL, CMD_SIMILAR, "read every stored vector, even where an index is"},
-    {"probe", OPT_PROBE, "N", CMD_SIMILAR,
+    {"video", OPT_VIDEO, "FILE", CMD_SIMILAR | CMD_MATCHES,
+     "similar: frames like this video's frame at --at, or (no --at) where its footage is; "
+     "matches: only this file's footage"},
+    {"at", OPT_AT, "T", CMD_SIMILAR, "time into --video (as --start)"},
+    {"top", OPT_TOP, "N", CMD_SIMILAR | CMD_MATCHES,
+     "how many to list (default 10 frames; matches and whole clips: all)"},
+    {"min-duration", OPT_MIN_DURATION, "S", CMD_SIMILAR | CMD_MATCHES,
+     "matches: footage shared for at least S seconds (default 2)"},
+    {"min-similarity", OPT_MIN_SIMILARITY, "C", CMD_SIMILAR | CMD_MATCHES,
+     "matches: a frame's cosine with its counterpart at least C (default 0.8)"},
+    {"exact", OPT_EXACT, NULL, CMD_SIMILAR | CMD_MATCHES,
+     "read every stored vector, even where an index is"},
+    {"probe", OPT_PROBE, "N", CMD_SIMILAR | CMD_MATCHES,
      "how much of the index to look at: IVF lists or HNSW candidates (default: the index's)"},
-    {"index", OPT_INDEX, "PATH", CMD_SIMILAR | CMD_INDEX,
+    {"index", OPT_INDEX, "PATH", CMD_SIMILAR | CMD_MATCHES | CMD_INDEX,
      "the index file (default: beside an SQLite database; similar: the one it records)"},
     {"kind", OPT_KIND, "auto|flat|hnsw|ivf|ivfpq|FAISS", CMD_INDEX,
      "what kind of index (default auto: by the vectors' number and this machine's memory)"},
     {"rebuild", OPT_REBUILD, NULL, CMD_INDEX, "start over instead of adding what is new"},
     {"summary", OPT_SUMMARY, NULL, CMD_INFO, "counts and indexes only, not every file"},
-    {"json", OPT_JSON, NULL, RUNS | CMD_SIMILAR | CMD_MODELS | CMD_INFO | CMD_INDEX,
+    {"json", OPT_JSON, NULL, RUNS | CMD_SIMILAR | CMD_MATCHES | CMD_MODELS | CMD_INFO | CMD_INDEX,
      "machine-readable output"},
     {"progress", OPT_PROGRESS, "auto|bar|lines|json|none", CMD_EXTRACT | CMD_CALIBRATE,
      "as files finish: a bar (terminal), a line each, a JSON line each on stdout, or nothing"},
@@ -549,6 +560,14 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
             break;
         case OPT_SUMMARY:
             c->summary = 1;
+            break;
+        case OPT_MIN_DURATION:
+            if (time_option("min-duration", a, &c->min_duration) < 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_MIN_SIMILARITY:
+            if (number_option("min-similarity", a, 0, 0.999, &c->min_similarity) < 0)
+                return EXIT_USAGE;
             break;
         case OPT_PROBE: {
             double v;

@@ -318,6 +318,105 @@ vf_status vfi_index_search(vfi_index *ix, const float *q, int k, int probe,
     return rc;
 }
 
+vf_status vfi_index_search_many(vfi_index *ix, int64_t n, const float *q, int k, int probe,
+                                vf_store_ref *refs, float *sim, vf_err *err)
+{
+    int64_t *ids = vfi_mallocarray((size_t)n * (size_t)k, sizeof(*ids));
+    float *dist = vfi_mallocarray((size_t)n * (size_t)k, sizeof(*dist));
+    vf_status rc = ids && dist ? VF_OK : vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (rc >= 0)
+        rc = vfi_ann_search_many(ix->ann, n, q, k, probe > 0 ? probe : ix->probe, ids, dist, err);
+    for (int64_t i = 0; rc >= 0 && i < n * k; i++) {
+        refs[i] = (vf_store_ref){-1, -1, 0, 0.0};
+        sim[i] = -1.0f;
+        if (ids[i] < 0 || !vfi_index_covers(ix, ids[i] >> EXT_BITS))
+            continue; /* none, or hidden: gone from the database */
+        refs[i].extraction = ids[i] >> EXT_BITS;
+        refs[i].frame_index = ids[i] & ((INT64_C(1) << EXT_BITS) - 1);
+        sim[i] = 1.0f - 0.5f * dist[i]; /* unit vectors: |a - b|^2 = 2 - 2 cos */
+    }
+    vfi_free(ids);
+    vfi_free(dist);
+    return rc;
+}
+
+vf_status vfi_index_memory(int dim, int64_t n, const float *vecs, const vf_store_ref *refs,
+                           vfi_index **out, vf_err *err)
+{
+    *out = NULL;
+    vfi_index *ix = vfi_calloc(1, sizeof(*ix));
+    int64_t *ids = vfi_mallocarray((size_t)(n > 0 ? n : 1), sizeof(*ids));
+    vf_status rc = VF_OK;
+    if (!ix || !ids || !(ix->path = vfi_strdup("")) || !(ix->kind = vfi_strdup("Flat"))) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    ix->dim = dim;
+    for (int64_t i = 0; i < n; i++) {
+        if (refs[i].frame_index < 0 || refs[i].frame_index >= (INT64_C(1) << EXT_BITS) ||
+            refs[i].extraction < 0 || refs[i].extraction >= (INT64_C(1) << (62 - EXT_BITS))) {
+            rc = vfi_fail(err, VF_ERR_INVALID,
+                          "frame %lld of extraction %lld is beyond what an index can hold",
+                          (long long)refs[i].frame_index, (long long)refs[i].extraction);
+            goto done;
+        }
+        ids[i] = refs[i].extraction << EXT_BITS | refs[i].frame_index;
+        if (!i || refs[i].extraction != refs[i - 1].extraction) {
+            if (push_ext(ix, refs[i].extraction, 0, 0) < 0) {
+                rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+        }
+        ix->ext[ix->n_ext - 1].vectors++;
+    }
+    qsort(ix->ext, (size_t)ix->n_ext, sizeof(*ix->ext), ext_cmp);
+    if ((rc = vfi_ann_create("Flat", dim, &ix->ann, err)) >= 0 && n > 0)
+        rc = vfi_ann_add(ix->ann, n, vecs, ids, err);
+done:
+    vfi_free(ids);
+    if (rc < 0)
+        vfi_index_free(&ix);
+    *out = ix;
+    return rc;
+}
+
+/* The index to search for row: the one `path` names, else the first the database records for
+ * the row whose file is here; *ix NULL: none. One that is there but unusable fails. */
+typedef struct index_pick {
+    char *path; /* the first recorded whose file is here */
+    int nomem;
+} index_pick;
+
+static void pick_index(void *user, const vf_store_index *rec)
+{
+    index_pick *p = user;
+    if (p->path || p->nomem || access(rec->path, F_OK) != 0)
+        return;
+    p->nomem = !(p->path = vfi_strdup(rec->path));
+}
+
+vf_status vfi_index_find(vf_store *s, const vfi_held_model *row, const char *path, vfi_index **ix,
+                         vf_err *err)
+{
+    *ix = NULL;
+    index_pick pick = {NULL, 0};
+    vf_status rc = VF_OK;
+    if (path) {
+        if (!(pick.path = vfi_strdup(path)))
+            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    } else if ((rc = vfi_store_indexes(s, row->id, pick_index, &pick, err)) < 0) {
+        return rc;
+    } else if (pick.nomem) {
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    if (pick.path && (rc = vfi_index_open(pick.path, row, 1, ix, err)) < 0 && rc != VF_ERR_NOMEM &&
+        !strstr(err->msg, "--exact"))
+        snprintf(err->msg + strlen(err->msg), sizeof(err->msg) - strlen(err->msg),
+                 " (vidfeat index --rebuild makes it anew; --exact searches without it)");
+    vfi_free(pick.path);
+    return rc;
+}
+
 /* ---- building ------------------------------------------------------------------------------ */
 
 /* The done extractions of the row, as vfi_store_vectors lists them (no vector read). */
@@ -452,12 +551,12 @@ vf_status vfi_index_choose_kind(const char *kind, int64_t n, int dim, char *out,
                                 int *probe, vf_err *err)
 {
     *probe = 0;
-    if (!kind || !strcmp(kind, "auto")) {
-        double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-        kind = n <= EXACT_UP_TO                                           ? "flat"
-               : phys <= 0 || (double)n * dim * sizeof(float) <= phys / 4 ? "ivf"
-                                                                          : "ivfpq";
-    }
+    /* auto: exact while a scan of the index is cheap, then IVF-PQ whatever the memory: with
+     * Debian's FAISS (built without SIMD) an IVF over whole vectors searches at 100 ms p50 at a
+     * million 1280-d vectors (scripts/bench-index.py), where PQ's codes are read in a few ms;
+     * the candidates are ranked by their exact cosine either way */
+    if (!kind || !strcmp(kind, "auto"))
+        kind = n <= EXACT_UP_TO ? "flat" : "ivfpq";
     /* IVF lists: about 4 sqrt(n), a power of two, no more than the training sample can fill
      * (39 vectors a list, FAISS's minimum) */
     int64_t train = vfi_index_train_size(n, dim);

@@ -44,6 +44,25 @@ int64_t vfi_index_covers(const vfi_index *ix, int64_t ext);
 vf_status vfi_index_search(vfi_index *ix, const float *q, int k, int probe,
                            const vf_store_ref *skip, vf_store_ref *refs, int *n, vf_err *err);
 
+/* The same for n unit vectors q at once (FAISS's threads share them): row i of refs and sim (k
+ * each) for q's row i, nearest first; where there are fewer (or hidden ones), extraction -1 and
+ * sim -1. sim is the index's estimate of the cosine (exact for Flat, approximate for codes). */
+vf_status vfi_index_search_many(vfi_index *ix, int64_t n, const float *q, int k, int probe,
+                                vf_store_ref *refs, float *sim, vf_err *err);
+
+/* An exact index (Flat) in memory, of no file, over n unit vectors (n x dim floats) known by
+ * refs (extraction, frame_index; each extraction's in a row): what is searched where no index
+ * file covers a model row. */
+vf_status vfi_index_memory(int dim, int64_t n, const float *vecs, const vf_store_ref *refs,
+                           vfi_index **out, vf_err *err);
+
+/* The index file to search for row: the one path names (NULL: the first the database records
+ * for the row whose file is on this machine), opened; *ix NULL when there is none. A file that
+ * is there but cannot be used fails (VF_ERR_STORE / VF_ERR_INVALID naming it and saying what
+ * to do). */
+vf_status vfi_index_find(vf_store *s, const vfi_held_model *row, const char *path, vfi_index **ix,
+                         vf_err *err);
+
 /* FAISS's words for a kind ("auto", "flat", "hnsw", "ivf", "ivfpq", or FAISS's own words) for
  * n vectors of dim floats, and its default probe (0: none); VF_ERR_INVALID when too few for
  * it. The training sample a kind that trains takes: vfi_index_train_size. */

@@ -12,12 +12,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/extractor.h"
 #include "core/clock.h"
 #include "core/mem.h"
 #include "core/status.h"
 #include "pipeline/held.h"
 #include "pipeline/index.h"
+#include "pipeline/query.h"
 #include "store/rank.h"
 #include "store/record.h"
 #include "store/store.h"
@@ -26,98 +26,18 @@
 #define MAX_K          100000
 #define MAX_CANDIDATES VF_STORE_MAX_REFS
 
-/* The query frame's vector, as the one-frame run saw it. */
-typedef struct query_capture {
-    float *vec;
-    int dim, got;
-    int64_t frame_index;
-    double t;
-    vf_status status;
-    char error[VF_ERRMSG_SIZE];
-} query_capture;
-
-static int capture_batch(void *user, const vf_batch_view *b)
-{
-    query_capture *c = user;
-    if (!c->got && b->n > 0 && b->dim == c->dim) {
-        memcpy(c->vec, b->features, (size_t)c->dim * sizeof(float));
-        c->frame_index = b->frame_index[0];
-        c->t = b->t[0];
-        c->got = 1;
-    }
-    return 0;
-}
-
-static void capture_file(void *user, int file, const vf_file_result *r)
-{
-    query_capture *c = user;
-    (void)file;
-    if (r->status < 0) {
-        c->status = r->status;
-        snprintf(c->error, sizeof(c->error), "%s", r->error);
-    }
-}
-
-/* Extract the vector of the frame of `path` at `at` seconds with the row's model, after checking
- * that the model is the row's (file, preprocessing, dimension). */
+/* The vector of the frame of `path` at `at` seconds, extracted now with the row's model. */
 static vf_status extract_query(const vf_config *cfg, const vfi_held_model *row, const char *path,
                                double at, float *vec, vf_neighbour *src, vf_err *err)
 {
-    vf_config c = *cfg;
-    c.model = cfg->model ? cfg->model : row->name;
-    c.layer = row->layer;
-    c.db_path = NULL;
-    c.batch_size = 1;
-    c.sample_fps = 0.0;
-    c.every = 0;
-    c.keyframes = 0;
-    c.start = at;
-    c.duration = 0.0;
-    c.max_frames = 1;
-    c.decoders = 1;
-    c.no_overlap = 0;
-    c.store_f16 = row->f16;
-    vf_pipeline *p = NULL;
-    vf_status rc = vf_pipeline_create(&c, &p);
-    if (rc < 0) {
-        if (cfg->model)
-            vfi_fail(err, rc, "%s", vf_pipeline_errmsg(p));
-        else
-            vfi_fail(err, rc, "%s (the stored vectors came from model %s: name its file)",
-                     vf_pipeline_errmsg(p), row->name);
-        goto done;
-    }
-    char sha[65], prep[256];
-    vf_store_model m;
-    vf_model_info info;
-    vf_pipeline_info(p, &info);
-    rc = vfi_record_model(&info, row->f16, &m, sha, prep, sizeof(prep), err);
+    vfi_query_frames f;
+    vf_status rc = vfi_query_extract(cfg, row, path, at, 1, &f, err);
     if (rc < 0)
-        goto done;
-    if (strcmp(sha, row->sha) || strcmp(prep, row->prep) || m.dim != row->dim) {
-        rc = vfi_fail(err, VF_ERR_MODEL, "%s does not make the stored %s vectors: its %s differs",
-                      info.path, row->name,
-                      strcmp(sha, row->sha)     ? "file (sha256)"
-                      : strcmp(prep, row->prep) ? "preprocessing"
-                                                : "vector size");
-        goto done;
-    }
-    query_capture cap = {.vec = vec, .dim = row->dim};
-    vf_run_hooks hooks = {.user = &cap, .file_done = capture_file, .batch = capture_batch};
-    rc = vf_pipeline_run(p, &path, 1, &hooks);
-    if (rc < 0) {
-        vfi_fail(err, rc, "%s", vf_pipeline_errmsg(p));
-    } else if (cap.status < 0) {
-        rc = vfi_fail(err, cap.status, "%s: %s", path, cap.error);
-    } else if (!cap.got) {
-        rc = at > 0.0 ? vfi_fail(err, VF_ERR_DECODE, "%s: no frame at %g s or after", path, at)
-                      : vfi_fail(err, VF_ERR_DECODE, "%s: no frame", path);
-    } else {
-        *src = (vf_neighbour){path, cap.frame_index, 0, cap.t, 1.0, 0};
-    }
-done:
-    vf_pipeline_free(&p);
-    return rc;
+        return rc;
+    memcpy(vec, f.vec, (size_t)row->dim * sizeof(float));
+    *src = (vf_neighbour){path, f.frame_index[0], 0, f.t[0], 1.0, 0};
+    vfi_query_frames_free(&f);
+    return VF_OK;
 }
 
 typedef struct hit_relay {
@@ -130,46 +50,6 @@ static void relay_hit(void *user, const char *path, const vf_store_ref *ref, dou
     const hit_relay *r = user;
     vf_neighbour n = {path, ref->frame_index, ref->pts, ref->t, similarity, 1};
     r->hit(r->user, &n);
-}
-
-/* The index to search for row: the one q names, else the first the database records for the row
- * whose file is here; *ix NULL: none (the scan). One that is there but unusable fails. */
-typedef struct index_pick {
-    const vfi_held_model *row;
-    char *path; /* the first recorded whose file is here */
-    int nomem;
-} index_pick;
-
-static void pick_index(void *user, const vf_store_index *rec)
-{
-    index_pick *p = user;
-    if (p->path || p->nomem || access(rec->path, F_OK) != 0)
-        return;
-    p->nomem = !(p->path = vfi_strdup(rec->path));
-}
-
-static vf_status find_index(vf_store *s, const vfi_held_model *row, const vf_similar_query *q,
-                            vfi_index **ix, vf_err *err)
-{
-    *ix = NULL;
-    if (q->exact)
-        return VF_OK;
-    index_pick pick = {row, NULL, 0};
-    vf_status rc = VF_OK;
-    if (q->index) {
-        if (!(pick.path = vfi_strdup(q->index)))
-            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    } else if ((rc = vfi_store_indexes(s, row->id, pick_index, &pick, err)) < 0) {
-        return rc;
-    } else if (pick.nomem) {
-        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    }
-    if (pick.path && (rc = vfi_index_open(pick.path, row, 1, ix, err)) < 0 && rc != VF_ERR_NOMEM &&
-        !strstr(err->msg, "--exact"))
-        snprintf(err->msg + strlen(err->msg), sizeof(err->msg) - strlen(err->msg),
-                 " (vidfeat index --rebuild makes it anew; --exact searches without it)");
-    vfi_free(pick.path);
-    return rc;
 }
 
 /* The candidates' vectors as the database holds them, ranked by exact cosine; their paths kept
@@ -195,8 +75,7 @@ static vf_status search_index(vf_store *s, vfi_index *ix, const vfi_held_model *
                               void (*hit)(void *user, const vf_neighbour *n), void *user,
                               int64_t *candidates, vf_err *err)
 {
-    int want = VFI_INDEX_CANDIDATES(k) > MAX_CANDIDATES ? MAX_CANDIDATES : VFI_INDEX_CANDIDATES(k);
-    int n = 0;
+    int want = VFI_INDEX_CANDIDATES(k), n = 0;
     if (want < k)
         want = k;
     vf_store_ref *refs = vfi_mallocarray((size_t)want, sizeof(*refs));
@@ -279,7 +158,9 @@ vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_simi
         goto done;
     if (query_out)
         *query_out = src;
-    if ((rc = find_index(s, row, q, &ix, &err)) < 0)
+    /* an index proposes at most MAX_CANDIDATES: a larger k is the scan's */
+    if (VFI_INDEX_CANDIDATES(k) <= MAX_CANDIDATES && !q->exact &&
+        (rc = vfi_index_find(s, row, q->index, &ix, &err)) < 0)
         goto done;
     vf_similar_stats stats = {.search = "exact"};
     double t0 = vfi_now_s();

@@ -39,6 +39,10 @@ vf_status vfi_ann_remove_range(vf_ann *a, int64_t lo, int64_t hi, int64_t *remov
  * (nprobe), HNSW's candidate list (efSearch); 0 keeps the index's own. */
 vf_status vfi_ann_search(vf_ann *a, const float *q, int k, int probe, int64_t *ids, float *dist,
                          vf_err *err);
+/* The same for n vectors q (n x dim floats) at once, FAISS's threads sharing them: row i of
+ * ids and dist (k each) for q's row i. */
+vf_status vfi_ann_search_many(vf_ann *a, int64_t n, const float *q, int k, int probe, int64_t *ids,
+                              float *dist, vf_err *err);
 /* Vectors held. */
 int64_t vfi_ann_count(const vf_ann *a);
 /* Which probe setting the kind has: "nprobe", "efSearch", or NULL (exact kinds). */

@@ -197,11 +197,19 @@ const char *vfi_ann_probe_name(const vf_ann *a)
 vf_status vfi_ann_search(vf_ann *a, const float *q, int k, int probe, int64_t *ids, float *dist,
                          vf_err *err)
 {
+    return vfi_ann_search_many(a, 1, q, k, probe, ids, dist, err);
+}
+
+vf_status vfi_ann_search_many(vf_ann *a, int64_t n, const float *q, int k, int probe, int64_t *ids,
+                              float *dist, vf_err *err)
+{
     try {
         const char *name = vfi_ann_probe_name(a);
         if (probe > 0 && name)
             faiss::ParameterSpace().set_index_parameter(a->index, name, probe);
-        a->index->search(1, q, k, dist, reinterpret_cast<idx_t *>(ids));
+        a->index->search((idx_t)n, q, k, dist, reinterpret_cast<idx_t *>(ids));
+    } catch (const std::bad_alloc &) {
+        return vfi_fail(err, VF_ERR_NOMEM, "searching the index: out of memory");
     } catch (const std::exception &e) {
         return caught(err, VF_ERR_INVALID, "searching the index", e);
     }

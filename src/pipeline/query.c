@@ -1,0 +1,216 @@
+/*
+ * query.c - frames of a file the database does not hold, extracted now with the stored vectors'
+ * model, and the vectors that model gives images showing nothing (query.h).
+ */
+#include "pipeline/query.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/mem.h"
+#include "pipeline/index.h"
+#include "store/record.h"
+
+/* Grey levels and colours whose uniform images are no evidence of anything: black to white in
+ * 16 steps, and every colour of channels at 0, 128 and 255 (greys among them again). */
+#define GREY_STEPS 17
+#define N_COLOURS  27
+#define N_REFS     (GREY_STEPS + N_COLOURS)
+
+void vfi_query_frames_free(vfi_query_frames *q)
+{
+    vfi_free(q->vec);
+    vfi_free(q->frame_index);
+    vfi_free(q->t);
+    memset(q, 0, sizeof(*q));
+}
+
+/* Is info's model the one row's vectors came from (file, preprocessing, vector size)? */
+static vf_status check_model(const vf_model_info *info, const vfi_held_model *row, vf_err *err)
+{
+    char sha[65], prep[256];
+    vf_store_model m;
+    vf_status rc = vfi_record_model(info, row->f16, &m, sha, prep, sizeof(prep), err);
+    if (rc < 0)
+        return rc;
+    if (strcmp(sha, row->sha) || strcmp(prep, row->prep) || m.dim != row->dim)
+        return vfi_fail(err, VF_ERR_MODEL, "%s does not make the stored %s vectors: its %s differs",
+                        info->path, row->name,
+                        strcmp(sha, row->sha)     ? "file (sha256)"
+                        : strcmp(prep, row->prep) ? "preprocessing"
+                                                  : "vector size");
+    return VF_OK;
+}
+
+/* The model's configuration: the row's model and layer, in cfg's backend and precision. */
+static vf_config row_config(const vf_config *cfg, const vfi_held_model *row)
+{
+    vf_config c = *cfg;
+    c.model = cfg->model ? cfg->model : row->name;
+    c.layer = row->layer;
+    c.db_path = NULL;
+    c.store_f16 = row->f16;
+    return c;
+}
+
+/* What the run gives back: the frames, and how the file ended. */
+typedef struct capture {
+    vfi_query_frames *out;
+    int64_t max;
+    int nomem;
+    vf_status status;
+    char error[VF_ERRMSG_SIZE];
+} capture;
+
+static int capture_batch(void *user, const vf_batch_view *b)
+{
+    capture *c = user;
+    vfi_query_frames *q = c->out;
+    if (b->dim != q->dim)
+        return 0;
+    for (int i = 0; i < b->n && (!c->max || q->n < c->max); i++) {
+        if (q->n == q->cap) {
+            int64_t cap = q->cap ? 2 * q->cap : 256;
+            float *v = vfi_realloc(q->vec, (size_t)cap * (size_t)q->dim * sizeof(float));
+            if (v)
+                q->vec = v;
+            int64_t *fi = vfi_realloc(q->frame_index, (size_t)cap * sizeof(int64_t));
+            if (fi)
+                q->frame_index = fi;
+            double *t = vfi_realloc(q->t, (size_t)cap * sizeof(double));
+            if (t)
+                q->t = t;
+            if (!v || !fi || !t) {
+                c->nomem = 1;
+                return 1;
+            }
+            q->cap = cap;
+        }
+        memcpy(q->vec + q->n * q->dim, b->features + (size_t)i * (size_t)b->dim,
+               (size_t)q->dim * sizeof(float));
+        q->frame_index[q->n] = b->frame_index[i];
+        q->t[q->n++] = b->t[i];
+    }
+    return 0;
+}
+
+static void capture_file(void *user, int file, const vf_file_result *r)
+{
+    capture *c = user;
+    (void)file;
+    if (r->status < 0) {
+        c->status = r->status;
+        snprintf(c->error, sizeof(c->error), "%s", r->error);
+    }
+}
+
+vf_status vfi_query_extract(const vf_config *cfg, const vfi_held_model *row, const char *path,
+                            double at, int64_t max_frames, vfi_query_frames *out, vf_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    out->dim = row->dim;
+    vf_config c = row_config(cfg, row);
+    if (max_frames == 1) { /* one frame: the first at `at`, whatever the sampling */
+        c.batch_size = 1;
+        c.sample_fps = 0.0;
+        c.every = 0;
+        c.keyframes = 0;
+    }
+    c.start = at;
+    c.duration = 0.0;
+    c.max_frames = max_frames;
+    c.decoders = 1;
+    c.no_overlap = 0;
+    vf_pipeline *p = NULL;
+    vf_status rc = vf_pipeline_create(&c, &p);
+    if (rc < 0) {
+        if (cfg->model)
+            vfi_fail(err, rc, "%s", vf_pipeline_errmsg(p));
+        else
+            vfi_fail(err, rc, "%s (the stored vectors came from model %s: name its file)",
+                     vf_pipeline_errmsg(p), row->name);
+        goto done;
+    }
+    vf_model_info info;
+    vf_pipeline_info(p, &info);
+    if ((rc = check_model(&info, row, err)) < 0)
+        goto done;
+    capture cap = {.out = out, .max = max_frames};
+    vf_run_hooks hooks = {.user = &cap, .file_done = capture_file, .batch = capture_batch};
+    rc = vf_pipeline_run(p, &path, 1, &hooks);
+    if (cap.nomem)
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    else if (rc < 0)
+        vfi_fail(err, rc, "%s", vf_pipeline_errmsg(p));
+    else if (cap.status < 0)
+        rc = vfi_fail(err, cap.status, "%s: %s", path, cap.error);
+    else if (!out->n)
+        rc = at > 0.0 ? vfi_fail(err, VF_ERR_DECODE, "%s: no frame at %g s or after", path, at)
+                      : vfi_fail(err, VF_ERR_DECODE, "%s: no frame", path);
+done:
+    vf_pipeline_free(&p);
+    if (rc < 0)
+        vfi_query_frames_free(out);
+    return rc;
+}
+
+vf_status vfi_query_flat_refs(const vf_config *cfg, const vfi_held_model *row, float **refs, int *n,
+                              vf_err *err)
+{
+    *refs = NULL;
+    *n = 0;
+    vf_config c = row_config(cfg, row);
+    c.batch_size = N_REFS;
+    vf_extractor *ex = NULL;
+    float *images = NULL, *out = NULL;
+    vf_status rc = vf_extractor_create(&c, &ex);
+    if (rc < 0) {
+        vfi_fail(err, rc, "%s", ex ? vf_extractor_errmsg(ex) : "out of memory");
+        goto done;
+    }
+    vf_model_info info;
+    vf_extractor_info(ex, &info);
+    if ((rc = check_model(&info, row, err)) < 0)
+        goto done;
+    size_t plane = (size_t)info.input_size * (size_t)info.input_size;
+    images = vfi_mallocarray((size_t)N_REFS * 3 * plane, sizeof(float));
+    out = vfi_mallocarray((size_t)N_REFS * (size_t)row->dim, sizeof(float));
+    if (!images || !out) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < N_REFS; i++) {
+        float rgb[3];
+        if (i < GREY_STEPS) {
+            float g = i == GREY_STEPS - 1 ? 255.0f : 16.0f * (float)i;
+            rgb[0] = rgb[1] = rgb[2] = g;
+        } else {
+            int k = i - GREY_STEPS;
+            rgb[0] = 127.5f * (float)(k % 3);
+            rgb[1] = 127.5f * (float)(k / 3 % 3);
+            rgb[2] = 127.5f * (float)(k / 9);
+        }
+        for (int ch = 0; ch < 3; ch++) {
+            float pixel = rgb[info.channel_order == VF_CHANNELS_BGR ? 2 - ch : ch];
+            float value = (pixel - info.mean[ch]) / info.std[ch];
+            float *p = images + ((size_t)i * 3 + (size_t)ch) * plane;
+            for (size_t j = 0; j < plane; j++)
+                p[j] = value;
+        }
+    }
+    if ((rc = vf_extractor_infer(ex, images, N_REFS, out)) < 0) {
+        vfi_fail(err, rc, "%s", vf_extractor_errmsg(ex));
+        goto done;
+    }
+    for (int i = 0; i < N_REFS; i++)
+        vfi_index_unit(out + (size_t)i * (size_t)row->dim, row->dim,
+                       out + (size_t)i * (size_t)row->dim);
+    *refs = out;
+    *n = N_REFS;
+    out = NULL;
+done:
+    vfi_free(images);
+    vfi_free(out);
+    vf_extractor_free(&ex);
+    return rc;
+}

@@ -24,6 +24,7 @@
 #include "pipeline/index.h"
 #include "pipeline/query.h"
 #include "search/align.h"
+#include "search/ann.h"
 #include "store/store.h"
 
 #define DEFAULT_MIN_DURATION   2.0
@@ -284,24 +285,42 @@ static vf_status load(vf_store *s, const vfi_held_model *row, const int64_t *wan
 
 /* ---- frames that show nothing ---------------------------------------------------------------- */
 
-static void mark_flat(vec_set *v, const float *refs, int n_refs, int64_t *flat)
+/* Mark the set's frames within FLAT_SIMILARITY of a uniform image's vector (refs, n_refs of
+ * them), and zero vectors, as showing nothing; *flat counts them. The refs are searched as an
+ * exact index (FAISS compares a batch of frames with all of them at once). */
+static vf_status mark_flat(vec_set *v, const float *refs, int n_refs, int64_t *flat, vf_err *err)
 {
-    for (int64_t i = 0; i < v->n; i++) {
-        const float *x = v->vec + i * v->dim;
-        double norm = 0;
-        for (int j = 0; j < v->dim; j++)
-            norm += (double)x[j] * x[j];
-        int is_flat = norm == 0; /* a zero vector: nothing at all */
-        for (int r = 0; r < n_refs && !is_flat; r++) {
-            const float *y = refs + (size_t)r * (size_t)v->dim;
-            double d = 0;
-            for (int j = 0; j < v->dim; j++)
-                d += (double)x[j] * y[j];
-            is_flat = d >= FLAT_SIMILARITY;
-        }
-        v->flat[i] = (unsigned char)is_flat;
-        *flat += is_flat;
+    vf_ann *ann = NULL;
+    int64_t ids[QUERY_BATCH];
+    float dist[QUERY_BATCH];
+    vf_status rc = VF_OK;
+    if (n_refs && (rc = vfi_ann_create("Flat", v->dim, &ann, err)) >= 0) {
+        int64_t *ref_ids = vfi_mallocarray((size_t)n_refs, sizeof(int64_t));
+        if (!ref_ids)
+            rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        for (int i = 0; rc >= 0 && i < n_refs; i++)
+            ref_ids[i] = i;
+        if (rc >= 0)
+            rc = vfi_ann_add(ann, n_refs, refs, ref_ids, err);
+        vfi_free(ref_ids);
     }
+    for (int64_t first = 0; rc >= 0 && first < v->n; first += QUERY_BATCH) {
+        int64_t n = v->n - first < QUERY_BATCH ? v->n - first : QUERY_BATCH;
+        const float *x = v->vec + first * v->dim;
+        if (ann && (rc = vfi_ann_search_many(ann, n, x, 1, 0, ids, dist, err)) < 0)
+            break;
+        for (int64_t i = 0; i < n; i++) {
+            int zero = 1; /* a zero vector (the unit scaling leaves it so): nothing at all */
+            for (int j = 0; zero && j < v->dim; j++)
+                zero = x[i * v->dim + j] == 0.0f;
+            /* unit vectors: |a - b|^2 = 2 - 2 cos */
+            int is_flat = zero || (ann && ids[i] >= 0 && 1.0f - 0.5f * dist[i] >= FLAT_SIMILARITY);
+            v->flat[first + i] = (unsigned char)is_flat;
+            *flat += is_flat;
+        }
+    }
+    vfi_ann_free(&ann);
+    return rc;
 }
 
 /* ---- the search --------------------------------------------------------------------------------
@@ -606,11 +625,10 @@ vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const vf_matc
                 "needs the model (--model names its file): %s",
                 row->name, why.msg);
     }
-    mark_flat(q->video ? &qs : &arch, refs, n_refs, &st.flat);
-    if (q->video && arch.n) {
-        int64_t ignored = 0;
-        mark_flat(&arch, refs, n_refs, &ignored);
-    }
+    int64_t ignored = 0;
+    if ((rc = mark_flat(q->video ? &qs : &arch, refs, n_refs, &st.flat, &err)) < 0 ||
+        (q->video && arch.n && (rc = mark_flat(&arch, refs, n_refs, &ignored, &err)) < 0))
+        goto done;
     const vec_set *queries = q->video ? &qs : &arch;
     st.frames = queries->n;
     double t0 = vfi_now_s();
@@ -631,8 +649,8 @@ vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const vf_matc
                 frames += all.frames[i];
         if ((rc = load(s, row, want, n_want, frames, 1, &bs, &err)) < 0)
             goto done;
-        int64_t ignored = 0;
-        mark_flat(&bs, refs, n_refs, &ignored);
+        if ((rc = mark_flat(&bs, refs, n_refs, &ignored, &err)) < 0)
+            goto done;
         b = &bs;
     }
     if (q->video) { /* b's frames from their indexes to their positions */

@@ -136,6 +136,11 @@ const char *vfi_index_path(const vfi_index *ix)
     return ix->path;
 }
 
+int vfi_index_probe(const vfi_index *ix)
+{
+    return ix->probe;
+}
+
 const char *vfi_index_kind(const vfi_index *ix)
 {
     return ix->kind;

@@ -30,6 +30,8 @@ vf_status vfi_index_open(const char *path, const vfi_held_model *row, int with_a
                          vf_err *err);
 void vfi_index_free(vfi_index **pix);
 
+/* Its default probe (0: the kind has none). */
+int vfi_index_probe(const vfi_index *ix);
 /* Its file, its kind (FAISS's words); the vectors and files it holds (not hidden). */
 const char *vfi_index_path(const vfi_index *ix);
 const char *vfi_index_kind(const vfi_index *ix);

@@ -33,8 +33,10 @@
 #define NEIGHBOURS             32   /* candidates a query frame proposes */
 #define QUERY_BATCH            2048 /* frames searched at once */
 #define CANDIDATE_SLACK        0.15 /* an index's estimate may fall this far below the bound */
+#define EXACT_SLACK            0.1  /* and a candidate's cosine this far (a line's neighbours) */
 #define MIN_CANDIDATES         3    /* a pair with fewer is not aligned */
 #define MAX_SEGMENTS           256  /* segments between two files */
+#define MIN_PROBE              4    /* IVF lists a self-join probes at least */
 #define MEMORY_SHARE           0.6  /* of the machine's memory the vectors may take */
 
 /* ---- sets of files' vectors ------------------------------------------------------------------ */
@@ -323,6 +325,14 @@ static vf_status mark_flat(vec_set *v, const float *refs, int n_refs, int64_t *f
     return rc;
 }
 
+static double cosine(const float *x, const float *y, int dim)
+{
+    float s = 0; /* unit vectors, dim terms: float is plenty, and vectorises */
+    for (int j = 0; j < dim; j++)
+        s += x[j] * y[j];
+    return s;
+}
+
 /* ---- the search --------------------------------------------------------------------------------
  */
 
@@ -365,11 +375,12 @@ static int cmp_candidate(const void *x, const void *y)
     return a->b < b->b ? -1 : a->b > b->b;
 }
 
-/* Every query frame (not flat) of qs searched in ix: what another file proposes, above the
- * bound, into c. self: qs is the archive (a self-join): each pair kept as lower extraction ->
- * higher, b resolved at once; else b stays a frame index. */
-static vf_status search_all(vfi_index *ix, const vec_set *qs, int self, int probe, double bound,
-                            candidates *c, vf_err *err)
+/* Every query frame (not flat) of qs searched in ix: what another file proposes, its estimate
+ * at least `bound`, into c. Where b's vectors are at hand (bs: the archive's set), b is resolved
+ * to its position and the exact cosine must reach exact_bound; else b stays a frame index.
+ * self (qs is bs, a self-join): each pair kept as lower extraction -> higher. */
+static vf_status search_all(vfi_index *ix, const vec_set *qs, const vec_set *bs, int self,
+                            int probe, double bound, double exact_bound, candidates *c, vf_err *err)
 {
     int64_t batch = QUERY_BATCH;
     float *q = vfi_mallocarray((size_t)batch * (size_t)qs->dim, sizeof(float));
@@ -403,14 +414,21 @@ static vf_status search_all(vfi_index *ix, const vec_set *qs, int self, int prob
                 if (r->extraction < 0 || r->extraction == a->ext || s < bound)
                     continue;
                 candidate x = {a->ext, r->extraction, owner[i], r->frame_index, s};
-                if (self) {
-                    const vec_file *b = set_find(qs, r->extraction);
-                    int64_t bpos = b ? set_frame(qs, b, r->frame_index) : -1;
-                    if (bpos < 0 || qs->flat[bpos] || !strcmp(a->path, b->path))
+                /* b's vector at hand (the archive's set): the exact cosine decides, not the
+                 * index's estimate (codes of a PCA's dimensions overestimate it) */
+                const vec_file *b = bs ? set_find(bs, r->extraction) : NULL;
+                int64_t bpos = b ? set_frame(bs, b, r->frame_index) : -1;
+                if (bs && (bpos < 0 || bs->flat[bpos] || !strcmp(a->path, b->path)))
+                    continue;
+                if (bs) {
+                    x.sim = (float)cosine(qs->vec + owner[i] * qs->dim, bs->vec + bpos * qs->dim,
+                                          qs->dim);
+                    if (x.sim < exact_bound)
                         continue;
-                    x = a->ext < b->ext ? (candidate){a->ext, b->ext, owner[i], bpos, s}
-                                        : (candidate){b->ext, a->ext, bpos, owner[i], s};
+                    x.b = bpos;
                 }
+                if (self && b->ext < a->ext)
+                    x = (candidate){b->ext, a->ext, bpos, owner[i], x.sim};
                 if (push_candidate(c, x) < 0) {
                     rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
                     break;
@@ -632,7 +650,14 @@ vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const vf_matc
     const vec_set *queries = q->video ? &qs : &arch;
     st.frames = queries->n;
     double t0 = vfi_now_s();
-    if ((rc = search_all(ix, queries, !q->video, q->probe, o.min_similarity - CANDIDATE_SLACK, &c,
+    /* a copy's frames are far nearer each other than anything else is: an IVF's nearest lists
+     * hold them, and a quarter of the lists a top-10 search probes finds the same copies in a
+     * quarter of the time (scripts/bench-matches.py) */
+    int probe = q->probe;
+    if (!probe && strstr(vfi_index_kind(ix), "IVF") && vfi_index_probe(ix) >= 4 * MIN_PROBE)
+        probe = vfi_index_probe(ix) / 4;
+    if ((rc = search_all(ix, queries, arch.n ? &arch : NULL, !q->video, probe,
+                         o.min_similarity - CANDIDATE_SLACK, o.min_similarity - EXACT_SLACK, &c,
                          &err)) < 0)
         goto done;
     st.search_ms = (vfi_now_s() - t0) * 1e3;
@@ -653,15 +678,17 @@ vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const vf_matc
             goto done;
         b = &bs;
     }
-    if (q->video) { /* b's frames from their indexes to their positions */
+    if (b == &bs) { /* b's frames from their indexes to their positions, exact cosines */
         int64_t kept = 0;
         for (int64_t i = 0; i < c.n; i++) {
             const vec_file *f = set_find(b, c.v[i].b_ext);
             int64_t pos = f ? set_frame(b, f, c.v[i].b) : -1;
-            if (pos >= 0 && !b->flat[pos]) {
-                c.v[i].b = pos;
+            if (pos < 0 || b->flat[pos])
+                continue;
+            c.v[i].b = pos;
+            c.v[i].sim = (float)cosine(qs.vec + c.v[i].a * qs.dim, b->vec + pos * b->dim, b->dim);
+            if (c.v[i].sim >= o.min_similarity - EXACT_SLACK)
                 c.v[kept++] = c.v[i];
-            }
         }
         c.n = kept;
     }

@@ -26,6 +26,7 @@ extern "C" {
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexIVFPQ.h>
 #include <faiss/IndexPreTransform.h>
+#include <faiss/VectorTransform.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/impl/IDSelector.h>
 #include <faiss/index_factory.h>
@@ -103,12 +104,22 @@ vf_status vfi_ann_create(const char *description, int dim, vf_ann **out, vf_err 
         /* polysemous training (codes ordered for Hamming filtering, which vidfeat never uses)
          * is most of an IVF-PQ's training time */
         faiss::IndexIVF *ivf = faiss::ivflib::try_extract_index_ivf(ix);
-        if (faiss::IndexIVFPQ *pq = dynamic_cast<faiss::IndexIVFPQ *>(ivf))
+        if (faiss::IndexIVFPQ *pq = dynamic_cast<faiss::IndexIVFPQ *>(ivf)) {
             pq->do_polysemous_training = false;
+            /* the codebooks: 10 iterations on 64 points a centroid (FAISS: 25 on 256) */
+            pq->pq.cp.niter = 10;
+            pq->pq.cp.max_points_per_centroid = 64;
+        }
         /* the lists' centroids: 10 k-means iterations instead of 25 (2.5x faster training; the
          * lists move little after 10, and vidfeat ranks candidates exactly anyway) */
         if (ivf)
             ivf->cp.niter = 10;
+        /* a PCA's covariance from 20 points a dimension (FAISS: up to 1,000), plenty for the
+         * leading 256 directions and 4x faster on a large sample */
+        if (faiss::IndexPreTransform *t = dynamic_cast<faiss::IndexPreTransform *>(ix))
+            for (faiss::VectorTransform *vt : t->chain)
+                if (faiss::PCAMatrix *pca = dynamic_cast<faiss::PCAMatrix *>(vt))
+                    pca->max_points_per_d = 20;
         /* the caller's ids: kinds that keep none (flat, HNSW) are given a map */
         if (!faiss::ivflib::try_extract_index_ivf(ix) && !dynamic_cast<faiss::IndexIDMap *>(ix)) {
             faiss::IndexIDMap *m = new faiss::IndexIDMap(ix);

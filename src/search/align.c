@@ -255,6 +255,7 @@ vf_status vfi_align(const vfi_align_file *a, const vfi_align_file *b, vfi_align_
             break;
         /* along the line, then along the line its matches show (the vote's grid is coarse;
          * each walk finds the frames nearer the true line), speeds near 1 taken as 1 */
+        double r0 = r, off0 = off;
         walk(a, b, o, r, off, tol, sim, partner);
         for (int round = 0; round < REFINE_ROUNDS; round++) {
             fit along = {0};
@@ -315,11 +316,13 @@ vf_status vfi_align(const vfi_align_file *a, const vfi_align_file *b, vfi_align_
             if (!dup)
                 out[(*n_out)++] = seg;
         }
-        /* the line's candidates are spent: the next line is another */
+        /* the line's candidates (as voted and as fitted) are spent: the next line is another */
         int64_t kept = 0;
-        for (int64_t i = 0; i < m; i++)
-            if (fabs(b->t[hits[i].b] - (r * a->t[hits[i].a] + off)) > 2.0 * tol)
+        for (int64_t i = 0; i < m; i++) {
+            double ta = a->t[hits[i].a], tb = b->t[hits[i].b];
+            if (fabs(tb - (r * ta + off)) > 2.0 * tol && fabs(tb - (r0 * ta + off0)) > 2.0 * tol)
                 hits[kept++] = hits[i];
+        }
         if (kept == m)
             break;
         m = kept;

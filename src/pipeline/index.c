@@ -59,6 +59,25 @@ struct vfi_index {
     vf_ann *ann;
 };
 
+/* ---- a vector's id ------------------------------------------------------------------------- */
+
+/* Can r be an id (a frame index below 2^32, an extraction below 2^30)? */
+static int id_fits(const vf_store_ref *r)
+{
+    return r->frame_index >= 0 && r->frame_index < (INT64_C(1) << EXT_BITS) && r->extraction >= 0 &&
+           r->extraction < (INT64_C(1) << (62 - EXT_BITS));
+}
+
+static int64_t ref_id(const vf_store_ref *r)
+{
+    return r->extraction << EXT_BITS | r->frame_index;
+}
+
+static vf_store_ref id_ref(int64_t id)
+{
+    return (vf_store_ref){id >> EXT_BITS, id & ((INT64_C(1) << EXT_BITS) - 1), 0, 0.0};
+}
+
 /* ---- the file --------------------------------------------------------------------------- */
 
 static int put_u64(FILE *f, uint64_t v)
@@ -303,23 +322,17 @@ vf_status vfi_index_search(vfi_index *ix, const float *q, int k, int probe,
                            const vf_store_ref *skip, vf_store_ref *refs, int *n, vf_err *err)
 {
     *n = 0;
-    int64_t *ids = vfi_mallocarray((size_t)k, sizeof(*ids));
-    float *dist = vfi_mallocarray((size_t)k, sizeof(*dist));
-    vf_status rc = ids && dist ? VF_OK : vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    float *sim = vfi_mallocarray((size_t)k, sizeof(*sim));
+    vf_status rc = sim ? VF_OK : vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     if (rc >= 0)
-        rc = vfi_ann_search(ix->ann, q, k, probe > 0 ? probe : ix->probe, ids, dist, err);
-    for (int i = 0; rc >= 0 && i < k; i++) {
-        if (ids[i] < 0)
-            break;
-        vf_store_ref r = {ids[i] >> EXT_BITS, ids[i] & ((INT64_C(1) << EXT_BITS) - 1), 0, 0.0};
-        if (!vfi_index_covers(ix, r.extraction))
-            continue; /* hidden: gone from the database */
-        if (skip && skip->extraction == r.extraction && skip->frame_index == r.frame_index)
+        rc = vfi_index_search_many(ix, 1, q, k, probe, refs, sim, err);
+    for (int i = 0; rc >= 0 && i < k; i++) { /* in place: the found ones, skip left out */
+        if (refs[i].extraction < 0 || (skip && skip->extraction == refs[i].extraction &&
+                                       skip->frame_index == refs[i].frame_index))
             continue;
-        refs[(*n)++] = r;
+        refs[(*n)++] = refs[i];
     }
-    vfi_free(ids);
-    vfi_free(dist);
+    vfi_free(sim);
     return rc;
 }
 
@@ -336,8 +349,7 @@ vf_status vfi_index_search_many(vfi_index *ix, int64_t n, const float *q, int k,
         sim[i] = -1.0f;
         if (ids[i] < 0 || !vfi_index_covers(ix, ids[i] >> EXT_BITS))
             continue; /* none, or hidden: gone from the database */
-        refs[i].extraction = ids[i] >> EXT_BITS;
-        refs[i].frame_index = ids[i] & ((INT64_C(1) << EXT_BITS) - 1);
+        refs[i] = id_ref(ids[i]);
         sim[i] = 1.0f - 0.5f * dist[i]; /* unit vectors: |a - b|^2 = 2 - 2 cos */
     }
     vfi_free(ids);
@@ -358,14 +370,13 @@ vf_status vfi_index_memory(int dim, int64_t n, const float *vecs, const vf_store
     }
     ix->dim = dim;
     for (int64_t i = 0; i < n; i++) {
-        if (refs[i].frame_index < 0 || refs[i].frame_index >= (INT64_C(1) << EXT_BITS) ||
-            refs[i].extraction < 0 || refs[i].extraction >= (INT64_C(1) << (62 - EXT_BITS))) {
+        if (!id_fits(&refs[i])) {
             rc = vfi_fail(err, VF_ERR_INVALID,
                           "frame %lld of extraction %lld is beyond what an index can hold",
                           (long long)refs[i].frame_index, (long long)refs[i].extraction);
             goto done;
         }
-        ids[i] = refs[i].extraction << EXT_BITS | refs[i].frame_index;
+        ids[i] = ref_id(&refs[i]);
         if (!i || refs[i].extraction != refs[i - 1].extraction) {
             if (push_ext(ix, refs[i].extraction, 0, 0) < 0) {
                 rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
@@ -530,8 +541,7 @@ static vf_status take_vector(void *user, const vf_store_vector *v)
         p->n++;
         return VF_OK;
     }
-    if (v->ref.frame_index < 0 || v->ref.frame_index >= (INT64_C(1) << EXT_BITS) ||
-        v->ref.extraction < 0 || v->ref.extraction >= (INT64_C(1) << (62 - EXT_BITS)))
+    if (!id_fits(&v->ref))
         return vfi_fail(p->err, VF_ERR_INVALID,
                         "%s: frame %lld of extraction %lld is beyond what an index can hold",
                         v->path, (long long)v->ref.frame_index, (long long)v->ref.extraction);
@@ -542,7 +552,7 @@ static vf_status take_vector(void *user, const vf_store_vector *v)
     }
     p->ix->ext[p->ix->n_ext - 1].vectors++;
     vfi_index_unit(v->vec, p->row->dim, p->buf + p->n * p->row->dim);
-    p->ids[p->n++] = v->ref.extraction << EXT_BITS | v->ref.frame_index;
+    p->ids[p->n++] = ref_id(&v->ref);
     p->total++;
     return p->n == p->cap ? flush_batch(p) : VF_OK;
 }

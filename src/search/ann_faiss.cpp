@@ -10,6 +10,7 @@ extern "C" {
 #include "search/ann.h"
 
 #include <dlfcn.h>
+#include <omp.h>
 
 #include <cstdarg>
 #include <cstdio>
@@ -154,10 +155,23 @@ int vfi_ann_needs_training(const vf_ann *a)
     return !a->index->is_trained;
 }
 
+/* A product quantiser's codebooks also stored transposed, which FAISS encodes with in a loop over
+ * the codebook (vectorised) instead of a call per codeword: with PQ64 on 256 floats (4-float
+ * pieces) encoding was two thirds of adding to an IVF-PQ index (measured on 2 cores of an AMD
+ * EPYC, 300,000 x 1280-d). Not in the file FAISS writes: made again after training and reading. */
+static void transpose_codebooks(faiss::Index *ix)
+{
+    faiss::IndexIVF *ivf = faiss::ivflib::try_extract_index_ivf(ix);
+    if (faiss::IndexIVFPQ *pq = dynamic_cast<faiss::IndexIVFPQ *>(ivf))
+        if (pq->is_trained)
+            pq->pq.sync_transposed_centroids();
+}
+
 vf_status vfi_ann_train(vf_ann *a, int64_t n, const float *x, vf_err *err)
 {
     try {
         a->index->train(n, x);
+        transpose_codebooks(a->index);
     } catch (const std::exception &e) {
         return caught(err, VF_ERR_INVALID, "training the index", e);
     }
@@ -218,6 +232,11 @@ vf_status vfi_ann_search_many(vf_ann *a, int64_t n, const float *q, int k, int p
         const char *name = vfi_ann_probe_name(a);
         if (probe > 0 && name)
             faiss::ParameterSpace().set_index_parameter(a->index, name, probe);
+        /* an IVF shares its threads out by query; fewer queries than threads (similar's one
+         * frame) share the probed lists instead: 1.7x faster for one query on 2 cores
+         * (3.3 -> 1.95 ms at 200,000 x 1280-d, nprobe 128, AMD EPYC) */
+        if (faiss::IndexIVF *ivf = faiss::ivflib::try_extract_index_ivf(a->index))
+            ivf->parallel_mode = n < omp_get_max_threads() ? 1 : 0;
         a->index->search((idx_t)n, q, k, dist, reinterpret_cast<idx_t *>(ids));
     } catch (const std::bad_alloc &) {
         return vfi_fail(err, VF_ERR_NOMEM, "searching the index: out of memory");
@@ -249,6 +268,7 @@ vf_status vfi_ann_read(FILE *f, vf_ann **out, vf_err *err)
     quiet_blas_threads();
     try {
         ix = faiss::read_index(f);
+        transpose_codebooks(ix);
     } catch (const std::bad_alloc &) {
         return vfi_fail(err, VF_ERR_INVALID, "not an index FAISS can read (a size beyond memory)");
     } catch (const std::exception &e) {

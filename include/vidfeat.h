@@ -248,6 +248,18 @@ VF_API vf_status vf_extractor_info(const vf_extractor *ex, vf_model_info *info);
  */
 VF_API vf_status vf_extractor_infer(vf_extractor *ex, const float *images, int n, float *features);
 
+/**
+ * Run the network on @p n 8-bit RGB pictures, converted as the pipeline converts a decoded
+ * picture (the model's resize or crop, channel order, mean and std): the same vectors as
+ * extracting a PNG file of those pixels. (Appended in 0.1.)
+ *
+ * @param pixels    n x height x width x 3 bytes, R, G, B, rows without padding.
+ * @param features  receives n x feature_dim float32.
+ * @return VF_OK, VF_ERR_INVALID (a size of 0 or beyond 65536), VF_ERR_NOMEM, VF_ERR_BACKEND.
+ */
+VF_API vf_status vf_extractor_infer_rgb(vf_extractor *ex, const uint8_t *pixels, int n, int height,
+                                        int width, float *features);
+
 /** The last error's text on this handle; "" if none. Borrowed: valid until the next call. */
 VF_API const char *vf_extractor_errmsg(const vf_extractor *ex);
 

@@ -22,6 +22,7 @@ PACKAGES=(
     libfaiss-dev libopenblas-dev g++                              # the search index (FAISS, C++)
     python3 python3-numpy python3-onnx python3-torch python3-torchvision  # model export, refs
     python3-h5py                                                  # reading exports back (tests)
+    python3-pytest                                                # the Python package's tests
     ffmpeg                                                        # sample clips, test images
     curl                                                          # scripts/fetch-models.sh
     clang clang-format libclang-rt-dev                            # fuzzing, format check

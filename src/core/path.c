@@ -1,9 +1,10 @@
 /*
  * path.c - absolute, lexically tidied file names; the cache directory (see path.h).
  */
-#define _XOPEN_SOURCE 700 /* realpath */
+#define _GNU_SOURCE /* realpath, dladdr */
 #include "core/path.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,4 +221,37 @@ vf_status vfi_replace_close(FILE *f, char *tmp, const char *path, vf_err *err)
     }
     vfi_free(tmp);
     return rc;
+}
+
+int vfi_installed_path(const char *rel_lib, const char *rel_bin, char *buf, size_t size)
+{
+    if (size)
+        buf[0] = '\0';
+    Dl_info info;
+    if (!dladdr((void *)vfi_installed_path, &info) || !info.dli_fname || !info.dli_fname[0])
+        return 0;
+    char *object = realpath(info.dli_fname, NULL), *program = realpath("/proc/self/exe", NULL);
+    int ok = 0;
+    if (object) {
+        const char *rel = program && !strcmp(object, program) ? rel_bin : rel_lib;
+        char *slash = strrchr(object, '/');
+        if (slash)
+            *slash = '\0';
+        size_t need = strlen(object) + strlen(rel) + 2;
+        char *joined = vfi_malloc(need);
+        char *tidy = NULL;
+        if (joined) {
+            snprintf(joined, need, "%s/%s", object, rel);
+            tidy = vfi_path_lexical(joined);
+        }
+        if (tidy && strlen(tidy) < size) {
+            strcpy(buf, tidy);
+            ok = 1;
+        }
+        vfi_free(tidy);
+        vfi_free(joined);
+    }
+    free(object);
+    free(program);
+    return ok;
 }

@@ -50,6 +50,13 @@ int vfi_archive_holds(const vf_archive *a, const char *path, char **real);
  * string (vfi_free), or NULL when neither is set or out of memory. The directory may not exist. */
 char *vfi_cache_path(const char *name);
 
+/* Where an installed file is when the installation may have been moved: rel_lib (relative to
+ * the directory of libvidfeat.so) when vidfeat's code runs from the shared library, rel_bin
+ * (relative to the program's directory) when a program holds it (libvidfeat.a), made absolute
+ * and tidied (vfi_path_lexical) into buf. 1 on success, 0 when the code's file cannot be told or
+ * the name does not fit (buf is then ""). */
+int vfi_installed_path(const char *rel_lib, const char *rel_bin, char *buf, size_t size);
+
 /* mkdir -p of the directory path is in (mode 0755). Failures are left for whoever then writes
  * the file to report. */
 void vfi_make_parent_dirs(const char *path);

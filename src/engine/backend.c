@@ -13,6 +13,7 @@
 
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/path.h"
 
 /* "auto" tries them in this order; ref is never picked by "auto". */
 static const vf_backend_entry registry[] = {
@@ -75,7 +76,15 @@ static vf_status load_module(const vf_backend_entry *e, void **handle, const vf_
         dlclose(d);
     }
     const char *env = getenv("VIDFEAT_MODULE_DIR");
+    char moved[4096];
+    int have_moved =
+        vfi_installed_path(VF_MODULES_FROM_LIB, VF_MODULES_FROM_BIN, moved, sizeof(moved));
+    /* $VIDFEAT_MODULE_DIR alone; else this build tree's, the installation's where it is now
+     * (moved with its prefix), where it was installed */
     const char *dirs[] = {env && env[0] ? env : VF_BUILD_MODULE_DIR,
+                          env && env[0] ? NULL
+                          : have_moved  ? moved
+                                        : VF_INSTALL_MODULE_DIR,
                           env && env[0] ? NULL : VF_INSTALL_MODULE_DIR};
     vf_err first = {VF_OK, ""};
     char path[4096];

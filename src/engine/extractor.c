@@ -16,6 +16,7 @@
 #include "engine/backend.h"
 #include "engine/int8_file.h"
 #include "media/decode.h"
+#include "media/preprocess.h"
 #include "engine/graph.h"
 #include "core/log.h"
 #include "engine/manifest.h"
@@ -38,6 +39,8 @@ struct vf_extractor {
     vf_err err;
     vf_int8_file *int8; /* int8 with a calibration file: where its scales come from and go */
     int calibrating;    /* int8: the backend has not quantized yet */
+    vf_preproc *pre;    /* vf_extractor_infer_rgb's conversion, made on its first call */
+    float *rgb_batch;   /* and its batch of converted images (batch_size slots) */
 };
 
 vf_config vf_config_default(void)
@@ -395,6 +398,50 @@ vf_status vf_extractor_infer(vf_extractor *ex, const float *images, int n, float
     return VF_OK;
 }
 
+vf_status vf_extractor_infer_rgb(vf_extractor *ex, const uint8_t *pixels, int n, int height,
+                                 int width, float *features)
+{
+    if (!ex || !ex->backend || !pixels || !features || n < 1)
+        return ex ? vfi_fail(&ex->err, VF_ERR_INVALID, "invalid arguments") : VF_ERR_INVALID;
+    const vf_model_info *in = &ex->info;
+    size_t slot = (size_t)3 * in->input_size * in->input_size;
+    if (!ex->pre) {
+        vf_preproc_opts po = {.size = in->input_size,
+                              .resize = in->resize,
+                              .resize_short = in->resize_short,
+                              .order = in->channel_order};
+        memcpy(po.mean, in->mean, sizeof(po.mean));
+        memcpy(po.std, in->std, sizeof(po.std));
+        vf_status rc = vfi_preproc_create(&po, &ex->pre, &ex->err);
+        if (rc < 0)
+            return rc;
+        ex->rgb_batch =
+            vfi_aligned_alloc(VF_TENSOR_ALIGN, (size_t)in->batch_size * slot * sizeof(float));
+        if (!ex->rgb_batch) {
+            vfi_preproc_free(&ex->pre);
+            return vfi_fail(&ex->err, VF_ERR_NOMEM, "out of memory");
+        }
+    }
+    if (width < 1 || height < 1 || width > 65536 || height > 65536)
+        return vfi_fail(&ex->err, VF_ERR_INVALID, "a %dx%d image", width, height);
+    size_t image = (size_t)height * (size_t)width * 3;
+    for (int done = 0; done < n;) {
+        int count = n - done < in->batch_size ? n - done : in->batch_size;
+        for (int i = 0; i < count; i++) {
+            vf_status rc = vfi_preproc_rgb(ex->pre, pixels + (size_t)(done + i) * image, width,
+                                           height, ex->rgb_batch + (size_t)i * slot, &ex->err);
+            if (rc < 0)
+                return rc;
+        }
+        vf_status rc =
+            vf_extractor_infer(ex, ex->rgb_batch, count, features + (size_t)done * in->feature_dim);
+        if (rc < 0)
+            return rc;
+        done += count;
+    }
+    return VF_OK;
+}
+
 vf_backend *vfi_extractor_backend(vf_extractor *ex)
 {
     return ex->backend;
@@ -428,6 +475,8 @@ void vf_extractor_free(vf_extractor **pex)
     vfi_free(ex->model_path);
     vfi_free(ex->layer);
     vfi_int8_file_free(&ex->int8);
+    vfi_preproc_free(&ex->pre);
+    vfi_free(ex->rgb_batch);
     vfi_free(ex);
     *pex = NULL;
 }

@@ -17,6 +17,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/path.h"
 #include "engine/onnx.h"
 
 #define MAX_MANIFEST_SIZE (1 << 20)
@@ -176,16 +177,23 @@ int vfi_models_search_path(const char *models_dir, const char **dirs, char *env_
                            size_t env_size)
 {
     int n = 0;
+    size_t used = 0;
     if (models_dir && *models_dir)
         dirs[n++] = models_dir;
     const char *env = getenv("VIDFEAT_MODELS");
     if (env && *env && strlen(env) < env_size) {
         strcpy(env_buf, env);
-        for (char *tok = strtok(env_buf, ":"); tok && n < VF_MAX_SEARCH_DIRS - 3;
+        used = strlen(env) + 1;
+        for (char *tok = strtok(env_buf, ":"); tok && n < VF_MAX_SEARCH_DIRS - 4;
              tok = strtok(NULL, ":"))
             dirs[n++] = tok;
     }
     dirs[n++] = "models";
+    /* an installation's manifests where it is now (it may have been moved with its prefix;
+     * in the build tree there are none there), this source tree's, where it was installed */
+    if (used < env_size &&
+        vfi_installed_path(VF_MODELS_FROM_LIB, VF_MODELS_FROM_BIN, env_buf + used, env_size - used))
+        dirs[n++] = env_buf + used;
     dirs[n++] = VF_SOURCE_MODELS_DIR;
     dirs[n++] = VF_INSTALL_MODELS_DIR;
     return n;

@@ -45,7 +45,8 @@ typedef struct vf_manifest {
 vf_status vfi_manifest_load(const char *path, vf_manifest **out, vf_err *err);
 void vfi_manifest_free(vf_manifest **pm);
 
-/* The search directories (borrowed strings; env_buf holds a copy of $VIDFEAT_MODELS). */
+/* The search directories (borrowed strings; env_buf holds a copy of $VIDFEAT_MODELS and the
+ * installed directory where the installation is now). */
 int vfi_models_search_path(const char *models_dir, const char **dirs, char *env_buf,
                            size_t env_size);
 

@@ -225,6 +225,35 @@ vf_status vfi_preproc_frame(vf_preproc *p, const vf_frame *fr, int rotation, flo
     return VF_OK;
 }
 
+vf_status vfi_preproc_rgb(vf_preproc *p, const uint8_t *rgb, int width, int height, float *slot,
+                          vf_err *err)
+{
+    if (width < 1 || height < 1 || width > 65536 || height > 65536)
+        return vfi_fail(err, VF_ERR_INVALID, "a %dx%d image", width, height);
+    /* a picture as FFmpeg's PNG decoder gives one: 8-bit RGB, full range, in a buffer of
+     * FFmpeg's own with its row padding zeroed (libswscale's SIMD reads past a row's end) */
+    AVFrame *f = av_frame_alloc();
+    if (!f)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    f->format = AV_PIX_FMT_RGB24;
+    f->width = width;
+    f->height = height;
+    f->color_range = AVCOL_RANGE_JPEG;
+    if (av_frame_get_buffer(f, 0) < 0) {
+        av_frame_free(&f);
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    for (int y = 0; y < height; y++) {
+        uint8_t *row = f->data[0] + (size_t)y * (size_t)f->linesize[0];
+        memcpy(row, rgb + (size_t)y * (size_t)width * 3, (size_t)width * 3);
+        memset(row + (size_t)width * 3, 0, (size_t)f->linesize[0] - (size_t)width * 3);
+    }
+    vf_frame fr = {.av = f, .index = 0, .pts = 0, .t = 0};
+    vf_status rc = vfi_preproc_frame(p, &fr, 0, slot, err);
+    av_frame_free(&f);
+    return rc;
+}
+
 /* Kr and Kb of the SWS_CS_* matrix space (ITU-T H.273's table). */
 static void matrix_weights(int space, float *kr, float *kb)
 {

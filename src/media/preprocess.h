@@ -26,6 +26,11 @@ vf_status vfi_preproc_create(const vf_preproc_opts *opts, vf_preproc **out, vf_e
  * changes (a new scaler). */
 vf_status vfi_preproc_frame(vf_preproc *p, const vf_frame *f, int rotation, float *slot,
                             vf_err *err);
+/* An 8-bit RGB picture (height rows of width x 3 bytes, no padding; only read) into slot, as
+ * vfi_preproc_frame converts the same pixels decoded from a PNG. VF_ERR_INVALID for a size of
+ * 0 or beyond 65536. */
+vf_status vfi_preproc_rgb(vf_preproc *p, const uint8_t *rgb, int width, int height, float *slot,
+                          vf_err *err);
 void vfi_preproc_free(vf_preproc **pp);
 
 /* The same conversion as vfi_preproc_frame, described for yuvconv.h's code (the GPU kernel and

@@ -1,0 +1,341 @@
+"""The Python package (python/vidfeat) against the command it mirrors.
+
+Run by ctest (python_package) with pytest, the build tree's package first on sys.path; the
+environment names the rest: VF_TEST_CLI (the vidfeat command), VF_TEST_MODELS (models/, with
+tiny_cnn.onnx), VF_TEST_SAMPLES, VF_TEST_SHARED (../shared: optional), VF_TEST_BUILD and
+VF_TEST_SOURCE (for the install test; optional).
+"""
+import json
+import logging
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import vidfeat
+
+CLI = os.environ["VF_TEST_CLI"]
+MODELS = os.environ["VF_TEST_MODELS"]
+SAMPLES = os.environ["VF_TEST_SAMPLES"]
+SHARED = os.environ.get("VF_TEST_SHARED", "")
+TINY = os.path.join(MODELS, "tiny_cnn.onnx")
+
+
+def cli(*args, ok=True):
+    r = subprocess.run([CLI, *args], capture_output=True, timeout=300)
+    if ok:
+        assert r.returncode == 0, (args, r.stderr.decode())
+    return r
+
+
+def make_clip(path, seconds=3, size="160x120", rate=25, extra=()):
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i",
+                    "testsrc2=size=%s:rate=%d:duration=%g" % (size, rate, seconds), *extra,
+                    "-pix_fmt", "yuv420p", path], check=True, timeout=120)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tmp():
+    d = tempfile.mkdtemp(prefix="vf_py_")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def clip(tmp):
+    return make_clip(os.path.join(tmp, "clip.mp4"))
+
+
+def db_rows(db):
+    """The command's stored rows in a database of one file: frame_index, pts, t, vector."""
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT count(DISTINCT path) FROM frames").fetchone()[0] == 1
+    rows = con.execute("SELECT frame_index, pts, t, vec FROM frames "
+                       "ORDER BY frame_index").fetchall()
+    con.close()
+    fi = np.array([r[0] for r in rows], np.int64)
+    pts = np.array([r[1] for r in rows], np.int64)
+    t = np.array([r[2] for r in rows], np.float64)
+    vec = np.stack([np.frombuffer(r[3], "<f4") for r in rows]) if rows else np.zeros((0, 0))
+    return fi, pts, t, vec
+
+
+def same_as_cli(tmp, path, **opts):
+    """extract() and the command on one file with the same options: equal bit for bit."""
+    args = []
+    for k, v in opts.items():
+        args += {"fps": ["--fps", str(v)], "every": ["--every", str(v)],
+                 "start": ["--start", str(v)], "duration": ["--duration", str(v)],
+                 "batch": ["--batch", str(v)], "keyframes": ["--keyframes"]}[k]
+    db = os.path.join(tmp, "cli_%d.db" % abs(hash((path, tuple(args)))))
+    cli("--model", TINY, "-q", "-o", db, *args, path)
+    fi, pts, t, vec = db_rows(db)
+    f = vidfeat.extract(path, model=TINY, **opts)
+    assert len(f) == len(fi) > 0
+    assert f.vectors.dtype == np.float32 and f.t.dtype == np.float64
+    assert f.frame_index.dtype == np.int64 and f.pts.dtype == np.int64
+    assert np.array_equal(f.frame_index, fi)
+    assert np.array_equal(f.pts, pts)
+    assert np.array_equal(f.t, t)
+    assert np.array_equal(f.vectors, vec)  # bit for bit
+    return f
+
+
+def test_extract_equals_cli(tmp, clip):
+    f = same_as_cli(tmp, clip)
+    assert f.model == "tiny_cnn" and f.layer == "output" and f.path == clip
+    assert f.vectors.shape == (75, 10)
+    assert set(f.rates) == {"decode", "convert", "infer", "store"}
+    assert f.rates["infer"] > 0 and f.width == 160 and f.height == 120 and f.codec == "h264"
+    same_as_cli(tmp, clip, fps=5, batch=4)
+    same_as_cli(tmp, clip, every=7, start=0.5, duration="1.5")
+    same_as_cli(tmp, clip, keyframes=True)
+    same_as_cli(tmp, os.path.join(SAMPLES, "rotated90_64x48.mp4"))
+
+
+def test_extract_equals_cli_on_shared_videos(tmp):
+    videos = os.path.join(SHARED, "videos")
+    if not SHARED or not os.path.isdir(videos):
+        pytest.skip("no ../shared/videos")
+    names = sorted(n for n in os.listdir(videos) if n != "MANIFEST.tsv" and not n.endswith(".md")
+                   and os.path.getsize(os.path.join(videos, n)) > 0)
+    assert len(names) >= 5
+    for name in names:  # every codec and container there, 2 s of each
+        same_as_cli(tmp, os.path.join(videos, name), duration=2)
+
+
+def test_frames_batches_concatenate_to_extract(clip):
+    whole = vidfeat.extract(clip, model=TINY, batch=8)
+    parts = list(vidfeat.frames(clip, model=TINY, batch=8))
+    assert len(parts) == 10 and all(len(p) <= 8 for p in parts)
+    for a in ("t", "frame_index", "pts", "vectors"):
+        assert np.array_equal(np.concatenate([getattr(p, a) for p in parts]), getattr(whole, a))
+
+
+def test_frames_stops_when_left(tmp):
+    long = make_clip(os.path.join(tmp, "long.mp4"), seconds=60, size="64x48")
+    before = threading.active_count()
+    t0 = time.monotonic()
+    gen = vidfeat.frames(long, model=TINY, batch=4)
+    first = next(gen)
+    gen.close()  # the extraction is cancelled, its threads gone
+    assert len(first) == 4
+    assert time.monotonic() - t0 < 10
+    assert threading.active_count() == before
+    with vidfeat.Extractor(TINY, batch=4) as ex:  # and a loop left by break
+        for n, _ in enumerate(ex.frames(long)):
+            if n == 2:
+                break
+        assert len(ex.extract(clip_of(tmp))) == 75  # the extractor is still usable
+
+
+def clip_of(tmp):
+    return os.path.join(tmp, "clip.mp4")
+
+
+def test_extractor_images_equal_the_command_on_a_png(tmp):
+    png = os.path.join(tmp, "odd.png")
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i",
+                    "testsrc2=size=96x64:rate=1", "-vf", "scale=97:61", "-frames:v", "1",
+                    "-pix_fmt", "rgb24", png], check=True)
+    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", png, "-f", "rawvideo", "-pix_fmt",
+                          "rgb24", "-"], check=True, capture_output=True).stdout
+    img = np.frombuffer(raw, np.uint8).reshape(61, 97, 3)
+    db = os.path.join(tmp, "png.db")
+    cli("--model", TINY, "-q", "-o", db, png)
+    vec = db_rows(db)[3]
+    with vidfeat.Extractor(TINY, batch=2) as ex:
+        one = ex(img)
+        many = ex(np.stack([img] * 5))  # more than a batch
+        assert one.shape == (1, 10) and many.shape == (5, 10)
+        assert np.array_equal(one, vec)
+        assert all(np.array_equal(row, vec[0]) for row in many)
+        assert ex(np.zeros((0, 8, 8, 3), np.uint8)).shape == (0, 10)
+        with pytest.raises(vidfeat.UsageError):
+            ex(np.zeros((2, 8, 8), np.uint8))
+        with pytest.raises(vidfeat.UsageError):
+            ex(np.zeros((1, 8, 8, 3), np.float32))
+
+
+def test_database_reads_equal_export(tmp, clip):
+    db = os.path.join(tmp, "run.db")
+    other = make_clip(os.path.join(tmp, "b\xe9.mp4"), seconds=1, size="64x48")  # not ASCII
+    seen = []
+    results = vidfeat.run([clip, other], db=db, model=TINY, fps=5,
+                          progress=lambda p, done, total: seen.append((p, done)))
+    assert [r.status for r in results] == ["done", "done"]
+    assert seen and all(p in (clip, other) for p, _ in seen)
+    again = vidfeat.run([clip, other], db=db, model=TINY, fps=5)  # resumed: nothing to do
+    assert [r.status for r in again] == ["skipped", "skipped"]
+    rows = vidfeat.open(db).frames()
+    out = os.path.join(tmp, "npy")
+    cli("export", db, "--format", "npy", "-o", out, "-q")
+    index = json.load(open(os.path.join(out, "index.json")))
+    at = 0
+    for entry in index:  # files in the export's order, which is the database's
+        vec = np.load(os.path.join(out, entry["name"] + ".npy"))
+        t = np.load(os.path.join(out, entry["name"] + "_t.npy"))
+        n = entry["frames"]
+        assert np.array_equal(rows.vectors[at:at + n], vec)
+        assert np.array_equal(rows.t[at:at + n], t)
+        assert set(rows.path[at:at + n]) == {entry["path"]}
+        at += n
+    assert at == len(rows) and rows.model == "tiny_cnn"
+    one = vidfeat.open(db).frames(path=other)
+    assert len(one) == 5 and set(one.path) == {other}
+
+
+def test_database_info_and_similar_as_the_command(tmp, clip):
+    db = os.path.join(tmp, "info.db")
+    vidfeat.run([clip], db=db, model=TINY, fps=5)
+    d = vidfeat.open(db)
+    assert d.info() == json.loads(cli("info", db, "--json").stdout)
+    assert d.info(summary=True) == json.loads(cli("info", db, "--json", "--summary").stdout)
+    got = d.similar(video=clip, at=1.0, k=5)
+    want = json.loads(cli("similar", db, "--video", clip, "--at", "1", "-k", "5",
+                          "--json").stdout)
+    for doc in (got, want):
+        doc.pop("search_ms")
+    assert got == want
+    with pytest.raises(vidfeat.UsageError):
+        d.similar(video=clip)
+    with pytest.raises(vidfeat.StartError) as e:
+        vidfeat.open(os.path.join(tmp, "none.db"))
+    assert "none.db" in str(e.value) and e.value.exit_status == 3
+
+
+def test_errors_carry_the_message_and_kind(tmp, clip):
+    missing = os.path.join(tmp, "missing.mp4")
+    with pytest.raises(vidfeat.InputError) as e:
+        vidfeat.extract(missing, model=TINY)
+    assert e.value.exit_status == 1
+    assert e.value.message == "%s: No such file or directory" % missing  # the command's line
+    empty = os.path.join(tmp, "empty.mp4")
+    open(empty, "wb").close()
+    with pytest.raises(vidfeat.InputError):
+        vidfeat.extract(empty, model=TINY)
+    with pytest.raises(vidfeat.UsageError) as e:
+        vidfeat.extract(clip, model=TINY, batch=0)
+    assert e.value.exit_status == 2
+    with pytest.raises(vidfeat.UsageError):
+        vidfeat.extract(clip, model=TINY, precision="f64")
+    with pytest.raises(vidfeat.UsageError):
+        vidfeat.extract(clip, model=TINY, start="soon")
+    with pytest.raises(vidfeat.StartError) as e:
+        vidfeat.extract(clip, model="no_such_model")
+    assert "no_such_model" in e.value.message and e.value.exit_status == 3
+    assert issubclass(vidfeat.InputError, vidfeat.Error)
+    # a run goes on past a bad file, then says so
+    db = os.path.join(tmp, "errs.db")
+    with pytest.raises(vidfeat.InputError) as e:
+        vidfeat.run([missing, clip], db=db, model=TINY, fps=2)
+    assert [r.status for r in e.value.results] == ["failed", "done"]
+    assert [r.status for r in vidfeat.run([missing, clip], db=db, model=TINY, fps=2,
+                                          check=False)] == ["failed", "skipped"]
+
+
+def test_warnings_go_to_logging(tmp, caplog):
+    d = os.path.join(tmp, "models_other")
+    os.makedirs(d, exist_ok=True)
+    shutil.copy(TINY, os.path.join(d, "tiny_cnn.onnx"))
+    json.dump({"vidfeat_manifest": 1, "name": "other", "description": "test",
+               "file": "tiny_cnn.onnx", "sha256": "0" * 64, "size": 1,
+               "input": {"size": 32, "channel_order": "RGB", "resize": "stretch",
+                         "mean": [0, 0, 0], "std": [1, 1, 1]},
+               "layers": [{"name": "output", "tensor": "output", "dim": 10}]},
+              open(os.path.join(d, "other.json"), "w"))
+    with caplog.at_level(logging.WARNING, logger="vidfeat"):
+        with vidfeat.Extractor("other", models_dir=d):
+            pass
+    assert any("not the official other file" in r.getMessage() for r in caplog.records)
+
+
+def test_other_threads_run_during_an_extraction(tmp):
+    long = make_clip(os.path.join(tmp, "threads.mp4"), seconds=20, size="320x240")
+    ticks = [0]
+    stop = threading.Event()
+
+    def count():
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0.001)
+
+    t = threading.Thread(target=count)
+    t.start()
+    t0 = time.monotonic()
+    f = vidfeat.extract(long, model=TINY, device="ref")
+    spent = time.monotonic() - t0
+    stop.set()
+    t.join()
+    assert len(f) == 500
+    # a thread starved by a held GIL would tick a few times; a free one ~ every ms or two
+    assert ticks[0] > 50 * spent, (ticks[0], spent)
+
+
+def test_ctrl_c_stops_within_a_second(tmp):
+    long = make_clip(os.path.join(tmp, "ctrlc.mp4"), seconds=120, size="320x240")
+    code = textwrap.dedent("""
+        import sys, time, vidfeat
+        print("go", flush=True)
+        try:
+            vidfeat.extract(sys.argv[1], model=sys.argv[2], device="ref")
+        except KeyboardInterrupt:
+            print("interrupted %.3f" % time.monotonic(), flush=True)
+            sys.exit(0)
+        print("finished", flush=True)
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.Popen([sys.executable, "-c", code, long, TINY], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert p.stdout.readline().strip() == "go"
+        time.sleep(1.5)  # the model loaded, the extraction under way
+        sent = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0 and out.startswith("interrupted"), (out, err)
+    assert float(out.split()[1]) - sent < 1.0, (out, sent)
+
+
+def test_installed_package_finds_its_library_after_the_prefix_moves(tmp):
+    build = os.environ.get("VF_TEST_BUILD")
+    if not build:
+        pytest.skip("VF_TEST_BUILD not set")
+    prefix = os.path.join(tmp, "prefix")
+    subprocess.run(["cmake", "--install", build, "--prefix", prefix], check=True,
+                   capture_output=True, timeout=600)
+    moved = os.path.join(tmp, "moved")
+    os.rename(prefix, moved)
+    pkgs = [os.path.join(r, "..") for r, dirs, files in os.walk(moved)
+            if r.endswith(os.path.join("dist-packages", "vidfeat")) and "_paths.py" in files]
+    assert len(pkgs) == 1, pkgs
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIDFEAT_LIBRARY", "VIDFEAT_MODELS", "LD_LIBRARY_PATH")}
+    env["PYTHONPATH"] = os.path.normpath(pkgs[0])
+    code = ("import vidfeat, sys; print(vidfeat.library_path); "
+            "print(len(vidfeat.extract(sys.argv[1], model=sys.argv[2])))")
+    r = subprocess.run([sys.executable, "-c", code, clip_of(tmp), TINY], cwd="/",
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lib, n = r.stdout.split()
+    assert lib.startswith(moved) and n == "75"
+    # the moved command finds the moved manifests (no VIDFEAT_MODELS), from any directory
+    r = subprocess.run([os.path.join(moved, "bin", "vidfeat"), "models", "--json"], cwd="/",
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    manifests = [m["manifest"] for m in json.loads(r.stdout)]
+    assert any(m.startswith(moved) for m in manifests), manifests

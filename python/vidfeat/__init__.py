@@ -27,16 +27,21 @@ import os
 import queue
 import stat
 import threading
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
 from . import _capi as C
 
 __all__ = ["extract", "frames", "Extractor", "Features", "open", "Database", "run",
+           "PathLike",
            "FileResult", "Error", "InputError", "UsageError", "StartError", "__version__"]
 
 __version__ = C.vf_version().decode()
 library_path = C.library_path  # the libvidfeat.so this package runs
+
+PathLike = Union[str, bytes, os.PathLike]
+Seconds = Union[float, str, None]  # seconds, or text the command takes ("1:30", "500ms")
 
 logger = logging.getLogger("vidfeat")
 _LEVELS = {C.LOG_ERROR: logging.ERROR, C.LOG_WARNING: logging.WARNING, C.LOG_INFO: logging.INFO,
@@ -390,9 +395,11 @@ class Extractor:
     ``threads`` 0 for all cores. Close it (or use ``with``) to free the model at once.
     """
 
-    def __init__(self, model="inception_v3", layer=None, fps=None, every=None, keyframes=False,
-                 start=None, duration=None, batch=32, precision="f32", device="cpu", threads=0,
-                 models_dir=None, **options):
+    def __init__(self, model: str = "inception_v3", layer: Optional[str] = None,
+                 fps: Optional[float] = None, every: Optional[int] = None,
+                 keyframes: bool = False, start: Seconds = None, duration: Seconds = None,
+                 batch: int = 32, precision: str = "f32", device: str = "cpu", threads: int = 0,
+                 models_dir: Optional[PathLike] = None, **options: Any) -> None:
         self._opts = _Options(model, layer, fps, every, keyframes, start, duration, batch,
                               precision, device, threads, models_dir, **options)
         self._p = _Pipeline(self._opts)
@@ -426,7 +433,7 @@ class Extractor:
             raise Error("the extractor is closed", C.ERR_INVALID)
         return self._p
 
-    def extract(self, path):
+    def extract(self, path: PathLike) -> "Features":
         """The file's vectors, all at once: a Features. InputError when it cannot be read."""
         p = self._pipeline()
         parts, result = [], []
@@ -447,7 +454,7 @@ class Extractor:
             vec = np.zeros((0, self.dim), np.float32)
         return Features(path, self.model, self.layer, t, fi, pts, vec, r)
 
-    def frames(self, path):
+    def frames(self, path: PathLike) -> Iterator["Features"]:
         """The file's vectors batch by batch as the network computes them (a generator of
         Features); memory does not grow with the video. Leaving the loop early stops the
         extraction."""
@@ -512,7 +519,7 @@ class Extractor:
                 p.cancel()
                 _wait_through_interrupts(finished)
 
-    def __call__(self, images):
+    def __call__(self, images: np.ndarray) -> np.ndarray:
         """Vectors of images: a uint8 array N x H x W x 3 (RGB; or one H x W x 3), converted
         as the pipeline converts a decoded picture (the model's resize or crop, mean, std).
         Returns float32 N x dim."""
@@ -541,9 +548,11 @@ class Extractor:
         return out
 
 
-def extract(path, model="inception_v3", layer=None, fps=None, every=None, keyframes=False,
-            start=None, duration=None, batch=32, precision="f32", device="cpu", threads=0,
-            models_dir=None, **options):
+def extract(path: PathLike, model: str = "inception_v3", layer: Optional[str] = None,
+            fps: Optional[float] = None, every: Optional[int] = None, keyframes: bool = False,
+            start: Seconds = None, duration: Seconds = None, batch: int = 32,
+            precision: str = "f32", device: str = "cpu", threads: int = 0,
+            models_dir: Optional[PathLike] = None, **options: Any) -> Features:
     """Extract one file's feature vectors: a Features with ``t``, ``frame_index``, ``pts`` and
     ``vectors`` (numpy), the same rows the command stores for the same options. Options as
     Extractor's. For many files, open an Extractor once."""
@@ -552,9 +561,11 @@ def extract(path, model="inception_v3", layer=None, fps=None, every=None, keyfra
         return ex.extract(path)
 
 
-def frames(path, model="inception_v3", layer=None, fps=None, every=None, keyframes=False,
-           start=None, duration=None, batch=32, precision="f32", device="cpu", threads=0,
-           models_dir=None, **options):
+def frames(path: PathLike, model: str = "inception_v3", layer: Optional[str] = None,
+           fps: Optional[float] = None, every: Optional[int] = None, keyframes: bool = False,
+           start: Seconds = None, duration: Seconds = None, batch: int = 32,
+           precision: str = "f32", device: str = "cpu", threads: int = 0,
+           models_dir: Optional[PathLike] = None, **options: Any) -> Iterator[Features]:
     """As extract, one Features per batch as it is computed (a generator)."""
     with Extractor(model, layer, fps, every, keyframes, start, duration, batch, precision,
                    device, threads, models_dir, **options) as ex:
@@ -589,7 +600,9 @@ def _walk(path, seen, out):
             out.append(full)
 
 
-def run(paths, db="vidfeat.db", progress=None, check=True, **options):
+def run(paths: Union[PathLike, Sequence[PathLike]], db: PathLike = "vidfeat.db",
+        progress: Optional[Callable[[str, int, int], Any]] = None, check: bool = True,
+        **options: Any) -> List[FileResult]:
     """Extract files and directories into a database, as ``vidfeat -o DB PATHS...`` does:
     files already done are skipped, each file's vectors are marked done only when whole,
     several processes (leases, ``root``) share the work. ``options`` are Extractor's and
@@ -643,7 +656,7 @@ class Database:
     def __repr__(self):
         return "<vidfeat.Database %s>" % os.fsdecode(self.target)
 
-    def info(self, summary=False):
+    def info(self, summary: bool = False) -> Dict[str, Any]:
         """What the database holds: the ``vidfeat info --json`` document, as a dict."""
         doc = {}
         ext, runs = [], []
@@ -705,7 +718,8 @@ class Database:
         doc["indexes"] = indexes
         return doc
 
-    def frames(self, model=None, layer=None, path=None):
+    def frames(self, model: Optional[str] = None, layer: Optional[str] = None,
+               path: Optional[PathLike] = None) -> Features:
         """The stored vectors of one model and layer (the database's, or the one model/layer
         choose when it holds several), done files only, as a Features whose ``path`` and
         ``sampling`` are arrays too (one entry per vector; file names as os.fsdecode gives
@@ -771,14 +785,23 @@ class Database:
                               dtype=object)
         return f
 
-    def similar(self, image=None, video=None, at=None, k=10, exact=False, probe=0, index=None,
-                model=None, layer=None, models_dir=None, device="cpu", precision="f32"):
+    def similar(self, image: Optional[PathLike] = None, video: Optional[PathLike] = None,
+                at: Union[float, str, None] = None, k: int = 10, exact: bool = False,
+                probe: int = 0, index: Optional[PathLike] = None, model: Optional[str] = None,
+                layer: Optional[str] = None, models_dir: Optional[PathLike] = None,
+                device: str = "cpu", precision: str = "f32",
+                fps: Optional[float] = None) -> Dict[str, Any]:
         """The stored frames most like a query frame (``image``, or ``video`` at ``at``
         seconds), best first: the ``vidfeat similar --json`` document as a dict
-        (``neighbours``, ``query``, ``search``, ``search_ms``, ``index``, ``candidates``)."""
-        if (image is None) == (video is None) or (video is not None and at is None):
-            raise UsageError("similar: give image=FILE, or video=FILE and at=SECONDS",
+        (``neighbours``, ``query``, ``search``, ``search_ms``, ``index``, ``candidates``).
+        ``video`` without ``at``: where that clip's footage is, as matches(video=...)."""
+        if (image is None) == (video is None):
+            raise UsageError("similar: give image=FILE, or video=FILE (and at=SECONDS)",
                              C.ERR_INVALID)
+        if video is not None and at is None:  # a whole clip: where its footage is
+            return self.matches(video=video, k=k, exact=exact, probe=probe, index=index,
+                                model=model, layer=layer, models_dir=models_dir, device=device,
+                                precision=precision, fps=fps)
         opts = _Options(model=model, layer=layer, models_dir=models_dir, device=device,
                         precision=precision)
         stats = C.SimilarStats()
@@ -814,6 +837,59 @@ class Database:
                 "index": stats.index.decode() or None, "candidates": stats.candidates}
 
 
-def open(target):
+    def matches(self, video: Optional[PathLike] = None, min_duration: float = 0,
+                min_similarity: float = 0, k: int = 0, exact: bool = False, probe: int = 0,
+                index: Optional[PathLike] = None, model: Optional[str] = None,
+                layer: Optional[str] = None, models_dir: Optional[PathLike] = None,
+                device: str = "cpu", precision: str = "f32",
+                fps: Optional[float] = None) -> Dict[str, Any]:
+        """Reused footage: pairs of files where one shows footage of the other (all of the
+        database's files, or ``video``'s footage elsewhere), as the ``vidfeat matches --json``
+        document (``matches``: a, a_start, a_end, b, b_start, b_end, score, speed, frames;
+        ``search``, ``search_ms``, ``align_ms``, ``index``, ``frames``, ``flat``,
+        ``flat_known``, ``pairs``). ``min_duration`` seconds (0: 2), ``min_similarity`` (0:
+        0.8), ``k`` at most that many matches (0: all); a clip not in the database is sampled
+        at ``fps`` (default every frame) with the database's model."""
+        opts = _Options(model=model, layer=layer, models_dir=models_dir, device=device,
+                        precision=precision, fps=fps)
+        stats = C.MatchStats()
+        q = C.MatchQuery()
+        q.video = _bytes(video)
+        q.min_duration = _seconds("min_duration", min_duration)
+        if not 0 <= min_similarity <= 1:
+            raise UsageError("min_similarity must be from 0 to 1", C.ERR_INVALID)
+        q.min_similarity = float(min_similarity)
+        q.exact = 1 if exact else 0
+        q.probe = _count("probe", probe, 0, 1 << 30)
+        q.index = _bytes(index)
+        q.stats = ctypes.pointer(stats)
+        limit = _count("k", k, 0, 1 << 30)
+        found = []
+
+        def on_match(u, m):
+            m = m.contents
+            if limit and len(found) >= limit:
+                return
+            found.append({"a": _text(m.a), "a_start": round(m.a_start, 3),
+                          "a_end": round(m.a_end, 3), "b": _text(m.b),
+                          "b_start": round(m.b_start, 3), "b_end": round(m.b_end, 3),
+                          "score": round(m.score, 6), "speed": round(m.speed, 3),
+                          "frames": m.frames})
+
+        cb = C.MATCH_FN(on_match)
+        err = ctypes.create_string_buffer(1024)
+        rc = C.vf_db_matches(self._b, ctypes.byref(opts.config), ctypes.byref(q), cb, None, err,
+                             len(err))
+        if rc < 0:
+            bad_query = video is not None and (
+                rc == C.ERR_DECODE or (rc == C.ERR_IO and not os.access(video, os.R_OK)))
+            raise _error(rc, err.value, InputError if bad_query else StartError)
+        return {"matches": found, "search": stats.search.decode(),
+                "search_ms": round(stats.search_ms, 3), "align_ms": round(stats.align_ms, 3),
+                "index": stats.index.decode() or None, "frames": stats.frames,
+                "flat": stats.flat, "flat_known": bool(stats.flat_known), "pairs": stats.pairs}
+
+
+def open(target: PathLike) -> Database:
     """Open a database (a path, or a postgresql:// URI) to read: a Database."""
     return Database(target)

@@ -298,6 +298,47 @@ class DbIndexInfo(Structure):
 
 INDEX_INFO_FN = ctypes.CFUNCTYPE(None, c_void_p, POINTER(DbIndexInfo))
 
+class MatchStats(Structure):
+    _fields_ = [
+        ("search", ctypes.c_char * 160),
+        ("index", ctypes.c_char * 4096),
+        ("frames", c_int64),
+        ("flat", c_int64),
+        ("flat_known", c_int),
+        ("pairs", c_int64),
+        ("search_ms", c_double),
+        ("align_ms", c_double),
+    ]
+
+
+class MatchQuery(Structure):
+    _fields_ = [
+        ("video", c_char_p),
+        ("min_duration", c_double),
+        ("min_similarity", c_double),
+        ("exact", c_int),
+        ("probe", c_int),
+        ("index", c_char_p),
+        ("stats", POINTER(MatchStats)),
+    ]
+
+
+class Match(Structure):
+    _fields_ = [
+        ("a", c_char_p),
+        ("b", c_char_p),
+        ("a_start", c_double),
+        ("a_end", c_double),
+        ("b_start", c_double),
+        ("b_end", c_double),
+        ("score", c_double),
+        ("speed", c_double),
+        ("frames", c_int64),
+    ]
+
+
+MATCH_FN = ctypes.CFUNCTYPE(None, c_void_p, POINTER(Match))
+
 LOG_FN = ctypes.CFUNCTYPE(None, c_void_p, c_int, c_char_p, c_char_p)
 
 
@@ -360,6 +401,8 @@ vf_db_similar = _fn("vf_db_similar", c_int, c_char_p, POINTER(Config), POINTER(S
                     NEIGHBOUR_FN, c_void_p, POINTER(Neighbour), ERRBUF, c_size_t)
 vf_db_read_vectors = _fn("vf_db_read_vectors", c_int, c_char_p, POINTER(Config), MODEL_FN,
                          VECTOR_FN, c_void_p, ERRBUF, c_size_t)
+vf_db_matches = _fn("vf_db_matches", c_int, c_char_p, POINTER(Config), POINTER(MatchQuery),
+                    MATCH_FN, c_void_p, ERRBUF, c_size_t)
 vf_probe_media = _fn("vf_probe_media", c_int, c_char_p)
 vf_parse_time = _fn("vf_parse_time", c_int, c_char_p, POINTER(c_double))
 vf_status_str = _fn("vf_status_str", c_char_p, c_int)

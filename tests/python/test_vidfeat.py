@@ -169,7 +169,8 @@ def test_extractor_images_equal_the_command_on_a_png(tmp):
 
 def test_database_reads_equal_export(tmp, clip):
     db = os.path.join(tmp, "run.db")
-    other = make_clip(os.path.join(tmp, "b\xe9.mp4"), seconds=1, size="64x48")  # not ASCII
+    # a Latin-1 name, not UTF-8: str by os.fsdecode, the real bytes by os.fsencode
+    other = make_clip(os.path.join(tmp, os.fsdecode(b"caf\xe9.mp4")), seconds=1, size="64x48")
     seen = []
     results = vidfeat.run([clip, other], db=db, model=TINY, fps=5,
                           progress=lambda p, done, total: seen.append((p, done)))
@@ -193,6 +194,7 @@ def test_database_reads_equal_export(tmp, clip):
     assert at == len(rows) and rows.model == "tiny_cnn"
     one = vidfeat.open(db).frames(path=other)
     assert len(one) == 5 and set(one.path) == {other}
+    assert os.fsencode(one.path[0]).endswith(b"/caf\xe9.mp4")
 
 
 def test_database_info_and_similar_as_the_command(tmp, clip):
@@ -207,8 +209,19 @@ def test_database_info_and_similar_as_the_command(tmp, clip):
     for doc in (got, want):
         doc.pop("search_ms")
     assert got == want
+    copy = os.path.join(tmp, "copy.mkv")  # the clip again, re-encoded: reused footage
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", clip, "-c:v", "libx264", "-crf", "30",
+                    copy], check=True)
+    vidfeat.run([copy], db=db, model=TINY, fps=5)
+    for got, args in ((d.matches(k=10, exact=True), ["matches", db, "--exact"]),
+                      (d.similar(video=copy, k=10), ["similar", db, "--video", copy])):
+        want = json.loads(cli(*args, "-k", "10", "--json").stdout)
+        for doc in (got, want):
+            doc.pop("search_ms")
+            doc.pop("align_ms")
+        assert got == want
     with pytest.raises(vidfeat.UsageError):
-        d.similar(video=clip)
+        d.similar()
     with pytest.raises(vidfeat.StartError) as e:
         vidfeat.open(os.path.join(tmp, "none.db"))
     assert "none.db" in str(e.value) and e.value.exit_status == 3

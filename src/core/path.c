@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,26 +231,23 @@ int vfi_installed_path(const char *rel_lib, const char *rel_bin, char *buf, size
     Dl_info info;
     if (!dladdr((void *)vfi_installed_path, &info) || !info.dli_fname || !info.dli_fname[0])
         return 0;
+    /* libc's own allocations only: a place to look that cannot be made is no failure (the
+     * caller looks elsewhere), so it must not consume the allocation hook of vfi_malloc */
     char *object = realpath(info.dli_fname, NULL), *program = realpath("/proc/self/exe", NULL);
+    char joined[PATH_MAX], resolved[PATH_MAX];
     int ok = 0;
     if (object) {
         const char *rel = program && !strcmp(object, program) ? rel_bin : rel_lib;
         char *slash = strrchr(object, '/');
         if (slash)
             *slash = '\0';
-        size_t need = strlen(object) + strlen(rel) + 2;
-        char *joined = vfi_malloc(need);
-        char *tidy = NULL;
-        if (joined) {
-            snprintf(joined, need, "%s/%s", object, rel);
-            tidy = vfi_path_lexical(joined);
-        }
-        if (tidy && strlen(tidy) < size) {
-            strcpy(buf, tidy);
+        int len = snprintf(joined, sizeof(joined), "%s/%s", object, rel);
+        /* the directory as it is now; one that does not exist is no place to look */
+        if (len > 0 && (size_t)len < sizeof(joined) && realpath(joined, resolved) &&
+            strlen(resolved) < size) {
+            strcpy(buf, resolved);
             ok = 1;
         }
-        vfi_free(tidy);
-        vfi_free(joined);
     }
     free(object);
     free(program);

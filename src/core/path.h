@@ -52,9 +52,10 @@ char *vfi_cache_path(const char *name);
 
 /* Where an installed file is when the installation may have been moved: rel_lib (relative to
  * the directory of libvidfeat.so) when vidfeat's code runs from the shared library, rel_bin
- * (relative to the program's directory) when a program holds it (libvidfeat.a), made absolute
- * and tidied (vfi_path_lexical) into buf. 1 on success, 0 when the code's file cannot be told or
- * the name does not fit (buf is then ""). */
+ * (relative to the program's directory) when a program holds it (libvidfeat.a), resolved
+ * (realpath) into buf. 1 on success, 0 when the code's file cannot be told, the directory does
+ * not exist or its name does not fit (buf is then ""). Uses no vfi_malloc: its failure is no
+ * error of the caller's. */
 int vfi_installed_path(const char *rel_lib, const char *rel_bin, char *buf, size_t size);
 
 /* mkdir -p of the directory path is in (mode 0755). Failures are left for whoever then writes

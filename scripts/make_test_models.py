@@ -379,7 +379,20 @@ def bad_models():
 
     m = helper_model("u", [helper.make_node("LSTM", ["input"], ["output"], name="my_lstm")], [],
                      ["N", 3, 4, 4])
-    save("unsupported_op", m, "VF_ERR_UNSUPPORTED", "'my_lstm' (LSTM): unsupported operator")
+    save("unsupported_op", m, "VF_ERR_UNSUPPORTED", "unsupported operators: LSTM (node 'my_lstm')")
+
+    # every operator vidfeat lacks named at once, each with its first node and how many others
+    m = helper_model("u", [helper.make_node("LSTM", ["input"], ["a"], name="l1"),
+                           helper.make_node("Relu", ["a"], ["b"], name="r1"),
+                           helper.make_node("GRU", ["b"], ["c"], name="g1"),
+                           helper.make_node("LSTM", ["c"], ["d"], name="l2"),
+                           helper.make_node("FusedConv", ["d"], ["e"], name="f1",
+                                            domain="com.microsoft"),
+                           helper.make_node("LSTM", ["e"], ["output"], name="l3")],
+                     [], ["N", 3, 4, 4])
+    save("unsupported_ops", m, "VF_ERR_UNSUPPORTED",
+         "unsupported operators: LSTM (node 'l1' and 2 others), GRU (node 'g1'), "
+         "com.microsoft.FusedConv (node 'f1')")
 
     m = helper_model("c", [helper.make_node("Relu", ["b"], ["a"], name="r1"),
                            helper.make_node("Relu", ["a"], ["b"], name="r2"),

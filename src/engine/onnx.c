@@ -1674,92 +1674,218 @@ static vf_status alias_node(loader *L)
     return vfi_graph_add_alias(L->g, out_name(L), x, L->err);
 }
 
+/* Operators with parameters of their own, as handlers of the table below. */
+static vf_status relu_node(loader *L)
+{
+    return act_node(L, VF_ACT_RELU, 0.0f, 0.0f);
+}
+static vf_status leaky_relu_node(loader *L)
+{
+    return act_node(L, VF_ACT_RELU, attr_float(L->node, "alpha", 0.01f), 0.0f);
+}
+static vf_status sigmoid_node(loader *L)
+{
+    return act_node(L, VF_ACT_SIGMOID, 0.0f, 0.0f);
+}
+static vf_status tanh_node(loader *L)
+{
+    return act_node(L, VF_ACT_TANH, 0.0f, 0.0f);
+}
+static vf_status hard_sigmoid_node(loader *L)
+{
+    return act_node(L, VF_ACT_HARD_SIGMOID, attr_float(L->node, "alpha", 0.2f),
+                    attr_float(L->node, "beta", 0.5f));
+}
+static vf_status hard_swish_node(loader *L)
+{
+    return act_node(L, VF_ACT_HARD_SWISH, 0.0f, 0.0f);
+}
+static vf_status max_pool_node(loader *L)
+{
+    return pool_node(L, VF_POOL_MAX, 0);
+}
+static vf_status average_pool_node(loader *L)
+{
+    return pool_node(L, VF_POOL_AVG, 0);
+}
+static vf_status global_average_pool_node(loader *L)
+{
+    return pool_node(L, VF_POOL_AVG, 1);
+}
+static vf_status global_max_pool_node(loader *L)
+{
+    return pool_node(L, VF_POOL_MAX, 1);
+}
+static vf_status gemm_node(loader *L)
+{
+    return fc_node(L, 0);
+}
+static vf_status matmul_node(loader *L)
+{
+    return fc_node(L, 1);
+}
+static vf_status add_op_node(loader *L)
+{
+    if (!strcmp(L->node->op_type, "Sum") && L->node->n_input != 2)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "Sum of %zu inputs", L->node->n_input);
+    return binary_node(L, 'a');
+}
+static vf_status sub_node(loader *L)
+{
+    return binary_node(L, 's');
+}
+static vf_status mul_node(loader *L)
+{
+    return binary_node(L, 'm');
+}
+static vf_status div_node(loader *L)
+{
+    return binary_node(L, 'd');
+}
+static vf_status unsqueeze_node(loader *L)
+{
+    return squeeze_node(L, 1);
+}
+static vf_status squeeze_only_node(loader *L)
+{
+    return squeeze_node(L, 0);
+}
+
+/* The ONNX operators vidfeat loads (default domain), each with its handler: the next operator is
+ * one entry here and its handler. */
+typedef struct onnx_op {
+    const char *name;
+    vf_status (*load)(loader *L);
+} onnx_op;
+
+static const onnx_op onnx_ops[] = {
+    {"Add", add_op_node},
+    {"AveragePool", average_pool_node},
+    {"BatchNormalization", batchnorm_node},
+    {"Cast", cast_node},
+    {"Clip", clip_node},
+    {"Concat", concat_node},
+    {"Constant", constant_node},
+    {"ConstantOfShape", constant_of_shape_node},
+    {"Conv", conv_node},
+    {"Div", div_node},
+    {"Dropout", alias_node},
+    {"Flatten", flatten_node},
+    {"Gather", gather_node},
+    {"Gemm", gemm_node},
+    {"GlobalAveragePool", global_average_pool_node},
+    {"GlobalMaxPool", global_max_pool_node},
+    {"HardSigmoid", hard_sigmoid_node},
+    {"HardSwish", hard_swish_node},
+    {"Identity", alias_node},
+    {"LRN", lrn_node},
+    {"LeakyRelu", leaky_relu_node},
+    {"MatMul", matmul_node},
+    {"MaxPool", max_pool_node},
+    {"Mul", mul_node},
+    {"Pad", pad_node},
+    {"ReduceMean", reduce_mean_node},
+    {"Relu", relu_node},
+    {"Reshape", reshape_node},
+    {"Shape", shape_node},
+    {"Sigmoid", sigmoid_node},
+    {"Slice", slice_node},
+    {"Softmax", softmax_node},
+    {"Squeeze", squeeze_only_node},
+    {"Sub", sub_node},
+    {"Sum", add_op_node},
+    {"Tanh", tanh_node},
+    {"Transpose", transpose_node},
+    {"Unsqueeze", unsqueeze_node},
+};
+
+/* The table's entry for a node, or NULL when vidfeat does not load its operator. */
+static const onnx_op *find_op(const Onnx__NodeProto *n)
+{
+    if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0)
+        return NULL;
+    const char *op = n->op_type ? n->op_type : "";
+    for (size_t i = 0; i < sizeof(onnx_ops) / sizeof(onnx_ops[0]); i++) {
+        if (!strcmp(onnx_ops[i].name, op))
+            return &onnx_ops[i];
+    }
+    return NULL;
+}
+
 static vf_status convert_node(loader *L)
 {
     const Onnx__NodeProto *n = L->node;
     const char *op = n->op_type ? n->op_type : "";
-    if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0)
-        return NFAIL(L, VF_ERR_UNSUPPORTED, "operator domain '%s' is not supported", n->domain);
     if (n->n_output < 1 || !n->output[0] || !*n->output[0])
         return NFAIL(L, VF_ERR_MODEL, "node has no output");
     /* Every op but Constant reads its first input; the handlers rely on it being there. */
     if (strcmp(op, "Constant") != 0 && (n->n_input < 1 || !n->input[0] || !*n->input[0]))
         return NFAIL(L, VF_ERR_MODEL, "the first input is missing");
+    const onnx_op *e = find_op(n);
+    if (!e)
+        return n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0
+                   ? NFAIL(L, VF_ERR_UNSUPPORTED, "operator domain '%s' is not supported",
+                           n->domain)
+                   : NFAIL(L, VF_ERR_UNSUPPORTED, "unsupported operator '%s'", op);
+    return e->load(L);
+}
 
-    if (!strcmp(op, "Conv"))
-        return conv_node(L);
-    if (!strcmp(op, "Relu"))
-        return act_node(L, VF_ACT_RELU, 0.0f, 0.0f);
-    if (!strcmp(op, "LeakyRelu"))
-        return act_node(L, VF_ACT_RELU, attr_float(n, "alpha", 0.01f), 0.0f);
-    if (!strcmp(op, "Clip"))
-        return clip_node(L);
-    if (!strcmp(op, "Sigmoid"))
-        return act_node(L, VF_ACT_SIGMOID, 0.0f, 0.0f);
-    if (!strcmp(op, "Tanh"))
-        return act_node(L, VF_ACT_TANH, 0.0f, 0.0f);
-    if (!strcmp(op, "HardSigmoid"))
-        return act_node(L, VF_ACT_HARD_SIGMOID, attr_float(n, "alpha", 0.2f),
-                        attr_float(n, "beta", 0.5f));
-    if (!strcmp(op, "HardSwish"))
-        return act_node(L, VF_ACT_HARD_SWISH, 0.0f, 0.0f);
-    if (!strcmp(op, "MaxPool"))
-        return pool_node(L, VF_POOL_MAX, 0);
-    if (!strcmp(op, "AveragePool"))
-        return pool_node(L, VF_POOL_AVG, 0);
-    if (!strcmp(op, "GlobalAveragePool"))
-        return pool_node(L, VF_POOL_AVG, 1);
-    if (!strcmp(op, "GlobalMaxPool"))
-        return pool_node(L, VF_POOL_MAX, 1);
-    if (!strcmp(op, "Gemm"))
-        return fc_node(L, 0);
-    if (!strcmp(op, "MatMul"))
-        return fc_node(L, 1);
-    if (!strcmp(op, "BatchNormalization"))
-        return batchnorm_node(L);
-    if (!strcmp(op, "Add") || (!strcmp(op, "Sum") && n->n_input == 2))
-        return binary_node(L, 'a');
-    if (!strcmp(op, "Sub"))
-        return binary_node(L, 's');
-    if (!strcmp(op, "Mul"))
-        return binary_node(L, 'm');
-    if (!strcmp(op, "Div"))
-        return binary_node(L, 'd');
-    if (!strcmp(op, "Concat"))
-        return concat_node(L);
-    if (!strcmp(op, "Softmax"))
-        return softmax_node(L);
-    if (!strcmp(op, "LRN"))
-        return lrn_node(L);
-    if (!strcmp(op, "Pad"))
-        return pad_node(L);
-    if (!strcmp(op, "ReduceMean"))
-        return reduce_mean_node(L);
-    if (!strcmp(op, "Transpose"))
-        return transpose_node(L);
-    if (!strcmp(op, "Reshape"))
-        return reshape_node(L);
-    if (!strcmp(op, "Flatten"))
-        return flatten_node(L);
-    if (!strcmp(op, "Squeeze"))
-        return squeeze_node(L, 0);
-    if (!strcmp(op, "Unsqueeze"))
-        return squeeze_node(L, 1);
-    if (!strcmp(op, "Gather"))
-        return gather_node(L);
-    if (!strcmp(op, "Shape"))
-        return shape_node(L);
-    if (!strcmp(op, "Constant"))
-        return constant_node(L);
-    if (!strcmp(op, "Cast"))
-        return cast_node(L);
-    if (!strcmp(op, "Slice"))
-        return slice_node(L);
-    if (!strcmp(op, "ConstantOfShape"))
-        return constant_of_shape_node(L);
-    if (!strcmp(op, "Identity") || !strcmp(op, "Dropout"))
-        return alias_node(L);
-    return NFAIL(L, VF_ERR_UNSUPPORTED, "unsupported operator '%s'", op);
+/* Before any node is converted: every operator the table lacks, named at once with the first
+ * node using it and how many others do ("unsupported operators: Erf (node '/mlp/Erf' and 11
+ * others), LayerNormalization (node '/ln_1/LayerNormalization' and 24 others)"), so that a model
+ * needing several is not refused one operator at a time. */
+/* The domain of a node's operator as a prefix ("" for the default domain). */
+static const char *op_domain(const Onnx__NodeProto *n)
+{
+    return n->domain && *n->domain && strcmp(n->domain, "ai.onnx") ? n->domain : "";
+}
+
+static int same_op(const Onnx__NodeProto *m, const char *op, const char *dom)
+{
+    return m->op_type && !strcmp(m->op_type, op) && !strcmp(op_domain(m), dom);
+}
+
+static vf_status check_operators(loader *L)
+{
+    Onnx__GraphProto *gp = L->gp;
+    size_t kinds = 0, listed = 0, len = 0;
+    char *msg = L->err->msg;
+    const size_t cap = sizeof(L->err->msg), tail = 32; /* room for ", and N more" */
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *n = gp->node[i];
+        if (find_op(n))
+            continue;
+        const char *op = n->op_type ? n->op_type : "", *dom = op_domain(n);
+        int first = 1; /* each operator is named at its first node */
+        for (size_t j = 0; j < i && first; j++)
+            first = !same_op(gp->node[j], op, dom);
+        if (!first)
+            continue;
+        size_t others = 0;
+        for (size_t j = i + 1; j < gp->n_node; j++)
+            others += (size_t)same_op(gp->node[j], op, dom);
+        kinds++;
+        char piece[VF_ERRMSG_SIZE];
+        L->node = n;
+        int plen = others
+                       ? snprintf(piece, sizeof(piece), "%s%s%s (node '%s' and %zu other%s)", dom,
+                                  *dom ? "." : "", op, node_label(L), others, others > 1 ? "s" : "")
+                       : snprintf(piece, sizeof(piece), "%s%s%s (node '%s')", dom, *dom ? "." : "",
+                                  op, node_label(L));
+        if (kinds == 1)
+            len = (size_t)snprintf(msg, cap, "unsupported operators: ");
+        if (listed == kinds - 1 && plen > 0 && len + 2 + (size_t)plen + tail < cap) {
+            len += (size_t)snprintf(msg + len, cap - len, "%s%s", listed ? ", " : "", piece);
+            listed++;
+        }
+    }
+    L->node = NULL;
+    if (!kinds)
+        return VF_OK;
+    if (listed < kinds)
+        snprintf(msg + len, cap - len, ", and %zu more", kinds - listed);
+    L->err->code = VF_ERR_UNSUPPORTED;
+    return VF_ERR_UNSUPPORTED;
 }
 
 /* ---- graph-level steps ----------------------------------------------------------------------- */
@@ -1969,7 +2095,9 @@ static vf_status convert_graph(loader *L)
         if (rc < 0)
             return vfi_fail(L->err, VF_ERR_NOMEM, "out of memory");
     }
-    rc = add_image_input(L);
+    rc = check_operators(L);
+    if (rc >= 0)
+        rc = add_image_input(L);
     if (rc < 0)
         return rc;
 

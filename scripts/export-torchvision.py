@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Export torchvision CNNs to ONNX with seeded random weights.
+"""Export torchvision networks (CNNs and vision transformers) to ONNX with seeded random weights.
 
 No pretrained VGG19 / Inception v3 / ResNet-50 weights can be downloaded on a machine without
 network access, but the architectures (and so the cost and the operator mix) are identical with
@@ -11,13 +11,15 @@ Every file says whose weights it has in its ONNX metadata (metadata_props "vidfe
 it names the model (models, info, each run's first line) and such vectors are never mistaken for
 real ones.
 
-The export matches the ONNX model zoo's *_Opset17_torch_hub files: opset 17, a fixed batch of 1
-(vidfeat runs it at any batch size), input "input", output "output".  --dynamic-batch exports
-a dynamic batch axis instead.
+The export of a CNN matches the ONNX model zoo's *_Opset17_torch_hub files: opset 17, a fixed
+batch of 1 (vidfeat runs it at any batch size), input "input", output "output".  --dynamic-batch
+exports a dynamic batch axis instead, as the transformers always are (traced at batch 1 their
+files write the batch's place down as fixed numbers).
 
 Usage:
   /usr/bin/python3 scripts/export-torchvision.py [--out DIR] [--dynamic-batch] NAME...
-  NAME: vgg19 inception_v3 resnet50 mobilenet_v2 squeezenet1_1 densenet121
+  NAME: vgg19 inception_v3 resnet50 mobilenet_v2 squeezenet1_1 densenet121 vit_b_16 swin_t
+        convnext_tiny
 """
 import argparse
 import inspect
@@ -29,7 +31,12 @@ import torch.nn as nn
 import torchvision
 
 SIZES = {"inception_v3": 299}
-NAMES = ["vgg19", "inception_v3", "resnet50", "mobilenet_v2", "squeezenet1_1", "densenet121"]
+# Exported with a dynamic batch axis always: in a transformer the batch moves between
+# dimensions and is folded into others (heads, tokens), which a file traced at batch 1 writes
+# down as fixed numbers that no longer say where the batch is.
+DYNAMIC = {"vit_b_16", "swin_t", "convnext_tiny"}
+NAMES = ["vgg19", "inception_v3", "resnet50", "mobilenet_v2", "squeezenet1_1", "densenet121",
+         "vit_b_16", "swin_t", "convnext_tiny"]
 
 
 def build(name, seed, pretrained):
@@ -46,12 +53,21 @@ def build(name, seed, pretrained):
 
 
 def randomize_statistics(model, seed):
-    """Give biases and BatchNorm statistics distinct random values, as a trained model has:
-    with the default constants the exporter merges equal initializers, and BatchNorm would be
-    an identity that tests nothing."""
+    """Give biases, BatchNorm statistics and LayerNorm parameters distinct random values, as a
+    trained model has: with the default constants the exporter merges equal initializers,
+    BatchNorm and LayerNorm would be identities that test nothing, and the zeros a transformer
+    starts from (ViT's head and class token, layer scales) would hide what follows them."""
     g = torch.Generator().manual_seed(seed + 1000)
     with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.numel() and not p.abs().sum():
+                p.normal_(0.0, 0.02, generator=g)
+            elif name.endswith("layer_scale"):  # ConvNeXt's 1e-6 would mute every block
+                p.uniform_(0.05, 0.2, generator=g)
         for m in model.modules():
+            if isinstance(m, nn.LayerNorm) and m.elementwise_affine:
+                m.weight.uniform_(0.5, 1.5, generator=g)
+                m.bias.uniform_(-0.1, 0.1, generator=g)
             if isinstance(m, (nn.Conv2d, nn.Linear)) and m.bias is not None:
                 m.bias.uniform_(-0.1, 0.1, generator=g)
             elif isinstance(m, nn.BatchNorm2d):
@@ -76,16 +92,17 @@ def export(name, out_dir, dynamic, pretrained, opset):
     model = build(name, NAMES.index(name) + 1, pretrained)
     size = SIZES.get(name, 224)
     x = torch.randn(1, 3, size, size)
-    axes = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic else None
+    axes = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic or name in DYNAMIC else None
     extra = {}
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         # PyTorch 2.x defaults to its dynamo exporter, which names tensors differently; the
         # manifests' layer names are those of the TorchScript exporter (the model zoo's).
         extra["dynamo"] = False
-    with torch.no_grad():
-        torch.onnx.export(model, x, path, opset_version=opset, input_names=["input"],
-                          output_names=["output"], dynamic_axes=axes, do_constant_folding=True,
-                          **extra)
+    # traced with gradients on: under no_grad PyTorch's attention takes a fused fast path
+    # (_native_multi_head_attention) that has no ONNX form
+    torch.onnx.export(model, x, path, opset_version=opset, input_names=["input"],
+                      output_names=["output"], dynamic_axes=axes, do_constant_folding=True,
+                      **extra)
     seed = NAMES.index(name) + 1
     mark_weights(path, "torchvision ImageNet" if pretrained else "random (seed %d)" % seed)
     print("wrote %s (%.0f MB, %s weights)" % (path, os.path.getsize(path) / 1e6,

@@ -34,6 +34,11 @@ CASES = [
     ("squeezenet1_1", 224, [("output", "output", 0)], 8),
     ("densenet121", 224, [("output", "output", 0)], 8),
     ("mobilenet_v2", 224, [("pool", "/GlobalAveragePool_output_0", 0)], 8),
+    # vision transformers and a modern CNN: layers by manifest name (vit_b_16's class token)
+    ("vit_b_16", 224, [("cls", "/Gather_4_output_0", 0), ("logits", "output", 0)], 8),
+    ("swin_t", 224, [("pool", "/flatten/Flatten_output_0", 0), ("logits", "output", 0)], 8),
+    ("convnext_tiny", 224, [("pool", "/classifier/classifier.1/Flatten_output_0", 0),
+                            ("logits", "output", 0)], 8),
 ]
 QUICK = {"squeezenet1_1", "mobilenet_v2"}
 

@@ -26,6 +26,7 @@ import onnx
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torchvision
 from onnx import TensorProto, helper, numpy_helper
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -67,6 +68,16 @@ def randomize(m, seed):
                 mod.bias.uniform_(-0.5, 0.5, generator=g)
                 mod.running_mean.uniform_(-0.5, 0.5, generator=g)
                 mod.running_var.uniform_(0.5, 1.5, generator=g)
+            if isinstance(mod, nn.LayerNorm) and mod.elementwise_affine:
+                mod.weight.uniform_(0.5, 1.5, generator=g)
+                mod.bias.uniform_(-0.5, 0.5, generator=g)
+        # transformers start some tensors at zero (ViT's head and class token) or near it
+        # (ConvNeXt's layer scales): values that show what follows them
+        for name, p in m.named_parameters():
+            if p.numel() and not p.abs().sum():
+                p.normal_(0.0, 0.2, generator=g)
+            elif name.endswith("layer_scale"):
+                p.uniform_(0.3, 1.0, generator=g)
 
 
 def export(name, make, shape, seed, dynamic=True, opset=13, nhwc=False, path=None,
@@ -85,8 +96,10 @@ def export(name, make, shape, seed, dynamic=True, opset=13, nhwc=False, path=Non
     with torch.no_grad():
         # A fixed-batch export is evaluated image by image, as it was written for batch 1.
         y = module(x) if dynamic else torch.cat([module(x[i:i + 1]) for i in range(BATCH)])
-        torch.onnx.export(module, x if dynamic else x[:1], path, opset_version=opset,
-                          input_names=["input"], output_names=["output"], dynamic_axes=axes)
+    # traced with gradients on: under no_grad PyTorch's attention takes a fused fast path that
+    # has no ONNX form
+    torch.onnx.export(module, x if dynamic else x[:1], path, opset_version=opset,
+                      input_names=["input"], output_names=["output"], dynamic_axes=axes)
     os.replace(path, final)
     # vidfeat's engine input is always planar NCHW; an NHWC model gets its transpose inside.
     if golden_dir:
@@ -264,6 +277,49 @@ class FixedBatch(nn.Module):
 
     def forward(self, x):
         return self.fc(self.conv(x).reshape(1, -1))
+
+
+def vit_tiny():
+    """torchvision's ViT as exported (sequence-first attention: the batch moves and is folded
+    into the heads), at 32x32 with 8x8 patches, 2 layers of width 32."""
+    return torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2,
+                                                num_heads=2, hidden_dim=32, mlp_dim=64,
+                                                num_classes=10)
+
+
+def swin_tiny():
+    """torchvision's Swin (shifted windows: roll as slice + concat, the attention mask built by
+    shape arithmetic), at 32x32 with two stages."""
+    from torchvision.models.swin_transformer import SwinTransformer
+    return SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 2],
+                           window_size=[4, 4], num_classes=10)
+
+
+def convnext_tiny():
+    """torchvision's ConvNeXt blocks: depthwise 7x7, LayerNorm over channels-last, GELU."""
+    from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+    return ConvNeXt([CNBlockConfig(16, 32, 1), CNBlockConfig(32, None, 1)], num_classes=10)
+
+
+class TransformerOps(nn.Module):
+    """The other operators exporters write for transformers: split, strided slices, LayerNorm
+    over two dimensions, pow / sqrt / reciprocal / exp / neg, softmax over a middle axis, an
+    expanded constant, a batched matmul of two activations."""
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(6, 12)
+        self.norm = nn.LayerNorm([4, 6])
+        self.token = nn.Parameter(torch.randn(1, 1, 6))
+
+    def forward(self, x):                          # [N, 3, 4, 6]
+        t = x.flatten(1, 2)                        # [N, 12, 6]
+        t = torch.cat([self.token.expand(x.shape[0], -1, -1), t], dim=1)   # [N, 13, 6]
+        q, k, v = self.proj(t).split(4, dim=-1)    # 3 x [N, 13, 4]
+        a = torch.softmax(q @ k.transpose(1, 2) / 2.0, dim=1) @ v           # [N, 13, 4]
+        s = t[:, 1::2, ::2]                        # [N, 6, 3]
+        r = torch.rsqrt(s.pow(2) + 1.0) + torch.exp(-s * s * 0.5) - (2.0 + s * s).sqrt().reciprocal()
+        n = self.norm(x[:, 0].reshape(-1, 4, 6))   # [N, 4, 6]
+        return torch.cat([a.flatten(1), r.flatten(1), -n.flatten(1)], dim=1)
 
 
 class TinyCnn(nn.Module):
@@ -454,8 +510,12 @@ def bad_models():
                      [], ["N", 3, 4, 4])
     save("duplicate_output", m, "VF_ERR_MODEL", "produced twice")
 
-    m = helper_model("b", [helper.make_node("Flatten", ["input"], ["output"], axis=0, name="fl")],
-                     [], ["N", 3, 4, 4])
+    # [N, 3, 4, 4] -> [3, N, 4, 4] -> [N, 48]: valid ONNX, but no row is one image's
+    shape = numpy_helper.from_array(np.array([-1, 48], np.int64), "shape")
+    m = helper_model("b", [helper.make_node("Transpose", ["input"], ["t"], perm=[1, 0, 2, 3],
+                                            name="tr"),
+                           helper.make_node("Reshape", ["t", "shape"], ["output"], name="fl")],
+                     [shape], ["N", 3, 4, 4])
     save("batch_mixing", m, "VF_ERR_UNSUPPORTED", "mixes the batch")
 
     # Nesting: a node attribute holding a graph whose node holds a graph, 100 levels deep,
@@ -502,6 +562,10 @@ def main(fixtures_only=False):
     export("squeeze_unsqueeze", SqueezeUnsqueeze, (3, 6, 6), 16)
     export("transform_input", TransformInput, (3, 8, 8), 17)
     export("fixed_batch", FixedBatch, (3, 8, 8), 18, dynamic=False)
+    export("vit_tiny", vit_tiny, (3, 32, 32), 19, opset=17)
+    export("swin_tiny", swin_tiny, (3, 32, 32), 20, opset=17)
+    export("convnext_tiny", convnext_tiny, (3, 32, 32), 21, opset=17)
+    export("transformer_ops", TransformerOps, (3, 4, 6), 22, opset=17)
     conv_bn_relu()
     lrn()
     same_upper()

@@ -32,6 +32,10 @@ const char *const op_case_names[] = {
     "shape_reshape",
     "squeeze_unsqueeze",
     "transform_input",
+    "vit_tiny",
+    "swin_tiny",
+    "convnext_tiny",
+    "transformer_ops",
     NULL,
 };
 

@@ -715,6 +715,14 @@ static vf_status act_steps(vf_backend *b, const vf_act *act, int x, int y, const
         TRY(optensor(b, CUDNN_OP_TENSOR_ADD, x, 1.0f / 6.0f, k0, 1.0f, NULL, t, shape));
         TRY(cudnn_act(b, t, t, shape, CUDNN_ACTIVATION_CLIPPED_RELU, 1.0));
         return optensor(b, CUDNN_OP_TENSOR_MUL, x, 1.0f, t, 1.0f, shape, y, shape);
+    case VF_ACT_ERF:
+    case VF_ACT_GELU:
+    case VF_ACT_SQRT:
+    case VF_ACT_RECIPROCAL:
+    case VF_ACT_POW:
+    case VF_ACT_EXP:
+    case VF_ACT_LINEAR:
+        return unsupported(b, "kernel for the transformers' elementwise functions yet");
     }
 fail:
     return rc;
@@ -1509,6 +1517,12 @@ static vf_status add_node(vf_backend *b, const vf_node *nd)
         return reshape_op(b, nd);
     case VF_OP_GATHER:
         return gather_op(b, nd);
+    case VF_OP_MATMUL:
+    case VF_OP_LAYERNORM:
+    case VF_OP_SLICE:
+    case VF_OP_EXPAND:
+        return unsupported(b, "kernels for the transformers' operators yet (MatMul, "
+                              "LayerNormalization, Slice, Expand run on the CPU)");
     case VF_OP_COUNT_:
         break;
     }
@@ -1648,8 +1662,15 @@ static vf_status cuda_prepare(vf_backend *b, vf_graph *g, int max_batch)
     c->vlay = vfi_calloc((size_t)g->n_values, 1);
     if (!c->vbuf || !c->vlay)
         return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < g->n_values; i++)
+    for (int i = 0; i < g->n_values; i++) {
         c->vbuf[i] = -1;
+        /* the batch as dimension 0 alone is what every step here assumes */
+        if (g->values[i].is_batched && !vfi_value_batch_first(&g->values[i]))
+            return vfi_fail(&b->err, VF_ERR_UNSUPPORTED,
+                            "'%s': the CUDA backend runs tensors whose batch is their first "
+                            "dimension only (a transformer's are not, yet)",
+                            g->values[i].name);
+    }
 
     /* the input: f32 staging, converted to half on the device for an f16 network */
     const vf_value *in = &g->values[g->input], *outv = &g->values[g->output];

@@ -25,106 +25,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <dnnl.h>
-
 #include "core/arena.h"
 #include "engine/backend.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/status.h"
-
-#define MAX_ARGS 8
-
-enum buf_kind {
-    BUF_ARENA = 0, /* activation: a range of the arena */
-    BUF_INPUT,     /* the input staging buffer */
-    BUF_OUTPUT,    /* the output staging buffer */
-    BUF_CONST,     /* persistent: weights in their chosen layout, constants */
-    BUF_VIEW,      /* another descriptor over a parent buffer's memory */
-};
-
-typedef struct dbuf {
-    dnnl_memory_desc_t md;
-    dnnl_memory_t mem;
-    enum buf_kind kind;
-    int parent;      /* BUF_VIEW: the buffer whose memory this describes */
-    int first, last; /* steps that touch it */
-    size_t size, offset;
-    size_t view_offset; /* BUF_VIEW: bytes into the parent's memory */
-    void *owned;        /* BUF_CONST: storage we allocated (NULL when borrowing the graph's) */
-    int value;          /* BUF_CONST: the graph value it holds; -1 otherwise */
-} dbuf;
-
-typedef struct step {
-    dnnl_primitive_t prim; /* NULL: a fill step */
-    int n_args;
-    int arg_kind[MAX_ARGS];
-    int arg_buf[MAX_ARGS];
-    dnnl_exec_arg_t args[MAX_ARGS + 1]; /* bound at the end of prepare (+1: scratchpad) */
-    dnnl_memory_t scratch;              /* over the shared scratchpad, or NULL */
-    const char *impl;                   /* borrowed from the primitive descriptor */
-    int fill_buf;
-    float fill_value;
-    int value; /* the graph value this step finishes (the last step of its node), or -1 */
-} step;
-
-typedef struct cache_entry {
-    int src, dst;
-} cache_entry;
-
-/* One compiled network for one batch size. The plans of a backend share the weights (where
- * their layouts agree), the arena, the scratchpad and the staging buffers: runs never overlap. */
-typedef struct plan {
-    int batch;
-    int *vbuf; /* value -> buffer */
-    dbuf *bufs;
-    int n_bufs, cap_bufs;
-    step *steps;
-    int n_steps, cap_steps;
-    cache_entry *cache; /* reorders already made: (src buffer, dst buffer) */
-    int n_cache, cap_cache;
-    size_t arena_size;
-    int in_buf, out_buf;
-    size_t in_size, out_size; /* bytes for a full batch */
-    int wino_chunked;         /* Winograd convolutions run in chunks of images (conv_op) */
-} plan;
-
-/* plans[0] runs full batches; plans[1], when there is one, runs short batches (the end of a
- * run) for a quarter of the cost instead of a full batch's worth of padding. */
-#define MAX_PLANS 2
-
-typedef struct dnnl_ctx {
-    dnnl_engine_t engine;
-    dnnl_stream_t stream;
-    dnnl_data_type_t act_dt; /* activations (f32 for int8 too: only stored int8 values differ) */
-    /* int8: without ranges given (a calibration file's), prepare builds f32 plans; the first
-     * runs observe every value's range (vmax) on them, then the plans are rebuilt with
-     * convolutions and inner products in int8. */
-    int int8, calibrating;
-    int64_t calib_seen, calib_target; /* images observed, and how many to observe */
-    float *vmax;                      /* per graph value: max |x| (observed or given) */
-    dnnl_data_type_t *vdt;            /* per value, int8 plans: how it is stored (u8, s8 or f32) */
-    dnnl_data_type_t *qdt;            /* per value: the int8 type it is quantized to (u8 if >= 0) */
-    float *vscale;                    /* per value: quantized = real x vscale */
-    int *i8node;                      /* per node: runs in int8 */
-    int *f32node; /* bf16: per node, F32_COMPUTE / F32_OUTPUT of a convolution (plan_bf16) */
-    int winograd;
-    int n_threads;
-    const vf_graph *g;
-    vf_graph *owner_view; /* the same graph, for releasing weights (release_weights) */
-    int release_weights;
-    int last_plan; /* the plan being built is the last: graph constants may go */
-    plan plans[MAX_PLANS];
-    int n_plans;
-    plan *p; /* the plan being built or run */
-    void *arena;
-    size_t arena_size; /* the largest plan's */
-    void *scratch;
-    size_t scratch_size;
-    float *stage_in, *stage_out; /* the plans' input and output memory */
-    const char *node;            /* node being prepared, for messages */
-    char *summary;
-} dnnl_ctx;
+#define VF_DNNL_FILE "backend_dnnl.c"
+#include "engine/backend_dnnl.h"
 
 static const char *dnnl_status_text(dnnl_status_t s)
 {
@@ -148,28 +55,18 @@ static const char *dnnl_status_text(dnnl_status_t s)
 }
 
 /* Translate a oneDNN failure into b->err, naming the node being prepared. */
-static vf_status dnnl_fail(vf_backend *b, dnnl_status_t s, const char *what, int line)
+vf_status vfi_dnnl_fail(vf_backend *b, dnnl_status_t s, const char *what, const char *file,
+                        int line)
 {
     dnnl_ctx *c = b->ctx;
     vf_status code = s == dnnl_out_of_memory   ? VF_ERR_NOMEM
                      : s == dnnl_unimplemented ? VF_ERR_UNSUPPORTED
                                                : VF_ERR_BACKEND;
     if (c && c->node)
-        return vfi_fail(&b->err, code, "node '%s': oneDNN %s: %s (backend_dnnl.c:%d)", c->node,
-                        what, dnnl_status_text(s), line);
-    return vfi_fail(&b->err, code, "oneDNN %s: %s (backend_dnnl.c:%d)", what, dnnl_status_text(s),
-                    line);
+        return vfi_fail(&b->err, code, "node '%s': oneDNN %s: %s (%s:%d)", c->node, what,
+                        dnnl_status_text(s), file, line);
+    return vfi_fail(&b->err, code, "oneDNN %s: %s (%s:%d)", what, dnnl_status_text(s), file, line);
 }
-
-/* Run a oneDNN call; on failure record it and jump to the function's fail label. */
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        dnnl_status_t s_ = (call);                                                                 \
-        if (s_ != dnnl_success) {                                                                  \
-            rc = dnnl_fail(b, s_, #call, __LINE__);                                                \
-            goto fail;                                                                             \
-        }                                                                                          \
-    } while (0)
 
 /* ---- probe / init / destroy ---------------------------------------------------------------- */
 
@@ -250,7 +147,8 @@ static void dnnl_destroy(vf_backend *b)
 
 /* ---- buffers and steps ---------------------------------------------------------------------- */
 
-static vf_status new_buf(vf_backend *b, const dnnl_memory_desc_t *md, enum buf_kind kind, int *out)
+vf_status vfi_dnnl_new_buf(vf_backend *b, const dnnl_memory_desc_t *md, enum buf_kind kind,
+                           int *out)
 {
     dnnl_ctx *c = b->ctx;
     void *grown = vfi_grow(c->p->bufs, &c->p->cap_bufs, c->p->n_bufs + 1, sizeof(dbuf));
@@ -270,9 +168,9 @@ static vf_status new_buf(vf_backend *b, const dnnl_memory_desc_t *md, enum buf_k
     return VF_OK;
 }
 
-static vf_status new_view(vf_backend *b, int parent, const dnnl_memory_desc_t *md, int *out)
+vf_status vfi_dnnl_new_view(vf_backend *b, int parent, const dnnl_memory_desc_t *md, int *out)
 {
-    vf_status rc = new_buf(b, md, BUF_VIEW, out);
+    vf_status rc = vfi_dnnl_new_buf(b, md, BUF_VIEW, out);
     if (rc >= 0)
         ((dnnl_ctx *)b->ctx)->p->bufs[*out].parent = parent;
     return rc;
@@ -329,7 +227,7 @@ fail:
 }
 
 /* Fill a buffer with a constant before something writes part of it (Pad). */
-static vf_status add_fill(vf_backend *b, int buf, float value)
+vf_status vfi_dnnl_add_fill(vf_backend *b, int buf, float value)
 {
     vf_status rc = add_step(b, NULL, 0, NULL, NULL);
     if (rc < 0)
@@ -343,9 +241,9 @@ static vf_status add_fill(vf_backend *b, int buf, float value)
 }
 
 /* Create pd, add it as a step, destroy pd. */
-static vf_status add_prim(vf_backend *b, const_dnnl_op_desc_t desc,
-                          const_dnnl_primitive_attr_t attr, int n_args, const int *kinds,
-                          const int *bufs, dnnl_primitive_desc_t *keep)
+vf_status vfi_dnnl_add_prim(vf_backend *b, const_dnnl_op_desc_t desc,
+                            const_dnnl_primitive_attr_t attr, int n_args, const int *kinds,
+                            const int *bufs, dnnl_primitive_desc_t *keep)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
@@ -361,7 +259,7 @@ fail:
 }
 
 /* An attr with a user scratchpad (and post-ops when given). */
-static vf_status make_attr(vf_backend *b, const vf_act *act, dnnl_primitive_attr_t *out)
+vf_status vfi_dnnl_make_attr(vf_backend *b, const vf_act *act, dnnl_primitive_attr_t *out)
 {
     vf_status rc = VF_OK;
     dnnl_primitive_attr_t attr = NULL;
@@ -392,6 +290,28 @@ static vf_status make_attr(vf_backend *b, const vf_act *act, dnnl_primitive_attr
                 dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, act->alpha, act->beta));
             CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip_v2, 0.0f, 1.0f));
             break;
+        case VF_ACT_GELU:
+            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_gelu_erf, 0.0f, 0.0f));
+            break;
+        case VF_ACT_SQRT:
+            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_sqrt, 0.0f, 0.0f));
+            break;
+        case VF_ACT_RECIPROCAL:
+            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_pow, 1.0f, -1.0f));
+            break;
+        case VF_ACT_POW:
+            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_pow, 1.0f, act->alpha));
+            break;
+        case VF_ACT_EXP:
+            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_exp, 0.0f, 0.0f));
+            break;
+        case VF_ACT_LINEAR:
+            CHECK(
+                dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, act->alpha, act->beta));
+            break;
+        case VF_ACT_ERF:
+            rc = vfi_fail(&b->err, VF_ERR_UNSUPPORTED, "Erf as a fused activation");
+            goto fail;
         case VF_ACT_NONE:
             break;
         }
@@ -408,13 +328,13 @@ fail:
 }
 
 /* A primitive from buffer x to buffer y (SRC -> DST, the usual user scratchpad attr). */
-static vf_status src_dst_step(vf_backend *b, int x, int y, const_dnnl_op_desc_t desc)
+vf_status vfi_dnnl_src_dst_step(vf_backend *b, int x, int y, const_dnnl_op_desc_t desc)
 {
     vf_status rc = VF_OK;
     dnnl_primitive_attr_t attr = NULL;
-    TRY(make_attr(b, NULL, &attr));
+    TRY(vfi_dnnl_make_attr(b, NULL, &attr));
     int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, bufs[2] = {x, y};
-    TRY(add_prim(b, desc, attr, 2, kinds, bufs, NULL));
+    TRY(vfi_dnnl_add_prim(b, desc, attr, 2, kinds, bufs, NULL));
 fail:
     if (attr)
         dnnl_primitive_attr_destroy(attr);
@@ -422,15 +342,15 @@ fail:
 }
 
 /* Row-major ("plain") descriptor over dims with the batch set to c->p->batch. */
-static vf_status plain_md(vf_backend *b, const vf_value *v, dnnl_data_type_t dt,
-                          dnnl_memory_desc_t *md)
+vf_status vfi_dnnl_plain_md(vf_backend *b, const vf_value *v, dnnl_data_type_t dt,
+                            dnnl_memory_desc_t *md)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     dnnl_dims_t dims, strides;
     int64_t s = 1;
+    vfi_value_dims_at(v, c->p->batch, dims);
     for (int i = v->rank - 1; i >= 0; i--) {
-        dims[i] = (i == 0 && v->is_batched) ? c->p->batch : v->dims[i];
         strides[i] = s;
         s *= dims[i];
     }
@@ -442,7 +362,7 @@ fail:
 /* The value's dims with the batch filled in. */
 /* How value vi is stored: its int8 type in an int8 plan where it is quantized, else the
  * activation type. */
-static dnnl_data_type_t dt_of(const dnnl_ctx *c, int vi)
+dnnl_data_type_t vfi_dnnl_dt_of(const dnnl_ctx *c, int vi)
 {
     return c->vdt ? c->vdt[vi] : c->act_dt;
 }
@@ -452,10 +372,9 @@ static int is_int8(dnnl_data_type_t dt)
     return dt == dnnl_u8 || dt == dnnl_s8;
 }
 
-static void value_dims(const dnnl_ctx *c, const vf_value *v, dnnl_dims_t dims)
+void vfi_dnnl_value_dims(const dnnl_ctx *c, const vf_value *v, dnnl_dims_t dims)
 {
-    for (int i = 0; i < v->rank; i++)
-        dims[i] = (i == 0 && v->is_batched) ? c->p->batch : v->dims[i];
+    vfi_value_dims_at(v, c->p->batch, dims);
 }
 
 /* A buffer holding buffer src's data in layout `want`: src itself, a cached copy, or a new
@@ -480,9 +399,9 @@ static vf_status ensure_md_scaled(vf_backend *b, int src, const dnnl_memory_desc
         }
     }
     int dst;
-    TRY(new_buf(b, want, BUF_ARENA, &dst));
+    TRY(vfi_dnnl_new_buf(b, want, BUF_ARENA, &dst));
     dnnl_primitive_attr_t attr = NULL;
-    TRY(make_attr(b, NULL, &attr));
+    TRY(vfi_dnnl_make_attr(b, NULL, &attr));
     dnnl_status_t s =
         scale != 0.0f ? dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale) : dnnl_success;
     if (s == dnnl_success)
@@ -508,18 +427,18 @@ fail:
 }
 
 /* Reorder src into dst (a buffer or a view) as a step. */
-static vf_status ensure_md(vf_backend *b, int src, const dnnl_memory_desc_t *want, int *out)
+vf_status vfi_dnnl_ensure_md(vf_backend *b, int src, const dnnl_memory_desc_t *want, int *out)
 {
     return ensure_md_scaled(b, src, want, 0.0f, out);
 }
 
-static vf_status add_reorder(vf_backend *b, int src, int dst)
+vf_status vfi_dnnl_add_reorder(vf_backend *b, int src, int dst)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_attr_t attr = NULL;
-    TRY(make_attr(b, NULL, &attr));
+    TRY(vfi_dnnl_make_attr(b, NULL, &attr));
     CHECK(dnnl_reorder_primitive_desc_create(&pd, &c->p->bufs[src].md, c->engine,
                                              &c->p->bufs[dst].md, c->engine, attr));
     int kinds[2] = {DNNL_ARG_FROM, DNNL_ARG_TO}, bufs[2] = {src, dst};
@@ -556,7 +475,7 @@ static vf_status upload_data(vf_backend *b, const vf_value *v, const void *data,
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_t prim = NULL;
     int idx, vi = (int)(v - c->g->values);
-    TRY(new_buf(b, want, BUF_CONST, &idx));
+    TRY(vfi_dnnl_new_buf(b, want, BUF_CONST, &idx));
     dbuf *d = &c->p->bufs[idx];
     d->value = vi;
     for (int k = 0; k < MAX_PLANS; k++) {
@@ -603,8 +522,8 @@ fail:
     return rc;
 }
 
-static vf_status upload_const(vf_backend *b, const vf_value *v, const dnnl_memory_desc_t *user_md,
-                              const dnnl_memory_desc_t *want, int *out)
+vf_status vfi_dnnl_upload_const(vf_backend *b, const vf_value *v, const dnnl_memory_desc_t *user_md,
+                                const dnnl_memory_desc_t *want, int *out)
 {
     return upload_data(b, v, v->data, user_md, want, out);
 }
@@ -648,8 +567,8 @@ static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wi
     vf_status rc = VF_OK;
     dnnl_memory_desc_t src_md, w_md, dst_md;
     dnnl_dims_t xd, yd, wd, bd, strides, dil, pl, pr;
-    value_dims(c, xv, xd);
-    value_dims(c, yv, yd);
+    vfi_dnnl_value_dims(c, xv, xd);
+    vfi_dnnl_value_dims(c, yv, yd);
     xd[0] = yd[0] = batch;
     int grouped = p->group > 1;
     int64_t oc = wv->dims[0];
@@ -743,18 +662,18 @@ static vf_status conv_chunked(vf_backend *b, const vf_node *nd, const_dnnl_primi
     dnnl_memory_desc_t full_src = with_batch(sub_src, c->p->batch);
     dnnl_memory_desc_t full_dst = with_batch(sub_dst, c->p->batch);
     int x_buf, w_buf, b_buf = -1, y_buf;
-    TRY(ensure_md(b, c->p->vbuf[nd->inputs[0]], &full_src, &x_buf));
-    TRY(upload_const(b, &g->values[nd->inputs[1]], w_user, want_w, &w_buf));
+    TRY(vfi_dnnl_ensure_md(b, c->p->vbuf[nd->inputs[0]], &full_src, &x_buf));
+    TRY(vfi_dnnl_upload_const(b, &g->values[nd->inputs[1]], w_user, want_w, &w_buf));
     if (nd->n_inputs > 2)
-        TRY(upload_const(b, &g->values[nd->inputs[2]], b_md, b_md, &b_buf));
-    TRY(new_buf(b, &full_dst, BUF_ARENA, &y_buf));
+        TRY(vfi_dnnl_upload_const(b, &g->values[nd->inputs[2]], b_md, b_md, &b_buf));
+    TRY(vfi_dnnl_new_buf(b, &full_dst, BUF_ARENA, &y_buf));
     size_t src_bytes = dnnl_memory_desc_get_size(sub_src);
     size_t dst_bytes = dnnl_memory_desc_get_size(sub_dst);
     for (int64_t k = 0; k < n; k++) {
         int xs, ys;
-        TRY(new_view(b, x_buf, sub_src, &xs));
+        TRY(vfi_dnnl_new_view(b, x_buf, sub_src, &xs));
         c->p->bufs[xs].view_offset = (size_t)k * src_bytes;
-        TRY(new_view(b, y_buf, sub_dst, &ys));
+        TRY(vfi_dnnl_new_view(b, y_buf, sub_dst, &ys));
         c->p->bufs[ys].view_offset = (size_t)k * dst_bytes;
         int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
         int bufs[4] = {xs, w_buf, ys, b_buf};
@@ -829,7 +748,7 @@ static vf_status int8_attr(vf_backend *b, const vf_act *act, float y_scale, cons
         scaled.alpha *= y_scale;
         scaled.beta *= y_scale;
     }
-    TRY(make_attr(b, &scaled, out));
+    TRY(vfi_dnnl_make_attr(b, &scaled, out));
     CHECK(dnnl_primitive_attr_set_output_scales(*out, q->oc, 1 << 1, q->oscale));
 fail:
     return rc;
@@ -856,7 +775,8 @@ static vf_status weighted_step(vf_backend *b, const vf_node *nd, const_dnnl_prim
         CHECK(dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
         TRY(upload_data(b, &g->values[nd->inputs[2]], b_data, &b_md, &b_md, &b_buf));
     }
-    TRY(new_buf(b, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), BUF_ARENA, &y_buf));
+    TRY(vfi_dnnl_new_buf(b, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), BUF_ARENA,
+                         &y_buf));
     int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
     int bufs[4] = {x_buf, w_buf, y_buf, b_buf};
     TRY(add_step(b, pd, b_buf >= 0 ? 4 : 3, kinds, bufs));
@@ -868,7 +788,7 @@ fail:
 /* The scale an int8 layer's source gets quantized by: none when it is stored int8 already. */
 static float src_scale(const dnnl_ctx *c, int xi)
 {
-    return is_int8(dt_of(c, xi)) ? 0.0f : c->vscale[xi];
+    return is_int8(vfi_dnnl_dt_of(c, xi)) ? 0.0f : c->vscale[xi];
 }
 
 static float out_scale(const dnnl_ctx *c, int vi)
@@ -915,7 +835,7 @@ static vf_status conv_op(vf_backend *b, const vf_node *nd)
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL, sub_pd = NULL;
     dnnl_memory_desc_t w_user, b_md;
-    TRY(make_attr(b, &p->act, &attr));
+    TRY(vfi_dnnl_make_attr(b, &p->act, &attr));
     int try_wino = c->winograd && p->group == 1 && wv->dims[2] == 3 && wv->dims[3] == 3 &&
                    p->win.stride[0] == 1 && p->win.stride[1] == 1 && p->win.dilation[0] == 1 &&
                    p->win.dilation[1] == 1;
@@ -960,8 +880,10 @@ static vf_status fc_op(vf_backend *b, const vf_node *nd)
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL;
     dnnl_memory_desc_t src_md, w_md, b_md, dst_md, w_user;
-    dnnl_dims_t xd = {c->p->batch, wv->dims[1]}, yd = {c->p->batch, wv->dims[0]},
-                bd = {wv->dims[0]}, wd = {wv->dims[0], wv->dims[1]};
+    /* the rows: the batch times the rows per image ([N x tokens, K] in a transformer) */
+    int64_t rows = c->p->batch * c->g->values[nd->inputs[0]].dims[0];
+    dnnl_dims_t xd = {rows, wv->dims[1]}, yd = {rows, wv->dims[0]}, bd = {wv->dims[0]},
+                wd = {wv->dims[0], wv->dims[1]};
     int i8 = c->vdt && runs_int8(c, nd);
     qparams q;
     memset(&q, 0, sizeof(q));
@@ -974,7 +896,7 @@ static vf_status fc_op(vf_backend *b, const vf_node *nd)
         wdt = dnnl_s8;
         ddt = c->vdt[nd->output];
     } else {
-        TRY(make_attr(b, &nd->p.fc.act, &attr));
+        TRY(vfi_dnnl_make_attr(b, &nd->p.fc.act, &attr));
     }
     CHECK(dnnl_memory_desc_init_by_tag(&src_md, 2, xd, sdt, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(&w_md, 2, wd, wdt, dnnl_format_tag_any));
@@ -1000,15 +922,15 @@ fail:
 }
 
 /* One eltwise step on buffer x into buffer y (in place when y == x). */
-static vf_status eltwise_step(vf_backend *b, int x, int y, dnnl_alg_kind_t alg, float alpha,
-                              float beta)
+vf_status vfi_dnnl_eltwise_step(vf_backend *b, int x, int y, dnnl_alg_kind_t alg, float alpha,
+                                float beta)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     dnnl_eltwise_desc_t ed;
     CHECK(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, alg, &c->p->bufs[x].md, alpha,
                                          beta));
-    rc = src_dst_step(b, x, y, &ed);
+    rc = vfi_dnnl_src_dst_step(b, x, y, &ed);
 fail:
     return rc;
 }
@@ -1018,32 +940,55 @@ static vf_status act_op(vf_backend *b, const vf_node *nd)
     dnnl_ctx *c = b->ctx;
     const vf_act *a = &nd->p.act;
     int x = c->p->vbuf[nd->inputs[0]], y;
-    vf_status rc = new_buf(b, &c->p->bufs[x].md, BUF_ARENA, &y);
+    vf_status rc = vfi_dnnl_new_buf(b, &c->p->bufs[x].md, BUF_ARENA, &y);
     if (rc < 0)
         return rc;
     switch (a->kind) {
     case VF_ACT_RELU:
-        rc = eltwise_step(b, x, y, dnnl_eltwise_relu, a->alpha, 0.0f);
+        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_relu, a->alpha, 0.0f);
         break;
     case VF_ACT_CLIP:
-        rc = eltwise_step(b, x, y, dnnl_eltwise_clip_v2, a->alpha, a->beta);
+        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_clip_v2, a->alpha, a->beta);
         break;
     case VF_ACT_SIGMOID:
-        rc = eltwise_step(b, x, y, dnnl_eltwise_logistic, 0.0f, 0.0f);
+        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_logistic, 0.0f, 0.0f);
         break;
     case VF_ACT_TANH:
-        rc = eltwise_step(b, x, y, dnnl_eltwise_tanh, 0.0f, 0.0f);
+        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_tanh, 0.0f, 0.0f);
         break;
     case VF_ACT_HARD_SWISH:
-        rc = eltwise_step(b, x, y, dnnl_eltwise_hardswish, 0.0f, 0.0f);
+        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_hardswish, 0.0f, 0.0f);
         break;
     case VF_ACT_HARD_SIGMOID:
-        rc = eltwise_step(b, x, y, dnnl_eltwise_linear, a->alpha, a->beta);
+        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_linear, a->alpha, a->beta);
         if (rc >= 0)
-            rc = eltwise_step(b, y, y, dnnl_eltwise_clip_v2, 0.0f, 1.0f);
+            rc = vfi_dnnl_eltwise_step(b, y, y, dnnl_eltwise_clip_v2, 0.0f, 1.0f);
+        break;
+    case VF_ACT_GELU:
+        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_gelu_erf, 0.0f, 0.0f);
+        break;
+    case VF_ACT_SQRT:
+        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_sqrt, 0.0f, 0.0f);
+        break;
+    case VF_ACT_RECIPROCAL:
+        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_pow, 1.0f, -1.0f);
+        break;
+    case VF_ACT_POW:
+        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_pow, 1.0f, a->alpha);
+        break;
+    case VF_ACT_EXP:
+        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_exp, 0.0f, 0.0f);
+        break;
+    case VF_ACT_LINEAR:
+        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_linear, a->alpha, a->beta);
+        break;
+    case VF_ACT_ERF: /* no erf kernel: Erf outside GELU's pattern is not run here */
+        rc = vfi_fail(&b->err, VF_ERR_UNSUPPORTED,
+                      "node '%s': Erf outside the GELU pattern (the reference backend runs it)",
+                      nd->name);
         break;
     case VF_ACT_NONE:
-        rc = add_reorder(b, x, y);
+        rc = vfi_dnnl_add_reorder(b, x, y);
         break;
     }
     c->p->vbuf[nd->output] = y;
@@ -1061,7 +1006,7 @@ static vf_status pool_op(vf_backend *b, const vf_node *nd)
     dnnl_primitive_desc_t pd = NULL;
     dnnl_memory_desc_t dst_md;
     dnnl_dims_t yd, kernel, strides, dil, pl, pr;
-    value_dims(c, yv, yd);
+    vfi_dnnl_value_dims(c, yv, yd);
     for (int a = 0; a < 2; a++) {
         kernel[a] = p->global ? xv->dims[2 + a] : p->win.kernel[a];
         strides[a] = p->global ? 1 : p->win.stride[a];
@@ -1073,14 +1018,14 @@ static vf_status pool_op(vf_backend *b, const vf_node *nd)
                           : p->count_include_pad ? dnnl_pooling_avg_include_padding
                                                  : dnnl_pooling_avg_exclude_padding;
     int x = c->p->vbuf[nd->inputs[0]], y;
-    dnnl_data_type_t ydt = c->vdt ? dt_of(c, nd->output) : c->p->bufs[x].md.data_type;
+    dnnl_data_type_t ydt = c->vdt ? vfi_dnnl_dt_of(c, nd->output) : c->p->bufs[x].md.data_type;
     CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 4, yd, ydt, dnnl_format_tag_any));
     dnnl_pooling_v2_desc_t pdsc;
     CHECK(dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, alg, &c->p->bufs[x].md,
                                             &dst_md, strides, kernel, dil, pl, pr));
-    TRY(make_attr(b, NULL, &attr));
+    TRY(vfi_dnnl_make_attr(b, NULL, &attr));
     CHECK(dnnl_primitive_desc_create(&pd, &pdsc, attr, c->engine, NULL));
-    TRY(new_buf(b, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), BUF_ARENA, &y));
+    TRY(vfi_dnnl_new_buf(b, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), BUF_ARENA, &y));
     int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, bufs[2] = {x, y};
     TRY(add_step(b, pd, 2, kinds, bufs));
     c->p->vbuf[nd->output] = y;
@@ -1117,7 +1062,7 @@ static vf_status binary_op(vf_backend *b, const vf_node *nd)
     if (bv->is_batched) {
         x1 = c->p->vbuf[i1];
         if (vfi_value_numel(bv) == vfi_value_numel(av))
-            TRY(ensure_md(b, x1, &c->p->bufs[x0].md, &x1));
+            TRY(vfi_dnnl_ensure_md(b, x1, &c->p->bufs[x0].md, &x1));
     } else {
         /* A constant, aligned to the output's rank with leading 1s, in the activation type. */
         vf_value aligned = *bv;
@@ -1128,19 +1073,19 @@ static vf_status binary_op(vf_backend *b, const vf_node *nd)
             aligned.dims[i] = j >= 0 ? bv->dims[j] : 1;
         }
         dnnl_memory_desc_t user, want;
-        TRY(plain_md(b, &aligned, dnnl_f32, &user));
-        TRY(plain_md(b, &aligned, c->p->bufs[x0].md.data_type, &want));
-        TRY(upload_const(b, bv, &user, &want, &x1));
+        TRY(vfi_dnnl_plain_md(b, &aligned, dnnl_f32, &user));
+        TRY(vfi_dnnl_plain_md(b, &aligned, c->p->bufs[x0].md.data_type, &want));
+        TRY(vfi_dnnl_upload_const(b, bv, &user, &want, &x1));
     }
     static const dnnl_alg_kind_t algs[] = {dnnl_binary_add, dnnl_binary_sub, dnnl_binary_mul,
                                            dnnl_binary_div};
-    TRY(new_buf(b, &c->p->bufs[x0].md, BUF_ARENA, &y));
+    TRY(vfi_dnnl_new_buf(b, &c->p->bufs[x0].md, BUF_ARENA, &y));
     dnnl_binary_desc_t bd;
     CHECK(dnnl_binary_desc_init(&bd, algs[nd->p.binary], &c->p->bufs[x0].md, &c->p->bufs[x1].md,
                                 &c->p->bufs[y].md));
-    TRY(make_attr(b, NULL, &attr));
+    TRY(vfi_dnnl_make_attr(b, NULL, &attr));
     int kinds[3] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST}, bufs[3] = {x0, x1, y};
-    TRY(add_prim(b, &bd, attr, 3, kinds, bufs, NULL));
+    TRY(vfi_dnnl_add_prim(b, &bd, attr, 3, kinds, bufs, NULL));
     c->p->vbuf[nd->output] = y;
 fail:
     if (attr)
@@ -1196,17 +1141,18 @@ static vf_status concat_op(vf_backend *b, const vf_node *nd)
     for (int i = 0; !uniform && i < n; i++) {
         dnnl_memory_desc_t want;
         if (mds[i].ndims == 4)
-            CHECK(dnnl_memory_desc_init_by_tag(&want, 4, mds[i].dims, dt_of(c, nd->inputs[i]),
-                                               dnnl_acdb));
+            CHECK(dnnl_memory_desc_init_by_tag(&want, 4, mds[i].dims,
+                                               vfi_dnnl_dt_of(c, nd->inputs[i]), dnnl_acdb));
         else
-            TRY(plain_md(b, &c->g->values[nd->inputs[i]], dt_of(c, nd->inputs[i]), &want));
-        TRY(ensure_md(b, bufs[i], &want, &bufs[i]));
+            TRY(vfi_dnnl_plain_md(b, &c->g->values[nd->inputs[i]], vfi_dnnl_dt_of(c, nd->inputs[i]),
+                                  &want));
+        TRY(vfi_dnnl_ensure_md(b, bufs[i], &want, &bufs[i]));
         mds[i] = want;
     }
-    TRY(make_attr(b, NULL, &attr));
+    TRY(vfi_dnnl_make_attr(b, NULL, &attr));
     CHECK(dnnl_concat_primitive_desc_create(&pd, NULL, n, nd->p.axis, mds, attr, c->engine));
     int y;
-    TRY(new_buf(b, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), BUF_ARENA, &y));
+    TRY(vfi_dnnl_new_buf(b, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), BUF_ARENA, &y));
     kinds[n] = DNNL_ARG_DST;
     bufs[n] = y;
     TRY(add_step(b, pd, n + 1, kinds, bufs));
@@ -1232,18 +1178,18 @@ static vf_status concat_wide_op(vf_backend *b, const vf_node *nd)
     vf_status rc = VF_OK;
     dnnl_memory_desc_t ymd;
     int y;
-    TRY(plain_md(b, yv, c->act_dt, &ymd));
-    TRY(new_buf(b, &ymd, BUF_ARENA, &y));
+    TRY(vfi_dnnl_plain_md(b, yv, c->act_dt, &ymd));
+    TRY(vfi_dnnl_new_buf(b, &ymd, BUF_ARENA, &y));
     dnnl_dims_t offsets = {0};
     for (int i = 0; i < nd->n_inputs; i++) {
         const vf_value *xv = &g->values[nd->inputs[i]];
         dnnl_dims_t xd;
-        value_dims(c, xv, xd);
+        vfi_dnnl_value_dims(c, xv, xd);
         dnnl_memory_desc_t sub;
         int view;
         CHECK(dnnl_memory_desc_init_submemory(&sub, &ymd, xd, offsets));
-        TRY(new_view(b, y, &sub, &view));
-        TRY(add_reorder(b, c->p->vbuf[nd->inputs[i]], view));
+        TRY(vfi_dnnl_new_view(b, y, &sub, &view));
+        TRY(vfi_dnnl_add_reorder(b, c->p->vbuf[nd->inputs[i]], view));
         offsets[nd->p.axis] += xv->dims[nd->p.axis];
     }
     c->p->vbuf[nd->output] = y;
@@ -1269,8 +1215,8 @@ static vf_status softmax_lrn_op(vf_backend *b, const vf_node *nd)
                                          p->size, p->alpha, p->beta, p->bias));
         desc = &ld;
     }
-    TRY(new_buf(b, md, BUF_ARENA, &y));
-    TRY(src_dst_step(b, x, y, desc));
+    TRY(vfi_dnnl_new_buf(b, md, BUF_ARENA, &y));
+    TRY(vfi_dnnl_src_dst_step(b, x, y, desc));
     c->p->vbuf[nd->output] = y;
 fail:
     return rc;
@@ -1285,15 +1231,15 @@ static vf_status pad_op(vf_backend *b, const vf_node *nd)
     dnnl_memory_desc_t ymd, sub;
     dnnl_dims_t xd, offsets;
     int y, view;
-    value_dims(c, xv, xd);
+    vfi_dnnl_value_dims(c, xv, xd);
     for (int i = 0; i < xv->rank; i++)
         offsets[i] = nd->p.pad.begin[i];
-    TRY(plain_md(b, yv, c->act_dt, &ymd));
-    TRY(new_buf(b, &ymd, BUF_ARENA, &y));
-    TRY(add_fill(b, y, nd->p.pad.value));
+    TRY(vfi_dnnl_plain_md(b, yv, c->act_dt, &ymd));
+    TRY(vfi_dnnl_new_buf(b, &ymd, BUF_ARENA, &y));
+    TRY(vfi_dnnl_add_fill(b, y, nd->p.pad.value));
     CHECK(dnnl_memory_desc_init_submemory(&sub, &ymd, xd, offsets));
-    TRY(new_view(b, y, &sub, &view));
-    TRY(add_reorder(b, c->p->vbuf[nd->inputs[0]], view));
+    TRY(vfi_dnnl_new_view(b, y, &sub, &view));
+    TRY(vfi_dnnl_add_reorder(b, c->p->vbuf[nd->inputs[0]], view));
     c->p->vbuf[nd->output] = y;
 fail:
     return rc;
@@ -1310,21 +1256,21 @@ static vf_status reduce_op(vf_backend *b, const vf_node *nd)
     int x = c->p->vbuf[nd->inputs[0]], y, view;
     /* in a bf16 plan, an input computed in f32 stays f32 (no f32-to-bf16 reduction kernel) */
     dnnl_data_type_t ydt = c->f32node ? c->p->bufs[x].md.data_type : c->act_dt;
-    TRY(plain_md(b, yv, ydt, &ymd));
-    TRY(new_buf(b, &ymd, BUF_ARENA, &y));
+    TRY(vfi_dnnl_plain_md(b, yv, ydt, &ymd));
+    TRY(vfi_dnnl_new_buf(b, &ymd, BUF_ARENA, &y));
     /* The same memory seen with the reduced axes kept as 1s. */
     vf_value kept = *xv;
     for (int i = 0; i < xv->rank; i++) {
         if (nd->p.reduce.axes & (1u << i))
             kept.dims[i] = 1;
     }
-    TRY(plain_md(b, &kept, ydt, &kmd));
-    TRY(new_view(b, y, &kmd, &view));
+    TRY(vfi_dnnl_plain_md(b, &kept, ydt, &kmd));
+    TRY(vfi_dnnl_new_view(b, y, &kmd, &view));
     dnnl_reduction_desc_t rd;
     CHECK(dnnl_reduction_desc_init(&rd, dnnl_reduction_mean, &c->p->bufs[x].md, &kmd, 0.0f, 0.0f));
-    TRY(make_attr(b, NULL, &attr));
+    TRY(vfi_dnnl_make_attr(b, NULL, &attr));
     int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, bufs[2] = {x, view};
-    TRY(add_prim(b, &rd, attr, 2, kinds, bufs, NULL));
+    TRY(vfi_dnnl_add_prim(b, &rd, attr, 2, kinds, bufs, NULL));
     c->p->vbuf[nd->output] = y;
 fail:
     if (attr)
@@ -1342,19 +1288,19 @@ static vf_status relayout_op(vf_backend *b, const vf_node *nd)
     vf_status rc = VF_OK;
     dnnl_memory_desc_t ymd, vmd;
     int y, view;
-    TRY(plain_md(b, yv, dt_of(c, nd->output), &ymd));
-    TRY(new_buf(b, &ymd, BUF_ARENA, &y));
+    TRY(vfi_dnnl_plain_md(b, yv, vfi_dnnl_dt_of(c, nd->output), &ymd));
+    TRY(vfi_dnnl_new_buf(b, &ymd, BUF_ARENA, &y));
     if (nd->op == VF_OP_TRANSPOSE) {
         dnnl_dims_t xd, st;
-        value_dims(c, xv, xd);
+        vfi_dnnl_value_dims(c, xv, xd);
         for (int i = 0; i < yv->rank; i++)
             st[nd->p.perm[i]] = ymd.format_desc.blocking.strides[i];
         CHECK(dnnl_memory_desc_init_by_strides(&vmd, xv->rank, xd, c->act_dt, st));
     } else {
-        TRY(plain_md(b, xv, dt_of(c, nd->inputs[0]), &vmd));
+        TRY(vfi_dnnl_plain_md(b, xv, vfi_dnnl_dt_of(c, nd->inputs[0]), &vmd));
     }
-    TRY(new_view(b, y, &vmd, &view));
-    TRY(add_reorder(b, c->p->vbuf[nd->inputs[0]], view));
+    TRY(vfi_dnnl_new_view(b, y, &vmd, &view));
+    TRY(vfi_dnnl_add_reorder(b, c->p->vbuf[nd->inputs[0]], view));
     c->p->vbuf[nd->output] = y;
 fail:
     return rc;
@@ -1369,15 +1315,15 @@ static vf_status gather_op(vf_backend *b, const vf_node *nd)
     vf_status rc = VF_OK;
     dnnl_memory_desc_t xmd, ymd, ext_md;
     int x, y;
-    TRY(plain_md(b, xv, c->act_dt, &xmd));
-    TRY(ensure_md(b, c->p->vbuf[nd->inputs[0]], &xmd, &x));
-    TRY(plain_md(b, yv, c->act_dt, &ymd));
-    TRY(new_buf(b, &ymd, BUF_ARENA, &y));
+    TRY(vfi_dnnl_plain_md(b, xv, c->act_dt, &xmd));
+    TRY(vfi_dnnl_ensure_md(b, c->p->vbuf[nd->inputs[0]], &xmd, &x));
+    TRY(vfi_dnnl_plain_md(b, yv, c->act_dt, &ymd));
+    TRY(vfi_dnnl_new_buf(b, &ymd, BUF_ARENA, &y));
     vf_value ext = *xv; /* the output seen with the gathered axis kept */
     ext.dims[p->axis] = p->n_indices;
-    TRY(plain_md(b, &ext, c->act_dt, &ext_md));
+    TRY(vfi_dnnl_plain_md(b, &ext, c->act_dt, &ext_md));
     dnnl_dims_t slice, src_off = {0}, dst_off = {0};
-    value_dims(c, xv, slice);
+    vfi_dnnl_value_dims(c, xv, slice);
     slice[p->axis] = 1;
     for (int j = 0; j < p->n_indices; j++) {
         dnnl_memory_desc_t smd, dmd;
@@ -1386,9 +1332,9 @@ static vf_status gather_op(vf_backend *b, const vf_node *nd)
         dst_off[p->axis] = j;
         CHECK(dnnl_memory_desc_init_submemory(&smd, &xmd, slice, src_off));
         CHECK(dnnl_memory_desc_init_submemory(&dmd, &ext_md, slice, dst_off));
-        TRY(new_view(b, x, &smd, &sv));
-        TRY(new_view(b, y, &dmd, &dv));
-        TRY(add_reorder(b, sv, dv));
+        TRY(vfi_dnnl_new_view(b, x, &smd, &sv));
+        TRY(vfi_dnnl_new_view(b, y, &dmd, &dv));
+        TRY(vfi_dnnl_add_reorder(b, sv, dv));
     }
     c->p->vbuf[nd->output] = y;
 fail:
@@ -1534,13 +1480,13 @@ static vf_status build_plan(vf_backend *b)
 
     const vf_value *in = &g->values[g->input], *outv = &g->values[g->output];
     dnnl_memory_desc_t md;
-    TRY(plain_md(b, in, dnnl_f32, &md));
-    TRY(new_buf(b, &md, BUF_INPUT, &c->p->in_buf));
+    TRY(vfi_dnnl_plain_md(b, in, dnnl_f32, &md));
+    TRY(vfi_dnnl_new_buf(b, &md, BUF_INPUT, &c->p->in_buf));
     c->p->in_size = c->p->bufs[c->p->in_buf].size;
     if (c->act_dt != dnnl_f32 && !c->f32node) {
         dnnl_memory_desc_t conv_md;
-        TRY(plain_md(b, in, c->act_dt, &conv_md));
-        TRY(ensure_md(b, c->p->in_buf, &conv_md, &c->p->vbuf[g->input]));
+        TRY(vfi_dnnl_plain_md(b, in, c->act_dt, &conv_md));
+        TRY(vfi_dnnl_ensure_md(b, c->p->in_buf, &conv_md, &c->p->vbuf[g->input]));
     } else {
         c->p->vbuf[g->input] = c->p->in_buf;
     }
@@ -1585,6 +1531,18 @@ static vf_status build_plan(vf_backend *b)
         case VF_OP_GATHER:
             rc = gather_op(b, nd);
             break;
+        case VF_OP_MATMUL:
+            rc = vfi_dnnl_matmul_op(b, nd);
+            break;
+        case VF_OP_LAYERNORM:
+            rc = vfi_dnnl_layernorm_op(b, nd);
+            break;
+        case VF_OP_SLICE:
+            rc = vfi_dnnl_slice_op(b, nd);
+            break;
+        case VF_OP_EXPAND:
+            rc = vfi_dnnl_expand_op(b, nd);
+            break;
         default:
             rc = vfi_fail(&b->err, VF_ERR_UNSUPPORTED, "node '%s': op %s not in the dnnl backend",
                           nd->name, vfi_op_name(nd->op));
@@ -1596,10 +1554,10 @@ static vf_status build_plan(vf_backend *b)
             c->p->steps[c->p->n_steps - 1].value = nd->output;
     }
     c->node = NULL;
-    TRY(plain_md(b, outv, dnnl_f32, &md));
-    TRY(new_buf(b, &md, BUF_OUTPUT, &c->p->out_buf));
+    TRY(vfi_dnnl_plain_md(b, outv, dnnl_f32, &md));
+    TRY(vfi_dnnl_new_buf(b, &md, BUF_OUTPUT, &c->p->out_buf));
     c->p->out_size = c->p->bufs[c->p->out_buf].size;
-    TRY(add_reorder(b, c->p->vbuf[g->output], c->p->out_buf));
+    TRY(vfi_dnnl_add_reorder(b, c->p->vbuf[g->output], c->p->out_buf));
 fail:
     c->node = NULL;
     return rc;

@@ -67,14 +67,33 @@ static vf_status ref_prepare(vf_backend *b, vf_graph *g, int max_batch)
     return VF_OK;
 }
 
-/* Row-major strides of a value with the batch dimension set to n. */
-static void strides(const vf_value *v, int64_t *st)
+/* A value's dims (for an activation: at batch n) and their row-major strides. */
+static void dims_strides(const vf_value *v, int n, int64_t *dims, int64_t *st)
 {
+    vfi_value_dims_at(v, n, dims);
     int64_t s = 1;
     for (int i = v->rank - 1; i >= 0; i--) {
         st[i] = s;
-        s *= v->dims[i];
+        s *= dims[i];
     }
+}
+
+/* Advance a row-major index over dims; the last dimension fastest. */
+static void next_index(int rank, const int64_t *dims, int64_t *idx)
+{
+    for (int i = rank - 1; i >= 0; i--) {
+        if (++idx[i] < dims[i])
+            return;
+        idx[i] = 0;
+    }
+}
+
+static int64_t product(int rank, const int64_t *dims)
+{
+    int64_t p = 1;
+    for (int i = 0; i < rank; i++)
+        p *= dims[i];
+    return p;
 }
 
 static void conv(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
@@ -129,7 +148,8 @@ static void fc(const vf_node *nd, const vf_graph *g, const float *x, float *y, i
     const float *w = wv->data;
     const float *bias = nd->n_inputs > 2 ? g->values[nd->inputs[2]].data : NULL;
     int64_t O = wv->dims[0], I = wv->dims[1];
-    for (int b = 0; b < n; b++) {
+    int64_t rows = (int64_t)n * g->values[nd->inputs[0]].dims[0];
+    for (int64_t b = 0; b < rows; b++) {
         for (int64_t o = 0; o < O; o++) {
             double acc = bias ? bias[o] : 0.0;
             const float *wr = w + o * I, *xr = x + (int64_t)b * I;
@@ -196,7 +216,7 @@ static float binary_apply(vf_binary_kind k, float a, float b)
     return 0.0f;
 }
 
-/* Elementwise with numpy broadcasting; a is batched, b batched or constant. */
+/* Elementwise with numpy broadcasting; either operand may be a constant. */
 static void binary(const vf_node *nd, const vf_graph *g, const float *a, const float *b, float *y,
                    int n)
 {
@@ -204,24 +224,16 @@ static void binary(const vf_node *nd, const vf_graph *g, const float *a, const f
     const vf_value *yv = &g->values[nd->output];
     int rank = yv->rank;
     int64_t sa[VF_MAX_DIMS], sb[VF_MAX_DIMS], ta[VF_MAX_DIMS], tb[VF_MAX_DIMS];
-    int64_t dims[VF_MAX_DIMS];
-    memcpy(dims, yv->dims, sizeof(dims));
-    dims[0] = n;
-    strides(av, ta);
-    strides(bv, tb);
+    int64_t dims[VF_MAX_DIMS], da_[VF_MAX_DIMS], db_[VF_MAX_DIMS], idx[VF_MAX_DIMS] = {0};
+    vfi_value_dims_at(yv, n, dims);
+    dims_strides(av, n, da_, ta);
+    dims_strides(bv, n, db_, tb);
     for (int i = 0; i < rank; i++) {
         int ia = i - (rank - av->rank), ib = i - (rank - bv->rank);
-        int64_t da = ia >= 0 ? av->dims[ia] : 1, db = ib >= 0 ? bv->dims[ib] : 1;
-        if (i == 0) { /* dims[0] == 1 stands for the batch on batched operands */
-            da = av->is_batched ? n : da;
-            db = bv->is_batched ? n : db;
-        }
-        sa[i] = da == 1 ? 0 : ta[ia];
-        sb[i] = db == 1 ? 0 : tb[ib];
+        sa[i] = ia < 0 || da_[ia] == 1 ? 0 : ta[ia];
+        sb[i] = ib < 0 || db_[ib] == 1 ? 0 : tb[ib];
     }
-    int64_t total = 1, idx[VF_MAX_DIMS] = {0};
-    for (int i = 0; i < rank; i++)
-        total *= dims[i];
+    int64_t total = product(rank, dims);
     for (int64_t k = 0; k < total; k++) {
         int64_t oa = 0, ob = 0;
         for (int i = 0; i < rank; i++) {
@@ -229,25 +241,19 @@ static void binary(const vf_node *nd, const vf_graph *g, const float *a, const f
             ob += idx[i] * sb[i];
         }
         y[k] = binary_apply(nd->p.binary, a[oa], b[ob]);
-        for (int i = rank - 1; i >= 0; i--) {
-            if (++idx[i] < dims[i])
-                break;
-            idx[i] = 0;
-        }
+        next_index(rank, dims, idx);
     }
 }
 
-/* outer x axis x inner decomposition of a value around one axis, for a batch of n. */
+/* outer x axis x inner decomposition of a value around one (non-batch) axis, at batch n. */
 static void split_axis(const vf_value *v, int axis, int n, int64_t *outer, int64_t *len,
                        int64_t *inner)
 {
-    *outer = n;
-    for (int i = 1; i < axis; i++)
-        *outer *= v->dims[i];
-    *len = v->dims[axis];
-    *inner = 1;
-    for (int i = axis + 1; i < v->rank; i++)
-        *inner *= v->dims[i];
+    int64_t dims[VF_MAX_DIMS];
+    vfi_value_dims_at(v, n, dims);
+    *outer = product(axis, dims);
+    *len = dims[axis];
+    *inner = product(v->rank - axis - 1, dims + axis + 1);
 }
 
 static void softmax(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
@@ -314,55 +320,127 @@ static void pad(const vf_node *nd, const vf_graph *g, const float *x, float *y, 
 {
     const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
     int rank = yv->rank;
-    int64_t sx[VF_MAX_DIMS], dims[VF_MAX_DIMS], idx[VF_MAX_DIMS] = {0};
-    strides(xv, sx);
-    memcpy(dims, yv->dims, sizeof(dims));
-    dims[0] = n;
-    int64_t total = 1;
-    for (int i = 0; i < rank; i++)
-        total *= dims[i];
+    int64_t sx[VF_MAX_DIMS], xd[VF_MAX_DIMS], dims[VF_MAX_DIMS], idx[VF_MAX_DIMS] = {0};
+    dims_strides(xv, n, xd, sx);
+    vfi_value_dims_at(yv, n, dims);
+    int64_t total = product(rank, dims);
     for (int64_t k = 0; k < total; k++) {
         int64_t off = 0;
         int inside = 1;
         for (int i = 0; i < rank; i++) {
             int64_t s = idx[i] - nd->p.pad.begin[i];
-            if (s < 0 || s >= (i == 0 ? n : xv->dims[i]))
+            if (s < 0 || s >= xd[i])
                 inside = 0;
             off += s * sx[i];
         }
         y[k] = inside ? x[off] : nd->p.pad.value;
-        for (int i = rank - 1; i >= 0; i--) {
-            if (++idx[i] < dims[i])
-                break;
-            idx[i] = 0;
-        }
+        next_index(rank, dims, idx);
+    }
+}
+
+/* Every output element from the input element at the strided offset (transpose, slice,
+ * broadcast): off = base + sum idx[i] * st[i]. */
+static void strided_copy(int rank, const int64_t *dims, const int64_t *st, int64_t base,
+                         const float *x, float *y)
+{
+    int64_t idx[VF_MAX_DIMS] = {0}, total = product(rank, dims);
+    for (int64_t k = 0; k < total; k++) {
+        int64_t off = base;
+        for (int i = 0; i < rank; i++)
+            off += idx[i] * st[i];
+        y[k] = x[off];
+        next_index(rank, dims, idx);
     }
 }
 
 static void transpose(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
 {
     const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
-    int rank = yv->rank;
-    int64_t sx[VF_MAX_DIMS], st[VF_MAX_DIMS], dims[VF_MAX_DIMS], idx[VF_MAX_DIMS] = {0};
-    strides(xv, sx);
-    for (int i = 0; i < rank; i++) {
+    int64_t sx[VF_MAX_DIMS], xd[VF_MAX_DIMS], st[VF_MAX_DIMS], dims[VF_MAX_DIMS];
+    dims_strides(xv, n, xd, sx);
+    vfi_value_dims_at(yv, n, dims);
+    for (int i = 0; i < yv->rank; i++)
         st[i] = sx[nd->p.perm[i]];
-        dims[i] = yv->dims[i];
+    strided_copy(yv->rank, dims, st, 0, x, y);
+}
+
+static void slice(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
+{
+    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
+    const vf_slice_params *p = &nd->p.slice;
+    int64_t sx[VF_MAX_DIMS], xd[VF_MAX_DIMS], st[VF_MAX_DIMS], dims[VF_MAX_DIMS], base = 0;
+    dims_strides(xv, n, xd, sx);
+    vfi_value_dims_at(yv, n, dims);
+    for (int i = 0; i < yv->rank; i++) {
+        st[i] = sx[i] * p->step[i];
+        base += p->start[i] * sx[i];
     }
-    dims[0] = n;
-    int64_t total = 1;
-    for (int i = 0; i < rank; i++)
-        total *= dims[i];
-    for (int64_t k = 0; k < total; k++) {
-        int64_t off = 0;
-        for (int i = 0; i < rank; i++)
-            off += idx[i] * st[i];
-        y[k] = x[off];
-        for (int i = rank - 1; i >= 0; i--) {
-            if (++idx[i] < dims[i])
-                break;
-            idx[i] = 0;
+    strided_copy(yv->rank, dims, st, base, x, y);
+}
+
+/* Broadcast to the output's shape: stride 0 where the input has 1 or nothing. */
+static void expand(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
+{
+    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
+    int64_t sx[VF_MAX_DIMS], xd[VF_MAX_DIMS], st[VF_MAX_DIMS], dims[VF_MAX_DIMS];
+    dims_strides(xv, n, xd, sx);
+    vfi_value_dims_at(yv, n, dims);
+    for (int i = 0; i < yv->rank; i++) {
+        int ix = i - (yv->rank - xv->rank);
+        st[i] = ix < 0 || xd[ix] == 1 ? 0 : sx[ix];
+    }
+    strided_copy(yv->rank, dims, st, 0, x, y);
+}
+
+/* y [..., M, N] = a [..., M, K] b: b a constant [K, N] for every row, or an activation with the
+ * same leading dimensions (one product per leading index). */
+static void matmul(const vf_node *nd, const vf_graph *g, const float *a, const float *b, float *y,
+                   int n)
+{
+    const vf_value *av = &g->values[nd->inputs[0]], *bv = &g->values[nd->inputs[1]];
+    int64_t ad[VF_MAX_DIMS], bd[VF_MAX_DIMS];
+    vfi_value_dims_at(av, n, ad);
+    vfi_value_dims_at(bv, n, bd);
+    int r = av->rank;
+    int64_t K = ad[r - 1], N = bd[bv->rank - 1];
+    int64_t M = bv->is_batched ? ad[r - 2] : product(r - 1, ad);
+    int64_t lead = bv->is_batched ? product(r - 2, ad) : 1;
+    for (int64_t l = 0; l < lead; l++) {
+        const float *al = a + l * M * K, *bl = bv->is_batched ? b + l * K * N : b;
+        float *yl = y + l * M * N;
+        for (int64_t m = 0; m < M; m++) {
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0.0;
+                for (int64_t k = 0; k < K; k++)
+                    acc += (double)al[m * K + k] * bl[k * N + j];
+                yl[m * N + j] = (float)acc;
+            }
         }
+    }
+}
+
+static void layernorm(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
+{
+    const vf_value *xv = &g->values[nd->inputs[0]];
+    const float *scale = g->values[nd->inputs[1]].data;
+    const float *bias = nd->n_inputs > 2 ? g->values[nd->inputs[2]].data : NULL;
+    int64_t dims[VF_MAX_DIMS];
+    vfi_value_dims_at(xv, n, dims);
+    int axis = nd->p.layernorm.axis;
+    int64_t rows = product(axis, dims), len = product(xv->rank - axis, dims + axis);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * len;
+        float *yr = y + r * len;
+        double mean = 0.0, var = 0.0;
+        for (int64_t i = 0; i < len; i++)
+            mean += xr[i];
+        mean /= (double)len;
+        for (int64_t i = 0; i < len; i++)
+            var += ((double)xr[i] - mean) * ((double)xr[i] - mean);
+        var /= (double)len;
+        double inv = 1.0 / sqrt(var + nd->p.layernorm.epsilon);
+        for (int64_t i = 0; i < len; i++)
+            yr[i] = (float)(((double)xr[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0.0));
     }
 }
 
@@ -384,8 +462,7 @@ static void reduce_mean(const vf_node *nd, const vf_graph *g, const float *x, fl
     int rank = xv->rank;
     uint32_t axes = nd->p.reduce.axes;
     int64_t dims[VF_MAX_DIMS], ys[VF_MAX_DIMS], idx[VF_MAX_DIMS] = {0};
-    memcpy(dims, xv->dims, sizeof(dims));
-    dims[0] = n;
+    vfi_value_dims_at(xv, n, dims);
     /* Output strides over the input's dimensions (0 on reduced axes). */
     int64_t s = 1, count = 1;
     for (int i = rank - 1; i >= 0; i--) {
@@ -479,6 +556,21 @@ static vf_status ref_run(vf_backend *b, const float *in, float *out, int n)
             break;
         case VF_OP_GATHER:
             gather(nd, g, x, y, n);
+            break;
+        case VF_OP_MATMUL: {
+            int bi = nd->inputs[1];
+            const float *x2 = bi == g->input ? in : c->buf[bi] ? c->buf[bi] : g->values[bi].data;
+            matmul(nd, g, x, x2, y, n);
+            break;
+        }
+        case VF_OP_LAYERNORM:
+            layernorm(nd, g, x, y, n);
+            break;
+        case VF_OP_SLICE:
+            slice(nd, g, x, y, n);
+            break;
+        case VF_OP_EXPAND:
+            expand(nd, g, x, y, n);
             break;
         default:
             return vfi_fail(&b->err, VF_ERR_UNSUPPORTED, "ref: op %s", vfi_op_name(nd->op));

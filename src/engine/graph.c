@@ -74,10 +74,28 @@ int64_t vfi_value_numel(const vf_value *v)
 
 int64_t vfi_value_sample_numel(const vf_value *v)
 {
-    int64_t n = 1;
-    for (int i = v->is_batched ? 1 : 0; i < v->rank; i++)
-        n *= v->dims[i];
-    return n;
+    return vfi_value_numel(v);
+}
+
+void vfi_value_dims_at(const vf_value *v, int64_t n, int64_t *out)
+{
+    for (int i = 0; i < v->rank; i++)
+        out[i] = v->dims[i] * (v->is_batched && i == v->batch_axis ? n : 1);
+}
+
+int vfi_value_batch_first(const vf_value *v)
+{
+    return v->is_batched && v->batch_axis == 0 && v->rank > 0 && v->dims[0] == 1;
+}
+
+int64_t vfi_dim_batch(int64_t m)
+{
+    return VF_DIM_BATCH + (m - 1);
+}
+
+int64_t vfi_dim_batch_multiple(int64_t v)
+{
+    return v >= VF_DIM_BATCH && v < VF_DIM_BATCH + VF_MAX_DIM ? v - VF_DIM_BATCH + 1 : 0;
 }
 
 const char *vfi_value_shape_str(const vf_value *v, char *buf, size_t size)
@@ -85,13 +103,13 @@ const char *vfi_value_shape_str(const vf_value *v, char *buf, size_t size)
     size_t len = 0;
     len += (size_t)snprintf(buf, size, "[");
     for (int i = 0; i < v->rank && len < size; i++) {
-        if (i == 0 && v->is_batched)
-            len += (size_t)snprintf(buf + len, size - len, "N");
+        const char *sep = i ? "," : "";
+        if (v->is_batched && i == v->batch_axis && v->dims[i] == 1)
+            len += (size_t)snprintf(buf + len, size - len, "%sN", sep);
+        else if (v->is_batched && i == v->batch_axis)
+            len += (size_t)snprintf(buf + len, size - len, "%sNx%lld", sep, (long long)v->dims[i]);
         else
-            len += (size_t)snprintf(buf + len, size - len, "%s%lld", i ? "," : "",
-                                    (long long)v->dims[i]);
-        if (i == 0 && v->is_batched && len < size)
-            len += (size_t)snprintf(buf + len, size - len, "%s", v->rank > 1 ? "," : "");
+            len += (size_t)snprintf(buf + len, size - len, "%s%lld", sep, (long long)v->dims[i]);
     }
     if (len < size)
         snprintf(buf + len, size - len, "]");
@@ -114,6 +132,10 @@ const char *vfi_op_name(vf_op op)
         [VF_OP_TRANSPOSE] = "Transpose",
         [VF_OP_RESHAPE] = "Reshape",
         [VF_OP_GATHER] = "Gather",
+        [VF_OP_MATMUL] = "MatMul",
+        [VF_OP_LAYERNORM] = "LayerNormalization",
+        [VF_OP_SLICE] = "Slice",
+        [VF_OP_EXPAND] = "Expand",
     };
     return (unsigned)op < VF_OP_COUNT_ ? names[op] : "?";
 }
@@ -139,6 +161,20 @@ float vfi_act_apply(const vf_act *act, float x)
     }
     case VF_ACT_TANH:
         return tanhf(x);
+    case VF_ACT_ERF:
+        return erff(x);
+    case VF_ACT_GELU:
+        return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case VF_ACT_SQRT:
+        return sqrtf(x);
+    case VF_ACT_RECIPROCAL:
+        return 1.0f / x;
+    case VF_ACT_POW:
+        return act->alpha == 2.0f ? x * x : powf(x, act->alpha);
+    case VF_ACT_EXP:
+        return expf(x);
+    case VF_ACT_LINEAR:
+        return act->alpha * x + act->beta;
     }
     return x;
 }
@@ -222,6 +258,8 @@ vf_status vfi_graph_add_input(vf_graph *g, const char *name, int rank, const int
     v->rank = rank;
     memcpy(v->dims, d, sizeof(d));
     v->is_batched = 1;
+    v->batch_axis = 0;
+    v->batch_outer = 1;
     g->input = idx;
     *out_index = idx;
     return VF_OK;
@@ -316,17 +354,40 @@ static vf_status window_out(vf_window *w, int ceil_mode, int avg_include_pad, co
     return VF_OK;
 }
 
-static vf_status infer_binary(vf_graph *g, vf_node *n, vf_value *y, vf_err *err)
+/* Entries of an activation's layout before the images (the dimensions before the batch's and
+ * the batch's outer part): a reshape keeps the images where they are only if it keeps this. */
+static int64_t batch_outer_total(const vf_value *v)
 {
-    const vf_value *a = &g->values[n->inputs[0]];
-    const vf_value *b = &g->values[n->inputs[1]];
-    if (a->is_batched && b->is_batched && a->rank != b->rank)
-        return NODE_FAIL(VF_ERR_UNSUPPORTED,
-                         "node '%s': broadcasting between activations of "
-                         "rank %d and %d",
-                         n->name, a->rank, b->rank);
-    const vf_value *big = a->rank >= b->rank ? a : b;
-    y->rank = big->rank;
+    int64_t n = v->batch_outer;
+    for (int i = 0; i < v->batch_axis; i++)
+        n *= v->dims[i];
+    return n;
+}
+
+/* y takes x's batch placement. */
+static void same_batch(vf_value *y, const vf_value *x)
+{
+    y->batch_axis = x->batch_axis;
+    y->batch_outer = x->batch_outer;
+}
+
+/* The dimension of a rank-`rank` broadcast result that dimension i of v (rank v->rank, aligned
+ * to the right) lands in. */
+static int aligned(const vf_value *v, int rank, int i)
+{
+    return i + (rank - v->rank);
+}
+
+/* Numpy broadcasting of a and b (either may be a constant) into y, keeping the batch where the
+ * batched operand has it: a constant must have 1 (or nothing) over the batch's dimension, and
+ * two activations must hold the batch in the same dimension in the same way. */
+static vf_status infer_broadcast(const vf_value *a, const vf_value *b, vf_value *y,
+                                 const vf_node *n, vf_err *err)
+{
+    if (!a->is_batched && !b->is_batched)
+        return NODE_FAIL(VF_ERR_INTERNAL, "node '%s': %s of two constants", n->name,
+                         vfi_op_name(n->op));
+    y->rank = a->rank >= b->rank ? a->rank : b->rank;
     for (int i = 0; i < y->rank; i++) {
         int ia = i - (y->rank - a->rank), ib = i - (y->rank - b->rank);
         int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
@@ -337,17 +398,131 @@ static vf_status infer_binary(vf_graph *g, vf_node *n, vf_value *y, vf_err *err)
                              n->name, i, (long long)da, (long long)db);
         y->dims[i] = da > db ? da : db;
     }
-    /* A constant operand must not broadcast over the batch: it either lacks dim 0 of the
-     * activation or has 1 there (checked above via the stored dims[0] == 1). */
-    y->is_batched = 1;
-    if (!a->is_batched && !b->is_batched)
-        return NODE_FAIL(VF_ERR_INTERNAL, "node '%s': binary op on two constants", n->name);
-    const vf_value *act = a->is_batched ? a : b;
-    if (act->rank != y->rank)
+    const vf_value *act = a->is_batched ? a : b, *other = a->is_batched ? b : a;
+    int ba = aligned(act, y->rank, act->batch_axis);
+    y->batch_axis = ba;
+    y->batch_outer = act->batch_outer;
+    if (y->dims[ba] != act->dims[act->batch_axis])
         return NODE_FAIL(VF_ERR_UNSUPPORTED,
-                         "node '%s': a constant of higher rank than the "
-                         "activation",
+                         "node '%s': '%s' broadcasts over the batch's dimension %d of '%s'",
+                         n->name, other->name, ba, act->name);
+    int io = ba - (y->rank - other->rank);
+    if (other->is_batched) {
+        if (io != other->batch_axis || other->batch_outer != act->batch_outer)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                             "node '%s': '%s' and '%s' hold the batch in different dimensions",
+                             n->name, a->name, b->name);
+    } else if (io >= 0 && other->dims[io] != 1) {
+        return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                         "node '%s': constant '%s' varies along the batch's dimension %d", n->name,
+                         other->name, ba);
+    }
+    return VF_OK;
+}
+
+static vf_status infer_matmul(vf_graph *g, vf_node *n, vf_value *y, vf_err *err)
+{
+    const vf_value *a = &g->values[n->inputs[0]], *b = &g->values[n->inputs[1]];
+    if (n->n_inputs != 2)
+        return NODE_FAIL(VF_ERR_MODEL, "node '%s': MatMul needs 2 inputs", n->name);
+    int r = a->rank;
+    if (r < 2 || b->rank < 2)
+        return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': MatMul of a vector", n->name);
+    if (a->batch_axis >= r - 1)
+        return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': the batch in the reduced dimension",
                          n->name);
+    if (a->dims[r - 1] != b->dims[b->rank - 2])
+        return NODE_FAIL(VF_ERR_MODEL, "node '%s': inner dimensions %lld and %lld differ", n->name,
+                         (long long)a->dims[r - 1], (long long)b->dims[b->rank - 2]);
+    memcpy(y->dims, a->dims, sizeof(y->dims));
+    y->rank = r;
+    y->dims[r - 1] = b->dims[b->rank - 1];
+    same_batch(y, a);
+    if (!b->is_batched) {
+        if (b->rank != 2)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                             "node '%s': a constant second operand of rank %d (2 expected)",
+                             n->name, b->rank);
+        return VF_OK;
+    }
+    /* two activations: the same leading dimensions, the batch among them in the same way */
+    if (b->rank != r || b->batch_axis != a->batch_axis || b->batch_outer != a->batch_outer ||
+        a->batch_axis >= r - 2)
+        return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                         "node '%s': MatMul of activations needs the batch in the same leading "
+                         "dimension of both",
+                         n->name);
+    for (int i = 0; i < r - 2; i++) {
+        if (a->dims[i] != b->dims[i])
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': leading dimension %d differs", n->name,
+                             i);
+    }
+    return VF_OK;
+}
+
+static vf_status infer_layernorm(vf_graph *g, vf_node *n, vf_value *x, vf_value *y, vf_err *err)
+{
+    int axis = n->p.layernorm.axis;
+    if (n->n_inputs < 2 || n->n_inputs > 3)
+        return NODE_FAIL(VF_ERR_MODEL, "node '%s': LayerNormalization needs 2 or 3 inputs",
+                         n->name);
+    if (axis <= x->batch_axis || axis >= x->rank)
+        return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': normalising over axis %d of %s", n->name,
+                         axis, x->name);
+    int64_t count = 1;
+    for (int d = axis; d < x->rank; d++)
+        count *= x->dims[d];
+    for (int i = 1; i < n->n_inputs; i++) {
+        const vf_value *c = &g->values[n->inputs[i]];
+        if (!c->data || vfi_value_numel(c) != count)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': %s must be a constant of %lld values",
+                             n->name, i == 1 ? "scale" : "bias", (long long)count);
+    }
+    y->rank = x->rank;
+    memcpy(y->dims, x->dims, sizeof(y->dims));
+    same_batch(y, x);
+    return VF_OK;
+}
+
+static vf_status infer_slice(vf_node *n, const vf_value *x, vf_value *y, vf_err *err)
+{
+    const vf_slice_params *p = &n->p.slice;
+    y->rank = x->rank;
+    same_batch(y, x);
+    for (int d = 0; d < x->rank; d++) {
+        int64_t len = x->dims[d], c = p->count[d], s = p->start[d], st = p->step[d];
+        if (d == x->batch_axis && (s != 0 || st != 1 || c != len))
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': slicing the batch's dimension %d",
+                             n->name, d);
+        if (c < 0 || c > len || st == 0 || st > VF_MAX_DIM || st < -VF_MAX_DIM ||
+            (c > 0 && (s < 0 || s >= len || s + (c - 1) * st < 0 || s + (c - 1) * st >= len)))
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': slice out of range in dimension %d", n->name,
+                             d);
+        y->dims[d] = c;
+    }
+    return VF_OK;
+}
+
+static vf_status infer_expand(vf_node *n, const vf_value *x, vf_value *y, vf_err *err)
+{
+    /* y's shape was set from the target; x broadcasts to it */
+    if (y->rank < x->rank || y->batch_axis < 0 || y->batch_axis >= y->rank || y->batch_outer < 1)
+        return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': expand to a lower rank", n->name);
+    for (int i = 0; i < x->rank; i++) {
+        int j = aligned(x, y->rank, i);
+        if (x->dims[i] != 1 && x->dims[i] != y->dims[j])
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': dim %d of size %lld does not expand to %lld",
+                             n->name, i, (long long)x->dims[i], (long long)y->dims[j]);
+    }
+    int ix = y->batch_axis - (y->rank - x->rank);
+    if (x->is_batched && (ix != x->batch_axis || x->dims[ix] != y->dims[y->batch_axis] ||
+                          x->batch_outer != y->batch_outer))
+        return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': expanding over the batch of '%s'", n->name,
+                         x->name);
+    if (!x->is_batched && ix >= 0 && x->dims[ix] != 1)
+        return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                         "node '%s': constant '%s' varies along the batch's dimension", n->name,
+                         x->name);
     return VF_OK;
 }
 
@@ -357,7 +532,8 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
     vf_value *y = &g->values[n->output];
     y->dtype = VF_DTYPE_F32;
     y->is_batched = 1;
-    y->dims[0] = 1;
+    if (n->op != VF_OP_RESHAPE && n->op != VF_OP_EXPAND)
+        same_batch(y, x);
 
     for (int i = 0; i < n->n_inputs; i++) {
         const vf_value *v = &g->values[n->inputs[i]];
@@ -365,11 +541,17 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
             return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s' (%s): input '%s' is not float32",
                              n->name, vfi_op_name(n->op), v->name);
     }
-    if (!x->is_batched && n->op != VF_OP_BINARY)
+    if (!x->is_batched && n->op != VF_OP_BINARY && n->op != VF_OP_EXPAND)
         return NODE_FAIL(VF_ERR_UNSUPPORTED,
                          "node '%s' (%s): first input '%s' is a constant "
                          "(constant subgraphs of this op are not folded)",
                          n->name, vfi_op_name(n->op), x->name);
+    /* The image operators want the batch as dimension 0 alone ([N, C, H, W]). */
+    if ((n->op == VF_OP_CONV || n->op == VF_OP_POOL || n->op == VF_OP_LRN) &&
+        !vfi_value_batch_first(x))
+        return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                         "node '%s' (%s): the input's batch is not its first dimension alone",
+                         n->name, vfi_op_name(n->op));
 
     switch (n->op) {
     case VF_OP_CONV: {
@@ -405,6 +587,7 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
         if (rc < 0)
             return rc;
         y->rank = 4;
+        y->dims[0] = 1;
         y->dims[1] = w->dims[0];
         y->dims[2] = hw[0];
         y->dims[3] = hw[1];
@@ -414,9 +597,9 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
         if (n->n_inputs < 2 || n->n_inputs > 3)
             return NODE_FAIL(VF_ERR_MODEL, "node '%s': Gemm needs 2 or 3 inputs", n->name);
         const vf_value *w = &g->values[n->inputs[1]];
-        if (x->rank != 2)
-            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': Gemm input must be 2-D [N, K]",
-                             n->name);
+        if (x->rank != 2 || x->batch_axis != 0)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                             "node '%s': Gemm input must be 2-D [N, K], the batch in N", n->name);
         if (!w->data || w->rank != 2 || w->dims[1] != x->dims[1])
             return NODE_FAIL(VF_ERR_MODEL, "node '%s': weights do not match input width %lld",
                              n->name, (long long)x->dims[1]);
@@ -427,6 +610,7 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
                                  n->name, (long long)w->dims[0]);
         }
         y->rank = 2;
+        y->dims[0] = x->dims[0];
         y->dims[1] = w->dims[0];
         break;
     }
@@ -434,7 +618,8 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
     case VF_OP_SOFTMAX:
         y->rank = x->rank;
         memcpy(y->dims, x->dims, sizeof(y->dims));
-        if (n->op == VF_OP_SOFTMAX && (n->p.axis < 1 || n->p.axis >= x->rank))
+        if (n->op == VF_OP_SOFTMAX &&
+            (n->p.axis < 0 || n->p.axis >= x->rank || n->p.axis == x->batch_axis))
             return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': softmax axis %d", n->name, n->p.axis);
         break;
     case VF_OP_LRN:
@@ -452,6 +637,7 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
             return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': only 2-D pooling is supported",
                              n->name);
         y->rank = 4;
+        y->dims[0] = 1;
         y->dims[1] = x->dims[1];
         if (p->global) {
             y->dims[2] = y->dims[3] = 1;
@@ -470,25 +656,42 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
         y->dims[3] = hw[1];
         break;
     }
-    case VF_OP_BINARY:
+    case VF_OP_BINARY: {
         if (n->n_inputs != 2)
             return NODE_FAIL(VF_ERR_MODEL, "node '%s': binary op needs 2 inputs", n->name);
-        return infer_binary(g, n, y, err);
+        const vf_value *a = &g->values[n->inputs[0]], *b = &g->values[n->inputs[1]];
+        vf_status rc = infer_broadcast(a, b, y, n, err);
+        if (rc < 0)
+            return rc;
+        if (a->is_batched && b->is_batched && a->rank != b->rank)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                             "node '%s': broadcasting between activations of "
+                             "rank %d and %d",
+                             n->name, a->rank, b->rank);
+        const vf_value *act = a->is_batched ? a : b;
+        if (act->rank != y->rank)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                             "node '%s': a constant of higher rank than the "
+                             "activation",
+                             n->name);
+        break;
+    }
     case VF_OP_CONCAT: {
         int axis = n->p.axis;
-        if (axis < 1 || axis >= x->rank)
+        if (axis < 0 || axis >= x->rank || axis == x->batch_axis)
             return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': concat axis %d", n->name, axis);
         y->rank = x->rank;
         memcpy(y->dims, x->dims, sizeof(y->dims));
         y->dims[axis] = 0;
         for (int i = 0; i < n->n_inputs; i++) {
             const vf_value *v = &g->values[n->inputs[i]];
-            if (!v->is_batched || v->rank != x->rank)
+            if (!v->is_batched || v->rank != x->rank || v->batch_axis != x->batch_axis ||
+                v->batch_outer != x->batch_outer)
                 return NODE_FAIL(VF_ERR_UNSUPPORTED,
-                                 "node '%s': concat of '%s' (a constant or "
-                                 "another rank)",
+                                 "node '%s': concat of '%s' (a constant, another rank or the "
+                                 "batch elsewhere)",
                                  n->name, v->name);
-            for (int d = 1; d < x->rank; d++) {
+            for (int d = 0; d < x->rank; d++) {
                 if (d != axis && v->dims[d] != x->dims[d])
                     return NODE_FAIL(VF_ERR_MODEL, "node '%s': concat inputs differ in dim %d",
                                      n->name, d);
@@ -502,9 +705,10 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
     case VF_OP_PAD: {
         vf_pad_params *p = &n->p.pad;
         y->rank = x->rank;
-        if (p->begin[0] || p->end[0])
-            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': padding the batch dimension", n->name);
-        for (int d = 1; d < x->rank; d++) {
+        for (int d = 0; d < x->rank; d++) {
+            if (d == x->batch_axis && (p->begin[d] || p->end[d]))
+                return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': padding the batch dimension",
+                                 n->name);
             if (p->begin[d] < 0 || p->end[d] < 0 || p->begin[d] > VF_MAX_DIM ||
                 p->end[d] > VF_MAX_DIM)
                 return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': negative or huge pads", n->name);
@@ -516,12 +720,14 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
     }
     case VF_OP_REDUCE_MEAN: {
         uint32_t axes = n->p.reduce.axes;
-        if (axes & 1u)
+        if (axes & (1u << x->batch_axis))
             return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': reducing over the batch", n->name);
         if (!axes || axes >> x->rank)
             return NODE_FAIL(VF_ERR_MODEL, "node '%s': reduce axes out of range", n->name);
         y->rank = 0;
         for (int d = 0; d < x->rank; d++) {
+            if (d == x->batch_axis)
+                y->batch_axis = y->rank;
             if (!(axes & (1u << d)))
                 y->dims[y->rank++] = x->dims[d];
             else if (n->p.reduce.keepdims)
@@ -531,24 +737,23 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
     }
     case VF_OP_TRANSPOSE: {
         uint32_t seen = 0;
-        if (n->p.perm[0] != 0)
-            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': transpose moves the batch dimension",
-                             n->name);
         for (int d = 0; d < x->rank; d++) {
             int s = n->p.perm[d];
             if (s < 0 || s >= x->rank || (seen & (1u << s)))
                 return NODE_FAIL(VF_ERR_MODEL, "node '%s': invalid perm", n->name);
             seen |= 1u << s;
             y->dims[d] = x->dims[s];
+            if (s == x->batch_axis)
+                y->batch_axis = d;
         }
         y->rank = x->rank;
         break;
     }
     case VF_OP_RESHAPE: {
-        /* The target was stored into y by the loader (dims[0] = batch); check the count. */
-        if (y->rank < 1 || y->rank > VF_MAX_DIMS)
+        /* The target was stored into y by the loader; check that the images stay where they
+         * are: as many entries before them and as many per image. */
+        if (y->rank < 1 || y->rank > VF_MAX_DIMS || y->batch_axis < 0 || y->batch_axis >= y->rank)
             return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': reshape to rank %d", n->name, y->rank);
-        y->dims[0] = 1;
         if (check_dims(y->rank, y->dims, y->name, err) < 0)
             return err->code;
         if (vfi_value_sample_numel(y) != vfi_value_sample_numel(x))
@@ -557,11 +762,17 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
                              "image (%lld -> %lld)",
                              n->name, (long long)vfi_value_sample_numel(x),
                              (long long)vfi_value_sample_numel(y));
+        if (y->batch_outer < 1 || y->dims[y->batch_axis] % y->batch_outer ||
+            batch_outer_total(y) != batch_outer_total(x))
+            return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                             "node '%s': reshape mixes the batch into other "
+                             "dimensions",
+                             n->name);
         break;
     }
     case VF_OP_GATHER: {
         vf_gather_params *p = &n->p.gather;
-        if (p->axis < 1 || p->axis >= x->rank)
+        if (p->axis < 0 || p->axis >= x->rank || p->axis == x->batch_axis)
             return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': gather along axis %d", n->name,
                              p->axis);
         if (p->n_indices < 1 || (p->scalar && p->n_indices != 1))
@@ -572,11 +783,37 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
         }
         y->rank = 0;
         for (int d = 0; d < x->rank; d++) {
+            if (d == x->batch_axis)
+                y->batch_axis = y->rank;
             if (d != p->axis)
                 y->dims[y->rank++] = x->dims[d];
             else if (!p->scalar)
                 y->dims[y->rank++] = p->n_indices;
         }
+        break;
+    }
+    case VF_OP_MATMUL: {
+        vf_status rc = infer_matmul(g, n, y, err);
+        if (rc < 0)
+            return rc;
+        break;
+    }
+    case VF_OP_LAYERNORM: {
+        vf_status rc = infer_layernorm(g, n, x, y, err);
+        if (rc < 0)
+            return rc;
+        break;
+    }
+    case VF_OP_SLICE: {
+        vf_status rc = infer_slice(n, x, y, err);
+        if (rc < 0)
+            return rc;
+        break;
+    }
+    case VF_OP_EXPAND: {
+        vf_status rc = infer_expand(n, x, y, err);
+        if (rc < 0)
+            return rc;
         break;
     }
     default:
@@ -611,6 +848,10 @@ vf_status vfi_graph_add_node(vf_graph *g, vf_op op, const char *node_name, const
         [VF_OP_TRANSPOSE] = sizeof(((vf_node *)0)->p.perm),
         [VF_OP_RESHAPE] = 0,
         [VF_OP_GATHER] = sizeof(vf_gather_params),
+        [VF_OP_MATMUL] = 0,
+        [VF_OP_LAYERNORM] = sizeof(vf_layernorm_params),
+        [VF_OP_SLICE] = sizeof(vf_slice_params),
+        [VF_OP_EXPAND] = 0,
     };
     vf_status rc;
     if ((unsigned)op >= VF_OP_COUNT_ || n_inputs < 1)
@@ -651,11 +892,15 @@ vf_status vfi_graph_add_node(vf_graph *g, vf_op op, const char *node_name, const
     }
     n->output = out;
     g->values[out].producer = g->n_nodes;
-    if (op == VF_OP_RESHAPE) {
-        /* params: the target shape as a vf_value (rank + dims) */
+    if (op == VF_OP_RESHAPE || op == VF_OP_EXPAND) {
+        /* params: the output's shape as a vf_value */
         const vf_value *t = params;
-        g->values[out].rank = t->rank;
-        memcpy(g->values[out].dims, t->dims, sizeof(t->dims));
+        vf_value *y = &g->values[out];
+        y->rank = t->rank;
+        memcpy(y->dims, t->dims, sizeof(t->dims));
+        y->is_batched = 1;
+        y->batch_axis = t->batch_axis;
+        y->batch_outer = t->batch_outer;
     }
     g->n_nodes++;
     rc = infer(g, n, err);
@@ -726,6 +971,15 @@ int vfi_graph_layer_by_structure(const vf_graph *g, const char *layer)
     }
     if (!strcmp(layer, "logits"))
         return logits;
+    if (!strcmp(layer, "cls")) {
+        /* a vision transformer's class token: the first token taken (Gather of index 0) from
+         * the tokens the classifier reads */
+        int v = g->nodes[fc].inputs[0], p = g->values[v].producer;
+        if (p >= 0 && g->nodes[p].op == VF_OP_GATHER && g->nodes[p].p.gather.scalar &&
+            g->nodes[p].p.gather.indices[0] == 0)
+            return v;
+        return -1;
+    }
     if (strcmp(layer, "pool") != 0)
         return -1;
     /* Back from the classifier's input through flatten / reshape / squeeze to the pool. */

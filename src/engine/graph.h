@@ -2,9 +2,14 @@
  * graph.h - the backend-neutral network IR.
  *
  * A vf_graph is a list of values (tensors) and nodes (operations), in topological order. Values
- * are either constants (weights, with data owned by the graph) or activations. Every activation
- * has the batch as its first dimension; dims[0] of an activation is stored as 1 and means "the
- * batch", so a graph runs at any batch size. Each node has exactly one output.
+ * are either constants (weights, with data owned by the graph) or activations. An activation
+ * holds the batch in one of its dimensions, batch_axis: that dimension's size is the batch size
+ * times dims[batch_axis] (1 for the input and a CNN's activations, where the batch is dimension
+ * 0), so a graph runs at any batch size. Transformers move the batch (a sequence-first
+ * attention is [tokens, N, width]) and fold other dimensions into it ([N x heads, tokens, 64],
+ * [tokens x N, width]); batch_outer records how the batched dimension is made: of its
+ * dims[batch_axis] x N entries, the images are the middle factor of batch_outer x N x
+ * (dims[batch_axis] / batch_outer), row-major. Each node has exactly one output.
  *
  * The loader (onnx.c) builds a graph through vfi_graph_add_*; shapes are inferred and checked as
  * each node is added, so an inconsistent model fails at the node that breaks it. The passes
@@ -19,7 +24,8 @@
 #include "core/status.h"
 
 #define VF_MAX_DIMS 6
-/* In an int64 constant computed from a Shape, this element stands for the batch size. */
+/* In an int64 constant computed from a Shape, this element stands for the batch size; the
+ * VF_MAX_DIM elements from it stand for multiples of it (vfi_dim_batch). */
 #define VF_DIM_BATCH INT64_MIN
 /* Largest tensor we accept, in elements (16 Gi floats = 64 GiB): beyond that a model is hostile. */
 #define VF_MAX_NUMEL (INT64_C(1) << 34)
@@ -36,9 +42,11 @@ typedef struct vf_value {
     vf_dtype dtype;
     int rank; /* 0..VF_MAX_DIMS */
     int64_t dims[VF_MAX_DIMS];
-    int is_batched; /* activation: dims[0] is the batch (stored as 1) */
-    void *data;     /* constants only: owned, rank-major dense, NULL for activations */
-    int producer;   /* index of the producing node, -1 for the input and constants */
+    int is_batched;      /* an activation: it holds the batch (see above) */
+    int batch_axis;      /* activations: the dimension holding the batch */
+    int64_t batch_outer; /* activations: how many entries of that dimension enclose the batch */
+    void *data;          /* constants only: owned, rank-major dense, NULL for activations */
+    int producer;        /* index of the producing node, -1 for the input and constants */
 } vf_value;
 
 typedef enum vf_op {
@@ -55,6 +63,10 @@ typedef enum vf_op {
     VF_OP_TRANSPOSE, /* perm[0] == 0: the batch stays first */
     VF_OP_RESHAPE,   /* row-major reinterpretation: Flatten, Reshape, Squeeze, Unsqueeze */
     VF_OP_GATHER,    /* constant indices along one non-batch axis */
+    VF_OP_MATMUL,    /* a [..., M, K] x b [..., K, N]: b an activation or a constant */
+    VF_OP_LAYERNORM, /* in: x, scale, optional bias over the dimensions from axis on */
+    VF_OP_SLICE,     /* a strided window of an activation (not across the batch) */
+    VF_OP_EXPAND,    /* numpy broadcasting to a shape (a constant to every image of the batch) */
     VF_OP_COUNT_
 } vf_op;
 
@@ -66,6 +78,13 @@ typedef enum vf_act_kind {
     VF_ACT_HARD_SIGMOID, /* max(0, min(1, alpha x + beta)) */
     VF_ACT_HARD_SWISH,   /* x * max(0, min(1, x / 6 + 1/2)) */
     VF_ACT_TANH,
+    VF_ACT_ERF,
+    VF_ACT_GELU, /* x * (1 + erf(x / sqrt 2)) / 2 */
+    VF_ACT_SQRT,
+    VF_ACT_RECIPROCAL, /* 1 / x */
+    VF_ACT_POW,        /* x ^ alpha */
+    VF_ACT_EXP,
+    VF_ACT_LINEAR, /* alpha x + beta (Neg) */
 } vf_act_kind;
 
 typedef struct vf_act {
@@ -123,6 +142,19 @@ typedef struct vf_pad_params {
     float value;
 } vf_pad_params;
 
+typedef struct vf_layernorm_params {
+    int axis; /* normalised over dims[axis..rank-1] */
+    float epsilon;
+} vf_layernorm_params;
+
+/* SLICE: element i of dimension d is input element start[d] + i * step[d], for count[d]
+ * elements (the batch's dimension whole: start 0, step 1, count its dims entry). */
+typedef struct vf_slice_params {
+    int64_t start[VF_MAX_DIMS];
+    int64_t step[VF_MAX_DIMS];
+    int64_t count[VF_MAX_DIMS];
+} vf_slice_params;
+
 typedef struct vf_gather_params {
     int axis;
     int n_indices;
@@ -151,6 +183,8 @@ typedef struct vf_node {
         } reduce;
         int perm[VF_MAX_DIMS]; /* TRANSPOSE */
         vf_gather_params gather;
+        vf_layernorm_params layernorm;
+        vf_slice_params slice;
     } p;
 } vf_node;
 
@@ -169,10 +203,18 @@ typedef struct vf_graph {
 vf_status vfi_graph_create(vf_graph **out);
 void vfi_graph_free(vf_graph **pg);
 
-/* Number of elements of a value (product of dims; dims[0] counts as 1 for activations). */
+/* Number of elements of a value (product of dims; for activations: per image). */
 int64_t vfi_value_numel(const vf_value *v);
-/* Elements per image of an activation: product of dims[1..]. */
+/* Elements per image of an activation (the product of its dims). */
 int64_t vfi_value_sample_numel(const vf_value *v);
+/* The value's dims at batch size n (dims[batch_axis] x n for an activation) into out. */
+void vfi_value_dims_at(const vf_value *v, int64_t n, int64_t *out);
+/* Whether the batch is dimension 0 and nothing else: image i is rows i of dimension 0. */
+int vfi_value_batch_first(const vf_value *v);
+/* Shape arithmetic's stand-in for m times the batch size (m in 1..VF_MAX_DIM), and back: the
+ * multiple an element stands for, or 0 for an ordinary number. */
+int64_t vfi_dim_batch(int64_t m);
+int64_t vfi_dim_batch_multiple(int64_t v);
 /* Human-readable shape "[N,3,224,224]" into buf. */
 const char *vfi_value_shape_str(const vf_value *v, char *buf, size_t size);
 
@@ -193,7 +235,8 @@ vf_status vfi_graph_add_alias(vf_graph *g, const char *alias, int index, vf_err 
 
 /* Append a node computing a new value named out_name from `inputs`; its shape is inferred and
  * checked here. params points to the node's parameters, copied (the vf_node.p member for the op;
- * for RESHAPE a const vf_value * whose rank and dims give the target shape, dims[0] ignored).
+ * for RESHAPE and EXPAND a const vf_value * whose rank, dims, batch_axis and batch_outer give
+ * the output's shape, checked here).
  * A GATHER's indices belong to the graph once the node is added, even if inference then fails.
  * On failure the message names the node. */
 vf_status vfi_graph_add_node(vf_graph *g, vf_op op, const char *node_name, const int *inputs,
@@ -208,7 +251,8 @@ int vfi_graph_count_uses(const vf_graph *g, int v);
 
 /* The value a layer name stands for by the graph's structure alone, or -1: "logits" is the
  * output of the last fully connected node (Gemm or MatMul, with a MatMul's bias Add), "pool" the
- * global average pool that feeds it (through flatten, reshape or squeeze). Other names: -1. */
+ * global average pool that feeds it (through flatten, reshape or squeeze), "cls" the class
+ * token it reads (a Gather of token 0). Other names: -1. */
 int vfi_graph_layer_by_structure(const vf_graph *g, const char *layer);
 
 /* Remove nodes whose outputs nobody uses (walking back from g->output), and the constants only

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <float.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@
 #include "core/mem.h"
 #include "onnx.pb-c.h"
 #include "core/strmap.h"
+#include "engine/onnx_ops.h"
 
 /* ONNX TensorProto.DataType values we read. */
 enum {
@@ -568,21 +570,26 @@ static vf_status fold_reshape(loader *L, const vf_value *src, int rank, const in
     return add_const(L, out_name(L), src->dtype, rank, dims, data, &idx);
 }
 
-static int64_t fold_i64(loader *L, int op, int64_t a, int64_t b, int *bad)
+/* Integer arithmetic of shape computations, where an element may stand for a multiple of the
+ * batch size (vfi_dim_batch): such an element may be multiplied or divided by a number (heads x
+ * batch, batch x tokens / tokens) and have 0 added; anything else on it is refused (*bad = 1). */
+static int64_t fold_i64(int op, int64_t a, int64_t b, int *bad)
 {
-    if (a == VF_DIM_BATCH || b == VF_DIM_BATCH) {
-        /* Only identities keep the symbolic batch. */
-        if (a == VF_DIM_BATCH && ((op == 'm' && b == 1) || (op == 'd' && b == 1) ||
-                                  ((op == 'a' || op == 's') && b == 0)))
-            return a;
-        if (b == VF_DIM_BATCH && op == 'm' && a == 1)
-            return b;
-        if (b == VF_DIM_BATCH && op == 'a' && a == 0)
-            return b;
-        *bad = 1;
+    int64_t ma = vfi_dim_batch_multiple(a), mb = vfi_dim_batch_multiple(b);
+    if (ma || mb) {
+        int64_t m = ma ? ma : mb, other = ma ? b : a;
+        if (ma && mb)
+            *bad = 1;
+        else if (op == 'm' && other >= 1 && m <= VF_MAX_DIM / other)
+            return vfi_dim_batch(m * other);
+        else if (op == 'd' && ma && other >= 1 && m % other == 0)
+            return vfi_dim_batch(m / other);
+        else if ((op == 'a' && other == 0) || (op == 's' && ma && other == 0))
+            return ma ? a : b;
+        else
+            *bad = 1;
         return 0;
     }
-    (void)L;
     switch (op) {
     case 'a':
         return a + b;
@@ -633,8 +640,8 @@ static vf_status fold_binary(loader *L, const vf_value *a, const vf_value *b, in
             float x = ((const float *)a->data)[oa], y = ((const float *)b->data)[ob];
             ((float *)data)[k] = op == 'a' ? x + y : op == 's' ? x - y : op == 'm' ? x * y : x / y;
         } else {
-            ((int64_t *)data)[k] = fold_i64(L, op, ((const int64_t *)a->data)[oa],
-                                            ((const int64_t *)b->data)[ob], &bad);
+            ((int64_t *)data)[k] =
+                fold_i64(op, ((const int64_t *)a->data)[oa], ((const int64_t *)b->data)[ob], &bad);
         }
         for (int i = rank - 1; i >= 0; i--) {
             if (++idx[i] < dims[i])
@@ -889,7 +896,15 @@ static vf_status fc_node(loader *L, int is_matmul)
         return rc;
     if (a < 0 || b < 0)
         return NFAIL(L, VF_ERR_MODEL, "missing input");
-    const vf_value *B = val(L, b);
+    const vf_value *B = val(L, b), *A = val(L, a);
+    /* MatMul of N-D activations, or of two: as it is (attention, a transformer's linear
+     * layers over tokens); a plain [N, K] x [K, M] is a fully connected layer */
+    if (is_matmul && A->is_batched && (!B->data || A->rank != 2 || !vfi_value_batch_first(A))) {
+        if (A->data)
+            return NFAIL(L, VF_ERR_UNSUPPORTED, "the first operand must be an activation");
+        int in[2] = {a, b};
+        return add_node(L, VF_OP_MATMUL, in, 2, NULL);
+    }
     if (!B->data || B->rank != 2 || B->dtype != VF_DTYPE_F32)
         return NFAIL(L, VF_ERR_UNSUPPORTED, "the second operand must be a constant 2-D matrix");
     if (!val(L, a)->is_batched)
@@ -1053,6 +1068,13 @@ static vf_status binary_node(loader *L, int op)
         ['a'] = VF_BIN_ADD, ['s'] = VF_BIN_SUB, ['m'] = VF_BIN_MUL, ['d'] = VF_BIN_DIV};
     vf_binary_kind kind = kinds[op];
     if (val(L, a)->data) {
+        /* c - x and 1 / x of a scalar c: elementwise functions of x */
+        const vf_value *av = val(L, a);
+        float c =
+            av->dtype == VF_DTYPE_F32 && vfi_value_numel(av) == 1 ? *(const float *)av->data : NAN;
+        vf_act act = {kind == VF_BIN_SUB ? VF_ACT_LINEAR : VF_ACT_RECIPROCAL, -1.0f, c};
+        if ((kind == VF_BIN_SUB && !isnan(c)) || (kind == VF_BIN_DIV && c == 1.0f))
+            return add_node(L, VF_OP_ACT, &b, 1, &act);
         if (kind == VF_BIN_SUB || kind == VF_BIN_DIV)
             return NFAIL(L, VF_ERR_UNSUPPORTED, "a constant first operand");
         int t = a;
@@ -1063,7 +1085,11 @@ static vf_status binary_node(loader *L, int op)
     return add_node(L, VF_OP_BINARY, in, 2, &kind);
 }
 
-/* Reshape of an activation to `dims` resolved against the input (0: copy, -1: infer). */
+/* Reshape of an activation to `target` resolved against the input (0: copy, -1: infer, an
+ * element standing for a multiple of the batch: where the batch goes). The batch lands in the
+ * entry standing for it; without one, in the -1 entry, or, where the images are outermost, in
+ * the first entry (a file exported with a fixed batch of 1). The graph checks that the images
+ * keep their place in memory. */
 static vf_status reshape_to(loader *L, int x, int rank, const int64_t *target, int allow_zero)
 {
     const vf_value *xv = val(L, x);
@@ -1072,18 +1098,25 @@ static vf_status reshape_to(loader *L, int x, int rank, const int64_t *target, i
     vf_value t;
     memset(&t, 0, sizeof(t));
     t.rank = rank;
+    t.batch_axis = -1;
     int infer_at = -1;
     int64_t known = 1;
     for (int i = 0; i < rank; i++) {
-        int64_t d = target[i];
-        if (d == VF_DIM_BATCH) {
-            if (i != 0)
-                return NFAIL(L, VF_ERR_UNSUPPORTED, "the batch size moves to dimension %d", i);
-            d = 1;
+        int64_t d = target[i], m = vfi_dim_batch_multiple(d);
+        if (m) {
+            if (t.batch_axis >= 0)
+                return NFAIL(L, VF_ERR_UNSUPPORTED, "the batch size in two dimensions");
+            t.batch_axis = i;
+            d = m;
         } else if (d == 0 && !allow_zero) {
             if (i >= xv->rank)
                 return NFAIL(L, VF_ERR_MODEL, "0 in shape beyond the input rank");
             d = xv->dims[i];
+            if (i == xv->batch_axis) {
+                if (t.batch_axis >= 0)
+                    return NFAIL(L, VF_ERR_UNSUPPORTED, "the batch size in two dimensions");
+                t.batch_axis = i;
+            }
         } else if (d == -1) {
             if (infer_at >= 0)
                 return NFAIL(L, VF_ERR_MODEL, "more than one -1 in shape");
@@ -1098,16 +1131,34 @@ static vf_status reshape_to(loader *L, int x, int rank, const int64_t *target, i
         t.dims[i] = d;
         known *= d;
     }
-    int64_t total = vfi_value_sample_numel(xv); /* the batch counts as 1 */
+    int64_t total = vfi_value_sample_numel(xv); /* per image */
+    int first_is_batch = t.batch_axis < 0 && xv->batch_axis == 0 && xv->batch_outer == 1 &&
+                         infer_at != 0 && target[0] == 1;
     if (infer_at >= 0) {
         if (known == 0 || total % known)
             return NFAIL(L, VF_ERR_MODEL, "cannot infer -1 in shape");
         t.dims[infer_at] = total / known;
+        if (t.batch_axis < 0 && !first_is_batch)
+            t.batch_axis = infer_at;
     }
-    if (t.dims[0] != 1)
+    if (t.batch_axis < 0) {
+        if (!first_is_batch)
+            return NFAIL(L, VF_ERR_UNSUPPORTED,
+                         "a fixed shape where the batch cannot be placed (a file traced with a "
+                         "fixed batch: export it with a dynamic batch axis)");
+        t.batch_axis = 0;
+    }
+    /* where the images sit in the batch's dimension: after as many entries as before */
+    int64_t outer = xv->batch_outer, before = 1;
+    for (int i = 0; i < xv->batch_axis; i++)
+        outer *= xv->dims[i];
+    for (int i = 0; i < t.batch_axis; i++)
+        before *= t.dims[i];
+    if (outer % before || t.dims[t.batch_axis] % (outer / before))
         return NFAIL(L, VF_ERR_UNSUPPORTED,
-                     "reshape mixes the batch into other dimensions (leading dim %lld)",
-                     (long long)t.dims[0]);
+                     "reshape mixes the batch into other dimensions (the images would not stay "
+                     "whole)");
+    t.batch_outer = outer / before;
     return add_node(L, VF_OP_RESHAPE, &x, 1, &t);
 }
 
@@ -1158,9 +1209,9 @@ static vf_status flatten_node(loader *L)
     int64_t dims[2] = {numel_of(axis, xv->dims), numel_of(xv->rank - axis, xv->dims + axis)};
     if (xv->data)
         return fold_reshape(L, xv, 2, dims);
-    if (axis != 1)
-        return NFAIL(L, VF_ERR_UNSUPPORTED, "flatten at axis %d mixes the batch", axis);
-    int64_t target[2] = {VF_DIM_BATCH, dims[1]};
+    /* the part holding the batch stands for its multiple of it */
+    int64_t target[2] = {dims[0], dims[1]};
+    target[xv->batch_axis < axis ? 0 : 1] = vfi_dim_batch(dims[xv->batch_axis < axis ? 0 : 1]);
     return reshape_to(L, x, 2, target, 0);
 }
 
@@ -1204,7 +1255,7 @@ static vf_status squeeze_node(loader *L, int unsqueeze)
             dims[r++] = (mask & (1u << i)) ? 1 : xv->dims[j++];
     } else {
         for (int i = 0; i < xv->rank; i++) {
-            int drop = n_axes < 0 ? (xv->dims[i] == 1 && !(xv->is_batched && i == 0))
+            int drop = n_axes < 0 ? (xv->dims[i] == 1 && !(xv->is_batched && i == xv->batch_axis))
                                   : (int)((mask >> i) & 1u);
             if (drop && xv->dims[i] != 1)
                 return NFAIL(L, VF_ERR_MODEL, "squeezing a dimension of size %lld",
@@ -1215,10 +1266,22 @@ static vf_status squeeze_node(loader *L, int unsqueeze)
     }
     if (xv->data)
         return fold_reshape(L, xv, r, dims);
-    if (mask & 1u)
-        return NFAIL(L, VF_ERR_UNSUPPORTED, "%s the batch dimension",
-                     unsqueeze ? "unsqueezing before" : "squeezing");
-    dims[0] = VF_DIM_BATCH;
+    /* where the batch's dimension lands */
+    int at = xv->batch_axis;
+    if (unsqueeze) {
+        for (int i = 0, j = 0; i < out_rank; i++) {
+            if (mask & (1u << i))
+                continue;
+            if (j++ == xv->batch_axis)
+                at = i;
+        }
+    } else {
+        if (mask & (1u << xv->batch_axis))
+            return NFAIL(L, VF_ERR_UNSUPPORTED, "squeezing the batch dimension");
+        for (int i = 0; i < xv->batch_axis; i++)
+            at -= n_axes < 0 ? (xv->dims[i] == 1) : (int)((mask >> i) & 1u);
+    }
+    dims[at] = vfi_dim_batch(dims[at]);
     return reshape_to(L, x, r, dims, 0);
 }
 
@@ -1296,6 +1359,38 @@ static vf_status gather_node(loader *L)
     return rc;
 }
 
+/* Constants concatenated with activations (a file exported with a fixed batch of 1 joins
+ * ViT's class token, [1, 1, 768], to the patches): the same for every image, so each is
+ * expanded over the batch as the activations hold it. */
+static vf_status expand_constants(loader *L, int *in, int n)
+{
+    const vf_value *act = NULL;
+    for (int i = 0; i < n && !act; i++)
+        act = val(L, in[i])->data ? NULL : val(L, in[i]);
+    for (int i = 0; i < n; i++) {
+        const vf_value *c = val(L, in[i]);
+        if (!c->data)
+            continue;
+        if (c->rank != act->rank || c->dims[act->batch_axis] != 1)
+            return NFAIL(L, VF_ERR_UNSUPPORTED,
+                         "constant '%s' joined to activations differs "
+                         "along the batch's dimension",
+                         c->name);
+        vf_value t = *c;
+        t.dims[act->batch_axis] = act->dims[act->batch_axis];
+        t.batch_axis = act->batch_axis;
+        t.batch_outer = act->batch_outer;
+        char name[600];
+        snprintf(name, sizeof(name), "%s/vidfeat_expand_%d", out_name(L), i);
+        int src = in[i];
+        vf_status rc =
+            vfi_graph_add_node(L->g, VF_OP_EXPAND, name, &src, 1, &t, name, &in[i], L->err);
+        if (rc < 0)
+            return rc;
+    }
+    return VF_OK;
+}
+
 static vf_status concat_node(loader *L)
 {
     const Onnx__NodeProto *n = L->node;
@@ -1318,7 +1413,9 @@ static vf_status concat_node(loader *L)
         rc = normalize_axis(L, attr_int(n, "axis", 0), rank, &axis);
         if (rc >= 0 && consts == (int)n->n_input)
             rc = fold_concat(L, axis, rank);
-        else if (rc >= 0)
+        else if (rc >= 0 && consts)
+            rc = expand_constants(L, in, (int)n->n_input);
+        if (rc >= 0 && consts < (int)n->n_input)
             rc = add_node(L, VF_OP_CONCAT, in, (int)n->n_input, &axis);
     }
     vfi_free(in);
@@ -1454,7 +1551,8 @@ static vf_status shape_node(loader *L)
         return NFAIL(L, VF_ERR_NOMEM, "out of memory");
     for (int64_t i = 0; i < n; i++) {
         int d = (int)(start + i);
-        data[i] = (d == 0 && xv->is_batched) ? VF_DIM_BATCH : xv->dims[d];
+        data[i] =
+            (xv->is_batched && d == xv->batch_axis) ? vfi_dim_batch(xv->dims[d]) : xv->dims[d];
     }
     int out;
     return add_const(L, out_name(L), VF_DTYPE_I64, 1, &n, data, &out);
@@ -1500,8 +1598,10 @@ static vf_status cast_node(loader *L)
         return rc;
     int64_t to = attr_int(L->node, "to", 0);
     const vf_value *xv = val(L, x);
+    /* booleans are int64 0 and 1 here (constants only) */
+    int to_bool = to == DT_BOOL;
     vf_dtype dt = (to == DT_FLOAT || to == DT_DOUBLE || to == DT_FLOAT16) ? VF_DTYPE_F32
-                  : (to == DT_INT64 || to == DT_INT32)                    ? VF_DTYPE_I64
+                  : (to == DT_INT64 || to == DT_INT32 || to == DT_BOOL)   ? VF_DTYPE_I64
                                                                           : (vf_dtype)-1;
     if ((int)dt < 0)
         return NFAIL(L, VF_ERR_UNSUPPORTED, "cast to type %lld", (long long)to);
@@ -1522,6 +1622,9 @@ static vf_status cast_node(loader *L)
             ((float *)data)[i] = (float)((const int64_t *)xv->data)[i];
         else
             ((int64_t *)data)[i] = (int64_t)((const float *)xv->data)[i];
+        if (to_bool)
+            ((int64_t *)data)[i] = xv->dtype == VF_DTYPE_F32 ? ((const float *)xv->data)[i] != 0.0f
+                                                             : ((const int64_t *)xv->data)[i] != 0;
     }
     int out;
     return add_const(L, out_name(L), dt, xv->rank, xv->dims, data, &out);
@@ -1535,8 +1638,6 @@ static vf_status slice_node(loader *L)
     if (rc < 0)
         return rc;
     const vf_value *xv = val(L, x);
-    if (!xv->data)
-        return NFAIL(L, VF_ERR_UNSUPPORTED, "slicing an activation");
     int rank = xv->rank;
     int64_t starts[VF_MAX_DIMS], ends[VF_MAX_DIMS], axes[VF_MAX_DIMS], steps[VF_MAX_DIMS];
     int ns = -1, ne = -1, na = -1, nst = -1;
@@ -1591,6 +1692,8 @@ static vf_status slice_node(loader *L)
         step[a] = st;
         dims[a] = count > 0 ? count : 0;
     }
+    if (!xv->data)
+        return vfi_onnx_slice_activation(L, x, first, step, dims);
     int64_t n = numel_of(rank, dims), src_strides[VF_MAX_DIMS];
     strides_of(rank, xv->dims, src_strides);
     size_t es = vfi_dtype_size(xv->dtype);
@@ -1672,6 +1775,104 @@ static vf_status alias_node(loader *L)
     if (x < 0)
         return NFAIL(L, VF_ERR_MODEL, "missing input");
     return vfi_graph_add_alias(L->g, out_name(L), x, L->err);
+}
+
+/* ---- what operator families in other files see (onnx_ops.h) ------------------------------- */
+
+int64_t vfi_onnx_opset(const vfi_onnx_loader *L)
+{
+    return L->opset;
+}
+
+size_t vfi_onnx_n_inputs(const vfi_onnx_loader *L)
+{
+    return L->node->n_input;
+}
+
+size_t vfi_onnx_n_outputs(const vfi_onnx_loader *L)
+{
+    return L->node->n_output;
+}
+
+const char *vfi_onnx_output_name(const vfi_onnx_loader *L, size_t i)
+{
+    return i < L->node->n_output && L->node->output[i] ? L->node->output[i] : "";
+}
+
+vf_status vfi_onnx_input(vfi_onnx_loader *L, size_t i, int *out)
+{
+    return input_at(L, i, out);
+}
+
+vf_value *vfi_onnx_value(vfi_onnx_loader *L, int idx)
+{
+    return val(L, idx);
+}
+
+int64_t vfi_onnx_attr_int(const vfi_onnx_loader *L, const char *name, int64_t def)
+{
+    return attr_int(L->node, name, def);
+}
+
+float vfi_onnx_attr_float(const vfi_onnx_loader *L, const char *name, float def)
+{
+    return attr_float(L->node, name, def);
+}
+
+int vfi_onnx_attr_ints(const vfi_onnx_loader *L, const char *name, int64_t *out, int max)
+{
+    return attr_ints(L->node, name, out, max);
+}
+
+vf_status vfi_onnx_const_ints(vfi_onnx_loader *L, size_t i, int64_t *out, int max, int *n)
+{
+    return const_ints(L, i, out, max, n);
+}
+
+vf_status vfi_onnx_axis(vfi_onnx_loader *L, int64_t axis, int rank, int *out)
+{
+    return normalize_axis(L, axis, rank, out);
+}
+
+vf_status vfi_onnx_fail(vfi_onnx_loader *L, vf_status code, const char *fmt, ...)
+{
+    char detail[VF_ERRMSG_SIZE];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    return NFAIL(L, code, "%s", detail);
+}
+
+vf_status vfi_onnx_add_node(vfi_onnx_loader *L, vf_op op, const int *inputs, int n_inputs,
+                            const void *params, size_t out)
+{
+    const char *name = vfi_onnx_output_name(L, out);
+    if (!*name)
+        return NFAIL(L, VF_ERR_MODEL, "output %zu has no name", out);
+    int idx;
+    return vfi_graph_add_node(L->g, op, node_label(L), inputs, n_inputs, params, name, &idx,
+                              L->err);
+}
+
+vf_status vfi_onnx_add_const(vfi_onnx_loader *L, size_t out, vf_dtype dtype, int rank,
+                             const int64_t *dims, void *data)
+{
+    const char *name = vfi_onnx_output_name(L, out);
+    if (!*name) {
+        vfi_free(data);
+        return NFAIL(L, VF_ERR_MODEL, "output %zu has no name", out);
+    }
+    int idx;
+    return add_const(L, name, dtype, rank, dims, data, &idx);
+}
+
+vf_status vfi_onnx_add_alias(vfi_onnx_loader *L, size_t out, int idx)
+{
+    const char *name = vfi_onnx_output_name(L, out);
+    if (!*name)
+        return NFAIL(L, VF_ERR_MODEL, "output %zu has no name", out);
+    return vfi_graph_add_alias(L->g, name, idx, L->err);
 }
 
 /* Operators with parameters of their own, as handlers of the table below. */
@@ -1770,6 +1971,10 @@ static const onnx_op onnx_ops[] = {
     {"Conv", conv_node},
     {"Div", div_node},
     {"Dropout", alias_node},
+    {"Equal", vfi_onnx_equal},
+    {"Erf", vfi_onnx_erf},
+    {"Exp", vfi_onnx_exp},
+    {"Expand", vfi_onnx_expand},
     {"Flatten", flatten_node},
     {"Gather", gather_node},
     {"Gemm", gemm_node},
@@ -1779,24 +1984,35 @@ static const onnx_op onnx_ops[] = {
     {"HardSwish", hard_swish_node},
     {"Identity", alias_node},
     {"LRN", lrn_node},
+    {"LayerNormalization", vfi_onnx_layernorm},
     {"LeakyRelu", leaky_relu_node},
     {"MatMul", matmul_node},
     {"MaxPool", max_pool_node},
+    {"Mod", vfi_onnx_mod},
     {"Mul", mul_node},
+    {"Neg", vfi_onnx_neg},
+    {"Not", vfi_onnx_not},
     {"Pad", pad_node},
+    {"Pow", vfi_onnx_pow},
+    {"Range", vfi_onnx_range},
+    {"Reciprocal", vfi_onnx_reciprocal},
     {"ReduceMean", reduce_mean_node},
     {"Relu", relu_node},
     {"Reshape", reshape_node},
+    {"ScatterND", vfi_onnx_scatter_nd},
     {"Shape", shape_node},
     {"Sigmoid", sigmoid_node},
     {"Slice", slice_node},
     {"Softmax", softmax_node},
+    {"Split", vfi_onnx_split},
+    {"Sqrt", vfi_onnx_sqrt},
     {"Squeeze", squeeze_only_node},
     {"Sub", sub_node},
     {"Sum", add_op_node},
     {"Tanh", tanh_node},
     {"Transpose", transpose_node},
     {"Unsqueeze", unsqueeze_node},
+    {"Where", vfi_onnx_where},
 };
 
 /* The table's entry for a node, or NULL when vidfeat does not load its operator. */

@@ -1,7 +1,8 @@
 /*
  * passes.c - rewrites of a loaded graph, each keeping the network's function: choose the output
- * (and cut everything after it), cancel transposes that undo each other, fold zero padding and
- * BatchNorm into convolutions, fuse activations into the producing Conv/Gemm. Single-threaded.
+ * (and cut everything after it), cancel transposes that undo each other, find GELU in its
+ * exported pieces, fold zero padding and BatchNorm into convolutions, fuse activations into the
+ * producing Conv/Gemm. Single-threaded.
  *
  * A rewrite that makes a node unnecessary redirects that node's users and leaves the node in
  * place; the final prune removes it with its constants. Node order stays topological throughout
@@ -9,6 +10,7 @@
  */
 #include "engine/passes.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -57,12 +59,14 @@ vf_status vfi_pass_set_output(vf_graph *g, int v, int pool_maps, int *pooled, vf
         *pooled = 1;
         x = &g->values[v];
     }
-    if (x->rank != 2) {
+    if (x->rank != 2 || !vfi_value_batch_first(x)) {
+        /* [N, D]: each image's features a row (refused where the images are not outermost) */
         vf_value t;
         memset(&t, 0, sizeof(t));
         t.rank = 2;
         t.dims[0] = 1;
         t.dims[1] = vfi_value_sample_numel(x);
+        t.batch_outer = 1;
         snprintf(name, sizeof(name), "%s/vidfeat_flatten", x->name);
         rc = vfi_graph_add_node(g, VF_OP_RESHAPE, name, &v, 1, &t, name, &v, err);
         if (rc < 0)
@@ -206,6 +210,97 @@ static vf_status fold_affine(vf_graph *g, vf_err *err)
     return VF_OK;
 }
 
+/* The value of a one-element float constant, or NAN. */
+static float scalar_of(const vf_graph *g, int v)
+{
+    const vf_value *c = &g->values[v];
+    if (!c->data || c->is_batched || c->dtype != VF_DTYPE_F32 || vfi_value_numel(c) != 1)
+        return NAN;
+    return *(const float *)c->data;
+}
+
+static int near(float x, float want)
+{
+    return fabsf(x - want) <= 1e-4f * fabsf(want);
+}
+
+/* The one node reading value v (and v not the output), or NULL. */
+static vf_node *sole_user(vf_graph *g, int v)
+{
+    if (vfi_graph_count_uses(g, v) != 1 || g->output == v)
+        return NULL;
+    for (int i = 0; i < g->n_nodes; i++) {
+        for (int j = 0; j < g->nodes[i].n_inputs; j++) {
+            if (g->nodes[i].inputs[j] == v)
+                return &g->nodes[i];
+        }
+    }
+    return NULL;
+}
+
+/* A binary node of kind k with value v as one operand and a scalar constant as the other: that
+ * constant, else NAN. */
+static float with_scalar(const vf_graph *g, const vf_node *n, vf_binary_kind k, int v)
+{
+    if (!n || n->op != VF_OP_BINARY || n->p.binary != k || n->n_inputs != 2)
+        return NAN;
+    if (n->inputs[0] == v)
+        return scalar_of(g, n->inputs[1]);
+    if (n->inputs[1] == v && k != VF_BIN_DIV && k != VF_BIN_SUB)
+        return scalar_of(g, n->inputs[0]);
+    return NAN;
+}
+
+/* GELU as exporters write it, x * 0.5 * (1 + erf(x / sqrt 2)) in either order of the products,
+ * -> one GELU activation (oneDNN has it as a kernel and a post-op; it has no Erf). */
+static vf_status fuse_gelu(vf_graph *g, vf_err *err)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        vf_node *e = &g->nodes[i];
+        if (e->op != VF_OP_ACT || e->p.act.kind != VF_ACT_ERF)
+            continue;
+        int di = g->values[e->inputs[0]].producer;
+        if (di < 0)
+            continue;
+        const vf_node *d = &g->nodes[di];
+        if (d->op != VF_OP_BINARY || d->n_inputs != 2)
+            continue;
+        int x = d->inputs[0];
+        if (!(near(with_scalar(g, d, VF_BIN_DIV, x), 1.41421356f) ||
+              near(with_scalar(g, d, VF_BIN_MUL, x), 0.70710678f)) &&
+            !near(with_scalar(g, d, VF_BIN_MUL, x = d->inputs[1]), 0.70710678f))
+            continue;
+        vf_node *a = sole_user(g, e->output);
+        if (!near(with_scalar(g, a, VF_BIN_ADD, e->output), 1.0f))
+            continue;
+        vf_node *m = sole_user(g, a->output);
+        if (!m || m->op != VF_OP_BINARY || m->p.binary != VF_BIN_MUL)
+            continue;
+        int other = m->inputs[0] == a->output ? m->inputs[1] : m->inputs[0];
+        vf_node *last = NULL;
+        if (other == x) { /* (x * (1 + erf)) * 0.5 */
+            vf_node *h = sole_user(g, m->output);
+            if (near(with_scalar(g, h, VF_BIN_MUL, m->output), 0.5f))
+                last = h;
+        } else { /* (x * 0.5) * (1 + erf) */
+            int hi = g->values[other].producer;
+            if (hi >= 0 && near(with_scalar(g, &g->nodes[hi], VF_BIN_MUL, x), 0.5f))
+                last = m;
+        }
+        if (!last)
+            continue;
+        last->op = VF_OP_ACT;
+        last->n_inputs = 1;
+        last->inputs[0] = x;
+        memset(&last->p, 0, sizeof(last->p));
+        last->p.act.kind = VF_ACT_GELU;
+        vf_status rc = vfi_graph_infer_node(g, (int)(last - g->nodes), err);
+        if (rc < 0)
+            return rc;
+    }
+    return VF_OK;
+}
+
 /* Conv/Gemm followed by an activation -> the activation fused into the Conv/Gemm. */
 static void fuse_activations(vf_graph *g)
 {
@@ -230,7 +325,9 @@ static void fuse_activations(vf_graph *g)
 vf_status vfi_pass_optimize(vf_graph *g, vf_err *err)
 {
     cancel_transposes(g);
-    vf_status rc = fold_pads(g, err);
+    vf_status rc = fuse_gelu(g, err);
+    if (rc >= 0)
+        rc = fold_pads(g, err);
     if (rc >= 0)
         rc = vfi_graph_prune(g, err);
     if (rc >= 0)

@@ -1,0 +1,171 @@
+/*
+ * backend_dnnl.h - the oneDNN backend's plan, shared by its files: backend_dnnl.c (the backend:
+ * planning, the CNN operators, precision, running) and backend_dnnl_ops.c (the operators
+ * transformers brought: matmul, layer normalisation, slices, broadcasts). Internal to those two;
+ * the rest of vidfeat sees the backend through backend.h's ops table only.
+ *
+ * A plan is a flat list of steps, each one oneDNN primitive (or a fill) over buffers: an
+ * operator's lowering function reads its node, finds its inputs' buffers in c->p->vbuf, adds
+ * buffers and steps with the helpers below, and records its output's buffer in c->p->vbuf.
+ */
+#ifndef VIDFEAT_BACKEND_DNNL_H
+#define VIDFEAT_BACKEND_DNNL_H
+
+#include <stddef.h>
+
+#include <dnnl.h>
+
+#include "core/status.h"
+#include "engine/backend.h"
+#include "engine/graph.h"
+
+#define MAX_ARGS 8
+
+enum buf_kind {
+    BUF_ARENA = 0, /* activation: a range of the arena */
+    BUF_INPUT,     /* the input staging buffer */
+    BUF_OUTPUT,    /* the output staging buffer */
+    BUF_CONST,     /* persistent: weights in their chosen layout, constants */
+    BUF_VIEW,      /* another descriptor over a parent buffer's memory */
+};
+
+typedef struct dbuf {
+    dnnl_memory_desc_t md;
+    dnnl_memory_t mem;
+    enum buf_kind kind;
+    int parent;      /* BUF_VIEW: the buffer whose memory this describes */
+    int first, last; /* steps that touch it */
+    size_t size, offset;
+    size_t view_offset; /* BUF_VIEW: bytes into the parent's memory */
+    void *owned;        /* BUF_CONST: storage we allocated (NULL when borrowing the graph's) */
+    int value;          /* BUF_CONST: the graph value it holds; -1 otherwise */
+} dbuf;
+
+typedef struct step {
+    dnnl_primitive_t prim; /* NULL: a fill step */
+    int n_args;
+    int arg_kind[MAX_ARGS];
+    int arg_buf[MAX_ARGS];
+    dnnl_exec_arg_t args[MAX_ARGS + 1]; /* bound at the end of prepare (+1: scratchpad) */
+    dnnl_memory_t scratch;              /* over the shared scratchpad, or NULL */
+    const char *impl;                   /* borrowed from the primitive descriptor */
+    int fill_buf;
+    float fill_value;
+    int value; /* the graph value this step finishes (the last step of its node), or -1 */
+} step;
+
+typedef struct cache_entry {
+    int src, dst;
+} cache_entry;
+
+/* One compiled network for one batch size. The plans of a backend share the weights (where
+ * their layouts agree), the arena, the scratchpad and the staging buffers: runs never overlap. */
+typedef struct plan {
+    int batch;
+    int *vbuf; /* value -> buffer */
+    dbuf *bufs;
+    int n_bufs, cap_bufs;
+    step *steps;
+    int n_steps, cap_steps;
+    cache_entry *cache; /* reorders already made: (src buffer, dst buffer) */
+    int n_cache, cap_cache;
+    size_t arena_size;
+    int in_buf, out_buf;
+    size_t in_size, out_size; /* bytes for a full batch */
+    int wino_chunked;         /* Winograd convolutions run in chunks of images (conv_op) */
+} plan;
+
+/* plans[0] runs full batches; plans[1], when there is one, runs short batches (the end of a
+ * run) for a quarter of the cost instead of a full batch's worth of padding. */
+#define MAX_PLANS 2
+
+typedef struct dnnl_ctx {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    dnnl_data_type_t act_dt; /* activations (f32 for int8 too: only stored int8 values differ) */
+    /* int8: without ranges given (a calibration file's), prepare builds f32 plans; the first
+     * runs observe every value's range (vmax) on them, then the plans are rebuilt with
+     * convolutions and inner products in int8. */
+    int int8, calibrating;
+    int64_t calib_seen, calib_target; /* images observed, and how many to observe */
+    float *vmax;                      /* per graph value: max |x| (observed or given) */
+    dnnl_data_type_t *vdt;            /* per value, int8 plans: how it is stored (u8, s8 or f32) */
+    dnnl_data_type_t *qdt;            /* per value: the int8 type it is quantized to (u8 if >= 0) */
+    float *vscale;                    /* per value: quantized = real x vscale */
+    int *i8node;                      /* per node: runs in int8 */
+    int *f32node; /* bf16: per node, F32_COMPUTE / F32_OUTPUT of a convolution (plan_bf16) */
+    int winograd;
+    int n_threads;
+    const vf_graph *g;
+    vf_graph *owner_view; /* the same graph, for releasing weights (release_weights) */
+    int release_weights;
+    int last_plan; /* the plan being built is the last: graph constants may go */
+    plan plans[MAX_PLANS];
+    int n_plans;
+    plan *p; /* the plan being built or run */
+    void *arena;
+    size_t arena_size; /* the largest plan's */
+    void *scratch;
+    size_t scratch_size;
+    float *stage_in, *stage_out; /* the plans' input and output memory */
+    const char *node;            /* node being prepared, for messages */
+    char *summary;
+} dnnl_ctx;
+
+/* A oneDNN failure as b->err (naming the node being prepared, and file:line). */
+vf_status vfi_dnnl_fail(vf_backend *b, dnnl_status_t s, const char *what, const char *file,
+                        int line);
+
+/* Run a oneDNN call; on failure record it and jump to the function's fail label (which has a
+ * vf_status rc and the backend b in scope). */
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        dnnl_status_t s_ = (call);                                                                 \
+        if (s_ != dnnl_success) {                                                                  \
+            rc = vfi_dnnl_fail(b, s_, #call, VF_DNNL_FILE, __LINE__);                              \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+/* A buffer of the plan being built with descriptor md; its index into *out. */
+vf_status vfi_dnnl_new_buf(vf_backend *b, const dnnl_memory_desc_t *md, enum buf_kind kind,
+                           int *out);
+/* Another descriptor over buffer parent's memory (a part of it, or the same bytes seen with
+ * other dims). */
+vf_status vfi_dnnl_new_view(vf_backend *b, int parent, const dnnl_memory_desc_t *md, int *out);
+/* A step filling buffer buf with value. */
+vf_status vfi_dnnl_add_fill(vf_backend *b, int buf, float value);
+/* A step running the primitive of desc with attr over (argument kind, buffer) pairs; keep, when
+ * not NULL, receives the primitive descriptor (the caller destroys it). */
+vf_status vfi_dnnl_add_prim(vf_backend *b, const_dnnl_op_desc_t desc,
+                            const_dnnl_primitive_attr_t attr, int n_args, const int *kinds,
+                            const int *bufs, dnnl_primitive_desc_t *keep);
+/* An attr with a user scratchpad and act as a post-op (act may be NULL). */
+vf_status vfi_dnnl_make_attr(vf_backend *b, const vf_act *act, dnnl_primitive_attr_t *out);
+/* A step of desc's primitive from buffer x (SRC) to buffer y (DST). */
+vf_status vfi_dnnl_src_dst_step(vf_backend *b, int x, int y, const_dnnl_op_desc_t desc);
+/* Row-major descriptor of value v at the plan's batch size, of type dt. */
+vf_status vfi_dnnl_plain_md(vf_backend *b, const vf_value *v, dnnl_data_type_t dt,
+                            dnnl_memory_desc_t *md);
+/* Value v's dims at the plan's batch size. */
+void vfi_dnnl_value_dims(const dnnl_ctx *c, const vf_value *v, dnnl_dims_t dims);
+/* How value vi is stored in the plan being built. */
+dnnl_data_type_t vfi_dnnl_dt_of(const dnnl_ctx *c, int vi);
+/* Buffer src in layout want: itself, or a (cached) reorder of it. */
+vf_status vfi_dnnl_ensure_md(vf_backend *b, int src, const dnnl_memory_desc_t *want, int *out);
+/* A reorder step from buffer src into buffer (or view) dst. */
+vf_status vfi_dnnl_add_reorder(vf_backend *b, int src, int dst);
+/* Graph constant v, described by user_md, as a persistent buffer in layout want. */
+vf_status vfi_dnnl_upload_const(vf_backend *b, const vf_value *v, const dnnl_memory_desc_t *user_md,
+                                const dnnl_memory_desc_t *want, int *out);
+/* An elementwise step alg(alpha, beta) from buffer x to buffer y. */
+vf_status vfi_dnnl_eltwise_step(vf_backend *b, int x, int y, dnnl_alg_kind_t alg, float alpha,
+                                float beta);
+
+/* ---- the operators of backend_dnnl_ops.c ---- */
+vf_status vfi_dnnl_matmul_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_dnnl_layernorm_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_dnnl_slice_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_dnnl_expand_op(vf_backend *b, const vf_node *nd);
+
+#endif /* VIDFEAT_BACKEND_DNNL_H */

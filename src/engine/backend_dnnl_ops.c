@@ -1,0 +1,218 @@
+/*
+ * backend_dnnl_ops.c - the oneDNN lowering of the operators transformers brought: MatMul (the
+ * linear layers over tokens and attention's two products, oneDNN's matmul), LayerNormalization,
+ * slices of activations and broadcasts (Expand). Each takes its inputs in plain row-major
+ * layout (what these models' activations are in) and writes a plain output. The plan and its
+ * helpers are backend_dnnl.c's (backend_dnnl.h).
+ */
+#include <string.h>
+
+#define VF_DNNL_FILE "backend_dnnl_ops.c"
+#include "engine/backend_dnnl.h"
+
+/* Value v's buffer as a plain row-major buffer of the activation type. */
+static vf_status plain_input(vf_backend *b, int vi, int *out)
+{
+    dnnl_ctx *c = b->ctx;
+    dnnl_memory_desc_t md;
+    vf_status rc = vfi_dnnl_plain_md(b, &c->g->values[vi], c->act_dt, &md);
+    if (rc >= 0)
+        rc = vfi_dnnl_ensure_md(b, c->p->vbuf[vi], &md, out);
+    return rc;
+}
+
+/* A plain buffer for the node's output. */
+static vf_status plain_output(vf_backend *b, const vf_node *nd, int *out)
+{
+    dnnl_ctx *c = b->ctx;
+    dnnl_memory_desc_t md;
+    vf_status rc = vfi_dnnl_plain_md(b, &c->g->values[nd->output], c->act_dt, &md);
+    if (rc >= 0)
+        rc = vfi_dnnl_new_buf(b, &md, BUF_ARENA, out);
+    if (rc >= 0)
+        c->p->vbuf[nd->output] = *out;
+    return rc;
+}
+
+/* A 2-D row-major view [rows, cols] over buffer buf (whose bytes are rows x cols elements). */
+static vf_status view_2d(vf_backend *b, int buf, int64_t rows, int64_t cols, int *out)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    dnnl_memory_desc_t md;
+    dnnl_dims_t d = {rows, cols};
+    CHECK(dnnl_memory_desc_init_by_tag(&md, 2, d, c->p->bufs[buf].md.data_type, dnnl_ab));
+    rc = vfi_dnnl_new_view(b, buf, &md, out);
+fail:
+    return rc;
+}
+
+vf_status vfi_dnnl_matmul_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    const vf_value *av = &g->values[nd->inputs[0]], *bv = &g->values[nd->inputs[1]];
+    vf_status rc = VF_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    int x, w, y;
+    TRY(plain_input(b, nd->inputs[0], &x));
+    TRY(plain_output(b, nd, &y));
+    TRY(vfi_dnnl_make_attr(b, NULL, &attr));
+    dnnl_matmul_desc_t md;
+    if (!bv->is_batched) {
+        /* every row of a times the constant [K, N]: one 2-D product of all rows */
+        dnnl_dims_t ad;
+        vfi_dnnl_value_dims(c, av, ad);
+        int64_t rows = 1, K = bv->dims[0], N = bv->dims[1];
+        for (int i = 0; i < av->rank - 1; i++)
+            rows *= ad[i];
+        int xa, ya;
+        TRY(view_2d(b, x, rows, K, &xa));
+        TRY(view_2d(b, y, rows, N, &ya));
+        dnnl_memory_desc_t w_any, w_user;
+        dnnl_dims_t wd = {K, N};
+        CHECK(dnnl_memory_desc_init_by_tag(&w_any, 2, wd, c->act_dt, dnnl_format_tag_any));
+        CHECK(dnnl_memory_desc_init_by_tag(&w_user, 2, wd, dnnl_f32, dnnl_ab));
+        CHECK(dnnl_matmul_desc_init(&md, &c->p->bufs[xa].md, &w_any, NULL, &c->p->bufs[ya].md));
+        CHECK(dnnl_primitive_desc_create(&pd, &md, attr, c->engine, NULL));
+        TRY(vfi_dnnl_upload_const(b, bv, &w_user,
+                                  dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &w));
+        int kinds[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, bufs[3] = {xa, w, ya};
+        TRY(vfi_dnnl_add_prim(b, &md, attr, 3, kinds, bufs, NULL));
+    } else {
+        /* attention: one product per leading index, both operands activations */
+        TRY(plain_input(b, nd->inputs[1], &w));
+        CHECK(dnnl_matmul_desc_init(&md, &c->p->bufs[x].md, &c->p->bufs[w].md, NULL,
+                                    &c->p->bufs[y].md));
+        int kinds[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, bufs[3] = {x, w, y};
+        TRY(vfi_dnnl_add_prim(b, &md, attr, 3, kinds, bufs, NULL));
+    }
+fail:
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
+vf_status vfi_dnnl_layernorm_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    const vf_value *xv = &g->values[nd->inputs[0]];
+    vf_status rc = VF_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    int x, y, xa, ya, scale, shift = -1;
+    TRY(plain_input(b, nd->inputs[0], &x));
+    TRY(plain_output(b, nd, &y));
+    /* [rows, len]: every row normalised over the dimensions from axis on */
+    dnnl_dims_t xd;
+    vfi_dnnl_value_dims(c, xv, xd);
+    int64_t rows = 1, len = 1;
+    for (int i = 0; i < xv->rank; i++)
+        *(i < nd->p.layernorm.axis ? &rows : &len) *= xd[i];
+    TRY(view_2d(b, x, rows, len, &xa));
+    TRY(view_2d(b, y, rows, len, &ya));
+    dnnl_memory_desc_t pmd;
+    dnnl_dims_t pd_dims = {len};
+    CHECK(dnnl_memory_desc_init_by_tag(&pmd, 1, pd_dims, dnnl_f32, dnnl_a));
+    TRY(vfi_dnnl_upload_const(b, &g->values[nd->inputs[1]], &pmd, &pmd, &scale));
+    unsigned flags = dnnl_use_scale;
+    if (nd->n_inputs > 2) {
+        TRY(vfi_dnnl_upload_const(b, &g->values[nd->inputs[2]], &pmd, &pmd, &shift));
+        flags |= dnnl_use_shift;
+    }
+    dnnl_layer_normalization_desc_t ld;
+    CHECK(dnnl_layer_normalization_forward_desc_init(
+        &ld, dnnl_forward_inference, &c->p->bufs[xa].md, NULL, nd->p.layernorm.epsilon, flags));
+    TRY(vfi_dnnl_make_attr(b, NULL, &attr));
+    int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_DST, DNNL_ARG_SCALE, DNNL_ARG_SHIFT};
+    int bufs[4] = {xa, ya, scale, shift};
+    TRY(vfi_dnnl_add_prim(b, &ld, attr, shift >= 0 ? 4 : 3, kinds, bufs, NULL));
+fail:
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
+/* A strided window of the input as a view (its offset and strides), reordered into the plain
+ * output. */
+vf_status vfi_dnnl_slice_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
+    const vf_slice_params *p = &nd->p.slice;
+    vf_status rc = VF_OK;
+    int x, y, view;
+    for (int i = 0; i < xv->rank; i++) {
+        if (p->step[i] < 1)
+            return vfi_fail(&b->err, VF_ERR_UNSUPPORTED,
+                            "node '%s': a slice with a negative step (the reference backend "
+                            "runs it)",
+                            nd->name);
+    }
+    TRY(plain_input(b, nd->inputs[0], &x));
+    TRY(plain_output(b, nd, &y));
+    const dnnl_memory_desc_t *xmd = &c->p->bufs[x].md;
+    dnnl_dims_t yd, st;
+    vfi_dnnl_value_dims(c, yv, yd);
+    int64_t offset = 0;
+    for (int i = 0; i < xv->rank; i++) {
+        int64_t s = xmd->format_desc.blocking.strides[i];
+        st[i] = s * p->step[i];
+        offset += s * p->start[i];
+    }
+    dnnl_memory_desc_t vmd;
+    CHECK(dnnl_memory_desc_init_by_strides(&vmd, xv->rank, yd, c->act_dt, st));
+    vmd.offset0 = offset;
+    TRY(vfi_dnnl_new_view(b, x, &vmd, &view));
+    TRY(vfi_dnnl_add_reorder(b, view, y));
+fail:
+    return rc;
+}
+
+/* Broadcast to the output's shape: the output filled with 0, then the input added to it (oneDNN's
+ * binary primitive broadcasts its second operand over dimensions of size 1). */
+vf_status vfi_dnnl_expand_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
+    vf_status rc = VF_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    int x, y;
+    TRY(plain_output(b, nd, &y));
+    TRY(vfi_dnnl_add_fill(b, y, 0.0f));
+    /* the input aligned to the output's rank with leading 1s */
+    vf_value aligned = *xv;
+    aligned.rank = yv->rank;
+    for (int i = 0; i < yv->rank; i++) {
+        int j = i - (yv->rank - xv->rank);
+        aligned.dims[i] = j >= 0 ? xv->dims[j] : 1;
+    }
+    aligned.batch_axis = xv->batch_axis + (yv->rank - xv->rank);
+    dnnl_memory_desc_t amd;
+    if (xv->is_batched) {
+        int xp;
+        TRY(plain_input(b, nd->inputs[0], &xp));
+        TRY(vfi_dnnl_plain_md(b, &aligned, c->act_dt, &amd));
+        TRY(vfi_dnnl_new_view(b, xp, &amd, &x));
+    } else {
+        dnnl_memory_desc_t user;
+        TRY(vfi_dnnl_plain_md(b, &aligned, dnnl_f32, &user));
+        TRY(vfi_dnnl_plain_md(b, &aligned, c->act_dt, &amd));
+        TRY(vfi_dnnl_upload_const(b, xv, &user, &amd, &x));
+    }
+    dnnl_binary_desc_t bd;
+    CHECK(dnnl_binary_desc_init(&bd, dnnl_binary_add, &c->p->bufs[y].md, &c->p->bufs[x].md,
+                                &c->p->bufs[y].md));
+    TRY(vfi_dnnl_make_attr(b, NULL, &attr));
+    int kinds[3] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST}, bufs[3] = {y, x, y};
+    TRY(vfi_dnnl_add_prim(b, &bd, attr, 3, kinds, bufs, NULL));
+fail:
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}

@@ -1,0 +1,73 @@
+/*
+ * onnx_ops.h - what an operator's loading code sees of the ONNX loader (onnx.c), so that an
+ * operator family lives in a file of its own without seeing protobuf-c: the node being
+ * converted (its inputs, outputs, attributes), the graph being built, and node-named failures.
+ *
+ * Handlers take the loader, convert its current node into graph nodes or folded constants, and
+ * return a status; a failure's message names the node. onnx.c's table lists each handler
+ * against its operator's name.
+ */
+#ifndef VIDFEAT_ONNX_OPS_H
+#define VIDFEAT_ONNX_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "engine/graph.h"
+
+typedef struct loader vfi_onnx_loader;
+
+/* ---- the node being converted ---- */
+int64_t vfi_onnx_opset(const vfi_onnx_loader *L);
+size_t vfi_onnx_n_inputs(const vfi_onnx_loader *L);
+size_t vfi_onnx_n_outputs(const vfi_onnx_loader *L);
+/* Output i's name ("" when unnamed). */
+const char *vfi_onnx_output_name(const vfi_onnx_loader *L, size_t i);
+/* Input i as a value index; -1 for an absent (optional) input. */
+vf_status vfi_onnx_input(vfi_onnx_loader *L, size_t i, int *out);
+/* A value of the graph being built (borrowed until the next value is added). */
+vf_value *vfi_onnx_value(vfi_onnx_loader *L, int idx);
+/* Attributes, with a default when absent; ints: the count read, -1 absent, -2 too many. */
+int64_t vfi_onnx_attr_int(const vfi_onnx_loader *L, const char *name, int64_t def);
+float vfi_onnx_attr_float(const vfi_onnx_loader *L, const char *name, float def);
+int vfi_onnx_attr_ints(const vfi_onnx_loader *L, const char *name, int64_t *out, int max);
+/* A constant int64 list input (shapes, axes, splits): at most max entries. */
+vf_status vfi_onnx_const_ints(vfi_onnx_loader *L, size_t i, int64_t *out, int max, int *n);
+/* An axis in -rank..rank-1 made 0..rank-1. */
+vf_status vfi_onnx_axis(vfi_onnx_loader *L, int64_t axis, int rank, int *out);
+
+/* ---- building ---- */
+/* vfi_fail with "node 'NAME' (OP): " before the message. */
+vf_status vfi_onnx_fail(vfi_onnx_loader *L, vf_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A graph node computing output `out` (0 for the first) of the current node. */
+vf_status vfi_onnx_add_node(vfi_onnx_loader *L, vf_op op, const int *inputs, int n_inputs,
+                            const void *params, size_t out);
+/* A constant as output `out` of the current node; data (vfi_malloc'd, rank-major) becomes the
+ * graph's on success, is freed on failure. */
+vf_status vfi_onnx_add_const(vfi_onnx_loader *L, size_t out, vf_dtype dtype, int rank,
+                             const int64_t *dims, void *data);
+/* Output `out` of the current node is value idx under another name. */
+vf_status vfi_onnx_add_alias(vfi_onnx_loader *L, size_t out, int idx);
+
+/* ---- operator families (onnx_ops.c): handlers for onnx.c's table ---- */
+vf_status vfi_onnx_layernorm(vfi_onnx_loader *L);
+vf_status vfi_onnx_erf(vfi_onnx_loader *L);
+vf_status vfi_onnx_sqrt(vfi_onnx_loader *L);
+vf_status vfi_onnx_reciprocal(vfi_onnx_loader *L);
+vf_status vfi_onnx_exp(vfi_onnx_loader *L);
+vf_status vfi_onnx_neg(vfi_onnx_loader *L);
+vf_status vfi_onnx_pow(vfi_onnx_loader *L);
+vf_status vfi_onnx_split(vfi_onnx_loader *L);
+vf_status vfi_onnx_slice_activation(vfi_onnx_loader *L, int x, const int64_t *start,
+                                    const int64_t *step, const int64_t *count);
+vf_status vfi_onnx_expand(vfi_onnx_loader *L);
+vf_status vfi_onnx_equal(vfi_onnx_loader *L);
+vf_status vfi_onnx_where(vfi_onnx_loader *L);
+vf_status vfi_onnx_not(vfi_onnx_loader *L);
+vf_status vfi_onnx_range(vfi_onnx_loader *L);
+vf_status vfi_onnx_mod(vfi_onnx_loader *L);
+vf_status vfi_onnx_scatter_nd(vfi_onnx_loader *L);
+
+#endif /* VIDFEAT_ONNX_OPS_H */

@@ -1059,6 +1059,13 @@ static vf_status binary_op(vf_backend *b, const vf_node *nd)
         return vfi_fail(&b->err, VF_ERR_UNSUPPORTED, "node '%s': both operands broadcast",
                         nd->name);
     int x0 = c->p->vbuf[i0], x1, y;
+    if (av->rank != 4) {
+        /* outside the image operators' blocked layouts, row-major (oneDNN's binary kernel
+         * for other orders of dimensions is its slow reference one) */
+        dnnl_memory_desc_t pmd;
+        TRY(vfi_dnnl_plain_md(b, av, c->p->bufs[x0].md.data_type, &pmd));
+        TRY(vfi_dnnl_ensure_md(b, x0, &pmd, &x0));
+    }
     if (bv->is_batched) {
         x1 = c->p->vbuf[i1];
         if (vfi_value_numel(bv) == vfi_value_numel(av))

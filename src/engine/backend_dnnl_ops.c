@@ -47,47 +47,120 @@ fail:
     return rc;
 }
 
+/* The attr of a MatMul: a user scratchpad and, as post-ops, its scale, activation and residual
+ * sum (sum_md: the sum's plain descriptor, or NULL). */
+static vf_status matmul_attr(vf_backend *b, const vf_matmul_params *p,
+                             const dnnl_memory_desc_t *sum_md, dnnl_primitive_attr_t *out,
+                             int *sum_index)
+{
+    vf_status rc = VF_OK;
+    dnnl_post_ops_t po = NULL;
+    TRY(vfi_dnnl_make_attr(b, &p->act, out));
+    if (p->scale == 1.0f && !sum_md)
+        return VF_OK;
+    /* the post-ops again, in order: scale, activation, sum */
+    vf_act none = {VF_ACT_NONE, 0.0f, 0.0f};
+    dnnl_primitive_attr_destroy(*out);
+    *out = NULL;
+    TRY(vfi_dnnl_make_attr(b, &none, out));
+    CHECK(dnnl_post_ops_create(&po));
+    if (p->scale != 1.0f)
+        CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, p->scale, 0.0f));
+    if (p->act.kind != VF_ACT_NONE) {
+        dnnl_primitive_attr_t act_attr = NULL;
+        const_dnnl_post_ops_t act_po = NULL;
+        dnnl_alg_kind_t alg;
+        float scale, alpha, beta;
+        TRY(vfi_dnnl_make_attr(b, &p->act, &act_attr));
+        dnnl_status_t s = dnnl_primitive_attr_get_post_ops(act_attr, &act_po);
+        for (int i = 0; s == dnnl_success && i < dnnl_post_ops_len(act_po); i++) {
+            s = dnnl_post_ops_get_params_eltwise(act_po, i, &scale, &alg, &alpha, &beta);
+            if (s == dnnl_success)
+                s = dnnl_post_ops_append_eltwise(po, scale, alg, alpha, beta);
+        }
+        dnnl_primitive_attr_destroy(act_attr);
+        CHECK(s);
+    }
+    if (sum_md) {
+        *sum_index = dnnl_post_ops_len(po);
+        CHECK(dnnl_post_ops_append_binary(po, dnnl_binary_add, sum_md));
+    }
+    CHECK(dnnl_primitive_attr_set_post_ops(*out, po));
+fail:
+    if (po)
+        dnnl_post_ops_destroy(po);
+    return rc;
+}
+
 vf_status vfi_dnnl_matmul_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
     const vf_graph *g = c->g;
     const vf_value *av = &g->values[nd->inputs[0]], *bv = &g->values[nd->inputs[1]];
+    const vf_value *yv = &g->values[nd->output];
+    const vf_matmul_params *p = &nd->p.matmul;
     vf_status rc = VF_OK;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL;
-    int x, w, y;
+    int x, w, y, bias = -1, sum = -1, sum_view = -1;
     TRY(plain_input(b, nd->inputs[0], &x));
     TRY(plain_output(b, nd, &y));
-    TRY(vfi_dnnl_make_attr(b, NULL, &attr));
-    dnnl_matmul_desc_t md;
-    if (!bv->is_batched) {
-        /* every row of a times the constant [K, N]: one 2-D product of all rows */
-        dnnl_dims_t ad;
-        vfi_dnnl_value_dims(c, av, ad);
-        int64_t rows = 1, K = bv->dims[0], N = bv->dims[1];
-        for (int i = 0; i < av->rank - 1; i++)
-            rows *= ad[i];
-        int xa, ya;
-        TRY(view_2d(b, x, rows, K, &xa));
+    /* every row of a times a constant [K, N]: one 2-D product of all rows */
+    int flat = !bv->is_batched;
+    dnnl_dims_t ad;
+    vfi_dnnl_value_dims(c, av, ad);
+    int64_t rows = 1, N = yv->dims[yv->rank - 1];
+    for (int i = 0; i < av->rank - 1; i++)
+        rows *= ad[i];
+    int xa = x, ya = y;
+    if (flat) {
+        TRY(view_2d(b, x, rows, bv->dims[0], &xa));
         TRY(view_2d(b, y, rows, N, &ya));
+    }
+    int ndims = c->p->bufs[ya].md.ndims;
+    if (p->has_sum) {
+        TRY(plain_input(b, nd->inputs[nd->n_inputs - 1], &sum));
+        sum_view = sum;
+        if (flat)
+            TRY(view_2d(b, sum, rows, N, &sum_view));
+    }
+    int sum_index = 0;
+    TRY(matmul_attr(b, p, p->has_sum ? &c->p->bufs[sum_view].md : NULL, &attr, &sum_index));
+    dnnl_memory_desc_t bias_md;
+    if (p->has_bias) { /* [1, ..., 1, N], f32 */
+        dnnl_dims_t bd;
+        for (int i = 0; i < ndims; i++)
+            bd[i] = i == ndims - 1 ? N : 1;
+        dnnl_dims_t st;
+        for (int i = 0; i < ndims; i++)
+            st[i] = i == ndims - 1 ? 1 : N;
+        CHECK(dnnl_memory_desc_init_by_strides(&bias_md, ndims, bd, dnnl_f32, st));
+        /* the N values of the graph's constant, seen with the product's rank */
+        TRY(vfi_dnnl_upload_const(b, &g->values[nd->inputs[2]], &bias_md, &bias_md, &bias));
+    }
+    dnnl_matmul_desc_t md;
+    if (flat) {
         dnnl_memory_desc_t w_any, w_user;
-        dnnl_dims_t wd = {K, N};
+        dnnl_dims_t wd = {bv->dims[0], N};
         CHECK(dnnl_memory_desc_init_by_tag(&w_any, 2, wd, c->act_dt, dnnl_format_tag_any));
         CHECK(dnnl_memory_desc_init_by_tag(&w_user, 2, wd, dnnl_f32, dnnl_ab));
-        CHECK(dnnl_matmul_desc_init(&md, &c->p->bufs[xa].md, &w_any, NULL, &c->p->bufs[ya].md));
+        CHECK(dnnl_matmul_desc_init(&md, &c->p->bufs[xa].md, &w_any, p->has_bias ? &bias_md : NULL,
+                                    &c->p->bufs[ya].md));
         CHECK(dnnl_primitive_desc_create(&pd, &md, attr, c->engine, NULL));
         TRY(vfi_dnnl_upload_const(b, bv, &w_user,
                                   dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &w));
-        int kinds[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, bufs[3] = {xa, w, ya};
-        TRY(vfi_dnnl_add_prim(b, &md, attr, 3, kinds, bufs, NULL));
-    } else {
-        /* attention: one product per leading index, both operands activations */
+    } else { /* attention: one product per leading index, both operands activations */
         TRY(plain_input(b, nd->inputs[1], &w));
-        CHECK(dnnl_matmul_desc_init(&md, &c->p->bufs[x].md, &c->p->bufs[w].md, NULL,
-                                    &c->p->bufs[y].md));
-        int kinds[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, bufs[3] = {x, w, y};
-        TRY(vfi_dnnl_add_prim(b, &md, attr, 3, kinds, bufs, NULL));
+        CHECK(dnnl_matmul_desc_init(&md, &c->p->bufs[x].md, &c->p->bufs[w].md,
+                                    p->has_bias ? &bias_md : NULL, &c->p->bufs[y].md));
     }
+    int kinds[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+    int bufs[5] = {xa, w, ya, bias}, n_args = p->has_bias ? 4 : 3;
+    if (p->has_sum) {
+        kinds[n_args] = DNNL_ARG_ATTR_MULTIPLE_POST_OP(sum_index) | DNNL_ARG_SRC_1;
+        bufs[n_args++] = sum_view;
+    }
+    TRY(vfi_dnnl_add_prim(b, &md, attr, n_args, kinds, bufs, NULL));
 fail:
     if (pd)
         dnnl_primitive_desc_destroy(pd);

@@ -392,11 +392,13 @@ static void expand(const vf_node *nd, const vf_graph *g, const float *x, float *
     strided_copy(yv->rank, dims, st, 0, x, y);
 }
 
-/* y [..., M, N] = a [..., M, K] b: b a constant [K, N] for every row, or an activation with the
- * same leading dimensions (one product per leading index). */
-static void matmul(const vf_node *nd, const vf_graph *g, const float *a, const float *b, float *y,
-                   int n)
+/* y [..., M, N] = act(scale x (a [..., M, K] b) + bias) + sum: b a constant [K, N] for every
+ * row, or an activation with the same leading dimensions (one product per leading index). */
+static void matmul(const vf_node *nd, const vf_graph *g, const float *a, const float *b,
+                   const float *sum, float *y, int n)
 {
+    const vf_matmul_params *p = &nd->p.matmul;
+    const float *bias = p->has_bias ? g->values[nd->inputs[2]].data : NULL;
     const vf_value *av = &g->values[nd->inputs[0]], *bv = &g->values[nd->inputs[1]];
     int64_t ad[VF_MAX_DIMS], bd[VF_MAX_DIMS];
     vfi_value_dims_at(av, n, ad);
@@ -413,7 +415,8 @@ static void matmul(const vf_node *nd, const vf_graph *g, const float *a, const f
                 double acc = 0.0;
                 for (int64_t k = 0; k < K; k++)
                     acc += (double)al[m * K + k] * bl[k * N + j];
-                yl[m * N + j] = (float)acc;
+                float v = vfi_act_apply(&p->act, (float)(p->scale * acc + (bias ? bias[j] : 0.0)));
+                yl[m * N + j] = sum ? v + sum[(l * M + m) * N + j] : v;
             }
         }
     }
@@ -560,7 +563,12 @@ static vf_status ref_run(vf_backend *b, const float *in, float *out, int n)
         case VF_OP_MATMUL: {
             int bi = nd->inputs[1];
             const float *x2 = bi == g->input ? in : c->buf[bi] ? c->buf[bi] : g->values[bi].data;
-            matmul(nd, g, x, x2, y, n);
+            const float *sum = NULL;
+            if (nd->p.matmul.has_sum) {
+                int si = nd->inputs[nd->n_inputs - 1];
+                sum = si == g->input ? in : c->buf[si];
+            }
+            matmul(nd, g, x, x2, sum, y, n);
             break;
         }
         case VF_OP_LAYERNORM:

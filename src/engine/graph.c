@@ -420,11 +420,12 @@ static vf_status infer_broadcast(const vf_value *a, const vf_value *b, vf_value 
     return VF_OK;
 }
 
-static vf_status infer_matmul(vf_graph *g, vf_node *n, vf_value *y, vf_err *err)
+static vf_status infer_product(vf_graph *g, vf_node *n, vf_value *y, vf_err *err)
 {
     const vf_value *a = &g->values[n->inputs[0]], *b = &g->values[n->inputs[1]];
-    if (n->n_inputs != 2)
-        return NODE_FAIL(VF_ERR_MODEL, "node '%s': MatMul needs 2 inputs", n->name);
+    const vf_matmul_params *p = &n->p.matmul;
+    if (n->n_inputs != 2 + (p->has_bias != 0) + (p->has_sum != 0))
+        return NODE_FAIL(VF_ERR_INTERNAL, "node '%s': MatMul inputs", n->name);
     int r = a->rank;
     if (r < 2 || b->rank < 2)
         return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': MatMul of a vector", n->name);
@@ -456,6 +457,29 @@ static vf_status infer_matmul(vf_graph *g, vf_node *n, vf_value *y, vf_err *err)
         if (a->dims[i] != b->dims[i])
             return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': leading dimension %d differs", n->name,
                              i);
+    }
+    return VF_OK;
+}
+
+/* The product, then what the passes fused into it: a bias of N values, a sum of y's shape. */
+static vf_status infer_matmul(vf_graph *g, vf_node *n, vf_value *y, vf_err *err)
+{
+    vf_status rc = infer_product(g, n, y, err);
+    if (rc < 0)
+        return rc;
+    const vf_matmul_params *p = &n->p.matmul;
+    int k = 2;
+    if (p->has_bias) {
+        const vf_value *bias = &g->values[n->inputs[k++]];
+        if (!bias->data || vfi_value_numel(bias) != y->dims[y->rank - 1])
+            return NODE_FAIL(VF_ERR_INTERNAL, "node '%s': MatMul bias", n->name);
+    }
+    if (p->has_sum) {
+        const vf_value *sum = &g->values[n->inputs[k]];
+        if (!sum->is_batched || sum->rank != y->rank || sum->batch_axis != y->batch_axis ||
+            sum->batch_outer != y->batch_outer ||
+            memcmp(sum->dims, y->dims, (size_t)y->rank * sizeof(y->dims[0])))
+            return NODE_FAIL(VF_ERR_INTERNAL, "node '%s': MatMul sum", n->name);
     }
     return VF_OK;
 }
@@ -848,7 +872,7 @@ vf_status vfi_graph_add_node(vf_graph *g, vf_op op, const char *node_name, const
         [VF_OP_TRANSPOSE] = sizeof(((vf_node *)0)->p.perm),
         [VF_OP_RESHAPE] = 0,
         [VF_OP_GATHER] = sizeof(vf_gather_params),
-        [VF_OP_MATMUL] = 0,
+        [VF_OP_MATMUL] = sizeof(vf_matmul_params),
         [VF_OP_LAYERNORM] = sizeof(vf_layernorm_params),
         [VF_OP_SLICE] = sizeof(vf_slice_params),
         [VF_OP_EXPAND] = 0,

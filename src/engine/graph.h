@@ -63,7 +63,8 @@ typedef enum vf_op {
     VF_OP_TRANSPOSE, /* perm[0] == 0: the batch stays first */
     VF_OP_RESHAPE,   /* row-major reinterpretation: Flatten, Reshape, Squeeze, Unsqueeze */
     VF_OP_GATHER,    /* constant indices along one non-batch axis */
-    VF_OP_MATMUL,    /* a [..., M, K] x b [..., K, N]: b an activation or a constant */
+    VF_OP_MATMUL,    /* a [..., M, K] x b [..., K, N] (b an activation or a constant), then
+                        scale, bias, activation and a residual sum (vf_matmul_params) */
     VF_OP_LAYERNORM, /* in: x, scale, optional bias over the dimensions from axis on */
     VF_OP_SLICE,     /* a strided window of an activation (not across the batch) */
     VF_OP_EXPAND,    /* numpy broadcasting to a shape (a constant to every image of the batch) */
@@ -119,6 +120,15 @@ typedef struct vf_conv_params {
     vf_act act; /* fused activation applied to the output */
 } vf_conv_params;
 
+/* MATMUL: y = act(scale x (a b) + bias) + sum. Inputs: a, b, then bias [N] (a constant) when
+ * has_bias, then sum (an activation of y's shape) when has_sum. The passes fuse them in; the
+ * loader makes a plain product (scale 1). */
+typedef struct vf_matmul_params {
+    float scale;
+    int has_bias, has_sum;
+    vf_act act;
+} vf_matmul_params;
+
 typedef struct vf_fc_params {
     vf_act act;
 } vf_fc_params;
@@ -171,6 +181,7 @@ typedef struct vf_node {
     union {
         vf_conv_params conv;
         vf_fc_params fc;
+        vf_matmul_params matmul;
         vf_act act;
         vf_pool_params pool;
         vf_binary_kind binary;

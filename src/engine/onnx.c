@@ -903,7 +903,8 @@ static vf_status fc_node(loader *L, int is_matmul)
         if (A->data)
             return NFAIL(L, VF_ERR_UNSUPPORTED, "the first operand must be an activation");
         int in[2] = {a, b};
-        return add_node(L, VF_OP_MATMUL, in, 2, NULL);
+        vf_matmul_params mp = {1.0f, 0, 0, {VF_ACT_NONE, 0.0f, 0.0f}};
+        return add_node(L, VF_OP_MATMUL, in, 2, &mp);
     }
     if (!B->data || B->rank != 2 || B->dtype != VF_DTYPE_F32)
         return NFAIL(L, VF_ERR_UNSUPPORTED, "the second operand must be a constant 2-D matrix");

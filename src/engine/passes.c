@@ -224,18 +224,28 @@ static int near(float x, float want)
     return fabsf(x - want) <= 1e-4f * fabsf(want);
 }
 
-/* The one node reading value v (and v not the output), or NULL. */
+/* Whether node i is dead: a rewrite redirected its output's users (the prune removes it). */
+static int is_dead(const vf_graph *g, int i)
+{
+    return vfi_graph_count_uses(g, g->nodes[i].output) == 0;
+}
+
+/* The one live node reading value v (and v not the output), or NULL. */
 static vf_node *sole_user(vf_graph *g, int v)
 {
-    if (vfi_graph_count_uses(g, v) != 1 || g->output == v)
+    vf_node *found = NULL;
+    if (g->output == v)
         return NULL;
     for (int i = 0; i < g->n_nodes; i++) {
         for (int j = 0; j < g->nodes[i].n_inputs; j++) {
-            if (g->nodes[i].inputs[j] == v)
-                return &g->nodes[i];
+            if (g->nodes[i].inputs[j] != v || is_dead(g, i))
+                continue;
+            if (found && found != &g->nodes[i])
+                return NULL;
+            found = &g->nodes[i];
         }
     }
-    return NULL;
+    return found;
 }
 
 /* A binary node of kind k with value v as one operand and a scalar constant as the other: that
@@ -301,6 +311,90 @@ static vf_status fuse_gelu(vf_graph *g, vf_err *err)
     return VF_OK;
 }
 
+/* Append value v to node n's inputs. */
+static vf_status add_input(vf_node *n, int v, vf_err *err)
+{
+    int *in = vfi_realloc(n->inputs, (size_t)(n->n_inputs + 1) * sizeof(int));
+    if (!in)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    in[n->n_inputs++] = v;
+    n->inputs = in;
+    return VF_OK;
+}
+
+/* What follows a MatMul, into it (oneDNN runs them as the product's post-ops, one pass over the
+ * output instead of one each): a scale of its first operand (attention's q / sqrt(d)), then
+ * the bias added to its rows, an activation (GELU), and a residual sum of the same shape. */
+static vf_status fuse_matmul(vf_graph *g, vf_err *err)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        vf_node *m = &g->nodes[i];
+        if (m->op != VF_OP_MATMUL || m->p.matmul.has_bias || m->p.matmul.has_sum ||
+            m->p.matmul.act.kind != VF_ACT_NONE)
+            continue;
+        vf_matmul_params *p = &m->p.matmul;
+        /* (x / c) b or (x c) b -> (x b) / c */
+        int si = g->values[m->inputs[0]].producer;
+        if (si >= 0 && sole_user(g, m->inputs[0]) == m) {
+            const vf_node *sn = &g->nodes[si];
+            float c = with_scalar(g, sn, VF_BIN_DIV, sn->inputs[0]);
+            float k =
+                !isnan(c) && c != 0.0f ? 1.0f / c : with_scalar(g, sn, VF_BIN_MUL, sn->inputs[0]);
+            int x = sn->inputs[0];
+            if (isnan(k) && sn->n_inputs == 2) { /* c x */
+                k = with_scalar(g, sn, VF_BIN_MUL, sn->inputs[1]);
+                x = sn->inputs[1];
+            }
+            if (!isnan(k) && g->values[x].is_batched) {
+                m->inputs[0] = x;
+                p->scale *= k;
+            }
+        }
+        vf_node *u = sole_user(g, m->output);
+        /* + bias over the last dimension (not after a scale: oneDNN adds its bias first) */
+        if (u && p->scale == 1.0f && u->op == VF_OP_BINARY && u->p.binary == VF_BIN_ADD) {
+            int other = u->inputs[0] == m->output ? u->inputs[1] : u->inputs[0];
+            const vf_value *bv = &g->values[other], *yv = &g->values[m->output];
+            int last_only = bv->data && bv->rank >= 1 &&
+                            bv->dims[bv->rank - 1] == yv->dims[yv->rank - 1] &&
+                            vfi_value_numel(bv) == bv->dims[bv->rank - 1];
+            if (last_only) {
+                vf_status rc = add_input(m, other, err);
+                if (rc < 0)
+                    return rc;
+                p->has_bias = 1;
+                replace_uses(g, u->output, m->output);
+                u = sole_user(g, m->output);
+            }
+        }
+        /* an activation oneDNN has as a post-op */
+        if (u && u->op == VF_OP_ACT && u->p.act.kind != VF_ACT_ERF) {
+            p->act = u->p.act;
+            replace_uses(g, u->output, m->output);
+            u = sole_user(g, m->output);
+        }
+        /* + a residual computed before the product */
+        if (u && u->op == VF_OP_BINARY && u->p.binary == VF_BIN_ADD) {
+            int other = u->inputs[0] == m->output ? u->inputs[1] : u->inputs[0];
+            const vf_value *ov = &g->values[other], *yv = &g->values[m->output];
+            int same = ov->is_batched && ov->rank == yv->rank && ov->batch_axis == yv->batch_axis &&
+                       ov->batch_outer == yv->batch_outer &&
+                       !memcmp(ov->dims, yv->dims, (size_t)yv->rank * sizeof(yv->dims[0]));
+            if (other != m->output && same && ov->producer < i) {
+                vf_status rc = add_input(m, other, err);
+                if (rc < 0)
+                    return rc;
+                p->has_sum = 1;
+                replace_uses(g, u->output, m->output);
+            }
+        }
+        vf_status rc = vfi_graph_infer_node(g, i, err);
+        if (rc < 0)
+            return rc;
+    }
+    return VF_OK;
+}
+
 /* Conv/Gemm followed by an activation -> the activation fused into the Conv/Gemm. */
 static void fuse_activations(vf_graph *g)
 {
@@ -336,6 +430,8 @@ vf_status vfi_pass_optimize(vf_graph *g, vf_err *err)
         rc = vfi_graph_prune(g, err);
     if (rc >= 0)
         fuse_activations(g);
+    if (rc >= 0)
+        rc = fuse_matmul(g, err);
     if (rc >= 0)
         rc = vfi_graph_prune(g, err);
     return rc;

@@ -1361,6 +1361,26 @@ fail:
 
 /* Transpose and Reshape: a reorder from the input's layout into a plain output buffer, seen
  * through a descriptor over the input's dims (permuted strides for a transpose). */
+/* Is value v read only as an operand of products of two activations (which take any
+ * strides), and not the graph's output? */
+static int only_products_read(const vf_graph *g, int v)
+{
+    int users = 0;
+    if (v == g->output)
+        return 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const vf_node *n = &g->nodes[i];
+        for (int j = 0; j < n->n_inputs; j++) {
+            if (n->inputs[j] != v)
+                continue;
+            if (n->op != VF_OP_MATMUL || j > 1 || !g->values[n->inputs[1]].is_batched)
+                return 0;
+            users++;
+        }
+    }
+    return users > 0;
+}
+
 static vf_status relayout_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
@@ -1368,7 +1388,34 @@ static vf_status relayout_op(vf_backend *b, const vf_node *nd)
     const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
     vf_status rc = VF_OK;
     dnnl_memory_desc_t ymd, vmd;
-    int y, view;
+    int y, view, x = c->p->vbuf[nd->inputs[0]];
+    if (nd->op == VF_OP_RESHAPE) {
+        /* a row-major input is the output already: the same bytes seen with the new dims */
+        dnnl_data_type_t dt = c->p->bufs[x].md.data_type;
+        TRY(vfi_dnnl_plain_md(b, xv, dt, &vmd));
+        if (dnnl_memory_desc_equal(&c->p->bufs[x].md, &vmd)) {
+            TRY(vfi_dnnl_plain_md(b, yv, dt, &ymd));
+            TRY(vfi_dnnl_new_view(b, x, &ymd, &view));
+            c->p->vbuf[nd->output] = view;
+            return VF_OK;
+        }
+    }
+    if (nd->op == VF_OP_TRANSPOSE && only_products_read(g, nd->output)) {
+        /* attention's q, k and v go to oneDNN's matmul as they lie: the input's bytes seen
+         * through permuted strides, no copy */
+        dnnl_data_type_t dt = c->p->bufs[x].md.data_type;
+        TRY(vfi_dnnl_plain_md(b, xv, dt, &vmd));
+        if (dnnl_memory_desc_equal(&c->p->bufs[x].md, &vmd)) {
+            dnnl_dims_t yd, st;
+            vfi_dnnl_value_dims(c, yv, yd);
+            for (int i = 0; i < yv->rank; i++)
+                st[i] = vmd.format_desc.blocking.strides[nd->p.perm[i]];
+            CHECK(dnnl_memory_desc_init_by_strides(&ymd, yv->rank, yd, dt, st));
+            TRY(vfi_dnnl_new_view(b, x, &ymd, &view));
+            c->p->vbuf[nd->output] = view;
+            return VF_OK;
+        }
+    }
     TRY(vfi_dnnl_plain_md(b, yv, vfi_dnnl_dt_of(c, nd->output), &ymd));
     TRY(vfi_dnnl_new_buf(b, &ymd, BUF_ARENA, &y));
     if (nd->op == VF_OP_TRANSPOSE) {
@@ -1381,7 +1428,7 @@ static vf_status relayout_op(vf_backend *b, const vf_node *nd)
         TRY(vfi_dnnl_plain_md(b, xv, vfi_dnnl_dt_of(c, nd->inputs[0]), &vmd));
     }
     TRY(vfi_dnnl_new_view(b, y, &vmd, &view));
-    TRY(vfi_dnnl_add_reorder(b, c->p->vbuf[nd->inputs[0]], view));
+    TRY(vfi_dnnl_add_reorder(b, x, view));
     c->p->vbuf[nd->output] = y;
 fail:
     return rc;

@@ -103,10 +103,13 @@ vf_status vfi_dnnl_matmul_op(vf_backend *b, const vf_node *nd)
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL;
     int x, w, y, bias = -1, sum = -1, sum_view = -1;
-    TRY(plain_input(b, nd->inputs[0], &x));
-    TRY(plain_output(b, nd, &y));
     /* every row of a times a constant [K, N]: one 2-D product of all rows */
     int flat = !bv->is_batched;
+    if (flat)
+        TRY(plain_input(b, nd->inputs[0], &x));
+    else /* two activations: as they lie (a transpose before is a strided view) */
+        x = c->p->vbuf[nd->inputs[0]];
+    TRY(plain_output(b, nd, &y));
     dnnl_dims_t ad;
     vfi_dnnl_value_dims(c, av, ad);
     int64_t rows = 1, N = yv->dims[yv->rank - 1];
@@ -150,7 +153,7 @@ vf_status vfi_dnnl_matmul_op(vf_backend *b, const vf_node *nd)
         TRY(vfi_dnnl_upload_const(b, bv, &w_user,
                                   dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &w));
     } else { /* attention: one product per leading index, both operands activations */
-        TRY(plain_input(b, nd->inputs[1], &w));
+        w = c->p->vbuf[nd->inputs[1]];
         CHECK(dnnl_matmul_desc_init(&md, &c->p->bufs[x].md, &c->p->bufs[w].md,
                                     p->has_bias ? &bias_md : NULL, &c->p->bufs[y].md));
     }

@@ -1724,9 +1724,14 @@ static vf_status constant_of_shape_node(loader *L)
     vf_status rc = const_ints(L, 0, dims, VF_MAX_DIMS, &n);
     if (rc < 0)
         return rc;
+    int batch_at = -1; /* a shape holding the batch size: a constant for every image */
     for (int i = 0; i < n; i++) {
-        if (dims[i] < 0 || dims[i] > VF_MAX_DIM)
+        if (vfi_dim_batch_multiple(dims[i]) && batch_at < 0) {
+            batch_at = i;
+            dims[i] = vfi_dim_batch_multiple(dims[i]);
+        } else if (dims[i] < 0 || dims[i] > VF_MAX_DIM) {
             return NFAIL(L, VF_ERR_UNSUPPORTED, "shape entry %lld", (long long)dims[i]);
+        }
     }
     if (numel_of(n, dims) > VF_MAX_DIM)
         return NFAIL(L, VF_ERR_UNSUPPORTED, "a constant of %lld elements",
@@ -1753,7 +1758,11 @@ static vf_status constant_of_shape_node(loader *L)
             iv = *(const int64_t *)v;
         vfi_free(v);
     }
-    int64_t count = numel_of(n, dims);
+    /* over the batch: the values of one image's share (1 in the batch's dimension) */
+    int64_t one[VF_MAX_DIMS];
+    for (int i = 0; i < n; i++)
+        one[i] = i == batch_at ? 1 : dims[i];
+    int64_t count = numel_of(n, one);
     void *data = alloc_elems(count, dt);
     if (!data)
         return NFAIL(L, VF_ERR_NOMEM, "out of memory");
@@ -1764,7 +1773,25 @@ static vf_status constant_of_shape_node(loader *L)
             ((int64_t *)data)[i] = iv;
     }
     int out;
-    return add_const(L, out_name(L), dt, n, dims, data, &out);
+    if (batch_at < 0)
+        return add_const(L, out_name(L), dt, n, dims, data, &out);
+    if (dt != VF_DTYPE_F32) {
+        vfi_free(data);
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "an integer tensor over the batch");
+    }
+    char name[600];
+    snprintf(name, sizeof(name), "%s/vidfeat_fill", out_name(L));
+    int fill;
+    rc = add_const(L, name, dt, n, one, data, &fill);
+    if (rc < 0)
+        return rc;
+    vf_value t;
+    memset(&t, 0, sizeof(t));
+    t.rank = n;
+    memcpy(t.dims, dims, sizeof(t.dims));
+    t.batch_axis = batch_at;
+    t.batch_outer = 1;
+    return add_node(L, VF_OP_EXPAND, &fill, 1, &t);
 }
 
 static vf_status alias_node(loader *L)

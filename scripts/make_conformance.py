@@ -39,7 +39,10 @@ CASES = [
     ("swin_t", 224, [("pool", "/flatten/Flatten_output_0", 0), ("logits", "output", 0)], 8),
     ("convnext_tiny", 224, [("pool", "/classifier/classifier.1/Flatten_output_0", 0),
                             ("logits", "output", 0)], 8),
+    # CLIP's image tower (scripts/export-clip.py: the published architecture, random weights)
+    ("clip_vit_b32", 224, [("embed", "embed", 0)], 8),
 ]
+EXPORT_CLIP = {"clip_vit_b32": "ViT-B/32"}
 QUICK = {"squeezenet1_1", "mobilenet_v2"}
 
 
@@ -153,7 +156,10 @@ def main():
         if args.quick and name not in QUICK:
             continue
         src = os.path.join(cache, name + ".onnx")
-        if not os.path.exists(src):
+        if not os.path.exists(src) and name in EXPORT_CLIP:
+            subprocess.run([sys.executable, os.path.join(HERE, "export-clip.py"), "--out", cache,
+                            "--arch", EXPORT_CLIP[name]], check=True)
+        elif not os.path.exists(src):
             subprocess.run([sys.executable, os.path.join(HERE, "export-torchvision.py"),
                             "--out", cache, name], check=True)
         tensors = [t for _, t, _ in layers]

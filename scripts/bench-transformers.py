@@ -13,7 +13,8 @@ from build/ort (or ORT_NODE_DIR); vidfeat through `vidfeat bench --infer-only` (
 alone, the same 32 images a run). The peak is the machine's f32 multiply-adds per second times
 two: 2 vCPUs x 2 AVX-512 FMA units x 16 floats x 2 flops x 2.0 GHz = 256 GFLOP/s on this
 project's machines; pass another with --peak-gflops. The models' multiply-adds per 224x224 image
-are the published figures (ViT-B/16 17.56 G, Swin-T 4.49 G, ConvNeXt-T 4.46 G).
+are the published figures (ViT-B/16 17.56 G, Swin-T 4.49 G, ConvNeXt-T 4.46 G, CLIP ViT-B/32
+4.37 G); clip_vit_b32 is scripts/export-clip.py's tower (--models ...,clip_vit_b32).
 """
 import argparse
 import json
@@ -24,7 +25,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-GMACS = {"vit_b_16": 17.56, "swin_t": 4.49, "convnext_tiny": 4.46}
+GMACS = {"vit_b_16": 17.56, "swin_t": 4.49, "convnext_tiny": 4.46, "clip_vit_b32": 4.37}
 
 
 def cpu_name():

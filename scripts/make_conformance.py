@@ -25,7 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SKIP = 77
 
-# model, input size, [(layer as given to --layer, tensor, H*W averaged by vidfeat or 0)], images
+# model, input size, [(layer as given to --layer, tensor, H*W averaged by vidfeat or 0, or
+# "tokens": the mean of a ViT's patch tokens)], images
 CASES = [
     ("vgg19", 224, [("fc7", "/classifier/classifier.4/Relu_output_0", 0),
                     ("pool5", "/features/features.36/MaxPool_output_0", 49)], 8),
@@ -35,7 +36,8 @@ CASES = [
     ("densenet121", 224, [("output", "output", 0)], 8),
     ("mobilenet_v2", 224, [("pool", "/GlobalAveragePool_output_0", 0)], 8),
     # vision transformers and a modern CNN: layers by manifest name (vit_b_16's class token)
-    ("vit_b_16", 224, [("cls", "/Gather_4_output_0", 0), ("logits", "output", 0)], 8),
+    ("vit_b_16", 224, [("cls", "/Gather_4_output_0", 0), ("logits", "output", 0),
+                       ("mean", "/encoder/ln/LayerNormalization_output_0", "tokens")], 8),
     ("swin_t", 224, [("pool", "/flatten/Flatten_output_0", 0), ("logits", "output", 0)], 8),
     ("convnext_tiny", 224, [("pool", "/classifier/classifier.1/Flatten_output_0", 0),
                             ("logits", "output", 0)], 8),
@@ -172,7 +174,10 @@ def main():
         os.remove(aug)
         for (layer, tensor, spatial), ref in zip(layers, refs):
             y = np.fromfile(ref, "<f4").reshape(n, -1)
-            if spatial:  # vidfeat global-average-pools a 4-D map
+            if spatial == "tokens":  # a ViT's mean of its patch tokens (all but the class token)
+                y = y.reshape(n, 197, -1)[:, 1:].mean(axis=1, dtype=np.float64).astype("<f4")
+                y.tofile(ref)
+            elif spatial:  # vidfeat global-average-pools a 4-D map
                 y = y.reshape(n, -1, spatial).mean(axis=2, dtype=np.float64).astype("<f4")
                 y.tofile(ref)
             spread = float(np.std(y, axis=0).mean() / (np.abs(y).mean() + 1e-30))

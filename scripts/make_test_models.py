@@ -287,6 +287,13 @@ def vit_tiny():
                                                 num_classes=10)
 
 
+def vit_patch14():
+    """A DINOv2-style patching: 14x14 patches (at 56: 16 patches and the class token)."""
+    return torchvision.models.VisionTransformer(image_size=56, patch_size=14, num_layers=2,
+                                                num_heads=2, hidden_dim=32, mlp_dim=64,
+                                                num_classes=10)
+
+
 def swin_tiny():
     """torchvision's Swin (shifted windows: roll as slice + concat, the attention mask built by
     shape arithmetic), at 32x32 with two stages."""
@@ -566,6 +573,7 @@ def main(fixtures_only=False):
     export("swin_tiny", swin_tiny, (3, 32, 32), 20, opset=17)
     export("convnext_tiny", convnext_tiny, (3, 32, 32), 21, opset=17)
     export("transformer_ops", TransformerOps, (3, 4, 6), 22, opset=17)
+    export("vit_patch14", vit_patch14, (3, 56, 56), 23, opset=17)
     conv_bn_relu()
     lrn()
     same_upper()

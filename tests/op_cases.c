@@ -36,6 +36,7 @@ const char *const op_case_names[] = {
     "swin_tiny",
     "convnext_tiny",
     "transformer_ops",
+    "vit_patch14",
     NULL,
 };
 

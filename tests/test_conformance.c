@@ -3,8 +3,9 @@
  *
  * Reads DIR/cases.tsv written by scripts/make_conformance.py (the fixture test before this one):
  * each case is an ONNX file, a feature layer, input images and ONNX Runtime's output for them.
- * Every case runs through the public API on the oneDNN backend at batch 1 and 8 in f32 (each
- * vector within 1e-4 relative: max|ours - ort| / max|ort|) and in bf16 (cosine >= 0.999 per
+ * Every case runs through the public API on the oneDNN backend at batch 1 and 8 (the vision
+ * transformers also at 7 and 32) in f32 (each vector within 1e-4 relative: max|ours - ort| /
+ * max|ort|) and in bf16 (cosine >= 0.999 per
  * vector; for the real MobileNetV2 the layers the backend keeps in f32 must cut the mean loss to
  * 3/4 of all-bf16 or less); small models also run on the reference backend. Where DIR/top1.tsv
  * exists, the real MobileNetV2's class probabilities must give the verified top-1 class for every
@@ -84,6 +85,12 @@ static int is_small(const conf_case *c)
     return strstr(c->model, "mobilenet") || strstr(c->model, "squeezenet");
 }
 
+static int is_transformer(const conf_case *c)
+{
+    return strstr(c->model, "vit_") || strstr(c->model, "swin_") || strstr(c->model, "convnext") ||
+           strstr(c->model, "clip_");
+}
+
 static void check_top1(const char *dir, const float *probs, const conf_case *c, const char *what)
 {
     char path[2048];
@@ -131,8 +138,11 @@ int main(int argc, char **argv)
         float *ref = read_floats(c.reference, out_count);
         printf("%s [%s] %d images, %d-d\n", c.model, c.layer, c.n, c.dim);
 
-        static const int batches[] = {1, 8};
-        for (int bi = 0; bi < 2; bi++) {
+        /* the transformers also at 7 (a short batch of a plan for 7) and 32 (8 images in a
+         * plan for 32): their batch moves between dimensions, so every plan size is checked */
+        static const int batches[] = {1, 8, 7, 32};
+        int n_batches = is_transformer(&c) ? 4 : 2;
+        for (int bi = 0; bi < n_batches; bi++) {
             float *out = run(&c, "cpu", VF_PRECISION_F32, batches[bi], input);
             double worst = 0.0;
             for (int i = 0; i < c.n; i++) {

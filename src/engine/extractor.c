@@ -137,8 +137,18 @@ static vf_status resolve_layer(vf_extractor *ex, const vf_config *cfg, int *valu
         want = tensor;
     } else {
         *value = vfi_graph_find(ex->graph, tensor);
-        /* Another exporter's names: "pool" and "logits" are found by the graph's structure. */
+        /* Another exporter's names: "pool", "logits" and "cls" are found by the graph's
+         * structure; a ViT's "mean" (of its patch tokens) is made from the tokens "cls" is
+         * taken from */
         int by_structure = *value < 0 ? vfi_graph_layer_by_structure(ex->graph, want) : -1;
+        int tokens = *value < 0 && !strcmp(want, "mean")
+                         ? vfi_graph_layer_by_structure(ex->graph, "tokens")
+                         : -1;
+        if (tokens >= 0) {
+            vf_status rc = vfi_graph_token_mean(ex->graph, tokens, &by_structure, &ex->err);
+            if (rc < 0)
+                return rc;
+        }
         if (by_structure >= 0) {
             *value = by_structure;
             vfi_log(VF_LOG_INFO, "engine", "%s: no tensor '%s'; layer '%s' is '%s' by structure",

@@ -995,13 +995,13 @@ int vfi_graph_layer_by_structure(const vf_graph *g, const char *layer)
     }
     if (!strcmp(layer, "logits"))
         return logits;
-    if (!strcmp(layer, "cls")) {
+    if (!strcmp(layer, "cls") || !strcmp(layer, "tokens")) {
         /* a vision transformer's class token: the first token taken (Gather of index 0) from
-         * the tokens the classifier reads */
+         * the tokens the classifier reads; "tokens": those tokens */
         int v = g->nodes[fc].inputs[0], p = g->values[v].producer;
         if (p >= 0 && g->nodes[p].op == VF_OP_GATHER && g->nodes[p].p.gather.scalar &&
             g->nodes[p].p.gather.indices[0] == 0)
-            return v;
+            return layer[0] == 'c' ? v : g->nodes[p].inputs[0];
         return -1;
     }
     if (strcmp(layer, "pool") != 0)
@@ -1019,6 +1019,33 @@ int vfi_graph_layer_by_structure(const vf_graph *g, const char *layer)
         v = g->nodes[p].inputs[0];
     }
     return -1;
+}
+
+vf_status vfi_graph_token_mean(vf_graph *g, int tokens, int *out, vf_err *err)
+{
+    const vf_value *t = &g->values[tokens];
+    if (t->rank != 3 || t->batch_axis != 0 || t->dims[1] < 2)
+        return vfi_fail(err, VF_ERR_INVALID, "'%s' is not a sequence of tokens [N, T, D]", t->name);
+    char name[600];
+    vf_node tmp;
+    memset(&tmp, 0, sizeof(tmp));
+    vf_slice_params *sp = &tmp.p.slice;
+    for (int d = 0; d < 3; d++) {
+        sp->step[d] = 1;
+        sp->count[d] = t->dims[d];
+    }
+    sp->start[1] = 1;
+    sp->count[1] = t->dims[1] - 1;
+    snprintf(name, sizeof(name), "%s/vidfeat_patches", t->name);
+    int patches;
+    vf_status rc = vfi_graph_add_node(g, VF_OP_SLICE, name, &tokens, 1, sp, name, &patches, err);
+    if (rc < 0)
+        return rc;
+    memset(&tmp, 0, sizeof(tmp));
+    tmp.p.reduce.axes = 1u << 1;
+    snprintf(name, sizeof(name), "%s/vidfeat_mean", t->name);
+    return vfi_graph_add_node(g, VF_OP_REDUCE_MEAN, name, &patches, 1, &tmp.p.reduce, name, out,
+                              err);
 }
 
 static int remap_index(int v, void *user)

@@ -263,8 +263,13 @@ int vfi_graph_count_uses(const vf_graph *g, int v);
 /* The value a layer name stands for by the graph's structure alone, or -1: "logits" is the
  * output of the last fully connected node (Gemm or MatMul, with a MatMul's bias Add), "pool" the
  * global average pool that feeds it (through flatten, reshape or squeeze), "cls" the class
- * token it reads (a Gather of token 0). Other names: -1. */
+ * token it reads (a Gather of token 0), "tokens" the sequence that token is taken from. Other
+ * names: -1. */
 int vfi_graph_layer_by_structure(const vf_graph *g, const char *layer);
+
+/* A vision transformer's "mean" layer: the mean of the patch tokens (all but the first, the
+ * class token) of tokens [N, T, D], as new nodes; the value into *out. */
+vf_status vfi_graph_token_mean(vf_graph *g, int tokens, int *out, vf_err *err);
 
 /* Remove nodes whose outputs nobody uses (walking back from g->output), and the constants only
  * they used. Node order is kept; value indices are renumbered. */

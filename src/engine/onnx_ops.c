@@ -81,14 +81,10 @@ static void next_index(int rank, const int64_t *dims, int64_t *idx)
     }
 }
 
-typedef enum { CMP_EQUAL, CMP_WHERE, CMP_MOD, CMP_NOT } fold_kind;
-
-/* Equal, Where, Mod and Not of constants. An element standing for a multiple of the batch
- * (vfi_dim_batch) compares as itself and is selected as itself; arithmetic on it is refused. */
-static vf_status fold_consts(vfi_onnx_loader *L, fold_kind kind, int n_in)
+/* The node's first n inputs, which must be constants (what is folded here). */
+static vf_status const_inputs(vfi_onnx_loader *L, int n, const vf_value **v)
 {
-    const vf_value *v[3];
-    for (int k = 0; k < n_in; k++) {
+    for (int k = 0; k < n; k++) {
         int idx;
         vf_status rc = need_input(L, (size_t)k, &idx);
         if (rc < 0)
@@ -97,12 +93,25 @@ static vf_status fold_consts(vfi_onnx_loader *L, fold_kind kind, int n_in)
         if (!v[k]->data)
             return FAIL(L, VF_ERR_UNSUPPORTED, "on an activation ('%s')", v[k]->name);
     }
+    return VF_OK;
+}
+
+typedef enum { CMP_EQUAL, CMP_WHERE, CMP_MOD, CMP_NOT } fold_kind;
+
+/* Equal, Where, Mod and Not of constants. An element standing for a multiple of the batch
+ * (vfi_dim_batch) compares as itself and is selected as itself; arithmetic on it is refused. */
+static vf_status fold_consts(vfi_onnx_loader *L, fold_kind kind, int n_in)
+{
+    const vf_value *v[3];
+    vf_status rc = const_inputs(L, n_in, v);
+    if (rc < 0)
+        return rc;
     const vf_value *a = kind == CMP_WHERE ? v[1] : v[0], *b = kind == CMP_WHERE ? v[2] : v[1];
     if (kind != CMP_NOT && a->dtype != b->dtype)
         return FAIL(L, VF_ERR_MODEL, "operands of different types");
     int rank;
     int64_t dims[VF_MAX_DIMS], st[3][VF_MAX_DIMS], idx[VF_MAX_DIMS] = {0};
-    vf_status rc = broadcast_shape(L, v, n_in, &rank, dims, st);
+    rc = broadcast_shape(L, v, n_in, &rank, dims, st);
     if (rc < 0)
         return rc;
     vf_dtype out_dt = kind == CMP_EQUAL || kind == CMP_NOT ? VF_DTYPE_I64 : a->dtype;
@@ -480,15 +489,9 @@ vf_status vfi_onnx_expand(vfi_onnx_loader *L)
 vf_status vfi_onnx_scatter_nd(vfi_onnx_loader *L)
 {
     const vf_value *v[3];
-    for (int k = 0; k < 3; k++) {
-        int idx;
-        vf_status rc = need_input(L, (size_t)k, &idx);
-        if (rc < 0)
-            return rc;
-        v[k] = vfi_onnx_value(L, idx);
-        if (!v[k]->data)
-            return FAIL(L, VF_ERR_UNSUPPORTED, "on an activation ('%s')", v[k]->name);
-    }
+    vf_status rc = const_inputs(L, 3, v);
+    if (rc < 0)
+        return rc;
     const vf_value *data = v[0], *ind = v[1], *upd = v[2];
     if (vfi_onnx_attr_int(L, "reduction", 0) != 0 && vfi_onnx_n_inputs(L) > 3)
         return FAIL(L, VF_ERR_UNSUPPORTED, "a reduction");

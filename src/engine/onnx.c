@@ -205,11 +205,16 @@ static int attr_str_is(const Onnx__NodeProto *n, const char *name, const char *v
     return a->s.len == len && memcmp(a->s.data, value, len) == 0;
 }
 
+/* The product of dims, INT64_MAX where it would overflow (a hostile shape: callers compare it
+ * with their limits). */
 static int64_t numel_of(int rank, const int64_t *dims)
 {
     int64_t n = 1;
-    for (int i = 0; i < rank; i++)
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] > 0 && n > INT64_MAX / dims[i])
+            return INT64_MAX;
         n *= dims[i];
+    }
     return n;
 }
 

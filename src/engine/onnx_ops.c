@@ -13,11 +13,15 @@
 
 #define FAIL(L, code, ...) vfi_onnx_fail(L, code, __VA_ARGS__)
 
+/* The product of dims, INT64_MAX where it would overflow (then refused by the callers' limits). */
 static int64_t numel(int rank, const int64_t *dims)
 {
     int64_t n = 1;
-    for (int i = 0; i < rank; i++)
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] > 0 && n > INT64_MAX / dims[i])
+            return INT64_MAX;
         n *= dims[i];
+    }
     return n;
 }
 
@@ -63,7 +67,7 @@ static vf_status broadcast_shape(vfi_onnx_loader *L, const vf_value *const *v, i
     return VF_OK;
 }
 
-/* The element of constant v at output index idx (as double; int64 exactly below 2^53). */
+/* The offset, through strides st, of the element at index idx. */
 static int64_t offset_of(int rank, const int64_t *idx, const int64_t *st)
 {
     int64_t off = 0;
@@ -218,9 +222,9 @@ vf_status vfi_onnx_range(vfi_onnx_loader *L)
     if (delta == 0.0)
         return FAIL(L, VF_ERR_MODEL, "range with step 0");
     double count = ceil((limit - start) / delta);
+    if (!(count <= (double)VF_MAX_DIM)) /* NaN and infinities too */
+        return FAIL(L, VF_ERR_UNSUPPORTED, "a range of %g elements", count);
     int64_t n = count > 0 ? (int64_t)count : 0;
-    if (n > VF_MAX_DIM)
-        return FAIL(L, VF_ERR_UNSUPPORTED, "a range of %lld elements", (long long)n);
     void *data = vfi_mallocarray((size_t)(n ? n : 1), vfi_dtype_size(dt));
     if (!data)
         return FAIL(L, VF_ERR_NOMEM, "out of memory");
@@ -404,7 +408,6 @@ vf_status vfi_onnx_split(vfi_onnx_loader *L)
         count[axis] = sizes[i];
         if (*vfi_onnx_output_name(L, (size_t)i))
             rc = slice_out(L, x, start, step, count, (size_t)i);
-        xv = vfi_onnx_value(L, x); /* values may have moved */
         start[axis] += sizes[i];
     }
     return rc;
@@ -441,7 +444,7 @@ vf_status vfi_onnx_expand(vfi_onnx_loader *L)
             t.dims[i] = m;
             continue;
         }
-        if (s < 0 || (s != d && s != 1 && d != 1))
+        if (s < 0 || s > VF_MAX_DIM || (s != d && s != 1 && d != 1))
             return FAIL(L, VF_ERR_MODEL, "shape entry %lld does not fit dim %lld", (long long)s,
                         (long long)d);
         t.dims[i] = s > d ? s : d;
@@ -463,23 +466,18 @@ vf_status vfi_onnx_expand(vfi_onnx_loader *L)
     unsigned char *data = vfi_mallocarray((size_t)(total ? total : 1), es);
     if (!data)
         return FAIL(L, VF_ERR_NOMEM, "out of memory");
-    const vf_value *v[1] = {xv};
-    int64_t st[1][VF_MAX_DIMS], dims[VF_MAX_DIMS], idx[VF_MAX_DIMS] = {0};
-    int r;
-    /* strides of x over the output's shape */
-    vf_value shaped = t;
-    const vf_value *both[2] = {v[0], &shaped};
-    int64_t st2[2][VF_MAX_DIMS];
-    rc = broadcast_shape(L, both, 2, &r, dims, st2);
-    if (rc < 0) {
-        vfi_free(data);
-        return rc;
+    /* x's strides over the output's shape: 0 where it has 1 or nothing */
+    int64_t st[VF_MAX_DIMS], idx[VF_MAX_DIMS] = {0}, step = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        int ix = i - (rank - xv->rank);
+        int64_t d = ix >= 0 ? xv->dims[ix] : 1;
+        st[i] = d == 1 ? 0 : step;
+        step *= d;
     }
-    memcpy(st[0], st2[0], sizeof(st[0]));
     for (int64_t e = 0; e < total; e++) {
         memcpy(data + (size_t)e * es,
-               (const unsigned char *)xv->data + (size_t)offset_of(r, idx, st[0]) * es, es);
-        next_index(r, dims, idx);
+               (const unsigned char *)xv->data + (size_t)offset_of(rank, idx, st) * es, es);
+        next_index(rank, t.dims, idx);
     }
     return vfi_onnx_add_const(L, 0, xv->dtype, rank, t.dims, data);
 }

@@ -147,10 +147,13 @@ static void dnnl_destroy(vf_backend *b)
 
 /* ---- buffers and steps ---------------------------------------------------------------------- */
 
-vf_status vfi_dnnl_new_buf(vf_backend *b, const dnnl_memory_desc_t *md, enum buf_kind kind,
+vf_status vfi_dnnl_new_buf(vf_backend *b, const dnnl_memory_desc_t *md_in, enum buf_kind kind,
                            int *out)
 {
     dnnl_ctx *c = b->ctx;
+    /* md may point into the buffers themselves (a new buffer like another), which growing
+     * moves: copied first */
+    const dnnl_memory_desc_t md_copy = *md_in, *md = &md_copy;
     void *grown = vfi_grow(c->p->bufs, &c->p->cap_bufs, c->p->n_bufs + 1, sizeof(dbuf));
     if (!grown)
         return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
@@ -381,10 +384,12 @@ void vfi_dnnl_value_dims(const dnnl_ctx *c, const vf_value *v, dnnl_dims_t dims)
  * buffer filled by a reorder step. */
 /* Buffer src in layout `want` (a reorder, cached per source, when it is not already); with a
  * non-zero scale the reorder multiplies by it: quantization into an int8 type. */
-static vf_status ensure_md_scaled(vf_backend *b, int src, const dnnl_memory_desc_t *want,
+static vf_status ensure_md_scaled(vf_backend *b, int src, const dnnl_memory_desc_t *want_in,
                                   float scale, int *out)
 {
     dnnl_ctx *c = b->ctx;
+    /* want may point into the buffers, which a new buffer moves */
+    const dnnl_memory_desc_t want_copy = *want_in, *want = &want_copy;
     vf_status rc = VF_OK;
     dnnl_primitive_desc_t pd = NULL;
     if (dnnl_memory_desc_equal(&c->p->bufs[src].md, want)) {
@@ -466,10 +471,13 @@ static void maybe_release(dnnl_ctx *c, int vi)
 /* Constant v (its data, or `data` in its place: quantized weights, scaled biases) in layout
  * `want`, shared with another plan that has it in the same layout. */
 static vf_status upload_data(vf_backend *b, const vf_value *v, const void *data,
-                             const dnnl_memory_desc_t *user_md, const dnnl_memory_desc_t *want,
+                             const dnnl_memory_desc_t *user_in, const dnnl_memory_desc_t *want_in,
                              int *out)
 {
     dnnl_ctx *c = b->ctx;
+    /* either may point into the buffers, which a new buffer moves */
+    const dnnl_memory_desc_t user_copy = *user_in, want_copy = *want_in;
+    const dnnl_memory_desc_t *user_md = &user_copy, *want = &want_copy;
     vf_status rc = VF_OK;
     dnnl_memory_t src = NULL;
     dnnl_primitive_desc_t pd = NULL;

@@ -1026,7 +1026,9 @@ vf_status vfi_graph_token_mean(vf_graph *g, int tokens, int *out, vf_err *err)
     const vf_value *t = &g->values[tokens];
     if (t->rank != 3 || t->batch_axis != 0 || t->dims[1] < 2)
         return vfi_fail(err, VF_ERR_INVALID, "'%s' is not a sequence of tokens [N, T, D]", t->name);
-    char name[600];
+    /* the names made before a node is added: adding one may move the values */
+    char name[600], mean_name[600];
+    snprintf(mean_name, sizeof(mean_name), "%s/vidfeat_mean", t->name);
     vf_node tmp;
     memset(&tmp, 0, sizeof(tmp));
     vf_slice_params *sp = &tmp.p.slice;
@@ -1043,9 +1045,8 @@ vf_status vfi_graph_token_mean(vf_graph *g, int tokens, int *out, vf_err *err)
         return rc;
     memset(&tmp, 0, sizeof(tmp));
     tmp.p.reduce.axes = 1u << 1;
-    snprintf(name, sizeof(name), "%s/vidfeat_mean", t->name);
-    return vfi_graph_add_node(g, VF_OP_REDUCE_MEAN, name, &patches, 1, &tmp.p.reduce, name, out,
-                              err);
+    return vfi_graph_add_node(g, VF_OP_REDUCE_MEAN, mean_name, &patches, 1, &tmp.p.reduce,
+                              mean_name, out, err);
 }
 
 static int remap_index(int v, void *user)

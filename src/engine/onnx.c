@@ -1370,22 +1370,27 @@ static vf_status gather_node(loader *L)
  * expanded over the batch as the activations hold it. */
 static vf_status expand_constants(loader *L, int *in, int n)
 {
-    const vf_value *act = NULL;
-    for (int i = 0; i < n && !act; i++)
-        act = val(L, in[i])->data ? NULL : val(L, in[i]);
+    /* the activations' batch placement, copied: adding a node may move the values */
+    vf_value act;
+    memset(&act, 0, sizeof(act));
+    for (int i = 0; i < n; i++) {
+        if (!val(L, in[i])->data) {
+            act = *val(L, in[i]);
+            break;
+        }
+    }
     for (int i = 0; i < n; i++) {
         const vf_value *c = val(L, in[i]);
         if (!c->data)
             continue;
-        if (c->rank != act->rank || c->dims[act->batch_axis] != 1)
+        if (c->rank != act.rank || c->dims[act.batch_axis] != 1)
             return NFAIL(L, VF_ERR_UNSUPPORTED,
-                         "constant '%s' joined to activations differs "
-                         "along the batch's dimension",
+                         "constant '%s' joined to activations differs along the batch's dimension",
                          c->name);
         vf_value t = *c;
-        t.dims[act->batch_axis] = act->dims[act->batch_axis];
-        t.batch_axis = act->batch_axis;
-        t.batch_outer = act->batch_outer;
+        t.dims[act.batch_axis] = act.dims[act.batch_axis];
+        t.batch_axis = act.batch_axis;
+        t.batch_outer = act.batch_outer;
         char name[600];
         snprintf(name, sizeof(name), "%s/vidfeat_expand_%d", out_name(L), i);
         int src = in[i];

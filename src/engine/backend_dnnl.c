@@ -1073,23 +1073,10 @@ static vf_status binary_spread(vf_backend *b, const vf_node *nd, int i1, int x0)
     float *spread = vfi_mallocarray((size_t)per, sizeof(float));
     if (!spread)
         return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
-    int64_t s = 1;
-    for (int i = yv->rank - 1; i >= 0; i--) {
-        int j = i - (yv->rank - bv->rank);
-        int64_t d = j >= 0 ? bv->dims[j] : 1;
-        st[i] = d == 1 ? 0 : s;
-        s *= d;
-    }
+    vfi_dims_broadcast_strides(yv->rank, bv->rank, bv->dims, st);
     for (int64_t k = 0; k < per; k++) {
-        int64_t off = 0;
-        for (int i = 0; i < yv->rank; i++)
-            off += idx[i] * st[i];
-        spread[k] = ((const float *)bv->data)[off];
-        for (int i = yv->rank - 1; i >= 0; i--) {
-            if (++idx[i] < yv->dims[i])
-                break;
-            idx[i] = 0;
-        }
+        spread[k] = ((const float *)bv->data)[vfi_dims_offset(yv->rank, idx, st)];
+        vfi_dims_next(yv->rank, yv->dims, idx);
     }
     dnnl_memory_desc_t user, want, md2;
     dnnl_dims_t cd = {1, per}, xd = {c->p->batch, per};

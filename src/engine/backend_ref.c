@@ -78,24 +78,6 @@ static void dims_strides(const vf_value *v, int n, int64_t *dims, int64_t *st)
     }
 }
 
-/* Advance a row-major index over dims; the last dimension fastest. */
-static void next_index(int rank, const int64_t *dims, int64_t *idx)
-{
-    for (int i = rank - 1; i >= 0; i--) {
-        if (++idx[i] < dims[i])
-            return;
-        idx[i] = 0;
-    }
-}
-
-static int64_t product(int rank, const int64_t *dims)
-{
-    int64_t p = 1;
-    for (int i = 0; i < rank; i++)
-        p *= dims[i];
-    return p;
-}
-
 static void conv(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
 {
     const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
@@ -223,25 +205,18 @@ static void binary(const vf_node *nd, const vf_graph *g, const float *a, const f
     const vf_value *av = &g->values[nd->inputs[0]], *bv = &g->values[nd->inputs[1]];
     const vf_value *yv = &g->values[nd->output];
     int rank = yv->rank;
-    int64_t sa[VF_MAX_DIMS], sb[VF_MAX_DIMS], ta[VF_MAX_DIMS], tb[VF_MAX_DIMS];
-    int64_t dims[VF_MAX_DIMS], da_[VF_MAX_DIMS], db_[VF_MAX_DIMS], idx[VF_MAX_DIMS] = {0};
+    int64_t sa[VF_MAX_DIMS], sb[VF_MAX_DIMS], dims[VF_MAX_DIMS], da[VF_MAX_DIMS], db[VF_MAX_DIMS],
+        idx[VF_MAX_DIMS] = {0};
     vfi_value_dims_at(yv, n, dims);
-    dims_strides(av, n, da_, ta);
-    dims_strides(bv, n, db_, tb);
-    for (int i = 0; i < rank; i++) {
-        int ia = i - (rank - av->rank), ib = i - (rank - bv->rank);
-        sa[i] = ia < 0 || da_[ia] == 1 ? 0 : ta[ia];
-        sb[i] = ib < 0 || db_[ib] == 1 ? 0 : tb[ib];
-    }
-    int64_t total = product(rank, dims);
+    vfi_value_dims_at(av, n, da);
+    vfi_value_dims_at(bv, n, db);
+    vfi_dims_broadcast_strides(rank, av->rank, da, sa);
+    vfi_dims_broadcast_strides(rank, bv->rank, db, sb);
+    int64_t total = vfi_dims_numel(rank, dims);
     for (int64_t k = 0; k < total; k++) {
-        int64_t oa = 0, ob = 0;
-        for (int i = 0; i < rank; i++) {
-            oa += idx[i] * sa[i];
-            ob += idx[i] * sb[i];
-        }
-        y[k] = binary_apply(nd->p.binary, a[oa], b[ob]);
-        next_index(rank, dims, idx);
+        y[k] = binary_apply(nd->p.binary, a[vfi_dims_offset(rank, idx, sa)],
+                            b[vfi_dims_offset(rank, idx, sb)]);
+        vfi_dims_next(rank, dims, idx);
     }
 }
 
@@ -251,9 +226,9 @@ static void split_axis(const vf_value *v, int axis, int n, int64_t *outer, int64
 {
     int64_t dims[VF_MAX_DIMS];
     vfi_value_dims_at(v, n, dims);
-    *outer = product(axis, dims);
+    *outer = vfi_dims_numel(axis, dims);
     *len = dims[axis];
-    *inner = product(v->rank - axis - 1, dims + axis + 1);
+    *inner = vfi_dims_numel(v->rank - axis - 1, dims + axis + 1);
 }
 
 static void softmax(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
@@ -323,7 +298,7 @@ static void pad(const vf_node *nd, const vf_graph *g, const float *x, float *y, 
     int64_t sx[VF_MAX_DIMS], xd[VF_MAX_DIMS], dims[VF_MAX_DIMS], idx[VF_MAX_DIMS] = {0};
     dims_strides(xv, n, xd, sx);
     vfi_value_dims_at(yv, n, dims);
-    int64_t total = product(rank, dims);
+    int64_t total = vfi_dims_numel(rank, dims);
     for (int64_t k = 0; k < total; k++) {
         int64_t off = 0;
         int inside = 1;
@@ -334,7 +309,7 @@ static void pad(const vf_node *nd, const vf_graph *g, const float *x, float *y, 
             off += s * sx[i];
         }
         y[k] = inside ? x[off] : nd->p.pad.value;
-        next_index(rank, dims, idx);
+        vfi_dims_next(rank, dims, idx);
     }
 }
 
@@ -343,13 +318,10 @@ static void pad(const vf_node *nd, const vf_graph *g, const float *x, float *y, 
 static void strided_copy(int rank, const int64_t *dims, const int64_t *st, int64_t base,
                          const float *x, float *y)
 {
-    int64_t idx[VF_MAX_DIMS] = {0}, total = product(rank, dims);
+    int64_t idx[VF_MAX_DIMS] = {0}, total = vfi_dims_numel(rank, dims);
     for (int64_t k = 0; k < total; k++) {
-        int64_t off = base;
-        for (int i = 0; i < rank; i++)
-            off += idx[i] * st[i];
-        y[k] = x[off];
-        next_index(rank, dims, idx);
+        y[k] = x[base + vfi_dims_offset(rank, idx, st)];
+        vfi_dims_next(rank, dims, idx);
     }
 }
 
@@ -382,13 +354,10 @@ static void slice(const vf_node *nd, const vf_graph *g, const float *x, float *y
 static void expand(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
 {
     const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
-    int64_t sx[VF_MAX_DIMS], xd[VF_MAX_DIMS], st[VF_MAX_DIMS], dims[VF_MAX_DIMS];
-    dims_strides(xv, n, xd, sx);
+    int64_t xd[VF_MAX_DIMS], st[VF_MAX_DIMS], dims[VF_MAX_DIMS];
+    vfi_value_dims_at(xv, n, xd);
     vfi_value_dims_at(yv, n, dims);
-    for (int i = 0; i < yv->rank; i++) {
-        int ix = i - (yv->rank - xv->rank);
-        st[i] = ix < 0 || xd[ix] == 1 ? 0 : sx[ix];
-    }
+    vfi_dims_broadcast_strides(yv->rank, xv->rank, xd, st);
     strided_copy(yv->rank, dims, st, 0, x, y);
 }
 
@@ -405,8 +374,8 @@ static void matmul(const vf_node *nd, const vf_graph *g, const float *a, const f
     vfi_value_dims_at(bv, n, bd);
     int r = av->rank;
     int64_t K = ad[r - 1], N = bd[bv->rank - 1];
-    int64_t M = bv->is_batched ? ad[r - 2] : product(r - 1, ad);
-    int64_t lead = bv->is_batched ? product(r - 2, ad) : 1;
+    int64_t M = bv->is_batched ? ad[r - 2] : vfi_dims_numel(r - 1, ad);
+    int64_t lead = bv->is_batched ? vfi_dims_numel(r - 2, ad) : 1;
     for (int64_t l = 0; l < lead; l++) {
         const float *al = a + l * M * K, *bl = bv->is_batched ? b + l * K * N : b;
         float *yl = y + l * M * N;
@@ -430,7 +399,7 @@ static void layernorm(const vf_node *nd, const vf_graph *g, const float *x, floa
     int64_t dims[VF_MAX_DIMS];
     vfi_value_dims_at(xv, n, dims);
     int axis = nd->p.layernorm.axis;
-    int64_t rows = product(axis, dims), len = product(xv->rank - axis, dims + axis);
+    int64_t rows = vfi_dims_numel(axis, dims), len = vfi_dims_numel(xv->rank - axis, dims + axis);
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * len;
         float *yr = y + r * len;
@@ -480,19 +449,10 @@ static void reduce_mean(const vf_node *nd, const vf_graph *g, const float *x, fl
     int64_t out_total = (int64_t)n * vfi_value_sample_numel(yv);
     for (int64_t k = 0; k < out_total; k++)
         y[k] = 0.0f;
-    int64_t total = 1;
-    for (int i = 0; i < rank; i++)
-        total *= dims[i];
+    int64_t total = vfi_dims_numel(rank, dims);
     for (int64_t k = 0; k < total; k++) {
-        int64_t off = 0;
-        for (int i = 0; i < rank; i++)
-            off += idx[i] * ys[i];
-        y[off] += x[k];
-        for (int i = rank - 1; i >= 0; i--) {
-            if (++idx[i] < dims[i])
-                break;
-            idx[i] = 0;
-        }
+        y[vfi_dims_offset(rank, idx, ys)] += x[k];
+        vfi_dims_next(rank, dims, idx);
     }
     for (int64_t k = 0; k < out_total; k++)
         y[k] /= (float)count;

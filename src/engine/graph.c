@@ -88,6 +88,45 @@ int vfi_value_batch_first(const vf_value *v)
     return v->is_batched && v->batch_axis == 0 && v->rank > 0 && v->dims[0] == 1;
 }
 
+int64_t vfi_dims_numel(int rank, const int64_t *dims)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] > 0 && n > INT64_MAX / dims[i])
+            return INT64_MAX;
+        n *= dims[i];
+    }
+    return n;
+}
+
+void vfi_dims_next(int rank, const int64_t *dims, int64_t *idx)
+{
+    for (int i = rank - 1; i >= 0; i--) {
+        if (++idx[i] < dims[i])
+            return;
+        idx[i] = 0;
+    }
+}
+
+void vfi_dims_broadcast_strides(int out_rank, int rank, const int64_t *dims, int64_t *st)
+{
+    int64_t s = 1;
+    for (int i = out_rank - 1; i >= 0; i--) {
+        int j = i - (out_rank - rank);
+        int64_t d = j >= 0 ? dims[j] : 1;
+        st[i] = d == 1 ? 0 : s;
+        s *= d;
+    }
+}
+
+int64_t vfi_dims_offset(int rank, const int64_t *idx, const int64_t *st)
+{
+    int64_t off = 0;
+    for (int i = 0; i < rank; i++)
+        off += idx[i] * st[i];
+    return off;
+}
+
 int64_t vfi_dim_batch(int64_t m)
 {
     return VF_DIM_BATCH + (m - 1);
@@ -354,9 +393,7 @@ static vf_status window_out(vf_window *w, int ceil_mode, int avg_include_pad, co
     return VF_OK;
 }
 
-/* Entries of an activation's layout before the images (the dimensions before the batch's and
- * the batch's outer part): a reshape keeps the images where they are only if it keeps this. */
-static int64_t batch_outer_total(const vf_value *v)
+int64_t vfi_value_outer_entries(const vf_value *v)
 {
     int64_t n = v->batch_outer;
     for (int i = 0; i < v->batch_axis; i++)
@@ -787,7 +824,7 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
                              n->name, (long long)vfi_value_sample_numel(x),
                              (long long)vfi_value_sample_numel(y));
         if (y->batch_outer < 1 || y->dims[y->batch_axis] % y->batch_outer ||
-            batch_outer_total(y) != batch_outer_total(x))
+            vfi_value_outer_entries(y) != vfi_value_outer_entries(x))
             return NODE_FAIL(VF_ERR_UNSUPPORTED,
                              "node '%s': reshape mixes the batch into other "
                              "dimensions",

@@ -222,6 +222,21 @@ int64_t vfi_value_sample_numel(const vf_value *v);
 void vfi_value_dims_at(const vf_value *v, int64_t n, int64_t *out);
 /* Whether the batch is dimension 0 and nothing else: image i is rows i of dimension 0. */
 int vfi_value_batch_first(const vf_value *v);
+/* Entries of an activation's layout before its images: the dimensions before the batch's and
+ * the batch's outer part (a reshape keeps the images in place only if it keeps this). */
+int64_t vfi_value_outer_entries(const vf_value *v);
+
+/* Row-major index arithmetic over dims, shared by the folds, the loader and the reference
+ * backend: the product of dims (INT64_MAX where it would overflow: a hostile shape, refused by
+ * the caller's limit); idx advanced to the next element (last dimension fastest); the strides
+ * of a tensor of `rank` dims read as a broadcast over out_rank dims (aligned to the right, 0
+ * where it has 1 or nothing) into st[out_rank]. */
+int64_t vfi_dims_numel(int rank, const int64_t *dims);
+void vfi_dims_next(int rank, const int64_t *dims, int64_t *idx);
+void vfi_dims_broadcast_strides(int out_rank, int rank, const int64_t *dims, int64_t *st);
+/* The offset, through strides st, of the element at index idx. */
+int64_t vfi_dims_offset(int rank, const int64_t *idx, const int64_t *st);
+
 /* Shape arithmetic's stand-in for m times the batch size (m in 1..VF_MAX_DIM), and back: the
  * multiple an element stands for, or 0 for an ordinary number. */
 int64_t vfi_dim_batch(int64_t m);

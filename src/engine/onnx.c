@@ -205,19 +205,6 @@ static int attr_str_is(const Onnx__NodeProto *n, const char *name, const char *v
     return a->s.len == len && memcmp(a->s.data, value, len) == 0;
 }
 
-/* The product of dims, INT64_MAX where it would overflow (a hostile shape: callers compare it
- * with their limits). */
-static int64_t numel_of(int rank, const int64_t *dims)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) {
-        if (dims[i] > 0 && n > INT64_MAX / dims[i])
-            return INT64_MAX;
-        n *= dims[i];
-    }
-    return n;
-}
-
 /* Add a constant; on failure the data is freed here. */
 static vf_status add_const(loader *L, const char *name, vf_dtype dtype, int rank,
                            const int64_t *dims, void *data, int *out)
@@ -564,7 +551,7 @@ static void strides_of(int rank, const int64_t *dims, int64_t *strides)
 /* A new constant with the same data as src but other dims (Reshape/Squeeze/... of constants). */
 static vf_status fold_reshape(loader *L, const vf_value *src, int rank, const int64_t *dims)
 {
-    if (numel_of(rank, dims) != vfi_value_numel(src))
+    if (vfi_dims_numel(rank, dims) != vfi_value_numel(src))
         return NFAIL(L, VF_ERR_MODEL, "reshape changes the element count");
     size_t bytes = (size_t)vfi_value_numel(src) * vfi_dtype_size(src->dtype);
     void *data = alloc_elems(vfi_value_numel(src), src->dtype);
@@ -617,19 +604,17 @@ static vf_status fold_binary(loader *L, const vf_value *a, const vf_value *b, in
     if (a->dtype != b->dtype)
         return NFAIL(L, VF_ERR_MODEL, "operands of different types");
     int rank = a->rank > b->rank ? a->rank : b->rank;
-    int64_t dims[VF_MAX_DIMS], sa[VF_MAX_DIMS], sb[VF_MAX_DIMS], ta[VF_MAX_DIMS], tb[VF_MAX_DIMS];
-    strides_of(a->rank, a->dims, ta);
-    strides_of(b->rank, b->dims, tb);
+    int64_t dims[VF_MAX_DIMS], sa[VF_MAX_DIMS], sb[VF_MAX_DIMS];
     for (int i = 0; i < rank; i++) {
         int ia = i - (rank - a->rank), ib = i - (rank - b->rank);
         int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
         if (da != db && da != 1 && db != 1)
             return NFAIL(L, VF_ERR_MODEL, "shapes do not broadcast");
         dims[i] = da > db ? da : db;
-        sa[i] = da == 1 ? 0 : ta[ia];
-        sb[i] = db == 1 ? 0 : tb[ib];
     }
-    int64_t n = numel_of(rank, dims);
+    vfi_dims_broadcast_strides(rank, a->rank, a->dims, sa);
+    vfi_dims_broadcast_strides(rank, b->rank, b->dims, sb);
+    int64_t n = vfi_dims_numel(rank, dims);
     void *data = alloc_elems(n, a->dtype);
     if (!data)
         return NFAIL(L, VF_ERR_NOMEM, "out of memory");
@@ -648,11 +633,7 @@ static vf_status fold_binary(loader *L, const vf_value *a, const vf_value *b, in
             ((int64_t *)data)[k] =
                 fold_i64(op, ((const int64_t *)a->data)[oa], ((const int64_t *)b->data)[ob], &bad);
         }
-        for (int i = rank - 1; i >= 0; i--) {
-            if (++idx[i] < dims[i])
-                break;
-            idx[i] = 0;
-        }
+        vfi_dims_next(rank, dims, idx);
     }
     if (bad) {
         vfi_free(data);
@@ -679,8 +660,8 @@ static vf_status fold_gather(loader *L, const vf_value *d, const vf_value *ind, 
         dims[r++] = ind->dims[i];
     for (int i = axis + 1; i < d->rank; i++)
         dims[r++] = d->dims[i];
-    int64_t outer = numel_of(axis, d->dims),
-            inner = numel_of(d->rank - axis - 1, d->dims + axis + 1);
+    int64_t outer = vfi_dims_numel(axis, d->dims),
+            inner = vfi_dims_numel(d->rank - axis - 1, d->dims + axis + 1);
     int64_t len = d->dims[axis];
     size_t es = vfi_dtype_size(d->dtype);
     uint8_t *data = alloc_elems(outer * n_ind * inner, d->dtype);
@@ -732,8 +713,9 @@ static vf_status fold_concat(loader *L, int axis, int rank)
     if (total > VF_MAX_DIM)
         return NFAIL(L, VF_ERR_MODEL, "concat too large");
     size_t es = vfi_dtype_size(first->dtype);
-    int64_t outer = numel_of(axis, dims), inner = numel_of(rank - axis - 1, dims + axis + 1);
-    uint8_t *data = alloc_elems(numel_of(rank, dims), first->dtype);
+    int64_t outer = vfi_dims_numel(axis, dims),
+            inner = vfi_dims_numel(rank - axis - 1, dims + axis + 1);
+    uint8_t *data = alloc_elems(vfi_dims_numel(rank, dims), first->dtype);
     if (!data)
         return NFAIL(L, VF_ERR_NOMEM, "out of memory");
     int64_t at = 0;
@@ -770,11 +752,7 @@ static vf_status fold_transpose(loader *L, const vf_value *x, const int *perm)
         for (int i = 0; i < x->rank; i++)
             off += idx[i] * st[i];
         memcpy(data + k * es, (const uint8_t *)x->data + off * es, es);
-        for (int i = x->rank - 1; i >= 0; i--) {
-            if (++idx[i] < dims[i])
-                break;
-            idx[i] = 0;
-        }
+        vfi_dims_next(x->rank, dims, idx);
     }
     int out;
     return add_const(L, out_name(L), x->dtype, x->rank, dims, data, &out);
@@ -1155,9 +1133,7 @@ static vf_status reshape_to(loader *L, int x, int rank, const int64_t *target, i
         t.batch_axis = 0;
     }
     /* where the images sit in the batch's dimension: after as many entries as before */
-    int64_t outer = xv->batch_outer, before = 1;
-    for (int i = 0; i < xv->batch_axis; i++)
-        outer *= xv->dims[i];
+    int64_t outer = vfi_value_outer_entries(xv), before = 1;
     for (int i = 0; i < t.batch_axis; i++)
         before *= t.dims[i];
     if (outer % before || t.dims[t.batch_axis] % (outer / before))
@@ -1212,7 +1188,8 @@ static vf_status flatten_node(loader *L)
     rc = normalize_axis(L, attr_int(L->node, "axis", 1), xv->rank + 1, &axis);
     if (rc < 0)
         return rc;
-    int64_t dims[2] = {numel_of(axis, xv->dims), numel_of(xv->rank - axis, xv->dims + axis)};
+    int64_t dims[2] = {vfi_dims_numel(axis, xv->dims),
+                       vfi_dims_numel(xv->rank - axis, xv->dims + axis)};
     if (xv->data)
         return fold_reshape(L, xv, 2, dims);
     /* the part holding the batch stands for its multiple of it */
@@ -1705,7 +1682,7 @@ static vf_status slice_node(loader *L)
     }
     if (!xv->data)
         return vfi_onnx_slice_activation(L, x, first, step, dims);
-    int64_t n = numel_of(rank, dims), src_strides[VF_MAX_DIMS];
+    int64_t n = vfi_dims_numel(rank, dims), src_strides[VF_MAX_DIMS];
     strides_of(rank, xv->dims, src_strides);
     size_t es = vfi_dtype_size(xv->dtype);
     uint8_t *data = alloc_elems(n, xv->dtype);
@@ -1717,11 +1694,7 @@ static vf_status slice_node(loader *L)
         for (int d = 0; d < rank; d++)
             off += (first[d] + idx[d] * step[d]) * src_strides[d];
         memcpy(data + k * es, (const uint8_t *)xv->data + off * es, es);
-        for (int d = rank - 1; d >= 0; d--) {
-            if (++idx[d] < dims[d])
-                break;
-            idx[d] = 0;
-        }
+        vfi_dims_next(rank, dims, idx);
     }
     int out;
     return add_const(L, out_name(L), xv->dtype, rank, dims, data, &out);
@@ -1743,9 +1716,9 @@ static vf_status constant_of_shape_node(loader *L)
             return NFAIL(L, VF_ERR_UNSUPPORTED, "shape entry %lld", (long long)dims[i]);
         }
     }
-    if (numel_of(n, dims) > VF_MAX_DIM)
+    if (vfi_dims_numel(n, dims) > VF_MAX_DIM)
         return NFAIL(L, VF_ERR_UNSUPPORTED, "a constant of %lld elements",
-                     (long long)numel_of(n, dims));
+                     (long long)vfi_dims_numel(n, dims));
     /* The fill value: a one-element tensor attribute, float 0 by default. */
     vf_dtype dt = VF_DTYPE_F32;
     float fv = 0.0f;
@@ -1758,7 +1731,7 @@ static vf_status constant_of_shape_node(loader *L)
         rc = tensor_decode(L, a->t, "value", &dt, &vr, vd, &v);
         if (rc < 0)
             return rc;
-        if (numel_of(vr, vd) != 1) {
+        if (vfi_dims_numel(vr, vd) != 1) {
             vfi_free(v);
             return NFAIL(L, VF_ERR_MODEL, "value must hold one element");
         }
@@ -1772,7 +1745,7 @@ static vf_status constant_of_shape_node(loader *L)
     int64_t one[VF_MAX_DIMS];
     for (int i = 0; i < n; i++)
         one[i] = i == batch_at ? 1 : dims[i];
-    int64_t count = numel_of(n, one);
+    int64_t count = vfi_dims_numel(n, one);
     void *data = alloc_elems(count, dt);
     if (!data)
         return NFAIL(L, VF_ERR_NOMEM, "out of memory");

@@ -13,18 +13,6 @@
 
 #define FAIL(L, code, ...) vfi_onnx_fail(L, code, __VA_ARGS__)
 
-/* The product of dims, INT64_MAX where it would overflow (then refused by the callers' limits). */
-static int64_t numel(int rank, const int64_t *dims)
-{
-    int64_t n = 1;
-    for (int i = 0; i < rank; i++) {
-        if (dims[i] > 0 && n > INT64_MAX / dims[i])
-            return INT64_MAX;
-        n *= dims[i];
-    }
-    return n;
-}
-
 /* The node's input i, which must be there. */
 static vf_status need_input(vfi_onnx_loader *L, size_t i, int *out)
 {
@@ -54,35 +42,10 @@ static vf_status broadcast_shape(vfi_onnx_loader *L, const vf_value *const *v, i
             *o = d > *o ? d : *o;
         }
     }
-    for (int k = 0; k < n; k++) {
-        int64_t s = 1;
-        for (int i = r - 1; i >= 0; i--) {
-            int j = i - (r - v[k]->rank);
-            int64_t d = j >= 0 ? v[k]->dims[j] : 1;
-            st[k][i] = d == 1 ? 0 : s;
-            s *= d;
-        }
-    }
+    for (int k = 0; k < n; k++)
+        vfi_dims_broadcast_strides(r, v[k]->rank, v[k]->dims, st[k]);
     *rank = r;
     return VF_OK;
-}
-
-/* The offset, through strides st, of the element at index idx. */
-static int64_t offset_of(int rank, const int64_t *idx, const int64_t *st)
-{
-    int64_t off = 0;
-    for (int i = 0; i < rank; i++)
-        off += idx[i] * st[i];
-    return off;
-}
-
-static void next_index(int rank, const int64_t *dims, int64_t *idx)
-{
-    for (int i = rank - 1; i >= 0; i--) {
-        if (++idx[i] < dims[i])
-            return;
-        idx[i] = 0;
-    }
 }
 
 /* The node's first n inputs, which must be constants (what is folded here). */
@@ -113,13 +76,13 @@ static vf_status fold_consts(vfi_onnx_loader *L, fold_kind kind, int n_in)
     const vf_value *a = kind == CMP_WHERE ? v[1] : v[0], *b = kind == CMP_WHERE ? v[2] : v[1];
     if (kind != CMP_NOT && a->dtype != b->dtype)
         return FAIL(L, VF_ERR_MODEL, "operands of different types");
-    int rank;
+    int rank = 0;
     int64_t dims[VF_MAX_DIMS], st[3][VF_MAX_DIMS], idx[VF_MAX_DIMS] = {0};
     rc = broadcast_shape(L, v, n_in, &rank, dims, st);
     if (rc < 0)
         return rc;
     vf_dtype out_dt = kind == CMP_EQUAL || kind == CMP_NOT ? VF_DTYPE_I64 : a->dtype;
-    int64_t total = numel(rank, dims);
+    int64_t total = vfi_dims_numel(rank, dims);
     if (total > VF_MAX_DIM)
         return FAIL(L, VF_ERR_UNSUPPORTED, "a constant of %lld elements", (long long)total);
     void *data = vfi_mallocarray((size_t)(total ? total : 1), vfi_dtype_size(out_dt));
@@ -129,7 +92,7 @@ static vf_status fold_consts(vfi_onnx_loader *L, fold_kind kind, int n_in)
     for (int64_t e = 0; e < total; e++) {
         int64_t o[3];
         for (int k = 0; k < n_in; k++)
-            o[k] = offset_of(rank, idx, st[k]);
+            o[k] = vfi_dims_offset(rank, idx, st[k]);
         const int64_t *ai = a->data, *bi = b->data;
         const float *af = a->data, *bf = b->data;
         if (kind == CMP_EQUAL) {
@@ -165,7 +128,7 @@ static vf_status fold_consts(vfi_onnx_loader *L, fold_kind kind, int n_in)
                 r += y;
             ((float *)data)[e] = r;
         }
-        next_index(rank, dims, idx);
+        vfi_dims_next(rank, dims, idx);
     }
     return vfi_onnx_add_const(L, 0, out_dt, rank, dims, data);
 }
@@ -198,7 +161,7 @@ static vf_status scalar_input(vfi_onnx_loader *L, size_t i, double *out, vf_dtyp
     if (rc < 0)
         return rc;
     const vf_value *v = vfi_onnx_value(L, idx);
-    if (!v->data || numel(v->rank, v->dims) != 1)
+    if (!v->data || vfi_dims_numel(v->rank, v->dims) != 1)
         return FAIL(L, VF_ERR_UNSUPPORTED, "input %zu must be a constant scalar", i);
     if (v->dtype == VF_DTYPE_I64 && vfi_dim_batch_multiple(*(const int64_t *)v->data))
         return FAIL(L, VF_ERR_UNSUPPORTED, "a range over the batch size");
@@ -252,7 +215,7 @@ static vf_status unary(vfi_onnx_loader *L, vf_act_kind kind, float alpha, float 
         return vfi_onnx_add_node(L, VF_OP_ACT, &x, 1, &act, 0);
     if (xv->dtype != VF_DTYPE_F32)
         return FAIL(L, VF_ERR_UNSUPPORTED, "on an integer constant");
-    int64_t n = numel(xv->rank, xv->dims);
+    int64_t n = vfi_dims_numel(xv->rank, xv->dims);
     float *data = vfi_mallocarray((size_t)(n ? n : 1), sizeof(float));
     if (!data)
         return FAIL(L, VF_ERR_NOMEM, "out of memory");
@@ -459,25 +422,19 @@ vf_status vfi_onnx_expand(vfi_onnx_loader *L)
     if (t.batch_axis >= 0)
         return vfi_onnx_add_node(L, VF_OP_EXPAND, &x, 1, &t, 0);
     /* a constant to a fixed shape: folded */
-    int64_t total = numel(rank, t.dims);
+    int64_t total = vfi_dims_numel(rank, t.dims);
     if (total > VF_MAX_NUMEL / 4 || total > (int64_t)1 << 28)
         return FAIL(L, VF_ERR_UNSUPPORTED, "expanding to %lld elements", (long long)total);
     size_t es = vfi_dtype_size(xv->dtype);
     unsigned char *data = vfi_mallocarray((size_t)(total ? total : 1), es);
     if (!data)
         return FAIL(L, VF_ERR_NOMEM, "out of memory");
-    /* x's strides over the output's shape: 0 where it has 1 or nothing */
-    int64_t st[VF_MAX_DIMS], idx[VF_MAX_DIMS] = {0}, step = 1;
-    for (int i = rank - 1; i >= 0; i--) {
-        int ix = i - (rank - xv->rank);
-        int64_t d = ix >= 0 ? xv->dims[ix] : 1;
-        st[i] = d == 1 ? 0 : step;
-        step *= d;
-    }
+    int64_t st[VF_MAX_DIMS], idx[VF_MAX_DIMS] = {0};
+    vfi_dims_broadcast_strides(rank, xv->rank, xv->dims, st);
     for (int64_t e = 0; e < total; e++) {
         memcpy(data + (size_t)e * es,
-               (const unsigned char *)xv->data + (size_t)offset_of(rank, idx, st) * es, es);
-        next_index(rank, t.dims, idx);
+               (const unsigned char *)xv->data + (size_t)vfi_dims_offset(rank, idx, st) * es, es);
+        vfi_dims_next(rank, t.dims, idx);
     }
     return vfi_onnx_add_const(L, 0, xv->dtype, rank, t.dims, data);
 }
@@ -507,8 +464,9 @@ vf_status vfi_onnx_scatter_nd(vfi_onnx_loader *L)
             return FAIL(L, VF_ERR_MODEL, "updates do not match the data");
     }
     size_t es = vfi_dtype_size(data->dtype);
-    int64_t total = numel(data->rank, data->dims);
-    int64_t slice = numel(data->rank - k, data->dims + k), n_idx = numel(ind->rank - 1, ind->dims);
+    int64_t total = vfi_dims_numel(data->rank, data->dims);
+    int64_t slice = vfi_dims_numel(data->rank - k, data->dims + k),
+            n_idx = vfi_dims_numel(ind->rank - 1, ind->dims);
     unsigned char *out = vfi_mallocarray((size_t)(total ? total : 1), es);
     if (!out)
         return FAIL(L, VF_ERR_NOMEM, "out of memory");

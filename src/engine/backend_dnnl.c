@@ -191,8 +191,8 @@ static void touch(dnnl_ctx *c, int buf, int at)
 }
 
 /* Append a step running pd's primitive with (arg kind, buffer) pairs; takes over nothing. */
-static vf_status add_step(vf_backend *b, const_dnnl_primitive_desc_t pd, int n_args,
-                          const int *kinds, const int *bufs)
+vf_status vfi_dnnl_add_step(vf_backend *b, const_dnnl_primitive_desc_t pd, int n_args,
+                            const int *kinds, const int *bufs)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
@@ -232,7 +232,7 @@ fail:
 /* Fill a buffer with a constant before something writes part of it (Pad). */
 vf_status vfi_dnnl_add_fill(vf_backend *b, int buf, float value)
 {
-    vf_status rc = add_step(b, NULL, 0, NULL, NULL);
+    vf_status rc = vfi_dnnl_add_step(b, NULL, 0, NULL, NULL);
     if (rc < 0)
         return rc;
     dnnl_ctx *c = b->ctx;
@@ -252,7 +252,7 @@ vf_status vfi_dnnl_add_prim(vf_backend *b, const_dnnl_op_desc_t desc,
     vf_status rc = VF_OK;
     dnnl_primitive_desc_t pd = NULL;
     CHECK(dnnl_primitive_desc_create(&pd, desc, attr, c->engine, NULL));
-    TRY(add_step(b, pd, n_args, kinds, bufs));
+    TRY(vfi_dnnl_add_step(b, pd, n_args, kinds, bufs));
 fail:
     if (keep && rc >= 0)
         *keep = pd;
@@ -262,6 +262,74 @@ fail:
 }
 
 /* An attr with a user scratchpad (and post-ops when given). */
+/* The oneDNN elementwise operations an activation is, in order, into op: how many (0 for none),
+ * or -1 where oneDNN has no kernel for it (Erf). */
+typedef struct eltwise_op {
+    dnnl_alg_kind_t alg;
+    float alpha, beta;
+} eltwise_op;
+
+static int act_eltwise(const vf_act *a, eltwise_op op[2])
+{
+    switch (a->kind) {
+    case VF_ACT_NONE:
+        return 0;
+    case VF_ACT_RELU:
+        op[0] = (eltwise_op){dnnl_eltwise_relu, a->alpha, 0.0f};
+        return 1;
+    case VF_ACT_CLIP:
+        op[0] = (eltwise_op){dnnl_eltwise_clip_v2, a->alpha, a->beta};
+        return 1;
+    case VF_ACT_SIGMOID:
+        op[0] = (eltwise_op){dnnl_eltwise_logistic, 0.0f, 0.0f};
+        return 1;
+    case VF_ACT_TANH:
+        op[0] = (eltwise_op){dnnl_eltwise_tanh, 0.0f, 0.0f};
+        return 1;
+    case VF_ACT_HARD_SWISH:
+        op[0] = (eltwise_op){dnnl_eltwise_hardswish, 0.0f, 0.0f};
+        return 1;
+    case VF_ACT_HARD_SIGMOID:
+        op[0] = (eltwise_op){dnnl_eltwise_linear, a->alpha, a->beta};
+        op[1] = (eltwise_op){dnnl_eltwise_clip_v2, 0.0f, 1.0f};
+        return 2;
+    case VF_ACT_GELU:
+        op[0] = (eltwise_op){dnnl_eltwise_gelu_erf, 0.0f, 0.0f};
+        return 1;
+    case VF_ACT_SQRT:
+        op[0] = (eltwise_op){dnnl_eltwise_sqrt, 0.0f, 0.0f};
+        return 1;
+    case VF_ACT_RECIPROCAL:
+        op[0] = (eltwise_op){dnnl_eltwise_pow, 1.0f, -1.0f};
+        return 1;
+    case VF_ACT_POW:
+        op[0] = (eltwise_op){dnnl_eltwise_pow, 1.0f, a->alpha};
+        return 1;
+    case VF_ACT_EXP:
+        op[0] = (eltwise_op){dnnl_eltwise_exp, 0.0f, 0.0f};
+        return 1;
+    case VF_ACT_LINEAR:
+        op[0] = (eltwise_op){dnnl_eltwise_linear, a->alpha, a->beta};
+        return 1;
+    case VF_ACT_ERF:
+        break;
+    }
+    return -1;
+}
+
+vf_status vfi_dnnl_append_act(vf_backend *b, dnnl_post_ops_t po, const vf_act *act)
+{
+    vf_status rc = VF_OK;
+    eltwise_op op[2];
+    int n = act_eltwise(act, op);
+    if (n < 0)
+        return vfi_fail(&b->err, VF_ERR_UNSUPPORTED, "Erf as a fused activation");
+    for (int i = 0; i < n; i++)
+        CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, op[i].alg, op[i].alpha, op[i].beta));
+fail:
+    return rc;
+}
+
 vf_status vfi_dnnl_make_attr(vf_backend *b, const vf_act *act, dnnl_primitive_attr_t *out)
 {
     vf_status rc = VF_OK;
@@ -271,53 +339,7 @@ vf_status vfi_dnnl_make_attr(vf_backend *b, const vf_act *act, dnnl_primitive_at
     CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
     if (act && act->kind != VF_ACT_NONE) {
         CHECK(dnnl_post_ops_create(&po));
-        switch (act->kind) {
-        case VF_ACT_RELU:
-            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, act->alpha, 0.0f));
-            break;
-        case VF_ACT_CLIP:
-            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip_v2, act->alpha,
-                                               act->beta));
-            break;
-        case VF_ACT_SIGMOID:
-            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_logistic, 0.0f, 0.0f));
-            break;
-        case VF_ACT_TANH:
-            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_tanh, 0.0f, 0.0f));
-            break;
-        case VF_ACT_HARD_SWISH:
-            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f));
-            break;
-        case VF_ACT_HARD_SIGMOID:
-            CHECK(
-                dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, act->alpha, act->beta));
-            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip_v2, 0.0f, 1.0f));
-            break;
-        case VF_ACT_GELU:
-            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_gelu_erf, 0.0f, 0.0f));
-            break;
-        case VF_ACT_SQRT:
-            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_sqrt, 0.0f, 0.0f));
-            break;
-        case VF_ACT_RECIPROCAL:
-            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_pow, 1.0f, -1.0f));
-            break;
-        case VF_ACT_POW:
-            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_pow, 1.0f, act->alpha));
-            break;
-        case VF_ACT_EXP:
-            CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_exp, 0.0f, 0.0f));
-            break;
-        case VF_ACT_LINEAR:
-            CHECK(
-                dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, act->alpha, act->beta));
-            break;
-        case VF_ACT_ERF:
-            rc = vfi_fail(&b->err, VF_ERR_UNSUPPORTED, "Erf as a fused activation");
-            goto fail;
-        case VF_ACT_NONE:
-            break;
-        }
+        TRY(vfi_dnnl_append_act(b, po, act));
         CHECK(dnnl_primitive_attr_set_post_ops(attr, po));
     }
     *out = attr;
@@ -415,7 +437,7 @@ static vf_status ensure_md_scaled(vf_backend *b, int src, const dnnl_memory_desc
     dnnl_primitive_attr_destroy(attr);
     CHECK(s);
     int kinds[2] = {DNNL_ARG_FROM, DNNL_ARG_TO}, bufs[2] = {src, dst};
-    TRY(add_step(b, pd, 2, kinds, bufs));
+    TRY(vfi_dnnl_add_step(b, pd, 2, kinds, bufs));
     void *grown = vfi_grow(c->p->cache, &c->p->cap_cache, c->p->n_cache + 1, sizeof(cache_entry));
     if (!grown) {
         rc = vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
@@ -447,7 +469,7 @@ vf_status vfi_dnnl_add_reorder(vf_backend *b, int src, int dst)
     CHECK(dnnl_reorder_primitive_desc_create(&pd, &c->p->bufs[src].md, c->engine,
                                              &c->p->bufs[dst].md, c->engine, attr));
     int kinds[2] = {DNNL_ARG_FROM, DNNL_ARG_TO}, bufs[2] = {src, dst};
-    TRY(add_step(b, pd, 2, kinds, bufs));
+    TRY(vfi_dnnl_add_step(b, pd, 2, kinds, bufs));
 fail:
     if (attr)
         dnnl_primitive_attr_destroy(attr);
@@ -685,7 +707,7 @@ static vf_status conv_chunked(vf_backend *b, const vf_node *nd, const_dnnl_primi
         c->p->bufs[ys].view_offset = (size_t)k * dst_bytes;
         int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
         int bufs[4] = {xs, w_buf, ys, b_buf};
-        TRY(add_step(b, pd, b_buf >= 0 ? 4 : 3, kinds, bufs));
+        TRY(vfi_dnnl_add_step(b, pd, b_buf >= 0 ? 4 : 3, kinds, bufs));
     }
     c->p->vbuf[nd->output] = y_buf;
     c->p->wino_chunked++;
@@ -787,7 +809,7 @@ static vf_status weighted_step(vf_backend *b, const vf_node *nd, const_dnnl_prim
                          &y_buf));
     int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
     int bufs[4] = {x_buf, w_buf, y_buf, b_buf};
-    TRY(add_step(b, pd, b_buf >= 0 ? 4 : 3, kinds, bufs));
+    TRY(vfi_dnnl_add_step(b, pd, b_buf >= 0 ? 4 : 3, kinds, bufs));
     c->p->vbuf[nd->output] = y_buf;
 fail:
     return rc;
@@ -946,59 +968,20 @@ fail:
 static vf_status act_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
-    const vf_act *a = &nd->p.act;
     int x = c->p->vbuf[nd->inputs[0]], y;
     vf_status rc = vfi_dnnl_new_buf(b, &c->p->bufs[x].md, BUF_ARENA, &y);
     if (rc < 0)
         return rc;
-    switch (a->kind) {
-    case VF_ACT_RELU:
-        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_relu, a->alpha, 0.0f);
-        break;
-    case VF_ACT_CLIP:
-        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_clip_v2, a->alpha, a->beta);
-        break;
-    case VF_ACT_SIGMOID:
-        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_logistic, 0.0f, 0.0f);
-        break;
-    case VF_ACT_TANH:
-        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_tanh, 0.0f, 0.0f);
-        break;
-    case VF_ACT_HARD_SWISH:
-        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_hardswish, 0.0f, 0.0f);
-        break;
-    case VF_ACT_HARD_SIGMOID:
-        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_linear, a->alpha, a->beta);
-        if (rc >= 0)
-            rc = vfi_dnnl_eltwise_step(b, y, y, dnnl_eltwise_clip_v2, 0.0f, 1.0f);
-        break;
-    case VF_ACT_GELU:
-        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_gelu_erf, 0.0f, 0.0f);
-        break;
-    case VF_ACT_SQRT:
-        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_sqrt, 0.0f, 0.0f);
-        break;
-    case VF_ACT_RECIPROCAL:
-        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_pow, 1.0f, -1.0f);
-        break;
-    case VF_ACT_POW:
-        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_pow, 1.0f, a->alpha);
-        break;
-    case VF_ACT_EXP:
-        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_exp, 0.0f, 0.0f);
-        break;
-    case VF_ACT_LINEAR:
-        rc = vfi_dnnl_eltwise_step(b, x, y, dnnl_eltwise_linear, a->alpha, a->beta);
-        break;
-    case VF_ACT_ERF: /* no erf kernel: Erf outside GELU's pattern is not run here */
+    eltwise_op op[2];
+    int n = act_eltwise(&nd->p.act, op);
+    if (n < 0) /* no erf kernel: Erf outside GELU's pattern is not run here */
         rc = vfi_fail(&b->err, VF_ERR_UNSUPPORTED,
                       "node '%s': Erf outside the GELU pattern (the reference backend runs it)",
                       nd->name);
-        break;
-    case VF_ACT_NONE:
+    else if (n == 0)
         rc = vfi_dnnl_add_reorder(b, x, y);
-        break;
-    }
+    for (int i = 0; i < n && rc >= 0; i++) /* the first into y, the others in place */
+        rc = vfi_dnnl_eltwise_step(b, i ? y : x, y, op[i].alg, op[i].alpha, op[i].beta);
     c->p->vbuf[nd->output] = y;
     return rc;
 }
@@ -1035,7 +1018,7 @@ static vf_status pool_op(vf_backend *b, const vf_node *nd)
     CHECK(dnnl_primitive_desc_create(&pd, &pdsc, attr, c->engine, NULL));
     TRY(vfi_dnnl_new_buf(b, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), BUF_ARENA, &y));
     int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, bufs[2] = {x, y};
-    TRY(add_step(b, pd, 2, kinds, bufs));
+    TRY(vfi_dnnl_add_step(b, pd, 2, kinds, bufs));
     c->p->vbuf[nd->output] = y;
 fail:
     if (pd)
@@ -1231,7 +1214,7 @@ static vf_status concat_op(vf_backend *b, const vf_node *nd)
     TRY(vfi_dnnl_new_buf(b, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), BUF_ARENA, &y));
     kinds[n] = DNNL_ARG_DST;
     bufs[n] = y;
-    TRY(add_step(b, pd, n + 1, kinds, bufs));
+    TRY(vfi_dnnl_add_step(b, pd, n + 1, kinds, bufs));
     c->p->vbuf[nd->output] = y;
 fail:
     if (pd)

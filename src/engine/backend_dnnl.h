@@ -133,6 +133,9 @@ vf_status vfi_dnnl_new_buf(vf_backend *b, const dnnl_memory_desc_t *md, enum buf
 /* Another descriptor over buffer parent's memory (a part of it, or the same bytes seen with
  * other dims). */
 vf_status vfi_dnnl_new_view(vf_backend *b, int parent, const dnnl_memory_desc_t *md, int *out);
+/* A step running pd's primitive over (argument kind, buffer) pairs; pd stays the caller's. */
+vf_status vfi_dnnl_add_step(vf_backend *b, const_dnnl_primitive_desc_t pd, int n_args,
+                            const int *kinds, const int *bufs);
 /* A step filling buffer buf with value. */
 vf_status vfi_dnnl_add_fill(vf_backend *b, int buf, float value);
 /* A step running the primitive of desc with attr over (argument kind, buffer) pairs; keep, when
@@ -140,6 +143,8 @@ vf_status vfi_dnnl_add_fill(vf_backend *b, int buf, float value);
 vf_status vfi_dnnl_add_prim(vf_backend *b, const_dnnl_op_desc_t desc,
                             const_dnnl_primitive_attr_t attr, int n_args, const int *kinds,
                             const int *bufs, dnnl_primitive_desc_t *keep);
+/* act appended to po as the elementwise post-ops it is (VF_ERR_UNSUPPORTED for Erf). */
+vf_status vfi_dnnl_append_act(vf_backend *b, dnnl_post_ops_t po, const vf_act *act);
 /* An attr with a user scratchpad and act as a post-op (act may be NULL). */
 vf_status vfi_dnnl_make_attr(vf_backend *b, const vf_act *act, dnnl_primitive_attr_t *out);
 /* A step of desc's primitive from buffer x (SRC) to buffer y (DST). */

@@ -55,37 +55,17 @@ static vf_status matmul_attr(vf_backend *b, const vf_matmul_params *p,
 {
     vf_status rc = VF_OK;
     dnnl_post_ops_t po = NULL;
-    TRY(vfi_dnnl_make_attr(b, &p->act, out));
-    if (p->scale == 1.0f && !sum_md)
-        return VF_OK;
-    /* the post-ops again, in order: scale, activation, sum */
-    vf_act none = {VF_ACT_NONE, 0.0f, 0.0f};
-    dnnl_primitive_attr_destroy(*out);
-    *out = NULL;
-    TRY(vfi_dnnl_make_attr(b, &none, out));
+    TRY(vfi_dnnl_make_attr(b, NULL, out));
     CHECK(dnnl_post_ops_create(&po));
     if (p->scale != 1.0f)
         CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, p->scale, 0.0f));
-    if (p->act.kind != VF_ACT_NONE) {
-        dnnl_primitive_attr_t act_attr = NULL;
-        const_dnnl_post_ops_t act_po = NULL;
-        dnnl_alg_kind_t alg;
-        float scale, alpha, beta;
-        TRY(vfi_dnnl_make_attr(b, &p->act, &act_attr));
-        dnnl_status_t s = dnnl_primitive_attr_get_post_ops(act_attr, &act_po);
-        for (int i = 0; s == dnnl_success && i < dnnl_post_ops_len(act_po); i++) {
-            s = dnnl_post_ops_get_params_eltwise(act_po, i, &scale, &alg, &alpha, &beta);
-            if (s == dnnl_success)
-                s = dnnl_post_ops_append_eltwise(po, scale, alg, alpha, beta);
-        }
-        dnnl_primitive_attr_destroy(act_attr);
-        CHECK(s);
-    }
+    TRY(vfi_dnnl_append_act(b, po, &p->act));
     if (sum_md) {
         *sum_index = dnnl_post_ops_len(po);
         CHECK(dnnl_post_ops_append_binary(po, dnnl_binary_add, sum_md));
     }
-    CHECK(dnnl_primitive_attr_set_post_ops(*out, po));
+    if (dnnl_post_ops_len(po) > 0)
+        CHECK(dnnl_primitive_attr_set_post_ops(*out, po));
 fail:
     if (po)
         dnnl_post_ops_destroy(po);
@@ -150,12 +130,14 @@ vf_status vfi_dnnl_matmul_op(vf_backend *b, const vf_node *nd)
         CHECK(dnnl_matmul_desc_init(&md, &c->p->bufs[xa].md, &w_any, p->has_bias ? &bias_md : NULL,
                                     &c->p->bufs[ya].md));
         CHECK(dnnl_primitive_desc_create(&pd, &md, attr, c->engine, NULL));
+        /* the weights in the layout the product chose */
         TRY(vfi_dnnl_upload_const(b, bv, &w_user,
                                   dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &w));
     } else { /* attention: one product per leading index, both operands activations */
         w = c->p->vbuf[nd->inputs[1]];
         CHECK(dnnl_matmul_desc_init(&md, &c->p->bufs[x].md, &c->p->bufs[w].md,
                                     p->has_bias ? &bias_md : NULL, &c->p->bufs[y].md));
+        CHECK(dnnl_primitive_desc_create(&pd, &md, attr, c->engine, NULL));
     }
     int kinds[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
     int bufs[5] = {xa, w, ya, bias}, n_args = p->has_bias ? 4 : 3;
@@ -163,7 +145,7 @@ vf_status vfi_dnnl_matmul_op(vf_backend *b, const vf_node *nd)
         kinds[n_args] = DNNL_ARG_ATTR_MULTIPLE_POST_OP(sum_index) | DNNL_ARG_SRC_1;
         bufs[n_args++] = sum_view;
     }
-    TRY(vfi_dnnl_add_prim(b, &md, attr, n_args, kinds, bufs, NULL));
+    TRY(vfi_dnnl_add_step(b, pd, n_args, kinds, bufs));
 fail:
     if (pd)
         dnnl_primitive_desc_destroy(pd);

@@ -5,7 +5,7 @@
 # layers hold.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-order=(core media engine store search pipeline cli)
+order=(core media text engine store search pipeline cli)
 status=0
 for i in "${!order[@]}"; do
     layer=${order[$i]}
@@ -26,7 +26,8 @@ for rule in 'sqlite3\.h|src/store/store_sqlite.c' 'jansson\.h|src/core/json.c' \
     'openssl/|src/core/digest.c' 'dnnl|src/engine/backend_dnnl.c src/engine/backend_dnnl.h src/engine/backend_dnnl_ops.c' \
     'libav|src/media/decode.c src/media/preprocess.c' 'libsw|src/media/decode.c src/media/preprocess.c' \
     'protobuf-c|src/engine/onnx.c' 'libpq|src/store/store_pg.c' \
-    'hdf5|src/cli/export_hdf5.c' 'faiss/|src/search/ann_faiss.cpp'; do
+    'hdf5|src/cli/export_hdf5.c' 'faiss/|src/search/ann_faiss.cpp' \
+    'unicode/|src/text/unicode.c' 'zlib\.h|src/text/tokenizer.c'; do
     pattern=${rule%%|*}
     allowed=" ${rule#*|} "
     while IFS=: read -r file line _; do

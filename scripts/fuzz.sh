@@ -5,14 +5,14 @@
 # build-fuzz/crashers/; once fixed, commit that input to the target's corpus directory
 # (tests/fuzz/corpus* - replayed by ctest's fuzz_replay* tests from then on).
 # FUZZ_SEED (default 1) makes a run repeatable; another seed explores other inputs.
-# usage: scripts/fuzz.sh [TARGET...]   (targets: onnx manifest calib decode)
+# usage: scripts/fuzz.sh [TARGET...]   (targets: onnx manifest calib decode tokenizer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 SEED=${FUZZ_SEED:-1}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(onnx manifest calib decode)
+[ ${#targets[@]} -gt 0 ] || targets=(onnx manifest calib decode tokenizer)
 
 CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVIDFEAT_FUZZ=ON \
     -DVIDFEAT_CUDA=OFF -DVIDFEAT_WERROR=ON >/dev/null
@@ -24,6 +24,7 @@ declare -A seeds=(
     [manifest]="tests/fuzz/corpus_manifest models"
     [calib]="tests/fuzz/corpus_calib"
     [decode]="tests/fuzz/corpus_decode samples"
+    [tokenizer]="tests/fuzz/corpus_tokenizer"
 )
 mkdir -p "$BUILD_DIR/crashers"
 status=0

@@ -19,6 +19,8 @@ PACKAGES=(
     libssl-dev                                                    # SHA-256 (libcrypto)
     libjansson-dev                                                # JSON
     libhdf5-dev                                                   # vidfeat export --format hdf5
+    libicu-dev zlib1g-dev                                         # CLIP's tokenizer (Unicode, .gz)
+    python3-regex                                                 # its reference in the tests
     libfaiss-dev libopenblas-dev g++                              # the search index (FAISS, C++)
     python3 python3-numpy python3-onnx python3-torch python3-torchvision  # model export, refs
     python3-h5py                                                  # reading exports back (tests)

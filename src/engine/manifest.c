@@ -184,7 +184,7 @@ int vfi_models_search_path(const char *models_dir, const char **dirs, char *env_
     if (env && *env && strlen(env) < env_size) {
         strcpy(env_buf, env);
         used = strlen(env) + 1;
-        for (char *tok = strtok(env_buf, ":"); tok && n < VF_MAX_SEARCH_DIRS - 4;
+        for (char *tok = strtok(env_buf, ":"); tok && n < VF_MAX_SEARCH_DIRS - 5;
              tok = strtok(NULL, ":"))
             dirs[n++] = tok;
     }
@@ -195,6 +195,7 @@ int vfi_models_search_path(const char *models_dir, const char **dirs, char *env_
         vfi_installed_path(VF_MODELS_FROM_LIB, VF_MODELS_FROM_BIN, env_buf + used, env_size - used))
         dirs[n++] = env_buf + used;
     dirs[n++] = VF_SOURCE_MODELS_DIR;
+    dirs[n++] = VF_BUILD_MODELS_DIR; /* what the build ships beside them (CLIP's vocabulary) */
     dirs[n++] = VF_INSTALL_MODELS_DIR;
     return n;
 }

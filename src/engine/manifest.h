@@ -3,8 +3,9 @@
  * them and for the ONNX files they name.
  *
  * Search order, first hit wins: the caller's models_dir, each directory in $VIDFEAT_MODELS
- * (colon-separated), ./models, the source tree's models/ (for running from a build directory)
- * and the installed share/vidfeat/models. An ONNX file is also looked for beside its manifest.
+ * (colon-separated), ./models, the source tree's models/ and the build tree's (for running from a
+ * build directory) and the installed share/vidfeat/models. An ONNX file is also looked for
+ * beside its manifest.
  */
 #ifndef VIDFEAT_MANIFEST_H
 #define VIDFEAT_MANIFEST_H

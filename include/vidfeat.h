@@ -266,6 +266,81 @@ VF_API const char *vf_extractor_errmsg(const vf_extractor *ex);
 /** Free an extractor. Accepts NULL and *pex == NULL; sets *pex to NULL. */
 VF_API void vf_extractor_free(vf_extractor **pex);
 
+/* ---- text: a CLIP model's text tower (appended in 0.1; README "Searching by words") ------- */
+
+/**
+ * A CLIP model's text side: its tokenizer (CLIP's byte-level BPE, the ids OpenAI's reference
+ * gives) and its text tower compiled for one backend, batch size and precision, giving texts
+ * embeddings in the space of the image tower's `embed` layer. Used by one thread at a time.
+ */
+typedef struct vf_text_encoder vf_text_encoder;
+
+/** What a text encoder is. Strings are borrowed from it. */
+typedef struct vf_text_info {
+    const char *name;    /**< the model (its manifest's name, which its image vectors carry) */
+    const char *path;    /**< the text tower's ONNX file */
+    const char *vocab;   /**< the tokenizer's vocabulary file; NULL: none (ids only) */
+    const char *backend; /**< "dnnl" or "ref" */
+    vf_precision precision;
+    int batch_size;
+    int context;             /**< token ids a text is cut or padded to (77) */
+    int vocab_size;          /**< ids of the vocabulary (49,408) */
+    int dim;                 /**< floats of an embedding */
+    vf_weights_kind weights; /**< random when the tower was exported with random weights */
+} vf_text_info;
+
+/**
+ * Open a text encoder. cfg->model names a CLIP model (a manifest with a "text" section, such as
+ * "clip_vit_b32", or either of its ONNX files); a text tower file no manifest names runs token
+ * ids only (vf_text_encode_ids). cfg->backend, precision (f32 or bf16), batch_size, n_threads
+ * and models_dir apply as for images.
+ * @param out  receives the encoder, also on failure (but VF_ERR_NOMEM and a NULL cfg), for
+ *             vf_text_encoder_errmsg(); free it with vf_text_encoder_free() either way.
+ * @return VF_OK; VF_ERR_INVALID (bad option, a model without a text tower), VF_ERR_IO (the tower
+ *         or the vocabulary missing: the message says how to get it), VF_ERR_MODEL (a tower that
+ *         does not take [N, context] token ids, a token table of another size than the
+ *         vocabulary, a vocabulary file that is not the manifest's), VF_ERR_UNSUPPORTED, backend
+ *         statuses, VF_ERR_NOMEM.
+ */
+VF_API vf_status vf_text_encoder_create(const vf_config *cfg, vf_text_encoder **out);
+
+/** Describe the encoder; info's strings live as long as @p te. */
+VF_API vf_status vf_text_encoder_info(const vf_text_encoder *te, vf_text_info *info);
+
+/**
+ * The token ids of one text (UTF-8), as the text tower reads them: the start token, the text's
+ * BPE ids, the end token, at most `context` in all (a longer text keeps its first context - 2
+ * and the end token; a warning line says so), zeros after.
+ * @param ids        receives context ids.
+ * @param n_ids      (may be NULL) receives how many are the text's (before the zeros).
+ * @param truncated  (may be NULL) receives 1 when the text was cut.
+ * @return VF_OK; VF_ERR_INVALID (NULL text, text that is not UTF-8: the message names the byte,
+ *         no vocabulary), VF_ERR_NOMEM.
+ */
+VF_API vf_status vf_text_tokenize(vf_text_encoder *te, const char *text, int64_t *ids, int *n_ids,
+                                  int *truncated);
+
+/**
+ * Embed @p n texts: tokenized, run through the text tower in batches of batch_size.
+ * @param embeddings  receives n x dim float32 (as the tower gives them: not normalised).
+ * @return VF_OK, VF_ERR_INVALID (as vf_text_tokenize), VF_ERR_BACKEND, VF_ERR_NOMEM.
+ */
+VF_API vf_status vf_text_encode(vf_text_encoder *te, const char *const *texts, int n,
+                                float *embeddings);
+
+/**
+ * Embed @p n token-id sequences of `context` ids each (n x context int64), as given.
+ * @return VF_OK, VF_ERR_INVALID (an id outside the vocabulary), VF_ERR_BACKEND, VF_ERR_NOMEM.
+ */
+VF_API vf_status vf_text_encode_ids(vf_text_encoder *te, const int64_t *ids, int n,
+                                    float *embeddings);
+
+/** The last error's text on this handle; "" if none. Borrowed: valid until the next call. */
+VF_API const char *vf_text_encoder_errmsg(const vf_text_encoder *te);
+
+/** Free a text encoder. Accepts NULL and *pte == NULL; sets *pte to NULL. */
+VF_API void vf_text_encoder_free(vf_text_encoder **pte);
+
 /* ---- extraction pipeline ---------------------------------------------------------------- */
 
 /**

@@ -44,6 +44,21 @@ ERR_DENIED = -14
 LOG_ERROR, LOG_WARNING, LOG_INFO, LOG_DEBUG = 0, 1, 2, 3
 
 
+class TextInfo(Structure):
+    _fields_ = [
+        ("name", c_char_p),
+        ("path", c_char_p),
+        ("vocab", c_char_p),
+        ("backend", c_char_p),
+        ("precision", c_int),
+        ("batch_size", c_int),
+        ("context", c_int),
+        ("vocab_size", c_int),
+        ("dim", c_int),
+        ("weights", c_int),
+    ]
+
+
 class Config(Structure):
     _fields_ = [
         ("model", c_char_p),
@@ -403,6 +418,14 @@ vf_db_read_vectors = _fn("vf_db_read_vectors", c_int, c_char_p, POINTER(Config),
                          VECTOR_FN, c_void_p, ERRBUF, c_size_t)
 vf_db_matches = _fn("vf_db_matches", c_int, c_char_p, POINTER(Config), POINTER(MatchQuery),
                     MATCH_FN, c_void_p, ERRBUF, c_size_t)
+vf_text_encoder_create = _fn("vf_text_encoder_create", c_int, POINTER(Config), POINTER(c_void_p))
+vf_text_encoder_info = _fn("vf_text_encoder_info", c_int, c_void_p, POINTER(TextInfo))
+vf_text_tokenize = _fn("vf_text_tokenize", c_int, c_void_p, c_char_p, c_void_p, POINTER(c_int),
+                       POINTER(c_int))
+vf_text_encode = _fn("vf_text_encode", c_int, c_void_p, POINTER(c_char_p), c_int, c_void_p)
+vf_text_encode_ids = _fn("vf_text_encode_ids", c_int, c_void_p, c_void_p, c_int, c_void_p)
+vf_text_encoder_errmsg = _fn("vf_text_encoder_errmsg", c_char_p, c_void_p)
+vf_text_encoder_free = _fn("vf_text_encoder_free", None, POINTER(c_void_p))
 vf_probe_media = _fn("vf_probe_media", c_int, c_char_p)
 vf_parse_time = _fn("vf_parse_time", c_int, c_char_p, POINTER(c_double))
 vf_status_str = _fn("vf_status_str", c_char_p, c_int)

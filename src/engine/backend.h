@@ -1,9 +1,10 @@
 /*
  * backend.h - the contract between the engine and a compute backend (STYLE 2.7).
  *
- * A backend turns a finished vf_graph (one input [N, C, H, W], one output [N, D], topological
- * order) into something it can run on batches. Lifecycle: probe -> init -> prepare (once, on the
- * thread that will call run) -> run (per batch, blocking) -> destroy. Each backend lives in one
+ * A backend turns a finished vf_graph (one input: images [N, C, H, W] or token ids [N, T]; one
+ * output [N, D]; topological order) into something it can run on batches. Lifecycle: probe ->
+ * init -> prepare (once, on the thread that will call run) -> run (per batch, blocking) ->
+ * destroy. Each backend lives in one
  * file and exports exactly one ops table (a run-time module: through its one exported function,
  * below); backend.c is the only place that lists them.
  */
@@ -57,9 +58,10 @@ typedef struct vf_backend_ops {
      * backend (weights may be used in place, or freed: see release_weights). Called once. */
     vf_status (*prepare)(vf_backend *b, vf_graph *g, int max_batch);
 
-    /* Run n <= max_batch images: in is host f32 [n, C, H, W], out host f32 [n, D]. Blocking;
-     * on VF_OK out is complete. Does not allocate. */
-    vf_status (*run)(vf_backend *b, const float *in, float *out, int n);
+    /* Run n <= max_batch inputs: in is host memory holding the graph input's type - f32
+     * images [n, C, H, W], or a text tower's int64 token ids [n, context] - and out host f32
+     * [n, D]. Blocking; on VF_OK out is complete. Does not allocate. */
+    vf_status (*run)(vf_backend *b, const void *in, float *out, int n);
 
     /* (optional) Text describing what prepare chose (kernels, memory), for --verbose; NULL if
      * none. Borrowed from the backend. */

@@ -1523,6 +1523,11 @@ static vf_status add_node(vf_backend *b, const vf_node *nd)
     case VF_OP_EXPAND:
         return unsupported(b, "kernels for the transformers' operators yet (MatMul, "
                               "LayerNormalization, Slice, Expand run on the CPU)");
+    case VF_OP_LOOKUP:
+    case VF_OP_ARGMAX:
+    case VF_OP_TAKE:
+        return unsupported(b, "kernels for a text tower's operators yet (Lookup, ArgMax, Take "
+                              "run on the CPU)");
     case VF_OP_COUNT_:
         break;
     }
@@ -1879,7 +1884,7 @@ fail:
     return rc;
 }
 
-static vf_status cuda_run(vf_backend *b, const float *in, float *out, int n)
+static vf_status cuda_run(vf_backend *b, const void *in, float *out, int n)
 {
     return run_batch(b, in, NULL, out, n);
 }

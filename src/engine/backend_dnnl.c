@@ -243,6 +243,30 @@ vf_status vfi_dnnl_add_fill(vf_backend *b, int buf, float value)
     return VF_OK;
 }
 
+vf_status vfi_dnnl_add_host(vf_backend *b, const vf_node *nd, int n, const int *bufs)
+{
+    dnnl_ctx *c = b->ctx;
+    if (n > MAX_ARGS)
+        return vfi_fail(&b->err, VF_ERR_INTERNAL, "a host step of %d buffers", n);
+    int kinds[MAX_ARGS] = {0};
+    vf_status rc = vfi_dnnl_add_step(b, NULL, n, kinds, bufs);
+    if (rc >= 0)
+        c->p->steps[c->p->n_steps - 1].host = 1 + (int)(nd - c->g->nodes);
+    return rc;
+}
+
+vf_status vfi_dnnl_bytes_md(vf_backend *b, const vf_value *v, dnnl_memory_desc_t *md)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    int64_t dims[VF_MAX_DIMS];
+    vfi_value_dims_at(v, c->p->batch, dims);
+    dnnl_dims_t bytes = {vfi_dims_numel(v->rank, dims) * (int64_t)vfi_dtype_size(v->dtype)};
+    CHECK(dnnl_memory_desc_init_by_tag(md, 1, bytes, dnnl_u8, dnnl_a));
+fail:
+    return rc;
+}
+
 /* Create pd, add it as a step, destroy pd. */
 vf_status vfi_dnnl_add_prim(vf_backend *b, const_dnnl_op_desc_t desc,
                             const_dnnl_primitive_attr_t attr, int n_args, const int *kinds,
@@ -1586,10 +1610,13 @@ static vf_status build_plan(vf_backend *b)
 
     const vf_value *in = &g->values[g->input], *outv = &g->values[g->output];
     dnnl_memory_desc_t md;
-    TRY(vfi_dnnl_plain_md(b, in, dnnl_f32, &md));
+    if (in->dtype == VF_DTYPE_I64)
+        TRY(vfi_dnnl_bytes_md(b, in, &md));
+    else
+        TRY(vfi_dnnl_plain_md(b, in, dnnl_f32, &md));
     TRY(vfi_dnnl_new_buf(b, &md, BUF_INPUT, &c->p->in_buf));
     c->p->in_size = c->p->bufs[c->p->in_buf].size;
-    if (c->act_dt != dnnl_f32 && !c->f32node) {
+    if (c->act_dt != dnnl_f32 && !c->f32node && in->dtype == VF_DTYPE_F32) {
         dnnl_memory_desc_t conv_md;
         TRY(vfi_dnnl_plain_md(b, in, c->act_dt, &conv_md));
         TRY(vfi_dnnl_ensure_md(b, c->p->in_buf, &conv_md, &c->p->vbuf[g->input]));
@@ -1648,6 +1675,15 @@ static vf_status build_plan(vf_backend *b)
             break;
         case VF_OP_EXPAND:
             rc = vfi_dnnl_expand_op(b, nd);
+            break;
+        case VF_OP_LOOKUP:
+            rc = vfi_dnnl_lookup_op(b, nd);
+            break;
+        case VF_OP_ARGMAX:
+            rc = vfi_dnnl_argmax_op(b, nd);
+            break;
+        case VF_OP_TAKE:
+            rc = vfi_dnnl_take_op(b, nd);
             break;
         default:
             rc = vfi_fail(&b->err, VF_ERR_UNSUPPORTED, "node '%s': op %s not in the dnnl backend",
@@ -1950,6 +1986,9 @@ static vf_status dnnl_prepare(vf_backend *b, vf_graph *g, int max_batch)
     c->n_plans = max_batch >= SHORT_PLAN_MIN ? 2 : 1;
     c->plans[0].batch = max_batch;
     c->plans[1].batch = max_batch / SHORT_PLAN_RATIO;
+    if (c->int8 && g->values[g->input].dtype != VF_DTYPE_F32)
+        return vfi_fail(&b->err, VF_ERR_UNSUPPORTED,
+                        "int8 for a text tower (token ids in; f32 and bf16 run it)");
     if (c->int8) {
         c->vmax = vfi_calloc((size_t)g->n_values, sizeof(float));
         if (!c->vmax)
@@ -2023,7 +2062,7 @@ static void fill(dnnl_ctx *c, const plan *q, const step *s)
 }
 
 /* Run n <= q->batch images through plan q. */
-static vf_status run_plan(vf_backend *b, const plan *q, const float *in, float *out, int n)
+static vf_status run_plan(vf_backend *b, const plan *q, const void *in, float *out, int n)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
@@ -2035,6 +2074,11 @@ static vf_status run_plan(vf_backend *b, const plan *q, const float *in, float *
         if (b->cancel && atomic_load(b->cancel)) {
             dnnl_stream_wait(c->stream);
             return vfi_fail(&b->err, VF_ERR_CANCELLED, "cancelled");
+        }
+        if (s->host) {
+            CHECK(dnnl_stream_wait(c->stream));
+            TRY(vfi_dnnl_run_host(b, q, s, n));
+            continue;
         }
         if (!s->prim) {
             fill(c, q, s);
@@ -2075,7 +2119,7 @@ static vf_status observe(vf_backend *b, const float *in, float *out, int n)
     return rc;
 }
 
-static vf_status dnnl_run(vf_backend *b, const float *in, float *out, int n)
+static vf_status dnnl_run(vf_backend *b, const void *in, float *out, int n)
 {
     dnnl_ctx *c = b->ctx;
     const plan *full = &c->plans[0];
@@ -2101,12 +2145,12 @@ static vf_status dnnl_run(vf_backend *b, const float *in, float *out, int n)
     int chunks = part ? (n + part->batch - 1) / part->batch : 0;
     if (!part || chunks * part->batch >= full->batch)
         return run_plan(b, full, in, out, n);
-    size_t in_row = full->in_size / (size_t)full->batch / sizeof(float);
+    size_t in_row = full->in_size / (size_t)full->batch; /* bytes */
     size_t out_row = full->out_size / (size_t)full->batch / sizeof(float);
     for (int done = 0; done < n; done += part->batch) {
         int m = n - done < part->batch ? n - done : part->batch;
-        vf_status rc =
-            run_plan(b, part, in + (size_t)done * in_row, out + (size_t)done * out_row, m);
+        vf_status rc = run_plan(b, part, (const char *)in + (size_t)done * in_row,
+                                out + (size_t)done * out_row, m);
         if (rc < 0)
             return rc;
     }

@@ -4,7 +4,8 @@
  * transformers brought: matmul, layer normalisation, slices, broadcasts). Internal to those two;
  * the rest of vidfeat sees the backend through backend.h's ops table only.
  *
- * A plan is a flat list of steps, each one oneDNN primitive (or a fill) over buffers: an
+ * A plan is a flat list of steps, each one oneDNN primitive (or a fill, or a host step: an
+ * operator oneDNN lacks, run by our own loop over plain buffers) over buffers: an
  * operator's lowering function reads its node, finds its inputs' buffers in c->p->vbuf, adds
  * buffers and steps with the helpers below, and records its output's buffer in c->p->vbuf.
  */
@@ -49,6 +50,7 @@ typedef struct step {
     dnnl_exec_arg_t args[MAX_ARGS + 1]; /* bound at the end of prepare (+1: scratchpad) */
     dnnl_memory_t scratch;              /* over the shared scratchpad, or NULL */
     const char *impl;                   /* borrowed from the primitive descriptor */
+    int host; /* a host step: 1 + the index of the node it runs (its buffers in arg_buf); 0 */
     int fill_buf;
     float fill_value;
     int value; /* the graph value this step finishes (the last step of its node), or -1 */
@@ -138,6 +140,11 @@ vf_status vfi_dnnl_add_step(vf_backend *b, const_dnnl_primitive_desc_t pd, int n
                             const int *kinds, const int *bufs);
 /* A step filling buffer buf with value. */
 vf_status vfi_dnnl_add_fill(vf_backend *b, int buf, float value);
+/* A host step running node nd (vfi_dnnl_run_host) over buffers bufs[0..n). */
+vf_status vfi_dnnl_add_host(vf_backend *b, const vf_node *nd, int n, const int *bufs);
+/* A byte buffer's descriptor for int64 value v at the plan's batch size (oneDNN has no int64
+ * type; only host steps read such values). */
+vf_status vfi_dnnl_bytes_md(vf_backend *b, const vf_value *v, dnnl_memory_desc_t *md);
 /* A step running the primitive of desc with attr over (argument kind, buffer) pairs; keep, when
  * not NULL, receives the primitive descriptor (the caller destroys it). */
 vf_status vfi_dnnl_add_prim(vf_backend *b, const_dnnl_op_desc_t desc,
@@ -172,5 +179,11 @@ vf_status vfi_dnnl_matmul_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_dnnl_layernorm_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_dnnl_slice_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_dnnl_expand_op(vf_backend *b, const vf_node *nd);
+/* a text tower's: host steps (oneDNN 2.6 has no gather or argmax) */
+vf_status vfi_dnnl_lookup_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_dnnl_argmax_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_dnnl_take_op(vf_backend *b, const vf_node *nd);
+/* Run host step s of plan q for its first n inputs (the rest of the batch as padding). */
+vf_status vfi_dnnl_run_host(vf_backend *b, const plan *q, const step *s, int n);
 
 #endif /* VIDFEAT_BACKEND_DNNL_H */

@@ -2,8 +2,10 @@
  * backend_dnnl_ops.c - the oneDNN lowering of the operators transformers brought: MatMul (the
  * linear layers over tokens and attention's two products, oneDNN's matmul), LayerNormalization,
  * slices of activations and broadcasts (Expand). Each takes its inputs in plain row-major
- * layout (what these models' activations are in) and writes a plain output. The plan and its
- * helpers are backend_dnnl.c's (backend_dnnl.h).
+ * layout (what these models' activations are in) and writes a plain output. A text tower's
+ * operators oneDNN 2.6 lacks (a lookup by token ids, argmax, each image's row) are host steps:
+ * loops of ours over plain buffers, between the primitives. The plan and its helpers are
+ * backend_dnnl.c's (backend_dnnl.h).
  */
 #include <string.h>
 
@@ -273,4 +275,181 @@ fail:
     if (attr)
         dnnl_primitive_attr_destroy(attr);
     return rc;
+}
+
+/* ---- a text tower's host steps ------------------------------------------------------------ */
+
+/* Value vi's buffer as plain f32 (a host step's input). */
+static vf_status plain_f32(vf_backend *b, int vi, int *out)
+{
+    dnnl_ctx *c = b->ctx;
+    dnnl_memory_desc_t md;
+    vf_status rc = vfi_dnnl_plain_md(b, &c->g->values[vi], dnnl_f32, &md);
+    if (rc >= 0)
+        rc = vfi_dnnl_ensure_md(b, c->p->vbuf[vi], &md, out);
+    return rc;
+}
+
+/* A host step's output: plain f32 that the host step writes, then the node's output buffer in
+ * the activation type (a reorder where that is not f32). */
+static vf_status host_output(vf_backend *b, const vf_node *nd, int *f32_buf)
+{
+    dnnl_ctx *c = b->ctx;
+    dnnl_memory_desc_t md;
+    vf_status rc = vfi_dnnl_plain_md(b, &c->g->values[nd->output], dnnl_f32, &md);
+    if (rc >= 0)
+        rc = vfi_dnnl_new_buf(b, &md, BUF_ARENA, f32_buf);
+    return rc;
+}
+
+static vf_status host_result(vf_backend *b, const vf_node *nd, int f32_buf)
+{
+    dnnl_ctx *c = b->ctx;
+    if (c->act_dt == dnnl_f32) {
+        c->p->vbuf[nd->output] = f32_buf;
+        return VF_OK;
+    }
+    dnnl_memory_desc_t md;
+    vf_status rc = vfi_dnnl_plain_md(b, &c->g->values[nd->output], c->act_dt, &md);
+    if (rc >= 0)
+        rc = vfi_dnnl_ensure_md(b, f32_buf, &md, &c->p->vbuf[nd->output]);
+    return rc;
+}
+
+vf_status vfi_dnnl_lookup_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_value *tv = &c->g->values[nd->inputs[1]];
+    dnnl_memory_desc_t md;
+    int table, out;
+    vf_status rc = VF_OK;
+    dnnl_dims_t dims = {tv->dims[0], vfi_value_numel(tv) / tv->dims[0]};
+    CHECK(dnnl_memory_desc_init_by_tag(&md, 2, dims, dnnl_f32, dnnl_ab));
+    TRY(vfi_dnnl_upload_const(b, tv, &md, &md, &table));
+    TRY(host_output(b, nd, &out));
+    int bufs[3] = {c->p->vbuf[nd->inputs[0]], table, out};
+    TRY(vfi_dnnl_add_host(b, nd, 3, bufs));
+    TRY(host_result(b, nd, out));
+fail:
+    return rc;
+}
+
+vf_status vfi_dnnl_argmax_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_value *xv = &c->g->values[nd->inputs[0]];
+    dnnl_memory_desc_t md;
+    int x, out;
+    vf_status rc = VF_OK;
+    if (xv->dtype == VF_DTYPE_I64)
+        x = c->p->vbuf[nd->inputs[0]];
+    else
+        TRY(plain_f32(b, nd->inputs[0], &x));
+    TRY(vfi_dnnl_bytes_md(b, &c->g->values[nd->output], &md));
+    TRY(vfi_dnnl_new_buf(b, &md, BUF_ARENA, &out));
+    int bufs[2] = {x, out};
+    TRY(vfi_dnnl_add_host(b, nd, 2, bufs));
+    c->p->vbuf[nd->output] = out;
+fail:
+    return rc;
+}
+
+vf_status vfi_dnnl_take_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    int x, out;
+    vf_status rc = VF_OK;
+    TRY(plain_f32(b, nd->inputs[0], &x));
+    TRY(host_output(b, nd, &out));
+    int bufs[3] = {x, c->p->vbuf[nd->inputs[1]], out};
+    TRY(vfi_dnnl_add_host(b, nd, 3, bufs));
+    TRY(host_result(b, nd, out));
+fail:
+    return rc;
+}
+
+static void *buf_data(const plan *q, int k)
+{
+    void *p = NULL;
+    dnnl_memory_get_data_handle(q->bufs[k].mem, &p);
+    return p;
+}
+
+/* The whole batch of the plan is computed (the padding rows from earlier inputs, or zeros: ids
+ * the table has); an id out of range fails only in the first n rows, and reads row 0 beyond. */
+vf_status vfi_dnnl_run_host(vf_backend *b, const plan *q, const step *s, int n)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_node *nd = &c->g->nodes[s->host - 1];
+    const vf_value *xv = &c->g->values[nd->inputs[0]];
+    int64_t dims[VF_MAX_DIMS];
+    vfi_value_dims_at(xv, q->batch, dims);
+    switch (nd->op) {
+    case VF_OP_LOOKUP: {
+        const int64_t *ids = buf_data(q, s->arg_buf[0]);
+        const float *table = buf_data(q, s->arg_buf[1]);
+        float *y = buf_data(q, s->arg_buf[2]);
+        const vf_value *tv = &c->g->values[nd->inputs[1]];
+        int64_t rows = tv->dims[0], row = vfi_value_numel(tv) / rows;
+        int64_t count = vfi_dims_numel(xv->rank, dims), valid = count / q->batch * n;
+        for (int64_t i = 0; i < count; i++) {
+            int64_t id = ids[i] < 0 ? ids[i] + rows : ids[i];
+            if ((id < 0 || id >= rows) && i < valid)
+                return vfi_fail(&b->err, VF_ERR_INVALID,
+                                "node '%s': token id %lld outside the %lld rows", nd->name,
+                                (long long)ids[i], (long long)rows);
+            if (id < 0 || id >= rows)
+                id = 0;
+            memcpy(y + i * row, table + id * row, (size_t)row * sizeof(float));
+        }
+        return VF_OK;
+    }
+    case VF_OP_ARGMAX: {
+        const void *x = buf_data(q, s->arg_buf[0]);
+        int64_t *y = buf_data(q, s->arg_buf[1]);
+        int axis = nd->p.argmax.axis;
+        int64_t outer = vfi_dims_numel(axis, dims), len = dims[axis];
+        int64_t inner = vfi_dims_numel(xv->rank - axis - 1, dims + axis + 1);
+        for (int64_t o = 0; o < outer; o++) {
+            for (int64_t j = 0; j < inner; j++) {
+                int64_t best = 0, at = o * len * inner + j;
+                for (int64_t k = 1; k < len; k++) {
+                    int64_t i = at + k * inner, bi = at + best * inner;
+                    if (xv->dtype == VF_DTYPE_I64
+                            ? ((const int64_t *)x)[i] > ((const int64_t *)x)[bi]
+                            : ((const float *)x)[i] > ((const float *)x)[bi])
+                        best = k;
+                }
+                y[o * inner + j] = best;
+            }
+        }
+        return VF_OK;
+    }
+    case VF_OP_TAKE: {
+        const float *x = buf_data(q, s->arg_buf[0]);
+        const int64_t *k = buf_data(q, s->arg_buf[1]);
+        float *y = buf_data(q, s->arg_buf[2]);
+        int axis = nd->p.axis;
+        int64_t len = xv->dims[axis];
+        int64_t outer = axis ? vfi_dims_numel(axis - 1, xv->dims + 1) : 1;
+        int64_t inner = vfi_dims_numel(xv->rank - axis - 1, xv->dims + axis + 1);
+        for (int i = 0; i < q->batch; i++) {
+            int64_t ki = k[i];
+            if ((ki < 0 || ki >= len) && i < n)
+                return vfi_fail(&b->err, VF_ERR_INVALID,
+                                "node '%s': index %lld outside the %lld rows", nd->name,
+                                (long long)ki, (long long)len);
+            if (ki < 0 || ki >= len)
+                ki = 0;
+            const float *xi = x + (int64_t)i * outer * len * inner;
+            for (int64_t o = 0; o < outer; o++)
+                memcpy(y + ((int64_t)i * outer + o) * inner, xi + (o * len + ki) * inner,
+                       (size_t)inner * sizeof(float));
+        }
+        return VF_OK;
+    }
+    default:
+        return vfi_fail(&b->err, VF_ERR_INTERNAL, "node '%s': no host step for %s", nd->name,
+                        vfi_op_name(nd->op));
+    }
 }

@@ -14,7 +14,8 @@
 typedef struct ref_ctx {
     const vf_graph *g;
     int max_batch;
-    float **buf; /* per value: activation storage for max_batch images, NULL otherwise */
+    float **buf; /* per value: activation storage for max_batch images, NULL otherwise (an
+                    int64 activation's is int64_t, aligned as floats are) */
 } ref_ctx;
 
 static vf_status ref_probe(vf_err *err)
@@ -60,7 +61,7 @@ static vf_status ref_prepare(vf_backend *b, vf_graph *g, int max_batch)
         if (!v->is_batched || i == g->input)
             continue;
         size_t n = (size_t)vfi_value_sample_numel(v) * (size_t)max_batch;
-        c->buf[i] = vfi_aligned_alloc(VF_TENSOR_ALIGN, n * sizeof(float));
+        c->buf[i] = vfi_aligned_alloc(VF_TENSOR_ALIGN, n * vfi_dtype_size(v->dtype));
         if (!c->buf[i])
             return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory for '%s'", v->name);
     }
@@ -458,7 +459,71 @@ static void reduce_mean(const vf_node *nd, const vf_graph *g, const float *x, fl
         y[k] /= (float)count;
 }
 
-static vf_status ref_run(vf_backend *b, const float *in, float *out, int n)
+/* Rows of the table by id (a negative id counts from the end, as ONNX's Gather). */
+static vf_status lookup(const vf_node *nd, const vf_graph *g, const int64_t *ids, float *y, int n,
+                        vf_err *err)
+{
+    const vf_value *iv = &g->values[nd->inputs[0]], *tv = &g->values[nd->inputs[1]];
+    const float *table = tv->data;
+    int64_t rows = tv->dims[0], row = vfi_value_numel(tv) / rows;
+    int64_t count = (int64_t)n * vfi_value_sample_numel(iv);
+    for (int64_t i = 0; i < count; i++) {
+        int64_t id = ids[i] < 0 ? ids[i] + rows : ids[i];
+        if (id < 0 || id >= rows)
+            return vfi_fail(err, VF_ERR_INVALID, "node '%s': token id %lld outside the %lld rows",
+                            nd->name, (long long)ids[i], (long long)rows);
+        memcpy(y + i * row, table + id * row, (size_t)row * sizeof(float));
+    }
+    return VF_OK;
+}
+
+/* The first index of the largest value along the axis (float or int64 input). */
+static void argmax(const vf_node *nd, const vf_graph *g, const void *x, int64_t *y, int n)
+{
+    const vf_value *xv = &g->values[nd->inputs[0]];
+    int64_t dims[VF_MAX_DIMS];
+    vfi_value_dims_at(xv, n, dims);
+    int axis = nd->p.argmax.axis;
+    int64_t outer = vfi_dims_numel(axis, dims), len = dims[axis];
+    int64_t inner = vfi_dims_numel(xv->rank - axis - 1, dims + axis + 1);
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t j = 0; j < inner; j++) {
+            int64_t best = 0, at = o * len * inner + j;
+            for (int64_t k = 1; k < len; k++) {
+                int64_t a = at + k * inner, b = at + best * inner;
+                int more = xv->dtype == VF_DTYPE_I64
+                               ? ((const int64_t *)x)[a] > ((const int64_t *)x)[b]
+                               : ((const float *)x)[a] > ((const float *)x)[b];
+                if (more)
+                    best = k;
+            }
+            y[o * inner + j] = best;
+        }
+    }
+}
+
+/* Each image's entry k[i] along the axis of its part of x. */
+static vf_status take(const vf_node *nd, const vf_graph *g, const float *x, const int64_t *k,
+                      float *y, int n, vf_err *err)
+{
+    const vf_value *xv = &g->values[nd->inputs[0]];
+    int axis = nd->p.axis;
+    int64_t len = xv->dims[axis];
+    int64_t outer = axis ? vfi_dims_numel(axis - 1, xv->dims + 1) : 1;
+    int64_t inner = vfi_dims_numel(xv->rank - axis - 1, xv->dims + axis + 1);
+    for (int i = 0; i < n; i++) {
+        if (k[i] < 0 || k[i] >= len)
+            return vfi_fail(err, VF_ERR_INVALID, "node '%s': index %lld outside the %lld rows",
+                            nd->name, (long long)k[i], (long long)len);
+        const float *xi = x + (int64_t)i * outer * len * inner;
+        for (int64_t o = 0; o < outer; o++)
+            memcpy(y + ((int64_t)i * outer + o) * inner, xi + (o * len + k[i]) * inner,
+                   (size_t)inner * sizeof(float));
+    }
+    return VF_OK;
+}
+
+static vf_status ref_run(vf_backend *b, const void *in, float *out, int n)
 {
     ref_ctx *c = b->ctx;
     const vf_graph *g = c->g;
@@ -540,6 +605,23 @@ static vf_status ref_run(vf_backend *b, const float *in, float *out, int n)
         case VF_OP_EXPAND:
             expand(nd, g, x, y, n);
             break;
+        case VF_OP_LOOKUP: {
+            vf_status rc = lookup(nd, g, (const int64_t *)(const void *)x, y, n, &b->err);
+            if (rc < 0)
+                return rc;
+            break;
+        }
+        case VF_OP_ARGMAX:
+            argmax(nd, g, x, (int64_t *)(void *)y, n);
+            break;
+        case VF_OP_TAKE: {
+            int ki = nd->inputs[1];
+            const void *k = ki == g->input ? in : c->buf[ki];
+            vf_status rc = take(nd, g, x, k, y, n, &b->err);
+            if (rc < 0)
+                return rc;
+            break;
+        }
         default:
             return vfi_fail(&b->err, VF_ERR_UNSUPPORTED, "ref: op %s", vfi_op_name(nd->op));
         }

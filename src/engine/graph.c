@@ -175,6 +175,9 @@ const char *vfi_op_name(vf_op op)
         [VF_OP_LAYERNORM] = "LayerNormalization",
         [VF_OP_SLICE] = "Slice",
         [VF_OP_EXPAND] = "Expand",
+        [VF_OP_LOOKUP] = "Lookup",
+        [VF_OP_ARGMAX] = "ArgMax",
+        [VF_OP_TAKE] = "Take",
     };
     return (unsigned)op < VF_OP_COUNT_ ? names[op] : "?";
 }
@@ -269,8 +272,8 @@ static vf_status check_dims(int rank, const int64_t *dims, const char *name, vf_
     return VF_OK;
 }
 
-vf_status vfi_graph_add_input(vf_graph *g, const char *name, int rank, const int64_t *dims,
-                              int *out_index, vf_err *err)
+vf_status vfi_graph_add_input(vf_graph *g, const char *name, vf_dtype dtype, int rank,
+                              const int64_t *dims, int *out_index, vf_err *err)
 {
     int64_t d[VF_MAX_DIMS];
     vf_status rc = VF_OK;
@@ -293,7 +296,7 @@ vf_status vfi_graph_add_input(vf_graph *g, const char *name, int rank, const int
     if (rc < 0)
         return rc;
     vf_value *v = &g->values[idx];
-    v->dtype = VF_DTYPE_F32;
+    v->dtype = dtype;
     v->rank = rank;
     memcpy(v->dims, d, sizeof(d));
     v->is_batched = 1;
@@ -587,6 +590,62 @@ static vf_status infer_expand(vf_node *n, const vf_value *x, vf_value *y, vf_err
     return VF_OK;
 }
 
+/* The operators of token ids (a text tower): LOOKUP, ARGMAX, TAKE. */
+static vf_status infer_ids(vf_graph *g, vf_node *n, const vf_value *x, vf_value *y, vf_err *err)
+{
+    if (n->op == VF_OP_LOOKUP) {
+        const vf_value *t = n->n_inputs == 2 ? &g->values[n->inputs[1]] : NULL;
+        if (!t || !t->data || t->rank < 2 || x->rank + t->rank - 1 > VF_MAX_DIMS)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                             "node '%s': a lookup needs a constant table [rows, ...] whose "
+                             "rows fit the ids' dimensions",
+                             n->name);
+        y->rank = x->rank + t->rank - 1;
+        memcpy(y->dims, x->dims, (size_t)x->rank * sizeof(int64_t));
+        memcpy(y->dims + x->rank, t->dims + 1, (size_t)(t->rank - 1) * sizeof(int64_t));
+        return VF_OK;
+    }
+    if (n->op == VF_OP_ARGMAX) {
+        const vf_argmax_params *p = &n->p.argmax;
+        if (n->n_inputs != 1 || p->axis < 0 || p->axis >= x->rank || p->axis == x->batch_axis)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': argmax along axis %d", n->name,
+                             p->axis);
+        y->dtype = VF_DTYPE_I64;
+        y->rank = 0;
+        for (int d = 0; d < x->rank; d++) {
+            if (d == x->batch_axis)
+                y->batch_axis = y->rank;
+            if (d != p->axis)
+                y->dims[y->rank++] = x->dims[d];
+            else if (p->keepdims)
+                y->dims[y->rank++] = 1;
+        }
+        return VF_OK;
+    }
+    /* TAKE: x holds each image's part contiguously; k is [N]. */
+    const vf_value *k = n->n_inputs == 2 ? &g->values[n->inputs[1]] : NULL;
+    int axis = n->p.axis;
+    if (!k || k->rank != 1 || !vfi_value_batch_first(k))
+        return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': take needs one index [N] an image",
+                         n->name);
+    if (x->batch_axis != 0 || x->batch_outer != 1 || axis < 0 || axis >= x->rank ||
+        (axis > 0 && x->dims[0] != 1))
+        return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                         "node '%s': take along axis %d of an input whose images are not "
+                         "outermost",
+                         n->name, axis);
+    y->batch_axis = 0;
+    y->batch_outer = 1;
+    y->rank = 0;
+    for (int d = 0; d < x->rank; d++) {
+        if (d == 0 && axis == 0)
+            y->dims[y->rank++] = 1; /* the images stay, one row each */
+        else if (d != axis)
+            y->dims[y->rank++] = x->dims[d];
+    }
+    return VF_OK;
+}
+
 static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
 {
     vf_value *x = &g->values[n->inputs[0]];
@@ -598,8 +657,15 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
 
     for (int i = 0; i < n->n_inputs; i++) {
         const vf_value *v = &g->values[n->inputs[i]];
-        if (v->dtype != VF_DTYPE_F32)
+        /* Token ids: the ids of a lookup and the indices of a take must be int64
+         * activations; an argmax reads either type. */
+        int need_ids = (n->op == VF_OP_LOOKUP && i == 0) || (n->op == VF_OP_TAKE && i == 1);
+        int ids_ok = need_ids || n->op == VF_OP_ARGMAX;
+        if (v->dtype != VF_DTYPE_F32 && !(ids_ok && v->dtype == VF_DTYPE_I64 && v->is_batched))
             return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s' (%s): input '%s' is not float32",
+                             n->name, vfi_op_name(n->op), v->name);
+        if (need_ids && v->dtype != VF_DTYPE_I64)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s' (%s): indices '%s' are not int64",
                              n->name, vfi_op_name(n->op), v->name);
     }
     if (!x->is_batched && n->op != VF_OP_BINARY && n->op != VF_OP_EXPAND)
@@ -877,6 +943,14 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
             return rc;
         break;
     }
+    case VF_OP_LOOKUP:
+    case VF_OP_ARGMAX:
+    case VF_OP_TAKE: {
+        vf_status rc = infer_ids(g, n, x, y, err);
+        if (rc < 0)
+            return rc;
+        break;
+    }
     default:
         return NODE_FAIL(VF_ERR_INTERNAL, "node '%s': unknown op %d", n->name, (int)n->op);
     }
@@ -913,6 +987,9 @@ vf_status vfi_graph_add_node(vf_graph *g, vf_op op, const char *node_name, const
         [VF_OP_LAYERNORM] = sizeof(vf_layernorm_params),
         [VF_OP_SLICE] = sizeof(vf_slice_params),
         [VF_OP_EXPAND] = 0,
+        [VF_OP_LOOKUP] = 0,
+        [VF_OP_ARGMAX] = sizeof(vf_argmax_params),
+        [VF_OP_TAKE] = sizeof(int),
     };
     vf_status rc;
     if ((unsigned)op >= VF_OP_COUNT_ || n_inputs < 1)

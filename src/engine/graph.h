@@ -34,7 +34,7 @@
 
 typedef enum vf_dtype {
     VF_DTYPE_F32 = 0,
-    VF_DTYPE_I64 = 1,
+    VF_DTYPE_I64 = 1, /* constants (shapes, indices); activations: a text tower's token ids */
 } vf_dtype;
 
 typedef struct vf_value {
@@ -68,6 +68,15 @@ typedef enum vf_op {
     VF_OP_LAYERNORM, /* in: x, scale, optional bias over the dimensions from axis on */
     VF_OP_SLICE,     /* a strided window of an activation (not across the batch) */
     VF_OP_EXPAND,    /* numpy broadcasting to a shape (a constant to every image of the batch) */
+    VF_OP_LOOKUP,    /* in: ids (an int64 activation), table (a constant [V, ...]): the table's
+                        rows by id, an embedding (ids dims + table dims[1..]) */
+    VF_OP_ARGMAX,    /* the index of the largest element along a non-batch axis, the first of
+                        equal ones; int64 (p.argmax) */
+    VF_OP_TAKE,      /* in: x (the batch first and outermost), k (int64 [N]): from each image's
+                        part of x, entry k[i] along axis p.axis; axis 0 is the batch's own
+                        dimension, each image holding dims[0] rows (row i * dims[0] + k[i] of
+                        [dims[0] x N, ...]: x[arange(N), k] flattened), which stays as the
+                        output's batch; another axis is removed */
     VF_OP_COUNT_
 } vf_op;
 
@@ -165,6 +174,11 @@ typedef struct vf_slice_params {
     int64_t count[VF_MAX_DIMS];
 } vf_slice_params;
 
+typedef struct vf_argmax_params {
+    int axis;
+    int keepdims;
+} vf_argmax_params;
+
 typedef struct vf_gather_params {
     int axis;
     int n_indices;
@@ -185,7 +199,7 @@ typedef struct vf_node {
         vf_act act;
         vf_pool_params pool;
         vf_binary_kind binary;
-        int axis; /* CONCAT, SOFTMAX */
+        int axis; /* CONCAT, SOFTMAX, TAKE */
         vf_lrn_params lrn;
         vf_pad_params pad;
         struct {
@@ -196,6 +210,7 @@ typedef struct vf_node {
         vf_gather_params gather;
         vf_layernorm_params layernorm;
         vf_slice_params slice;
+        vf_argmax_params argmax;
     } p;
 } vf_node;
 
@@ -206,7 +221,7 @@ typedef struct vf_graph {
     int n_values, cap_values;
     vf_node *nodes; /* topological order */
     int n_nodes, cap_nodes;
-    int input;        /* the image input value, -1 until set */
+    int input;        /* the input value (images, or a text tower's token ids), -1 until set */
     int output;       /* the feature output value, -1 until set */
     vf_strmap *names; /* value name (and aliases) -> index */
 } vf_graph;
@@ -247,9 +262,9 @@ const char *vfi_value_shape_str(const vf_value *v, char *buf, size_t size);
 /* Index of the value with that name, or -1. */
 int vfi_graph_find(const vf_graph *g, const char *name);
 
-/* Add the batched image input; dims[0] is ignored (the batch). */
-vf_status vfi_graph_add_input(vf_graph *g, const char *name, int rank, const int64_t *dims,
-                              int *out_index, vf_err *err);
+/* Add the batched input: images (F32) or token ids (I64); dims[0] is ignored (the batch). */
+vf_status vfi_graph_add_input(vf_graph *g, const char *name, vf_dtype dtype, int rank,
+                              const int64_t *dims, int *out_index, vf_err *err);
 
 /* Add a constant. On VF_OK the graph owns data (allocated with vfi_malloc or vfi_aligned_alloc),
  * on failure the caller still does. dims are checked against VF_MAX_DIM / VF_MAX_NUMEL. */

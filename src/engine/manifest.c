@@ -40,6 +40,15 @@ void vfi_manifest_free(vf_manifest **pm)
         vfi_free(m->layers[i].tensor);
     }
     vfi_free(m->layers);
+    if (m->text) {
+        vfi_free(m->text->file);
+        vfi_free(m->text->tensor);
+        vfi_free(m->text->vocab);
+        vfi_free(m->text->vocab_sha256);
+        vfi_free(m->text->vocab_url);
+        vfi_free(m->text->vocab_licence);
+        vfi_free(m->text);
+    }
     vfi_free(m);
     *pm = NULL;
 }
@@ -67,6 +76,52 @@ static vf_status read_triple(const vf_json *in, const char *key, float *out, con
             return vfi_fail(err, VF_ERR_INVALID, "%s: input.%s must hold numbers", path, key);
     }
     return VF_OK;
+}
+
+/* An integer member in lo..hi (def when absent). */
+static vf_status int_member(const vf_json *j, const char *key, int def, int lo, int hi,
+                            const char *path, int *out, vf_err *err)
+{
+    double v = vfi_json_num(j, key, def);
+    if (!(v >= lo && v <= hi) || v != (double)(int)v)
+        return vfi_fail(err, VF_ERR_INVALID, "%s: text.%s must be an integer in %d..%d", path, key,
+                        lo, hi);
+    *out = (int)v;
+    return VF_OK;
+}
+
+/* A manifest names bare files: no directory parts. */
+static int bare_name(const char *s)
+{
+    return !s || (*s && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, ".."));
+}
+
+/* "text": {"file", "vocab", "vocab_sha256", "vocab_url", "vocab_licence", "vocab_size",
+ * "context", "dim", "tensor"} */
+static vf_status fill_text(const vf_json *j, vf_manifest *m, vf_err *err)
+{
+    const vf_json *tj = vfi_json_get(j, "text");
+    if (!tj)
+        return VF_OK;
+    if (!vfi_json_is_object(tj))
+        return vfi_fail(err, VF_ERR_INVALID, "%s: \"text\" must be an object", m->path);
+    vf_text_spec *t = m->text = vfi_calloc(1, sizeof(*t));
+    if (!t || dup_member(tj, "file", &t->file) < 0 || dup_member(tj, "tensor", &t->tensor) < 0 ||
+        dup_member(tj, "vocab", &t->vocab) < 0 ||
+        dup_member(tj, "vocab_sha256", &t->vocab_sha256) < 0 ||
+        dup_member(tj, "vocab_url", &t->vocab_url) < 0 ||
+        dup_member(tj, "vocab_licence", &t->vocab_licence) < 0)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (!t->file || !t->vocab)
+        return vfi_fail(err, VF_ERR_INVALID, "%s: text.file and text.vocab are required", m->path);
+    if (!bare_name(t->file) || !bare_name(t->vocab) || !bare_name(t->vocab_licence))
+        return vfi_fail(err, VF_ERR_INVALID, "%s: text files must be bare file names", m->path);
+    vf_status rc = int_member(tj, "vocab_size", 49408, 515, 1 << 20, m->path, &t->vocab_size, err);
+    if (rc >= 0)
+        rc = int_member(tj, "context", 77, 2, 4096, m->path, &t->context, err);
+    if (rc >= 0)
+        rc = int_member(tj, "dim", 0, 0, 1 << 24, m->path, &t->dim, err);
+    return rc;
 }
 
 static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
@@ -138,7 +193,7 @@ static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
                             s->name);
         s->dim = (int)dim;
     }
-    return VF_OK;
+    return fill_text(j, m, err);
 }
 
 vf_status vfi_manifest_load(const char *path, vf_manifest **out, vf_err *err)
@@ -291,20 +346,25 @@ vf_status vfi_manifest_find_by_file(const char *models_dir, const char *base, vf
     return VF_OK;
 }
 
-char *vfi_manifest_locate_file(const char *models_dir, const vf_manifest *m)
+char *vfi_manifest_locate(const char *models_dir, const vf_manifest *m, const char *file)
 {
     const char *dirs[VF_MAX_SEARCH_DIRS + 1];
     char env[4096], path[4096];
     int n = vfi_models_search_path(models_dir, dirs, env, sizeof(env));
     dirs[n++] = m->dir;
-    if (strchr(m->file, '/'))
+    if (!file || strchr(file, '/'))
         return NULL; /* manifests name bare files only */
     for (int i = 0; i < n; i++) {
-        snprintf(path, sizeof(path), "%s/%s", dirs[i], m->file);
+        snprintf(path, sizeof(path), "%s/%s", dirs[i], file);
         if (is_file(path))
             return vfi_strdup(path);
     }
     return NULL;
+}
+
+char *vfi_manifest_locate_file(const char *models_dir, const vf_manifest *m)
+{
+    return vfi_manifest_locate(models_dir, m, m->file);
 }
 
 vf_weights_kind vfi_model_weights(const vf_manifest *m, const char *path)

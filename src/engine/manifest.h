@@ -22,6 +22,19 @@ typedef struct vf_layer_spec {
     int dim;      /* feature dimension after pooling/flattening (0 = not stated) */
 } vf_layer_spec;
 
+/* A CLIP model's text side ("text" in its manifest): the text tower and its tokenizer. */
+typedef struct vf_text_spec {
+    char *file;          /* the text tower's ONNX file (token ids [N, context] -> [N, dim]) */
+    char *tensor;        /* the embedding's tensor; NULL: the graph's output */
+    char *vocab;         /* the tokenizer's BPE vocabulary (a file found as models are) */
+    char *vocab_sha256;  /* lower-case hex, or NULL when not stated */
+    char *vocab_url;     /* where scripts/fetch-models.sh gets it, or NULL */
+    char *vocab_licence; /* the licence file shipped beside it, or NULL */
+    int vocab_size;      /* ids (the table's rows) */
+    int context;         /* ids a text is cut or padded to */
+    int dim;             /* floats of an embedding (the image layer's too) */
+} vf_text_spec;
+
 typedef struct vf_manifest {
     char *path; /* the manifest file */
     char *dir;  /* its directory */
@@ -39,6 +52,7 @@ typedef struct vf_manifest {
     float mean[3], std[3];
     vf_layer_spec *layers; /* first = default */
     int n_layers;
+    vf_text_spec *text; /* a CLIP model's text side, or NULL */
 } vf_manifest;
 
 /* Parse one manifest. VF_ERR_UNSUPPORTED if the JSON is not a vidfeat manifest (no
@@ -67,6 +81,9 @@ vf_status vfi_manifest_find_by_file(const char *models_dir, const char *base, vf
 
 /* Where the manifest's ONNX file is: a path to free with vfi_free(), or NULL when nowhere. */
 char *vfi_manifest_locate_file(const char *models_dir, const vf_manifest *m);
+/* The same for another file a manifest names (its text tower, its vocabulary): the search
+ * directories, then the manifest's own. */
+char *vfi_manifest_locate(const char *models_dir, const vf_manifest *m, const char *file);
 
 /* The ONNX metadata_props key scripts/export-torchvision.py sets: "random (seed N)" for seeded
  * random weights, "torchvision ImageNet" for its --pretrained ones. */

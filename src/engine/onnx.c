@@ -57,6 +57,9 @@ typedef struct loader {
     int64_t fixed_hw[2]; /* the file's fixed input plane when run at another size, else 0 */
     vf_err *err;
     const Onnx__NodeProto *node; /* the node being converted, for messages */
+    vf_strmap *ramp_names;       /* numbers of the images (vf_onnx_ramp): name -> index */
+    vf_onnx_ramp *ramps;
+    int n_ramps, cap_ramps;
 } loader;
 
 /* ---- protobuf-c allocator through mem.c --------------------------------------------------- */
@@ -472,6 +475,11 @@ static vf_status get_value(loader *L, const char *name, int *out)
     int ii = vfi_strmap_get(L->inits, name, -1);
     if (ii >= 0)
         return tensor_to_const(L, L->gp->initializer[ii], name, out);
+    if (L->ramp_names && vfi_strmap_get(L->ramp_names, name, -1) >= 0)
+        return NFAIL(L, VF_ERR_UNSUPPORTED,
+                     "'%s' numbers the images of the batch (a Range over the batch size), "
+                     "which is only taken as x[arange(N), k] (each image's row k)",
+                     name);
     return NFAIL(L, VF_ERR_MODEL, "input '%s' is not defined", name);
 }
 
@@ -1038,6 +1046,11 @@ static vf_status clip_node(loader *L)
 
 static vf_status binary_node(loader *L, int op)
 {
+    if (vfi_onnx_ramp_input(L, 0) || vfi_onnx_ramp_input(L, 1))
+        return vfi_onnx_ramp_binary(L, op == 'a'   ? VF_BIN_ADD
+                                       : op == 's' ? VF_BIN_SUB
+                                       : op == 'm' ? VF_BIN_MUL
+                                                   : VF_BIN_DIV);
     int a, b;
     vf_status rc = input_at(L, 0, &a);
     if (rc >= 0)
@@ -1301,6 +1314,8 @@ static vf_status transpose_node(loader *L)
 
 static vf_status gather_node(loader *L)
 {
+    if (vfi_onnx_ramp_input(L, 1))
+        return vfi_onnx_take(L);
     int x, ii;
     vf_status rc = input_at(L, 0, &x);
     if (rc >= 0)
@@ -1310,12 +1325,18 @@ static vf_status gather_node(loader *L)
     if (x < 0 || ii < 0)
         return NFAIL(L, VF_ERR_MODEL, "missing input");
     const vf_value *xv = val(L, x), *iv = val(L, ii);
-    if (!iv->data || iv->dtype != VF_DTYPE_I64)
-        return NFAIL(L, VF_ERR_UNSUPPORTED, "indices must be a constant");
     int axis;
     rc = normalize_axis(L, attr_int(L->node, "axis", 0), xv->rank, &axis);
     if (rc < 0)
         return rc;
+    if (xv->data && !iv->data) { /* rows of a table by token ids: an embedding */
+        if (axis != 0 || xv->dtype != VF_DTYPE_F32)
+            return NFAIL(L, VF_ERR_UNSUPPORTED, "a lookup of a constant along axis %d", axis);
+        int in[2] = {ii, x};
+        return add_node(L, VF_OP_LOOKUP, in, 2, NULL);
+    }
+    if (!iv->data || iv->dtype != VF_DTYPE_I64)
+        return NFAIL(L, VF_ERR_UNSUPPORTED, "indices must be a constant");
     if (xv->data)
         return fold_gather(L, xv, iv, axis);
     if (iv->rank > 1)
@@ -1520,7 +1541,11 @@ static vf_status reduce_mean_node(loader *L)
 static vf_status shape_node(loader *L)
 {
     int x;
-    vf_status rc = input_at(L, 0, &x);
+    const vf_onnx_ramp *r = vfi_onnx_ramp_input(L, 0);
+    /* i x mult + k[i] has the shape of k */
+    vf_status rc = r && r->base >= 0 ? VF_OK : input_at(L, 0, &x);
+    if (r && r->base >= 0)
+        x = r->base;
     if (rc < 0)
         return rc;
     if (x < 0)
@@ -1878,6 +1903,36 @@ vf_status vfi_onnx_add_const(vfi_onnx_loader *L, size_t out, vf_dtype dtype, int
     return add_const(L, name, dtype, rank, dims, data, &idx);
 }
 
+const vf_onnx_ramp *vfi_onnx_ramp_input(vfi_onnx_loader *L, size_t i)
+{
+    if (!L->ramp_names || i >= L->node->n_input || !L->node->input[i])
+        return NULL;
+    int k = vfi_strmap_get(L->ramp_names, L->node->input[i], -1);
+    return k >= 0 ? &L->ramps[k] : NULL;
+}
+
+vf_status vfi_onnx_add_ramp(vfi_onnx_loader *L, size_t out, vf_onnx_ramp r)
+{
+    const char *name = vfi_onnx_output_name(L, out);
+    if (!*name)
+        return NFAIL(L, VF_ERR_MODEL, "output %zu has no name", out);
+    if (vfi_graph_find(L->g, name) >= 0 || vfi_strmap_get(L->inits, name, -1) >= 0)
+        return NFAIL(L, VF_ERR_MODEL, "'%s' is defined twice", name);
+    if (!L->ramp_names && vfi_strmap_create(&L->ramp_names) < 0)
+        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+    vf_onnx_ramp *grown = vfi_grow(L->ramps, &L->cap_ramps, L->n_ramps + 1, sizeof(*grown));
+    if (!grown)
+        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+    L->ramps = grown;
+    vf_status rc = vfi_strmap_put(L->ramp_names, name, L->n_ramps);
+    if (rc == VF_ERR_INVALID)
+        return NFAIL(L, VF_ERR_MODEL, "'%s' is defined twice", name);
+    if (rc < 0)
+        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
+    L->ramps[L->n_ramps++] = r;
+    return VF_OK;
+}
+
 vf_status vfi_onnx_add_alias(vfi_onnx_loader *L, size_t out, int idx)
 {
     const char *name = vfi_onnx_output_name(L, out);
@@ -1972,6 +2027,7 @@ typedef struct onnx_op {
 
 static const onnx_op onnx_ops[] = {
     {"Add", add_op_node},
+    {"ArgMax", vfi_onnx_argmax},
     {"AveragePool", average_pool_node},
     {"BatchNormalization", batchnorm_node},
     {"Cast", cast_node},
@@ -2225,6 +2281,23 @@ fail:
 }
 
 /* Find the image input (the one graph input that is not an initializer) and add it. */
+/* A text tower's input: token ids [N, context]. */
+static vf_status add_ids_input(loader *L, const char *name, const Onnx__TensorShapeProto *sh)
+{
+    if (sh->n_dim != 2)
+        return vfi_fail(L->err, VF_ERR_UNSUPPORTED,
+                        "input '%s' of token ids has rank %zu ([N, context] is expected)", name,
+                        sh->n_dim);
+    const Onnx__TensorShapeProto__Dimension *dim = sh->dim[1];
+    if (dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
+        dim->dim_value < 1 || dim->dim_value > VF_MAX_DIM)
+        return vfi_fail(L->err, VF_ERR_UNSUPPORTED,
+                        "input '%s' of token ids has no fixed context length", name);
+    int64_t dims[2] = {1, dim->dim_value};
+    int idx;
+    return vfi_graph_add_input(L->g, name, VF_DTYPE_I64, 2, dims, &idx, L->err);
+}
+
 static vf_status add_image_input(loader *L)
 {
     Onnx__GraphProto *gp = L->gp;
@@ -2244,9 +2317,12 @@ static vf_status add_image_input(loader *L)
     if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type ||
         !tp->tensor_type->shape)
         return vfi_fail(L->err, VF_ERR_MODEL, "input '%s' has no tensor shape", in->name);
-    if (tp->tensor_type->elem_type != DT_FLOAT)
-        return vfi_fail(L->err, VF_ERR_UNSUPPORTED, "input '%s' is not float32", in->name);
     const Onnx__TensorShapeProto *sh = tp->tensor_type->shape;
+    if (tp->tensor_type->elem_type == DT_INT64)
+        return add_ids_input(L, in->name, sh);
+    if (tp->tensor_type->elem_type != DT_FLOAT)
+        return vfi_fail(L->err, VF_ERR_UNSUPPORTED,
+                        "input '%s' is neither float32 (images) nor int64 (token ids)", in->name);
     if (sh->n_dim != 4)
         return vfi_fail(L->err, VF_ERR_UNSUPPORTED,
                         "input '%s' has rank %zu (an image batch [N, C, H, W] or [N, H, W, C] "
@@ -2291,9 +2367,10 @@ static vf_status add_image_input(loader *L)
     int64_t nchw[4] = {1, c, hw[0], hw[1]};
     int idx;
     if (!nhwc)
-        return vfi_graph_add_input(L->g, in->name, 4, nchw, &idx, L->err);
+        return vfi_graph_add_input(L->g, in->name, VF_DTYPE_F32, 4, nchw, &idx, L->err);
     /* Keep the engine's input planar: NCHW in, one transpose to the model's NHWC. */
-    vf_status rc = vfi_graph_add_input(L->g, "vidfeat_input_nchw", 4, nchw, &idx, L->err);
+    vf_status rc =
+        vfi_graph_add_input(L->g, "vidfeat_input_nchw", VF_DTYPE_F32, 4, nchw, &idx, L->err);
     if (rc < 0)
         return rc;
     vf_node tmp;
@@ -2417,6 +2494,8 @@ vf_status vfi_onnx_load_mem(const void *data, size_t size, const char *base_dir,
 fail:
     vfi_graph_free(&L.g);
     vfi_strmap_free(&L.inits);
+    vfi_strmap_free(&L.ramp_names);
+    vfi_free(L.ramps);
     if (model)
         onnx__model_proto__free_unpacked(model, &alloc);
     return rc;

@@ -2,7 +2,8 @@
  * onnx_ops.c - the operators transformers brought: layer normalisation, the elementwise
  * functions of GELU and attention (Erf, Sqrt, Pow, Reciprocal, Exp, Neg), Split and slices of
  * activations, Expand, and the shape arithmetic exporters emit around them (Equal, Where, Not,
- * Range, Mod), folded here when their inputs are constants. Each handler is an entry of onnx.c's
+ * Range, Mod), folded here when their inputs are constants; and what a text tower adds: ArgMax
+ * (the end token) and the row pick x[arange(N), k]. Each handler is an entry of onnx.c's
  * operator table; shapes are checked by the graph (graph.c) as each node is added.
  */
 #include <math.h>
@@ -171,8 +172,26 @@ static vf_status scalar_input(vfi_onnx_loader *L, size_t i, double *out, vf_dtyp
     return VF_OK;
 }
 
+/* Input i as a constant int64 scalar into *v; 0 when it is something else. */
+static int i64_scalar(vfi_onnx_loader *L, size_t i, int64_t *v)
+{
+    int idx;
+    if (vfi_onnx_input(L, i, &idx) < 0 || idx < 0)
+        return 0;
+    const vf_value *x = vfi_onnx_value(L, idx);
+    if (!x->data || x->dtype != VF_DTYPE_I64 || vfi_dims_numel(x->rank, x->dims) != 1)
+        return 0;
+    *v = *(const int64_t *)x->data;
+    return 1;
+}
+
 vf_status vfi_onnx_range(vfi_onnx_loader *L)
 {
+    int64_t s0, lim, step;
+    /* Range(0, N, 1): the numbers of the images (arange(x.shape[0])) */
+    if (i64_scalar(L, 0, &s0) && i64_scalar(L, 1, &lim) && i64_scalar(L, 2, &step) && s0 == 0 &&
+        step == 1 && vfi_dim_batch_multiple(lim) == 1)
+        return vfi_onnx_add_ramp(L, 0, (vf_onnx_ramp){1, -1});
     double start, limit, delta;
     vf_dtype dt;
     vf_status rc = scalar_input(L, 0, &start, &dt);
@@ -488,4 +507,80 @@ vf_status vfi_onnx_scatter_nd(vfi_onnx_loader *L)
                (const unsigned char *)upd->data + (size_t)(j * slice) * es, (size_t)slice * es);
     }
     return vfi_onnx_add_const(L, 0, data->dtype, data->rank, data->dims, out);
+}
+
+/* ---- text towers ----------------------------------------------------------------------------- */
+
+/* ArgMax of an activation along a non-batch axis (the end token: the largest id of a text). */
+vf_status vfi_onnx_argmax(vfi_onnx_loader *L)
+{
+    int x;
+    vf_status rc = need_input(L, 0, &x);
+    if (rc < 0)
+        return rc;
+    const vf_value *xv = vfi_onnx_value(L, x);
+    if (xv->data)
+        return FAIL(L, VF_ERR_UNSUPPORTED, "an argmax of a constant");
+    if (vfi_onnx_attr_int(L, "select_last_index", 0) != 0)
+        return FAIL(L, VF_ERR_UNSUPPORTED, "select_last_index 1 (the last of equal values)");
+    vf_argmax_params p;
+    rc = vfi_onnx_axis(L, vfi_onnx_attr_int(L, "axis", 0), xv->rank, &p.axis);
+    if (rc < 0)
+        return rc;
+    p.keepdims = vfi_onnx_attr_int(L, "keepdims", 1) != 0;
+    return vfi_onnx_add_node(L, VF_OP_ARGMAX, &x, 1, &p, 0);
+}
+
+/* Arithmetic on the numbers of the images: i x m times a constant c is i x (m c); i x m plus k
+ * ([N], int64) is the row pick i x m + k[i]. Nothing else. */
+vf_status vfi_onnx_ramp_binary(vfi_onnx_loader *L, vf_binary_kind kind)
+{
+    const vf_onnx_ramp *r = vfi_onnx_ramp_input(L, 0);
+    size_t other = 1;
+    if (!r) {
+        r = vfi_onnx_ramp_input(L, 1);
+        other = 0;
+    }
+    if (r->base < 0 && kind == VF_BIN_MUL) {
+        int64_t c;
+        if (i64_scalar(L, other, &c) && c > 0 && c <= VF_MAX_DIM && r->mult <= VF_MAX_DIM / c)
+            return vfi_onnx_add_ramp(L, 0, (vf_onnx_ramp){r->mult * c, -1});
+    }
+    if (r->base < 0 && kind == VF_BIN_ADD && !vfi_onnx_ramp_input(L, other)) {
+        int k;
+        vf_status rc = need_input(L, other, &k);
+        if (rc < 0)
+            return rc;
+        const vf_value *kv = vfi_onnx_value(L, k);
+        if (kv->is_batched && kv->dtype == VF_DTYPE_I64 && kv->rank == 1 &&
+            vfi_value_batch_first(kv))
+            return vfi_onnx_add_ramp(L, 0, (vf_onnx_ramp){r->mult, k});
+    }
+    return FAIL(L, VF_ERR_UNSUPPORTED,
+                "arithmetic on the numbers of the images (a Range over the batch size) other "
+                "than i x rows + k[i] of int64 [N]");
+}
+
+/* Gather of rows i x m + k[i] from x [m x N, ...], m rows an image: image i's row k[i]. */
+vf_status vfi_onnx_take(vfi_onnx_loader *L)
+{
+    const vf_onnx_ramp *r = vfi_onnx_ramp_input(L, 1);
+    int x;
+    vf_status rc = need_input(L, 0, &x);
+    if (rc < 0)
+        return rc;
+    const vf_value *xv = vfi_onnx_value(L, x);
+    int axis;
+    rc = vfi_onnx_axis(L, vfi_onnx_attr_int(L, "axis", 0), xv->rank, &axis);
+    if (rc < 0)
+        return rc;
+    if (r->base < 0 || axis != 0 || !xv->is_batched || xv->batch_axis != 0 ||
+        xv->batch_outer != 1 || xv->dims[0] != r->mult)
+        return FAIL(L, VF_ERR_UNSUPPORTED,
+                    "a gather by the numbers of the images that is not each image's own row "
+                    "(rows i x %lld + k[i] of '%s')",
+                    (long long)r->mult, xv->name);
+    int in[2] = {x, r->base};
+    int take_axis = 0;
+    return vfi_onnx_add_node(L, VF_OP_TAKE, in, 2, &take_axis, 0);
 }

@@ -51,6 +51,21 @@ vf_status vfi_onnx_add_const(vfi_onnx_loader *L, size_t out, vf_dtype dtype, int
 /* Output `out` of the current node is value idx under another name. */
 vf_status vfi_onnx_add_alias(vfi_onnx_loader *L, size_t out, int idx);
 
+/* ---- the numbers of the images ---- */
+/* Image index arithmetic the loader keeps to itself: Range(0, N) over the batch size gives image
+ * i the number i; that times mult, plus an int64 activation k ([N]), is i x mult + k[i], the
+ * index of image i's row k[i] among rows that come mult to an image - which a Gather of those
+ * rows turns into TAKE (x[arange(N), k] as PyTorch exports it). No graph value stands for such a
+ * number (it is not a function of each image alone); any other use of one is refused. */
+typedef struct vf_onnx_ramp {
+    int64_t mult; /* i x mult */
+    int base;     /* the activation k added, or -1 */
+} vf_onnx_ramp;
+/* Input i as one of those numbers, or NULL. */
+const vf_onnx_ramp *vfi_onnx_ramp_input(vfi_onnx_loader *L, size_t i);
+/* Output `out` of the current node is r. */
+vf_status vfi_onnx_add_ramp(vfi_onnx_loader *L, size_t out, vf_onnx_ramp r);
+
 /* ---- operator families (onnx_ops.c): handlers for onnx.c's table ---- */
 vf_status vfi_onnx_layernorm(vfi_onnx_loader *L);
 vf_status vfi_onnx_erf(vfi_onnx_loader *L);
@@ -69,5 +84,9 @@ vf_status vfi_onnx_not(vfi_onnx_loader *L);
 vf_status vfi_onnx_range(vfi_onnx_loader *L);
 vf_status vfi_onnx_mod(vfi_onnx_loader *L);
 vf_status vfi_onnx_scatter_nd(vfi_onnx_loader *L);
+/* text towers: the end token's position, and the numbers of the images in a row pick */
+vf_status vfi_onnx_argmax(vfi_onnx_loader *L);
+vf_status vfi_onnx_ramp_binary(vfi_onnx_loader *L, vf_binary_kind kind);
+vf_status vfi_onnx_take(vfi_onnx_loader *L);
 
 #endif /* VIDFEAT_ONNX_OPS_H */

@@ -215,6 +215,9 @@ typedef struct vf_model_info {
     int64_t calibration_frames;
     /** Whose weights: the manifest's official file, another file, random weights. */
     vf_weights_kind weights;
+    /** A CLIP model: the text tower paired with it, where it was found (its manifest's "text");
+     *  NULL for other models, or when the file is not here. (Appended in 0.1.) */
+    const char *text_tower;
 } vf_model_info;
 
 /** The default configuration (thread-safe, no allocation). */
@@ -520,8 +523,17 @@ typedef struct vf_similar_query {
     /** An index file to use (vf_db_index); NULL: the one the database records for the model row
      *  searched, where its file is on this machine; none: the exact scan. */
     const char *index;
-    /** (may be NULL) how the search was done, filled by vf_db_similar. */
+    /** (may be NULL) how the search was done, filled by vf_db_similar; with texts, an array of
+     *  n_texts, one per text. */
     struct vf_similar_stats *stats;
+
+    /* ---- search by words (appended in 0.1) ---- */
+    /** Or texts (UTF-8), each a query of its own: its embedding by the text tower paired with the
+     *  stored vectors' CLIP model (vf_text_encoder), answered in turn (vf_neighbour.query says
+     *  which). The stored vectors must be that model's image embeddings: the models row's
+     *  recorded text tower, or else the image tower beside it, must be the stored vectors'. */
+    const char *const *texts;
+    int n_texts;
 } vf_similar_query;
 
 /** How vf_db_similar searched. */
@@ -531,6 +543,7 @@ typedef struct vf_similar_stats {
     double search_ms;   /**< the search alone: not opening the database or the index, not the
                              model or the query vector */
     int64_t candidates; /**< vectors the index proposed, then ranked by their exact cosine */
+    double embed_ms;    /**< texts: embedding them all (tokenizer and text tower), once */
 } vf_similar_stats;
 
 /** A stored frame, or where the query came from. Strings are borrowed (for a hit: during the
@@ -542,11 +555,14 @@ typedef struct vf_neighbour {
     double t;          /**< seconds */
     double similarity; /**< cosine similarity of the vectors, -1..1 */
     int stored;        /**< the query: 1 read from the database, 0 extracted now */
+    int query;         /**< a hit of texts: which text (0..n_texts - 1); else 0 */
 } vf_neighbour;
 
 /**
  * The stored frames most similar to a query, best first: cosine similarity between feature
- * vectors of one model and layer, every stored vector read once (exact, no index).
+ * vectors of one model and layer, through a search index that covers them or every stored
+ * vector read once. The query is a frame (an image, a video's frame) or texts (q->texts: each
+ * text's hits in turn, vf_neighbour.query telling them apart).
  *
  * The vectors searched are the model row the database holds, or the one that cfg->model (a
  * manifest name or ONNX file; NULL: any) and cfg->layer (NULL: any) select when it holds several.
@@ -559,8 +575,10 @@ typedef struct vf_neighbour {
  * @param query_out  (may be NULL) receives where the query vector came from.
  * @return VF_OK; VF_ERR_INVALID (bad query or options), VF_ERR_STORE (database missing,
  *         unreadable, without vectors, or holding several models that cfg does not tell apart),
- *         VF_ERR_MODEL (the model file differs from the vectors'), VF_ERR_DECODE / VF_ERR_IO (the
- *         query cannot be read), or any status of vf_pipeline_create. The message is in errbuf.
+ *         VF_ERR_MODEL (the model file differs from the vectors'; texts: the stored vectors are
+ *         not a CLIP model's image embeddings, or its text tower does not pair with them),
+ *         VF_ERR_DECODE / VF_ERR_IO (the query cannot be read), or any status of
+ *         vf_pipeline_create or vf_text_encoder_create. The message is in errbuf.
  */
 VF_API vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_similar_query *q,
                                void (*hit)(void *user, const vf_neighbour *n), void *user,

@@ -49,7 +49,7 @@ static int worker_open(const char *uri, worker *wk, vf_err *err)
 {
     if (vfi_store_open(uri, VF_STORE_WRITE, &wk->s, err) < 0)
         return -1;
-    vf_store_model m = {"bench", "0", "pool", DIM, 0, "bench", NULL};
+    vf_store_model m = {"bench", "0", "pool", DIM, 0, "bench", NULL, NULL};
     int64_t model = 0;
     if (vfi_store_model(wk->s, &m, &model, err) < 0)
         return -1;

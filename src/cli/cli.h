@@ -30,9 +30,18 @@ enum {
     CMD_EXPORT = 1 << 8,
     CMD_INDEX = 1 << 9,
     CMD_MATCHES = 1 << 10,
+    CMD_EMBED = 1 << 11,
 };
 
 #define MAX_LIST 16
+/* --text and --image queries on one command line (similar, embed) */
+#define MAX_QUERIES 1024
+
+/* One query of embed: a text or an image file, in command-line order. */
+typedef struct cli_query {
+    int is_text;
+    const char *s;
+} cli_query;
 
 /* What a run shows as it goes (--progress): auto is a bar on a terminal, lines elsewhere. */
 enum { PROGRESS_AUTO, PROGRESS_BAR, PROGRESS_LINES, PROGRESS_JSON, PROGRESS_NONE };
@@ -72,6 +81,10 @@ typedef struct cli {
     int summary;            /* info --summary */
     double min_duration;    /* matches, similar --video without --at: --min-duration S */
     double min_similarity;  /* and --min-similarity C */
+    const char *texts[MAX_QUERIES]; /* similar, embed: --text, in order */
+    int n_texts;
+    cli_query queries[MAX_QUERIES]; /* embed: --text and --image, in order */
+    int n_queries;
 } cli;
 
 /* One subcommand: its name, the bit its options are marked with, what its --help shows, and
@@ -99,6 +112,13 @@ int cmd_merge(cli *c, int argc, char **argv);
 int cmd_export(cli *c, int argc, char **argv);
 int cmd_index(cli *c, int argc, char **argv);
 int cmd_matches(cli *c, int argc, char **argv);
+int cmd_embed(cli *c, int argc, char **argv);
+
+/* ---- cmd_embed.c -------------------------------------------------------------------------- */
+
+/* A --text that can be no query: not UTF-8, or nothing but white space. Says why on stderr
+ * (naming the command and the text's position) and returns 1; else 0. */
+int cli_bad_text(const char *cmd, const char *text, int index);
 
 /* ---- cmd_matches.c ------------------------------------------------------------------------ */
 

@@ -81,7 +81,7 @@ static int unique_name(const char *path, vf_strmap *used, char *buf, size_t size
 
 /* NumPy's format 1.0: magic, version, a little-endian header length, a Python dict literal padded
  * with spaces to a multiple of 64 bytes, then the data in C order. */
-static int npy_header(FILE *f, const char *descr, int64_t rows, int dim)
+int export_npy_header(FILE *f, const char *descr, int64_t rows, int dim)
 {
     char dict[128], shape[64];
     if (dim > 0)
@@ -175,7 +175,7 @@ static int npy_begin(export_writer *w, const export_video *v)
             return -1;
         }
         if (!(*files[i] = fopen(w->vec_path[i], "wb")) ||
-            npy_header(*files[i], descr[i], v->frames, i == 0 ? w->dim : 0) < 0) {
+            export_npy_header(*files[i], descr[i], v->frames, i == 0 ? w->dim : 0) < 0) {
             fprintf(stderr, "vidfeat: %s: %s\n", w->vec_path[i], strerror(errno));
             return -1;
         }

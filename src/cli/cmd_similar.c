@@ -1,9 +1,11 @@
 /*
  * cmd_similar.c - vidfeat similar: the stored frames nearest a query frame (an image, or a
- * video's frame at a time), as a table or one JSON document; a whole video (no --at) is answered
- * as the files and times that show its footage (cmd_matches.c).
+ * video's frame at a time) or texts (--text, a CLIP model's), as a table or JSON (a document a
+ * query: one line each); a whole video (no --at) is answered as the files and times that show
+ * its footage (cmd_matches.c).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -13,11 +15,21 @@ typedef struct similar_out {
     vf_json *hits; /* --json: the neighbours so far; NULL for the table */
     int rank;
     int json_failed;
+    vf_json **text_hits; /* texts with --json: each one's neighbours */
+    int *text_rank;      /* texts: hits so far of each */
+    const char *const *texts;
 } similar_out;
 
 static void print_neighbour(void *user, const vf_neighbour *n)
 {
     similar_out *o = user;
+    if (o->texts) { /* each text's hits after its own heading */
+        if (!o->text_rank[n->query]++ && !o->text_hits)
+            printf("%stext: %s\n", n->query ? "\n" : "", o->texts[n->query]);
+        o->rank = o->text_rank[n->query] - 1;
+        if (o->text_hits)
+            o->hits = o->text_hits[n->query];
+    }
     o->rank++;
     if (!o->hits) {
         printf("%4d  %10.6f  %10.3f  %7lld  %s\n", o->rank, n->similarity, n->t,
@@ -36,34 +48,122 @@ static void print_neighbour(void *user, const vf_neighbour *n)
 }
 
 /* {"neighbours": [...], "query": {...}, "search", "search_ms", "index", "candidates"} on
- * stdout; -1 when it could not be made or written. */
-static int print_json(similar_out *out, const vf_neighbour *src, const vf_similar_stats *st)
+ * stdout (a text's query is {"text"}, and "embed_ms" the time the texts took to embed); -1 when
+ * it could not be made or written. */
+static int print_json(similar_out *out, const vf_neighbour *src, const char *text,
+                      const vf_similar_stats *st)
 {
     vf_json *doc = vfi_json_new_object(), *q = vfi_json_new_object();
     int bad = out->json_failed;
     bad |= vfi_json_add(doc, "neighbours", out->hits) < 0;
     out->hits = NULL; /* the document has it */
     bad |= vfi_json_add(doc, "query", q) < 0;
-    bad |= vfi_json_add_bool(q, "stored", src->stored) < 0;
-    bad |= vfi_json_add_real(q, "t", src->t, 6) < 0;
-    bad |= vfi_json_add_int(q, "frame_index", src->frame_index) < 0;
-    bad |= vfi_json_add_str(q, "path", src->path) < 0;
+    if (text) {
+        bad |= vfi_json_add_str(q, "text", text) < 0;
+        bad |= vfi_json_add_real(doc, "embed_ms", st->embed_ms, 3) < 0;
+    } else {
+        bad |= vfi_json_add_bool(q, "stored", src->stored) < 0;
+        bad |= vfi_json_add_real(q, "t", src->t, 6) < 0;
+        bad |= vfi_json_add_int(q, "frame_index", src->frame_index) < 0;
+        bad |= vfi_json_add_str(q, "path", src->path) < 0;
+    }
     bad |= vfi_json_add_str(doc, "search", st->search) < 0;
     bad |= vfi_json_add_real(doc, "search_ms", st->search_ms, 3) < 0;
     bad |= vfi_json_add_str(doc, "index", st->index[0] ? st->index : NULL) < 0;
     bad |= vfi_json_add_int(doc, "candidates", st->candidates) < 0;
-    if (!bad)
-        bad = vfi_json_write(stdout, doc, 1) < 0;
+    if (!bad) /* a text's document on one line: several texts are JSON lines */
+        bad = vfi_json_write(stdout, doc, text ? 0 : 1) < 0;
     vfi_json_free(&doc);
     return bad ? -1 : 0;
+}
+
+static void print_search_line(const vf_similar_stats *st)
+{
+    if (st->index[0])
+        fprintf(stderr,
+                "vidfeat: search: %s (%s): %lld candidates ranked by exact cosine in %.3f ms\n",
+                st->search, st->index, (long long)st->candidates, st->search_ms);
+    else
+        fprintf(stderr, "vidfeat: search: exact (every stored vector read) in %.3f ms\n",
+                st->search_ms);
+}
+
+/* similar DB --text T...: each text's neighbours, as a table after its heading or a JSON line. */
+static int similar_texts(cli *c, const char *db)
+{
+    for (int i = 0; i < c->n_texts; i++)
+        if (cli_bad_text("similar", c->texts[i], i))
+            return EXIT_USAGE;
+    if (cli_single_values(c))
+        return EXIT_USAGE;
+    if (!cli_db_exists(db))
+        return EXIT_START;
+    vf_config cfg = c->cfg;
+    if (!c->model_set)
+        cfg.model = NULL; /* the database's */
+    int n = c->n_texts;
+    vf_similar_stats *stats = calloc((size_t)n, sizeof(*stats));
+    similar_out out = {.texts = c->texts, .text_rank = calloc((size_t)n, sizeof(int))};
+    if (c->json && (out.text_hits = calloc((size_t)n, sizeof(vf_json *))))
+        for (int i = 0; i < n; i++)
+            out.json_failed |= !(out.text_hits[i] = vfi_json_new_array());
+    int status = EXIT_OK;
+    if (!stats || !out.text_rank || (c->json && !out.text_hits)) {
+        fprintf(stderr, "vidfeat: similar: out of memory\n");
+        status = EXIT_FAIL;
+        goto done;
+    }
+    vf_similar_query q = {.k = c->top,
+                          .exact = c->exact,
+                          .probe = c->probe,
+                          .index = c->index,
+                          .stats = stats,
+                          .texts = c->texts,
+                          .n_texts = n};
+    char err[1024] = "";
+    vf_status rc = vf_db_similar(db, &cfg, &q, print_neighbour, &out, NULL, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "vidfeat: %s\n", err);
+        status = rc == VF_ERR_INVALID ? EXIT_USAGE : EXIT_START;
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        if (c->json) {
+            out.hits = out.text_hits[i];
+            out.text_hits[i] = NULL; /* the document takes it */
+            if (print_json(&out, NULL, c->texts[i], &stats[i]) < 0) {
+                fprintf(stderr, "vidfeat: similar: the JSON could not be written\n");
+                status = EXIT_FAIL;
+                goto done;
+            }
+        } else if (!out.text_rank[i]) {
+            printf("%stext: %s\nno frames in %s\n", i ? "\n" : "", c->texts[i], db);
+        }
+        if (c->verbosity > 0)
+            print_search_line(&stats[i]);
+    }
+    if (c->verbosity > 0)
+        fprintf(stderr, "vidfeat: %d text%s embedded in %.1f ms\n", n, n == 1 ? "" : "s",
+                stats[0].embed_ms);
+done:
+    for (int i = 0; out.text_hits && i < n; i++)
+        vfi_json_free(&out.text_hits[i]);
+    free(out.text_hits);
+    free(out.text_rank);
+    free(stats);
+    return status;
 }
 
 int cmd_similar(cli *c, int argc, char **argv)
 {
     const char *query = c->image ? c->image : c->video;
-    if (argc != 1 || !c->image == !c->video || (c->image && c->at_set) || !query[0]) {
-        fprintf(stderr, "vidfeat: similar: expected one database and --image FILE or --video FILE "
-                        "[--at T]\n");
+    int n_images = c->n_queries - c->n_texts;
+    if (argc == 1 && c->n_texts && !c->image && !c->video && !c->at_set)
+        return similar_texts(c, argv[0]);
+    if (argc != 1 || !c->image == !c->video || (c->image && c->at_set) || !query[0] ||
+        n_images > 1 || c->n_texts) {
+        fprintf(stderr, "vidfeat: similar: expected one database and --image FILE, --video FILE "
+                        "[--at T] or --text TEXT...\n");
         return EXIT_USAGE;
     }
     if (c->video && !c->at_set) /* a whole clip: where its footage is */
@@ -97,7 +197,7 @@ int cmd_similar(cli *c, int argc, char **argv)
         int query_bad = rc == VF_ERR_DECODE || (rc == VF_ERR_IO && access(query, R_OK) != 0);
         return query_bad ? EXIT_FAIL : EXIT_START;
     }
-    if (c->json && print_json(&out, &src, &stats) < 0) {
+    if (c->json && print_json(&out, &src, NULL, &stats) < 0) {
         fprintf(stderr, "vidfeat: similar: the JSON could not be written\n");
         return EXIT_FAIL;
     }
@@ -107,14 +207,7 @@ int cmd_similar(cli *c, int argc, char **argv)
         fprintf(stderr, "vidfeat: query: %s, frame %lld at %.3f s (%s)\n", src.path,
                 (long long)src.frame_index, src.t,
                 src.stored ? "its vector in the database" : "extracted now");
-    if (c->verbosity > 0) {
-        if (stats.index[0])
-            fprintf(stderr,
-                    "vidfeat: search: %s (%s): %lld candidates ranked by exact cosine in %.3f ms\n",
-                    stats.search, stats.index, (long long)stats.candidates, stats.search_ms);
-        else
-            fprintf(stderr, "vidfeat: search: exact (every stored vector read) in %.3f ms\n",
-                    stats.search_ms);
-    }
+    if (c->verbosity > 0)
+        print_search_line(&stats);
     return EXIT_OK;
 }

@@ -11,6 +11,7 @@
 #define VIDFEAT_EXPORT_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "vidfeat.h"
 
@@ -38,5 +39,9 @@ typedef struct export_ops {
 } export_ops;
 
 extern const export_ops export_npy, export_csv, export_hdf5;
+
+/* NumPy's .npy header (format 1.0) for rows x dim values of type descr ("<f4"), dim 0: a
+ * vector of rows; -1 on a write error. Also embed's -o. */
+int export_npy_header(FILE *f, const char *descr, int64_t rows, int dim);
 
 #endif /* VIDFEAT_EXPORT_H */

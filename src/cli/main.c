@@ -15,8 +15,9 @@ const cli_command cli_commands[] = {
     {"extract", CMD_EXTRACT, "[extract] [options] FILE|DIR...",
      "features of every frame (or sample) into the database (the default command)", cmd_extract},
     {"info", CMD_INFO, "info DB [--json]", "what a database holds", cmd_info},
-    {"similar", CMD_SIMILAR, "similar DB --image F | --video V [--at T] [-k N] [options]",
-     "the stored frames nearest a query frame, or where a clip's footage is (no --at)",
+    {"similar", CMD_SIMILAR,
+     "similar DB --image F | --video V [--at T] | --text T... [-k N] [options]",
+     "the stored frames nearest a query frame or words, or where a clip's footage is (no --at)",
      cmd_similar},
     {"matches", CMD_MATCHES, "matches DB [--video V] [--min-duration S] [--json] [options]",
      "reused footage: pairs of files where one shows the other, with the times", cmd_matches},
@@ -34,6 +35,8 @@ const cli_command cli_commands[] = {
      "a search index over the stored vectors, for similar (or brought up to date)", cmd_index},
     {"export", CMD_EXPORT, "export DB [--format npy|hdf5|csv] [-o PATH] [--model M --layer L]",
      "the stored vectors as .npy files, one HDF5 file or CSV", cmd_export},
+    {"embed", CMD_EMBED, "embed --text T | --image F ... [--model M] [--json | -o OUT.npy]",
+     "a CLIP model's embeddings of texts and images, for other systems", cmd_embed},
 };
 const size_t cli_n_commands = sizeof(cli_commands) / sizeof(cli_commands[0]);
 

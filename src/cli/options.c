@@ -71,11 +71,12 @@ enum opt_id {
     OPT_SUMMARY,
     OPT_MIN_DURATION,
     OPT_MIN_SIMILARITY,
+    OPT_TEXT,
 };
 
 /* Which commands take an option. */
-#define RUNS  (CMD_EXTRACT | CMD_CALIBRATE | CMD_BENCH) /* those that run the pipeline */
-#define NETS  (RUNS | CMD_SIMILAR | CMD_MATCHES)        /* those that open a network */
+#define RUNS  (CMD_EXTRACT | CMD_CALIBRATE | CMD_BENCH)      /* those that run the pipeline */
+#define NETS  (RUNS | CMD_SIMILAR | CMD_MATCHES | CMD_EMBED) /* those that open a network */
 #define ALL   (NETS | CMD_INFO | CMD_MODELS | CMD_ENQUEUE | CMD_MERGE | CMD_EXPORT | CMD_INDEX)
 #define CLIPS (RUNS | CMD_SIMILAR | CMD_MATCHES) /* those that sample a file's frames */
 
@@ -90,8 +91,9 @@ typedef struct opt_def {
 static const opt_def options[] = {
     {"db", OPT_DB, "FILE|URI", CMD_EXTRACT | CMD_CALIBRATE | CMD_BENCH | CMD_ENQUEUE,
      "the database: a file (SQLite) or postgresql://... (extract: default ./vidfeat.db)"},
-    {"output", OPT_OUTPUT, "PATH", CMD_EXPORT,
-     "npy: a directory (default DB_npy/); hdf5: a file (DB.h5); csv: a file or - (stdout)"},
+    {"output", OPT_OUTPUT, "PATH", CMD_EXPORT | CMD_EMBED,
+     "export: npy: a directory (default DB_npy/); hdf5: a file (DB.h5); csv: a file or - "
+     "(stdout); embed: an .npy file of the embeddings"},
     {"format", OPT_FORMAT, "npy|hdf5|csv", CMD_EXPORT,
      "what to write (default: from -o's extension, .h5/.hdf5 or .csv, else npy)"},
     {"root", OPT_ROOT, "DIR", CMD_EXTRACT | CMD_ENQUEUE,
@@ -151,7 +153,10 @@ static const opt_def options[] = {
     {"runs", OPT_RUNS, "N", CMD_BENCH, "timed runs (default 5; the median is reported)"},
     {"images", OPT_IMAGES, "N", CMD_BENCH, "images per timed run (default max(32, batch))"},
     {"plot", OPT_PLOT, "FILE.svg", CMD_BENCH, "draw frames/s by device, batch and precision"},
-    {"image", OPT_IMAGE, "FILE", CMD_SIMILAR, "frames like this image"},
+    {"image", OPT_IMAGE, "FILE", CMD_SIMILAR | CMD_EMBED,
+     "similar: frames like this image; embed: its embedding (repeatable)"},
+    {"text", OPT_TEXT, "TEXT", CMD_SIMILAR | CMD_EMBED,
+     "frames that show these words (a CLIP model; repeatable, each a query of its own)"},
     {"video", OPT_VIDEO, "FILE", CMD_SIMILAR | CMD_MATCHES,
      "similar: frames like this video's frame at --at, or (no --at) where its footage is; "
      "matches: only this file's footage"},
@@ -172,7 +177,8 @@ static const opt_def options[] = {
      "what kind of index (default auto: by the vectors' number and this machine's memory)"},
     {"rebuild", OPT_REBUILD, NULL, CMD_INDEX, "start over instead of adding what is new"},
     {"summary", OPT_SUMMARY, NULL, CMD_INFO, "counts and indexes only, not every file"},
-    {"json", OPT_JSON, NULL, RUNS | CMD_SIMILAR | CMD_MATCHES | CMD_MODELS | CMD_INFO | CMD_INDEX,
+    {"json", OPT_JSON, NULL,
+     RUNS | CMD_SIMILAR | CMD_MATCHES | CMD_MODELS | CMD_INFO | CMD_INDEX | CMD_EMBED,
      "machine-readable output"},
     {"progress", OPT_PROGRESS, "auto|bar|lines|json|none", CMD_EXTRACT | CMD_CALIBRATE,
      "as files finish: a bar (terminal), a line each, a JSON line each on stdout, or nothing"},
@@ -188,7 +194,7 @@ static const opt_def options[] = {
 static const struct {
     int letter, id;
     unsigned cmds;
-} aliases[] = {{'o', OPT_OUTPUT, CMD_EXPORT}};
+} aliases[] = {{'o', OPT_OUTPUT, CMD_EXPORT | CMD_EMBED}};
 #define N_ALIASES (sizeof(aliases) / sizeof(aliases[0]))
 
 /* "--name ARG" or "-x, --name ARG" */
@@ -478,7 +484,16 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
             break;
         }
         case OPT_IMAGE:
-            c->image = a;
+        case OPT_TEXT:
+            if (c->n_queries == MAX_QUERIES) {
+                fprintf(stderr, "vidfeat: at most %d --text and --image queries\n", MAX_QUERIES);
+                return EXIT_USAGE;
+            }
+            c->queries[c->n_queries++] = (cli_query){id == OPT_TEXT, a};
+            if (id == OPT_TEXT)
+                c->texts[c->n_texts++] = a;
+            else
+                c->image = a;
             break;
         case OPT_VIDEO:
             c->video = a;

@@ -225,6 +225,11 @@ int vfi_json_push_float(vf_json *array, float v)
     return vfi_json_push(array, float_value(v));
 }
 
+int vfi_json_push_int(vf_json *array, int64_t v)
+{
+    return vfi_json_push(array, json_integer((json_int_t)v));
+}
+
 /* jansson's output on its way to the file: a byte's escaped pair (see string_value) becomes
  * \uDCBB. */
 static int write_piece(const char *buf, size_t size, void *user)

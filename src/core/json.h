@@ -69,6 +69,7 @@ int vfi_json_add(vf_json *obj, const char *key, vf_json *child);
 int vfi_json_push(vf_json *array, vf_json *child);
 int vfi_json_push_real(vf_json *array, double v, int decimals);
 int vfi_json_push_float(vf_json *array, float v);
+int vfi_json_push_int(vf_json *array, int64_t v);
 
 /* Write v to f as ASCII (other characters escaped): on one line (indent 0) or indented by that
  * many spaces, members in the order they were added, then a newline. -1 on a write error. */

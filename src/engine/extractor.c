@@ -31,6 +31,7 @@
 struct vf_extractor {
     char *model_name;
     char *model_path;
+    char *text_tower; /* a CLIP model's, where found; or NULL */
     char *layer;
     vf_manifest *manifest; /* NULL for a plain ONNX file without one */
     vf_graph *graph;
@@ -241,6 +242,7 @@ static void fill_info(vf_extractor *ex, const vf_config *cfg, int pooled)
     in->resize_short = m ? m->resize_short : 0;
     resolve_norm(ex, cfg, in->mean, in->std);
     in->int8_scales = vfi_int8_file_path(ex->int8);
+    in->text_tower = ex->text_tower;
 }
 
 /* ---- int8 calibration ----------------------------------------------------------------------- */
@@ -364,6 +366,9 @@ vf_status vf_extractor_create(const vf_config *cfg, vf_extractor **out)
     }
     if (ex->backend->ops->describe && ex->backend->ops->describe(ex->backend))
         vfi_log(VF_LOG_DEBUG, "engine", "%s", ex->backend->ops->describe(ex->backend));
+    if (ex->manifest && ex->manifest->text)
+        ex->text_tower =
+            vfi_manifest_locate(cfg->models_dir, ex->manifest, ex->manifest->text->file);
     fill_info(ex, cfg, pooled);
     ex->calibrating = cfg->precision == VF_PRECISION_INT8 && !vfi_int8_file_path(ex->int8);
     return VF_OK;
@@ -483,6 +488,7 @@ void vf_extractor_free(vf_extractor **pex)
     vfi_manifest_free(&ex->manifest);
     vfi_free(ex->model_name);
     vfi_free(ex->model_path);
+    vfi_free(ex->text_tower);
     vfi_free(ex->layer);
     vfi_int8_file_free(&ex->int8);
     vfi_preproc_free(&ex->pre);

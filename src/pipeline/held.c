@@ -16,6 +16,7 @@ void vfi_held_free(vfi_held *l)
         vfi_free(l->v[i].sha);
         vfi_free(l->v[i].layer);
         vfi_free(l->v[i].prep);
+        vfi_free(l->v[i].text_sha);
     }
     vfi_free(l->v);
 }
@@ -37,8 +38,9 @@ static void collect_row(void *user, int64_t id, const vf_store_model *m, int64_t
                           vfi_strdup(m->preprocessing),
                           m->dim,
                           m->f16,
-                          vectors};
-    if (!r->name || !r->sha || !r->layer || !r->prep)
+                          vectors,
+                          m->text_sha256 ? vfi_strdup(m->text_sha256) : NULL};
+    if (!r->name || !r->sha || !r->layer || !r->prep || (m->text_sha256 && !r->text_sha))
         l->nomem = 1;
 }
 

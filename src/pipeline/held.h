@@ -17,6 +17,7 @@ typedef struct vfi_held_model {
     char *name, *sha, *layer, *prep;
     int dim, f16;
     int64_t vectors;
+    char *text_sha; /* a CLIP model's text tower (schema 7), NULL when not recorded */
 } vfi_held_model;
 
 typedef struct vfi_held {

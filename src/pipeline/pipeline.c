@@ -1311,9 +1311,11 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
         rc = vfi_store_open(p->db_path, VF_STORE_WRITE, &p->store, &p->err);
         if (rc < 0)
             return rc;
-        char sha[65], prep[256];
+        char sha[65], text_sha[65], prep[256];
         vf_store_model m;
         rc = vfi_record_model(&p->info, p->cfg.store_f16, &m, sha, prep, sizeof(prep), &p->err);
+        if (rc >= 0)
+            rc = vfi_record_text_tower(&p->info, &m, text_sha, &p->err);
         if (rc < 0)
             return rc;
         rc = vfi_store_model(p->store, &m, &p->model_id, &p->err);

@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/clock.h"
+#include "core/digest.h"
 #include "core/mem.h"
+#include "engine/manifest.h"
 #include "pipeline/index.h"
 #include "store/record.h"
 
@@ -152,6 +155,97 @@ done:
     if (rc < 0)
         vfi_query_frames_free(out);
     return rc;
+}
+
+/* Does te's text tower pair with row's vectors? */
+static vf_status check_pair(const vf_config *cfg, const vfi_held_model *row, const char *db,
+                            const vf_text_info *ti, vf_err *err)
+{
+    char hex[65];
+    vf_status rc;
+    if (ti->dim != row->dim)
+        return vfi_fail(err, VF_ERR_MODEL,
+                        "%s gives %d values a text; %s's %s vectors (layer %s) have %d: words are "
+                        "compared with a CLIP model's image embeddings",
+                        ti->path, ti->dim, db, row->name, row->layer, row->dim);
+    if (row->text_sha) { /* the tower recorded beside the vectors when they were made */
+        if ((rc = vfi_sha256_file_cached(ti->path, hex, err)) < 0)
+            return rc;
+        if (strcmp(hex, row->text_sha))
+            return vfi_fail(err, VF_ERR_MODEL,
+                            "%s is not the text tower of %s's %s vectors (sha256 %.12s..., they "
+                            "were made beside %.12s...)",
+                            ti->path, db, row->name, hex, row->text_sha);
+        return VF_OK;
+    }
+    /* none recorded: the image tower beside this text tower must be the vectors' */
+    vf_manifest *m = NULL;
+    char *image = NULL;
+    rc = vfi_manifest_find(cfg->models_dir, ti->name, &m, err);
+    if (rc >= 0 && !(image = vfi_manifest_locate_file(cfg->models_dir, m)))
+        rc = vfi_fail(err, VF_ERR_MODEL,
+                      "%s records no text tower for its %s vectors, and the image tower %s is "
+                      "not here to tell whether %s pairs with them",
+                      db, row->name, m->file, ti->path);
+    if (rc >= 0)
+        rc = vfi_sha256_file_cached(image, hex, err);
+    if (rc >= 0 && strcmp(hex, row->sha))
+        rc = vfi_fail(err, VF_ERR_MODEL,
+                      "%s does not pair with %s's %s vectors: they came from another image tower "
+                      "than %s (sha256 %.12s..., not %.12s...)",
+                      ti->path, db, row->name, image, row->sha, hex);
+    vfi_free(image);
+    vfi_manifest_free(&m);
+    return rc;
+}
+
+vf_status vfi_query_texts(const vf_config *cfg, const vfi_held_model *row, const char *db,
+                          const char *const *texts, int n, float **out, double *ms, vf_err *err)
+{
+    *out = NULL;
+    vf_config c = *cfg;
+    c.model = cfg->model ? cfg->model : row->name;
+    c.batch_size = n < cfg->batch_size ? n : cfg->batch_size;
+    vf_text_encoder *te = NULL;
+    float *vecs = NULL;
+    vf_status rc = vf_text_encoder_create(&c, &te);
+    if (rc == VF_ERR_INVALID && te && strstr(vf_text_encoder_errmsg(te), "no text tower"))
+        rc = vfi_fail(err, VF_ERR_MODEL,
+                      "%s holds %s vectors (layer %s); words are searched in a CLIP model's image "
+                      "embeddings (such as clip_vit_b32's embed), which %s has no text tower for",
+                      db, row->name, row->layer, c.model);
+    else if (rc < 0)
+        vfi_fail(err, rc, "%s", te ? vf_text_encoder_errmsg(te) : "out of memory");
+    vf_text_info ti;
+    if (rc >= 0) {
+        vf_text_encoder_info(te, &ti);
+        rc = check_pair(cfg, row, db, &ti, err);
+    }
+    if (rc >= 0 && !(vecs = vfi_mallocarray((size_t)n * (size_t)row->dim, sizeof(float))))
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    /* a text that is not UTF-8, or holds no words: no query (the ids are made again below) */
+    for (int i = 0; rc >= 0 && i < n; i++) {
+        int64_t ids[4096];
+        int n_ids = 0;
+        if (ti.context > (int)(sizeof(ids) / sizeof(ids[0])))
+            break;
+        if ((rc = vf_text_tokenize(te, texts[i], ids, &n_ids, NULL)) < 0)
+            vfi_fail(err, rc, "text %d: %s", i + 1, vf_text_encoder_errmsg(te));
+        else if (n_ids <= 2)
+            rc = vfi_fail(err, VF_ERR_INVALID, "text %d (\"%.40s\") holds no words", i + 1,
+                          texts[i]);
+    }
+    double t0 = vfi_now_s();
+    if (rc >= 0 && (rc = vf_text_encode(te, texts, n, vecs)) < 0)
+        vfi_fail(err, rc, "%s", vf_text_encoder_errmsg(te));
+    *ms = (vfi_now_s() - t0) * 1e3;
+    vf_text_encoder_free(&te);
+    if (rc < 0) {
+        vfi_free(vecs);
+        return rc;
+    }
+    *out = vecs;
+    return VF_OK;
 }
 
 vf_status vfi_query_flat_refs(const vf_config *cfg, const vfi_held_model *row, float **refs, int *n,

@@ -35,7 +35,7 @@ static vf_status extract_query(const vf_config *cfg, const vfi_held_model *row, 
     if (rc < 0)
         return rc;
     memcpy(vec, f.vec, (size_t)row->dim * sizeof(float));
-    *src = (vf_neighbour){path, f.frame_index[0], 0, f.t[0], 1.0, 0};
+    *src = (vf_neighbour){path, f.frame_index[0], 0, f.t[0], 1.0, 0, 0};
     vfi_query_frames_free(&f);
     return VF_OK;
 }
@@ -43,12 +43,13 @@ static vf_status extract_query(const vf_config *cfg, const vfi_held_model *row, 
 typedef struct hit_relay {
     void (*hit)(void *user, const vf_neighbour *n);
     void *user;
+    int query;
 } hit_relay;
 
 static void relay_hit(void *user, const char *path, const vf_store_ref *ref, double similarity)
 {
     const hit_relay *r = user;
-    vf_neighbour n = {path, ref->frame_index, ref->pts, ref->t, similarity, 1};
+    vf_neighbour n = {path, ref->frame_index, ref->pts, ref->t, similarity, 1, r->query};
     r->hit(r->user, &n);
 }
 
@@ -71,8 +72,7 @@ static vf_status rank_candidate(void *user, int i, const char *path, const vf_st
 }
 
 static vf_status search_index(vf_store *s, vfi_index *ix, const vfi_held_model *row, const float *q,
-                              int k, int probe, const vf_store_ref *skip,
-                              void (*hit)(void *user, const vf_neighbour *n), void *user,
+                              int k, int probe, const vf_store_ref *skip, const hit_relay *out,
                               int64_t *candidates, vf_err *err)
 {
     int want = VFI_INDEX_CANDIDATES(k), n = 0;
@@ -99,8 +99,8 @@ static vf_status search_index(vf_store *s, vfi_index *ix, const vfi_held_model *
         for (int j = 0; j < n; j++)
             if (refs[j].extraction == ref->extraction && refs[j].frame_index == ref->frame_index)
                 path = r.paths[j];
-        vf_neighbour nb = {path, ref->frame_index, ref->pts, ref->t, sim, 1};
-        hit(user, &nb);
+        vf_neighbour nb = {path, ref->frame_index, ref->pts, ref->t, sim, 1, out->query};
+        out->hit(out->user, &nb);
     }
     for (int i = 0; r.paths && i < want; i++)
         vfi_free(r.paths[i]);
@@ -108,6 +108,53 @@ static vf_status search_index(vf_store *s, vfi_index *ix, const vfi_held_model *
     vfi_rank_free(&r.rank);
     vfi_free(refs);
     vfi_free(unit);
+    return rc;
+}
+
+/* The k stored vectors nearest q (an index's candidates, else the scan), skip left out. */
+static vf_status search(vf_store *s, vfi_index *ix, const vfi_held_model *row, const float *q,
+                        int k, int probe, const vf_store_ref *skip, const hit_relay *out,
+                        vf_similar_stats *stats, vf_err *err)
+{
+    vf_status rc;
+    *stats = (vf_similar_stats){.search = "exact"};
+    double t0 = vfi_now_s();
+    if (ix) {
+        snprintf(stats->search, sizeof(stats->search), "index %s", vfi_index_kind(ix));
+        snprintf(stats->index, sizeof(stats->index), "%s", vfi_index_path(ix));
+        rc = search_index(s, ix, row, q, k, probe, skip, out, &stats->candidates, err);
+    } else {
+        rc = vfi_store_nearest(s, row->id, row->f16, q, row->dim, k, skip, relay_hit, (void *)out,
+                               err);
+    }
+    stats->search_ms = (vfi_now_s() - t0) * 1e3;
+    return rc;
+}
+
+/* Each text's neighbours in turn: the texts embedded at once, then searched one by one. */
+static vf_status similar_texts(vf_store *s, const vfi_held_model *row, const char *db,
+                               const vf_config *cfg, const vf_similar_query *q,
+                               void (*hit)(void *user, const vf_neighbour *n), void *user,
+                               vf_err *err)
+{
+    int k = q->k ? q->k : DEFAULT_K;
+    float *vecs = NULL;
+    double embed_ms = 0.0;
+    vfi_index *ix = NULL;
+    vf_status rc = vfi_query_texts(cfg, row, db, q->texts, q->n_texts, &vecs, &embed_ms, err);
+    if (rc >= 0 && VFI_INDEX_CANDIDATES(k) <= MAX_CANDIDATES && !q->exact)
+        rc = vfi_index_find(s, row, q->index, &ix, err);
+    for (int i = 0; rc >= 0 && i < q->n_texts; i++) {
+        vf_similar_stats stats;
+        hit_relay out = {hit, user, i};
+        rc = search(s, ix, row, vecs + (size_t)i * (size_t)row->dim, k, q->probe, NULL, &out,
+                    &stats, err);
+        stats.embed_ms = embed_ms;
+        if (rc >= 0 && q->stats)
+            q->stats[i] = stats;
+    }
+    vfi_index_free(&ix);
+    vfi_free(vecs);
     return rc;
 }
 
@@ -122,14 +169,21 @@ vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_simi
     vfi_index *ix = NULL;
     float *vec = NULL;
     int k = q && q->k ? q->k : DEFAULT_K;
-    if (!db_path || !cfg || !q || !hit || !q->image == !q->video || k < 1 || k > MAX_K ||
-        !(q->at >= 0.0) || !isfinite(q->at) || q->probe < 0) {
+    int n_texts = q ? q->n_texts : 0;
+    if (!db_path || !cfg || !q || !hit || (!!q->image + !!q->video + (n_texts > 0)) != 1 ||
+        n_texts < 0 || (n_texts && !q->texts) || k < 1 || k > MAX_K || !(q->at >= 0.0) ||
+        !isfinite(q->at) || q->probe < 0) {
         rc = vfi_fail(&err, VF_ERR_INVALID,
-                      "similar: a database, a hit callback, an image or a video (not both), a "
-                      "time >= 0 and 1..%d neighbours are needed",
+                      "similar: a database, a hit callback, one query (an image, a video or "
+                      "texts), a time >= 0 and 1..%d neighbours are needed",
                       MAX_K);
         goto done;
     }
+    for (int i = 0; i < n_texts; i++)
+        if (!q->texts[i]) {
+            rc = vfi_fail(&err, VF_ERR_INVALID, "similar: text %d is NULL", i);
+            goto done;
+        }
     rc = vfi_store_open(db_path, VF_STORE_READ, &s, &err);
     if (rc < 0)
         goto done;
@@ -139,6 +193,10 @@ vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_simi
         rc = vfi_held_choose(&rows, cfg, db_path, &row, &err);
     if (rc < 0)
         goto done;
+    if (n_texts) {
+        rc = similar_texts(s, row, db_path, cfg, q, hit, user, &err);
+        goto done;
+    }
     if (!(vec = vfi_mallocarray((size_t)row->dim, sizeof(float)))) {
         rc = vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
         goto done;
@@ -153,7 +211,7 @@ vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_simi
     if (rc < 0)
         goto done;
     if (found)
-        src = (vf_neighbour){path, ref.frame_index, ref.pts, ref.t, 1.0, 1};
+        src = (vf_neighbour){path, ref.frame_index, ref.pts, ref.t, 1.0, 1, 0};
     else if ((rc = extract_query(cfg, row, path, at, vec, &src, &err)) < 0)
         goto done;
     if (query_out)
@@ -162,19 +220,9 @@ vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_simi
     if (VFI_INDEX_CANDIDATES(k) <= MAX_CANDIDATES && !q->exact &&
         (rc = vfi_index_find(s, row, q->index, &ix, &err)) < 0)
         goto done;
-    vf_similar_stats stats = {.search = "exact"};
-    double t0 = vfi_now_s();
-    if (ix) {
-        snprintf(stats.search, sizeof(stats.search), "index %s", vfi_index_kind(ix));
-        snprintf(stats.index, sizeof(stats.index), "%s", vfi_index_path(ix));
-        rc = search_index(s, ix, row, vec, k, q->probe, found ? &ref : NULL, hit, user,
-                          &stats.candidates, &err);
-    } else {
-        hit_relay relay = {hit, user};
-        rc = vfi_store_nearest(s, row->id, row->f16, vec, row->dim, k, found ? &ref : NULL,
-                               relay_hit, &relay, &err);
-    }
-    stats.search_ms = (vfi_now_s() - t0) * 1e3;
+    vf_similar_stats stats;
+    hit_relay out = {hit, user, 0};
+    rc = search(s, ix, row, vec, k, q->probe, found ? &ref : NULL, &out, &stats, &err);
     if (q->stats)
         *q->stats = stats;
 done:

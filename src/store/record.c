@@ -52,8 +52,20 @@ vf_status vfi_record_model(const vf_model_info *info, int store_f16, vf_store_mo
                           info->feature_dim,
                           store_f16,
                           prep,
-                          info->weights ? vf_weights_str(info->weights) : NULL};
+                          info->weights ? vf_weights_str(info->weights) : NULL,
+                          NULL};
     return VF_OK;
+}
+
+vf_status vfi_record_text_tower(const vf_model_info *info, vf_store_model *m, char text_sha[65],
+                                vf_err *err)
+{
+    if (!info->text_tower)
+        return VF_OK;
+    vf_status rc = vfi_sha256_file_cached(info->text_tower, text_sha, err);
+    if (rc >= 0)
+        m->text_sha256 = text_sha;
+    return rc;
 }
 
 vf_status vfi_record_file_init(vf_record_file *f, const char *path)

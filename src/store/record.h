@@ -42,6 +42,9 @@
  * not known). Inspecting an older schema reads NULL in its place: the extractions query for a
  * database at `schema`, with the store's ORDER BY appended. */
 #define VFI_WEIGHTS_COLUMN_SQL "ALTER TABLE models ADD COLUMN weights TEXT;"
+/* Schema 7: a CLIP model's text tower paired with the image tower a row's vectors came from
+ * (its SHA-256; NULL when not known), what a text query is checked against. */
+#define VFI_TEXT_COLUMN_SQL "ALTER TABLE models ADD COLUMN text_sha256 TEXT;"
 /* Schema 6: the search indexes built over a model row's vectors (vfi_store_index_put). */
 #define VFI_INDEXES_TABLE_SQL                                                                      \
     "CREATE TABLE indexes (path text NOT NULL PRIMARY KEY, model_id bigint NOT NULL"               \
@@ -67,6 +70,11 @@ void vfi_record_sampling(const vf_config *c, char *buf, size_t size);
  * cannot be read. */
 vf_status vfi_record_model(const vf_model_info *info, int store_f16, vf_store_model *m,
                            char sha[65], char *prep, size_t prep_size, vf_err *err);
+/* A CLIP model's row also records its text tower (info->text_tower), by its SHA-256 into
+ * text_sha (m->text_sha256 then points to it); nothing for other models. VF_ERR_IO when the
+ * tower cannot be read. */
+vf_status vfi_record_text_tower(const vf_model_info *info, vf_store_model *m, char text_sha[65],
+                                vf_err *err);
 
 /* A file's identity: recorded under its absolute name (as of vfi_record_file_init: a run names
  * its files at its start), compared by size and modification time. */

@@ -67,6 +67,9 @@ typedef struct vf_store_model {
     int f16; /* vectors stored as float16 */
     const char *preprocessing;
     const char *weights; /* vf_weights_str, NULL when unknown */
+    /* a CLIP model: the SHA-256 of the text tower paired with it (schema 7), NULL when not
+     * known; recorded where a row has none */
+    const char *text_sha256;
 } vf_store_model;
 
 typedef struct vf_store_run {

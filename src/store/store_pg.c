@@ -44,7 +44,7 @@
 #include "store/rank.h"
 #include "store/record.h"
 
-#define PG_SCHEMA_VERSION 6
+#define PG_SCHEMA_VERSION 7
 #define ADVISORY_KEY      "7419030817" /* any constant: the schema's lock */
 
 #define RECONNECT_S 120.0 /* how long a lost server is waited for */
@@ -124,6 +124,9 @@ static const char *const schema_v5 =
 
 /* schema 6: the search indexes (record.h), as SQLite's */
 static const char *const schema_v6 = VFI_INDEXES_TABLE_SQL "UPDATE vidfeat_schema SET version = 6;";
+
+/* schema 7: the text tower paired with a CLIP model's image vectors (record.h), as SQLite's */
+static const char *const schema_v7 = VFI_TEXT_COLUMN_SQL "UPDATE vidfeat_schema SET version = 7;";
 
 /* The URI as messages may show it: scheme, user, host, port and database, never a password. */
 static char *display_name(const char *uri)
@@ -447,6 +450,8 @@ static vf_status pg_open(const char *uri, vf_store_mode mode, vf_store **out, vf
             TRY(exec(s, schema_v5, "migrating the tables", err));
         if (s->version < 6)
             TRY(exec(s, schema_v6, "migrating the tables", err));
+        if (s->version < 7)
+            TRY(exec(s, schema_v7, "migrating the tables", err));
         s->version = PG_SCHEMA_VERSION;
         TRY(exec(s, "COMMIT", "creating the tables", err));
         s->write = 1;
@@ -465,15 +470,16 @@ static vf_status pg_model(vf_store *store, const vf_store_model *m, int64_t *mod
     char dim[16];
     snprintf(dim, sizeof(dim), "%d", m->dim);
     const char *p[] = {
-        m->name,          m->file_sha256, m->layer, dim, m->f16 ? "float16" : "float32",
-        m->preprocessing, m->weights};
+        m->name,          m->file_sha256, m->layer,      dim, m->f16 ? "float16" : "float32",
+        m->preprocessing, m->weights,     m->text_sha256};
     PGresult *res;
     vf_status rc = query(s,
                          "INSERT INTO models (name, file_sha256, layer, dim, dtype, preprocessing,"
-                         " weights) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (name,"
-                         " file_sha256, layer, dtype, preprocessing) DO UPDATE SET dim = $4,"
-                         " weights = $7 RETURNING id",
-                         7, p, "recording the model", &res, err);
+                         " weights, text_sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON"
+                         " CONFLICT (name, file_sha256, layer, dtype, preprocessing) DO UPDATE SET"
+                         " dim = $4, weights = $7, text_sha256 = coalesce($8, models.text_sha256)"
+                         " RETURNING id",
+                         8, p, "recording the model", &res, err);
     if (rc < 0)
         return rc;
     *model_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
@@ -1351,12 +1357,17 @@ static vf_status pg_models(vf_store *store, vf_store_model_fn row, void *user, v
 {
     pg_store *s = (pg_store *)store;
     PGresult *res;
-    vf_status rc = query(s,
-                         "SELECT m.id, m.name, m.file_sha256, m.layer, m.dim, m.dtype,"
-                         " m.preprocessing, count(*) FROM models m JOIN extractions e ON"
-                         " e.model_id = m.id JOIN features f ON f.extraction_id = e.id"
-                         " GROUP BY m.id ORDER BY m.id",
-                         0, NULL, "reading models", &res, err);
+    vf_status rc =
+        query(s,
+              s->version >= 7 ? "SELECT m.id, m.name, m.file_sha256, m.layer, m.dim, m.dtype,"
+                                " m.preprocessing, count(*), m.text_sha256 FROM models m JOIN"
+                                " extractions e ON e.model_id = m.id JOIN features f ON"
+                                " f.extraction_id = e.id GROUP BY m.id ORDER BY m.id"
+                              : "SELECT m.id, m.name, m.file_sha256, m.layer, m.dim, m.dtype,"
+                                " m.preprocessing, count(*), NULL FROM models m JOIN extractions e"
+                                " ON e.model_id = m.id JOIN features f ON f.extraction_id = e.id"
+                                " GROUP BY m.id ORDER BY m.id",
+              0, NULL, "reading models", &res, err);
     if (rc < 0)
         return rc;
     for (int i = 0; i < PQntuples(res); i++) {
@@ -1366,7 +1377,8 @@ static vf_status pg_models(vf_store *store, vf_store_model_fn row, void *user, v
                             atoi(PQgetvalue(res, i, 4)),
                             !strcmp(PQgetvalue(res, i, 5), "float16"),
                             PQgetvalue(res, i, 6),
-                            NULL};
+                            NULL,
+                            PQgetisnull(res, i, 8) ? NULL : PQgetvalue(res, i, 8)};
         row(user, strtoll(PQgetvalue(res, i, 0), NULL, 10), &m,
             strtoll(PQgetvalue(res, i, 7), NULL, 10));
     }

@@ -142,9 +142,12 @@ static const char *const schema_v6 =
                           " UPDATE extraction_ids SET last = NEW.id WHERE NEW.id > last; END;";
 #define NEXT_EXTRACTION_ID "(SELECT last + 1 FROM extraction_ids)"
 
+/* v7: the text tower paired with a CLIP model's image vectors (record.h). */
+static const char *const schema_v7 = VFI_TEXT_COLUMN_SQL;
+
 /* migrations[v] brings a database from user_version v to v + 1 */
-static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {schema_v1, schema_v2, schema_v3,
-                                                                schema_v4, schema_v5, schema_v6};
+static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {
+    schema_v1, schema_v2, schema_v3, schema_v4, schema_v5, schema_v6, schema_v7};
 
 static vf_status exec(sq_store *s, const char *sql, vf_err *err)
 {
@@ -272,13 +275,14 @@ static vf_status sq_models(vf_store *store,
     sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "SELECT m.id, m.name, m.file_sha256, m.layer, m.dim, m.dtype,"
-                                 " m.preprocessing, count(*) FROM models m JOIN extractions e ON"
-                                 " e.model_id = m.id JOIN features f ON f.extraction_id = e.id"
-                                 " GROUP BY m.id ORDER BY m.id",
-                                 -1, &st, NULL),
-              "reading models");
+    /* a database read as it is may be older than the text tower's column (schema 7) */
+    char sql[512];
+    snprintf(sql, sizeof(sql),
+             "SELECT m.id, m.name, m.file_sha256, m.layer, m.dim, m.dtype, m.preprocessing,"
+             " count(*), %s FROM models m JOIN extractions e ON e.model_id = m.id JOIN features"
+             " f ON f.extraction_id = e.id GROUP BY m.id ORDER BY m.id",
+             s->version >= 7 ? "m.text_sha256" : "NULL");
+    CHECK_SQL(sqlite3_prepare_v2(s->db, sql, -1, &st, NULL), "reading models");
     int r;
     while ((r = sqlite3_step(st)) == SQLITE_ROW) {
         vf_store_model m = {
@@ -288,6 +292,7 @@ static vf_status sq_models(vf_store *store,
             .dim = sqlite3_column_int(st, 4),
             .f16 = !strcmp((const char *)sqlite3_column_text(st, 5), "float16"),
             .preprocessing = (const char *)sqlite3_column_text(st, 6),
+            .text_sha256 = (const char *)sqlite3_column_text(st, 8),
         };
         row(user, sqlite3_column_int64(st, 0), &m, sqlite3_column_int64(st, 7));
     }
@@ -701,8 +706,9 @@ static vf_status sq_model(vf_store *store, const vf_store_model *m, int64_t *mod
     const char *dtype = m->f16 ? "float16" : "float32";
     CHECK_SQL(sqlite3_prepare_v2(s->db,
                                  "INSERT INTO models (name, file_sha256, layer, dim, dtype, "
-                                 "preprocessing, weights) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
-                                 "ON CONFLICT DO UPDATE SET dim = ?4, weights = ?7 RETURNING id",
+                                 "preprocessing, weights, text_sha256) VALUES (?1, ?2, ?3, ?4, "
+                                 "?5, ?6, ?7, ?8) ON CONFLICT DO UPDATE SET dim = ?4, weights = "
+                                 "?7, text_sha256 = coalesce(?8, text_sha256) RETURNING id",
                                  -1, &st, NULL),
               "prepare");
     sqlite3_bind_text(st, 1, m->name, -1, SQLITE_STATIC);
@@ -715,6 +721,10 @@ static vf_status sq_model(vf_store *store, const vf_store_model *m, int64_t *mod
         sqlite3_bind_text(st, 7, m->weights, -1, SQLITE_STATIC);
     else
         sqlite3_bind_null(st, 7);
+    if (m->text_sha256)
+        sqlite3_bind_text(st, 8, m->text_sha256, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 8);
     if (sqlite3_step(st) != SQLITE_ROW) {
         rc = db_fail(s, err, "recording the model");
         goto fail;
@@ -1510,6 +1520,14 @@ static vf_status sq_merge(vf_store *store, const char *from, vf_store_conflict_f
                  " o.name = models.name AND o.file_sha256 = models.file_sha256 AND o.layer ="
                  " models.layer AND o.dtype = models.dtype AND o.preprocessing ="
                  " models.preprocessing) WHERE weights IS NULL;",
+                 err));
+    /* the text tower paired with a CLIP model's vectors, likewise (schema 7) */
+    if (version >= 7)
+        TRY(exec(s,
+                 "UPDATE models SET text_sha256 = (SELECT o.text_sha256 FROM src.models o WHERE"
+                 " o.name = models.name AND o.file_sha256 = models.file_sha256 AND o.layer ="
+                 " models.layer AND o.dtype = models.dtype AND o.preprocessing ="
+                 " models.preprocessing) WHERE text_sha256 IS NULL;",
                  err));
     /* done in both: the same vectors are one extraction; other vectors are a conflict */
     TRY(prepare(s,

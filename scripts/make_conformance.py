@@ -45,6 +45,11 @@ CASES = [
     ("clip_vit_b32", 224, [("embed", "embed", 0)], 8),
 ]
 EXPORT_CLIP = {"clip_vit_b32": "ViT-B/32"}
+# CLIP's text tower: token ids of these texts (tokenized by tests/python/clip_tokens.py's
+# rendering of the reference where the vocabulary is, else made up), under a name no manifest
+# uses (vidfeat runs it on the ids alone)
+TEXTS = ["a photo of a dog", "a red car at night", "the harbour in snow", "a crowd with flags",
+         "two cats on a sofa", "&amp; more: 3.5 km/h!", "東京の夜景", "a diagram of " * 40]
 QUICK = {"squeezenet1_1", "mobilenet_v2"}
 
 
@@ -119,6 +124,39 @@ def photos(np, shared, out):
     return path, len(names)
 
 
+def text_case(np, onnx, shared, cache, out):
+    """CLIP ViT-B/32's text tower (random weights) on the token ids of TEXTS."""
+    src = os.path.join(cache, "clip_text_conformance.onnx")
+    if not os.path.exists(src):
+        subprocess.run([sys.executable, os.path.join(HERE, "export-clip.py"), "--out", cache,
+                        "--tower", "text"], check=True)
+        os.replace(os.path.join(cache, "clip_vit_b32_text.onnx"), src)
+    vocab = os.path.join(shared, "models", "clip", "bpe_simple_vocab_16e6.txt.gz")
+    ids = np.zeros((len(TEXTS), 77), np.int64)
+    if os.path.exists(vocab):
+        sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+        import clip_tokens
+        ref = clip_tokens.Reference(vocab)
+        for i, t in enumerate(TEXTS):
+            got = ref.encode(t)
+            ids[i, :len(got)] = got
+    else:  # ids as a tokenizer makes them: start, text, the end token at another place each
+        rng = np.random.default_rng(7)
+        for i in range(len(TEXTS)):
+            n = 4 + 9 * i
+            ids[i, 0], ids[i, 1:n], ids[i, n] = 49406, rng.integers(0, 49406, n - 1), 49407
+    inp = os.path.join(out, "clip_text.ids.bin")
+    ids.astype("<i8").tofile(inp)
+    env = dict(os.environ)
+    prefix = os.path.join(out, "clip_text")
+    subprocess.run(["node", os.path.join(HERE, "ort_run.js"), src, inp, str(len(TEXTS)), "ids",
+                    "77", "1", prefix, "embed"], check=True, env=env, cwd=ROOT)
+    ref = prefix + ".embed.bin"
+    y = np.fromfile(ref, "<f4").reshape(len(TEXTS), -1)
+    print("%-14s %-6s %5d-d  %d texts" % ("clip_text", "text", y.shape[1], len(TEXTS)))
+    return "\t".join([src, "text", inp, ref, str(len(TEXTS)), "77", str(y.shape[1])])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -186,6 +224,9 @@ def main():
             has_manifest = os.path.exists(os.path.join(ROOT, "models", name + ".json"))
             lines.append("\t".join([src, layer if has_manifest else tensor, inp, ref,
                                     str(n), str(size), str(y.shape[1])]))
+
+    if not args.quick:
+        lines.append(text_case(np, onnx, args.shared, cache, out))
 
     shared_model = os.path.join(args.shared, "models", "mobilenet_v2_1.0_224.onnx")
     if os.path.exists(shared_model):

@@ -329,6 +329,63 @@ class TransformerOps(nn.Module):
         return torch.cat([a.flatten(1), r.flatten(1), -n.flatten(1)], dim=1)
 
 
+class TextTiny(nn.Module):
+    """A CLIP-style text tower, small: token ids [N, 8] from a vocabulary of 50, token and
+    position embeddings, two causal attention blocks (sequence first, QuickGELU), a final
+    LayerNorm, the features at the end token (the highest id, taken as PyTorch exports
+    x[arange(N), ids.argmax(-1)]) and a projection."""
+    VOCAB, CONTEXT, WIDTH = 50, 8, 16
+
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(self.VOCAB, self.WIDTH)
+        self.pos = nn.Parameter(torch.randn(self.CONTEXT, self.WIDTH) * 0.1)
+        self.blocks = nn.ModuleList()
+        for _ in range(2):
+            self.blocks.append(nn.ModuleDict({
+                "ln_1": nn.LayerNorm(self.WIDTH), "attn": nn.MultiheadAttention(self.WIDTH, 2),
+                "ln_2": nn.LayerNorm(self.WIDTH), "fc": nn.Linear(self.WIDTH, 32),
+                "proj": nn.Linear(32, self.WIDTH)}))
+        self.ln_final = nn.LayerNorm(self.WIDTH)
+        self.projection = nn.Parameter(torch.randn(self.WIDTH, 12) * 0.25)
+        self.register_buffer("mask", torch.full((self.CONTEXT, self.CONTEXT),
+                                                float("-inf")).triu_(1))
+
+    def forward(self, ids):                           # [N, 8] int64
+        x = (self.tok(ids) + self.pos).permute(1, 0, 2)
+        for b in self.blocks:
+            h = b["ln_1"](x)
+            x = x + b["attn"](h, h, h, need_weights=False, attn_mask=self.mask)[0]
+            h = b["fc"](b["ln_2"](x))
+            x = x + b["proj"](h * torch.sigmoid(1.702 * h))
+        x = self.ln_final(x.permute(1, 0, 2))
+        return x[torch.arange(x.shape[0]), ids.argmax(dim=-1)] @ self.projection
+
+
+def text_tiny(seed=24):
+    """TextTiny with ids like a tokenizer's: the start token (VOCAB - 2), ids of text, the end
+    token (VOCAB - 1, the highest) at a different place in each text, zeros after; the golden's
+    input holds the ids as floats (exact)."""
+    seeded(seed)
+    module = TextTiny()
+    randomize(module, seed)
+    module.eval()
+    v, ctx = TextTiny.VOCAB, TextTiny.CONTEXT
+    ids = torch.zeros(BATCH, ctx, dtype=torch.int64)
+    for i in range(BATCH):
+        n = 3 + i  # the end token's place
+        ids[i, 0] = v - 2
+        ids[i, 1:n] = torch.randint(0, v - 2, (n - 1,))
+        ids[i, n] = v - 1
+    final = os.path.join(OPS, "text_tiny.onnx")
+    with torch.no_grad():
+        y = module(ids)
+    torch.onnx.export(module, ids, final + ".tmp", opset_version=17, input_names=["input"],
+                      output_names=["output"], dynamic_axes={"input": {0: "N"}, "output": {0: "N"}})
+    os.replace(final + ".tmp", final)
+    write_golden("text_tiny", ids.numpy().astype(np.float32), y.numpy())
+
+
 class TinyCnn(nn.Module):
     def __init__(self):
         super().__init__()
@@ -574,6 +631,7 @@ def main(fixtures_only=False):
     export("convnext_tiny", convnext_tiny, (3, 32, 32), 21, opset=17)
     export("transformer_ops", TransformerOps, (3, 4, 6), 22, opset=17)
     export("vit_patch14", vit_patch14, (3, 56, 56), 23, opset=17)
+    text_tiny()
     conv_bn_relu()
     lrn()
     same_upper()

@@ -1,9 +1,11 @@
 #!/usr/bin/env node
-// Run an ONNX model with ONNX Runtime (npm onnxruntime-node, CPU) on raw float32 images, one
-// image per call, and write the requested outputs as raw little-endian float32.
+// Run an ONNX model with ONNX Runtime (npm onnxruntime-node, CPU) on raw float32 images (or a
+// text tower's int64 token ids), one input per call, and write the requested outputs as raw
+// little-endian float32.
 //
 // usage: node scripts/ort_run.js MODEL.onnx INPUT.bin N C H W OUT_PREFIX NAME...
-//   writes OUT_PREFIX.NAME.bin (N x the output's per-image size) for each NAME
+//   writes OUT_PREFIX.NAME.bin (N x the output's per-image size) for each NAME; C "ids": the
+//   input is int64 token ids [N, H] (W 1)
 // ORT_NODE_DIR: where onnxruntime-node is (default: ./build/ort/node_modules/onnxruntime-node)
 'use strict';
 const fs = require('fs');
@@ -19,20 +21,23 @@ async function main() {
     console.error('usage: ort_run.js MODEL INPUT.bin N C H W OUT_PREFIX NAME...');
     process.exit(2);
   }
-  const [n, c, h, w] = [nS, cS, hS, wS].map((s) => parseInt(s, 10));
+  const ids = cS === 'ids';
+  const [n, c, h, w] = [nS, ids ? '1' : cS, hS, wS].map((s) => parseInt(s, 10));
   const sess = await ort.InferenceSession.create(model, {
     executionProviders: ['cpu'],
     graphOptimizationLevel: 'all',
     intraOpNumThreads: 2,
   });
   const buf = fs.readFileSync(input);
-  const all = new Float32Array(buf.buffer, buf.byteOffset, buf.length / 4);
+  const all = ids ? new BigInt64Array(buf.buffer, buf.byteOffset, buf.length / 8)
+                  : new Float32Array(buf.buffer, buf.byteOffset, buf.length / 4);
   const per = c * h * w;
-  if (all.length !== n * per) throw new Error(`input has ${all.length} floats, expected ${n * per}`);
+  if (all.length !== n * per) throw new Error(`input has ${all.length} values, expected ${n * per}`);
   const chunks = {};
   for (const name of names) chunks[name] = [];
   for (let i = 0; i < n; i++) {
-    const x = new ort.Tensor('float32', all.slice(i * per, (i + 1) * per), [1, c, h, w]);
+    const x = ids ? new ort.Tensor('int64', all.slice(i * per, (i + 1) * per), [1, h])
+                  : new ort.Tensor('float32', all.slice(i * per, (i + 1) * per), [1, c, h, w]);
     const feeds = {};
     feeds[sess.inputNames[0]] = x;
     const out = await sess.run(feeds, names);

@@ -113,6 +113,58 @@ static void check_top1(const char *dir, const float *probs, const conf_case *c, 
     printf("  top-1 matches the verified class on all %d photos (%s)\n", i, what);
 }
 
+/* A text tower's case (layer "text"): token ids in (int64, n x context), the embeddings at
+ * batch 1, 8, 7 and 32 in f32 within F32_TOL, bf16 at cosine BF16_MIN_COS. */
+static void run_text_case(const conf_case *c, double *worst_f32, double *worst_cos)
+{
+    size_t count = (size_t)c->n * (size_t)c->size;
+    int64_t *ids = malloc(count * sizeof(int64_t));
+    FILE *f = fopen(c->input, "rb");
+    CHECK(ids && f && fread(ids, sizeof(int64_t), count, f) == count && fgetc(f) == EOF);
+    fclose(f);
+    float *ref = read_floats(c->reference, (size_t)c->n * (size_t)c->dim);
+    float *out = malloc((size_t)c->n * (size_t)c->dim * sizeof(float));
+    CHECK(out);
+    printf("%s [text] %d texts of %d ids, %d-d\n", c->model, c->n, c->size, c->dim);
+    static const int batches[] = {1, 8, 7, 32};
+    for (int bi = 0; bi < 5; bi++) {
+        int bf16 = bi == 4;
+        vf_config cfg = vf_config_default();
+        cfg.model = c->model;
+        cfg.backend = "cpu";
+        cfg.precision = bf16 ? VF_PRECISION_BF16 : VF_PRECISION_F32;
+        cfg.batch_size = bf16 ? 8 : batches[bi];
+        vf_text_encoder *te = NULL;
+        CHECK_OK(vf_text_encoder_create(&cfg, &te), vf_text_encoder_errmsg(te));
+        vf_text_info info;
+        CHECK_OK(vf_text_encoder_info(te, &info), vf_text_encoder_errmsg(te));
+        CHECK_EQ(info.context, c->size);
+        CHECK_EQ(info.dim, c->dim);
+        CHECK_OK(vf_text_encode_ids(te, ids, c->n, out), vf_text_encoder_errmsg(te));
+        vf_text_encoder_free(&te);
+        double worst = 0.0, min_cos = 1.0;
+        for (int i = 0; i < c->n; i++) {
+            const float *o = out + (size_t)i * c->dim, *r = ref + (size_t)i * c->dim;
+            double e = vf_rel_err(o, r, (size_t)c->dim), cs = vf_cosine(o, r, (size_t)c->dim);
+            CHECK_MSG(bf16 || e <= F32_TOL, "text f32 batch %d text %d: relative error %.3g",
+                      cfg.batch_size, i, e);
+            CHECK_MSG(!bf16 || cs >= BF16_MIN_COS, "text bf16 text %d: cosine %.5f", i, cs);
+            worst = e > worst ? e : worst;
+            min_cos = cs < min_cos ? cs : min_cos;
+        }
+        if (bf16) {
+            printf("  dnnl bf16 batch 8: min cosine %.6f\n", min_cos);
+            *worst_cos = min_cos < *worst_cos ? min_cos : *worst_cos;
+        } else {
+            printf("  dnnl f32 batch %d: max relative error %.2e\n", cfg.batch_size, worst);
+            *worst_f32 = worst > *worst_f32 ? worst : *worst_f32;
+        }
+    }
+    free(ids);
+    free(ref);
+    free(out);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -133,6 +185,11 @@ int main(int argc, char **argv)
         conf_case c;
         CHECK(sscanf(line, "%1023[^\t]\t%255[^\t]\t%1023[^\t]\t%1023[^\t]\t%d\t%d\t%d", c.model,
                      c.layer, c.input, c.reference, &c.n, &c.size, &c.dim) == 7);
+        if (!strcmp(c.layer, "text")) {
+            run_text_case(&c, &worst_f32, &worst_cos);
+            n_cases++;
+            continue;
+        }
         size_t in_count = (size_t)c.n * 3 * c.size * c.size, out_count = (size_t)c.n * c.dim;
         float *input = read_floats(c.input, in_count);
         float *ref = read_floats(c.reference, out_count);

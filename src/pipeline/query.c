@@ -208,12 +208,17 @@ vf_status vfi_query_texts(const vf_config *cfg, const vfi_held_model *row, const
     c.batch_size = n < cfg->batch_size ? n : cfg->batch_size;
     vf_text_encoder *te = NULL;
     float *vecs = NULL;
-    vf_status rc = vf_text_encoder_create(&c, &te);
-    if (rc == VF_ERR_INVALID && te && strstr(vf_text_encoder_errmsg(te), "no text tower"))
+    /* the stored vectors' model must be a CLIP model: its manifest names a text tower */
+    vf_manifest *m = NULL;
+    vf_err merr = {0};
+    int clip = vfi_manifest_find(cfg->models_dir, row->name, &m, &merr) >= 0 && m->text;
+    vfi_manifest_free(&m);
+    vf_status rc = clip ? vf_text_encoder_create(&c, &te) : VF_ERR_MODEL;
+    if (!clip || (rc == VF_ERR_INVALID && te && strstr(vf_text_encoder_errmsg(te), "no text")))
         rc = vfi_fail(err, VF_ERR_MODEL,
                       "%s holds %s vectors (layer %s); words are searched in a CLIP model's image "
-                      "embeddings (such as clip_vit_b32's embed), which %s has no text tower for",
-                      db, row->name, row->layer, c.model);
+                      "embeddings (such as clip_vit_b32's embed), and %s has no text tower",
+                      db, row->name, row->layer, row->name);
     else if (rc < 0)
         vfi_fail(err, rc, "%s", te ? vf_text_encoder_errmsg(te) : "out of memory");
     vf_text_info ti;

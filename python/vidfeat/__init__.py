@@ -12,6 +12,9 @@ results as numpy arrays.
     >>> with vidfeat.Extractor("mobilenet_v2_1.0_224") as ex:
     ...     a = ex.extract("a.mp4"); v = ex(images)   # images: uint8 N x H x W x 3
     >>> db = vidfeat.open("archive.db"); rows = db.frames(); db.info(); db.similar(image="x.jpg")
+    >>> db.similar(text="a red car at night")             # a CLIP model's vectors
+    >>> with vidfeat.TextEncoder("clip_vit_b32") as te:   # CLIP's text tower, in C
+    ...     ids = te.tokenize("a dog"); e = te(["a dog", "two cats"])   # 2 x 512 float32
     >>> vidfeat.run(["/media/archive"], db="archive.db", fps=1, progress=print)
 
 While the C library works the GIL is released (other Python threads keep running). Ctrl-C
@@ -34,6 +37,7 @@ import numpy as np
 from . import _capi as C
 
 __all__ = ["extract", "frames", "Extractor", "Features", "open", "Database", "run",
+           "TextEncoder", "embed_text",
            "PathLike",
            "FileResult", "Error", "InputError", "UsageError", "StartError", "__version__"]
 
@@ -790,11 +794,20 @@ class Database:
                 probe: int = 0, index: Optional[PathLike] = None, model: Optional[str] = None,
                 layer: Optional[str] = None, models_dir: Optional[PathLike] = None,
                 device: str = "cpu", precision: str = "f32",
-                fps: Optional[float] = None) -> Dict[str, Any]:
+                fps: Optional[float] = None,
+                text: Union[str, Sequence[str], None] = None) -> Any:
         """The stored frames most like a query frame (``image``, or ``video`` at ``at``
         seconds), best first: the ``vidfeat similar --json`` document as a dict
         (``neighbours``, ``query``, ``search``, ``search_ms``, ``index``, ``candidates``).
-        ``video`` without ``at``: where that clip's footage is, as matches(video=...)."""
+        ``video`` without ``at``: where that clip's footage is, as matches(video=...).
+        ``text``: words (a CLIP model's vectors): the document of ``similar --text`` (``query``
+        {"text"}, ``embed_ms``); several texts, a list of them."""
+        if text is not None:
+            if image is not None or video is not None:
+                raise UsageError("similar: give text, image or video, not several",
+                                 C.ERR_INVALID)
+            return self._similar_texts(text, k, exact, probe, index, model, layer, models_dir,
+                                       device, precision)
         if (image is None) == (video is None):
             raise UsageError("similar: give image=FILE, or video=FILE (and at=SECONDS)",
                              C.ERR_INVALID)
@@ -836,6 +849,46 @@ class Database:
                 "search": stats.search.decode(), "search_ms": round(stats.search_ms, 3),
                 "index": stats.index.decode() or None, "candidates": stats.candidates}
 
+
+    def _similar_texts(self, text, k, exact, probe, index, model, layer, models_dir, device,
+                       precision):
+        texts = [text] if isinstance(text, (str, bytes)) else list(text)
+        if not texts:
+            raise UsageError("similar: no text", C.ERR_INVALID)
+        encoded = [_text_bytes(t) for t in texts]
+        opts = _Options(model=model, layer=layer, models_dir=models_dir, device=device,
+                        precision=precision)
+        stats = (C.SimilarStats * len(texts))()
+        arr = (ctypes.c_char_p * len(texts))(*encoded)
+        q = C.SimilarQuery()
+        q.k = _count("k", k, 1, 100000)
+        q.exact = 1 if exact else 0
+        q.probe = _count("probe", probe, 0, 1 << 30)
+        q.index = _bytes(index)
+        q.stats = ctypes.cast(stats, ctypes.POINTER(C.SimilarStats))
+        q.texts = ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p))
+        q.n_texts = len(texts)
+        hits = [[] for _ in texts]
+
+        def on_hit(u, n):
+            n = n.contents
+            h = hits[n.query]
+            h.append({"rank": len(h) + 1, "similarity": round(n.similarity, 6),
+                      "t": round(n.t, 6), "frame_index": n.frame_index, "pts": n.pts,
+                      "path": _text(n.path)})
+
+        cb = C.NEIGHBOUR_FN(on_hit)
+        err = ctypes.create_string_buffer(1024)
+        rc = C.vf_db_similar(self._b, ctypes.byref(opts.config), ctypes.byref(q), cb, None,
+                             None, err, len(err))
+        if rc < 0:
+            raise _error(rc, err.value, UsageError if rc == C.ERR_INVALID else StartError)
+        docs = [{"neighbours": hits[i], "query": {"text": os.fsdecode(encoded[i])},
+                 "embed_ms": round(stats[i].embed_ms, 3), "search": stats[i].search.decode(),
+                 "search_ms": round(stats[i].search_ms, 3),
+                 "index": stats[i].index.decode() or None, "candidates": stats[i].candidates}
+                for i in range(len(texts))]
+        return docs[0] if isinstance(text, (str, bytes)) else docs
 
     def matches(self, video: Optional[PathLike] = None, min_duration: float = 0,
                 min_similarity: float = 0, k: int = 0, exact: bool = False, probe: int = 0,
@@ -888,6 +941,102 @@ class Database:
                 "search_ms": round(stats.search_ms, 3), "align_ms": round(stats.align_ms, 3),
                 "index": stats.index.decode() or None, "frames": stats.frames,
                 "flat": stats.flat, "flat_known": bool(stats.flat_known), "pairs": stats.pairs}
+
+
+class TextEncoder:
+    """A CLIP model's text side: its tokenizer (the ids OpenAI's reference gives) and its
+    text tower, embedding texts into the space of the image tower's ``embed`` vectors.
+
+    TextEncoder(model="clip_vit_b32", batch=32, precision="f32", device="cpu", threads=0,
+    models_dir=None): ``model`` names a CLIP model (its manifest names the text tower and the
+    vocabulary). ``encoder(texts)`` gives len(texts) x dim float32 (as the tower gives them,
+    not normalised); ``tokenize(text)`` the context's ids (int64, zeros after the end token).
+    """
+
+    def __init__(self, model: str = "clip_vit_b32", batch: int = 32, precision: str = "f32",
+                 device: str = "cpu", threads: int = 0,
+                 models_dir: Optional[PathLike] = None) -> None:
+        self._opts = _Options(model=model, batch=batch, precision=precision, device=device,
+                              threads=threads, models_dir=models_dir)
+        self._te = ctypes.c_void_p()
+        rc = C.vf_text_encoder_create(ctypes.byref(self._opts.config), ctypes.byref(self._te))
+        if rc < 0:
+            msg = C.vf_text_encoder_errmsg(self._te) if self._te.value else b"out of memory"
+            self.close()
+            raise _error(rc, msg)
+        info = C.TextInfo()
+        C.vf_text_encoder_info(self._te, ctypes.byref(info))
+        self.model, self.path = _text(info.name), _text(info.path)
+        self.vocab = _text(info.vocab)
+        self.dim, self.context, self.vocab_size = info.dim, info.context, info.vocab_size
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Free the text tower (and its memory) now."""
+        if getattr(self, "_te", None) is not None and self._te.value:
+            C.vf_text_encoder_free(ctypes.byref(self._te))
+        self._te = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _handle(self):
+        if self._te is None or not self._te.value:
+            raise Error("the text encoder is closed", C.ERR_INVALID)
+        return self._te
+
+    def _fail(self, rc):
+        raise _error(rc, C.vf_text_encoder_errmsg(self._te))
+
+    def tokenize(self, text: str) -> np.ndarray:
+        """The context's token ids of one text (int64; zeros after the end token)."""
+        te = self._handle()
+        ids = np.zeros(self.context, np.int64)
+        n, cut = ctypes.c_int(), ctypes.c_int()
+        rc = C.vf_text_tokenize(te, _text_bytes(text), ids.ctypes.data, ctypes.byref(n),
+                                ctypes.byref(cut))
+        if rc < 0:
+            self._fail(rc)
+        return ids
+
+    def __call__(self, texts: Union[str, Sequence[str]]) -> np.ndarray:
+        """The texts' embeddings: len(texts) x dim float32 (one text: 1 x dim)."""
+        te = self._handle()
+        if isinstance(texts, (str, bytes)):
+            texts = [texts]
+        encoded = [_text_bytes(t) for t in texts]
+        out = np.zeros((len(encoded), self.dim), np.float32)
+        if not encoded:
+            return out
+        arr = (ctypes.c_char_p * len(encoded))(*encoded)
+        rc = C.vf_text_encode(te, arr, len(encoded), out.ctypes.data)
+        if rc < 0:
+            self._fail(rc)
+        return out
+
+
+def _text_bytes(text):
+    """A text as the C library takes it: UTF-8 bytes (str), or bytes as given."""
+    if isinstance(text, bytes):
+        return text
+    if not isinstance(text, str):
+        raise UsageError("a text must be str, not %s" % type(text).__name__, C.ERR_INVALID)
+    return text.encode("utf-8", "surrogatepass")
+
+
+def embed_text(texts: Union[str, Sequence[str]], model: str = "clip_vit_b32",
+               **options: Any) -> np.ndarray:
+    """The texts' embeddings by a CLIP model's text tower (TextEncoder's options)."""
+    with TextEncoder(model, **options) as te:
+        return te(texts)
 
 
 def open(target: PathLike) -> Database:

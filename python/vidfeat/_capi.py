@@ -118,6 +118,7 @@ class ModelInfo(Structure):
         ("int8_scales", c_char_p),
         ("calibration_frames", c_int64),
         ("weights", c_int),
+        ("text_tower", c_char_p),
     ]
 
 
@@ -234,6 +235,7 @@ class SimilarStats(Structure):
         ("index", ctypes.c_char * 4096),
         ("search_ms", c_double),
         ("candidates", c_int64),
+        ("embed_ms", c_double),
     ]
 
 
@@ -247,6 +249,8 @@ class SimilarQuery(Structure):
         ("probe", c_int),
         ("index", c_char_p),
         ("stats", POINTER(SimilarStats)),
+        ("texts", POINTER(c_char_p)),
+        ("n_texts", c_int),
     ]
 
 
@@ -258,6 +262,7 @@ class Neighbour(Structure):
         ("t", c_double),
         ("similarity", c_double),
         ("stored", c_int),
+        ("query", c_int),
     ]
 
 

@@ -5,6 +5,7 @@ environment names the rest: VF_TEST_CLI (the vidfeat command), VF_TEST_MODELS (m
 tiny_cnn.onnx), VF_TEST_SAMPLES, VF_TEST_SHARED (../shared: optional), VF_TEST_BUILD and
 VF_TEST_SOURCE (for the install test; optional).
 """
+import ctypes
 import json
 import logging
 import os
@@ -352,3 +353,95 @@ def test_installed_package_finds_its_library_after_the_prefix_moves(tmp):
     assert r.returncode == 0, r.stderr
     manifests = [m["manifest"] for m in json.loads(r.stdout)]
     assert any(m.startswith(moved) for m in manifests), manifests
+
+
+# The package's ctypes declarations against the header, field by field: a field appended to a
+# structure in vidfeat.h and not here would have the library write past the package's memory.
+LAYOUT = {"Config": "vf_config", "ModelInfo": "vf_model_info", "TextInfo": "vf_text_info",
+          "FileResult": "vf_file_result", "BatchView": "vf_batch_view",
+          "RunHooks": "vf_run_hooks", "DbSummary": "vf_db_summary",
+          "DbExtraction": "vf_db_extraction", "DbBenchRun": "vf_db_bench_run",
+          "DbVisitor": "vf_db_visitor", "SimilarStats": "vf_similar_stats",
+          "SimilarQuery": "vf_similar_query", "Neighbour": "vf_neighbour",
+          "DbModel": "vf_db_model", "DbVector": "vf_db_vector", "DbIndexInfo": "vf_db_index_info",
+          "MatchStats": "vf_match_stats", "MatchQuery": "vf_match_query", "Match": "vf_match"}
+
+
+def test_structures_match_the_header(tmp):
+    from vidfeat import _capi as C
+    include = os.path.join(os.environ.get("VF_TEST_SOURCE", ""), "include")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc or not os.path.exists(os.path.join(include, "vidfeat.h")):
+        pytest.skip("no C compiler or no vidfeat.h (VF_TEST_SOURCE)")
+    lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "vidfeat.h"',
+             "int main(void) {"]
+    for py, c in LAYOUT.items():
+        lines.append('printf("%s %%zu\\n", sizeof(%s));' % (py, c))
+        for field, _ in getattr(C, py)._fields_:
+            lines.append('printf("%s.%s %%zu\\n", offsetof(%s, %s));' % (py, field, c, field))
+    lines.append("return 0; }")
+    src, exe = os.path.join(tmp, "layout.c"), os.path.join(tmp, "layout")
+    with open(src, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    subprocess.run([cc, "-I", include, src, "-o", exe], check=True, timeout=120)
+    got = dict(line.split() for line in subprocess.run(
+        [exe], capture_output=True, text=True, check=True).stdout.splitlines())
+    for py in LAYOUT:
+        s = getattr(C, py)
+        assert int(got[py]) == ctypes.sizeof(s), (py, "size", got[py], ctypes.sizeof(s))
+        for field, _ in s._fields_:
+            assert int(got[py + "." + field]) == getattr(s, field).offset, (py, field)
+
+
+@pytest.fixture(scope="module")
+def clip_models(tmp):
+    """CLIP ViT-B/32's pair (random weights) beside its manifest, and a database of a clip
+    extracted with its image tower; skipped without PyTorch or CLIP's vocabulary."""
+    build = os.environ.get("VF_TEST_BUILD", "")
+    source = os.environ.get("VF_TEST_SOURCE", "")
+    if not os.path.exists(os.path.join(build, "models", "bpe_simple_vocab_16e6.txt.gz")):
+        pytest.skip("the build has no CLIP vocabulary")
+    models = os.path.join(tmp, "clip_models")
+    r = subprocess.run(["/usr/bin/python3", os.path.join(source, "scripts", "export-clip.py"),
+                        "--out", models], capture_output=True, timeout=900)
+    if r.returncode != 0:
+        pytest.skip("export-clip.py: %s" % r.stderr.decode()[-300:])
+    shutil.copy(os.path.join(source, "models", "clip_vit_b32.json"), models)
+    db = os.path.join(tmp, "clip.db")
+    cli("--models-dir", models, "--model", "clip_vit_b32", "--fps", "5", "-q", "-o", db,
+        make_clip(os.path.join(tmp, "clip_text.mp4"), seconds=2))
+    return models, db
+
+
+def test_text_encoder_equals_the_command(clip_models):
+    models, db = clip_models
+    texts = ["a photo of a dog", "Caf\u00e9 &amp; cr\u00e8me", "\U0001f436 on a sofa"]
+    r = cli("embed", "--models-dir", models, *[a for t in texts for a in ("--text", t)],
+            "--json")
+    doc = json.loads(r.stdout)
+    with vidfeat.TextEncoder("clip_vit_b32", models_dir=models) as te:
+        assert (te.dim, te.context, te.vocab_size) == (512, 77, 49408)
+        got = te(texts)
+        for t, e in zip(texts, doc["embeddings"]):
+            ids = te.tokenize(t)
+            assert list(ids[:len(e["ids"])]) == e["ids"] and not ids[len(e["ids"]):].any()
+        with pytest.raises(vidfeat.UsageError, match="UTF-8"):
+            te.tokenize(b"caf\xe9")
+    want = np.array([e["embedding"] for e in doc["embeddings"]], np.float32)
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    assert np.array_equal(vidfeat.embed_text(texts, models_dir=models), got)
+
+
+def test_similar_text_equals_the_command(clip_models):
+    models, db = clip_models
+    texts = ["a photo of a dog", "a red car at night"]
+    r = cli("similar", db, "--models-dir", models, "-k", "4", "--json",
+            *[a for t in texts for a in ("--text", t)])
+    want = [json.loads(line) for line in r.stdout.decode().splitlines()]
+    d = vidfeat.open(db)
+    docs = d.similar(text=texts, k=4, models_dir=models)
+    one = d.similar(text=texts[0], k=4, models_dir=models)
+    assert [x["neighbours"] for x in docs] == [w["neighbours"] for w in want]
+    assert one["neighbours"] == want[0]["neighbours"] and one["query"] == {"text": texts[0]}
+    with pytest.raises(vidfeat.UsageError, match="no words"):
+        d.similar(text="&nbsp;", models_dir=models)

@@ -3,23 +3,27 @@
 # download that was cut off (NAME.onnx.part), and keep it only when its size and sha256 are the
 # manifest's: then vidfeat calls it official. A file that does not match is deleted and the
 # script says so (exit 1); a manifest without a sha256 gets the file and the digest printed.
+# With --vocab, a CLIP model's tokenizer vocabulary instead (the manifest's text.vocab, checked
+# by text.vocab_sha256) and its licence beside it (text.vocab_licence).
 #
-# usage: scripts/fetch-models.sh NAME... [--dir DIR] [--manifests DIR]
+# usage: scripts/fetch-models.sh [--vocab] NAME... [--dir DIR] [--manifests DIR]
 #   DIR: where the file goes (default models/); --manifests: where NAME.json is (default models/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=models
 manifests=models
+vocab=0
 names=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --dir) dir=$2; shift 2 ;;
     --manifests) manifests=$2; shift 2 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    --vocab) vocab=1; shift ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) names+=("$1"); shift ;;
     esac
 done
-[ ${#names[@]} -gt 0 ] || { echo "usage: $0 NAME... [--dir DIR] [--manifests DIR]" >&2; exit 2; }
+[ ${#names[@]} -gt 0 ] || { echo "usage: $0 [--vocab] NAME... [--dir DIR] [--manifests DIR]" >&2; exit 2; }
 mkdir -p "$dir"
 status=0
 for name in "${names[@]}"; do
@@ -27,9 +31,21 @@ for name in "${names[@]}"; do
     if [ ! -f "$manifest" ]; then
         echo "fetch-models: $name: no $manifest" >&2; status=1; continue
     fi
-    read -r file url sha size < <(/usr/bin/env python3 -c 'import json,sys
+    # file url sha256 size [licence licence-url licence-sha256]: the model's, or its vocabulary's
+    read -r file url sha size lic lic_url lic_sha < <(/usr/bin/env python3 -c 'import json,sys
 m = json.load(open(sys.argv[1]))
-print(m["file"], m.get("url") or "-", m.get("sha256") or "-", m.get("size") or "-")' "$manifest")
+if sys.argv[2] == "1":
+    t = m.get("text") or {}
+    print(t.get("vocab") or "-", t.get("vocab_url") or "-", t.get("vocab_sha256") or "-", "-",
+          t.get("vocab_licence") or "-", t.get("vocab_licence_url") or "-",
+          t.get("vocab_licence_sha256") or "-")
+else:
+    print(m["file"], m.get("url") or "-", m.get("sha256") or "-", m.get("size") or "-",
+          "-", "-", "-")' "$manifest" "$vocab")
+    if [ "$vocab" = 1 ] && [ "$file" = "-" ]; then
+        echo "fetch-models: $name: the manifest names no tokenizer vocabulary (not a CLIP" \
+             "model)" >&2; status=1; continue
+    fi
     if [ "$url" = "-" ]; then
         echo "fetch-models: $name: the manifest has no download address" >&2; status=1; continue
     fi
@@ -67,6 +83,17 @@ print(m["file"], m.get("url") or "-", m.get("sha256") or "-", m.get("size") or "
         status=1; continue
     fi
     mv "$part" "$out"
+    if [ "$lic" != "-" ] && [ "$lic_url" != "-" ]; then # the licence the vocabulary ships with
+        if curl -fsSL --retry 3 -o "$dir/$lic.part" "$lic_url" &&
+            { [ "$lic_sha" = "-" ] ||
+                [ "$(sha256sum "$dir/$lic.part" | cut -d' ' -f1)" = "$lic_sha" ]; }; then
+            mv "$dir/$lic.part" "$dir/$lic"
+        else
+            rm -f "$dir/$lic.part"
+            echo "fetch-models: $name: its licence $lic_url could not be fetched" >&2
+            status=1
+        fi
+    fi
     if [ "$sha" = "-" ]; then
         echo "fetch-models: $name: sha256 $got, $got_size bytes (not in the manifest: add them)"
     else

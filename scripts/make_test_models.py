@@ -552,7 +552,10 @@ def bad_models():
 
     m = helper_model("i", [helper.make_node("Relu", ["input"], ["output"], name="r")], [],
                      ["N", 3, 4, 4], elem=TensorProto.INT64)
-    save("int_input", m, "VF_ERR_UNSUPPORTED", "not float32")
+    save("int_input", m, "VF_ERR_UNSUPPORTED", "token ids has rank 4")
+    m = helper_model("i", [helper.make_node("Relu", ["input"], ["output"], name="r")], [],
+                     ["N", 3, 4, 4], elem=TensorProto.INT32)
+    save("int32_input", m, "VF_ERR_UNSUPPORTED", "neither float32 (images) nor int64")
 
     ext = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2, 3, 1, 1],
                       data_location=TensorProto.EXTERNAL)

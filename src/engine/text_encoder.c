@@ -119,8 +119,8 @@ static vf_status open_tokenizer(vf_text_encoder *te, const vf_config *cfg)
         return vfi_fail(&te->err, VF_ERR_IO,
                         "model '%s': its tokenizer's vocabulary %s not found (looked in "
                         "--models-dir, $VIDFEAT_MODELS, ./models, %s and beside the installed "
-                        "manifests); get it with: scripts/fetch-models.sh clip-vocab",
-                        te->name, t->vocab, te->manifest->dir);
+                        "manifests); get it with: scripts/fetch-models.sh --vocab %s",
+                        te->name, t->vocab, te->manifest->dir, te->name);
     if (t->vocab_sha256) {
         char hex[65];
         vf_status rc = vfi_sha256_file_cached(te->vocab_path, hex, &te->err);

@@ -58,7 +58,7 @@ def main():
     vocab = os.path.join(build_models, VOCAB_NAME)
     if not os.path.exists(vocab):
         print("skip: %s missing (the build ships CLIP's vocabulary from ../shared or "
-              "scripts/fetch-models.sh clip-vocab)" % vocab)
+              "scripts/fetch-models.sh --vocab clip_vit_b32)" % vocab)
         return SKIP
     if not shutil.which("ffmpeg"):
         print("skip: the ffmpeg CLI makes the clips")

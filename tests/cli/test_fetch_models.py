@@ -9,6 +9,8 @@
   checked      a wrong sha256 or size in the manifest: exit 1, one line saying which, the file
                deleted (nothing under the model's name)
   manifests    the shipped manifests of the zoo's models carry a sha256 and a size
+  vocab        --vocab: a CLIP model's tokenizer vocabulary (and its licence beside it),
+               checked by sha256; a model without one: exit 1, one line
 
 usage: test_fetch_models.py VIDFEAT SOURCE_DIR   (VIDFEAT unused: the script alone is tested)
 """
@@ -90,6 +92,30 @@ def main():
             with open(target, "wb") as f:
                 f.write(data)
         print("ok a wrong sha256 or size: exit 1, one line, nothing kept")
+
+        # --vocab: a CLIP model's tokenizer vocabulary and its licence, checked likewise
+        vocab = os.path.join(tmp, "vocab.txt.gz")
+        licence = os.path.join(tmp, "LICENSE")
+        vdata, ldata = os.urandom(5000), b"a licence\n"
+        for path, d in ((vocab, vdata), (licence, ldata)):
+            with open(path, "wb") as f:
+                f.write(d)
+        with open(os.path.join(manifests, "c.json"), "w") as f:
+            json.dump({"vidfeat_manifest": 1, "name": "c", "file": "c.onnx", "text": {
+                "file": "c_text.onnx", "vocab": "v.txt.gz", "vocab_url": "file://" + vocab,
+                "vocab_sha256": hashlib.sha256(vdata).hexdigest(), "vocab_licence": "V.LICENSE",
+                "vocab_licence_url": "file://" + licence,
+                "vocab_licence_sha256": hashlib.sha256(ldata).hexdigest()}}, f)
+        r = subprocess.run([script, "--vocab", "c", "--dir", out, "--manifests", manifests],
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0 and open(os.path.join(out, "v.txt.gz"), "rb").read() == vdata
+              and open(os.path.join(out, "V.LICENSE"), "rb").read() == ldata,
+              "--vocab: %r" % (r,))
+        r = subprocess.run([script, "--vocab", "m", "--dir", out, "--manifests", manifests],
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 1 and "names no tokenizer vocabulary" in r.stderr,
+              "--vocab of a model without one: %r" % (r,))
+        print("ok --vocab: a CLIP model's vocabulary and licence fetched and checked")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

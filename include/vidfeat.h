@@ -767,6 +767,13 @@ typedef struct vf_model_entry {
     const char *description;
     int input_size;
     vf_weights_kind weights; /**< of the file found (VF_WEIGHTS_UNKNOWN when none is) */
+    /** How to get the file: "scripts/fetch-models.sh NAME" where the manifest has a download
+     *  address, else its export command. (Appended in 0.1.) */
+    const char *get;
+    /** A CLIP model: its text tower's file name, and where it was found (NULL if nowhere);
+     *  NULL for other models. (Appended in 0.1.) */
+    const char *text_file;
+    const char *text_found;
 } vf_model_entry;
 
 typedef struct vf_model_list vf_model_list;

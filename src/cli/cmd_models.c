@@ -23,6 +23,11 @@ static int print_json(const vf_model_list *list)
         bad |= vfi_json_add_str(m, "found", e->found) < 0; /* null when not found */
         bad |= vfi_json_add_str(m, "weights", e->found ? vf_weights_str(e->weights) : NULL) < 0;
         bad |= vfi_json_add_str(m, "manifest", e->manifest) < 0;
+        bad |= vfi_json_add_str(m, "get", e->get) < 0;
+        if (e->text_file) { /* a CLIP model's text tower */
+            bad |= vfi_json_add_str(m, "text_file", e->text_file) < 0;
+            bad |= vfi_json_add_str(m, "text_found", e->text_found) < 0;
+        }
     }
     if (!bad)
         bad = vfi_json_write(stdout, all, 0) < 0;
@@ -53,8 +58,10 @@ int cmd_models(cli *c, int argc, char **argv)
             printf("%-22s %4d  %-28s %-14s %s\n", e->name, e->input_size, e->layers,
                    vf_weights_str(e->weights), e->found);
         else
-            printf("%-22s %4d  %-28s (not found: scripts/fetch-models.sh %s)\n", e->name,
-                   e->input_size, e->layers, e->name);
+            printf("%-22s %4d  %-28s (not found: %s)\n", e->name, e->input_size, e->layers, e->get);
+        if (e->text_file) /* a CLIP model's text tower, on a line of its own */
+            printf("%-22s %4s  %-28s %s\n", "", "", "text tower",
+                   e->text_found ? e->text_found : "(not found: scripts/export-clip.py)");
     }
     vf_model_list_free(&list);
     return status;

@@ -103,6 +103,11 @@ static vf_status resolve_model(vf_extractor *ex, const vf_config *cfg)
     ex->model_path = vfi_manifest_locate_file(cfg->models_dir, ex->manifest);
     if (!ex->model_path) {
         const vf_manifest *m = ex->manifest;
+        if (!m->url && m->export_hint) /* no download address: made by an export script */
+            return vfi_fail(err, VF_ERR_IO,
+                            "model '%s': %s not found (looked in --models-dir, $VIDFEAT_MODELS, "
+                            "./models and %s); make it with: %s",
+                            m->name, m->file, m->dir, m->export_hint);
         return vfi_fail(err, VF_ERR_IO,
                         "model '%s': %s not found (looked in --models-dir, $VIDFEAT_MODELS, "
                         "./models and %s); get it with: scripts/fetch-models.sh %s%s%s",

@@ -13,8 +13,9 @@
 typedef struct list_item {
     vf_model_entry entry;
     vf_manifest *m;
-    char *found;
+    char *found, *text_found;
     char *layers;
+    char *get;
 } list_item;
 
 struct vf_model_list {
@@ -52,6 +53,23 @@ static vf_status add_listed(vf_model_list *list, vf_manifest *m, const char *mod
     it->entry.description = m->description ? m->description : "";
     it->entry.input_size = m->input_size;
     it->entry.weights = it->found ? vfi_model_weights(m, it->found) : VF_WEIGHTS_UNKNOWN;
+    if (m->text) {
+        it->text_found = vfi_manifest_locate(models_dir, m, m->text->file);
+        it->entry.text_file = m->text->file;
+        it->entry.text_found = it->text_found;
+    }
+    size_t get_size = strlen(m->name) + (m->export_hint ? strlen(m->export_hint) : 0) + 64;
+    if (!(it->get = vfi_malloc(get_size))) {
+        vfi_free(it->layers);
+        vfi_free(it->found);
+        vfi_free(it->text_found);
+        return VF_ERR_NOMEM;
+    }
+    if (m->url || !m->export_hint)
+        snprintf(it->get, get_size, "scripts/fetch-models.sh %s", m->name);
+    else
+        snprintf(it->get, get_size, "%s", m->export_hint);
+    it->entry.get = it->get;
     list->n++;
     return VF_OK;
 }
@@ -106,6 +124,8 @@ void vf_model_list_free(vf_model_list **plist)
         vfi_manifest_free(&list->items[i].m);
         vfi_free(list->items[i].found);
         vfi_free(list->items[i].layers);
+        vfi_free(list->items[i].text_found);
+        vfi_free(list->items[i].get);
     }
     vfi_free(list->items);
     vfi_free(list);

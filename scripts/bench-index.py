@@ -21,24 +21,14 @@ import argparse
 import json
 import os
 import random
-import sqlite3
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 
+import vfbench
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def cpu_name():
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def real_centres(vidfeat, tmp):
@@ -82,32 +72,10 @@ def bench_layer(build, n, dim, kind, centres):
 
 def bench_db(vidfeat, tmp, n, kind):
     """n 1280-d vectors in an SQLite database: vidfeat index, similar through it and --exact."""
-    import numpy as np
-    dim, per_file = 1280, 100
+    per_file = 100
     db = os.path.join(tmp, "bench.db")
-    sample = os.path.join(ROOT, "samples", "testsrc_64x48.mp4")
-    subprocess.run([vidfeat, "--model", os.path.join(ROOT, "models", "tiny_cnn.onnx"), "-o", db,
-                    "-q", sample], check=True)  # the schema
-    con = sqlite3.connect(db)
-    model_id = con.execute("INSERT INTO models (name, file_sha256, layer, dim, dtype,"
-                           " preprocessing) VALUES ('bench', 'none', 'pool', ?, 'float32',"
-                           " 'bench')", (dim,)).lastrowid
-    rng = np.random.default_rng(7)
-    scenes = rng.standard_normal((1000, dim)).astype("<f4")
-    for f in range(n // per_file):
-        vid = con.execute("INSERT INTO videos (path, size, mtime) VALUES (?, 1, 1)",
-                          ("/archive/bench/f%07d.mp4" % f,)).lastrowid
-        ext = con.execute("INSERT INTO extractions (id, video_id, model_id, sampling, status,"
-                          " precision, frames) VALUES ((SELECT last + 1 FROM extraction_ids), ?,"
-                          " ?, 'all', 'done', 'f32', ?) RETURNING id",
-                          (vid, model_id, per_file)).fetchone()[0]
-        centre = scenes[f % 1000] + 0.35 * rng.standard_normal(dim).astype("<f4")
-        vecs = centre + 0.2 * rng.standard_normal((per_file, dim)).astype("<f4")
-        con.executemany("INSERT INTO features (extraction_id, frame_index, pts, t, vec) VALUES"
-                        " (?, ?, ?, ?, ?)",
-                        [(ext, i, i, i / 25.0, vecs[i].tobytes()) for i in range(per_file)])
-    con.commit()
-    con.close()
+    vfbench.write_archive(vidfeat, db, n, 1280, {"name": "bench", "file_sha256": "none",
+                                                 "layer": "pool", "preprocessing": "bench"}, 7)
     t0 = time.time()
     r = subprocess.run([vidfeat, "index", db, "--model", "bench", "--kind", kind, "--json"],
                        capture_output=True, text=True)
@@ -150,7 +118,7 @@ def main():
     ap.add_argument("--no-db", action="store_true")
     a = ap.parse_args()
     vidfeat = os.path.join(a.build, "src", "cli", "vidfeat")
-    print("# %s, %d cores; vidfeat index --kind %s" % (cpu_name(), os.cpu_count(), a.kind))
+    print("# %s, %d cores; vidfeat index --kind %s" % (vfbench.cpu_name(), os.cpu_count(), a.kind))
     with tempfile.TemporaryDirectory(prefix="vidfeat_bench_index_") as tmp:
         real = real_centres(vidfeat, tmp)
         centres = real[0] if real else None

@@ -15,21 +15,25 @@ measured in the same run; nothing is asserted.
    (the same module, torch.set_num_threads(--threads)) and ONNX Runtime 1.30 (the same ONNX
    file, scripts/ort_text_bench.js) at --batch. Texts per second, median of --runs runs.
 3. Queries: for each size, an SQLite archive of that many 512-d vectors under a clip_vit_b32
-   model row (the exported pair's, so the pairing check passes; vectors around 1,000 scenes,
-   100 frames a file), then `vidfeat similar --text` with --queries texts in one call: each
-   text's search_ms (p50/p99) by the exact scan and through `vidfeat index` (auto), recall@10
-   of the index against the scan, the embedding time, and one text's whole command (loading
-   the text tower included).
+   model row (the exported pair's, so the pairing check passes; 100 frames a file around 1,000
+   scenes, and for each query text 5 files of footage that matches it: frames at cosine about
+   0.3 with the text's embedding, as CLIP gives matching images), then `vidfeat similar --text`
+   with --queries texts in one call: each text's search_ms (p50/p99) by the exact scan and
+   through `vidfeat index` (auto) at its default probe and at --probe 4x that, recall@10 of the
+   index against the scan, the embedding time, and one text's whole command (loading the text
+   tower included). --parts chooses among tokenizer, tower, queries.
 """
 import argparse
 import json
 import os
-import sqlite3
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+import vfbench
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -40,13 +44,6 @@ WORDS = ["dog", "cat", "red car", "harbour", "crowd with flags", "mountain", "bi
 TEMPLATES = ["a photo of a {}.", "a blurry photo of the {}", "A CLOSE-UP PHOTO OF A {}!",
              "there's a {} in the picture, isn't it?", "an old black-and-white film still of a {}",
              "{} &amp; more: 3.5 km/h", "the {} we'd seen yesterday, 12.5 cm"]
-
-
-def cpu_name():
-    for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def captions(n):
@@ -81,45 +78,15 @@ def models(build):
     return d
 
 
-def sha256(path):
-    import hashlib
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def archive(vidfeat, tmp, n, mdir):
-    """n 512-d vectors in an SQLite database under the exported pair's clip_vit_b32 row."""
-    import numpy as np
-    dim, per_file = 512, 100
+def archive(vidfeat, tmp, n, mdir, planted):
+    """n 512-d vectors in an SQLite database under the exported pair's clip_vit_b32 row, with
+    footage matching each of the planted text embeddings."""
     db = os.path.join(tmp, "text%d.db" % n)
-    sample = os.path.join(ROOT, "samples", "testsrc_64x48.mp4")
-    subprocess.run([vidfeat, "--model", os.path.join(ROOT, "models", "tiny_cnn.onnx"), "-o", db,
-                    "-q", sample], check=True)  # the schema
-    con = sqlite3.connect(db)
-    model_id = con.execute(
-        "INSERT INTO models (name, file_sha256, layer, dim, dtype, preprocessing, text_sha256)"
-        " VALUES ('clip_vit_b32', ?, 'embed', ?, 'float32', 'bench', ?)",
-        (sha256(os.path.join(mdir, "clip_vit_b32.onnx")), dim,
-         sha256(os.path.join(mdir, "clip_vit_b32_text.onnx")))).lastrowid
-    rng = np.random.default_rng(11)
-    scenes = rng.standard_normal((1000, dim)).astype("<f4")
-    for f in range(n // per_file):
-        vid = con.execute("INSERT INTO videos (path, size, mtime) VALUES (?, 1, 1)",
-                          ("/archive/bench/f%07d.mp4" % f,)).lastrowid
-        ext = con.execute("INSERT INTO extractions (id, video_id, model_id, sampling, status,"
-                          " precision, frames) VALUES ((SELECT last + 1 FROM extraction_ids), ?,"
-                          " ?, 'all', 'done', 'f32', ?) RETURNING id",
-                          (vid, model_id, per_file)).fetchone()[0]
-        centre = scenes[f % 1000] + 0.35 * rng.standard_normal(dim).astype("<f4")
-        vecs = centre + 0.2 * rng.standard_normal((per_file, dim)).astype("<f4")
-        con.executemany("INSERT INTO features (extraction_id, frame_index, pts, t, vec) VALUES"
-                        " (?, ?, ?, ?, ?)",
-                        [(ext, i, i, i / 25.0, vecs[i].tobytes()) for i in range(per_file)])
-    con.commit()
-    con.close()
+    vfbench.write_archive(vidfeat, db, n, 512, {
+        "name": "clip_vit_b32", "layer": "embed", "preprocessing": "bench",
+        "file_sha256": vfbench.sha256(os.path.join(mdir, "clip_vit_b32.onnx")),
+        "text_sha256": vfbench.sha256(os.path.join(mdir, "clip_vit_b32_text.onnx"))}, 11,
+        planted=planted)
     return db
 
 
@@ -137,6 +104,25 @@ def pct(values, p):
     return v[min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1))))]
 
 
+def planted_scenes(embeddings, cosine=0.3, files=5, seed=13):
+    """For each text embedding, scene centres of `files` files whose frames lie at about that
+    cosine with it (its direction, scaled, plus noise of the archive's scenes' size)."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    dim = embeddings.shape[1]
+    out = []
+    for e in embeddings:
+        u = e / np.linalg.norm(e)
+        for _ in range(files):
+            noise = rng.standard_normal(dim)
+            noise -= (noise @ u) * u
+            noise *= np.sqrt(dim) / np.linalg.norm(noise)
+            # frames add noise of 0.35 and 0.2 x the scene's size: aim the centre a bit higher
+            c = 1.15 * cosine
+            out.append((c * u * np.sqrt(dim) + np.sqrt(1 - c * c) * noise).astype("<f4"))
+    return np.stack(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -146,17 +132,20 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--sizes", default="100000,1000000")
     ap.add_argument("--queries", type=int, default=20)
+    ap.add_argument("--parts", default="tokenizer,tower,queries")
     a = ap.parse_args()
     sys.path.insert(0, os.path.join(a.build, "python"))
     sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
     import numpy as np
-    import torch
     import vidfeat
     import clip_tokens
     vidfeat_cli = os.path.join(a.build, "src", "cli", "vidfeat")
     mdir = models(a.build)
     texts = captions(a.texts)
-    print("bench-text on %s (%d threads), %d captions" % (cpu_name(), a.threads, a.texts))
+    print("bench-text on %s (%d threads), %d captions" % (vfbench.cpu_name(), a.threads, a.texts))
+
+    parts = set(a.parts.split(","))
+    tmp = tempfile.mkdtemp(prefix="vidfeat_bench_text_")
 
     # 1. the tokenizer
     with vidfeat.TextEncoder("clip_vit_b32", models_dir=mdir, batch=a.batch,
@@ -164,22 +153,36 @@ def main():
         c_rate = median_rate(lambda: [te.tokenize(t) for t in texts], len(texts), a.runs)
         ids = np.stack([te.tokenize(t) for t in texts])
         vocab = te.vocab
-    ref = clip_tokens.Reference(vocab)
-    py_rate = median_rate(lambda: [ref.encode(t) for t in texts], len(texts), a.runs)
-    print("tokenizer: vidfeat (C) %.0f texts/s, the Python reference %.0f texts/s (%.1fx)"
-          % (c_rate, py_rate, c_rate / py_rate))
+    if "tokenizer" in parts:
+        ref = clip_tokens.Reference(vocab)
+        py_rate = median_rate(lambda: [ref.encode(t) for t in texts], len(texts), a.runs)
+        print("tokenizer: vidfeat (C) %.0f texts/s, the Python reference %.0f texts/s (%.1fx)"
+              % (c_rate, py_rate, c_rate / py_rate))
+    if "tower" in parts:
+        tower(a, vidfeat, ec_module(), mdir, texts, ids, tmp)
+    if "queries" in parts:
+        queries_table(a, vidfeat, vidfeat_cli, mdir, tmp)
+    return 0
 
-    # 2. the text tower
+
+def ec_module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("export_clip",
+                                                  os.path.join(HERE, "export-clip.py"))
+    ec = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ec)
+    return ec
+
+
+def tower(a, vidfeat, ec, mdir, texts, ids, tmp):
+    """texts/s of the text tower: vidfeat, PyTorch, ONNX Runtime."""
+    import torch
     rows = []
     for prec, batch in (("f32", a.batch), ("f32", 1), ("bf16", a.batch)):
         with vidfeat.TextEncoder("clip_vit_b32", models_dir=mdir, batch=batch, precision=prec,
                                  threads=a.threads) as te:
             rows.append(("vidfeat %s batch %d" % (prec, batch),
                          median_rate(lambda: te(texts), len(texts), a.runs)))
-    spec = __import__("importlib.util").util.spec_from_file_location(
-        "export_clip", os.path.join(HERE, "export-clip.py"))
-    ec = __import__("importlib.util").util.module_from_spec(spec)
-    spec.loader.exec_module(ec)
     torch.set_num_threads(a.threads)
     model = ec.build("ViT-B/32", 32, tower="text")
     tids = torch.from_numpy(ids)
@@ -190,7 +193,6 @@ def main():
                 model(tids[i:i + a.batch])
     rows.append(("PyTorch 1.13 f32 batch %d" % a.batch, median_rate(torch_run, len(texts),
                                                                     a.runs)))
-    tmp = tempfile.mkdtemp(prefix="vidfeat_bench_text_")
     ids_path = os.path.join(tmp, "ids.bin")
     ids.astype("<i8").tofile(ids_path)
     env = dict(os.environ)
@@ -211,13 +213,18 @@ def main():
     for name, rate in rows:
         print("| %s | %.1f | %.2fx |" % (name, rate, base / rate))
 
-    # 3. queries over an archive
+
+
+def queries_table(a, vidfeat, vidfeat_cli, mdir, tmp):
+    """Text queries over archives of each size: the scan, the index at two probes."""
     qtexts = captions(a.queries)
+    with vidfeat.TextEncoder("clip_vit_b32", models_dir=mdir, threads=a.threads) as te:
+        planted = planted_scenes(te(qtexts))
     print("\n| vectors | search | search_ms p50 / p99 | recall@10 | embed_ms (%d texts) |"
           " one query, whole command s |" % a.queries)
     print("|---|---|---|---|---|---|")
     for n in [int(s) for s in a.sizes.split(",") if s]:
-        db = archive(vidfeat_cli, tmp, n, mdir)
+        db = archive(vidfeat_cli, tmp, n, mdir, planted)
         exact = queries(vidfeat_cli, db, mdir, qtexts, ["--exact"])
         t0 = time.perf_counter()
         queries(vidfeat_cli, db, mdir, qtexts[:1], ["--exact"])
@@ -226,22 +233,25 @@ def main():
                            capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit("vidfeat index failed: " + r.stderr)
-        kind = json.loads(r.stdout)["kind"]
-        indexed = queries(vidfeat_cli, db, mdir, qtexts, [])
-        t0 = time.perf_counter()
-        queries(vidfeat_cli, db, mdir, qtexts[:1], [])
-        one_index = time.perf_counter() - t0
-        found = sum(len({(h["path"], h["frame_index"]) for h in x["neighbours"]} &
-                        {(h["path"], h["frame_index"]) for h in y["neighbours"]})
-                    for x, y in zip(indexed, exact))
-        for name, docs, one, recall in (("exact scan", exact, one_exact, "1 (itself)"),
-                                        ("index %s" % kind, indexed, one_index,
-                                         "%.3f" % (found / (10.0 * len(exact))))):
+        rep = json.loads(r.stdout)
+        kind = rep["kind"]
+        rows = [("exact scan", exact, one_exact, "1 (itself)")]
+        ivf = re.search(r"IVF(\d+)", kind)  # its default probe is a sixteenth of the lists
+        for probe in ([], ["--probe", str(int(ivf.group(1)) // 4)]) if ivf else ([],):
+            indexed = queries(vidfeat_cli, db, mdir, qtexts, probe)
+            t0 = time.perf_counter()
+            queries(vidfeat_cli, db, mdir, qtexts[:1], probe)
+            one_index = time.perf_counter() - t0
+            found = sum(len({(h["path"], h["frame_index"]) for h in x["neighbours"]} &
+                            {(h["path"], h["frame_index"]) for h in y["neighbours"]})
+                        for x, y in zip(indexed, exact))
+            rows.append(("index %s%s" % (kind, " --probe " + probe[1] if probe else ""),
+                         indexed, one_index, "%.3f" % (found / (10.0 * len(exact)))))
+        for name, docs, one, recall in rows:
             ms = [d["search_ms"] for d in docs]
             print("| %d | %s | %.1f / %.1f | %s | %.0f | %.2f |"
                   % (n, name, pct(ms, 50), pct(ms, 99), recall, docs[0]["embed_ms"], one))
         os.remove(db)
-    return 0
 
 
 if __name__ == "__main__":

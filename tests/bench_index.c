@@ -158,7 +158,7 @@ int main(int argc, char **argv)
     vf_err err;
     char words[160];
     int probe = 0;
-    if (vfi_index_choose_kind(kind, n_vectors, dim, words, sizeof(words), &probe, &err) < 0)
+    if (vfi_index_choose_kind(kind, n_vectors, dim, 0, words, sizeof(words), &probe, &err) < 0)
         return die("kind", &err);
     vf_ann *ann = NULL;
     if (vfi_ann_create(words, dim, &ann, &err) < 0)

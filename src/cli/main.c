@@ -6,10 +6,13 @@
  * "vidfeat: <what>: <message>".
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "search/ann.h"
 
 const cli_command cli_commands[] = {
     {"extract", CMD_EXTRACT, "[extract] [options] FILE|DIR...",
@@ -105,6 +108,20 @@ static int unknown_command(const char *word)
     return 1;
 }
 
+/* The commands that build or search a FAISS index run its matrix products on OpenBLAS, which
+ * chooses its kernels when it loads and takes a CPU newer than it for an old generic one
+ * (search/ann.h): they start again, at once, with OPENBLAS_CORETYPE set to the CPU's kind. */
+static void blas_kernels(const cli_command *cmd, char **argv)
+{
+    if (!(cmd->bit & (CMD_INDEX | CMD_SIMILAR | CMD_MATCHES)))
+        return;
+    const char *core = vfi_ann_blas_coretype();
+    if (!core || setenv("OPENBLAS_CORETYPE", core, 1) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_CORETYPE"); /* could not start again: on as it is */
+}
+
 int main(int argc, char **argv)
 {
     cli c;
@@ -125,6 +142,7 @@ int main(int argc, char **argv)
     }
     if (!c.explicit_cmd && unknown_command(argv[1]))
         return EXIT_USAGE;
+    blas_kernels(cmd, argv);
     int shift = c.explicit_cmd, first;
     int rc = cli_parse(cmd, argc - shift, argv + shift, &c, &first);
     if (rc)

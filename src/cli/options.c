@@ -173,7 +173,7 @@ static const opt_def options[] = {
      "how much of the index to look at: IVF lists or HNSW candidates (default: the index's)"},
     {"index", OPT_INDEX, "PATH", CMD_SIMILAR | CMD_MATCHES | CMD_INDEX,
      "the index file (default: beside an SQLite database; similar: the one it records)"},
-    {"kind", OPT_KIND, "auto|flat|hnsw|ivf|ivfpq|FAISS", CMD_INDEX,
+    {"kind", OPT_KIND, "auto|flat|hnsw|ivf|ivfsq8|ivfpq|FAISS", CMD_INDEX,
      "what kind of index (default auto: by the vectors' number and this machine's memory)"},
     {"rebuild", OPT_REBUILD, NULL, CMD_INDEX, "start over instead of adding what is new"},
     {"summary", OPT_SUMMARY, NULL, CMD_INFO, "counts and indexes only, not every file"},

@@ -11,16 +11,23 @@
 
 #define VF_DNNL_FILE "backend_dnnl_ops.c"
 #include "engine/backend_dnnl.h"
+#include "engine/ids_ops.h"
 
-/* Value v's buffer as a plain row-major buffer of the activation type. */
-static vf_status plain_input(vf_backend *b, int vi, int *out)
+/* Value v's buffer as a plain row-major buffer of type dt. */
+static vf_status plain_as(vf_backend *b, int vi, dnnl_data_type_t dt, int *out)
 {
     dnnl_ctx *c = b->ctx;
     dnnl_memory_desc_t md;
-    vf_status rc = vfi_dnnl_plain_md(b, &c->g->values[vi], c->act_dt, &md);
+    vf_status rc = vfi_dnnl_plain_md(b, &c->g->values[vi], dt, &md);
     if (rc >= 0)
         rc = vfi_dnnl_ensure_md(b, c->p->vbuf[vi], &md, out);
     return rc;
+}
+
+/* ... of the activation type. */
+static vf_status plain_input(vf_backend *b, int vi, int *out)
+{
+    return plain_as(b, vi, ((dnnl_ctx *)b->ctx)->act_dt, out);
 }
 
 /* A plain buffer for the node's output. */
@@ -279,17 +286,6 @@ fail:
 
 /* ---- a text tower's host steps ------------------------------------------------------------ */
 
-/* Value vi's buffer as plain f32 (a host step's input). */
-static vf_status plain_f32(vf_backend *b, int vi, int *out)
-{
-    dnnl_ctx *c = b->ctx;
-    dnnl_memory_desc_t md;
-    vf_status rc = vfi_dnnl_plain_md(b, &c->g->values[vi], dnnl_f32, &md);
-    if (rc >= 0)
-        rc = vfi_dnnl_ensure_md(b, c->p->vbuf[vi], &md, out);
-    return rc;
-}
-
 /* A host step's output: plain f32 that the host step writes, then the node's output buffer in
  * the activation type (a reorder where that is not f32). */
 static vf_status host_output(vf_backend *b, const vf_node *nd, int *f32_buf)
@@ -344,7 +340,7 @@ vf_status vfi_dnnl_argmax_op(vf_backend *b, const vf_node *nd)
     if (xv->dtype == VF_DTYPE_I64)
         x = c->p->vbuf[nd->inputs[0]];
     else
-        TRY(plain_f32(b, nd->inputs[0], &x));
+        TRY(plain_as(b, nd->inputs[0], dnnl_f32, &x));
     TRY(vfi_dnnl_bytes_md(b, &c->g->values[nd->output], &md));
     TRY(vfi_dnnl_new_buf(b, &md, BUF_ARENA, &out));
     int bufs[2] = {x, out};
@@ -359,7 +355,7 @@ vf_status vfi_dnnl_take_op(vf_backend *b, const vf_node *nd)
     dnnl_ctx *c = b->ctx;
     int x, out;
     vf_status rc = VF_OK;
-    TRY(plain_f32(b, nd->inputs[0], &x));
+    TRY(plain_as(b, nd->inputs[0], dnnl_f32, &x));
     TRY(host_output(b, nd, &out));
     int bufs[3] = {x, c->p->vbuf[nd->inputs[1]], out};
     TRY(vfi_dnnl_add_host(b, nd, 3, bufs));
@@ -376,78 +372,30 @@ static void *buf_data(const plan *q, int k)
 }
 
 /* The whole batch of the plan is computed (the padding rows from earlier inputs, or zeros: ids
- * the table has); an id out of range fails only in the first n rows, and reads row 0 beyond. */
+ * the table has); an index out of range fails only in the first n rows (ids_ops.h). */
 vf_status vfi_dnnl_run_host(vf_backend *b, const plan *q, const step *s, int n)
 {
     dnnl_ctx *c = b->ctx;
     const vf_node *nd = &c->g->nodes[s->host - 1];
     const vf_value *xv = &c->g->values[nd->inputs[0]];
-    int64_t dims[VF_MAX_DIMS];
-    vfi_value_dims_at(xv, q->batch, dims);
+    int64_t outer, len, inner;
     switch (nd->op) {
     case VF_OP_LOOKUP: {
-        const int64_t *ids = buf_data(q, s->arg_buf[0]);
-        const float *table = buf_data(q, s->arg_buf[1]);
-        float *y = buf_data(q, s->arg_buf[2]);
         const vf_value *tv = &c->g->values[nd->inputs[1]];
-        int64_t rows = tv->dims[0], row = vfi_value_numel(tv) / rows;
-        int64_t count = vfi_dims_numel(xv->rank, dims), valid = count / q->batch * n;
-        for (int64_t i = 0; i < count; i++) {
-            int64_t id = ids[i] < 0 ? ids[i] + rows : ids[i];
-            if ((id < 0 || id >= rows) && i < valid)
-                return vfi_fail(&b->err, VF_ERR_INVALID,
-                                "node '%s': token id %lld outside the %lld rows", nd->name,
-                                (long long)ids[i], (long long)rows);
-            if (id < 0 || id >= rows)
-                id = 0;
-            memcpy(y + i * row, table + id * row, (size_t)row * sizeof(float));
-        }
-        return VF_OK;
+        int64_t per = vfi_value_sample_numel(xv);
+        return vfi_ids_lookup(
+            nd, buf_data(q, s->arg_buf[0]), per * q->batch, per * n, buf_data(q, s->arg_buf[1]),
+            tv->dims[0], vfi_value_numel(tv) / tv->dims[0], buf_data(q, s->arg_buf[2]), &b->err);
     }
-    case VF_OP_ARGMAX: {
-        const void *x = buf_data(q, s->arg_buf[0]);
-        int64_t *y = buf_data(q, s->arg_buf[1]);
-        int axis = nd->p.argmax.axis;
-        int64_t outer = vfi_dims_numel(axis, dims), len = dims[axis];
-        int64_t inner = vfi_dims_numel(xv->rank - axis - 1, dims + axis + 1);
-        for (int64_t o = 0; o < outer; o++) {
-            for (int64_t j = 0; j < inner; j++) {
-                int64_t best = 0, at = o * len * inner + j;
-                for (int64_t k = 1; k < len; k++) {
-                    int64_t i = at + k * inner, bi = at + best * inner;
-                    if (xv->dtype == VF_DTYPE_I64
-                            ? ((const int64_t *)x)[i] > ((const int64_t *)x)[bi]
-                            : ((const float *)x)[i] > ((const float *)x)[bi])
-                        best = k;
-                }
-                y[o * inner + j] = best;
-            }
-        }
+    case VF_OP_ARGMAX:
+        vfi_ids_split(c->g, nd, q->batch, &outer, &len, &inner);
+        vfi_ids_argmax(buf_data(q, s->arg_buf[0]), xv->dtype == VF_DTYPE_I64, outer, len, inner,
+                       buf_data(q, s->arg_buf[1]));
         return VF_OK;
-    }
-    case VF_OP_TAKE: {
-        const float *x = buf_data(q, s->arg_buf[0]);
-        const int64_t *k = buf_data(q, s->arg_buf[1]);
-        float *y = buf_data(q, s->arg_buf[2]);
-        int axis = nd->p.axis;
-        int64_t len = xv->dims[axis];
-        int64_t outer = axis ? vfi_dims_numel(axis - 1, xv->dims + 1) : 1;
-        int64_t inner = vfi_dims_numel(xv->rank - axis - 1, xv->dims + axis + 1);
-        for (int i = 0; i < q->batch; i++) {
-            int64_t ki = k[i];
-            if ((ki < 0 || ki >= len) && i < n)
-                return vfi_fail(&b->err, VF_ERR_INVALID,
-                                "node '%s': index %lld outside the %lld rows", nd->name,
-                                (long long)ki, (long long)len);
-            if (ki < 0 || ki >= len)
-                ki = 0;
-            const float *xi = x + (int64_t)i * outer * len * inner;
-            for (int64_t o = 0; o < outer; o++)
-                memcpy(y + ((int64_t)i * outer + o) * inner, xi + (o * len + ki) * inner,
-                       (size_t)inner * sizeof(float));
-        }
-        return VF_OK;
-    }
+    case VF_OP_TAKE:
+        vfi_ids_split(c->g, nd, q->batch, &outer, &len, &inner);
+        return vfi_ids_take(nd, buf_data(q, s->arg_buf[0]), buf_data(q, s->arg_buf[1]), q->batch, n,
+                            outer, len, inner, buf_data(q, s->arg_buf[2]), &b->err);
     default:
         return vfi_fail(&b->err, VF_ERR_INTERNAL, "node '%s': no host step for %s", nd->name,
                         vfi_op_name(nd->op));

@@ -10,6 +10,7 @@
 
 #include "engine/backend.h"
 #include "core/mem.h"
+#include "engine/ids_ops.h"
 
 typedef struct ref_ctx {
     const vf_graph *g;
@@ -459,70 +460,6 @@ static void reduce_mean(const vf_node *nd, const vf_graph *g, const float *x, fl
         y[k] /= (float)count;
 }
 
-/* Rows of the table by id (a negative id counts from the end, as ONNX's Gather). */
-static vf_status lookup(const vf_node *nd, const vf_graph *g, const int64_t *ids, float *y, int n,
-                        vf_err *err)
-{
-    const vf_value *iv = &g->values[nd->inputs[0]], *tv = &g->values[nd->inputs[1]];
-    const float *table = tv->data;
-    int64_t rows = tv->dims[0], row = vfi_value_numel(tv) / rows;
-    int64_t count = (int64_t)n * vfi_value_sample_numel(iv);
-    for (int64_t i = 0; i < count; i++) {
-        int64_t id = ids[i] < 0 ? ids[i] + rows : ids[i];
-        if (id < 0 || id >= rows)
-            return vfi_fail(err, VF_ERR_INVALID, "node '%s': token id %lld outside the %lld rows",
-                            nd->name, (long long)ids[i], (long long)rows);
-        memcpy(y + i * row, table + id * row, (size_t)row * sizeof(float));
-    }
-    return VF_OK;
-}
-
-/* The first index of the largest value along the axis (float or int64 input). */
-static void argmax(const vf_node *nd, const vf_graph *g, const void *x, int64_t *y, int n)
-{
-    const vf_value *xv = &g->values[nd->inputs[0]];
-    int64_t dims[VF_MAX_DIMS];
-    vfi_value_dims_at(xv, n, dims);
-    int axis = nd->p.argmax.axis;
-    int64_t outer = vfi_dims_numel(axis, dims), len = dims[axis];
-    int64_t inner = vfi_dims_numel(xv->rank - axis - 1, dims + axis + 1);
-    for (int64_t o = 0; o < outer; o++) {
-        for (int64_t j = 0; j < inner; j++) {
-            int64_t best = 0, at = o * len * inner + j;
-            for (int64_t k = 1; k < len; k++) {
-                int64_t a = at + k * inner, b = at + best * inner;
-                int more = xv->dtype == VF_DTYPE_I64
-                               ? ((const int64_t *)x)[a] > ((const int64_t *)x)[b]
-                               : ((const float *)x)[a] > ((const float *)x)[b];
-                if (more)
-                    best = k;
-            }
-            y[o * inner + j] = best;
-        }
-    }
-}
-
-/* Each image's entry k[i] along the axis of its part of x. */
-static vf_status take(const vf_node *nd, const vf_graph *g, const float *x, const int64_t *k,
-                      float *y, int n, vf_err *err)
-{
-    const vf_value *xv = &g->values[nd->inputs[0]];
-    int axis = nd->p.axis;
-    int64_t len = xv->dims[axis];
-    int64_t outer = axis ? vfi_dims_numel(axis - 1, xv->dims + 1) : 1;
-    int64_t inner = vfi_dims_numel(xv->rank - axis - 1, xv->dims + axis + 1);
-    for (int i = 0; i < n; i++) {
-        if (k[i] < 0 || k[i] >= len)
-            return vfi_fail(err, VF_ERR_INVALID, "node '%s': index %lld outside the %lld rows",
-                            nd->name, (long long)k[i], (long long)len);
-        const float *xi = x + (int64_t)i * outer * len * inner;
-        for (int64_t o = 0; o < outer; o++)
-            memcpy(y + ((int64_t)i * outer + o) * inner, xi + (o * len + k[i]) * inner,
-                   (size_t)inner * sizeof(float));
-    }
-    return VF_OK;
-}
-
 static vf_status ref_run(vf_backend *b, const void *in, float *out, int n)
 {
     ref_ctx *c = b->ctx;
@@ -606,18 +543,28 @@ static vf_status ref_run(vf_backend *b, const void *in, float *out, int n)
             expand(nd, g, x, y, n);
             break;
         case VF_OP_LOOKUP: {
-            vf_status rc = lookup(nd, g, (const int64_t *)(const void *)x, y, n, &b->err);
+            const vf_value *tv = &g->values[nd->inputs[1]];
+            int64_t n_ids = (int64_t)n * vfi_value_sample_numel(&g->values[xi]);
+            vf_status rc =
+                vfi_ids_lookup(nd, (const int64_t *)(const void *)x, n_ids, n_ids, tv->data,
+                               tv->dims[0], vfi_value_numel(tv) / tv->dims[0], y, &b->err);
             if (rc < 0)
                 return rc;
             break;
         }
-        case VF_OP_ARGMAX:
-            argmax(nd, g, x, (int64_t *)(void *)y, n);
+        case VF_OP_ARGMAX: {
+            int64_t outer, len, inner;
+            vfi_ids_split(g, nd, n, &outer, &len, &inner);
+            vfi_ids_argmax(x, g->values[xi].dtype == VF_DTYPE_I64, outer, len, inner,
+                           (int64_t *)(void *)y);
             break;
+        }
         case VF_OP_TAKE: {
             int ki = nd->inputs[1];
             const void *k = ki == g->input ? in : c->buf[ki];
-            vf_status rc = take(nd, g, x, k, y, n, &b->err);
+            int64_t outer, len, inner;
+            vfi_ids_split(g, nd, n, &outer, &len, &inner);
+            vf_status rc = vfi_ids_take(nd, x, k, n, n, outer, len, inner, y, &b->err);
             if (rc < 0)
                 return rc;
             break;

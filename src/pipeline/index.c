@@ -29,6 +29,7 @@
 #include "core/json.h"
 #include "core/mem.h"
 #include "core/path.h"
+#include "engine/manifest.h"
 #include "search/ann.h"
 
 #define MAGIC       "VFINDEX\n"
@@ -562,16 +563,20 @@ int64_t vfi_index_train_size(int64_t n, int dim)
     return (int64_t)fmin(fmin((double)n, TRAIN_MAX), TRAIN_BYTES / (4.0 * dim));
 }
 
-vf_status vfi_index_choose_kind(const char *kind, int64_t n, int dim, char *out, size_t size,
-                                int *probe, vf_err *err)
+vf_status vfi_index_choose_kind(const char *kind, int64_t n, int dim, int text, char *out,
+                                size_t size, int *probe, vf_err *err)
 {
     *probe = 0;
     /* auto: exact while a scan of the index is cheap, then IVF-PQ whatever the memory: with
      * Debian's FAISS (built without SIMD) an IVF over whole vectors searches at 100 ms p50 at a
      * million 1280-d vectors (scripts/bench-index.py), where PQ's codes are read in a few ms;
-     * the candidates are ranked by their exact cosine either way */
+     * the candidates are ranked by their exact cosine either way. Vectors searched by words are
+     * another matter: a text's cosine with the frames that show it is 0.2-0.4 (CLIP's), which
+     * PQ's codes blur (recall@10 0.13 at 100,000 frames, scripts/bench-text.py) and HNSW's graph,
+     * built for queries among the vectors, does not reach (0.43); 8 bits a value keep it (0.97,
+     * a search in 3 ms, a dim-th of the vector's bytes) */
     if (!kind || !strcmp(kind, "auto"))
-        kind = n <= EXACT_UP_TO ? "flat" : "ivfpq";
+        kind = n <= EXACT_UP_TO ? "flat" : text ? "ivfsq8" : "ivfpq";
     /* IVF lists: about 4 sqrt(n), a power of two, no more than the training sample can fill
      * (39 vectors a list, FAISS's minimum) */
     int64_t train = vfi_index_train_size(n, dim);
@@ -583,12 +588,14 @@ vf_status vfi_index_choose_kind(const char *kind, int64_t n, int dim, char *out,
     } else if (!strcmp(kind, "hnsw")) {
         snprintf(out, size, "HNSW32");
         *probe = HNSW_EF;
-    } else if (!strcmp(kind, "ivf") || !strcmp(kind, "ivfpq")) {
+    } else if (!strcmp(kind, "ivf") || !strcmp(kind, "ivfpq") || !strcmp(kind, "ivfsq8")) {
         if (nlist < 16)
             return vfi_fail(err, VF_ERR_INVALID,
                             "%lld vectors are too few for an IVF index (use flat)", (long long)n);
         if (!strcmp(kind, "ivf")) {
             snprintf(out, size, "IVF%lld,Flat", (long long)nlist);
+        } else if (!strcmp(kind, "ivfsq8")) {
+            snprintf(out, size, "IVF%lld,SQ8", (long long)nlist);
         } else {
             /* PQ splits the vector evenly, into pieces of at least 4 floats (smaller ones make
              * poor codes and slow training) */
@@ -747,15 +754,28 @@ static void remove_stale_temporaries(const char *path)
     vfi_free(dir);
 }
 
+/* Is row a CLIP model's image embeddings (a text tower recorded beside them, or its manifest
+ * names one), which are searched by words? */
+static int searched_by_words(const vf_config *cfg, const vfi_held_model *row)
+{
+    if (row->text_sha)
+        return 1;
+    vf_manifest *m = NULL;
+    vf_err err = {0};
+    int text = vfi_manifest_find(cfg->models_dir, row->name, &m, &err) >= 0 && m->text;
+    vfi_manifest_free(&m);
+    return text;
+}
+
 /* A new index of the kind words for the row, trained (when it needs it) on a sample of the
  * listing's vectors. */
-static vf_status new_index(vf_store *s, const vfi_held_model *row, const listing *all,
+static vf_status new_index(vf_store *s, const vfi_held_model *row, int text, const listing *all,
                            const char *kind, const vf_index_opts *o, vfi_index *ix, double *train_s,
                            vf_err *err)
 {
     char words[160];
-    vf_status rc =
-        vfi_index_choose_kind(kind, all->vectors, row->dim, words, sizeof(words), &ix->probe, err);
+    vf_status rc = vfi_index_choose_kind(kind, all->vectors, row->dim, text, words, sizeof(words),
+                                         &ix->probe, err);
     if (rc < 0)
         return rc;
     if (!(ix->kind = vfi_strdup(words)))
@@ -885,7 +905,8 @@ vf_status vf_db_index(const char *db_path, const vf_config *cfg, const vf_index_
         ix->model_id = row->id;
         ix->dim = row->dim;
         rep.created = 1;
-        if ((rc = new_index(s, row, &done, o->kind, o, ix, &rep.train_s, &err)) < 0)
+        if ((rc = new_index(s, row, searched_by_words(cfg, row), &done, o->kind, o, ix,
+                            &rep.train_s, &err)) < 0)
             goto done;
     }
     /* what the database no longer holds done goes: removed, or hidden where it cannot be */

@@ -65,11 +65,13 @@ vf_status vfi_index_memory(int dim, int64_t n, const float *vecs, const vf_store
 vf_status vfi_index_find(vf_store *s, const vfi_held_model *row, const char *path, vfi_index **ix,
                          vf_err *err);
 
-/* FAISS's words for a kind ("auto", "flat", "hnsw", "ivf", "ivfpq", or FAISS's own words) for
- * n vectors of dim floats, and its default probe (0: none); VF_ERR_INVALID when too few for
- * it. The training sample a kind that trains takes: vfi_index_train_size. */
-vf_status vfi_index_choose_kind(const char *kind, int64_t n, int dim, char *out, size_t size,
-                                int *probe, vf_err *err);
+/* FAISS's words for a kind ("auto", "flat", "hnsw", "ivf", "ivfsq8", "ivfpq", or FAISS's own
+ * words) for n vectors of dim floats, and its default probe (0: none); VF_ERR_INVALID when too
+ * few for it. text: the vectors are a CLIP model's image embeddings, searched by words (auto
+ * then keeps 8 bits a value instead of PQ's codes, see index.c). The training sample a kind that
+ * trains takes: vfi_index_train_size. */
+vf_status vfi_index_choose_kind(const char *kind, int64_t n, int dim, int text, char *out,
+                                size_t size, int *probe, vf_err *err);
 int64_t vfi_index_train_size(int64_t n, int dim);
 
 /* Candidates an index proposes for k neighbours, then ranked by their exact cosine: enough that

@@ -19,6 +19,13 @@ extern "C" {
 
 typedef struct vf_ann vf_ann;
 
+/* The OPENBLAS_CORETYPE this CPU should run under when the process's OpenBLAS took it for an
+ * old generic core (a CPU newer than OpenBLAS: its AVX-512 or AVX2 kernels left unused), or NULL
+ * (right already, chosen by the variable, or not OpenBLAS). OpenBLAS reads the variable when it
+ * loads: the command starts itself again with it (cli/main.c); vfi_ann_create says so once an
+ * index is made. */
+const char *vfi_ann_blas_coretype(void);
+
 /* A new empty index of dim-float vectors described in FAISS's index_factory words ("Flat",
  * "HNSW32", "IVF1024,Flat", "PCAR256,IVF4096,PQ64", ...); kinds without ids of their own are
  * given an id map. VF_ERR_INVALID with FAISS's reason for a description it refuses. */

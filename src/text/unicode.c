@@ -110,7 +110,28 @@ fail:
     return rc;
 }
 
-vf_status vfi_unicode_nfc(const uint32_t *in, size_t n, uint32_t **out, size_t *n_out, vf_err *err)
+/* An ICU transformation of UTF-16 (normalisation, case mapping): the length it needs when dst
+ * is NULL (cap 0), else the text written into dst. */
+typedef int32_t (*u16_transform)(const void *arg, const UChar *src, int32_t len, UChar *dst,
+                                 int32_t cap, UErrorCode *e);
+
+static int32_t nfc(const void *arg, const UChar *src, int32_t len, UChar *dst, int32_t cap,
+                   UErrorCode *e)
+{
+    return unorm2_normalize(arg, src, len, dst, cap, e);
+}
+
+static int32_t lower(const void *arg, const UChar *src, int32_t len, UChar *dst, int32_t cap,
+                     UErrorCode *e)
+{
+    (void)arg;
+    /* the root locale (""): the mappings every language shares, as Python's lower() */
+    return u_strToLower(dst, cap, src, len, "", e);
+}
+
+/* fn over in (n code points), ICU's way: ask the length, then fill; into a new array. */
+static vf_status transform(const uint32_t *in, size_t n, u16_transform fn, const void *arg,
+                           const char *what, uint32_t **out, size_t *n_out, vf_err *err)
 {
     UChar *u = NULL, *v = NULL;
     int32_t len = 0;
@@ -118,65 +139,35 @@ vf_status vfi_unicode_nfc(const uint32_t *in, size_t n, uint32_t **out, size_t *
     if (rc < 0)
         return rc;
     UErrorCode e = U_ZERO_ERROR;
-    const UNormalizer2 *nfc = unorm2_getNFCInstance(&e);
-    int32_t need = 0;
-    if (U_SUCCESS(e))
-        need = unorm2_normalize(nfc, u, len, NULL, 0, &e);
+    int32_t need = fn(arg, u, len, NULL, 0, &e);
     if (e == U_BUFFER_OVERFLOW_ERROR)
         e = U_ZERO_ERROR;
-    if (U_FAILURE(e)) {
-        rc = icu_fail(err, e, "NFC");
-        goto done;
-    }
-    v = vfi_mallocarray((size_t)need + 1, sizeof(UChar));
-    if (!v) {
+    if (U_SUCCESS(e) && !(v = vfi_mallocarray((size_t)need + 1, sizeof(UChar)))) {
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         goto done;
     }
-    need = unorm2_normalize(nfc, u, len, v, need + 1, &e);
-    if (U_FAILURE(e)) {
-        rc = icu_fail(err, e, "NFC");
-        goto done;
-    }
-    rc = from_utf16(v, need, out, n_out, err);
+    if (U_SUCCESS(e))
+        need = fn(arg, u, len, v, need + 1, &e);
+    rc = U_FAILURE(e) ? icu_fail(err, e, what) : from_utf16(v, need, out, n_out, err);
 done:
     vfi_free(u);
     vfi_free(v);
     return rc;
 }
 
+vf_status vfi_unicode_nfc(const uint32_t *in, size_t n, uint32_t **out, size_t *n_out, vf_err *err)
+{
+    UErrorCode e = U_ZERO_ERROR;
+    const UNormalizer2 *n2 = unorm2_getNFCInstance(&e);
+    if (U_FAILURE(e))
+        return icu_fail(err, e, "NFC");
+    return transform(in, n, nfc, n2, "NFC", out, n_out, err);
+}
+
 vf_status vfi_unicode_lower(const uint32_t *in, size_t n, uint32_t **out, size_t *n_out,
                             vf_err *err)
 {
-    UChar *u = NULL, *v = NULL;
-    int32_t len = 0;
-    vf_status rc = to_utf16(in, n, &u, &len, err);
-    if (rc < 0)
-        return rc;
-    UErrorCode e = U_ZERO_ERROR;
-    /* The root locale (""): the mappings every language shares, as Python's lower(). */
-    int32_t need = u_strToLower(NULL, 0, u, len, "", &e);
-    if (e == U_BUFFER_OVERFLOW_ERROR)
-        e = U_ZERO_ERROR;
-    if (U_FAILURE(e)) {
-        rc = icu_fail(err, e, "lowercase");
-        goto done;
-    }
-    v = vfi_mallocarray((size_t)need + 1, sizeof(UChar));
-    if (!v) {
-        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    need = u_strToLower(v, need + 1, u, len, "", &e);
-    if (U_FAILURE(e)) {
-        rc = icu_fail(err, e, "lowercase");
-        goto done;
-    }
-    rc = from_utf16(v, need, out, n_out, err);
-done:
-    vfi_free(u);
-    vfi_free(v);
-    return rc;
+    return transform(in, n, lower, NULL, "lowercase", out, n_out, err);
 }
 
 int vfi_unicode_is_letter(uint32_t c)

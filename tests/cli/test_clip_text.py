@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 
-from vfcheck import SKIP, check, rel_err
+from vfcheck import SKIP, check, library_infer, rel_err
 
 try:
     import numpy as np
@@ -215,7 +215,8 @@ def test(exe, src, ec, tokenizer, tmp, with_library):
         x = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(3))
         with torch.no_grad():
             want_img = model.visual(x).numpy()
-        got = infer_image(exe, models, x.numpy())
+        got = library_infer(exe, os.path.join(models, "clip_vit_b32.onnx"), "embed",
+                            x.numpy(), 512)
         err = max(rel_err(a, b) for a, b in zip(got, want_img))
         check(err <= 1e-4, "image tower against PyTorch: relative error %.2e" % err)
         print("image tower = the checkpoint's module (worst %.1e)" % err)
@@ -335,27 +336,6 @@ def test(exe, src, ec, tokenizer, tmp, with_library):
           "fetch-models.sh" in text_of(r), "missing vocabulary: %d %s" % (r.returncode, text_of(r)))
     print("a token table of another size, a missing vocabulary: exit 3")
     return 0
-
-
-def infer_image(exe, models, x):
-    """The library's raw-tensor call (vf_extractor_infer) on the build's libvidfeat.so."""
-    import ctypes
-    build = os.path.dirname(os.path.dirname(os.path.dirname(exe)))
-    sys.path.insert(0, os.path.join(build, "python"))
-    from vidfeat import _capi as C
-    cfg = C.vf_config_default()
-    cfg.model = os.path.join(models, "clip_vit_b32.onnx").encode()
-    cfg.layer = b"embed"
-    cfg.batch_size = len(x)
-    ex = ctypes.c_void_p()
-    rc = C.vf_extractor_create(ctypes.byref(cfg), ctypes.byref(ex))
-    check(rc >= 0, "extractor: %s" % C.vf_extractor_errmsg(ex))
-    a = np.ascontiguousarray(x, dtype=np.float32)
-    out = np.zeros((len(x), 512), np.float32)
-    rc = C.vf_extractor_infer(ex, a.ctypes.data, len(x), out.ctypes.data)
-    check(rc >= 0, "infer: %s" % C.vf_extractor_errmsg(ex))
-    C.vf_extractor_free(ctypes.byref(ex))
-    return out
 
 
 if __name__ == "__main__":

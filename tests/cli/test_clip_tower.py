@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-from vfcheck import SKIP, check, features, rel_err
+from vfcheck import SKIP, check, features, library_infer, rel_err
 
 try:
     import numpy as np
@@ -102,7 +102,8 @@ def main():
         x = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(5))
         with torch.no_grad():
             want = model(x).numpy()
-        got = infer(exe, models, x.numpy())
+        got = library_infer(exe, os.path.join(models, "clip_vit_b32.onnx"), "embed",
+                            x.numpy(), 512)
         for a, b in zip(got, want):
             e = rel_err(a, b)
             check(e <= 1e-4, "tower against PyTorch: relative error %.2e" % e)
@@ -112,28 +113,6 @@ def main():
         return 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def infer(exe, models, x):
-    """The library's raw-tensor call (vf_extractor_infer) through ctypes on the build's
-    libvidfeat.so, found beside the command."""
-    import ctypes
-    build = os.path.dirname(os.path.dirname(os.path.dirname(exe)))
-    sys.path.insert(0, os.path.join(build, "python"))
-    from vidfeat import _capi as C
-    cfg = C.vf_config_default()
-    cfg.model = os.path.join(models, "clip_vit_b32.onnx").encode()
-    cfg.layer = b"embed"
-    cfg.batch_size = len(x)
-    ex = ctypes.c_void_p()
-    rc = C.vf_extractor_create(ctypes.byref(cfg), ctypes.byref(ex))
-    check(rc >= 0, "extractor: %s" % C.vf_extractor_errmsg(ex))
-    a = np.ascontiguousarray(x, dtype=np.float32)
-    out = np.zeros((len(x), 512), np.float32)
-    rc = C.vf_extractor_infer(ex, a.ctypes.data, len(x), out.ctypes.data)
-    check(rc >= 0, "infer: %s" % C.vf_extractor_errmsg(ex))
-    C.vf_extractor_free(ctypes.byref(ex))
-    return out
 
 
 if __name__ == "__main__":

@@ -153,3 +153,26 @@ def extractions(db):
         out[path] = (status, error, frames, rows)
     con.close()
     return out
+
+
+def library_infer(exe, model_path, layer, x, dim):
+    """The library's raw-tensor call (vf_extractor_infer) on images x ([n, 3, S, S] float32)
+    through ctypes, on the build's libvidfeat.so found beside the command exe: [n, dim]."""
+    import ctypes
+    import numpy as np
+    build = os.path.dirname(os.path.dirname(os.path.dirname(exe)))
+    sys.path.insert(0, os.path.join(build, "python"))
+    from vidfeat import _capi as C
+    cfg = C.vf_config_default()
+    cfg.model = model_path.encode()
+    cfg.layer = layer.encode()
+    cfg.batch_size = len(x)
+    ex = ctypes.c_void_p()
+    rc = C.vf_extractor_create(ctypes.byref(cfg), ctypes.byref(ex))
+    check(rc >= 0, "extractor: %s" % C.vf_extractor_errmsg(ex))
+    a = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.zeros((len(x), dim), np.float32)
+    rc = C.vf_extractor_infer(ex, a.ctypes.data, len(x), out.ctypes.data)
+    check(rc >= 0, "infer: %s" % C.vf_extractor_errmsg(ex))
+    C.vf_extractor_free(ctypes.byref(ex))
+    return out

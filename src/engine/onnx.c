@@ -543,229 +543,6 @@ static vf_status normalize_axis(loader *L, int64_t axis, int rank, int *out)
     return VF_OK;
 }
 
-/* ---- folding of constant subgraphs ------------------------------------------------------------
- */
-
-/* Row-major strides of dims. */
-static void strides_of(int rank, const int64_t *dims, int64_t *strides)
-{
-    int64_t s = 1;
-    for (int i = rank - 1; i >= 0; i--) {
-        strides[i] = s;
-        s *= dims[i];
-    }
-}
-
-/* A new constant with the same data as src but other dims (Reshape/Squeeze/... of constants). */
-static vf_status fold_reshape(loader *L, const vf_value *src, int rank, const int64_t *dims)
-{
-    if (vfi_dims_numel(rank, dims) != vfi_value_numel(src))
-        return NFAIL(L, VF_ERR_MODEL, "reshape changes the element count");
-    size_t bytes = (size_t)vfi_value_numel(src) * vfi_dtype_size(src->dtype);
-    void *data = alloc_elems(vfi_value_numel(src), src->dtype);
-    if (!data)
-        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
-    memcpy(data, src->data, bytes);
-    int idx;
-    return add_const(L, out_name(L), src->dtype, rank, dims, data, &idx);
-}
-
-/* Integer arithmetic of shape computations, where an element may stand for a multiple of the
- * batch size (vfi_dim_batch): such an element may be multiplied or divided by a number (heads x
- * batch, batch x tokens / tokens) and have 0 added; anything else on it is refused (*bad = 1). */
-static int64_t fold_i64(int op, int64_t a, int64_t b, int *bad)
-{
-    int64_t ma = vfi_dim_batch_multiple(a), mb = vfi_dim_batch_multiple(b);
-    if (ma || mb) {
-        int64_t m = ma ? ma : mb, other = ma ? b : a;
-        if (ma && mb)
-            *bad = 1;
-        else if (op == 'm' && other >= 1 && m <= VF_MAX_DIM / other)
-            return vfi_dim_batch(m * other);
-        else if (op == 'd' && ma && other >= 1 && m % other == 0)
-            return vfi_dim_batch(m / other);
-        else if ((op == 'a' && other == 0) || (op == 's' && ma && other == 0))
-            return ma ? a : b;
-        else
-            *bad = 1;
-        return 0;
-    }
-    switch (op) {
-    case 'a':
-        return a + b;
-    case 's':
-        return a - b;
-    case 'm':
-        return a * b;
-    default:
-        if (b == 0) {
-            *bad = 2;
-            return 0;
-        }
-        return a / b;
-    }
-}
-
-/* Elementwise arithmetic on two constants with numpy broadcasting. op: 'a', 's', 'm', 'd'. */
-static vf_status fold_binary(loader *L, const vf_value *a, const vf_value *b, int op)
-{
-    if (a->dtype != b->dtype)
-        return NFAIL(L, VF_ERR_MODEL, "operands of different types");
-    int rank = a->rank > b->rank ? a->rank : b->rank;
-    int64_t dims[VF_MAX_DIMS], sa[VF_MAX_DIMS], sb[VF_MAX_DIMS];
-    for (int i = 0; i < rank; i++) {
-        int ia = i - (rank - a->rank), ib = i - (rank - b->rank);
-        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
-        if (da != db && da != 1 && db != 1)
-            return NFAIL(L, VF_ERR_MODEL, "shapes do not broadcast");
-        dims[i] = da > db ? da : db;
-    }
-    vfi_dims_broadcast_strides(rank, a->rank, a->dims, sa);
-    vfi_dims_broadcast_strides(rank, b->rank, b->dims, sb);
-    int64_t n = vfi_dims_numel(rank, dims);
-    void *data = alloc_elems(n, a->dtype);
-    if (!data)
-        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
-    int64_t idx[VF_MAX_DIMS] = {0};
-    int bad = 0;
-    for (int64_t k = 0; k < n; k++) {
-        int64_t oa = 0, ob = 0;
-        for (int i = 0; i < rank; i++) {
-            oa += idx[i] * sa[i];
-            ob += idx[i] * sb[i];
-        }
-        if (a->dtype == VF_DTYPE_F32) {
-            float x = ((const float *)a->data)[oa], y = ((const float *)b->data)[ob];
-            ((float *)data)[k] = op == 'a' ? x + y : op == 's' ? x - y : op == 'm' ? x * y : x / y;
-        } else {
-            ((int64_t *)data)[k] =
-                fold_i64(op, ((const int64_t *)a->data)[oa], ((const int64_t *)b->data)[ob], &bad);
-        }
-        vfi_dims_next(rank, dims, idx);
-    }
-    if (bad) {
-        vfi_free(data);
-        return NFAIL(L, VF_ERR_UNSUPPORTED, "%s",
-                     bad == 1 ? "shape arithmetic on the batch size" : "integer division by zero");
-    }
-    int out;
-    return add_const(L, out_name(L), a->dtype, rank, dims, data, &out);
-}
-
-/* Gather along `axis` of a constant with constant indices. */
-static vf_status fold_gather(loader *L, const vf_value *d, const vf_value *ind, int axis)
-{
-    int64_t n_ind = vfi_value_numel(ind);
-    const int64_t *ix = ind->data;
-    int rank = d->rank - 1 + ind->rank;
-    if (rank > VF_MAX_DIMS)
-        return NFAIL(L, VF_ERR_UNSUPPORTED, "gather result rank %d", rank);
-    int64_t dims[VF_MAX_DIMS];
-    int r = 0;
-    for (int i = 0; i < axis; i++)
-        dims[r++] = d->dims[i];
-    for (int i = 0; i < ind->rank; i++)
-        dims[r++] = ind->dims[i];
-    for (int i = axis + 1; i < d->rank; i++)
-        dims[r++] = d->dims[i];
-    int64_t outer = vfi_dims_numel(axis, d->dims),
-            inner = vfi_dims_numel(d->rank - axis - 1, d->dims + axis + 1);
-    int64_t len = d->dims[axis];
-    size_t es = vfi_dtype_size(d->dtype);
-    uint8_t *data = alloc_elems(outer * n_ind * inner, d->dtype);
-    if (!data)
-        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
-    for (int64_t o = 0; o < outer; o++) {
-        for (int64_t j = 0; j < n_ind; j++) {
-            int64_t k = ix[j] < 0 ? ix[j] + len : ix[j];
-            if (k < 0 || k >= len) {
-                vfi_free(data);
-                return NFAIL(L, VF_ERR_MODEL, "gather index %lld out of range", (long long)ix[j]);
-            }
-            memcpy(data + ((o * n_ind + j) * inner) * es,
-                   (const uint8_t *)d->data + ((o * len + k) * inner) * es, (size_t)inner * es);
-        }
-    }
-    int out;
-    return add_const(L, out_name(L), d->dtype, rank, dims, data, &out);
-}
-
-static vf_status fold_concat(loader *L, int axis, int rank)
-{
-    const Onnx__NodeProto *n = L->node;
-    int64_t dims[VF_MAX_DIMS];
-    const vf_value *first = NULL;
-    int64_t total = 0;
-    if (n->n_input < 1)
-        return NFAIL(L, VF_ERR_MODEL, "concat without inputs");
-    for (size_t i = 0; i < n->n_input; i++) {
-        int idx;
-        vf_status rc = input_at(L, i, &idx);
-        if (rc < 0)
-            return rc;
-        const vf_value *v = val(L, idx);
-        if (!first)
-            first = v;
-        if (v->rank != rank || v->dtype != first->dtype)
-            return NFAIL(L, VF_ERR_MODEL, "concat inputs differ in rank or type");
-        for (int d = 0; d < rank; d++) {
-            if (d != axis && v->dims[d] != first->dims[d])
-                return NFAIL(L, VF_ERR_MODEL, "concat inputs differ in dim %d", d);
-        }
-        total += v->dims[axis];
-    }
-    if (!first)
-        return NFAIL(L, VF_ERR_MODEL, "concat without inputs");
-    memcpy(dims, first->dims, sizeof(dims));
-    dims[axis] = total;
-    if (total > VF_MAX_DIM)
-        return NFAIL(L, VF_ERR_MODEL, "concat too large");
-    size_t es = vfi_dtype_size(first->dtype);
-    int64_t outer = vfi_dims_numel(axis, dims),
-            inner = vfi_dims_numel(rank - axis - 1, dims + axis + 1);
-    uint8_t *data = alloc_elems(vfi_dims_numel(rank, dims), first->dtype);
-    if (!data)
-        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
-    int64_t at = 0;
-    for (size_t i = 0; i < n->n_input; i++) {
-        int idx;
-        input_at(L, i, &idx);
-        const vf_value *v = val(L, idx);
-        int64_t chunk = v->dims[axis] * inner;
-        for (int64_t o = 0; o < outer; o++)
-            memcpy(data + (o * total * inner + at) * es, (const uint8_t *)v->data + o * chunk * es,
-                   (size_t)chunk * es);
-        at += chunk;
-    }
-    int out;
-    return add_const(L, out_name(L), first->dtype, rank, dims, data, &out);
-}
-
-static vf_status fold_transpose(loader *L, const vf_value *x, const int *perm)
-{
-    int64_t dims[VF_MAX_DIMS], src_strides[VF_MAX_DIMS], st[VF_MAX_DIMS];
-    strides_of(x->rank, x->dims, src_strides);
-    for (int i = 0; i < x->rank; i++) {
-        dims[i] = x->dims[perm[i]];
-        st[i] = src_strides[perm[i]];
-    }
-    int64_t n = vfi_value_numel(x);
-    size_t es = vfi_dtype_size(x->dtype);
-    uint8_t *data = alloc_elems(n, x->dtype);
-    if (!data)
-        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
-    int64_t idx[VF_MAX_DIMS] = {0};
-    for (int64_t k = 0; k < n; k++) {
-        int64_t off = 0;
-        for (int i = 0; i < x->rank; i++)
-            off += idx[i] * st[i];
-        memcpy(data + k * es, (const uint8_t *)x->data + off * es, es);
-        vfi_dims_next(x->rank, dims, idx);
-    }
-    int out;
-    return add_const(L, out_name(L), x->dtype, x->rank, dims, data, &out);
-}
-
 /* ---- node conversion ------------------------------------------------------------------------- */
 
 static vf_status add_node(loader *L, vf_op op, const int *inputs, int n_inputs, const void *params)
@@ -773,240 +550,6 @@ static vf_status add_node(loader *L, vf_op op, const int *inputs, int n_inputs, 
     int out;
     return vfi_graph_add_node(L->g, op, node_label(L), inputs, n_inputs, params, out_name(L), &out,
                               L->err);
-}
-
-static vf_status read_window(loader *L, vf_window *w, const vf_value *weights)
-{
-    int64_t v[4];
-    int n;
-    memset(w, 0, sizeof(*w));
-    n = attr_ints(L->node, "kernel_shape", v, 2);
-    if (n == -1 && weights) {
-        v[0] = weights->dims[2];
-        v[1] = weights->dims[3];
-        n = 2;
-    }
-    if (n != 2)
-        return NFAIL(L, VF_ERR_UNSUPPORTED, "only 2-D kernels are supported");
-    for (int i = 0; i < 2; i++) {
-        if (v[i] < 1 || v[i] > VF_MAX_DIM)
-            return NFAIL(L, VF_ERR_MODEL, "invalid kernel_shape");
-        w->kernel[i] = (int)v[i];
-    }
-    static const char *const names[2] = {"strides", "dilations"};
-    int *dst[2] = {w->stride, w->dilation};
-    for (int k = 0; k < 2; k++) {
-        n = attr_ints(L->node, names[k], v, 2);
-        if (n == -1) {
-            dst[k][0] = dst[k][1] = 1;
-            continue;
-        }
-        if (n != 2 || v[0] < 1 || v[1] < 1 || v[0] > VF_MAX_DIM || v[1] > VF_MAX_DIM)
-            return NFAIL(L, VF_ERR_MODEL, "invalid %s", names[k]);
-        dst[k][0] = (int)v[0];
-        dst[k][1] = (int)v[1];
-    }
-    n = attr_ints(L->node, "pads", v, 4);
-    if (n == 4) {
-        for (int i = 0; i < 4; i++) {
-            if (v[i] < 0 || v[i] > VF_MAX_DIM)
-                return NFAIL(L, VF_ERR_MODEL, "invalid pads");
-            w->pads[i] = (int)v[i];
-        }
-    } else if (n != -1) {
-        return NFAIL(L, VF_ERR_MODEL, "pads must have 4 entries for a 2-D window");
-    }
-    if (attr_str_is(L->node, "auto_pad", "SAME_UPPER", 0))
-        w->auto_pad = VF_PAD_SAME_UPPER;
-    else if (attr_str_is(L->node, "auto_pad", "SAME_LOWER", 0))
-        w->auto_pad = VF_PAD_SAME_LOWER;
-    else if (attr_str_is(L->node, "auto_pad", "VALID", 0))
-        w->auto_pad = VF_PAD_VALID;
-    else if (!attr_str_is(L->node, "auto_pad", "NOTSET", 1))
-        return NFAIL(L, VF_ERR_UNSUPPORTED, "unknown auto_pad");
-    return VF_OK;
-}
-
-static vf_status conv_node(loader *L)
-{
-    int in[3];
-    for (int i = 0; i < 3; i++) {
-        vf_status rc = input_at(L, (size_t)i, &in[i]);
-        if (rc < 0)
-            return rc;
-    }
-    if (in[0] < 0 || in[1] < 0)
-        return NFAIL(L, VF_ERR_MODEL, "missing input");
-    const vf_value *w = val(L, in[1]);
-    if (w->rank != 4 || !w->data)
-        return NFAIL(L, VF_ERR_UNSUPPORTED, "weights must be a constant 4-D tensor");
-    vf_conv_params p;
-    memset(&p, 0, sizeof(p));
-    vf_status rc = read_window(L, &p.win, w);
-    if (rc < 0)
-        return rc;
-    int64_t group = attr_int(L->node, "group", 1);
-    if (group < 1 || group > VF_MAX_DIM)
-        return NFAIL(L, VF_ERR_MODEL, "invalid group");
-    p.group = (int)group;
-    return add_node(L, VF_OP_CONV, in, in[2] >= 0 ? 3 : 2, &p);
-}
-
-static vf_status pool_node(loader *L, vf_pool_kind kind, int global)
-{
-    int x;
-    vf_status rc = input_at(L, 0, &x);
-    if (rc < 0)
-        return rc;
-    vf_pool_params p;
-    memset(&p, 0, sizeof(p));
-    p.kind = kind;
-    p.global = global;
-    if (!global) {
-        rc = read_window(L, &p.win, NULL);
-        if (rc < 0)
-            return rc;
-        p.ceil_mode = attr_int(L->node, "ceil_mode", 0) != 0;
-        p.count_include_pad = attr_int(L->node, "count_include_pad", 0) != 0;
-        if (attr_int(L->node, "storage_order", 0) != 0)
-            return NFAIL(L, VF_ERR_UNSUPPORTED, "storage_order 1");
-    }
-    return add_node(L, VF_OP_POOL, &x, 1, &p);
-}
-
-/* Gemm / MatMul with constant weights -> FC. */
-static vf_status fc_node(loader *L, int is_matmul)
-{
-    int a, b, c = -1;
-    vf_status rc = input_at(L, 0, &a);
-    if (rc >= 0)
-        rc = input_at(L, 1, &b);
-    if (rc >= 0 && !is_matmul)
-        rc = input_at(L, 2, &c);
-    if (rc < 0)
-        return rc;
-    if (a < 0 || b < 0)
-        return NFAIL(L, VF_ERR_MODEL, "missing input");
-    const vf_value *B = val(L, b), *A = val(L, a);
-    /* MatMul of N-D activations, or of two: as it is (attention, a transformer's linear
-     * layers over tokens); a plain [N, K] x [K, M] is a fully connected layer */
-    if (is_matmul && A->is_batched && (!B->data || A->rank != 2 || !vfi_value_batch_first(A))) {
-        if (A->data)
-            return NFAIL(L, VF_ERR_UNSUPPORTED, "the first operand must be an activation");
-        int in[2] = {a, b};
-        vf_matmul_params mp = {1.0f, 0, 0, {VF_ACT_NONE, 0.0f, 0.0f}};
-        return add_node(L, VF_OP_MATMUL, in, 2, &mp);
-    }
-    if (!B->data || B->rank != 2 || B->dtype != VF_DTYPE_F32)
-        return NFAIL(L, VF_ERR_UNSUPPORTED, "the second operand must be a constant 2-D matrix");
-    if (!val(L, a)->is_batched)
-        return NFAIL(L, VF_ERR_UNSUPPORTED, "the first operand must be the activation");
-    int trans_b = is_matmul ? 0 : attr_int(L->node, "transB", 0) != 0;
-    float alpha = is_matmul ? 1.0f : attr_float(L->node, "alpha", 1.0f);
-    float beta = is_matmul ? 1.0f : attr_float(L->node, "beta", 1.0f);
-    if (!is_matmul && attr_int(L->node, "transA", 0) != 0)
-        return NFAIL(L, VF_ERR_UNSUPPORTED, "transA");
-    int64_t oc = trans_b ? B->dims[0] : B->dims[1];
-    int64_t ic = trans_b ? B->dims[1] : B->dims[0];
-    float *w = alloc_elems(oc * ic, VF_DTYPE_F32);
-    if (!w)
-        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
-    const float *src = B->data;
-    for (int64_t o = 0; o < oc; o++) {
-        for (int64_t i = 0; i < ic; i++)
-            w[o * ic + i] = alpha * (trans_b ? src[o * ic + i] : src[i * oc + o]);
-    }
-    char name[600];
-    snprintf(name, sizeof(name), "%s/vidfeat_weight", out_name(L));
-    int64_t wd[2] = {oc, ic};
-    int in[3];
-    rc = add_const(L, name, VF_DTYPE_F32, 2, wd, w, &in[1]);
-    if (rc < 0)
-        return rc;
-    in[0] = a;
-    int n_in = 2;
-    if (c >= 0) {
-        const vf_value *C = val(L, c);
-        int64_t cn = vfi_value_numel(C);
-        if (!C->data || C->dtype != VF_DTYPE_F32 || (cn != oc && cn != 1))
-            return NFAIL(L, VF_ERR_UNSUPPORTED, "bias must be a constant of %lld or 1 values",
-                         (long long)oc);
-        float *bias = alloc_elems(oc, VF_DTYPE_F32);
-        if (!bias)
-            return NFAIL(L, VF_ERR_NOMEM, "out of memory");
-        for (int64_t o = 0; o < oc; o++)
-            bias[o] = beta * ((const float *)C->data)[cn == 1 ? 0 : o];
-        snprintf(name, sizeof(name), "%s/vidfeat_bias", out_name(L));
-        rc = add_const(L, name, VF_DTYPE_F32, 1, &oc, bias, &in[2]);
-        if (rc < 0)
-            return rc;
-        n_in = 3;
-    }
-    vf_fc_params p = {{VF_ACT_NONE, 0, 0}};
-    return add_node(L, VF_OP_FC, in, n_in, &p);
-}
-
-/* BatchNormalization (inference) -> depthwise 1x1 conv; passes fold it into a preceding conv. */
-static vf_status batchnorm_node(loader *L)
-{
-    int x;
-    const vf_value *sc, *bi, *mean, *var;
-    vf_status rc = input_at(L, 0, &x);
-    if (rc >= 0)
-        rc = const_input(L, 1, VF_DTYPE_F32, &sc);
-    if (rc >= 0)
-        rc = const_input(L, 2, VF_DTYPE_F32, &bi);
-    if (rc >= 0)
-        rc = const_input(L, 3, VF_DTYPE_F32, &mean);
-    if (rc >= 0)
-        rc = const_input(L, 4, VF_DTYPE_F32, &var);
-    if (rc < 0)
-        return rc;
-    if (x < 0 || val(L, x)->rank != 4)
-        return NFAIL(L, VF_ERR_UNSUPPORTED, "only 4-D BatchNormalization is supported");
-    int64_t c = val(L, x)->dims[1];
-    if (vfi_value_numel(sc) != c || vfi_value_numel(bi) != c || vfi_value_numel(mean) != c ||
-        vfi_value_numel(var) != c)
-        return NFAIL(L, VF_ERR_MODEL, "parameters do not have %lld channels", (long long)c);
-    double eps = attr_float(L->node, "epsilon", 1e-5f);
-    float *w = alloc_elems(c, VF_DTYPE_F32);
-    float *b = alloc_elems(c, VF_DTYPE_F32);
-    if (!w || !b) {
-        vfi_free(w);
-        vfi_free(b);
-        return NFAIL(L, VF_ERR_NOMEM, "out of memory");
-    }
-    const float *s = sc->data, *bb = bi->data, *m = mean->data, *v = var->data;
-    for (int64_t i = 0; i < c; i++) {
-        if (!(v[i] + eps > 0)) {
-            vfi_free(w);
-            vfi_free(b);
-            return NFAIL(L, VF_ERR_MODEL, "variance + epsilon is not positive");
-        }
-        double a = s[i] / sqrt((double)v[i] + eps);
-        w[i] = (float)a;
-        b[i] = (float)(bb[i] - m[i] * a);
-    }
-    char name[600];
-    int in[3] = {x, -1, -1};
-    int64_t wd[4] = {c, 1, 1, 1};
-    snprintf(name, sizeof(name), "%s/vidfeat_bn_scale", out_name(L));
-    rc = add_const(L, name, VF_DTYPE_F32, 4, wd, w, &in[1]);
-    if (rc < 0) {
-        vfi_free(b);
-        return rc;
-    }
-    snprintf(name, sizeof(name), "%s/vidfeat_bn_shift", out_name(L));
-    rc = add_const(L, name, VF_DTYPE_F32, 1, &c, b, &in[2]);
-    if (rc < 0)
-        return rc;
-    vf_conv_params p;
-    memset(&p, 0, sizeof(p));
-    p.win.kernel[0] = p.win.kernel[1] = 1;
-    p.win.stride[0] = p.win.stride[1] = 1;
-    p.win.dilation[0] = p.win.dilation[1] = 1;
-    p.group = (int)c;
-    return add_node(L, VF_OP_CONV, in, 3, &p);
 }
 
 static vf_status act_node(loader *L, vf_act_kind kind, float alpha, float beta)
@@ -1060,7 +603,7 @@ static vf_status binary_node(loader *L, int op)
     if (a < 0 || b < 0)
         return NFAIL(L, VF_ERR_MODEL, "missing input");
     if (val(L, a)->data && val(L, b)->data)
-        return fold_binary(L, val(L, a), val(L, b), op);
+        return vfi_onnx_fold_binary(L, val(L, a), val(L, b), op);
     static const vf_binary_kind kinds[128] = {
         ['a'] = VF_BIN_ADD, ['s'] = VF_BIN_SUB, ['m'] = VF_BIN_MUL, ['d'] = VF_BIN_DIV};
     vf_binary_kind kind = kinds[op];
@@ -1185,7 +728,7 @@ static vf_status reshape_node(loader *L)
         }
         if (infer_at >= 0)
             dims[infer_at] = known ? vfi_value_numel(xv) / known : 0;
-        return fold_reshape(L, xv, n, dims);
+        return vfi_onnx_fold_reshape(L, xv, n, dims);
     }
     return reshape_to(L, x, n, shape, allow_zero);
 }
@@ -1204,7 +747,7 @@ static vf_status flatten_node(loader *L)
     int64_t dims[2] = {vfi_dims_numel(axis, xv->dims),
                        vfi_dims_numel(xv->rank - axis, xv->dims + axis)};
     if (xv->data)
-        return fold_reshape(L, xv, 2, dims);
+        return vfi_onnx_fold_reshape(L, xv, 2, dims);
     /* the part holding the batch stands for its multiple of it */
     int64_t target[2] = {dims[0], dims[1]};
     target[xv->batch_axis < axis ? 0 : 1] = vfi_dim_batch(dims[xv->batch_axis < axis ? 0 : 1]);
@@ -1261,7 +804,7 @@ static vf_status squeeze_node(loader *L, int unsqueeze)
         }
     }
     if (xv->data)
-        return fold_reshape(L, xv, r, dims);
+        return vfi_onnx_fold_reshape(L, xv, r, dims);
     /* where the batch's dimension lands */
     int at = xv->batch_axis;
     if (unsqueeze) {
@@ -1306,7 +849,7 @@ static vf_status transpose_node(loader *L)
         perm[i] = (int)perm64[i];
     }
     if (xv->data)
-        return fold_transpose(L, xv, perm);
+        return vfi_onnx_fold_transpose(L, xv, perm);
     vf_node tmp;
     memcpy(tmp.p.perm, perm, sizeof(perm));
     return add_node(L, VF_OP_TRANSPOSE, &x, 1, tmp.p.perm);
@@ -1338,7 +881,7 @@ static vf_status gather_node(loader *L)
     if (!iv->data || iv->dtype != VF_DTYPE_I64)
         return NFAIL(L, VF_ERR_UNSUPPORTED, "indices must be a constant");
     if (xv->data)
-        return fold_gather(L, xv, iv, axis);
+        return vfi_onnx_fold_gather(L, xv, iv, axis);
     if (iv->rank > 1)
         return NFAIL(L, VF_ERR_UNSUPPORTED, "indices of rank %d on an activation", iv->rank);
     vf_gather_params p;
@@ -1421,7 +964,7 @@ static vf_status concat_node(loader *L)
         int rank = val(L, in[0])->rank, axis;
         rc = normalize_axis(L, attr_int(n, "axis", 0), rank, &axis);
         if (rc >= 0 && consts == (int)n->n_input)
-            rc = fold_concat(L, axis, rank);
+            rc = vfi_onnx_fold_concat(L, axis, rank);
         else if (rc >= 0 && consts)
             rc = expand_constants(L, in, (int)n->n_input);
         if (rc >= 0 && consts < (int)n->n_input)
@@ -1708,7 +1251,7 @@ static vf_status slice_node(loader *L)
     if (!xv->data)
         return vfi_onnx_slice_activation(L, x, first, step, dims);
     int64_t n = vfi_dims_numel(rank, dims), src_strides[VF_MAX_DIMS];
-    strides_of(rank, xv->dims, src_strides);
+    vfi_onnx_strides(rank, xv->dims, src_strides);
     size_t es = vfi_dtype_size(xv->dtype);
     uint8_t *data = alloc_elems(n, xv->dtype);
     if (!data)
@@ -1933,6 +1476,25 @@ vf_status vfi_onnx_add_ramp(vfi_onnx_loader *L, size_t out, vf_onnx_ramp r)
     return VF_OK;
 }
 
+vf_status vfi_onnx_add_named_const(vfi_onnx_loader *L, const char *suffix, vf_dtype dtype, int rank,
+                                   const int64_t *dims, void *data, int *out)
+{
+    char name[600];
+    snprintf(name, sizeof(name), "%s/%s", vfi_onnx_output_name(L, 0), suffix);
+    return add_const(L, name, dtype, rank, dims, data, out);
+}
+
+vf_status vfi_onnx_const_input(vfi_onnx_loader *L, size_t i, vf_dtype dtype, const vf_value **out)
+{
+    return const_input(L, i, dtype, out);
+}
+
+int vfi_onnx_attr_str_is(const vfi_onnx_loader *L, const char *name, const char *value,
+                         int def_match)
+{
+    return attr_str_is(L->node, name, value, def_match);
+}
+
 vf_status vfi_onnx_add_alias(vfi_onnx_loader *L, size_t out, int idx)
 {
     const char *name = vfi_onnx_output_name(L, out);
@@ -1966,30 +1528,6 @@ static vf_status hard_sigmoid_node(loader *L)
 static vf_status hard_swish_node(loader *L)
 {
     return act_node(L, VF_ACT_HARD_SWISH, 0.0f, 0.0f);
-}
-static vf_status max_pool_node(loader *L)
-{
-    return pool_node(L, VF_POOL_MAX, 0);
-}
-static vf_status average_pool_node(loader *L)
-{
-    return pool_node(L, VF_POOL_AVG, 0);
-}
-static vf_status global_average_pool_node(loader *L)
-{
-    return pool_node(L, VF_POOL_AVG, 1);
-}
-static vf_status global_max_pool_node(loader *L)
-{
-    return pool_node(L, VF_POOL_MAX, 1);
-}
-static vf_status gemm_node(loader *L)
-{
-    return fc_node(L, 0);
-}
-static vf_status matmul_node(loader *L)
-{
-    return fc_node(L, 1);
 }
 static vf_status add_op_node(loader *L)
 {
@@ -2028,14 +1566,14 @@ typedef struct onnx_op {
 static const onnx_op onnx_ops[] = {
     {"Add", add_op_node},
     {"ArgMax", vfi_onnx_argmax},
-    {"AveragePool", average_pool_node},
-    {"BatchNormalization", batchnorm_node},
+    {"AveragePool", vfi_onnx_average_pool},
+    {"BatchNormalization", vfi_onnx_batchnorm},
     {"Cast", cast_node},
     {"Clip", clip_node},
     {"Concat", concat_node},
     {"Constant", constant_node},
     {"ConstantOfShape", constant_of_shape_node},
-    {"Conv", conv_node},
+    {"Conv", vfi_onnx_conv},
     {"Div", div_node},
     {"Dropout", alias_node},
     {"Equal", vfi_onnx_equal},
@@ -2044,17 +1582,17 @@ static const onnx_op onnx_ops[] = {
     {"Expand", vfi_onnx_expand},
     {"Flatten", flatten_node},
     {"Gather", gather_node},
-    {"Gemm", gemm_node},
-    {"GlobalAveragePool", global_average_pool_node},
-    {"GlobalMaxPool", global_max_pool_node},
+    {"Gemm", vfi_onnx_gemm},
+    {"GlobalAveragePool", vfi_onnx_global_average_pool},
+    {"GlobalMaxPool", vfi_onnx_global_max_pool},
     {"HardSigmoid", hard_sigmoid_node},
     {"HardSwish", hard_swish_node},
     {"Identity", alias_node},
     {"LRN", lrn_node},
     {"LayerNormalization", vfi_onnx_layernorm},
     {"LeakyRelu", leaky_relu_node},
-    {"MatMul", matmul_node},
-    {"MaxPool", max_pool_node},
+    {"MatMul", vfi_onnx_matmul},
+    {"MaxPool", vfi_onnx_max_pool},
     {"Mod", vfi_onnx_mod},
     {"Mul", mul_node},
     {"Neg", vfi_onnx_neg},

@@ -48,6 +48,15 @@ vf_status vfi_onnx_add_node(vfi_onnx_loader *L, vf_op op, const int *inputs, int
  * graph's on success, is freed on failure. */
 vf_status vfi_onnx_add_const(vfi_onnx_loader *L, size_t out, vf_dtype dtype, int rank,
                              const int64_t *dims, void *data);
+/* A constant the node needs besides its outputs (weights rearranged, a bias), named after its
+ * first output ("OUT/suffix"); data is the graph's on success, freed on failure. */
+vf_status vfi_onnx_add_named_const(vfi_onnx_loader *L, const char *suffix, vf_dtype dtype, int rank,
+                                   const int64_t *dims, void *data, int *out);
+/* Input i, which must be a constant of dtype. */
+vf_status vfi_onnx_const_input(vfi_onnx_loader *L, size_t i, vf_dtype dtype, const vf_value **out);
+/* Is string attribute name value (def_match when it is absent)? */
+int vfi_onnx_attr_str_is(const vfi_onnx_loader *L, const char *name, const char *value,
+                         int def_match);
 /* Output `out` of the current node is value idx under another name. */
 vf_status vfi_onnx_add_alias(vfi_onnx_loader *L, size_t out, int idx);
 
@@ -65,6 +74,33 @@ typedef struct vf_onnx_ramp {
 const vf_onnx_ramp *vfi_onnx_ramp_input(vfi_onnx_loader *L, size_t i);
 /* Output `out` of the current node is r. */
 vf_status vfi_onnx_add_ramp(vfi_onnx_loader *L, size_t out, vf_onnx_ramp r);
+
+/* ---- constants folded at load (onnx_fold.c): each makes output 0 of the current node ---- */
+/* Row-major strides of dims. */
+void vfi_onnx_strides(int rank, const int64_t *dims, int64_t *strides);
+/* src's data under other dims (Reshape, Flatten, Squeeze, Unsqueeze of a constant). */
+vf_status vfi_onnx_fold_reshape(vfi_onnx_loader *L, const vf_value *src, int rank,
+                                const int64_t *dims);
+/* a op b with numpy broadcasting, op 'a', 's', 'm' or 'd'; int64 shape arithmetic keeps the
+ * batch size's stand-ins where that is defined (a multiple times a number, ...). */
+vf_status vfi_onnx_fold_binary(vfi_onnx_loader *L, const vf_value *a, const vf_value *b, int op);
+/* Gather of d's entries ind along axis. */
+vf_status vfi_onnx_fold_gather(vfi_onnx_loader *L, const vf_value *d, const vf_value *ind,
+                               int axis);
+/* Concat along axis of the node's inputs, constants of one rank and type. */
+vf_status vfi_onnx_fold_concat(vfi_onnx_loader *L, int axis, int rank);
+/* x transposed by perm. */
+vf_status vfi_onnx_fold_transpose(vfi_onnx_loader *L, const vf_value *x, const int *perm);
+
+/* ---- convolutional networks (onnx_cnn.c): handlers for onnx.c's table ---- */
+vf_status vfi_onnx_conv(vfi_onnx_loader *L);
+vf_status vfi_onnx_max_pool(vfi_onnx_loader *L);
+vf_status vfi_onnx_average_pool(vfi_onnx_loader *L);
+vf_status vfi_onnx_global_average_pool(vfi_onnx_loader *L);
+vf_status vfi_onnx_global_max_pool(vfi_onnx_loader *L);
+vf_status vfi_onnx_gemm(vfi_onnx_loader *L);
+vf_status vfi_onnx_matmul(vfi_onnx_loader *L);
+vf_status vfi_onnx_batchnorm(vfi_onnx_loader *L);
 
 /* ---- operator families (onnx_ops.c): handlers for onnx.c's table ---- */
 vf_status vfi_onnx_layernorm(vfi_onnx_loader *L);

@@ -20,6 +20,7 @@ extern "C" {
 #include <exception>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <faiss/AutoTune.h>
 #include <faiss/IVFlib.h>
@@ -215,12 +216,95 @@ vf_status vfi_ann_train(vf_ann *a, int64_t n, const float *x, vf_err *err)
     return VF_OK;
 }
 
+/* The nearest of a product quantiser's 256 codewords to each piece of each of n vectors x (n x
+ * M * dsub floats), written as codes[i * stride + m]. The codebooks as FAISS keeps them
+ * transposed (ct: dsub x M x 256), so that a piece's 256 distances are one loop the compiler
+ * vectorises; built for AVX-512 and AVX2 beside the plain version, the CPU choosing at run time.
+ * Debian's FAISS is built without SIMD: its loop for this (fvec_L2sqr_ny_nearest_y_transposed)
+ * runs scalar, a third of the time adding to an IVF-PQ index (perf, 300,000 x 1280-d). The same
+ * nearest codeword, up to the rounding of a tie. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+pq_encode(const float *ct, size_t M, size_t dsub, const float *x, size_t n, uint8_t *codes,
+          size_t stride)
+{
+    const size_t K = 256;
+    float dis[256];
+    for (size_t i = 0; i < n; i++) {
+        const float *xi = x + i * M * dsub;
+        for (size_t m = 0; m < M; m++) {
+            for (size_t k = 0; k < K; k++)
+                dis[k] = 0.0f;
+            for (size_t j = 0; j < dsub; j++) {
+                const float v = xi[m * dsub + j], *c = ct + (j * M + m) * K;
+                for (size_t k = 0; k < K; k++) {
+                    float d = v - c[k];
+                    dis[k] += d * d;
+                }
+            }
+            /* the smallest, the first of equals: 16 lanes at a time, then across the lanes */
+            float bm[16];
+            int32_t bi[16];
+            for (int l = 0; l < 16; l++) {
+                bm[l] = dis[l];
+                bi[l] = l;
+            }
+            for (size_t k = 16; k < K; k += 16) {
+                for (int l = 0; l < 16; l++) {
+                    float dk = dis[k + (size_t)l];
+                    int lt = dk < bm[l];
+                    bm[l] = lt ? dk : bm[l];
+                    bi[l] = lt ? (int32_t)k + l : bi[l];
+                }
+            }
+            int best = 0;
+            for (int l = 1; l < 16; l++)
+                if (bm[l] < bm[best] || (bm[l] == bm[best] && bi[l] < bi[best]))
+                    best = l;
+            codes[i * stride + m] = (uint8_t)bi[best];
+        }
+    }
+}
+
+/* Adding to an IVF-PQ index of 8-bit codes over residuals (what "auto" makes), with the codes
+ * made by pq_encode: the vectors through the index's transforms, assigned to their lists, their
+ * residuals encoded, then added as the index's standalone codes (list number and code), which
+ * is what add_with_ids stores. false (nothing done) for any other index. */
+static bool add_ivfpq(faiss::Index *index, idx_t n, const float *x, const idx_t *ids)
+{
+    faiss::IndexPreTransform *t = dynamic_cast<faiss::IndexPreTransform *>(index);
+    faiss::IndexIVFPQ *ivf = dynamic_cast<faiss::IndexIVFPQ *>(t ? t->index : index);
+    if (!ivf || !ivf->by_residual || ivf->pq.nbits != 8 || ivf->metric_type != faiss::METRIC_L2 ||
+        ivf->pq.transposed_centroids.empty() || n < 1)
+        return false;
+    const float *xt = t ? t->apply_chain(n, x) : x;
+    std::unique_ptr<const float[]> owned(xt != x ? xt : nullptr);
+    size_t d = (size_t)ivf->d, M = ivf->pq.M, cs = ivf->pq.code_size;
+    size_t coarse = ivf->coarse_code_size(), stride = coarse + cs;
+    std::vector<idx_t> lists((size_t)n);
+    ivf->quantizer->assign(n, xt, lists.data());
+    for (idx_t l : lists)
+        if (l < 0)
+            return false; /* a vector no list takes (not finite): FAISS's own path skips it */
+    std::vector<float> residuals((size_t)n * d);
+    ivf->quantizer->compute_residual_n(n, xt, residuals.data(), lists.data());
+    std::vector<uint8_t> codes((size_t)n * stride);
+    for (idx_t i = 0; i < n; i++)
+        ivf->encode_listno(lists[(size_t)i], codes.data() + (size_t)i * stride);
+    pq_encode(ivf->pq.transposed_centroids.data(), M, ivf->pq.dsub, residuals.data(), (size_t)n,
+              codes.data() + coarse, stride);
+    ivf->add_sa_codes(n, codes.data(), ids);
+    if (t)
+        t->ntotal = ivf->ntotal;
+    return true;
+}
+
 vf_status vfi_ann_add(vf_ann *a, int64_t n, const float *x, const int64_t *ids, vf_err *err)
 {
     vf_status rc = VF_OK;
     try {
         static_assert(sizeof(idx_t) == sizeof(int64_t), "FAISS ids are 64-bit");
-        a->index->add_with_ids(n, x, reinterpret_cast<const idx_t *>(ids));
+        if (!add_ivfpq(a->index, n, x, reinterpret_cast<const idx_t *>(ids)))
+            a->index->add_with_ids(n, x, reinterpret_cast<const idx_t *>(ids));
     } catch (const std::bad_alloc &) {
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory adding to the index");
     } catch (const std::exception &e) {

@@ -148,6 +148,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: vf_bench_index N DIM [KIND] [CENTRES.npy]\n");
         return 2;
     }
+    vfi_ann_blas_restart(argv); /* OpenBLAS's kernels for this CPU, as the command has them */
     n_vectors = atoll(argv[1]);
     dim = atoi(argv[2]);
     const char *kind = argc > 3 ? argv[3] : "auto";

@@ -6,10 +6,8 @@
  * "vidfeat: <what>: <message>".
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "search/ann.h"
@@ -115,11 +113,7 @@ static void blas_kernels(const cli_command *cmd, char **argv)
 {
     if (!(cmd->bit & (CMD_INDEX | CMD_SIMILAR | CMD_MATCHES)))
         return;
-    const char *core = vfi_ann_blas_coretype();
-    if (!core || setenv("OPENBLAS_CORETYPE", core, 1) != 0)
-        return;
-    execv("/proc/self/exe", argv);
-    unsetenv("OPENBLAS_CORETYPE"); /* could not start again: on as it is */
+    vfi_ann_blas_restart(argv);
 }
 
 int main(int argc, char **argv)

@@ -25,6 +25,10 @@ typedef struct vf_ann vf_ann;
  * loads: the command starts itself again with it (cli/main.c); vfi_ann_create says so once an
  * index is made. */
 const char *vfi_ann_blas_coretype(void);
+/* For a program's main, before it starts a thread: when vfi_ann_blas_coretype() names a kind,
+ * run this program again from the start with OPENBLAS_CORETYPE set to it (/proc/self/exe, the
+ * same arguments). Returns only when it did not (nothing to set, or the exec failed). */
+void vfi_ann_blas_restart(char **argv);
 
 /* A new empty index of dim-float vectors described in FAISS's index_factory words ("Flat",
  * "HNSW32", "IVF1024,Flat", "PCAR256,IVF4096,PQ64", ...); kinds without ids of their own are

@@ -11,6 +11,7 @@ extern "C" {
 #include "search/ann.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 #include <omp.h>
 
 #include <cstdarg>
@@ -109,6 +110,15 @@ extern "C" const char *vfi_ann_blas_coretype(void)
         return strcmp(now, "Sandybridge") ? "Haswell" : nullptr;
 #endif
     return nullptr;
+}
+
+extern "C" void vfi_ann_blas_restart(char **argv)
+{
+    const char *core = vfi_ann_blas_coretype();
+    if (!core || setenv("OPENBLAS_CORETYPE", core, 1) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_CORETYPE"); /* could not start again: on as it is */
 }
 
 /* The index beneath an id map or a transform, where the kind is told. */

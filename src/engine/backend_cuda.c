@@ -34,6 +34,11 @@
  * A tensor whose H x W (or C) is 1 is the same bytes either way and changes layout for free.
  * VIDFEAT_CUDA_NHWC=0 keeps everything NCHW; =all runs every convolution NHWC (tests).
  *
+ * Transformers and text towers: their MatMuls, LayerNorms, slices, broadcasts and token-id
+ * operators, and whatever operates on tensors whose batch is not their first dimension alone,
+ * run on vidfeat's own kernels and cuBLAS's strided batched GEMM (backend_cuda_ops.c), on dense
+ * tensors whose shape at batch n is worked out as each step runs.
+ *
  * Batches shorter than the prepared maximum run at their own size: the descriptors carry the
  * batch, so run() re-sets them (host-only calls, no allocation) when n changes, and a
  * convolution whose searched algorithm would need more workspace at that size falls back to
@@ -45,182 +50,55 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-#include <cudnn.h>
-
 #include "core/arena.h"
-#include "engine/backend.h"
-#include "engine/cuda_kernels.h"
 #include "core/half.h"
 #include "core/mem.h"
 #include "core/status.h"
-
-#define MAXD          8 /* cuDNN's tensor rank limit; our graphs have at most VF_MAX_DIMS */
-#define MIN_ND        4
-#define WORKSPACE_CAP ((size_t)1 << 30) /* most a convolution may ask for */
-
-enum buf_kind {
-    BUF_ARENA = 0, /* activation: a range of the arena */
-    BUF_CONST,     /* weights and other constants: their own allocation */
-    BUF_INPUT,     /* the f32 input staging buffer */
-    BUF_OUTPUT,    /* the f32 output staging buffer */
-    BUF_VIEW,      /* the memory of `parent` from byte `view_offset` on */
-};
-
-typedef struct cbuf {
-    enum buf_kind kind;
-    int parent;
-    size_t view_offset;
-    size_t size;     /* bytes for a full batch */
-    int first, last; /* steps that touch it */
-    size_t offset;   /* BUF_ARENA: place in the arena */
-    void *dev;       /* BUF_CONST: owned allocation */
-} cbuf;
-
-/* A tensor as cuDNN sees it: dims and strides (elements), the batch in dims[0] when batched. */
-typedef struct tview {
-    cudnnTensorDescriptor_t d;
-    cudnnDataType_t dt;
-    int nd, batched;
-    int dims[MAXD], strides[MAXD];
-} tview;
-
-enum step_kind {
-    ST_CONV,     /* convolution (+ bias + ReLU fused when it can) */
-    ST_GEMM,     /* fully connected: cuBLAS */
-    ST_BIAS,     /* y += bias (broadcast) */
-    ST_ACT,      /* cuDNN activation */
-    ST_OPTENSOR, /* y = op(a1 * A, a2 * B) */
-    ST_POOL,     /* cuDNN pooling */
-    ST_COPY,     /* cudnnTransformTensor: layout change, padding interior, dtype change */
-    ST_FILL,     /* cudnnSetTensor */
-    ST_SOFTMAX,  /* along the C of a [outer, D, inner, 1] view */
-    ST_LRN,      /* across channels */
-    ST_REDUCE,   /* mean over some dims */
-    ST_MEMCPY2D, /* rows of bytes: concat slices, gathers */
-    ST_CONVERT,  /* f32 <-> f16 (cuda_kernels.cu): an f16 network's input and output */
-};
-
-#define MAX_VIEWS 3
-
-typedef struct step {
-    enum step_kind kind;
-    int node;                    /* graph node index for messages, -1 for edge steps */
-    int x, x2, y, w, bias;       /* buffers (-1: none) */
-    size_t x_off, x2_off, y_off; /* byte offsets into those buffers */
-    tview v[MAX_VIEWS];          /* x, x2/bias, y as the call needs them */
-    int n_views;
-    float alpha1, alpha2;
-    /* convolution */
-    cudnnFilterDescriptor_t wd;
-    cudnnConvolutionDescriptor_t cd;
-    cudnnConvolutionFwdAlgo_t algo, algo_full;
-    cudnnActivationDescriptor_t ad; /* also ST_ACT; NULL: no fused activation */
-    /* others */
-    cudnnPoolingDescriptor_t pd;
-    cudnnOpTensorDescriptor_t od;
-    cudnnLRNDescriptor_t ld;
-    cudnnReduceTensorDescriptor_t rd;
-    float fill;
-    /* ST_GEMM: y[n, m] = x[n, k] w[m, k]^T */
-    int m, k;
-    /* ST_MEMCPY2D: rows_per_sample rows of width bytes */
-    size_t width, spitch, dpitch;
-    int64_t rows_per_sample;
-    /* ST_CONVERT: elements per sample, direction */
-    int64_t per_sample;
-    int to_half;
-} step;
-
-typedef struct conv_cache {
-    int key[24];
-    cudnnConvolutionFwdAlgo_t algo;
-    cudnnMathType_t math;
-} conv_cache;
-
-typedef struct cuda_ctx {
-    int device;
-    vf_precision precision;
-    cudnnDataType_t act_dt;
-    size_t es; /* bytes per activation element */
-    cudaStream_t stream;
-    cudnnHandle_t dnn;
-    cublasHandle_t blas;
-    const vf_graph *g;
-    vf_graph *owner_view;
-    int release_weights;
-    int nhwc; /* NHWC convolutions: 0 never, 1 where the channels suit, 2 all (tests) */
-    int max_batch, cur_batch;
-    int *vbuf;           /* value -> buffer */
-    unsigned char *vlay; /* value -> 1 when its buffer holds NHWC */
-    int n_nhwc_convs, n_relayouts;
-    cbuf *bufs;
-    int n_bufs, cap_bufs;
-    step *steps;
-    int n_steps, cap_steps;
-    conv_cache *convs;
-    int n_convs, cap_convs;
-    void *arena, *workspace;
-    size_t arena_size, ws_size, const_bytes;
-    float *in_dev, *out_dev; /* f32 staging on the device (out_dev: f16 networks only) */
-    const float *in_cur;     /* what the input steps read: in_dev, or a batch input (run_input) */
-    size_t in_size, out_size;
-    int in_buf;
-    int result;       /* the buffer copied back to the host: f32 [n, D] */
-    const char *node; /* node being prepared, for messages */
-    char name[256];   /* GPU name */
-    char *summary;
-} cuda_ctx;
+#include "engine/backend.h"
+#include "engine/backend_cuda.h"
+#include "engine/cuda_kernels.h"
 
 /* ---- errors --------------------------------------------------------------------------------- */
 
-/* A library call failed: the library's own words, the node being prepared or run, the line. */
+/* A library call failed: the library's own words, the node being prepared or run, the place
+ * (the source file's name without its directories, and the line). */
 static vf_status lib_fail(vf_backend *b, vf_status code, const char *lib, const char *what,
-                          const char *text, int line)
+                          const char *text, const char *file, int line)
 {
     const cuda_ctx *c = b->ctx;
     const char *node = c && c->node ? c->node : NULL;
-    return vfi_fail(&b->err, code, "%s: %s failed: %s%s%s%s [backend_cuda.c:%d]", lib, what, text,
-                    node ? " at node '" : "", node ? node : "", node ? "'" : "", line);
+    const char *base = strrchr(file, '/');
+    return vfi_fail(&b->err, code, "%s: %s failed: %s%s%s%s [%s:%d]", lib, what, text,
+                    node ? " at node '" : "", node ? node : "", node ? "'" : "",
+                    base ? base + 1 : file, line);
 }
 
-static vf_status cuda_fail(vf_backend *b, cudaError_t e, const char *what, int line)
+vf_status vfi_cuda_fail(vf_backend *b, cudaError_t e, const char *what, const char *file, int line)
 {
     char text[256];
     snprintf(text, sizeof(text), "%s (error %d)", cudaGetErrorString(e), (int)e);
     return lib_fail(b, e == cudaErrorMemoryAllocation ? VF_ERR_NOMEM : VF_ERR_BACKEND, "CUDA", what,
-                    text, line);
+                    text, file, line);
 }
 
-static vf_status dnn_fail(vf_backend *b, cudnnStatus_t s, const char *what, int line)
+vf_status vfi_cuda_dnn_fail(vf_backend *b, cudnnStatus_t s, const char *what, const char *file,
+                            int line)
 {
     vf_status code = s == CUDNN_STATUS_ALLOC_FAILED ? VF_ERR_NOMEM
                      : s == CUDNN_STATUS_NOT_SUPPORTED || s == CUDNN_STATUS_BAD_PARAM
                          ? VF_ERR_UNSUPPORTED
                          : VF_ERR_BACKEND;
-    return lib_fail(b, code, "cuDNN", what, cudnnGetErrorString(s), line);
+    return lib_fail(b, code, "cuDNN", what, cudnnGetErrorString(s), file, line);
 }
 
-static vf_status blas_fail(vf_backend *b, cublasStatus_t s, const char *what, int line)
+vf_status vfi_cuda_blas_fail(vf_backend *b, cublasStatus_t s, const char *what, const char *file,
+                             int line)
 {
     return lib_fail(b, s == CUBLAS_STATUS_ALLOC_FAILED ? VF_ERR_NOMEM : VF_ERR_BACKEND, "cuBLAS",
-                    what, cublasGetStatusString(s), line);
+                    what, cublasGetStatusString(s), file, line);
 }
 
-/* Each evaluates the call once; on failure records it in b->err and jumps to fail with rc set. */
-#define LIB_CHECK(type, ok, fail_fn, call)                                                         \
-    do {                                                                                           \
-        type v_ = (call);                                                                          \
-        if (v_ != (ok)) {                                                                          \
-            rc = fail_fn(b, v_, #call, __LINE__);                                                  \
-            goto fail;                                                                             \
-        }                                                                                          \
-    } while (0)
-#define CU(call) LIB_CHECK(cudaError_t, cudaSuccess, cuda_fail, call)
-#define DN(call) LIB_CHECK(cudnnStatus_t, CUDNN_STATUS_SUCCESS, dnn_fail, call)
-#define BL(call) LIB_CHECK(cublasStatus_t, CUBLAS_STATUS_SUCCESS, blas_fail, call)
-static vf_status unsupported(vf_backend *b, const char *what)
+vf_status vfi_cuda_unsupported(vf_backend *b, const char *what)
 {
     cuda_ctx *c = b->ctx;
     return vfi_fail(&b->err, VF_ERR_UNSUPPORTED, "node '%s': the CUDA backend has no %s",
@@ -323,6 +201,7 @@ static void cuda_destroy(vf_backend *b)
     cudaFree(c->workspace);
     cudaFree(c->in_dev);
     cudaFree(c->out_dev);
+    cudaFree(c->bad_dev);
     if (c->blas)
         cublasDestroy(c->blas);
     if (c->dnn)
@@ -341,7 +220,7 @@ static void cuda_destroy(vf_backend *b)
 
 /* ---- buffers and steps ---------------------------------------------------------------------- */
 
-static vf_status new_buf(vf_backend *b, enum buf_kind kind, size_t size, int *out)
+vf_status vfi_cuda_new_buf(vf_backend *b, enum buf_kind kind, size_t size, int *out)
 {
     cuda_ctx *c = b->ctx;
     void *grown = vfi_grow(c->bufs, &c->cap_bufs, c->n_bufs + 1, sizeof(cbuf));
@@ -393,8 +272,8 @@ static void *buf_ptr(const cuda_ctx *c, int buf)
 }
 
 /* A new step of `kind` reading buffer x and writing y (-1: none); the caller sets the rest of its
- * operands, then calls seal(). */
-static vf_status new_step(vf_backend *b, enum step_kind kind, int x, int y, step **out)
+ * operands, then calls vfi_cuda_seal(). */
+vf_status vfi_cuda_new_step(vf_backend *b, enum step_kind kind, int x, int y, step **out)
 {
     cuda_ctx *c = b->ctx;
     void *grown = vfi_grow(c->steps, &c->cap_steps, c->n_steps + 1, sizeof(step));
@@ -407,7 +286,7 @@ static vf_status new_step(vf_backend *b, enum step_kind kind, int x, int y, step
     s->node = -1;
     s->x = x;
     s->y = y;
-    s->x2 = s->w = s->bias = -1;
+    s->x2 = s->x3 = s->w = s->bias = -1;
     s->alpha1 = 1.0f;
     s->alpha2 = 0.0f;
     *out = s;
@@ -415,10 +294,10 @@ static vf_status new_step(vf_backend *b, enum step_kind kind, int x, int y, step
 }
 
 /* Record the lifetimes of a finished step's operands. */
-static void seal(cuda_ctx *c, const step *s)
+void vfi_cuda_seal(cuda_ctx *c, const step *s)
 {
     int at = (int)(s - c->steps);
-    int ops[] = {s->x, s->x2, s->y, s->w, s->bias};
+    int ops[] = {s->x, s->x2, s->x3, s->y, s->w, s->bias};
     for (size_t i = 0; i < sizeof(ops) / sizeof(*ops); i++)
         touch(c, ops[i], at);
 }
@@ -449,7 +328,7 @@ static vf_status dense_view(vf_backend *b, tview *v, int rank, const int64_t *di
     v->batched = batched;
     v->nd = rank < MIN_ND ? MIN_ND : rank;
     if (v->nd > MAXD)
-        return unsupported(b, "tensors of more than 8 dimensions");
+        return vfi_cuda_unsupported(b, "tensors of more than 8 dimensions");
     for (int i = 0; i < v->nd; i++)
         v->dims[i] = i < rank ? (int)dims[i] : 1;
     if (batched)
@@ -457,7 +336,7 @@ static vf_status dense_view(vf_backend *b, tview *v, int rank, const int64_t *di
     int64_t stride = 1;
     for (int i = v->nd - 1; i >= 0; i--) {
         if (stride > INT32_MAX)
-            return unsupported(b, "tensors this large (strides beyond 2^31)");
+            return vfi_cuda_unsupported(b, "tensors this large (strides beyond 2^31)");
         v->strides[i] = (int)stride;
         stride *= v->dims[i];
     }
@@ -520,7 +399,7 @@ static vf_status upload(vf_backend *b, const float *data, size_t count, int inve
             ((float *)host)[i] = v;
     }
     int buf;
-    TRY(new_buf(b, BUF_CONST, count * c->es, &buf));
+    TRY(vfi_cuda_new_buf(b, BUF_CONST, count * c->es, &buf));
     CU(cudaMalloc(&c->bufs[buf].dev, count ? count * c->es : 1));
     CU(cudaMemcpy(c->bufs[buf].dev, host, count * c->es, cudaMemcpyHostToDevice));
     c->const_bytes += count * c->es;
@@ -540,12 +419,12 @@ static void uploaded(cuda_ctx *c, int vi)
 }
 
 /* A graph constant on the device. */
-static vf_status upload_value(vf_backend *b, int vi, int invert, int *out)
+vf_status vfi_cuda_upload_value(vf_backend *b, int vi, int invert, int *out)
 {
     cuda_ctx *c = b->ctx;
     const vf_value *v = &c->g->values[vi];
     if (v->dtype != VF_DTYPE_F32 || !v->data)
-        return unsupported(b, "constant that is not float data");
+        return vfi_cuda_unsupported(b, "constant that is not float data");
     vf_status rc = upload(b, v->data, (size_t)vfi_value_numel(v), invert, out);
     if (rc >= 0)
         uploaded(c, vi);
@@ -558,9 +437,9 @@ static vf_status upload_filter(vf_backend *b, int vi, int nhwc, int *out)
     cuda_ctx *c = b->ctx;
     const vf_value *v = &c->g->values[vi];
     if (!nhwc)
-        return upload_value(b, vi, 0, out);
+        return vfi_cuda_upload_value(b, vi, 0, out);
     if (v->dtype != VF_DTYPE_F32 || !v->data)
-        return unsupported(b, "constant that is not float data");
+        return vfi_cuda_unsupported(b, "constant that is not float data");
     size_t n = (size_t)vfi_value_numel(v), k_n = (size_t)v->dims[0], c_n = (size_t)v->dims[1];
     size_t rs_n = (size_t)v->dims[2] * (size_t)v->dims[3];
     float *krsc = vfi_mallocarray(n ? n : 1, sizeof(float));
@@ -601,14 +480,14 @@ static vf_status cudnn_act(vf_backend *b, int x, int y, const tview *shape,
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     step *s;
-    TRY(new_step(b, ST_ACT, x, y, &s));
+    TRY(vfi_cuda_new_step(b, ST_ACT, x, y, &s));
     s->v[0] = *shape;
     s->v[0].d = NULL;
     s->n_views = 1;
     TRY(set_view(b, &s->v[0], c->max_batch));
     DN(cudnnCreateActivationDescriptor(&s->ad));
     DN(cudnnSetActivationDescriptor(s->ad, mode, CUDNN_PROPAGATE_NAN, coef));
-    seal(c, s);
+    vfi_cuda_seal(c, s);
 fail:
     return rc;
 }
@@ -621,7 +500,7 @@ static vf_status optensor(vf_backend *b, cudnnOpTensorOp_t op, int x, float a1, 
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     step *s;
-    TRY(new_step(b, ST_OPTENSOR, x, y, &s));
+    TRY(vfi_cuda_new_step(b, ST_OPTENSOR, x, y, &s));
     s->x2 = x2;
     s->alpha1 = a1;
     s->alpha2 = a2;
@@ -641,7 +520,7 @@ static vf_status optensor(vf_backend *b, cudnnOpTensorOp_t op, int x, float a1, 
     TRY(set_view(b, &s->v[2], c->max_batch));
     DN(cudnnCreateOpTensorDescriptor(&s->od));
     DN(cudnnSetOpTensorDescriptor(s->od, op, CUDNN_DATA_FLOAT, CUDNN_PROPAGATE_NAN));
-    seal(c, s);
+    vfi_cuda_seal(c, s);
 fail:
     return rc;
 }
@@ -652,7 +531,7 @@ static vf_status temp_like(vf_backend *b, const tview *shape, int *out)
     size_t n = 1;
     for (int i = 0; i < shape->nd; i++)
         n *= (size_t)shape->dims[i];
-    return new_buf(b, BUF_ARENA, n * c->es, out);
+    return vfi_cuda_new_buf(b, BUF_ARENA, n * c->es, out);
 }
 
 /* Can act_steps() run this activation in place (x == y)? cuDNN's own modes can; the ones built
@@ -669,8 +548,25 @@ static int act_in_place(const vf_act *act)
     case VF_ACT_CLIP:
         return act->alpha == 0.0f;
     default:
-        return 0;
+        return act->kind >= VF_ACT_ERF; /* the kernel's (act_steps) */
     }
+}
+
+/* y = act(x) by vidfeat's elementwise kernel over every element of shape (dense, either
+ * layout). */
+static vf_status act_kernel(vf_backend *b, const vf_act *act, int x, int y, const tview *shape)
+{
+    cuda_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    step *s;
+    TRY(vfi_cuda_new_step(b, ST_ACTK, x, y, &s));
+    s->act = *act;
+    s->per_sample = 1;
+    for (int i = 1; i < shape->nd; i++)
+        s->per_sample *= shape->dims[i];
+    vfi_cuda_seal(c, s);
+fail:
+    return rc;
 }
 
 /* y = act(x), elementwise, as one or more steps; x == y only where act_in_place(). */
@@ -715,14 +611,8 @@ static vf_status act_steps(vf_backend *b, const vf_act *act, int x, int y, const
         TRY(optensor(b, CUDNN_OP_TENSOR_ADD, x, 1.0f / 6.0f, k0, 1.0f, NULL, t, shape));
         TRY(cudnn_act(b, t, t, shape, CUDNN_ACTIVATION_CLIPPED_RELU, 1.0));
         return optensor(b, CUDNN_OP_TENSOR_MUL, x, 1.0f, t, 1.0f, shape, y, shape);
-    case VF_ACT_ERF:
-    case VF_ACT_GELU:
-    case VF_ACT_SQRT:
-    case VF_ACT_RECIPROCAL:
-    case VF_ACT_POW:
-    case VF_ACT_EXP:
-    case VF_ACT_LINEAR:
-        return unsupported(b, "kernel for the transformers' elementwise functions yet");
+    default: /* Erf, GELU, Sqrt, Reciprocal, Pow, Exp, Linear: cuDNN has none of them */
+        return act_kernel(b, act, x, y, shape);
     }
 fail:
     return rc;
@@ -737,7 +627,7 @@ static vf_status copy_step(vf_backend *b, int x, size_t x_off, const tview *xv, 
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     step *s;
-    TRY(new_step(b, ST_COPY, x, y, &s));
+    TRY(vfi_cuda_new_step(b, ST_COPY, x, y, &s));
     s->x_off = x_off;
     s->y_off = y_off;
     s->n_views = 2;
@@ -747,7 +637,7 @@ static vf_status copy_step(vf_backend *b, int x, size_t x_off, const tview *xv, 
     s->v[1].d = NULL;
     TRY(set_view(b, &s->v[0], c->max_batch));
     TRY(set_view(b, &s->v[1], c->max_batch));
-    seal(c, s);
+    vfi_cuda_seal(c, s);
     if (out)
         *out = s;
 fail:
@@ -759,13 +649,13 @@ static vf_status fill_step(vf_backend *b, int y, const tview *yv, float value)
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     step *s;
-    TRY(new_step(b, ST_FILL, -1, y, &s));
+    TRY(vfi_cuda_new_step(b, ST_FILL, -1, y, &s));
     s->fill = value;
     s->n_views = 1;
     s->v[0] = *yv;
     s->v[0].d = NULL;
     TRY(set_view(b, &s->v[0], c->max_batch));
-    seal(c, s);
+    vfi_cuda_seal(c, s);
 fail:
     return rc;
 }
@@ -784,7 +674,7 @@ static vf_status padded_copy(vf_backend *b, int x, const tview *xv, int nhwc, co
     if (nhwc)
         TRY(nhwc_view(b, pv));
     int y;
-    TRY(new_buf(b, BUF_ARENA, (size_t)pv->strides[0] * (size_t)c->max_batch * c->es, &y));
+    TRY(vfi_cuda_new_buf(b, BUF_ARENA, (size_t)pv->strides[0] * (size_t)c->max_batch * c->es, &y));
     TRY(fill_step(b, y, pv, value));
     tview inner = *pv; /* the interior: x's dims with the padded strides */
     inner.d = NULL;
@@ -801,7 +691,7 @@ fail:
 
 /* Make value vi's buffer hold layout nhwc (1) or NCHW (0): a copy step into a new buffer, which
  * the value's later readers use; nothing when the layouts are the same bytes. */
-static vf_status to_layout(vf_backend *b, int vi, int nhwc)
+vf_status vfi_cuda_to_layout(vf_backend *b, int vi, int nhwc)
 {
     cuda_ctx *c = b->ctx;
     const vf_value *v = &c->g->values[vi];
@@ -818,8 +708,8 @@ static vf_status to_layout(vf_backend *b, int vi, int nhwc)
     TRY(value_view(b, &to, v));
     if (nhwc)
         TRY(nhwc_view(b, &to));
-    TRY(new_buf(b, BUF_ARENA, (size_t)vfi_value_sample_numel(v) * (size_t)c->max_batch * c->es,
-                &y));
+    TRY(vfi_cuda_new_buf(b, BUF_ARENA,
+                         (size_t)vfi_value_sample_numel(v) * (size_t)c->max_batch * c->es, &y));
     TRY(copy_step(b, c->vbuf[vi], 0, &from, y, 0, &to, NULL));
     c->vbuf[vi] = y;
     c->vlay[vi] = (unsigned char)nhwc;
@@ -840,7 +730,8 @@ static vf_status out_buf(vf_backend *b, const vf_node *nd, tview *yv, int *y)
     vf_status rc = act_view(b, yv, nd->output);
     if (rc < 0)
         return rc;
-    rc = new_buf(b, BUF_ARENA, (size_t)vfi_value_sample_numel(v) * (size_t)c->max_batch * c->es, y);
+    rc = vfi_cuda_new_buf(b, BUF_ARENA,
+                          (size_t)vfi_value_sample_numel(v) * (size_t)c->max_batch * c->es, y);
     if (rc >= 0)
         c->vbuf[nd->output] = *y;
     return rc;
@@ -939,10 +830,10 @@ static vf_status conv_op(vf_backend *b, const vf_node *nd)
     vf_status rc = VF_OK;
     tview xview = {0}, yview = {0}, pview = {0};
     if (xv->rank != 4 || wv->rank != 4)
-        return unsupported(b, "convolution other than 2-D");
+        return vfi_cuda_unsupported(b, "convolution other than 2-D");
     int nhwc;
     TRY(conv_layout(b, nd, &nhwc));
-    TRY(to_layout(b, nd->inputs[0], nhwc));
+    TRY(vfi_cuda_to_layout(b, nd->inputs[0], nhwc));
     int x = c->vbuf[nd->inputs[0]], y;
     TRY(act_view(b, &xview, nd->inputs[0]));
     int64_t in_dims[4];
@@ -961,10 +852,10 @@ static vf_status conv_op(vf_backend *b, const vf_node *nd)
     if (!act_in_place(&p->act))
         TRY(temp_like(b, &yview, &pre));
     step *s;
-    TRY(new_step(b, ST_CONV, x, pre, &s));
+    TRY(vfi_cuda_new_step(b, ST_CONV, x, pre, &s));
     TRY(upload_filter(b, nd->inputs[1], nhwc, &s->w));
     if (nd->n_inputs > 2) {
-        TRY(upload_value(b, nd->inputs[2], 0, &s->bias));
+        TRY(vfi_cuda_upload_value(b, nd->inputs[2], 0, &s->bias));
         int64_t bd[4] = {1, wv->dims[0], 1, 1};
         TRY(dense_view(b, &s->v[1], 4, bd, 0, c->act_dt));
     }
@@ -988,12 +879,12 @@ static vf_status conv_op(vf_backend *b, const vf_node *nd)
         DN(cudnnCreateActivationDescriptor(&s->ad));
         DN(cudnnSetActivationDescriptor(s->ad, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
     }
-    seal(c, s);
+    vfi_cuda_seal(c, s);
     if (!fuse && s->bias >= 0) {
         step *t;
         int bias = s->bias;
         s->bias = -1; /* the conv call adds nothing; a bias step follows */
-        TRY(new_step(b, ST_BIAS, -1, pre, &t));
+        TRY(vfi_cuda_new_step(b, ST_BIAS, -1, pre, &t));
         s = NULL; /* the step array may have moved */
         t->bias = bias;
         t->n_views = 3;
@@ -1003,7 +894,7 @@ static vf_status conv_op(vf_backend *b, const vf_node *nd)
         t->v[1].d = t->v[2].d = NULL;
         TRY(set_view(b, &t->v[1], c->max_batch));
         TRY(set_view(b, &t->v[2], c->max_batch));
-        seal(c, t);
+        vfi_cuda_seal(c, t);
     }
     if (!fuse) {
         tview shape = c->steps[c->n_steps - 1].v[2];
@@ -1025,18 +916,18 @@ static vf_status fc_op(vf_backend *b, const vf_node *nd)
     vf_status rc = VF_OK;
     tview yview = {0};
     if (wv->rank != 2 || vfi_value_sample_numel(xv) != wv->dims[1])
-        return unsupported(b, "fully connected layer of this shape");
+        return vfi_cuda_unsupported(b, "fully connected layer of this shape");
     int y, pre;
     TRY(out_buf(b, nd, &yview, &y));
     pre = y;
     if (!act_in_place(&nd->p.fc.act))
         TRY(temp_like(b, &yview, &pre));
     step *s;
-    TRY(new_step(b, ST_GEMM, c->vbuf[nd->inputs[0]], pre, &s));
+    TRY(vfi_cuda_new_step(b, ST_GEMM, c->vbuf[nd->inputs[0]], pre, &s));
     s->m = (int)wv->dims[0];
     s->k = (int)wv->dims[1];
-    TRY(upload_value(b, nd->inputs[1], 0, &s->w));
-    seal(c, s);
+    TRY(vfi_cuda_upload_value(b, nd->inputs[1], 0, &s->w));
+    vfi_cuda_seal(c, s);
     /* [N, M] seen as [N, M, 1, 1] for the bias and the activation */
     int64_t d4[4] = {1, wv->dims[0], 1, 1};
     tview y4 = {0};
@@ -1044,8 +935,8 @@ static vf_status fc_op(vf_backend *b, const vf_node *nd)
     if (nd->n_inputs > 2) {
         step *t;
         int bias;
-        TRY(upload_value(b, nd->inputs[2], 0, &bias));
-        TRY(new_step(b, ST_BIAS, -1, pre, &t));
+        TRY(vfi_cuda_upload_value(b, nd->inputs[2], 0, &bias));
+        TRY(vfi_cuda_new_step(b, ST_BIAS, -1, pre, &t));
         t->bias = bias;
         t->n_views = 3;
         int64_t bd[4] = {1, wv->dims[0], 1, 1};
@@ -1053,7 +944,7 @@ static vf_status fc_op(vf_backend *b, const vf_node *nd)
         t->v[2] = y4;
         t->v[2].d = NULL;
         TRY(set_view(b, &t->v[2], c->max_batch));
-        seal(c, t);
+        vfi_cuda_seal(c, t);
     }
     rc = act_steps(b, &nd->p.fc.act, pre, y, &y4);
     destroy_view(&y4);
@@ -1088,7 +979,7 @@ static vf_status pool_op(vf_backend *b, const vf_node *nd)
     vf_status rc = VF_OK;
     tview xview = {0}, yview = {0}, pview = {0};
     if (xv->rank != 4)
-        return unsupported(b, "pooling other than 2-D");
+        return vfi_cuda_unsupported(b, "pooling other than 2-D");
     int x = c->vbuf[nd->inputs[0]], y, nhwc = c->vlay[nd->inputs[0]]; /* pooled as it is */
     TRY(act_view(b, &xview, nd->inputs[0]));
     int kh, kw, sh = 1, sw = 1, pads[4] = {0, 0, 0, 0};
@@ -1102,7 +993,7 @@ static vf_status pool_op(vf_backend *b, const vf_node *nd)
         sw = p->win.stride[1];
         memcpy(pads, p->win.pads, sizeof(pads));
         if (p->win.dilation[0] != 1 || p->win.dilation[1] != 1) {
-            rc = unsupported(b, "dilated pooling");
+            rc = vfi_cuda_unsupported(b, "dilated pooling");
             goto fail;
         }
         /* ceil mode: more padding at the end so that floor division gives the graph's size */
@@ -1117,11 +1008,12 @@ static vf_status pool_op(vf_backend *b, const vf_node *nd)
     int asym = pads[0] != pads[2] || pads[1] != pads[3];
     int extended = !p->global && (pads[2] != p->win.pads[2] || pads[3] != p->win.pads[3]);
     if (avg && (asym || extended) && !p->count_include_pad) {
-        rc = unsupported(b, "average pooling with uneven padding that excludes the padding");
+        rc = vfi_cuda_unsupported(b,
+                                  "average pooling with uneven padding that excludes the padding");
         goto fail;
     }
     if (avg && extended) {
-        rc = unsupported(b, "average pooling in ceil mode");
+        rc = vfi_cuda_unsupported(b, "average pooling in ceil mode");
         goto fail;
     }
     int ph = pads[0], pw = pads[1];
@@ -1134,7 +1026,7 @@ static vf_status pool_op(vf_backend *b, const vf_node *nd)
     c->vlay[nd->output] = (unsigned char)nhwc;
     TRY(out_buf(b, nd, &yview, &y));
     step *s;
-    TRY(new_step(b, ST_POOL, x, y, &s));
+    TRY(vfi_cuda_new_step(b, ST_POOL, x, y, &s));
     s->n_views = 3;
     s->v[0] = xview;
     s->v[2] = yview;
@@ -1152,7 +1044,7 @@ static vf_status pool_op(vf_backend *b, const vf_node *nd)
                       s->v[2].dims[2], s->v[2].dims[3]);
         goto fail;
     }
-    seal(c, s);
+    vfi_cuda_seal(c, s);
 fail:
     destroy_view(&xview);
     destroy_view(&yview);
@@ -1172,7 +1064,7 @@ static vf_status const_operand(vf_backend *b, int vi, const vf_value *yv, int in
     }
     dims[0] = 1;
     vf_status rc = dense_view(b, view, yv->rank, dims, 0, c->act_dt);
-    return rc < 0 ? rc : upload_value(b, vi, invert, buf);
+    return rc < 0 ? rc : vfi_cuda_upload_value(b, vi, invert, buf);
 }
 
 static vf_status binary_op(vf_backend *b, const vf_node *nd)
@@ -1186,11 +1078,11 @@ static vf_status binary_op(vf_backend *b, const vf_node *nd)
     tview yview = {0}, bview = {0};
     float a1 = 1.0f, a2 = 1.0f;
     if (yv->rank > 5)
-        return unsupported(b, "elementwise operation on more than 5 dimensions");
+        return vfi_cuda_kernel_op(b, nd);
     /* cudnnOpTensor broadcasts only its second operand: the full-size one goes first. */
     if (vfi_value_numel(&g->values[i0]) < vfi_value_numel(yv)) {
         if (kind == VF_BIN_DIV)
-            return unsupported(b, "division broadcasting its first operand");
+            return vfi_cuda_kernel_op(b, nd); /* division broadcasting its first operand */
         int t = i0;
         i0 = i1;
         i1 = t;
@@ -1200,19 +1092,19 @@ static vf_status binary_op(vf_backend *b, const vf_node *nd)
         a2 = -1.0f;
     }
     const vf_value *av = &g->values[i0], *bv = &g->values[i1];
-    if (vfi_value_numel(av) != vfi_value_numel(yv) || !av->is_batched)
-        return unsupported(b, "elementwise operation where both operands broadcast");
+    if (vfi_value_numel(av) != vfi_value_numel(yv) || !av->is_batched ||
+        (bv->is_batched && kind == VF_BIN_DIV))
+        return vfi_cuda_kernel_op(b,
+                                  nd); /* both operands broadcast, or a division by an activation */
     /* NHWC when the first operand is and the second reads the same either way or is full-size */
     int nhwc = c->vlay[i0] && yv->rank == 4 &&
                (layout_free(bv) || (bv->is_batched && vfi_value_numel(bv) == vfi_value_numel(yv)));
-    TRY(to_layout(b, i0, nhwc));
+    TRY(vfi_cuda_to_layout(b, i0, nhwc));
     if (bv->is_batched)
-        TRY(to_layout(b, i1, nhwc));
+        TRY(vfi_cuda_to_layout(b, i1, nhwc));
     c->vlay[nd->output] = (unsigned char)nhwc;
     int x2;
     if (bv->is_batched) {
-        if (kind == VF_BIN_DIV)
-            return unsupported(b, "division by an activation");
         x2 = c->vbuf[i1];
         int64_t dims[VF_MAX_DIMS];
         for (int i = 0; i < yv->rank; i++)
@@ -1241,14 +1133,14 @@ static vf_status memcpy2d_step(vf_backend *b, int x, size_t x_off, size_t spitch
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     step *s;
-    TRY(new_step(b, ST_MEMCPY2D, x, y, &s));
+    TRY(vfi_cuda_new_step(b, ST_MEMCPY2D, x, y, &s));
     s->x_off = x_off;
     s->y_off = y_off;
     s->spitch = spitch;
     s->dpitch = dpitch;
     s->width = width;
     s->rows_per_sample = rows;
-    seal(c, s);
+    vfi_cuda_seal(c, s);
 fail:
     return rc;
 }
@@ -1258,10 +1150,10 @@ static vf_status convert_step(vf_backend *b, int x, int y, int64_t per_sample, i
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     step *s;
-    TRY(new_step(b, ST_CONVERT, x, y, &s));
+    TRY(vfi_cuda_new_step(b, ST_CONVERT, x, y, &s));
     s->per_sample = per_sample;
     s->to_half = to_half;
-    seal(c, s);
+    vfi_cuda_seal(c, s);
 fail:
     return rc;
 }
@@ -1279,7 +1171,7 @@ static vf_status concat_op(vf_backend *b, const vf_node *nd)
     for (int i = 0; i < nd->n_inputs && axis == 1 && yv->rank == 4; i++)
         nhwc |= c->vlay[nd->inputs[i]];
     for (int i = 0; i < nd->n_inputs; i++)
-        TRY(to_layout(b, nd->inputs[i], nhwc));
+        TRY(vfi_cuda_to_layout(b, nd->inputs[i], nhwc));
     c->vlay[nd->output] = (unsigned char)nhwc;
     TRY(out_buf(b, nd, &yview, &y));
     int64_t outer = 1, inner = 1;
@@ -1389,22 +1281,20 @@ static vf_status softmax_op(vf_backend *b, const vf_node *nd)
     vf_status rc = VF_OK;
     tview yview = {0};
     int y;
-    TRY(out_buf(b, nd, &yview, &y));
     int64_t outer = 1, inner = 1;
     for (int d = 1; d < axis; d++)
         outer *= xv->dims[d];
     for (int d = axis + 1; d < xv->rank; d++)
         inner *= xv->dims[d];
-    if (outer != 1) {
-        rc = unsupported(b, "softmax with dimensions between the batch and its axis");
-        goto fail;
-    }
+    if (outer != 1)
+        return vfi_cuda_kernel_op(b, nd); /* dimensions between the batch and its axis */
+    TRY(out_buf(b, nd, &yview, &y));
     step *s;
-    TRY(new_step(b, ST_SOFTMAX, c->vbuf[nd->inputs[0]], y, &s));
+    TRY(vfi_cuda_new_step(b, ST_SOFTMAX, c->vbuf[nd->inputs[0]], y, &s));
     s->n_views = 1;
     int64_t dims[4] = {1, xv->dims[axis], inner, 1};
     TRY(dense_view(b, &s->v[0], 4, dims, 1, c->act_dt));
-    seal(c, s);
+    vfi_cuda_seal(c, s);
 fail:
     destroy_view(&yview);
     return rc;
@@ -1418,16 +1308,17 @@ static vf_status lrn_op(vf_backend *b, const vf_node *nd)
     tview yview = {0};
     int y;
     if (p->size > CUDNN_LRN_MAX_N || p->bias < CUDNN_LRN_MIN_K || p->beta < CUDNN_LRN_MIN_BETA)
-        return unsupported(b, "LRN with these parameters (size <= 16, bias >= 1e-5, beta >= 0.01)");
+        return vfi_cuda_unsupported(
+            b, "LRN with these parameters (size <= 16, bias >= 1e-5, beta >= 0.01)");
     TRY(out_buf(b, nd, &yview, &y));
     step *s;
-    TRY(new_step(b, ST_LRN, c->vbuf[nd->inputs[0]], y, &s));
+    TRY(vfi_cuda_new_step(b, ST_LRN, c->vbuf[nd->inputs[0]], y, &s));
     s->n_views = 1;
     s->v[0] = yview;
     yview.d = NULL;
     DN(cudnnCreateLRNDescriptor(&s->ld));
     DN(cudnnSetLRNDescriptor(s->ld, (unsigned)p->size, p->alpha, p->beta, p->bias));
-    seal(c, s);
+    vfi_cuda_seal(c, s);
 fail:
     destroy_view(&yview);
     return rc;
@@ -1441,10 +1332,10 @@ static vf_status reduce_op(vf_backend *b, const vf_node *nd)
     tview yview = {0};
     int y;
     if (xv->rank > 8)
-        return unsupported(b, "reduction over a tensor of this rank");
+        return vfi_cuda_unsupported(b, "reduction over a tensor of this rank");
     TRY(out_buf(b, nd, &yview, &y));
     step *s;
-    TRY(new_step(b, ST_REDUCE, c->vbuf[nd->inputs[0]], y, &s));
+    TRY(vfi_cuda_new_step(b, ST_REDUCE, c->vbuf[nd->inputs[0]], y, &s));
     s->n_views = 3;
     TRY(value_view(b, &s->v[0], xv));
     int64_t kept[VF_MAX_DIMS];
@@ -1459,7 +1350,7 @@ static vf_status reduce_op(vf_backend *b, const vf_node *nd)
     DN(cudnnGetReductionWorkspaceSize(c->dnn, s->rd, s->v[0].d, s->v[2].d, &ws));
     if (ws > c->ws_size)
         c->ws_size = ws;
-    seal(c, s);
+    vfi_cuda_seal(c, s);
 fail:
     destroy_view(&yview);
     return rc;
@@ -1470,7 +1361,7 @@ static vf_status reshape_op(vf_backend *b, const vf_node *nd)
 {
     cuda_ctx *c = b->ctx;
     int v;
-    vf_status rc = new_buf(b, BUF_VIEW, 0, &v);
+    vf_status rc = vfi_cuda_new_buf(b, BUF_VIEW, 0, &v);
     if (rc < 0)
         return rc;
     c->bufs[v].parent = c->vbuf[nd->inputs[0]];
@@ -1482,11 +1373,13 @@ static vf_status reshape_op(vf_backend *b, const vf_node *nd)
 
 static vf_status add_node(vf_backend *b, const vf_node *nd)
 {
+    if (vfi_cuda_on_kernels(b->ctx, nd))
+        return vfi_cuda_kernel_op(b, nd);
     /* the operators that read NHWC choose their layout; the others get NCHW inputs */
     int any_layout = nd->op == VF_OP_CONV || nd->op == VF_OP_POOL || nd->op == VF_OP_ACT ||
                      nd->op == VF_OP_BINARY || nd->op == VF_OP_CONCAT;
     for (int i = 0; i < nd->n_inputs && !any_layout; i++) {
-        vf_status rc = to_layout(b, nd->inputs[i], 0);
+        vf_status rc = vfi_cuda_to_layout(b, nd->inputs[i], 0);
         if (rc < 0)
             return rc;
     }
@@ -1517,21 +1410,10 @@ static vf_status add_node(vf_backend *b, const vf_node *nd)
         return reshape_op(b, nd);
     case VF_OP_GATHER:
         return gather_op(b, nd);
-    case VF_OP_MATMUL:
-    case VF_OP_LAYERNORM:
-    case VF_OP_SLICE:
-    case VF_OP_EXPAND:
-        return unsupported(b, "kernels for the transformers' operators yet (MatMul, "
-                              "LayerNormalization, Slice, Expand run on the CPU)");
-    case VF_OP_LOOKUP:
-    case VF_OP_ARGMAX:
-    case VF_OP_TAKE:
-        return unsupported(b, "kernels for a text tower's operators yet (Lookup, ArgMax, Take "
-                              "run on the CPU)");
-    case VF_OP_COUNT_:
+    default: /* MatMul, LayerNorm, Slice, Expand, the id operators: vfi_cuda_on_kernels */
         break;
     }
-    return unsupported(b, "operator of this kind");
+    return vfi_cuda_unsupported(b, "operator of this kind");
 }
 
 /* The shape key of a convolution for the algorithm cache. */
@@ -1632,15 +1514,18 @@ static vf_status make_summary(vf_backend *b)
     c->summary = vfi_malloc(cap);
     if (!c->summary)
         return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
-    int n_conv = 0;
-    for (int i = 0; i < c->n_steps; i++)
+    int n_conv = 0, n_kernel = 0;
+    for (int i = 0; i < c->n_steps; i++) {
         n_conv += c->steps[i].kind == ST_CONV;
+        n_kernel += c->steps[i].kind == ST_KERNEL || c->steps[i].kind == ST_ACTK;
+    }
     size_t len = (size_t)snprintf(
         c->summary, cap,
-        "cuda: %s, %s, %d steps, %d convolutions (%d NHWC) in %d shapes, %d layout copies, "
-        "arena %.1f MiB, weights %.1f MiB, workspace %.1f MiB; algorithms:",
+        "cuda: %s, %s, %d steps, %d convolutions (%d NHWC) in %d shapes, %d on vidfeat's "
+        "kernels, %d layout copies, arena %.1f MiB, weights %.1f MiB, workspace %.1f MiB; "
+        "algorithms:",
         c->name, vf_precision_str(c->precision), c->n_steps, n_conv, c->n_nhwc_convs, c->n_convs,
-        c->n_relayouts, c->arena_size / 1048576.0, c->const_bytes / 1048576.0,
+        n_kernel, c->n_relayouts, c->arena_size / 1048576.0, c->const_bytes / 1048576.0,
         c->ws_size / 1048576.0);
     for (int i = 0; i < c->n_convs && len < cap; i++)
         len += (size_t)snprintf(c->summary + len, cap - len, " %d%s", (int)c->convs[i].algo,
@@ -1667,26 +1552,20 @@ static vf_status cuda_prepare(vf_backend *b, vf_graph *g, int max_batch)
     c->vlay = vfi_calloc((size_t)g->n_values, 1);
     if (!c->vbuf || !c->vlay)
         return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < g->n_values; i++) {
+    for (int i = 0; i < g->n_values; i++)
         c->vbuf[i] = -1;
-        /* the batch as dimension 0 alone is what every step here assumes */
-        if (g->values[i].is_batched && !vfi_value_batch_first(&g->values[i]))
-            return vfi_fail(&b->err, VF_ERR_UNSUPPORTED,
-                            "'%s': the CUDA backend runs tensors whose batch is their first "
-                            "dimension only (a transformer's are not, yet)",
-                            g->values[i].name);
-    }
 
-    /* the input: f32 staging, converted to half on the device for an f16 network */
+    /* the input: f32 staging, converted to half on the device for an f16 network (token ids
+     * stay int64) */
     const vf_value *in = &g->values[g->input], *outv = &g->values[g->output];
-    c->in_size = (size_t)vfi_value_sample_numel(in) * (size_t)max_batch * sizeof(float);
+    c->in_size = (size_t)vfi_value_sample_numel(in) * (size_t)max_batch * vfi_dtype_size(in->dtype);
     c->out_size = (size_t)vfi_value_sample_numel(outv) * (size_t)max_batch * sizeof(float);
-    TRY(new_buf(b, BUF_INPUT, c->in_size, &c->in_buf));
-    if (c->act_dt == CUDNN_DATA_FLOAT) {
+    TRY(vfi_cuda_new_buf(b, BUF_INPUT, c->in_size, &c->in_buf));
+    if (c->act_dt == CUDNN_DATA_FLOAT || in->dtype == VF_DTYPE_I64) {
         c->vbuf[g->input] = c->in_buf;
     } else {
         int x;
-        TRY(new_buf(b, BUF_ARENA, c->in_size / 2, &x));
+        TRY(vfi_cuda_new_buf(b, BUF_ARENA, c->in_size / 2, &x));
         TRY(convert_step(b, c->in_buf, x, vfi_value_sample_numel(in), 1));
         c->vbuf[g->input] = x;
     }
@@ -1700,9 +1579,9 @@ static vf_status cuda_prepare(vf_backend *b, vf_graph *g, int max_batch)
     }
     c->node = NULL;
     /* the output: NCHW, read back from its own buffer (f32), or converted into f32 staging (f16) */
-    TRY(to_layout(b, g->output, 0));
+    TRY(vfi_cuda_to_layout(b, g->output, 0));
     if (c->act_dt == CUDNN_DATA_HALF) {
-        TRY(new_buf(b, BUF_OUTPUT, c->out_size, &c->result));
+        TRY(vfi_cuda_new_buf(b, BUF_OUTPUT, c->out_size, &c->result));
         TRY(convert_step(b, c->vbuf[g->output], c->result, vfi_value_sample_numel(outv), 0));
     } else {
         c->result = c->vbuf[g->output];
@@ -1778,6 +1657,7 @@ static vf_status run_step(vf_backend *b, const step *s, int n)
     const float one = 1.0f, zero = 0.0f;
     char *x = s->x >= 0 ? (char *)buf_ptr(c, s->x) + s->x_off : NULL;
     char *x2 = s->x2 >= 0 ? (char *)buf_ptr(c, s->x2) + s->x2_off : NULL;
+    const void *x3 = s->x3 >= 0 ? buf_ptr(c, s->x3) : NULL;
     char *y = s->y >= 0 ? (char *)buf_ptr(c, s->y) + s->y_off : NULL;
     void *w = s->w >= 0 ? buf_ptr(c, s->w) : NULL;
     void *bias = s->bias >= 0 ? buf_ptr(c, s->bias) : NULL;
@@ -1845,6 +1725,12 @@ static vf_status run_step(vf_backend *b, const step *s, int n)
         CU(cudaMemcpy2DAsync(y, s->dpitch, x, s->spitch, s->width, (size_t)(s->rows_per_sample * n),
                              cudaMemcpyDeviceToDevice, c->stream));
         break;
+    case ST_ACTK:
+        CU(vfk_act(s->act, c->es == 2, x, y, (size_t)(s->per_sample * n), c->stream));
+        break;
+    case ST_KERNEL:
+        TRY(vfi_cuda_kernel_run(b, s, n, x, x2, x3, w, bias, y));
+        break;
     }
 fail:
     return rc;
@@ -1867,6 +1753,8 @@ static vf_status run_batch(vf_backend *b, const float *in, const void *dev_in, f
     c->in_cur = dev_in ? dev_in : c->in_dev;
     if (!dev_in)
         CU(cudaMemcpyAsync(c->in_dev, in, in_bytes, cudaMemcpyHostToDevice, c->stream));
+    if (c->bad_dev)
+        CU(cudaMemsetAsync(c->bad_dev, 0, sizeof(int), c->stream));
     for (int i = 0; i < c->n_steps; i++) {
         if (b->cancel && atomic_load(b->cancel)) {
             cudaStreamSynchronize(c->stream);
@@ -1878,7 +1766,13 @@ static vf_status run_batch(vf_backend *b, const float *in, const void *dev_in, f
     }
     c->node = NULL;
     CU(cudaMemcpyAsync(out, buf_ptr(c, c->result), out_bytes, cudaMemcpyDeviceToHost, c->stream));
+    int bad = 0;
+    if (c->bad_dev)
+        CU(cudaMemcpyAsync(&bad, c->bad_dev, sizeof(int), cudaMemcpyDeviceToHost, c->stream));
     CU(cudaStreamSynchronize(c->stream));
+    if (bad)
+        rc = vfi_fail(&b->err, VF_ERR_INVALID,
+                      "a token id or index outside its table (a Lookup or Take of the network)");
 fail:
     c->node = NULL;
     return rc;

@@ -370,14 +370,9 @@ static void matmul(const vf_node *nd, const vf_graph *g, const float *a, const f
 {
     const vf_matmul_params *p = &nd->p.matmul;
     const float *bias = p->has_bias ? g->values[nd->inputs[2]].data : NULL;
-    const vf_value *av = &g->values[nd->inputs[0]], *bv = &g->values[nd->inputs[1]];
-    int64_t ad[VF_MAX_DIMS], bd[VF_MAX_DIMS];
-    vfi_value_dims_at(av, n, ad);
-    vfi_value_dims_at(bv, n, bd);
-    int r = av->rank;
-    int64_t K = ad[r - 1], N = bd[bv->rank - 1];
-    int64_t M = bv->is_batched ? ad[r - 2] : vfi_dims_numel(r - 1, ad);
-    int64_t lead = bv->is_batched ? vfi_dims_numel(r - 2, ad) : 1;
+    const vf_value *bv = &g->values[nd->inputs[1]];
+    int64_t lead, M, K, N;
+    vfi_matmul_dims(g, nd, n, &lead, &M, &K, &N);
     for (int64_t l = 0; l < lead; l++) {
         const float *al = a + l * M * K, *bl = bv->is_batched ? b + l * K * N : b;
         float *yl = y + l * M * N;

@@ -182,43 +182,23 @@ const char *vfi_op_name(vf_op op)
     return (unsigned)op < VF_OP_COUNT_ ? names[op] : "?";
 }
 
+void vfi_matmul_dims(const vf_graph *g, const vf_node *nd, int64_t n, int64_t *lead, int64_t *m,
+                     int64_t *k, int64_t *cols)
+{
+    const vf_value *av = &g->values[nd->inputs[0]], *bv = &g->values[nd->inputs[1]];
+    int64_t ad[VF_MAX_DIMS], bd[VF_MAX_DIMS];
+    vfi_value_dims_at(av, n, ad);
+    vfi_value_dims_at(bv, n, bd);
+    int r = av->rank;
+    *k = ad[r - 1];
+    *cols = bd[bv->rank - 1];
+    *m = bv->is_batched ? ad[r - 2] : vfi_dims_numel(r - 1, ad);
+    *lead = bv->is_batched ? vfi_dims_numel(r - 2, ad) : 1;
+}
+
 float vfi_act_apply(const vf_act *act, float x)
 {
-    switch (act->kind) {
-    case VF_ACT_NONE:
-        return x;
-    case VF_ACT_RELU:
-        return x > 0.0f ? x : x * act->alpha;
-    case VF_ACT_CLIP:
-        return x < act->alpha ? act->alpha : (x > act->beta ? act->beta : x);
-    case VF_ACT_SIGMOID:
-        return 1.0f / (1.0f + expf(-x));
-    case VF_ACT_HARD_SIGMOID: {
-        float y = act->alpha * x + act->beta;
-        return y < 0.0f ? 0.0f : (y > 1.0f ? 1.0f : y);
-    }
-    case VF_ACT_HARD_SWISH: {
-        float y = x / 6.0f + 0.5f;
-        return x * (y < 0.0f ? 0.0f : (y > 1.0f ? 1.0f : y));
-    }
-    case VF_ACT_TANH:
-        return tanhf(x);
-    case VF_ACT_ERF:
-        return erff(x);
-    case VF_ACT_GELU:
-        return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case VF_ACT_SQRT:
-        return sqrtf(x);
-    case VF_ACT_RECIPROCAL:
-        return 1.0f / x;
-    case VF_ACT_POW:
-        return act->alpha == 2.0f ? x * x : powf(x, act->alpha);
-    case VF_ACT_EXP:
-        return expf(x);
-    case VF_ACT_LINEAR:
-        return act->alpha * x + act->beta;
-    }
-    return x;
+    return vf_act_math((int)act->kind, act->alpha, act->beta, x);
 }
 
 int vfi_graph_find(const vf_graph *g, const char *name)

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "engine/act_math.h"
 
 #define VF_MAX_DIMS 6
 /* In an int64 constant computed from a Shape, this element stands for the batch size; the
@@ -79,28 +80,6 @@ typedef enum vf_op {
                         output's batch; another axis is removed */
     VF_OP_COUNT_
 } vf_op;
-
-typedef enum vf_act_kind {
-    VF_ACT_NONE = 0,
-    VF_ACT_RELU, /* alpha: negative slope (LeakyRelu), 0 for Relu */
-    VF_ACT_CLIP, /* clamp to [alpha, beta] (Relu6: 0, 6) */
-    VF_ACT_SIGMOID,
-    VF_ACT_HARD_SIGMOID, /* max(0, min(1, alpha x + beta)) */
-    VF_ACT_HARD_SWISH,   /* x * max(0, min(1, x / 6 + 1/2)) */
-    VF_ACT_TANH,
-    VF_ACT_ERF,
-    VF_ACT_GELU, /* x * (1 + erf(x / sqrt 2)) / 2 */
-    VF_ACT_SQRT,
-    VF_ACT_RECIPROCAL, /* 1 / x */
-    VF_ACT_POW,        /* x ^ alpha */
-    VF_ACT_EXP,
-    VF_ACT_LINEAR, /* alpha x + beta (Neg) */
-} vf_act_kind;
-
-typedef struct vf_act {
-    vf_act_kind kind;
-    float alpha, beta;
-} vf_act;
 
 typedef enum vf_binary_kind { VF_BIN_ADD = 0, VF_BIN_SUB, VF_BIN_MUL, VF_BIN_DIV } vf_binary_kind;
 
@@ -286,6 +265,12 @@ vf_status vfi_graph_add_node(vf_graph *g, vf_op op, const char *node_name, const
 
 /* Run shape inference for node i again (after a pass changed its inputs or parameters). */
 vf_status vfi_graph_infer_node(vf_graph *g, int i, vf_err *err);
+
+/* A MATMUL node's products at batch n: `lead` products of [m, k] x [k, cols], a's rows and y's
+ * consecutive; b an activation holds one [k, cols] a product (the same leading dimensions as
+ * a), a constant b is one [k, cols] for all of a's rows (lead 1, m every row). */
+void vfi_matmul_dims(const vf_graph *g, const vf_node *nd, int64_t n, int64_t *lead, int64_t *m,
+                     int64_t *k, int64_t *cols);
 
 /* Number of nodes reading value v, plus one if v is the graph output. */
 int vfi_graph_count_uses(const vf_graph *g, int v);

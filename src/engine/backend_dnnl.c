@@ -17,7 +17,8 @@
  * convolutions where it has one (2-3x the direct kernel on this class of CPU, ~1e-6 relative
  * error per layer; VIDFEAT_DNNL_WINOGRAD=0 turns it off). bf16 keeps activations and weights in
  * bf16 (biases f32), which oneDNN runs on AMX where the CPU has it; input and output stay f32,
- * and the few convolutions that lose most in bf16 compute in f32 (plan_bf16).
+ * and the few convolutions that lose most in bf16 compute in f32. Which layers run in int8 and
+ * which stay f32 in bf16 is decided in backend_dnnl_precision.c.
  */
 #include <math.h>
 #include <omp.h>
@@ -584,12 +585,6 @@ vf_status vfi_dnnl_upload_const(vf_backend *b, const vf_value *v, const dnnl_mem
 
 /* ---- one function per op -------------------------------------------------------------------- */
 
-static int runs_int8(const dnnl_ctx *c, const vf_node *nd);
-
-/* In a bf16 plan, per node (plan_bf16): computes in f32 (and writes f32), writes its output in
- * f32 (for a consumer computing in f32). */
-enum { F32_COMPUTE = 1, F32_OUTPUT = 2 };
-
 static int f32_flags(const dnnl_ctx *c, const vf_node *nd)
 {
     return c->f32node ? c->f32node[nd - c->g->nodes] : 0;
@@ -609,7 +604,8 @@ static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wi
         sdt = wdt = ddt = dnnl_f32; /* oneDNN has no f32 convolution writing bf16 */
     if (f32_flags(c, nd) & F32_OUTPUT)
         ddt = dnnl_f32;
-    if (c->vdt && runs_int8(c, nd)) { /* quantized source, s8 weights, the output as wanted */
+    if (c->vdt &&
+        vfi_dnnl_runs_int8(c, nd)) { /* quantized source, s8 weights, the output as wanted */
         sdt = c->qdt[nd->inputs[0]];
         wdt = dnnl_s8;
         ddt = c->vdt[nd->output];
@@ -670,9 +666,7 @@ static size_t scratch_bytes(const_dnnl_primitive_desc_t pd)
     return md ? dnnl_memory_desc_get_size(md) : 0;
 }
 
-/* Is the batch the outermost dimension of md's layout, unblocked (nChw16c, nchw, nhwc)? Then
- * images k..k+n-1 are one contiguous slice of it. */
-static int batch_outermost(const dnnl_memory_desc_t *md)
+int vfi_dnnl_batch_outermost(const dnnl_memory_desc_t *md)
 {
     if (md->format_kind != dnnl_blocked)
         return 0;
@@ -688,7 +682,7 @@ static int batch_outermost(const dnnl_memory_desc_t *md)
     return 1;
 }
 
-/* md for `batch` images in the layout md has for fewer (batch_outermost(md) holds). */
+/* md for `batch` images in the layout md has for fewer (vfi_dnnl_batch_outermost(md) holds). */
 static dnnl_memory_desc_t with_batch(const dnnl_memory_desc_t *md, int64_t batch)
 {
     dnnl_memory_desc_t m = *md;
@@ -710,7 +704,7 @@ static vf_status conv_chunked(vf_backend *b, const vf_node *nd, const_dnnl_primi
     const dnnl_memory_desc_t *sub_dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     const dnnl_memory_desc_t *want_w = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     *done = 0;
-    if (!batch_outermost(sub_src) || !batch_outermost(sub_dst))
+    if (!vfi_dnnl_batch_outermost(sub_src) || !vfi_dnnl_batch_outermost(sub_dst))
         return VF_OK;
     int64_t sub = sub_src->dims[0], n = c->p->batch / sub;
     dnnl_memory_desc_t full_src = with_batch(sub_src, c->p->batch);
@@ -880,7 +874,7 @@ fail:
 static vf_status conv_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
-    if (c->vdt && runs_int8(c, nd))
+    if (c->vdt && vfi_dnnl_runs_int8(c, nd))
         return conv_int8(b, nd);
     const vf_graph *g = c->g;
     const vf_conv_params *p = &nd->p.conv;
@@ -938,7 +932,7 @@ static vf_status fc_op(vf_backend *b, const vf_node *nd)
     int64_t rows = c->p->batch * c->g->values[nd->inputs[0]].dims[0];
     dnnl_dims_t xd = {rows, wv->dims[1]}, yd = {rows, wv->dims[0]}, bd = {wv->dims[0]},
                 wd = {wv->dims[0], wv->dims[1]};
-    int i8 = c->vdt && runs_int8(c, nd);
+    int i8 = c->vdt && vfi_dnnl_runs_int8(c, nd);
     qparams q;
     memset(&q, 0, sizeof(q));
     dnnl_data_type_t sdt = c->act_dt, wdt = c->act_dt, ddt = c->act_dt;
@@ -1710,250 +1704,6 @@ fail:
 #define SHORT_PLAN_MIN   8
 #define SHORT_PLAN_RATIO 4
 
-/* ---- int8 calibration ------------------------------------------------------------------ */
-
-/* Does node nd run in int8 (decided by plan_int8)? */
-static int runs_int8(const dnnl_ctx *c, const vf_node *nd)
-{
-    return c->i8node && c->i8node[nd - c->g->nodes];
-}
-
-#define MIN_INT8_PRODUCTS 256 /* see wants_int8; vf_backend_opts.int8_min_products */
-
-/* Which convolutions and inner products run in int8: those whose input cannot be negative (it
- * comes out of a ReLU), quantized to u8 with all 256 levels, and that sum at least
- * MIN_INT8_PRODUCTS products per output. Inputs that can be negative (the image, the sums of
- * residual blocks, linear bottlenecks) would get s8's 127 levels per sign; with few products
- * (depthwise and other grouped convolutions, 1x1 convolutions of few channels) the rounding of
- * inputs and weights does not average out. Both cost accuracy for little time, so they stay
- * f32. Measured on MobileNetV2 (real weights, the 30 s VP8 clip's dark frames): its first
- * projection (32 products) in int8 takes the worst cosine to f32 from 0.981 to 0.963; the next
- * four (96 to 192 products) from 0.991 to 0.981; VGG19 and Inception v3 have no such layer
- * after their stems. */
-static int wants_int8(const vf_backend *b, const vf_node *nd, const int *nonneg)
-{
-    const vf_graph *g = ((const dnnl_ctx *)b->ctx)->g;
-    int64_t min_products =
-        b->opts.int8_min_products > 0 ? b->opts.int8_min_products : MIN_INT8_PRODUCTS;
-    if ((nd->op != VF_OP_CONV || nd->p.conv.group != 1) && nd->op != VF_OP_FC)
-        return 0;
-    const vf_value *w = &g->values[nd->inputs[1]];
-    int64_t products = 1;
-    for (int d = 1; d < w->rank; d++)
-        products *= w->dims[d];
-    return nonneg[nd->inputs[0]] && products >= min_products;
-}
-
-/* Can node nd take int8 activations (and so let its input stay int8)? */
-static int takes_int8(const dnnl_ctx *c, const vf_node *nd)
-{
-    return runs_int8(c, nd) || nd->op == VF_OP_POOL || nd->op == VF_OP_CONCAT ||
-           nd->op == VF_OP_RESHAPE;
-}
-
-/* Ops whose output keeps its input's scale (and, in int8, its type). */
-static int passes_scale(const vf_node *nd)
-{
-    return nd->op == VF_OP_POOL || nd->op == VF_OP_CONCAT || nd->op == VF_OP_RESHAPE;
-}
-
-static int act_nonneg(const vf_act *a)
-{
-    return (a->kind == VF_ACT_RELU && a->alpha == 0.0f) ||
-           (a->kind == VF_ACT_CLIP && a->alpha >= 0.0f);
-}
-
-/* An activation the int8 output scale commutes with (ReLU, Clip with scaled bounds, none). */
-static int act_linear_enough(const vf_act *a)
-{
-    return a->kind == VF_ACT_NONE || act_nonneg(a);
-}
-
-static int uf_find(int *parent, int v)
-{
-    while (parent[v] != v)
-        v = parent[v] = parent[parent[v]];
-    return v;
-}
-
-/* From the observed ranges (vmax), decide for every value how the int8 plans store it and its
- * scale. Stored int8: outputs of convolutions / inner products / pools / concats / reshapes all
- * of whose consumers take int8 (never the graph output). Values joined by a pool, concat or
- * reshape share one scale (the largest range among them), so those ops move bytes unchanged.
- * u8 where the value cannot be negative by construction (after ReLU), s8 otherwise. */
-static vf_status plan_int8(vf_backend *b)
-{
-    dnnl_ctx *c = b->ctx;
-    const vf_graph *g = c->g;
-    int nv = g->n_values;
-    int *nonneg = vfi_calloc((size_t)nv, sizeof(int)), *st = vfi_calloc((size_t)nv, sizeof(int));
-    int *parent = vfi_mallocarray((size_t)nv, sizeof(int));
-    float *gmax = vfi_calloc((size_t)nv, sizeof(float));
-    int *gneg = vfi_calloc((size_t)nv, sizeof(int));
-    if (!c->vdt)
-        c->vdt = vfi_mallocarray((size_t)nv, sizeof(*c->vdt));
-    if (!c->qdt)
-        c->qdt = vfi_mallocarray((size_t)nv, sizeof(*c->qdt));
-    if (!c->vscale)
-        c->vscale = vfi_mallocarray((size_t)nv, sizeof(float));
-    if (!c->i8node)
-        c->i8node = vfi_calloc((size_t)g->n_nodes, sizeof(int));
-    vf_status rc = VF_OK;
-    if (!nonneg || !st || !parent || !gmax || !gneg || !c->vdt || !c->qdt || !c->vscale ||
-        !c->i8node) {
-        rc = vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    for (int v = 0; v < nv; v++) {
-        parent[v] = v;
-        /* candidates: node outputs (the input image arrives as f32) */
-        st[v] = g->values[v].producer >= 0 && v != g->output && c->vmax[v] > 0.0f;
-    }
-    for (int i = 0; i < g->n_nodes; i++) {
-        const vf_node *nd = &g->nodes[i];
-        int y = nd->output;
-        c->i8node[i] = wants_int8(b, nd, nonneg);
-        const vf_act *a = nd->op == VF_OP_CONV  ? &nd->p.conv.act
-                          : nd->op == VF_OP_FC  ? &nd->p.fc.act
-                          : nd->op == VF_OP_ACT ? &nd->p.act
-                                                : NULL;
-        if (a) {
-            nonneg[y] = act_nonneg(a);
-        } else if (passes_scale(nd)) {
-            nonneg[y] = 1;
-            for (int k = 0; k < nd->n_inputs; k++)
-                nonneg[y] = nonneg[y] && nonneg[nd->inputs[k]];
-        }
-        if (runs_int8(c, nd))
-            st[y] = st[y] && act_linear_enough(a);
-        else if (!passes_scale(nd))
-            st[y] = 0; /* computed in f32 */
-        for (int k = 0; k < nd->n_inputs; k++) {
-            if (!takes_int8(c, nd))
-                st[nd->inputs[k]] = 0;
-        }
-    }
-    /* a pool, concat or reshape is int8 on both sides or on neither */
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int i = 0; i < g->n_nodes; i++) {
-            const vf_node *nd = &g->nodes[i];
-            if (!passes_scale(nd))
-                continue;
-            for (int k = 0; k < nd->n_inputs; k++) {
-                int x = nd->inputs[k];
-                if (st[x] != st[nd->output] && (st[x] || st[nd->output])) {
-                    st[x] = st[nd->output] = 0;
-                    changed = 1;
-                }
-            }
-        }
-    }
-    for (int i = 0; i < g->n_nodes; i++) {
-        const vf_node *nd = &g->nodes[i];
-        if (!passes_scale(nd) || !st[nd->output])
-            continue;
-        for (int k = 0; k < nd->n_inputs; k++)
-            parent[uf_find(parent, nd->inputs[k])] = uf_find(parent, nd->output);
-    }
-    for (int v = 0; v < nv; v++) {
-        int r = uf_find(parent, v);
-        gmax[r] = fmaxf(gmax[r], c->vmax[v]);
-        gneg[r] |= !nonneg[v];
-    }
-    for (int v = 0; v < nv; v++) {
-        int r = st[v] ? uf_find(parent, v) : v;
-        float m = st[v] ? gmax[r] : c->vmax[v];
-        int neg = st[v] ? gneg[r] : !nonneg[v];
-        c->qdt[v] = neg ? dnnl_s8 : dnnl_u8;
-        c->vscale[v] = m > 0.0f ? (neg ? 127.0f : 255.0f) / m : 1.0f;
-        c->vdt[v] = st[v] ? c->qdt[v] : dnnl_f32;
-    }
-done:
-    vfi_free(nonneg);
-    vfi_free(st);
-    vfi_free(parent);
-    vfi_free(gmax);
-    vfi_free(gneg);
-    return rc;
-}
-
-/* Largest |x| over the first n images of buffer k (all of it when the batch is not its
- * outermost dimension); non-finite values are ignored. */
-static float buffer_max(const plan *q, int k, int n)
-{
-    const dbuf *d = &q->bufs[k];
-    void *h = NULL;
-    if (!d->mem || dnnl_memory_get_data_handle(d->mem, &h) != dnnl_success || !h)
-        return 0.0f;
-    size_t count = d->size / sizeof(float);
-    if (batch_outermost(&d->md) && q->batch > 0)
-        count = count / (size_t)q->batch * (size_t)n;
-    const float *x = h;
-    float m = 0.0f;
-    for (size_t i = 0; i < count; i++) {
-        float a = fabsf(x[i]);
-        if (a > m && a < INFINITY)
-            m = a;
-    }
-    return m;
-}
-
-/* bf16: which convolutions compute in f32, the ones whose rounding costs most. Errors made
- * early grow through every later layer, and a depthwise convolution sums nine products per
- * output, too few for rounding errors to average out (its bf16 weights alone are about 40% of
- * MobileNetV2's loss): the convolutions reading the image, and the depthwise ones whose input
- * plane is at least a quarter of the image's side, compute in f32; the convolutions feeding
- * them write f32 (no reorder between). On MobileNetV2 with its ImageNet weights, 15 photos,
- * AMX: the worst feature cosine against f32 goes from 0.99924 to 0.99959 (mean 1 - cosine
- * 4.7e-4 -> 2.6e-4) for 65% of the all-bf16 speed (still 1.5x f32); every depthwise layer
- * in f32 gives 0.99972 at 60%, the first convolution with the first depthwise one 0.99939 at
- * no cost, either alone nothing. Networks without depthwise layers keep their first
- * convolution only. VIDFEAT_DNNL_BF16_KEEP=0 runs every layer in bf16. */
-static vf_status plan_bf16(vf_backend *b)
-{
-    dnnl_ctx *c = b->ctx;
-    const vf_graph *g = c->g;
-    const char *env = getenv("VIDFEAT_DNNL_BF16_KEEP");
-    if (env && !strcmp(env, "0"))
-        return VF_OK;
-    int *flags = vfi_calloc((size_t)g->n_nodes, sizeof(int));
-    int *after_conv = vfi_calloc((size_t)g->n_values, sizeof(int)); /* per value */
-    vf_status rc = VF_OK;
-    if (!flags || !after_conv) {
-        rc = vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    int64_t side = g->values[g->input].dims[2];
-    int any = 0;
-    for (int i = 0; i < g->n_nodes; i++) { /* topological order */
-        const vf_node *nd = &g->nodes[i];
-        int seen = nd->op == VF_OP_CONV;
-        for (int k = 0; k < nd->n_inputs; k++)
-            seen |= after_conv[nd->inputs[k]];
-        after_conv[nd->output] = seen;
-        if (nd->op != VF_OP_CONV)
-            continue;
-        const vf_value *x = &g->values[nd->inputs[0]];
-        int depthwise = nd->p.conv.group > 1 && nd->p.conv.group == x->dims[1];
-        if (!after_conv[nd->inputs[0]] || (depthwise && x->rank == 4 && 4 * x->dims[2] >= side)) {
-            flags[i] |= F32_COMPUTE;
-            any = 1;
-            int p = x->producer;
-            if (p >= 0 && g->nodes[p].op == VF_OP_CONV)
-                flags[p] |= F32_OUTPUT;
-        }
-    }
-    if (any) {
-        c->f32node = flags;
-        flags = NULL;
-    }
-done:
-    vfi_free(flags);
-    vfi_free(after_conv);
-    return rc;
-}
-
 /* Build every plan, bind them to shared memory, describe them. The short plan is built first
  * and keeps the graph's weights; the full plan then shares its copies where their layouts agree
  * and releases the graph's as it goes, so at no time are there more than two copies of a
@@ -1995,7 +1745,7 @@ static vf_status dnnl_prepare(vf_backend *b, vf_graph *g, int max_batch)
             return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
         if (b->opts.int8_ranges) { /* known ranges: int8 plans at once */
             memcpy(c->vmax, b->opts.int8_ranges, (size_t)g->n_values * sizeof(float));
-            TRY(plan_int8(b));
+            TRY(vfi_dnnl_plan_int8(b));
         } else {
             /* f32 plans first, to observe the ranges on the first images; the graph keeps its
              * weights until the int8 plans are built from them */
@@ -2006,7 +1756,7 @@ static vf_status dnnl_prepare(vf_backend *b, vf_graph *g, int max_batch)
         }
     }
     if (c->act_dt == dnnl_bf16)
-        TRY(plan_bf16(b));
+        TRY(vfi_dnnl_plan_bf16(b));
     TRY(build_all(b));
 fail:
     c->node = NULL;
@@ -2020,7 +1770,7 @@ static vf_status requantize(vf_backend *b)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
-    TRY(plan_int8(b));
+    TRY(vfi_dnnl_plan_int8(b));
     for (int k = 0; k < MAX_PLANS; k++) {
         int batch = c->plans[k].batch;
         destroy_plan(&c->plans[k]);
@@ -2088,7 +1838,8 @@ static vf_status run_plan(vf_backend *b, const plan *q, const void *in, float *o
             dnnl_primitive_execute(s->prim, c->stream, s->n_args + (s->scratch ? 1 : 0), s->args));
         if (c->calibrating && s->value >= 0) { /* int8: record the range of what it wrote */
             CHECK(dnnl_stream_wait(c->stream));
-            c->vmax[s->value] = fmaxf(c->vmax[s->value], buffer_max(q, q->vbuf[s->value], n));
+            c->vmax[s->value] =
+                fmaxf(c->vmax[s->value], vfi_dnnl_buffer_max(q, q->vbuf[s->value], n));
         }
     }
     CHECK(dnnl_stream_wait(c->stream));

@@ -186,4 +186,22 @@ vf_status vfi_dnnl_take_op(vf_backend *b, const vf_node *nd);
 /* Run host step s of plan q for its first n inputs (the rest of the batch as padding). */
 vf_status vfi_dnnl_run_host(vf_backend *b, const plan *q, const step *s, int n);
 
+/* Is the batch the outermost dimension of md's layout, unblocked (nChw16c, nchw, nhwc)? Then
+ * images k..k+n-1 are one contiguous slice of it. */
+int vfi_dnnl_batch_outermost(const dnnl_memory_desc_t *md);
+
+/* backend_dnnl_precision.c. In a bf16 plan, per node (c->f32node, vfi_dnnl_plan_bf16): computes
+ * in f32 (and writes f32), writes its output in f32 (for a consumer computing in f32). */
+enum { F32_COMPUTE = 1, F32_OUTPUT = 2 };
+/* Does node nd run in int8 (decided by vfi_dnnl_plan_int8)? */
+int vfi_dnnl_runs_int8(const dnnl_ctx *c, const vf_node *nd);
+/* From the observed ranges (c->vmax): which nodes run in int8, and every value's stored type
+ * and scale (c->i8node, c->vdt, c->qdt, c->vscale). */
+vf_status vfi_dnnl_plan_int8(vf_backend *b);
+/* Largest |x| over the first n images of buffer k of plan q (all of it when the batch is not
+ * its outermost dimension); non-finite values are ignored. */
+float vfi_dnnl_buffer_max(const plan *q, int k, int n);
+/* bf16: which convolutions compute in f32 (c->f32node; none with VIDFEAT_DNNL_BF16_KEEP=0). */
+vf_status vfi_dnnl_plan_bf16(vf_backend *b);
+
 #endif /* VIDFEAT_BACKEND_DNNL_H */

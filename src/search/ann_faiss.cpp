@@ -161,8 +161,13 @@ vf_status vfi_ann_create(const char *description, int dim, vf_ann **out, vf_err 
         }
         /* the lists' centroids: 10 k-means iterations instead of 25 (2.5x faster training; the
          * lists move little after 10, and vidfeat ranks candidates exactly anyway) */
-        if (ivf)
+        if (ivf) {
             ivf->cp.niter = 10;
+            /* as few as 32 training vectors a list (FAISS warns below 39), so that a 2048-d
+             * archive, whose sample holds half as many vectors as a 1280-d one, gets as many
+             * lists (vfi_index_choose_kind) */
+            ivf->cp.min_points_per_centroid = 32;
+        }
         /* a PCA's covariance from 20 points a dimension (FAISS: up to 1,000), plenty for the
          * leading 256 directions and 4x faster on a large sample */
         if (faiss::IndexPreTransform *t = dynamic_cast<faiss::IndexPreTransform *>(ix))

@@ -55,6 +55,24 @@ def make_clips(d):
     return sorted(os.path.join(d, f) for f in os.listdir(d))
 
 
+def wait_stopped(proc):
+    """Wait (at most 2 s) until every thread of proc is stopped: kill() only queues SIGSTOP."""
+    task = "/proc/%d/task" % proc.pid
+    for _ in range(200):
+        try:
+            states = []
+            for t in os.listdir(task):
+                with open(os.path.join(task, t, "stat")) as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+        except OSError:  # gone, or a thread ended while we looked: look again
+            states = None
+        if states is not None and all(st in ("T", "t") for st in states):
+            return
+        if proc.poll() is not None:
+            return
+        time.sleep(0.01)
+
+
 class Sqlite:
     name = "SQLite"
 
@@ -78,6 +96,7 @@ class Sqlite:
         writer; README says so). That case is not what the fence is for."""
         for _ in range(200):
             proc.send_signal(signal.SIGSTOP)
+            wait_stopped(proc)  # the signal arrives later: probe only a process that has stopped
             try:
                 con = sqlite3.connect(db, timeout=0, isolation_level=None)
                 con.execute("BEGIN IMMEDIATE")

@@ -11,6 +11,7 @@
 
 #include "engine/backend_cuda.h"
 #include "engine/cuda_kernels.h"
+#include "engine/ids_ops.h"
 
 /* The transformers' and text towers' operators, and any operator whose tensors do not hold the
  * batch as their first dimension alone, run as one ST_KERNEL step a node (a Concat: one a part)
@@ -128,25 +129,6 @@ fail:
     return rc;
 }
 
-/* Row-major strides of dims. */
-static void dense_strides(int rank, const int64_t *dims, int64_t *st)
-{
-    int64_t k = 1;
-    for (int i = rank - 1; i >= 0; i--) {
-        st[i] = k;
-        k *= dims[i];
-    }
-}
-
-/* outer x len x inner around axis of dims. */
-static void around(int rank, const int64_t *dims, int axis, int64_t *outer, int64_t *len,
-                   int64_t *inner)
-{
-    *outer = vfi_dims_numel(axis, dims);
-    *len = dims[axis];
-    *inner = vfi_dims_numel(rank - axis - 1, dims + axis + 1);
-}
-
 /* MatMul: y [..., M, N] = scale (a [..., M, K] b) by cuBLAS (column-major: y^T = b^T a^T, the
  * same memory), one product per leading index when b is an activation, one product of all
  * rows when b is a constant [K, N]; then bias, activation and sum by the epilogue kernel. */
@@ -187,10 +169,10 @@ vf_status vfi_cuda_kernel_run(vf_backend *b, const step *s, int n, const void *x
     int64_t xd[VF_MAX_DIMS], yd[VF_MAX_DIMS], sx[VF_MAX_DIMS], outer, len, inner;
     vfi_value_dims_at(xv, n, xd);
     vfi_value_dims_at(yv, n, yd);
-    dense_strides(xv->rank, xd, sx);
+    vfi_dims_strides(xv->rank, xd, sx);
     vfk_strided cs = {.rank = yv->rank};
     memcpy(cs.dims, yd, sizeof(yd));
-    dense_strides(yv->rank, yd, cs.yst);
+    vfi_dims_strides(yv->rank, yd, cs.yst);
     switch (nd->op) {
     case VF_OP_ACT:
         CU(vfk_act(nd->p.act, half, x, y, (size_t)vfi_dims_numel(yv->rank, yd), c->stream));
@@ -207,7 +189,7 @@ vf_status vfi_cuda_kernel_run(vf_backend *b, const step *s, int n, const void *x
         break;
     }
     case VF_OP_SOFTMAX:
-        around(xv->rank, xd, nd->p.axis, &outer, &len, &inner);
+        vfi_dims_split(xv->rank, xd, nd->p.axis, &outer, &len, &inner);
         CU(vfk_softmax(outer, len, inner, half, x, y, c->stream));
         break;
     case VF_OP_TRANSPOSE:
@@ -228,7 +210,7 @@ vf_status vfi_cuda_kernel_run(vf_backend *b, const step *s, int n, const void *x
         break;
     case VF_OP_GATHER: { /* each index: its rows of every outer entry */
         const vf_gather_params *p = &nd->p.gather;
-        around(xv->rank, xd, p->axis, &outer, &len, &inner);
+        vfi_dims_split(xv->rank, xd, p->axis, &outer, &len, &inner);
         vfk_strided gs = {.rank = 2,
                           .dims = {outer, inner},
                           .xst = {len * inner, 1},
@@ -242,7 +224,7 @@ vf_status vfi_cuda_kernel_run(vf_backend *b, const step *s, int n, const void *x
     }
     case VF_OP_CONCAT: { /* this step's part into its place along the axis */
         int64_t ylen, at = 0;
-        around(yv->rank, yd, nd->p.axis, &outer, &ylen, &inner);
+        vfi_dims_split(yv->rank, yd, nd->p.axis, &outer, &ylen, &inner);
         for (int i = 0; i < s->part; i++)
             at += g->values[nd->inputs[i]].dims[nd->p.axis];
         len = xv->dims[nd->p.axis];
@@ -284,17 +266,13 @@ vf_status vfi_cuda_kernel_run(vf_backend *b, const step *s, int n, const void *x
         break;
     }
     case VF_OP_ARGMAX:
-        around(xv->rank, xd, nd->p.argmax.axis, &outer, &len, &inner);
+        vfi_ids_split(g, nd, n, &outer, &len, &inner);
         CU(vfk_argmax(x, xv->dtype == VF_DTYPE_I64 ? 2 : half, outer, len, inner, y, c->stream));
         break;
-    case VF_OP_TAKE: { /* per image: the batch outermost, its rows along axis 0 or within */
-        int axis = nd->p.axis;
-        outer = axis ? vfi_dims_numel(axis - 1, xv->dims + 1) : 1;
-        len = xv->dims[axis];
-        inner = vfi_dims_numel(xv->rank - axis - 1, xv->dims + axis + 1);
+    case VF_OP_TAKE:
+        vfi_ids_split(g, nd, n, &outer, &len, &inner); /* per image */
         CU(vfk_take(x, x2, n, outer, len, inner, elem_size(c, xv), y, c->bad_dev, c->stream));
         break;
-    }
     default:
         return vfi_fail(&b->err, VF_ERR_INTERNAL, "node '%s': %s on the kernels", nd->name,
                         vfi_op_name(nd->op));

@@ -73,11 +73,7 @@ static vf_status ref_prepare(vf_backend *b, vf_graph *g, int max_batch)
 static void dims_strides(const vf_value *v, int n, int64_t *dims, int64_t *st)
 {
     vfi_value_dims_at(v, n, dims);
-    int64_t s = 1;
-    for (int i = v->rank - 1; i >= 0; i--) {
-        st[i] = s;
-        s *= dims[i];
-    }
+    vfi_dims_strides(v->rank, dims, st);
 }
 
 static void conv(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
@@ -228,9 +224,7 @@ static void split_axis(const vf_value *v, int axis, int n, int64_t *outer, int64
 {
     int64_t dims[VF_MAX_DIMS];
     vfi_value_dims_at(v, n, dims);
-    *outer = vfi_dims_numel(axis, dims);
-    *len = dims[axis];
-    *inner = vfi_dims_numel(v->rank - axis - 1, dims + axis + 1);
+    vfi_dims_split(v->rank, dims, axis, outer, len, inner);
 }
 
 static void softmax(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)

@@ -119,6 +119,23 @@ void vfi_dims_broadcast_strides(int out_rank, int rank, const int64_t *dims, int
     }
 }
 
+void vfi_dims_strides(int rank, const int64_t *dims, int64_t *st)
+{
+    int64_t s = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        st[i] = s;
+        s *= dims[i];
+    }
+}
+
+void vfi_dims_split(int rank, const int64_t *dims, int axis, int64_t *outer, int64_t *len,
+                    int64_t *inner)
+{
+    *outer = vfi_dims_numel(axis, dims);
+    *len = dims[axis];
+    *inner = vfi_dims_numel(rank - axis - 1, dims + axis + 1);
+}
+
 int64_t vfi_dims_offset(int rank, const int64_t *idx, const int64_t *st)
 {
     int64_t off = 0;

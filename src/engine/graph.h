@@ -228,6 +228,11 @@ int64_t vfi_value_outer_entries(const vf_value *v);
 int64_t vfi_dims_numel(int rank, const int64_t *dims);
 void vfi_dims_next(int rank, const int64_t *dims, int64_t *idx);
 void vfi_dims_broadcast_strides(int out_rank, int rank, const int64_t *dims, int64_t *st);
+/* The row-major strides of dims into st; the entries before, along and after dimension axis
+ * (outer x len x inner). */
+void vfi_dims_strides(int rank, const int64_t *dims, int64_t *st);
+void vfi_dims_split(int rank, const int64_t *dims, int axis, int64_t *outer, int64_t *len,
+                    int64_t *inner);
 /* The offset, through strides st, of the element at index idx. */
 int64_t vfi_dims_offset(int rank, const int64_t *idx, const int64_t *st);
 

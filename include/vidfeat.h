@@ -517,8 +517,9 @@ typedef struct vf_similar_query {
     /* ---- the search index (appended in 0.1) ---- */
     /** 1: read every stored vector (exact), even when an index covers the model and layer. */
     int exact;
-    /** How much of the index is looked at (IVF: lists probed; HNSW: candidates kept); 0: the
-     *  index's own default. Ignored by an exact search. */
+    /** How much of the index is looked at (IVF: lists probed, the nearest first, until they hold
+     *  this many lists' share of the codes; HNSW: candidates kept); 0: the index's own default.
+     *  Ignored by an exact search. */
     int probe;
     /** An index file to use (vf_db_index); NULL: the one the database records for the model row
      *  searched, where its file is on this machine; none: the exact scan. */

@@ -8,8 +8,8 @@ archive" table. Prints one table; numbers are measured here, never asserted.
 1. The index layer at archive scale (build/tests/vf_bench_index): for each size and width, the
    kind `vidfeat index` chooses, built as it builds one; build time and vectors/s, bytes per
    vector, recall@10 against brute force over all the vectors, search_ms p50/p99 (the index's
-   search and the exact ranking of its candidates, as `similar` does) and, where the vectors fit
-   in memory, one exact scan. The vectors are frames of videos made as needed: 100 a file around
+   search and the exact ranking of its candidates, as `similar` does), the share of the index's
+   codes a query read and, where the vectors fit in memory, one exact scan. The vectors are frames of videos made as needed: 100 a file around
    1,000 scenes, the scenes real MobileNetV2 features when ../shared has the model and photos
    (extracted here first), random otherwise.
 2. The commands on a real database (unless --no-db): an SQLite file with the smallest size's
@@ -125,15 +125,17 @@ def main():
         print("# scenes: %s" % ("%d real MobileNetV2 vectors (../shared)" % real[1] if real
                                 else "random (no ../shared model)"))
         print("| vectors | dim | kind | build s | add vectors/s | bytes/vector | recall@10 |"
-              " search ms p50 / p99 | exact scan ms |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              " search ms p50 / p99 | read a query | exact scan ms |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for n in [int(x) for x in a.sizes.split(",")]:
             for dim in [int(x) for x in a.dims.split(",")]:
                 r = bench_layer(a.build, n, dim, a.kind, centres)
-                print("| %s | %d | `%s` | %s | %s | %s | %s | %s / %s | %s |" % (
+                read = float(r["read"])
+                print("| %s | %d | `%s` | %s | %s | %s | %s | %s / %s | %s | %s |" % (
                     "{:,}".format(n), dim, r["kind"], r["build_s"], r["add_per_s"],
                     r["bytes_per_vector"], r["recall10"], r["search_ms_p50"],
-                    r["search_ms_p99"], r["exact_ms"] if float(r["exact_ms"]) else "-"),
+                    r["search_ms_p99"], "%.2f%%" % (100 * read) if read >= 0 else "-",
+                    r["exact_ms"] if float(r["exact_ms"]) else "-"),
                     flush=True)
         if not a.no_db:
             n = min(int(x) for x in a.sizes.split(","))

@@ -13,8 +13,9 @@
  * frames, slightly changed), each answered as vidfeat similar does: the index's 100 candidates
  * ranked by exact cosine; recall@10 against brute force over all N. Prints one line of
  * key=value pairs: kind, build_s, train_s, add_per_s, bytes_per_vector, recall10, search_ms p50
- * and p99 (the index's search and the ranking), exact_ms (brute force over the vectors held in
- * memory, one query; only where they fit: N x DIM x 4 bytes under 8 GB).
+ * and p99 (the index's search and the ranking), read (the share of the index's codes a query
+ * compared, on average), exact_ms (brute force over the vectors held in memory, one query; only
+ * where they fit: N x DIM x 4 bytes under 8 GB).
  *
  * Not a test: numbers are measured, never asserted.
  */
@@ -275,7 +276,7 @@ int main(int argc, char **argv)
     int64_t *got = vfi_mallocarray((size_t)cand, sizeof(int64_t));
     float *dist = vfi_mallocarray((size_t)cand, sizeof(float)), *unit = buf;
     float *cv = vfi_mallocarray((size_t)cand * (size_t)dim, sizeof(float));
-    double ms[QUERIES];
+    double ms[QUERIES], codes = 0;
     int found = 0;
     for (int q = 0; q < QUERIES; q++) {
         const float *qv = queries + (size_t)q * dim;
@@ -284,6 +285,7 @@ int main(int argc, char **argv)
         if (vfi_ann_search(ann, unit, cand, probe, got, dist, &err) < 0)
             return die("search", &err);
         double searched = vfi_now_s() - s0;
+        codes += (double)vfi_ann_codes_read(ann);
         int n = 0;
         while (n < cand && got[n] >= 0) {
             make(got[n], cv + (size_t)n * dim);
@@ -307,10 +309,11 @@ int main(int argc, char **argv)
     qsort(ms, QUERIES, sizeof(ms[0]), cmp_double);
     printf("vectors=%lld dim=%d kind=%s probe=%d build_s=%.1f train_s=%.1f add_per_s=%.0f "
            "bytes_per_vector=%.1f recall10=%.4f search_ms_p50=%.2f search_ms_p99=%.2f "
-           "exact_ms=%.0f\n",
+           "read=%.4f exact_ms=%.0f\n",
            (long long)n_vectors, dim, words, probe, build_s, train_s,
            add_s > 0 ? (double)n_vectors / add_s : 0, (double)bytes / (double)n_vectors,
-           found / (double)(QUERIES * K), ms[QUERIES / 2], ms[QUERIES * 99 / 100], exact_ms);
+           found / (double)(QUERIES * K), ms[QUERIES / 2], ms[QUERIES * 99 / 100],
+           codes / QUERIES / (double)n_vectors, exact_ms);
     vfi_ann_free(&ann);
     vfi_free(buf);
     vfi_free(ids);

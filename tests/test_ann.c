@@ -3,7 +3,8 @@
  * frames of videos are), 100 queries. Flat finds what brute force finds, ids and order; IVF
  * (Flat and PQ) and HNSW find at least 0.9 of the true 10 nearest at a moderate probe, and more
  * with a larger one; removing an id range removes exactly those (HNSW says it cannot); a written
- * index reads back answering the same; garbage and a cut file are refused with a message.
+ * index reads back answering the same; garbage and a cut file are refused with a message. An IVF
+ * whose lists differ in length reads about nprobe lists' share of its codes.
  */
 #include <math.h>
 #include <stdio.h>
@@ -120,6 +121,74 @@ static double recall(vf_ann *a, int probe)
     return found / (double)(NQ * K);
 }
 
+/* Lists of very unequal lengths: an IVF whose 16 lists are 16 clusters (trained on their
+ * centres), one given 8,000 vectors, the others 100 each, the crowded one on the far side of the
+ * sphere. With nprobe 4 (2,375 codes: 4 lists' share), a query in the crowded cluster reads its
+ * own list alone (FAISS by itself reads 3 lists more); one in a small cluster reads its 4 lists.
+ * Both answer the true nearest. */
+static void unequal_lists(void)
+{
+    enum { LISTS = 16, BIG = 8000, SMALL = 100, TOTAL = BIG + (LISTS - 1) * SMALL };
+    unsigned seed = 11;
+    float centre[LISTS * DIM];
+    for (int c = 0; c < LISTS; c++) {
+        for (int j = 0; j < DIM; j++)
+            centre[c * DIM + j] = (float)gauss(&seed);
+        centre[c * DIM] = c ? 6.0f : -6.0f;
+        unit(centre + c * DIM);
+    }
+    float *x = malloc(sizeof(float) * TOTAL * DIM);
+    int64_t *ids = malloc(sizeof(int64_t) * TOTAL);
+    CHECK(x && ids);
+    for (int i = 0; i < TOTAL; i++) {
+        int c = i < BIG ? 0 : 1 + (i - BIG) / SMALL;
+        for (int j = 0; j < DIM; j++)
+            x[i * DIM + j] = centre[c * DIM + j] + 0.02f * (float)gauss(&seed);
+        unit(x + i * DIM);
+        ids[i] = i;
+    }
+    vf_ann *a = NULL;
+    vf_err err;
+    CHECK(vfi_ann_create("IVF16,Flat", DIM, &a, &err) == VF_OK && vfi_ann_codes_read(a) == -1);
+    CHECK(vfi_ann_train(a, LISTS, centre, &err) == VF_OK); /* as many points as lists: each one */
+    CHECK(vfi_ann_add(a, TOTAL, x, ids, &err) == VF_OK);
+    for (int which = 0; which < 2; which++) {
+        const float *q = x + (which ? BIG + 5 * SMALL + 7 : 123) * DIM;
+        int64_t got[K];
+        float dist[K];
+        CHECK(vfi_ann_search(a, q, K, 4, got, dist, &err) == VF_OK);
+        int64_t read = vfi_ann_codes_read(a);
+        for (int k = 0; k < K; k++) { /* the true nearest: no more than k vectors nearer */
+            int nearer = 0;
+            for (int i = 0; i < TOTAL; i++) {
+                double d = 0;
+                for (int j = 0; j < DIM; j++) {
+                    double e = (double)q[j] - x[i * DIM + j];
+                    d += e * e;
+                }
+                nearer += d < dist[k] - 1e-5;
+            }
+            CHECK(got[k] >= 0 && nearer <= k);
+        }
+        printf("unequal lists, a query in the %s cluster: %lld codes read\n",
+               which ? "small" : "crowded", (long long)read);
+        CHECK(read == (which ? 4 * SMALL : BIG));
+    }
+    vf_ann *flat = NULL;
+    int64_t got[2 * K];
+    float dist[2 * K];
+    CHECK(vfi_ann_create("Flat", DIM, &flat, &err) == VF_OK);
+    CHECK(vfi_ann_add(flat, TOTAL, x, ids, &err) == VF_OK);
+    CHECK(vfi_ann_search_many(flat, 2, x, K, 0, got, dist, &err) == VF_OK);
+    CHECK(vfi_ann_codes_read(flat) == 2 * TOTAL);
+    vfi_ann_free(&flat);
+    vfi_ann_free(&a);
+    free(x);
+    free(ids);
+    printf("ok lists of unequal lengths: a query reads about nprobe lists' share of the codes "
+           "and finds the nearest\n");
+}
+
 int main(void)
 {
     make_data();
@@ -206,6 +275,8 @@ int main(void)
     CHECK(vfi_ann_create("NoSuchKind42", DIM, &back, &err) == VF_ERR_INVALID && back == NULL);
     printf("ok written and read back, the same answers; garbage, a cut file and a bad kind "
            "refused\n");
+
+    unequal_lists();
 
     vfi_ann_free(&ivf);
     vfi_ann_free(&flat);

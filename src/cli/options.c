@@ -170,7 +170,8 @@ static const opt_def options[] = {
     {"exact", OPT_EXACT, NULL, CMD_SIMILAR | CMD_MATCHES,
      "read every stored vector, even where an index is"},
     {"probe", OPT_PROBE, "N", CMD_SIMILAR | CMD_MATCHES,
-     "how much of the index to look at: IVF lists or HNSW candidates (default: the index's)"},
+     "how much of the index to look at: IVF lists (their share of the codes) or HNSW candidates "
+     "(default: the index's)"},
     {"index", OPT_INDEX, "PATH", CMD_SIMILAR | CMD_MATCHES | CMD_INDEX,
      "the index file (default: beside an SQLite database; similar: the one it records)"},
     {"kind", OPT_KIND, "auto|flat|hnsw|ivf|ivfsq8|ivfpq|FAISS", CMD_INDEX,

@@ -47,7 +47,9 @@ vf_status vfi_ann_add(vf_ann *a, int64_t n, const float *x, const int64_t *ids, 
 vf_status vfi_ann_remove_range(vf_ann *a, int64_t lo, int64_t hi, int64_t *removed, vf_err *err);
 /* The k nearest of the vector q: ids[0..k) (-1 where there are fewer) and their squared
  * distances, nearest first. probe > 0 sets how much of the index is looked at: IVF's lists
- * (nprobe), HNSW's candidate list (efSearch); 0 keeps the index's own. */
+ * (nprobe), HNSW's candidate list (efSearch); 0 keeps the index's own. An IVF reads its nearest
+ * lists until they hold about as many codes as nprobe lists of average length (lists differ in
+ * length, and a query falls most often where they are long), at most nprobe lists. */
 vf_status vfi_ann_search(vf_ann *a, const float *q, int k, int probe, int64_t *ids, float *dist,
                          vf_err *err);
 /* The same for n vectors q (n x dim floats) at once, FAISS's threads sharing them: row i of
@@ -56,6 +58,10 @@ vf_status vfi_ann_search_many(vf_ann *a, int64_t n, const float *q, int k, int p
                               float *dist, vf_err *err);
 /* Vectors held. */
 int64_t vfi_ann_count(const vf_ann *a);
+/* The vectors or codes the last search compared with its queries, all of them together (IVF: the
+ * lengths of the lists read; exact kinds: every vector a query); -1 where the kind does not count
+ * them (HNSW) or before a search. */
+int64_t vfi_ann_codes_read(const vf_ann *a);
 /* Which probe setting the kind has: "nprobe", "efSearch", or NULL (exact kinds). */
 const char *vfi_ann_probe_name(const vf_ann *a);
 

@@ -40,6 +40,7 @@ typedef faiss::Index::idx_t idx_t;
 
 struct vf_ann {
     faiss::Index *index; /* owned */
+    int64_t codes_read;  /* by the last search: vfi_ann_codes_read */
 };
 
 /* FAISS's exception message is long (it names its source file): its first line. */
@@ -190,6 +191,7 @@ vf_status vfi_ann_create(const char *description, int dim, vf_ann **out, vf_err 
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     }
     a->index = ix;
+    a->codes_read = -1;
     *out = a;
     return VF_OK;
 }
@@ -355,6 +357,49 @@ const char *vfi_ann_probe_name(const vf_ann *a)
     return nullptr;
 }
 
+/* An IVF search that reads about as many codes as its nprobe lists would if the lists were of
+ * equal length: each query's nearest lists, nearest first, until they hold nprobe x ntotal /
+ * nlist codes (the list that reaches it included), at most nprobe lists. k-means leaves lists of
+ * very unequal lengths, and a query falls most often where the lists are long: 10,000,000 2048-d
+ * vectors in 2,048 lists (scripts/bench-index.py), 128 lists probed held 1,765,000 codes, 2.8x
+ * their share, searched in 27.3 / 35.7 ms p50 / p99; read so, 655,000 codes, 12.7 / 17.6 ms, the
+ * same recall@10 (0.988). The lists cut are the farthest of those probed. false (nothing done)
+ * for a kind that is not an IVF, directly or behind transforms. */
+static bool search_ivf_budget(faiss::Index *index, idx_t n, const float *q, idx_t k, float *dist,
+                              idx_t *ids, int64_t *codes_read)
+{
+    faiss::IndexPreTransform *t = dynamic_cast<faiss::IndexPreTransform *>(index);
+    faiss::IndexIVF *ivf = dynamic_cast<faiss::IndexIVF *>(t ? t->index : index);
+    if (!ivf || ivf->nlist < 1 || ivf->ntotal < 1)
+        return false;
+    size_t nprobe = ivf->nprobe < ivf->nlist ? ivf->nprobe : ivf->nlist;
+    if (nprobe < 1)
+        nprobe = 1;
+    const float *xt = t ? t->apply_chain(n, q) : q;
+    std::unique_ptr<const float[]> owned(xt != q ? xt : nullptr);
+    std::vector<idx_t> keys((size_t)n * nprobe);
+    std::vector<float> coarse((size_t)n * nprobe);
+    ivf->quantizer->search(n, xt, (idx_t)nprobe, coarse.data(), keys.data());
+    const double budget = (double)nprobe * (double)ivf->ntotal / (double)ivf->nlist;
+    for (idx_t i = 0; i < n; i++) {
+        double held = 0;
+        for (size_t j = 0; j < nprobe; j++) {
+            idx_t &key = keys[(size_t)i * nprobe + j];
+            if (key < 0)
+                continue;
+            if (held >= budget)
+                key = -1; /* FAISS skips a list numbered -1 */
+            else
+                held += (double)ivf->invlists->list_size((size_t)key);
+        }
+    }
+    faiss::IndexIVFStats stats;
+    ivf->search_preassigned(n, xt, k, keys.data(), coarse.data(), dist, ids, false, nullptr,
+                            &stats);
+    *codes_read = (int64_t)stats.ndis;
+    return true;
+}
+
 vf_status vfi_ann_search(vf_ann *a, const float *q, int k, int probe, int64_t *ids, float *dist,
                          vf_err *err)
 {
@@ -373,13 +418,24 @@ vf_status vfi_ann_search_many(vf_ann *a, int64_t n, const float *q, int k, int p
          * (3.3 -> 1.95 ms at 200,000 x 1280-d, nprobe 128, AMD EPYC) */
         if (faiss::IndexIVF *ivf = faiss::ivflib::try_extract_index_ivf(a->index))
             ivf->parallel_mode = n < omp_get_max_threads() ? 1 : 0;
-        a->index->search((idx_t)n, q, k, dist, reinterpret_cast<idx_t *>(ids));
+        idx_t *labels = reinterpret_cast<idx_t *>(ids);
+        a->codes_read = -1;
+        if (!search_ivf_budget(a->index, (idx_t)n, q, k, dist, labels, &a->codes_read)) {
+            a->index->search((idx_t)n, q, k, dist, labels);
+            if (!name) /* exact: every vector */
+                a->codes_read = n * (int64_t)a->index->ntotal;
+        }
     } catch (const std::bad_alloc &) {
         return vfi_fail(err, VF_ERR_NOMEM, "searching the index: out of memory");
     } catch (const std::exception &e) {
         return caught(err, VF_ERR_INVALID, "searching the index", e);
     }
     return VF_OK;
+}
+
+int64_t vfi_ann_codes_read(const vf_ann *a)
+{
+    return a->codes_read;
 }
 
 int64_t vfi_ann_count(const vf_ann *a)
@@ -416,6 +472,7 @@ vf_status vfi_ann_read(FILE *f, vf_ann **out, vf_err *err)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     }
     a->index = ix;
+    a->codes_read = -1;
     *out = a;
     return VF_OK;
 }

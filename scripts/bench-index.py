@@ -9,9 +9,9 @@ archive" table. Prints one table; numbers are measured here, never asserted.
    kind `vidfeat index` chooses, built as it builds one; build time and vectors/s, bytes per
    vector, recall@10 against brute force over all the vectors, search_ms p50/p99 (the index's
    search and the exact ranking of its candidates, as `similar` does), the share of the index's
-   codes a query read and, where the vectors fit in memory, one exact scan. The vectors are frames of videos made as needed: 100 a file around
-   1,000 scenes, the scenes real MobileNetV2 features when ../shared has the model and photos
-   (extracted here first), random otherwise.
+   codes a query read and, where the vectors fit in memory, one exact scan. The vectors are
+   frames of videos made as needed: 100 a file around 1,000 scenes, the scenes real MobileNetV2
+   features when ../shared has the model and photos (extracted here first), random otherwise.
 2. The commands on a real database (unless --no-db): an SQLite file with the smallest size's
    1280-d vectors written into vidfeat's tables, then `vidfeat index` (wall time, file size),
    and `vidfeat similar` through the index and `--exact` on 20 stored frames: search_ms as the

@@ -578,9 +578,10 @@ vf_status vfi_index_choose_kind(const char *kind, int64_t n, int dim, int text, 
     if (!kind || !strcmp(kind, "auto"))
         kind = n <= EXACT_UP_TO ? "flat" : text ? "ivfsq8" : "ivfpq";
     /* IVF lists: about 4 sqrt(n), a power of two, no more than the training sample can fill
-     * (32 vectors a list: ann_faiss.cpp's minimum). Too few lists cost more than their size
-     * says: 10,000,000 2048-d vectors in 1,024 lists (39 a list) searched at 101 / 136 ms p50 /
-     * p99, in 2,048 at 39 / 52 ms, reading as many codes (scripts/bench-index.py) */
+     * (32 vectors a list: ann_faiss.cpp's minimum, which gives 2048-d vectors, whose 512 MB
+     * sample holds half as many, as many lists as 1280-d ones: 10,000,000 2048-d vectors in
+     * 1,024 lists searched at 101 / 136 ms p50 / p99, in 2,048 at 39 / 52 ms, before a search
+     * read its lists' share of the codes rather than nprobe lists; scripts/bench-index.py) */
     int64_t train = vfi_index_train_size(n, dim);
     int64_t nlist = 1;
     while (nlist * 2 <= 4 * sqrt((double)n) && nlist * 2 * 32 <= train && nlist < 65536)

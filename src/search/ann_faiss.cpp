@@ -136,6 +136,15 @@ static const faiss::Index *innermost(const faiss::Index *ix)
     }
 }
 
+/* The IVF of index, itself or behind transforms (*t: those, or NULL), whose vectors are then the
+ * ones the chain makes; NULL for other kinds (an id map over an IVF included: its ids are not the
+ * IVF's). */
+static faiss::IndexIVF *ivf_behind_transforms(faiss::Index *index, faiss::IndexPreTransform **t)
+{
+    *t = dynamic_cast<faiss::IndexPreTransform *>(index);
+    return dynamic_cast<faiss::IndexIVF *>(*t ? (*t)->index : index);
+}
+
 vf_status vfi_ann_create(const char *description, int dim, vf_ann **out, vf_err *err)
 {
     *out = nullptr;
@@ -288,8 +297,8 @@ pq_encode(const float *ct, size_t M, size_t dsub, const float *x, size_t n, uint
  * is what add_with_ids stores. false (nothing done) for any other index. */
 static bool add_ivfpq(faiss::Index *index, idx_t n, const float *x, const idx_t *ids)
 {
-    faiss::IndexPreTransform *t = dynamic_cast<faiss::IndexPreTransform *>(index);
-    faiss::IndexIVFPQ *ivf = dynamic_cast<faiss::IndexIVFPQ *>(t ? t->index : index);
+    faiss::IndexPreTransform *t;
+    faiss::IndexIVFPQ *ivf = dynamic_cast<faiss::IndexIVFPQ *>(ivf_behind_transforms(index, &t));
     if (!ivf || !ivf->by_residual || ivf->pq.nbits != 8 || ivf->metric_type != faiss::METRIC_L2 ||
         ivf->pq.transposed_centroids.empty() || n < 1)
         return false;
@@ -368,8 +377,8 @@ const char *vfi_ann_probe_name(const vf_ann *a)
 static bool search_ivf_budget(faiss::Index *index, idx_t n, const float *q, idx_t k, float *dist,
                               idx_t *ids, int64_t *codes_read)
 {
-    faiss::IndexPreTransform *t = dynamic_cast<faiss::IndexPreTransform *>(index);
-    faiss::IndexIVF *ivf = dynamic_cast<faiss::IndexIVF *>(t ? t->index : index);
+    faiss::IndexPreTransform *t;
+    faiss::IndexIVF *ivf = ivf_behind_transforms(index, &t);
     if (!ivf || ivf->nlist < 1 || ivf->ntotal < 1)
         return false;
     size_t nprobe = ivf->nprobe < ivf->nlist ? ivf->nprobe : ivf->nlist;

@@ -4,15 +4,17 @@
  * pipeline's decode thread; owns the AVFormatContext, AVCodecContext and packet.
  *
  * Sampling skips work, not only frames: --keyframes never sends non-key packets to the decoder;
- * --start seeks; sparse --fps sampling lets the decoder drop non-reference frames while the
- * next wanted time is more than two frames away, and seeks when it is more than SEEK_MIN_GAP
- * seconds away (once a seek fails to move forward, the file is read sequentially).
+ * the decoder may drop frames no other refers to that are shown before the next wanted time
+ * (set_skip); --start, and a wanted time more than SKIP_MIN_GAP seconds
+ * away, skip ahead: packets are read but not decoded up to the key frame the stream's index
+ * names before that time (skip_ahead). Nothing is seeked: every packet is read, so that each
+ * frame's number stays exact (reading is cheap beside decoding).
  *
  * Time: each frame's best-effort timestamp in the stream's time base (pts, stored raw) and t =
  * pts x time base - the file's start time, which is the position `ffmpeg -ss t` seeks to.
- * Frame index: the frame's ordinal in presentation order when every frame has been decoded from
- * the start (every-frame, --every and --fps without seeking); after a seek or in keyframe mode,
- * where skipped frames are never decoded, it is the nominal frame number round(t x frame rate).
+ * Frame index: the frame's number in presentation order, ffprobe's, counted from the packets
+ * read (framenum.h) whatever the decoder skipped. Formats without timestamps (raw elementary
+ * streams) are decoded whole instead, and frames numbered as they come.
  */
 #include "media/decode.h"
 
@@ -42,9 +44,13 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "media/framenum.h"
 
-#define SEEK_MIN_GAP 4.0 /* seconds: below this, decoding through is cheaper than seeking */
+#define SKIP_MIN_GAP 4.0 /* seconds: below this, decoding through is cheaper than skipping */
 #define T_EPS        1e-6
+/* Packets read past the decoder at most to number a frame: a reordering window, or an open
+ * GOP's leading frames, is far smaller */
+#define READ_AHEAD_MAX 64
 
 struct vf_hwdev {
     AVBufferRef *ref; /* AVHWDeviceContext */
@@ -72,18 +78,35 @@ struct vf_decoder {
     int64_t kept;
     int64_t window_first; /* ordinal of the first frame inside the window (for --every) */
     int64_t last_pts;
-    double next_t;   /* --fps: the next wanted time */
-    int index_exact; /* no seek has happened */
-    int can_seek;
+    double next_t; /* --fps: the next wanted time */
+    /* Frame numbers (framenum.h): the packets of the stream read so far, and whether the
+     * format's timestamps let them number frames; without, nothing is skipped (ordinals). */
+    vf_framenum ledger;
+    int numbered;
+    int64_t last_pos;   /* byte position of the last packet read; -1 unknown */
+    int64_t frontier;   /* the latest decoding time read (presentation time where none) */
+    int64_t last_key;   /* the ledger's latest time: an untimed packet is shown after it */
+    int64_t skip_hi;    /* the latest time of a packet not decoded whole (skipped, or sent to be
+                         * dropped if unreferenced); INT64_MIN: none */
+    int64_t prev_shown; /* the time of the last frame out of the decoder; INT64_MIN: none */
+    int64_t next_index; /* the number after the last frame's */
+    /* Packets read ahead of the decoder to number a frame (read_ahead), oldest first, and
+     * what reading returned after them (0, or AVERROR_EOF or an error to act on later). */
+    AVPacket *ahead[READ_AHEAD_MAX];
+    int ahead_head, ahead_n;
+    int ahead_end;
+    int key_drain; /* --keyframes: the key frame sent is being drained on its own */
+    /* skip_ahead: packets are read, not decoded, until the key frame at skip_pos (or, where
+     * positions are unknown, with a timestamp at or after skip_ts) */
+    int skipping;
+    int64_t skip_pos, skip_ts;
     int flushing; /* the demuxer is exhausted; the decoder is being drained */
     int done;
     int read_error; /* AVERROR from av_read_frame other than EOF */
     int pending;    /* d->pkt holds a packet the decoder refused with EAGAIN */
     vf_decode_opts o;
-    double deadline;  /* monotonic seconds by which a frame must come; 0 = no watchdog */
-    int stalled;      /* the interrupt callback fired on the deadline */
-    int seeked;       /* a seek happened since the last decoded frame */
-    double seek_from; /* t of the last frame before that seek */
+    double deadline; /* monotonic seconds by which a frame must come; 0 = no watchdog */
+    int stalled;     /* the interrupt callback fired on the deadline */
     /* A FIFO, socket or device is read through our own non-blocking I/O, so that a source with
      * no data at all can still be abandoned (watchdog) or cancelled: FFmpeg's file protocol
      * would sit in read(2). -1 for regular files. */
@@ -179,6 +202,9 @@ void vfi_decoder_free(vf_decoder **pd)
     av_packet_free(&d->pkt);
     av_frame_free(&d->tmp);
     av_frame_free(&d->sw);
+    vfi_framenum_clear(&d->ledger);
+    for (int i = 0; i < d->ahead_n; i++)
+        av_packet_free(&d->ahead[(d->ahead_head + i) % READ_AHEAD_MAX]);
     vfi_free(d);
     *pd = NULL;
 }
@@ -357,22 +383,6 @@ static int stream_rotation(const AVStream *st)
         return 0;
     int r = (int)lround(theta / 90.0) * 90 % 360;
     return r < 0 ? r + 360 : r;
-}
-
-static vf_status seek_to(vf_decoder *d, double t, vf_err *err)
-{
-    int64_t ts = d->origin + (int64_t)llround(t / av_q2d(d->tb));
-    int ret = av_seek_frame(d->fmt, d->meta.stream_index, ts, AVSEEK_FLAG_BACKWARD);
-    if (ret < 0) {
-        d->can_seek = 0; /* read through instead */
-        return VF_OK;
-    }
-    (void)err;
-    avcodec_flush_buffers(d->dec);
-    d->index_exact = 0;
-    d->flushing = 0;
-    d->last_pts = AV_NOPTS_VALUE; /* times start again from where the seek lands */
-    return VF_OK;
 }
 
 /* FFmpeg's I/O checks this between reads, and pipe_read between polls: a cancel or a passed
@@ -674,6 +684,132 @@ static void rearm(vf_decoder *d)
     d->deadline = d->o.stall_timeout > 0 ? vfi_now_s() + d->o.stall_timeout : 0;
 }
 
+/*
+ * Skip to time t (seconds on the file's timeline) without decoding what lies before: where the
+ * stream's index names a key frame at least a second before t (a key frame's presentation may
+ * follow its decoding time) that has not been read yet, the decoder is emptied (what it holds
+ * is before t) and packets are read, counted and dropped until that key frame. Else nothing
+ * changes and the frames on the way are decoded (set_skip lets the decoder drop what it can).
+ */
+static void skip_ahead(vf_decoder *d, double t)
+{
+    if (!d->numbered)
+        return;
+    AVStream *st = d->fmt->streams[d->meta.stream_index];
+    int64_t ts = d->origin + (int64_t)llround((t - 1.0) / av_q2d(d->tb));
+    int i = av_index_search_timestamp(st, ts, AVSEEK_FLAG_BACKWARD);
+    const AVIndexEntry *e = i >= 0 ? avformat_index_get_entry(st, i) : NULL;
+    if (!e || e->pos < 0 || e->pos <= d->last_pos)
+        return;
+    avcodec_flush_buffers(d->dec);
+    if (d->pending) {
+        av_packet_unref(d->pkt);
+        d->pending = 0;
+    }
+    d->skipping = 1;
+    d->skip_pos = e->pos;
+    d->skip_ts = e->timestamp;
+    d->last_pts = AV_NOPTS_VALUE; /* times start again from the key frame */
+}
+
+/* While skipping: is this packet the key frame decoding starts again at? */
+static int skip_ends(const vf_decoder *d, const AVPacket *pkt)
+{
+    if (!(pkt->flags & AV_PKT_FLAG_KEY))
+        return 0;
+    if (pkt->pos >= 0)
+        return pkt->pos >= d->skip_pos;
+    int64_t ts = pkt->dts != AV_NOPTS_VALUE ? pkt->dts : pkt->pts;
+    return ts != AV_NOPTS_VALUE && ts >= d->skip_ts;
+}
+
+/* A packet of the stream read: count it (a packet the demuxer marks for discarding, such as one
+ * an edit list cuts, is decoded for its references but never shown). 0 or AVERROR(ENOMEM). */
+static int count_packet(vf_decoder *d, const AVPacket *pkt)
+{
+    if (pkt->pos >= 0)
+        d->last_pos = pkt->pos;
+    if (d->numbered && d->ledger.packets == 0 && pkt->pts == AV_NOPTS_VALUE) {
+        /* packets without presentation times (AVI): nothing is skipped, frames are numbered
+         * as they come (nothing has been skipped yet: this is the stream's first packet) */
+        d->numbered = 0;
+        d->skipping = 0;
+        d->dec->skip_frame = AVDISCARD_DEFAULT;
+    }
+    int64_t when = pkt->dts != AV_NOPTS_VALUE ? pkt->dts : pkt->pts;
+    if (when != AV_NOPTS_VALUE && when > d->frontier)
+        d->frontier = when;
+    if (!d->numbered || (pkt->flags & AV_PKT_FLAG_DISCARD))
+        return 0;
+    int64_t pts = pkt->pts != AV_NOPTS_VALUE ? pkt->pts : pkt->dts;
+    if (pts == AV_NOPTS_VALUE) /* untimed: shown after what came before it */
+        pts = d->last_key == INT64_MIN ? INT64_MIN : d->last_key + 1;
+    if (pts > d->last_key)
+        d->last_key = pts;
+    return vfi_framenum_add(&d->ledger, pts) < 0 ? AVERROR(ENOMEM) : 0;
+}
+
+/* The next packet of the stream from the demuxer, counted; other streams' are dropped. */
+static int demux_packet(vf_decoder *d, AVPacket *pkt)
+{
+    for (;;) {
+        int ret = av_read_frame(d->fmt, pkt);
+        if (ret < 0)
+            return ret;
+        if (pkt->stream_index == d->meta.stream_index) {
+            ret = count_packet(d, pkt);
+            if (ret < 0)
+                av_packet_unref(pkt);
+            return ret;
+        }
+        av_packet_unref(pkt);
+    }
+}
+
+/* The next packet for the decoder into d->pkt: one read ahead first, else from the demuxer. */
+static int next_packet(vf_decoder *d)
+{
+    if (d->ahead_n > 0) {
+        AVPacket **slot = &d->ahead[d->ahead_head];
+        av_packet_move_ref(d->pkt, *slot);
+        av_packet_free(slot);
+        d->ahead_head = (d->ahead_head + 1) % READ_AHEAD_MAX;
+        d->ahead_n--;
+        return 0;
+    }
+    if (d->ahead_end < 0) {
+        int ret = d->ahead_end;
+        d->ahead_end = 0;
+        return ret;
+    }
+    return demux_packet(d, d->pkt);
+}
+
+/*
+ * Before numbering a frame shown at pts: read on (holding the packets for the decoder) until
+ * every packet shown before it has been counted - until one decoded at or after pts. Decoders
+ * usually hold enough already; a key frame decoded on its own, whose open GOP's leading frames
+ * follow it, does not. VF_ERR_NOMEM only; reading's end or failure is met again in order.
+ */
+static vf_status read_ahead(vf_decoder *d, int64_t pts, vf_err *err)
+{
+    while (d->frontier < pts && d->ahead_end == 0 && d->ahead_n < READ_AHEAD_MAX) {
+        AVPacket *pkt = av_packet_alloc();
+        if (!pkt)
+            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        int ret = demux_packet(d, pkt);
+        if (ret < 0) {
+            av_packet_free(&pkt);
+            if (ret == AVERROR(ENOMEM))
+                return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+            d->ahead_end = ret;
+            break;
+        }
+        d->ahead[(d->ahead_head + d->ahead_n++) % READ_AHEAD_MAX] = pkt;
+    }
+    return VF_OK;
+}
+
 vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
                            const vf_decode_opts *opts, vf_decoder **out, vf_err *err)
 {
@@ -689,7 +825,12 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     if (d->s.every < 1)
         d->s.every = 1;
     rearm(d);
-    d->index_exact = 1;
+    vfi_framenum_init(&d->ledger);
+    d->last_pos = -1;
+    d->frontier = INT64_MIN;
+    d->last_key = INT64_MIN;
+    d->skip_hi = INT64_MIN;
+    d->prev_shown = INT64_MIN;
     d->fd = -1;
     d->last_pts = AV_NOPTS_VALUE;
     d->window_first = -1;
@@ -801,8 +942,6 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
         d->dec->thread_type =
             d->hw_fmt != AV_PIX_FMT_NONE ? FF_THREAD_SLICE : FF_THREAD_FRAME | FF_THREAD_SLICE;
         d->dec->pkt_timebase = st->time_base;
-        if (d->s.keyframes)
-            d->dec->skip_frame = AVDISCARD_NONKEY;
         ret = avcodec_open2(d->dec, codec, NULL);
     }
     if (ret < 0) {
@@ -823,7 +962,9 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
         d->origin = av_rescale_q(fmt_start, AV_TIME_BASE_Q, d->tb);
     else if (st->start_time != AV_NOPTS_VALUE)
         d->origin = st->start_time;
-    d->can_seek = d->fmt->pb ? (d->fmt->pb->seekable & AVIO_SEEKABLE_NORMAL) != 0 : 0;
+    d->numbered = !(d->fmt->iformat->flags & AVFMT_NOTIMESTAMPS);
+    if (d->s.keyframes && d->numbered)
+        d->dec->skip_frame = AVDISCARD_NONKEY;
 
     vf_video_meta *m = &d->meta;
     m->width = st->codecpar->width;
@@ -842,11 +983,8 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     m->start_time = d->origin * av_q2d(d->tb);
 
     d->next_t = d->s.start;
-    if (d->s.start > 0.0 && d->can_seek) {
-        rc = seek_to(d, d->s.start, err);
-        if (rc < 0)
-            goto fail;
-    }
+    if (d->s.start > 0.0)
+        skip_ahead(d, d->s.start);
     *out = d;
     return VF_OK;
 fail:
@@ -877,22 +1015,65 @@ static int sample(vf_decoder *d, double t, int64_t ordinal)
     return 1;
 }
 
-/* Between samples: let the decoder skip what cannot be needed, or seek far ahead. */
+/* A packet the decoder does not decode whole: frames after it are numbered from the ledger. */
+static void note_skipped(vf_decoder *d, const AVPacket *pkt)
+{
+    int64_t when = pkt->pts != AV_NOPTS_VALUE ? pkt->pts : pkt->dts;
+    if (when == AV_NOPTS_VALUE)
+        when = INT64_MAX; /* untimed: it may be shown anywhere after */
+    if (when > d->skip_hi)
+        d->skip_hi = when;
+}
+
+/*
+ * The number of the frame out of the decoder, shown at pts. While the decoder has been given
+ * every frame since the previous one (nothing skipped is shown after it), the next ordinal:
+ * ffprobe's numbering, whatever the timestamps say. Else the ledger's count of packets shown
+ * before it (read on until it is complete), never below the next ordinal.
+ */
+static vf_status number_frame(vf_decoder *d, int64_t ordinal, int64_t pts, int64_t *index,
+                              vf_err *err)
+{
+    if (!d->numbered) {
+        *index = ordinal;
+        return VF_OK;
+    }
+    int dense =
+        d->skip_hi == INT64_MIN || (d->prev_shown != INT64_MIN && d->skip_hi < d->prev_shown);
+    if (!dense) {
+        vf_status rc = read_ahead(d, pts, err);
+        if (rc < 0)
+            return rc;
+    }
+    int64_t n = vfi_framenum_number(&d->ledger, pts);
+    *index = dense || n < d->next_index ? d->next_index : n;
+    d->next_index = *index + 1;
+    d->prev_shown = pts;
+    return VF_OK;
+}
+
+/* After a frame: a wanted time far ahead is skipped to. */
 static void plan_skip(vf_decoder *d, double t)
 {
-    if (d->s.fps <= 0.0 || d->s.keyframes)
-        return;
-    double gap = d->next_t - t;
-    double frame = d->meta.frame_rate > 0 ? 1.0 / d->meta.frame_rate : 0.04;
-    /* Packets sent now come out a few frames later (reordering, frame threads): stop skipping
-     * that many frames before the wanted one, or it could be dropped itself. */
-    int delay = 4 + (d->dec->thread_count > 1 ? d->dec->thread_count : 1);
-    d->dec->skip_frame = gap > delay * frame ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
-    if (gap > SEEK_MIN_GAP && d->can_seek) {
-        seek_to(d, d->next_t, NULL);
-        d->seeked = 1;
-        d->seek_from = t; /* checked against the first frame after the seek */
-    }
+    if (d->s.fps > 0.0 && !d->s.keyframes && d->next_t - t > SKIP_MIN_GAP)
+        skip_ahead(d, d->next_t);
+}
+
+/*
+ * Before a packet goes to the decoder: a frame no other frame refers to, shown before the next
+ * wanted time, can never be kept (the wanted time only moves forward), so the decoder may drop
+ * it. Judged on the packet's own presentation time when it is sent, which is when the decoder
+ * (and each of its frame threads) reads the setting.
+ */
+static void set_skip(vf_decoder *d, const AVPacket *pkt)
+{
+    if (d->s.keyframes && d->numbered)
+        return; /* AVDISCARD_NONKEY throughout */
+    int drop = d->numbered && pkt->pts != AV_NOPTS_VALUE &&
+               (pkt->pts - d->origin) * av_q2d(d->tb) < d->next_t - T_EPS;
+    d->dec->skip_frame = drop ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
+    if (drop)
+        note_skipped(d, pkt);
 }
 
 /* One frame's duration in the stream's time base: the frame's own, else the frame rate's. */
@@ -929,14 +1110,19 @@ static vf_status end_of_stream(vf_decoder *d, vf_err *err)
                         d->errors ? ")" : "");
     size_t n = 0;
     int cut = d->read_error == AVERROR_INVALIDDATA || d->errors > d->errors_before_last;
-    if (cut && d->meta.nb_frames > d->decoded && d->index_exact && !d->s.keyframes)
+    /* the frames the stream holds up to its cut: packets read but those that failed at its end
+     * (decoded frames alone undercount when sampling let the decoder skip some) */
+    int64_t frames = d->decoded;
+    if (d->numbered && d->ledger.packets - (d->errors - d->errors_before_last) > frames)
+        frames = d->ledger.packets - (d->errors - d->errors_before_last);
+    if (cut && d->meta.nb_frames > frames)
         n += (size_t)snprintf(d->note + n, sizeof(d->note) - n,
-                              "partial: %lld of %lld frames the index promises",
-                              (long long)d->decoded, (long long)d->meta.nb_frames);
+                              "partial: %lld of %lld frames the index promises", (long long)frames,
+                              (long long)d->meta.nb_frames);
     else if (cut)
-        n += (size_t)snprintf(d->note + n, sizeof(d->note) - n,
-                              "partial: the stream breaks off after %lld frames",
-                              (long long)d->decoded);
+        n +=
+            (size_t)snprintf(d->note + n, sizeof(d->note) - n,
+                             "partial: the stream breaks off after %lld frames", (long long)frames);
     if (d->errors_before_last && n < sizeof(d->note))
         n += (size_t)snprintf(d->note + n, sizeof(d->note) - n, "%s%lld corrupt packet%s skipped",
                               n ? "; " : "", (long long)d->errors_before_last,
@@ -980,22 +1166,20 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
             else if (pts == AV_NOPTS_VALUE)
                 pts = d->origin;
             double t = (pts - d->origin) * av_q2d(d->tb);
-            if (d->seeked) {
-                /* A seek that did not move forward (a sparse key frame behind us) would loop:
-                 * read the rest of this file sequentially. */
-                d->seeked = 0;
-                if (t <= d->seek_from + T_EPS)
-                    d->can_seek = 0;
-            }
             d->last_pts = pts;
             d->errors_before_last = d->errors;
             int64_t ordinal = d->decoded++;
-            int64_t index = d->index_exact || d->meta.frame_rate <= 0
-                                ? ordinal
-                                : (int64_t)llround(t * d->meta.frame_rate);
-            if (d->s.keyframes && d->meta.frame_rate > 0)
-                index = (int64_t)llround(t * d->meta.frame_rate);
-            int keep = sample(d, t, ordinal);
+            int64_t index;
+            vf_status nrc = number_frame(
+                d, ordinal, d->tmp->pts != AV_NOPTS_VALUE ? d->tmp->pts : pts, &index, err);
+            if (nrc < 0) {
+                av_frame_unref(d->tmp);
+                d->done = 1;
+                return nrc;
+            }
+            int keep = d->s.keyframes && !d->numbered && !d->tmp->key_frame
+                           ? 0 /* every frame decoded: only the key frames are kept */
+                           : sample(d, t, ordinal);
             if (keep < 0) {
                 av_frame_unref(d->tmp);
                 d->done = 1;
@@ -1025,6 +1209,11 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
             plan_skip(d, t);
             return VF_OK;
         }
+        if (ret == AVERROR_EOF && d->key_drain) { /* the key frame is out: on to the next */
+            avcodec_flush_buffers(d->dec);
+            d->key_drain = 0;
+            continue;
+        }
         if (ret == AVERROR_EOF) {
             d->done = 1;
             return end_of_stream(d, err);
@@ -1040,6 +1229,7 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
         if (d->flushing)
             return vfi_fail(err, VF_ERR_INTERNAL, "decoder wants input after flush");
         if (d->pending) {
+            set_skip(d, d->pkt);
             ret = avcodec_send_packet(d->dec, d->pkt);
             if (ret == AVERROR(EAGAIN))
                 return vfi_fail(err, VF_ERR_INTERNAL, "decoder neither takes nor gives");
@@ -1049,9 +1239,13 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
                 av_strerror(ret, d->first_error, sizeof(d->first_error));
             continue;
         }
-        ret = av_read_frame(d->fmt, d->pkt);
+        ret = next_packet(d);
         if (ret == AVERROR_EXIT)
             continue; /* interrupted: the checks at the top of the loop say why */
+        if (ret == AVERROR(ENOMEM)) {
+            d->done = 1;
+            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        }
         if (ret < 0) {
             if (ret != AVERROR_EOF && ret != AVERROR(EAGAIN))
                 d->read_error = ret;
@@ -1059,11 +1253,16 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
             avcodec_send_packet(d->dec, NULL);
             continue;
         }
-        if (d->pkt->stream_index != d->meta.stream_index ||
-            (d->s.keyframes && !(d->pkt->flags & AV_PKT_FLAG_KEY))) {
+        if (d->skipping && skip_ends(d, d->pkt))
+            d->skipping = 0;
+        if (d->skipping || (d->s.keyframes && d->numbered && !(d->pkt->flags & AV_PKT_FLAG_KEY))) {
+            if (d->skipping)
+                rearm(d); /* reading, not stalled */
+            note_skipped(d, d->pkt);
             av_packet_unref(d->pkt);
             continue;
         }
+        set_skip(d, d->pkt);
         ret = avcodec_send_packet(d->dec, d->pkt);
         if (ret == AVERROR(EAGAIN)) {
             d->pending = 1; /* receive first, then send it again */
@@ -1072,6 +1271,13 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
         av_packet_unref(d->pkt);
         if (ret < 0 && d->errors++ == 0) /* a corrupt packet: FFmpeg conceals what it can */
             av_strerror(ret, d->first_error, sizeof(d->first_error));
+        /* Given only key frames, a decoder may show them out of order (H.264's picture order
+         * counts assume the frames between): each is drained on its own, then the decoder
+         * starts afresh at the next. */
+        if (d->s.keyframes && d->numbered && ret >= 0) {
+            avcodec_send_packet(d->dec, NULL);
+            d->key_drain = 1;
+        }
     }
 }
 

@@ -3,12 +3,14 @@
  * send/receive loop on the codec's own threads, and sample as early as possible. Called on the
  * pipeline's decode thread; owns the AVFormatContext, AVCodecContext and packet.
  *
- * Sampling skips work, not only frames: --keyframes never sends non-key packets to the decoder;
- * the decoder may drop frames no other refers to that are shown before the next wanted time
- * (set_skip); --start, and a wanted time more than SKIP_MIN_GAP seconds
- * away, skip ahead: packets are read but not decoded up to the key frame the stream's index
- * names before that time (skip_ahead). Nothing is seeked: every packet is read, so that each
- * frame's number stays exact (reading is cheap beside decoding).
+ * Sampling skips work, not only frames: --keyframes never sends non-key packets to the decoder
+ * (and decodes each on its own); the decoder may drop frames no other refers to that are shown
+ * before the next wanted time (set_skip); --start, and a wanted time more than SKIP_MIN_GAP
+ * seconds away, skip ahead to the key frame before it (skip_ahead): by a seek where the
+ * stream's index lists every packet (MP4), else by reading packets without decoding them up to
+ * the key frame its index names, else by holding the latest group of pictures read until that
+ * time (hold_packet). Every packet skipped is still counted, so each frame's number stays
+ * exact.
  *
  * Time: each frame's best-effort timestamp in the stream's time base (pts, stored raw) and t =
  * pts x time base - the file's start time, which is the position `ffmpeg -ss t` seeks to.
@@ -51,6 +53,61 @@
 /* Packets read past the decoder at most to number a frame: a reordering window, or an open
  * GOP's leading frames, is far smaller */
 #define READ_AHEAD_MAX 64
+/* A group of pictures held while skipping without an index (hold_packet), at most: past this
+ * it is decoded instead (a key frame this rare is decoded through) */
+#define HOLD_MAX_PACKETS 4096
+#define HOLD_MAX_BYTES   (256 << 20)
+
+/* Packets owned by the decoder, oldest first: read ahead of it, or held while skipping. */
+typedef struct pktq {
+    AVPacket **p;
+    int cap, head, n;
+    size_t bytes;
+} pktq;
+
+static int pktq_push(pktq *q, AVPacket *pkt) /* takes pkt; AVERROR(ENOMEM) leaves it */
+{
+    if (q->n == q->cap) {
+        int cap = q->cap ? q->cap * 2 : 16;
+        AVPacket **p = vfi_mallocarray((size_t)cap, sizeof(*p));
+        if (!p)
+            return AVERROR(ENOMEM);
+        for (int i = 0; i < q->n; i++)
+            p[i] = q->p[(q->head + i) % q->cap];
+        vfi_free(q->p);
+        q->p = p;
+        q->cap = cap;
+        q->head = 0;
+    }
+    q->p[(q->head + q->n++) % q->cap] = pkt;
+    q->bytes += (size_t)pkt->size;
+    return 0;
+}
+
+static AVPacket *pktq_pop(pktq *q)
+{
+    if (!q->n)
+        return NULL;
+    AVPacket *pkt = q->p[q->head];
+    q->head = (q->head + 1) % q->cap;
+    q->n--;
+    q->bytes -= (size_t)pkt->size;
+    return pkt;
+}
+
+static void pktq_drop(pktq *q) /* the packets, not the storage */
+{
+    AVPacket *pkt;
+    while ((pkt = pktq_pop(q)))
+        av_packet_free(&pkt);
+}
+
+static void pktq_free(pktq *q)
+{
+    pktq_drop(q);
+    vfi_free(q->p);
+    memset(q, 0, sizeof(*q));
+}
 
 struct vf_hwdev {
     AVBufferRef *ref; /* AVHWDeviceContext */
@@ -85,6 +142,7 @@ struct vf_decoder {
     int numbered;
     int64_t last_pos;   /* byte position of the last packet read; -1 unknown */
     int64_t frontier;   /* the latest decoding time read (presentation time where none) */
+    int64_t key_delay;  /* the most a key frame's presentation time has followed its decoding */
     int64_t last_key;   /* the ledger's latest time: an untimed packet is shown after it */
     int64_t skip_hi;    /* the latest time of a packet not decoded whole (skipped, or sent to be
                          * dropped if unreferenced); INT64_MIN: none */
@@ -92,14 +150,24 @@ struct vf_decoder {
     int64_t next_index; /* the number after the last frame's */
     /* Packets read ahead of the decoder to number a frame (read_ahead), oldest first, and
      * what reading returned after them (0, or AVERROR_EOF or an error to act on later). */
-    AVPacket *ahead[READ_AHEAD_MAX];
-    int ahead_head, ahead_n;
+    pktq ahead;
     int ahead_end;
-    int key_drain; /* --keyframes: the key frame sent is being drained on its own */
-    /* skip_ahead: packets are read, not decoded, until the key frame at skip_pos (or, where
-     * positions are unknown, with a timestamp at or after skip_ts) */
-    int skipping;
+    int start_pending; /* --start: skip_ahead once the first packet is read */
+    int key_drain;     /* --keyframes: the key frame sent is being drained on its own */
+    /* skip_ahead: packets are read, not decoded, until the key frame at skip_pos (SKIP_TO_KEY;
+     * where positions are unknown, one with a timestamp at or after skip_ts), or, without an
+     * index, until one decoded at or after skip_ts, the last group of pictures held (held) and
+     * then decoded (SKIP_HOLDING) */
+    enum { SKIP_NONE, SKIP_TO_KEY, SKIP_HOLDING } skipping;
     int64_t skip_pos, skip_ts;
+    int64_t held_to; /* the last SKIP_HOLDING's skip_ts: never held again up to there */
+    pktq held;
+    /* seek_exact: the index entry a seek lands on (-1 none pending), and the entries up to
+     * seen_entry whose packets are shown (not marked for discarding) */
+    int seek_entry;
+    int sought; /* the last entry seek_exact went to: never again (mov may land earlier) */
+    int seen_entry;
+    int64_t seen_shown;
     int flushing; /* the demuxer is exhausted; the decoder is being drained */
     int done;
     int read_error; /* AVERROR from av_read_frame other than EOF */
@@ -203,8 +271,8 @@ void vfi_decoder_free(vf_decoder **pd)
     av_frame_free(&d->tmp);
     av_frame_free(&d->sw);
     vfi_framenum_clear(&d->ledger);
-    for (int i = 0; i < d->ahead_n; i++)
-        av_packet_free(&d->ahead[(d->ahead_head + i) % READ_AHEAD_MAX]);
+    pktq_free(&d->ahead);
+    pktq_free(&d->held);
     vfi_free(d);
     *pd = NULL;
 }
@@ -684,32 +752,151 @@ static void rearm(vf_decoder *d)
     d->deadline = d->o.stall_timeout > 0 ? vfi_now_s() + d->o.stall_timeout : 0;
 }
 
+/* Index entries before entry i whose packets are shown (not marked for discarding). */
+static int64_t shown_entries(vf_decoder *d, const AVStream *st, int i)
+{
+    for (; d->seen_entry < i; d->seen_entry++)
+        d->seen_shown += !(avformat_index_get_entry((AVStream *)st, d->seen_entry)->flags &
+                           AVINDEX_DISCARD_FRAME);
+    return d->seen_shown;
+}
+
+/*
+ * Where the stream's index lists every packet in decoding order (MP4's sample tables), a real
+ * seek to its entry i keeps frame numbers exact: the packets before it are counted from the
+ * index (every packet decoded before a key frame is shown before it). 1 seeked, 0 not done.
+ */
+static int seek_exact(vf_decoder *d, AVStream *st, int i, const AVIndexEntry *e)
+{
+    if (!d->fmt->pb || !(d->fmt->pb->seekable & AVIO_SEEKABLE_NORMAL) || st->nb_frames <= 0 ||
+        avformat_index_get_entries_count(st) != st->nb_frames || d->ahead_end < 0 || i <= d->sought)
+        return 0;
+    int64_t skipped = shown_entries(d, st, i) - d->ledger.packets;
+    /* mov takes the time asked for a presentation time and moves it back by its first frame's
+     * delay before searching its decoding times: aimed half way to the next key frame, the
+     * seek lands on entry i whatever that delay (seek_landed corrects the count otherwise) */
+    int64_t aim = e->timestamp;
+    int n = avformat_index_get_entries_count(st);
+    for (int k = i + 1; k < n && k <= i + HOLD_MAX_PACKETS; k++) {
+        const AVIndexEntry *next = avformat_index_get_entry(st, k);
+        if (next->flags & AVINDEX_KEYFRAME) {
+            aim += (next->timestamp - e->timestamp) / 2;
+            break;
+        }
+    }
+    if (skipped < 0 || av_seek_frame(d->fmt, d->meta.stream_index, aim, AVSEEK_FLAG_BACKWARD) < 0)
+        return 0; /* reading on is still exact */
+    vfi_framenum_skip(&d->ledger, skipped);
+    pktq_drop(&d->ahead); /* read before the seek, and before its target */
+    d->seek_entry = i;
+    d->sought = i;
+    return 1;
+}
+
+/* The first packet after seek_exact: where the seek landed on another entry than asked, the
+ * count moves by the entries between. */
+static void seek_landed(vf_decoder *d, const AVPacket *pkt)
+{
+    AVStream *st = d->fmt->streams[d->meta.stream_index];
+    int want = d->seek_entry;
+    d->seek_entry = -1;
+    const AVIndexEntry *e = avformat_index_get_entry(st, want);
+    if (!e || e->pos == pkt->pos || pkt->dts == AV_NOPTS_VALUE)
+        return;
+    int got = av_index_search_timestamp(st, pkt->dts, AVSEEK_FLAG_ANY | AVSEEK_FLAG_BACKWARD);
+    const AVIndexEntry *g = got >= 0 ? avformat_index_get_entry(st, got) : NULL;
+    if (!g || g->pos != pkt->pos)
+        return;
+    /* landed earlier: the packets between are read (and counted) again */
+    int64_t shown = 0;
+    for (int k = got < want ? got : want; k < (got < want ? want : got); k++)
+        shown += !(avformat_index_get_entry(st, k)->flags & AVINDEX_DISCARD_FRAME);
+    vfi_framenum_skip(&d->ledger, got > want ? shown : -shown);
+}
+
 /*
  * Skip to time t (seconds on the file's timeline) without decoding what lies before: where the
- * stream's index names a key frame at least a second before t (a key frame's presentation may
- * follow its decoding time) that has not been read yet, the decoder is emptied (what it holds
- * is before t) and packets are read, counted and dropped until that key frame. Else nothing
- * changes and the frames on the way are decoded (set_skip lets the decoder drop what it can).
+ * stream's index names a key frame decoded before t by at least the most a key frame's
+ * presentation has followed its decoding (so shown at or before t, as is every frame decoded
+ * before it) that has
+ * not been read yet, the decoder is emptied (what it holds is before t) and the file seeked there
+ * when its index lists every packet (seek_exact), else packets are read, counted and dropped until
+ * that key frame. Else nothing changes and the frames on the way are decoded (set_skip lets the
+ * decoder drop what it can). 1 when seeked.
  */
-static void skip_ahead(vf_decoder *d, double t)
+static int skip_ahead(vf_decoder *d, double t)
 {
     if (!d->numbered)
-        return;
+        return 0;
     AVStream *st = d->fmt->streams[d->meta.stream_index];
-    int64_t ts = d->origin + (int64_t)llround((t - 1.0) / av_q2d(d->tb));
+    int64_t ts = d->origin + (int64_t)llround(t / av_q2d(d->tb)) - d->key_delay;
     int i = av_index_search_timestamp(st, ts, AVSEEK_FLAG_BACKWARD);
     const AVIndexEntry *e = i >= 0 ? avformat_index_get_entry(st, i) : NULL;
-    if (!e || e->pos < 0 || e->pos <= d->last_pos)
-        return;
+    int to_key = e && e->pos >= 0 && e->pos > d->last_pos;
+    int known = e && i + 1 < avformat_index_get_entries_count(st); /* key frames past ts */
+    if (!to_key && (known || ts <= d->frontier || ts <= d->held_to))
+        return 0; /* the key frame is behind: decode on */
     avcodec_flush_buffers(d->dec);
     if (d->pending) {
         av_packet_unref(d->pkt);
         d->pending = 0;
     }
-    d->skipping = 1;
+    d->last_pts = AV_NOPTS_VALUE; /* times start again from the key frame */
+    d->skip_hi = INT64_MAX;       /* frames from here on are numbered by the ledger */
+    if (!to_key) {
+        d->skipping = SKIP_HOLDING;
+        d->skip_ts = ts;
+        d->held_to = ts;
+        return 0;
+    }
+    if (seek_exact(d, st, i, e))
+        return 1;
+    d->skipping = SKIP_TO_KEY;
     d->skip_pos = e->pos;
     d->skip_ts = e->timestamp;
-    d->last_pts = AV_NOPTS_VALUE; /* times start again from the key frame */
+    return 0;
+}
+
+/*
+ * Skipping without an index (SKIP_HOLDING), the packet in d->pkt: the packets from the latest
+ * key frame decoded at or before skip_ts on are held, the older ones dropped, until one decoded
+ * after it; the held group of pictures then goes to the decoder first, from its key frame. So
+ * does a group too long to hold. 0 or AVERROR(ENOMEM).
+ */
+static int hold_packet(vf_decoder *d)
+{
+    AVPacket *pkt = d->pkt;
+    int64_t when = pkt->dts != AV_NOPTS_VALUE ? pkt->dts : pkt->pts;
+    int before = when == AV_NOPTS_VALUE || when <= d->skip_ts;
+    int key = (pkt->flags & AV_PKT_FLAG_KEY) != 0;
+    if (key && before)
+        pktq_drop(&d->held); /* a later key frame before the time: decoding starts there */
+    if (!d->held.n && !key && before) {
+        av_packet_unref(pkt);
+        return 0;
+    }
+    AVPacket *mine = av_packet_alloc();
+    if (!mine)
+        return AVERROR(ENOMEM);
+    av_packet_move_ref(mine, pkt);
+    if (pktq_push(&d->held, mine) < 0) {
+        av_packet_free(&mine);
+        return AVERROR(ENOMEM);
+    }
+    if (before && d->held.n < HOLD_MAX_PACKETS && d->held.bytes < HOLD_MAX_BYTES)
+        return 0;
+    /* decode the held packets first, then what was read ahead of them */
+    AVPacket *next;
+    while ((next = pktq_pop(&d->ahead)))
+        if (pktq_push(&d->held, next) < 0) {
+            av_packet_free(&next);
+            return AVERROR(ENOMEM);
+        }
+    pktq q = d->ahead;
+    d->ahead = d->held;
+    d->held = q;
+    d->skipping = SKIP_NONE;
+    return 0;
 }
 
 /* While skipping: is this packet the key frame decoding starts again at? */
@@ -727,18 +914,24 @@ static int skip_ends(const vf_decoder *d, const AVPacket *pkt)
  * an edit list cuts, is decoded for its references but never shown). 0 or AVERROR(ENOMEM). */
 static int count_packet(vf_decoder *d, const AVPacket *pkt)
 {
-    if (pkt->pos >= 0)
+    if (d->seek_entry >= 0)
+        seek_landed(d, pkt);
+    if (pkt->pos > d->last_pos) /* the furthest read: a seek that lands earlier (mov) is
+                                 * not taken again to the same place */
         d->last_pos = pkt->pos;
     if (d->numbered && d->ledger.packets == 0 && pkt->pts == AV_NOPTS_VALUE) {
         /* packets without presentation times (AVI): nothing is skipped, frames are numbered
          * as they come (nothing has been skipped yet: this is the stream's first packet) */
         d->numbered = 0;
-        d->skipping = 0;
+        d->skipping = SKIP_NONE;
         d->dec->skip_frame = AVDISCARD_DEFAULT;
     }
     int64_t when = pkt->dts != AV_NOPTS_VALUE ? pkt->dts : pkt->pts;
     if (when != AV_NOPTS_VALUE && when > d->frontier)
         d->frontier = when;
+    if ((pkt->flags & AV_PKT_FLAG_KEY) && pkt->pts != AV_NOPTS_VALUE &&
+        pkt->dts != AV_NOPTS_VALUE && pkt->pts - pkt->dts > d->key_delay)
+        d->key_delay = pkt->pts - pkt->dts;
     if (!d->numbered || (pkt->flags & AV_PKT_FLAG_DISCARD))
         return 0;
     int64_t pts = pkt->pts != AV_NOPTS_VALUE ? pkt->pts : pkt->dts;
@@ -769,12 +962,10 @@ static int demux_packet(vf_decoder *d, AVPacket *pkt)
 /* The next packet for the decoder into d->pkt: one read ahead first, else from the demuxer. */
 static int next_packet(vf_decoder *d)
 {
-    if (d->ahead_n > 0) {
-        AVPacket **slot = &d->ahead[d->ahead_head];
-        av_packet_move_ref(d->pkt, *slot);
-        av_packet_free(slot);
-        d->ahead_head = (d->ahead_head + 1) % READ_AHEAD_MAX;
-        d->ahead_n--;
+    AVPacket *pkt = pktq_pop(&d->ahead);
+    if (pkt) {
+        av_packet_move_ref(d->pkt, pkt);
+        av_packet_free(&pkt);
         return 0;
     }
     if (d->ahead_end < 0) {
@@ -793,7 +984,7 @@ static int next_packet(vf_decoder *d)
  */
 static vf_status read_ahead(vf_decoder *d, int64_t pts, vf_err *err)
 {
-    while (d->frontier < pts && d->ahead_end == 0 && d->ahead_n < READ_AHEAD_MAX) {
+    for (int n = 0; d->frontier < pts && d->ahead_end == 0 && n < READ_AHEAD_MAX; n++) {
         AVPacket *pkt = av_packet_alloc();
         if (!pkt)
             return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
@@ -805,7 +996,10 @@ static vf_status read_ahead(vf_decoder *d, int64_t pts, vf_err *err)
             d->ahead_end = ret;
             break;
         }
-        d->ahead[(d->ahead_head + d->ahead_n++) % READ_AHEAD_MAX] = pkt;
+        if (pktq_push(&d->ahead, pkt) < 0) {
+            av_packet_free(&pkt);
+            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        }
     }
     return VF_OK;
 }
@@ -827,6 +1021,9 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     rearm(d);
     vfi_framenum_init(&d->ledger);
     d->last_pos = -1;
+    d->seek_entry = -1;
+    d->sought = -1;
+    d->held_to = INT64_MIN;
     d->frontier = INT64_MIN;
     d->last_key = INT64_MIN;
     d->skip_hi = INT64_MIN;
@@ -983,8 +1180,7 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     m->start_time = d->origin * av_q2d(d->tb);
 
     d->next_t = d->s.start;
-    if (d->s.start > 0.0)
-        skip_ahead(d, d->s.start);
+    d->start_pending = d->s.start > 0.0; /* once the first packet says if frames are numbered */
     *out = d;
     return VF_OK;
 fail:
@@ -1246,6 +1442,15 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
             d->done = 1;
             return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         }
+        if (ret < 0 && d->skipping == SKIP_HOLDING && d->held.n) {
+            /* the end came first: the last group of pictures is decoded, then the end met */
+            pktq q = d->ahead;
+            d->ahead = d->held;
+            d->held = q;
+            d->skipping = SKIP_NONE;
+            d->ahead_end = ret;
+            continue;
+        }
         if (ret < 0) {
             if (ret != AVERROR_EOF && ret != AVERROR(EAGAIN))
                 d->read_error = ret;
@@ -1253,8 +1458,23 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
             avcodec_send_packet(d->dec, NULL);
             continue;
         }
+        if (d->start_pending) {
+            d->start_pending = 0;
+            if (skip_ahead(d, d->s.start)) {
+                av_packet_unref(d->pkt); /* before the seek: counted, not decoded */
+                continue;
+            }
+        }
+        if (d->skipping == SKIP_HOLDING) {
+            rearm(d); /* reading, not stalled */
+            if (hold_packet(d) < 0) {
+                d->done = 1;
+                return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+            }
+            continue;
+        }
         if (d->skipping && skip_ends(d, d->pkt))
-            d->skipping = 0;
+            d->skipping = SKIP_NONE;
         if (d->skipping || (d->s.keyframes && d->numbered && !(d->pkt->flags & AV_PKT_FLAG_KEY))) {
             if (d->skipping)
                 rearm(d); /* reading, not stalled */

@@ -81,6 +81,12 @@ vf_status vfi_framenum_add(vf_framenum *l, int64_t pts)
     return VF_OK;
 }
 
+void vfi_framenum_skip(vf_framenum *l, int64_t n)
+{
+    l->behind += n;
+    l->packets += n;
+}
+
 int64_t vfi_framenum_number(vf_framenum *l, int64_t pts)
 {
     int64_t number = l->behind + (int64_t)count_before(l, pts, 0);

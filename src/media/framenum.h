@@ -38,6 +38,8 @@ typedef struct vf_framenum {
 void vfi_framenum_init(vf_framenum *l);
 /* A packet read, in decode order, presented at time pts (any monotonic unit). VF_ERR_NOMEM. */
 vf_status vfi_framenum_add(vf_framenum *l, int64_t pts);
+/* n packets not read (a seek passed them), each presented before every later frame. */
+void vfi_framenum_skip(vf_framenum *l, int64_t n);
 /* The number of the frame presented at pts: the packets added so far presented before it.
  * Frames are numbered in presentation order; packets presented at or before pts are then
  * retired (they precede every later frame). */

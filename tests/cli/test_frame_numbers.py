@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Frame numbers and the frames each sampling option keeps, against ffprobe, on clips ffmpeg
-makes here: H.264 with B-frames (MP4; a long open GOP in Matroska), HEVC with B-frames, VP9
+makes here: H.264 with B-frames (MP4, one cut by an edit list; a long open GOP in Matroska), HEVC with B-frames, VP9
 with hidden alt-ref frames, MPEG-2 in a transport stream, and a variable-frame-rate clip.
 
 For every sampling option (every frame, --fps 2, --fps 1, --fps 0.1 which skips whole groups
@@ -70,6 +70,12 @@ def make_clips(d):
             made.append(name)
         else:
             print("note: this ffmpeg has no %s encoder: %s not made" % (enc, name))
+    # an edit list: copied from 2.3 s, the packets before the key frame there are decoded for
+    # their references but never shown
+    if "h264_bframes.mp4" in made:
+        ff("-ss", "2.3", "-i", os.path.join(d, "h264_bframes.mp4"), "-c", "copy",
+           os.path.join(d, "h264_editlist.mp4"))
+        made.append("h264_editlist.mp4")
     return made
 
 

@@ -53,13 +53,24 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* What a walk of the inputs shares: the directories and files already taken, the archive
+ * (--root) or NULL, and whether files passed over are named (-v). */
+typedef struct walker {
+    vf_strmap *seen;
+    const vf_archive *archive;
+    int verbose;
+} walker;
+
 /* Media files under dir, recursively, in name order; media is recognised by probing. Links
- * are followed, each real directory and file once (first_visit). With archive (--root), an
- * entry that leads out of it is neither walked nor probed (read): it is listed, for the run to
- * refuse with its line (README "What vidfeat reads"). */
-static int walk(path_list *l, vf_strmap *seen, const vf_archive *archive, const char *dir,
-                int depth)
+ * are followed, each real directory and file once (first_visit). Media that will not give
+ * frames (cut short, sound only, ...) is listed too, for the run to fail with its line; files
+ * that are not media are passed over (named with -v). With archive (--root), an entry that
+ * leads out of it is neither walked nor probed (read): it is listed, for the run to refuse
+ * with its line (README "What vidfeat reads"). */
+static int walk(path_list *l, const walker *w, const char *dir, int depth)
 {
+    vf_strmap *seen = w->seen;
+    const vf_archive *archive = w->archive;
     DIR *d = opendir(dir);
     if (!d) {
         fprintf(stderr, "vidfeat: %s: cannot read directory\n", dir);
@@ -98,10 +109,13 @@ static int walk(path_list *l, vf_strmap *seen, const vf_archive *archive, const 
         if (first < 0)
             failed = 1;
         else if (first && S_ISDIR(st.st_mode) && depth < 64)
-            failed |= walk(l, seen, archive, here.items[i], depth + 1);
+            failed |= walk(l, w, here.items[i], depth + 1);
         else if (first && S_ISREG(st.st_mode) &&
-                 (st.st_size == 0 || vfi_decode_probe(here.items[i], archive)))
+                 (st.st_size == 0 ||
+                  vfi_decode_probe(here.items[i], archive) != VF_PROBE_NOT_MEDIA))
             failed |= add_path(l, here.items[i]) < 0;
+        else if (first && w->verbose > 0)
+            fprintf(stderr, "vidfeat: %s: not media: passed over\n", here.items[i]);
         free(here.items[i]);
     }
     free(here.items);
@@ -117,9 +131,10 @@ void cli_free_paths(path_list *l)
 }
 
 /* One input: a file as it is, a directory walked. EXIT_OK, EXIT_FAIL (said), -1 out of memory. */
-static int add_input(path_list *inputs, vf_strmap *seen, const vf_archive *archive,
-                     const char *path)
+static int add_input(path_list *inputs, const walker *w, const char *path)
 {
+    vf_strmap *seen = w->seen;
+    const vf_archive *archive = w->archive;
     struct stat st;
     int exists = stat(path, &st) == 0;
     if (exists && S_ISDIR(st.st_mode)) {
@@ -132,7 +147,7 @@ static int add_input(path_list *inputs, vf_strmap *seen, const vf_archive *archi
         int inside = archive ? vfi_archive_holds(archive, path, NULL) : 1;
         if (inside <= 0) /* refused by the run, with its line */
             return inside < 0 || add_path(inputs, path) < 0 ? -1 : EXIT_OK;
-        if (walk(inputs, seen, archive, path, 0))
+        if (walk(inputs, w, path, 0))
             status = EXIT_FAIL;
         if (inputs->n == before) {
             fprintf(stderr, "vidfeat: %s: no media files in this directory\n", path);
@@ -149,8 +164,7 @@ static int add_input(path_list *inputs, vf_strmap *seen, const vf_archive *archi
 }
 
 /* --files-from: one path a line (or NUL-separated), "-" for stdin; empty entries skipped. */
-static int read_files_from(const char *name, int nul, path_list *inputs, vf_strmap *seen,
-                           const vf_archive *archive)
+static int read_files_from(const char *name, int nul, path_list *inputs, const walker *w)
 {
     FILE *f = strcmp(name, "-") ? fopen(name, "rb") : stdin;
     if (!f) {
@@ -168,7 +182,7 @@ static int read_files_from(const char *name, int nul, path_list *inputs, vf_strm
             line[--len] = '\0';
         if (len == 0)
             continue;
-        int r = add_input(inputs, seen, archive, line);
+        int r = add_input(inputs, w, line);
         status = r < 0 ? r : status == EXIT_OK ? r : status;
     }
     if (ferror(f)) {
@@ -225,11 +239,13 @@ int cli_collect_inputs(const cli *c, int argc, char **argv, path_list *inputs)
         archive = &root;
     }
     for (int i = 0; i < argc && status >= 0; i++) {
-        int r = add_input(inputs, seen, archive, argv[i]);
+        walker w = {seen, archive, c->verbosity};
+        int r = add_input(inputs, &w, argv[i]);
         status = r < 0 ? r : status == EXIT_OK ? r : status;
     }
     if (status >= 0 && c->files_from) {
-        int r = read_files_from(c->files_from, c->nul_separated, inputs, seen, archive);
+        walker w = {seen, archive, c->verbosity};
+        int r = read_files_from(c->files_from, c->nul_separated, inputs, &w);
         status = r < 0 ? r : status == EXIT_OK ? r : status;
     }
     vfi_archive_clear(&root);

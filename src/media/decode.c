@@ -1501,22 +1501,53 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
     }
 }
 
+/* Is the file at path, which FFmpeg could not open, media all the same: named like a media
+ * file, or recognised by its content (a copy cut short before its index, say)? */
+static int looks_like_media(const char *path)
+{
+    static const char *const exts = "mp4,m4v,mov,qt,mkv,mk3d,webm,avi,wmv,asf,flv,f4v,ts,mts,"
+                                    "m2ts,m2t,mpg,mpeg,m2v,vob,3gp,3g2,ogv,ogg,mxf,dv,y4m,ivf,"
+                                    "h264,264,h265,265,hevc,wav,mp3,m4a,aac,flac,opus,oga";
+    const char *dot = strrchr(path, '.');
+    const char *slash = strrchr(path, '/');
+    if (dot && (!slash || dot > slash) && av_match_name(dot + 1, exts))
+        return 1;
+    char head[4096 + AVPROBE_PADDING_SIZE];
+    memset(head, 0, sizeof(head));
+    size_t n = file_head(path, head, 4096 + 1);
+    AVProbeData pd = {path, (unsigned char *)head, (int)n, NULL};
+    int score = 0;
+    const AVInputFormat *f = av_probe_input_format2(&pd, 1, &score);
+    return f && score >= AVPROBE_SCORE_MAX / 2 && !av_match_name("tty", f->name);
+}
+
 int vfi_decode_probe(const char *path, const vf_archive *archive)
 {
     pthread_once(&log_once, install_log_bridge);
     AVFormatContext *fmt = NULL;
     confine c;
     vf_err err;
-    int ok = 0;
-    if (open_confined(&fmt, path, archive, &c, &err) >= 0 && !c.refused[0]) {
-        int si = avformat_find_stream_info(fmt, NULL) >= 0
-                     ? av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0)
-                     : -1;
-        ok = si >= 0 && !c.refused[0] && !is_text_art(fmt->streams[si]->codecpar);
+    int verdict = VF_PROBE_NOT_MEDIA;
+    int ret = open_confined(&fmt, path, archive, &c, &err);
+    if (c.refused[0]) {
+        verdict = VF_PROBE_BROKEN; /* refers outside: refused, with its line, by the run */
+    } else if (ret < 0) {
+        verdict = looks_like_media(path) ? VF_PROBE_BROKEN : VF_PROBE_NOT_MEDIA;
+    } else if (avformat_find_stream_info(fmt, NULL) < 0 || c.refused[0]) {
+        verdict = VF_PROBE_BROKEN;
+    } else {
+        int si = av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
+        int audio = av_find_best_stream(fmt, AVMEDIA_TYPE_AUDIO, -1, -1, NULL, 0) >= 0;
+        if (si >= 0 && is_text_art(fmt->streams[si]->codecpar))
+            verdict = VF_PROBE_NOT_MEDIA;
+        else if (si >= 0)
+            verdict = VF_PROBE_VIDEO;
+        else /* sound only is media without a picture; subtitles or data alone are not */
+            verdict = audio ? VF_PROBE_BROKEN : VF_PROBE_NOT_MEDIA;
     }
     avformat_close_input(&fmt);
     confine_clear(&c);
-    return ok;
+    return verdict;
 }
 
 vf_status vfi_parse_time(const char *text, double *seconds)

@@ -107,8 +107,14 @@ int vfi_frame_on_device(const vf_frame *f);
  * the copy fails, VF_ERR_NOMEM. A frame already in system memory is left as it is. */
 vf_status vfi_frame_download(vf_frame *f, vf_err *err);
 
-/* Does path look like media FFmpeg can open (probe, not extension)? 1 yes, 0 no: also when
- * opening it would read a file outside archive (NULL: as for vfi_decoder_open). */
+/* What path is, by its content (and, where FFmpeg cannot open it, its name), opened as
+ * vfi_decoder_open would (archive NULL: the same default): */
+enum {
+    VF_PROBE_NOT_MEDIA = 0, /* not media: text, documents, subtitles alone, ... */
+    VF_PROBE_VIDEO = 1,     /* media with a video stream FFmpeg reads */
+    VF_PROBE_BROKEN = 2     /* media that will not give frames: cut short, corrupt, sound only,
+                             * or referring to files outside the archive */
+};
 int vfi_decode_probe(const char *path, const vf_archive *archive);
 /* A time or duration in FFmpeg's forms ("90", "1.5", "1:30", "01:02:03.5", "500ms") into
  * seconds, negative ones included; VF_ERR_INVALID when text is none of them. */

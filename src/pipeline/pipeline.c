@@ -1369,7 +1369,7 @@ void vf_pipeline_free(vf_pipeline **pp)
 
 int vf_probe_media(const char *path)
 {
-    return path ? vfi_decode_probe(path, NULL) : 0;
+    return path && vfi_decode_probe(path, NULL) == VF_PROBE_VIDEO;
 }
 
 vf_status vf_parse_time(const char *text, double *seconds)

@@ -8,6 +8,9 @@ here (no ../shared needed):
   sampling          --fps with --every, --keyframes with --fps or --every: usage errors
   window past end   --start beyond the file: done, 0 frames, one warning line, the note in
                     --json and in the database
+  broken in a walk  a directory holding a copy cut before its index (also renamed .bin) and a
+                    sound-only .wav: one failed line each, counted; notes and subtitles passed
+                    over, named with -v
   links             a directory with `again -> .`, `sub/up -> ..` and a link to a file, named
                     twice with the file itself: the walk ends, the file is extracted once
   text files        .nfo and .txt files FFmpeg reads as text art: named, one failed line "not a
@@ -138,6 +141,45 @@ def main():
         check(r.returncode == 0 and [os.path.basename(f["path"]) for f in doc["files"]] ==
               ["photo.png"], "a directory with text files: %d %r" % (r.returncode, r.stdout))
         print("ok text files: named, one line each; in a directory, passed over; photo done")
+
+        # a walked directory with broken media: a copy cut before its index (no moov), sound
+        # only (.wav), a cut copy renamed .bin (recognised by content), beside a good clip,
+        # subtitles and notes: each broken one gets its one line and counts as failed
+        walked = os.path.join(tmp, "walked")
+        os.makedirs(walked)
+        shutil.copy(clip, os.path.join(walked, "good.mp4"))
+        whole = os.path.join(tmp, "moov_at_end.mp4")
+        ff("-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-t", "2", "-c:v", "libx264",
+           whole)
+        data = open(whole, "rb").read()
+        check(data.find(b"moov") > len(data) // 2, "the clip's index is not at its end")
+        for name in ("half_copied.mp4", "half_copied.bin"):
+            open(os.path.join(walked, name), "wb").write(data[:len(data) // 2])
+        ff("-f", "lavfi", "-i", "sine=frequency=440:duration=1", os.path.join(walked,
+                                                                               "sound.wav"))
+        with open(os.path.join(walked, "notes.txt"), "w") as fh:
+            fh.write("shot list\n")
+        with open(os.path.join(walked, "subs.srt"), "w") as fh:
+            fh.write("1\n00:00:00,000 --> 00:00:01,000\nHello\n\n")
+        broken = ["half_copied.bin", "half_copied.mp4", "sound.wav"]
+        r = run(exe, *base, "-o", os.path.join(tmp, "walked.db"), "--json", walked)
+        doc = json.loads(r.stdout)
+        status = {os.path.basename(f["path"]): f["status"] for f in doc["files"]}
+        check(r.returncode == 1 and status == dict([("good.mp4", "done")] +
+                                                  [(n, "failed") for n in broken]) and
+              doc["failed"] == 3 and doc["done"] == 1,
+              "a walk with broken media: %d %r" % (r.returncode, status))
+        lines = r.stderr.splitlines()
+        for n in broken:
+            check(len([l for l in lines if os.path.join(walked, n) in l]) == 1,
+                  "%s: not one line in %r" % (n, lines))
+        check(not any("notes.txt" in l or "subs.srt" in l for l in lines), r.stderr)
+        r = run(exe, *base, "-v", "-o", os.path.join(tmp, "walked_v.db"), walked)
+        for n in ("notes.txt", "subs.srt"):
+            check("vidfeat: %s: not media: passed over" % os.path.join(walked, n) in r.stderr,
+                  "-v does not name %s: %r" % (n, r.stderr))
+        print("ok a walk names each broken media file (cut short, sound only) once, counts it "
+              "failed; -v names the files passed over")
 
         # symbolic links: loops, a file reached twice, a file named twice
         loops = os.path.join(tmp, "loops")

@@ -1,7 +1,8 @@
 /*
  * test_path.c - vfi_path_absolute, the name a file is recorded under: absolute paths tidied,
  * relative ones joined to the current directory, ".." kept, a relative path left relative (but
- * tidied) when the current directory is gone, NULL for no path and when out of memory.
+ * tidied) when the current directory is gone, NULL for no path and when out of memory; files
+ * made for writing never written through a link planted at their name.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -89,6 +90,46 @@ static void expect(const char *path, const char *want)
     vfi_free(got);
 }
 
+/* vfi_fopen_new and vfi_replace_open (in the current directory): a link planted at the name
+ * written is replaced, never written through; a leftover file is replaced. */
+static void check_new_files(void)
+{
+    FILE *t = fopen("target", "w");
+    CHECK(t && fputs("precious\n", t) >= 0 && fclose(t) == 0);
+    CHECK(symlink("target", "out.part") == 0);
+    CHECK(symlink("/nonexistent_dir/x", "dangling.part") == 0);
+    CHECK(mkfifo("fifo.part", 0600) == 0);
+    const char *names[] = {"out.part", "dangling.part", "fifo.part"};
+    for (int i = 0; i < 3; i++) {
+        FILE *f = vfi_fopen_new(names[i], "w");
+        CHECK(f && fputs("new\n", f) >= 0 && fclose(f) == 0);
+        struct stat st;
+        CHECK(lstat(names[i], &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 4);
+    }
+    char buf[32] = "";
+    t = fopen("target", "r");
+    CHECK(t && fgets(buf, sizeof(buf), t) && fclose(t) == 0);
+    CHECK(!strcmp(buf, "precious\n"));
+    /* vfi_replace_open's temporary name, planted: the file written is the real one only */
+    char planted[64];
+    snprintf(planted, sizeof(planted), "real.tmp%ld", (long)getpid());
+    CHECK(symlink("target", planted) == 0);
+    FILE *f;
+    char *tmp;
+    vf_err err;
+    CHECK(vfi_replace_open("real", &f, &tmp, &err) == VF_OK);
+    CHECK(fputs("replaced\n", f) >= 0);
+    CHECK(vfi_replace_close(f, tmp, "real", &err) == VF_OK);
+    t = fopen("target", "r");
+    CHECK(t && fgets(buf, sizeof(buf), t) && fclose(t) == 0);
+    CHECK(!strcmp(buf, "precious\n"));
+    struct stat st;
+    CHECK(lstat("real", &st) == 0 && S_ISREG(st.st_mode) && lstat(planted, &st) != 0);
+    const char *made[] = {"target", "out.part", "dangling.part", "fifo.part", "real"};
+    for (int i = 0; i < 5; i++)
+        CHECK(unlink(made[i]) == 0);
+}
+
 int main(void)
 {
     expect("/a/b/c.mp4", "/a/b/c.mp4");
@@ -116,6 +157,7 @@ int main(void)
     char cwd[PATH_MAX];
     CHECK(getcwd(cwd, sizeof(cwd))); /* /tmp may itself be a link: what getcwd says counts */
     check_archive(cwd);
+    check_new_files();
     snprintf(want, sizeof(want), "%s/clip.mp4", cwd);
     expect("clip.mp4", want);
     expect("./clip.mp4", want);

@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "cli/export.h"
 #include "core/json.h"
+#include "core/path.h"
 #include "core/utf8.h"
 #include "text/unicode.h"
 
@@ -167,7 +168,7 @@ static int write_npy(const char *path, const embedded *e, int n)
     if (!part)
         return EXIT_FAIL;
     snprintf(part, len + 6, "%s.part", path);
-    FILE *f = fopen(part, "wb");
+    FILE *f = vfi_fopen_new(part, "wb");
     int bad = !f || export_npy_header(f, "<f4", n, e->dim) < 0;
     for (int i = 0; !bad && i < n * e->dim; i++) {
         float v = e->vec[i];

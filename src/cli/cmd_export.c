@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "cli/export.h"
 #include "core/json.h"
+#include "core/path.h"
 #include "core/mem.h"
 #include "core/strmap.h"
 
@@ -174,7 +175,7 @@ static int npy_begin(export_writer *w, const export_video *v)
             fprintf(stderr, "vidfeat: export: out of memory\n");
             return -1;
         }
-        if (!(*files[i] = fopen(w->vec_path[i], "wb")) ||
+        if (!(*files[i] = vfi_fopen_new(w->vec_path[i], "wb")) ||
             export_npy_header(*files[i], descr[i], v->frames, i == 0 ? w->dim : 0) < 0) {
             fprintf(stderr, "vidfeat: %s: %s\n", w->vec_path[i], strerror(errno));
             return -1;
@@ -239,7 +240,7 @@ static int npy_close(export_writer *w, int ok)
     int rc = 0;
     if (ok) {
         char *tmp = join(w->out, "index.json", ".part"), *real = join(w->out, "index.json", "");
-        FILE *f = tmp ? fopen(tmp, "w") : NULL;
+        FILE *f = tmp ? vfi_fopen_new(tmp, "w") : NULL;
         if (!f || vfi_json_write(f, w->index, 2) < 0) {
             fprintf(stderr, "vidfeat: %s: %s\n", tmp ? tmp : "index.json", strerror(errno));
             rc = -1;
@@ -290,7 +291,7 @@ static int csv_open(export_writer **pw, const char *out, const vf_db_model *m, c
         size_t n = strlen(out) + 8;
         if ((w->tmp = vfi_malloc(n)))
             snprintf(w->tmp, n, "%s.part", out);
-        if (!w->tmp || !(w->f = fopen(w->tmp, "w"))) {
+        if (!w->tmp || !(w->f = vfi_fopen_new(w->tmp, "w"))) {
             fprintf(stderr, "vidfeat: %s: %s\n", out, w->tmp ? strerror(errno) : "out of memory");
             writer_free(w);
             return -1;

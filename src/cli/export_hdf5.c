@@ -135,7 +135,13 @@ static int h5_open(export_writer **pw, const char *out, const vf_db_model *m, co
     snprintf(w->tmp, n, "%s.part", out);
     w->dim = m->dim;
     w->group = w->features = w->t = w->frame_index = -1;
-    w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    /* created exclusively, so never through a link planted at the temporary name */
+    if (unlink(w->tmp) != 0 && errno != ENOENT) {
+        fprintf(stderr, "vidfeat: %s: cannot replace it: %s\n", w->tmp, strerror(errno));
+        writer_free(w);
+        return -1;
+    }
+    w->file = H5Fcreate(w->tmp, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
     if (w->file < 0) {
         fprintf(stderr, "vidfeat: %s: cannot create it: %s\n", out,
                 errno ? strerror(errno) : "HDF5 error");

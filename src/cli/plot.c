@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/path.h"
+
 #define MAX_SERIES 16
 #define MAX_GROUPS 32
 #define BAR_W      26
@@ -102,9 +104,11 @@ int plot_svg(const char *path, const char *title, const char *subtitle, const ch
     if (width < 560)
         width = 560;
     int height = TOP + PLOT_H + BOTTOM;
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        snprintf(err, err_size, "%s: %s", path, strerror(errno));
+    FILE *f; /* written beside path and renamed over it when whole */
+    char *tmp;
+    vf_err verr;
+    if (vfi_replace_open(path, &f, &tmp, &verr) < 0) {
+        snprintf(err, err_size, "%s", verr.msg);
         return -1;
     }
     fprintf(f,
@@ -164,8 +168,8 @@ int plot_svg(const char *path, const char *title, const char *subtitle, const ch
         }
     }
     fprintf(f, "</svg>\n");
-    if (fclose(f) != 0) {
-        snprintf(err, err_size, "%s: %s", path, strerror(errno));
+    if (vfi_replace_close(f, tmp, path, &verr) < 0) {
+        snprintf(err, err_size, "%s", verr.msg);
         return -1;
     }
     return 0;

@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,6 +192,30 @@ void vfi_make_parent_dirs(const char *path)
     vfi_free(d);
 }
 
+int vfi_open_new(const char *path)
+{
+    int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = open(path, flags, 0644);
+    if (fd < 0 && errno == EEXIST && unlink(path) == 0) /* a leftover, or a planted link */
+        fd = open(path, flags, 0644);
+    return fd;
+}
+
+FILE *vfi_fopen_new(const char *path, const char *mode)
+{
+    int fd = vfi_open_new(path);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, mode);
+    if (!f) {
+        int e = errno;
+        close(fd);
+        unlink(path);
+        errno = e;
+    }
+    return f;
+}
+
 vf_status vfi_replace_open(const char *path, FILE **f, char **tmp, vf_err *err)
 {
     size_t len = strlen(path) + 32;
@@ -199,7 +224,7 @@ vf_status vfi_replace_open(const char *path, FILE **f, char **tmp, vf_err *err)
     if (!*tmp)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     snprintf(*tmp, len, "%s.tmp%ld", path, (long)getpid());
-    *f = fopen(*tmp, "wb");
+    *f = vfi_fopen_new(*tmp, "wb");
     if (!*f) {
         vf_status rc = vfi_fail(err, VF_ERR_IO, "%s: %s", *tmp, strerror(errno));
         vfi_free(*tmp);

@@ -68,6 +68,14 @@ void vfi_make_parent_dirs(const char *path);
  * it. Both return VF_ERR_IO with the failing name and the system's reason (VF_ERR_NOMEM when out
  * of memory); vfi_replace_close always closes f and frees tmp. */
 vf_status vfi_replace_open(const char *path, FILE **f, char **tmp, vf_err *err);
+/* A new file at path, opened for writing with fopen's mode ("w", "wb"): created exclusively and
+ * never through a symbolic link. Whatever is at path already - a temporary left by a killed run,
+ * or a link planted there to make vidfeat write elsewhere - is removed first (the link itself,
+ * not what it points to); if something is planted again in between, the open fails (EEXIST).
+ * NULL with errno on failure. For temporary names that are renamed over the real one. */
+FILE *vfi_fopen_new(const char *path, const char *mode);
+/* The same as a descriptor (open(2)'s flags O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW); -1. */
+int vfi_open_new(const char *path);
 vf_status vfi_replace_close(FILE *f, char *tmp, const char *path, vf_err *err);
 
 #endif /* VIDFEAT_PATH_H */

@@ -18,6 +18,8 @@ with the same base name and one file at two samplings:
   export csv     a row per frame, read back with the csv module: float32 exact
   info --json    one JSON document: the counts, and each extraction as the tables have it
                  (the non-UTF-8 name escaped losslessly, the running one included)
+  planted links  a link at every temporary name export writes (NAME.part) is replaced, its
+                 target untouched
   choosing       a database with two layers and no --layer: exit 3 naming both, nothing
                  written; --layer picks one; an unwritable output: exit 1, one line, no partial
                  file left
@@ -246,6 +248,31 @@ def main():
             check(got == by_key, "csv differs from the database")
         print("ok export npy, hdf5, csv: each layer's vectors read back bit for bit (numpy, "
               "h5py, csv), unique names %s" % names)
+
+        # links planted at every temporary name an export writes (NAME.part): the targets
+        # are left as they were, the outputs are whole files of their own
+        planted = os.path.join(tmp, "planted")
+        os.mkdir(planted)
+        victim = os.path.join(tmp, "victim")
+        open(victim, "w").write("precious\n")
+        npy_dir = os.path.join(planted, "npy")
+        os.mkdir(npy_dir)
+        stems = [n for n in names]
+        traps = [os.path.join(planted, "x.h5.part"), os.path.join(planted, "x.csv.part"),
+                 os.path.join(npy_dir, "index.json.part")]
+        traps += [os.path.join(npy_dir, s + suffix + ".part") for s in stems
+                  for suffix in (".npy", "_t.npy")]
+        for trap in traps:
+            os.symlink(victim, trap)
+        layer = next(iter(layers))
+        for out_path in (os.path.join(planted, "x.h5"), os.path.join(planted, "x.csv"), npy_dir):
+            r = run(exe, "export", db, "--layer", layer, "-o", out_path)
+            check(r.returncode == 0, "export over planted links: %r" % r.stderr)
+        check(open(victim).read() == "precious\n", "an export wrote through a planted link")
+        check(not any(os.path.islink(t) for t in traps) and
+              os.path.isfile(os.path.join(planted, "x.h5")) and
+              not os.path.islink(os.path.join(npy_dir, "index.json")), "planted links left")
+        print("ok links planted at export's temporary names: never written through")
 
         # an output that cannot be written: one line, exit 1, nothing partial left
         blocker = os.path.join(tmp, "blocker")

@@ -108,6 +108,12 @@ static vf_status resolve_model(vf_extractor *ex, const vf_config *cfg)
                             "model '%s': %s not found (looked in --models-dir, $VIDFEAT_MODELS, "
                             "./models and %s); make it with: %s",
                             m->name, m->file, m->dir, m->export_hint);
+        if (!m->url) /* neither downloaded nor exported: a file the user has */
+            return vfi_fail(err, VF_ERR_IO,
+                            "model '%s': %s not found (looked in --models-dir, $VIDFEAT_MODELS, "
+                            "./models and %s); it has no download address: put your copy "
+                            "(sha256 %s) in ./models or --models-dir",
+                            m->name, m->file, m->dir, m->sha256 ? m->sha256 : "not given");
         return vfi_fail(err, VF_ERR_IO,
                         "model '%s': %s not found (looked in --models-dir, $VIDFEAT_MODELS, "
                         "./models and %s); get it with: scripts/fetch-models.sh %s%s%s",
@@ -182,12 +188,17 @@ static vf_status resolve_layer(vf_extractor *ex, const vf_config *cfg, int *valu
 static void report_weights(vf_extractor *ex)
 {
     ex->info.weights = vfi_model_weights(ex->manifest, ex->model_path);
-    if (ex->info.weights == VF_WEIGHTS_RANDOM)
+    if (ex->info.weights == VF_WEIGHTS_RANDOM) {
+        /* where real ones come from: the download, else the export script given them */
+        const vf_manifest *m = ex->manifest;
         vfi_log(VF_LOG_WARNING, "model",
-                "%s: random weights (scripts/export-torchvision.py without --pretrained): "
-                "the vectors are for tests and benchmarks, not for search",
-                ex->model_path);
-    else if (ex->info.weights == VF_WEIGHTS_OTHER)
+                "%s: random weights, made for tests: its vectors are for tests and benchmarks, "
+                "not for search; real ones: %s%s",
+                ex->model_path, m->url ? "scripts/fetch-models.sh " : "",
+                m->url           ? m->name
+                : m->export_hint ? m->export_hint
+                                 : "not known for this model");
+    } else if (ex->info.weights == VF_WEIGHTS_OTHER)
         vfi_log(VF_LOG_WARNING, "model",
                 "%s is not the official %s file (its size or sha256 differs from %s): its "
                 "features will not match other users'",

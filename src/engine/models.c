@@ -58,17 +58,21 @@ static vf_status add_listed(vf_model_list *list, vf_manifest *m, const char *mod
         it->entry.text_file = m->text->file;
         it->entry.text_found = it->text_found;
     }
-    size_t get_size = strlen(m->name) + (m->export_hint ? strlen(m->export_hint) : 0) + 64;
+    size_t get_size =
+        strlen(m->name) + strlen(m->file) + (m->export_hint ? strlen(m->export_hint) : 0) + 96;
     if (!(it->get = vfi_malloc(get_size))) {
         vfi_free(it->layers);
         vfi_free(it->found);
         vfi_free(it->text_found);
         return VF_ERR_NOMEM;
     }
-    if (m->url || !m->export_hint)
+    if (m->url)
         snprintf(it->get, get_size, "scripts/fetch-models.sh %s", m->name);
-    else
+    else if (m->export_hint)
         snprintf(it->get, get_size, "%s", m->export_hint);
+    else /* neither downloaded nor exported: a file the user has */
+        snprintf(it->get, get_size, "no download: put your copy of %s in ./models or --models-dir",
+                 m->file);
     it->entry.get = it->get;
     list->n++;
     return VF_OK;

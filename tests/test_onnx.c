@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "engine/onnx.h"
@@ -247,8 +249,76 @@ static void memory_input(void)
     printf("truncations of tiny_cnn.onnx: %d of %zu rejected cleanly\n", failures, n / 7 + 1);
 }
 
+/* Copy file src to dst (the test's own files). */
+static void copy_file(const char *src, const char *dst)
+{
+    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+    CHECK(in && out);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+        CHECK(fwrite(buf, 1, n, out) == n);
+    CHECK(fclose(in) == 0 && fclose(out) == 0);
+}
+
+/* External data planted by someone who can write the model's directory: the weights file
+ * replaced by a link to a file outside (long enough to be read as weights), a FIFO (reading
+ * would block for ever), a link to /dev/zero, a link into a directory outside, a short file.
+ * Each is one VF_ERR_MODEL naming why; the file itself loads. */
+static void hostile_external_data(void)
+{
+    char dir[] = "/tmp/vidfeat_extdata_XXXXXX", model[4200], weights[4200], src[4200];
+    CHECK(mkdtemp(dir));
+    snprintf(src, sizeof(src), "%s/ops/external_data.onnx", VF_TEST_DATA_DIR);
+    snprintf(model, sizeof(model), "%s/external_data.onnx", dir);
+    copy_file(src, model);
+    snprintf(src, sizeof(src), "%s/ops/external_data.weights", VF_TEST_DATA_DIR);
+    snprintf(weights, sizeof(weights), "%s/external_data.weights", dir);
+    char outside[4200];
+    snprintf(outside, sizeof(outside), "%s.outside", dir);
+    copy_file(src, outside);
+    vf_graph *g = NULL;
+    vf_err err;
+    struct {
+        const char *what, *want;
+    } cases[] = {{"link outside", "a symbolic link"},
+                 {"fifo", "not a regular file"},
+                 {"/dev/zero", "a symbolic link"},
+                 {"short", "shorter than"},
+                 {"copy", NULL}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        unlink(weights);
+        if (!strcmp(cases[i].what, "link outside"))
+            CHECK(symlink(outside, weights) == 0);
+        else if (!strcmp(cases[i].what, "fifo"))
+            CHECK(mkfifo(weights, 0600) == 0);
+        else if (!strcmp(cases[i].what, "/dev/zero"))
+            CHECK(symlink("/dev/zero", weights) == 0);
+        else if (!strcmp(cases[i].what, "short")) {
+            FILE *f = fopen(weights, "wb");
+            CHECK(f && fputs("tiny", f) >= 0 && fclose(f) == 0);
+        } else
+            copy_file(src, weights);
+        vf_status rc = vfi_onnx_load(model, NULL, &g, &err);
+        if (!cases[i].want) {
+            CHECK_OK(rc, err.msg);
+            vfi_graph_free(&g);
+            continue;
+        }
+        if (rc != VF_ERR_MODEL || !strstr(err.msg, cases[i].want)) {
+            fprintf(stderr, "%s: status %d, message '%s', want '%s'\n", cases[i].what, rc, err.msg,
+                    cases[i].want);
+            exit(1);
+        }
+    }
+    unlink(weights);
+    unlink(outside);
+    CHECK(unlink(model) == 0 && rmdir(dir) == 0);
+}
+
 int main(void)
 {
+    hostile_external_data();
     bad_models();
     passes();
     other_input_size();

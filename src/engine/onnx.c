@@ -19,6 +19,7 @@
 #include "engine/onnx.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -27,10 +28,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/half.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/path.h"
 #include "onnx.pb-c.h"
 #include "core/strmap.h"
 #include "engine/onnx_ops.h"
@@ -228,6 +231,48 @@ static void *alloc_elems(int64_t numel, vf_dtype dtype)
 
 /* ---- external data --------------------------------------------------------------------------- */
 
+/*
+ * Open an external data file: a regular file inside the model's directory (what it resolves to,
+ * links in its path included; a link as the file itself is refused outright), at least `need`
+ * bytes long - so a link to /etc/passwd, a FIFO (which would block reading) or /dev/zero (which
+ * would read for ever) is one error naming it.
+ */
+static vf_status open_external(loader *L, const char *path, uint64_t need, const char *tensor,
+                               FILE **out)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return vfi_fail(L->err, errno == ELOOP ? VF_ERR_MODEL : VF_ERR_IO,
+                        "%s: %s (external data of '%s')", path,
+                        errno == ELOOP ? "a symbolic link: external data must be a regular file "
+                                         "in the model's directory"
+                                       : strerror(errno),
+                        tensor);
+    struct stat st;
+    vf_archive dir;
+    int inside = -1;
+    if (vfi_archive_init(&dir, L->base_dir, 0, L->err) == VF_OK) {
+        inside = vfi_archive_holds(&dir, path, NULL); /* links in its path resolved */
+        vfi_archive_clear(&dir);
+    }
+    vf_status rc = VF_OK;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        rc = vfi_fail(L->err, VF_ERR_MODEL, "%s: not a regular file (external data of '%s')", path,
+                      tensor);
+    else if (inside <= 0)
+        rc = vfi_fail(L->err, VF_ERR_MODEL,
+                      "%s: leaves the model's directory through a link (external data of '%s')",
+                      path, tensor);
+    else if ((uint64_t)st.st_size < need)
+        rc = vfi_fail(L->err, VF_ERR_MODEL, "%s: %lld bytes, shorter than the %llu that '%s' needs",
+                      path, (long long)st.st_size, (unsigned long long)need, tensor);
+    else if (!(*out = fdopen(fd, "rb")))
+        rc = vfi_fail(L->err, VF_ERR_NOMEM, "out of memory reading '%s'", path);
+    if (rc < 0)
+        close(fd);
+    return rc;
+}
+
 static vf_status read_external(loader *L, const Onnx__TensorProto *t, size_t want, void **out)
 {
     const char *location = NULL;
@@ -261,11 +306,10 @@ static vf_status read_external(loader *L, const Onnx__TensorProto *t, size_t wan
     char path[4096];
     if (snprintf(path, sizeof(path), "%s/%s", L->base_dir, location) >= (int)sizeof(path))
         return vfi_fail(L->err, VF_ERR_MODEL, "initializer '%s': path too long", t->name);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return vfi_fail(L->err, VF_ERR_IO, "%s: %s (external data of '%s')", path, strerror(errno),
-                        t->name);
-    vf_status rc = VF_OK;
+    FILE *f = NULL;
+    vf_status rc = open_external(L, path, (uint64_t)offset + want, t->name, &f);
+    if (rc < 0)
+        return rc;
     void *buf = vfi_aligned_alloc(VF_TENSOR_ALIGN, want ? want : 1);
     if (!buf) {
         rc = vfi_fail(L->err, VF_ERR_NOMEM, "out of memory reading '%s'", path);

@@ -177,6 +177,15 @@ typedef struct vf_config {
      *  named, never opened. Without root, links inside the archive are followed either way,
      *  and what an input refers to must resolve inside the input's own directory. */
     int follow_links_outside;
+
+    /* ---- what one input may cost (appended in 0.2; README "Security") ---- */
+    /** A video whose frames have more pixels than this fails, named, before it is decoded
+     *  (so a small file cannot make a decoder take gigabytes). 0: the default, 40,000,000
+     *  (8K, 7680x4320 or 8192x4320, is 33-35 million). */
+    int64_t max_pixels;
+    /** A file with more streams than this fails before its streams are probed (each probed
+     *  stream has a decoder of its own). 0: the default, 64. */
+    int max_streams;
 } vf_config;
 
 /** An opened model: the network compiled for one backend, batch size and precision. */

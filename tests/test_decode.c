@@ -150,8 +150,10 @@ int main(void)
     CHECK_EQ(open_status(VF_SAMPLES_DIR "/audio_only.m4a", msg, sizeof(msg)), VF_ERR_DECODE);
     CHECK(strstr(msg, "no video stream"));
     CHECK_EQ(open_status(VF_SAMPLES_DIR "/README.md", msg, sizeof(msg)), VF_ERR_DECODE);
-    CHECK(vfi_decode_probe(CLIP, NULL) == 1);
-    CHECK(vfi_decode_probe(VF_SAMPLES_DIR "/audio_only.m4a", NULL) == 0);
+    CHECK(vfi_decode_probe(CLIP, NULL) == VF_PROBE_VIDEO);
+    /* sound only: media, but no frames (a walk names it) */
+    CHECK(vfi_decode_probe(VF_SAMPLES_DIR "/audio_only.m4a", NULL) == VF_PROBE_BROKEN);
+    CHECK(vfi_decode_probe(VF_SAMPLES_DIR "/README.md", NULL) == VF_PROBE_NOT_MEDIA);
     printf("decode: counts, timestamps, sampling modes, rotation and errors as expected\n");
     return 0;
 }

@@ -94,6 +94,8 @@ class Config(Structure):
         ("lease_s", c_double),
         ("max_attempts", c_int),
         ("follow_links_outside", c_int),
+        ("max_pixels", c_int64),
+        ("max_streams", c_int),
     ]
 
 

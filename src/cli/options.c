@@ -39,6 +39,8 @@ enum opt_id {
     OPT_START,
     OPT_DURATION,
     OPT_MAX_FRAMES,
+    OPT_MAX_PIXELS,
+    OPT_MAX_STREAMS,
     OPT_FORCE,
     OPT_DTYPE,
     OPT_QUEUE_DEPTH,
@@ -128,6 +130,10 @@ static const opt_def options[] = {
      "files decoded at once (default 1 with a CPU network, 4 with a GPU)"},
     {"stall-timeout", OPT_STALL_TIMEOUT, "S", NETS,
      "give up a file with no frame for S s (60; 0 = never)"},
+    {"max-pixels", OPT_MAX_PIXELS, "N", NETS,
+     "fail a video whose frames have more than N pixels (default 40000000; 8K is 35 million)"},
+    {"max-streams", OPT_MAX_STREAMS, "N", NETS,
+     "fail a file with more than N streams, before probing them (default 64)"},
     {"model", OPT_MODEL, "NAME|FILE", NETS | CMD_EXPORT | CMD_INDEX,
      "model name (see `vidfeat models`) or ONNX file"},
     {"models-dir", OPT_MODELS_DIR, "DIR", NETS | CMD_MODELS,
@@ -520,6 +526,17 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
         case OPT_DB:
             c->cfg.db_path = a;
             c->db_set = 1;
+            break;
+        case OPT_MAX_PIXELS: {
+            double v;
+            if (number_option("max-pixels", a, 1, 1e12, &v) < 0)
+                return EXIT_USAGE;
+            c->cfg.max_pixels = (int64_t)v;
+            break;
+        }
+        case OPT_MAX_STREAMS:
+            if (int_option("max-streams", a, 1, 1000000, &c->cfg.max_streams) < 0)
+                return EXIT_USAGE;
             break;
         case OPT_STALL_TIMEOUT:
             if (number_option("stall-timeout", a, 0, 1e6, &c->cfg.stall_timeout) < 0)

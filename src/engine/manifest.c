@@ -133,6 +133,11 @@ static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     if (!m->name || !m->file)
         return vfi_fail(err, VF_ERR_INVALID, "%s: \"name\" and \"file\" are required", path);
+    if (!bare_name(m->file)) /* else it would read as "not found" where it was never looked for */
+        return vfi_fail(err, VF_ERR_INVALID,
+                        "%s: \"file\" must be a bare file name, found beside the manifest or in "
+                        "the models directories, not '%s'",
+                        path, m->file);
     double bytes = vfi_json_num(j, "size", 0);
     if (!(bytes >= 0 && bytes <= (double)INT64_MAX)) /* NaN too */
         return vfi_fail(err, VF_ERR_INVALID, "%s: \"size\" must be a byte count", path);

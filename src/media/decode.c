@@ -191,10 +191,11 @@ static void confine_clear(struct confine *c);
 
 /* FFmpeg's own messages (concealed errors, deprecation notes) go to our log at debug level:
  * every failure that matters is reported by vidfeat itself, once, naming the file. */
-/* FFmpeg's last error message on this thread: opening a file runs the demuxer on the calling
- * thread, and when it fails its log line ("Picture size 60000x60000 is invalid") says far more
- * than the error code it returns (which for that case reads "Device or resource busy"). A
- * thread-local diagnostic, not shared state: each decode thread sees only its own. */
+/* FFmpeg's first error message on this thread since it was cleared: opening a file runs the
+ * demuxer on the calling thread, and when it fails its log line ("Picture size 60000x60000 is
+ * invalid") says far more than the error code it returns (which for that case reads "Device or
+ * resource busy"); the first says the cause, later ones its consequences ("Invalid image
+ * size"). A thread-local diagnostic, not shared state: each decode thread sees only its own. */
 static _Thread_local char last_av_error[256];
 
 static void av_log_bridge(void *avcl, int level, const char *fmt, va_list ap)
@@ -207,7 +208,7 @@ static void av_log_bridge(void *avcl, int level, const char *fmt, va_list ap)
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
         line[--n] = '\0';
-    if (n && level <= AV_LOG_ERROR) {
+    if (n && level <= AV_LOG_ERROR && !last_av_error[0]) { /* the first: the cause */
         size_t k = n < sizeof(last_av_error) - 1 ? n : sizeof(last_av_error) - 1; /* truncate */
         memcpy(last_av_error, line, k);
         last_av_error[k] = '\0';
@@ -747,6 +748,50 @@ static vf_status check_refused(const confine *c, vf_err *err)
     return vfi_fail(err, VF_ERR_DENIED, "%s: %s", c->why, c->refused);
 }
 
+static vf_status pixels_refused(const AVCodecParameters *par, int64_t max_pixels, vf_err *err)
+{
+    return vfi_fail(err, VF_ERR_DECODE,
+                    "frames of %dx%d (%lld pixels), more than the %lld allowed (--max-pixels): not "
+                    "decoded",
+                    par->width, par->height, (long long)par->width * par->height,
+                    (long long)max_pixels);
+}
+
+/* Before probing: a file whose every video stream declares frames over the limit (so probing,
+ * which decodes a frame of each, is not run on them). */
+static vf_status check_pixels(const AVFormatContext *fmt, int64_t max_pixels, vf_err *err)
+{
+    const AVCodecParameters *big = NULL;
+    for (unsigned i = 0; i < fmt->nb_streams; i++) {
+        const AVCodecParameters *par = fmt->streams[i]->codecpar;
+        if (par->codec_type != AVMEDIA_TYPE_VIDEO)
+            continue;
+        if ((int64_t)par->width * par->height <= max_pixels)
+            return VF_OK;
+        big = par;
+    }
+    return big ? pixels_refused(big, max_pixels, err) : VF_OK;
+}
+
+/* avformat_find_stream_info with each probing decoder told the pixel limit (FFmpeg's
+ * max_pixels: a larger frame is refused before its picture is allocated). */
+static int find_stream_info(AVFormatContext *fmt, int64_t max_pixels)
+{
+    unsigned n = fmt->nb_streams;
+    AVDictionary **opts = n ? av_calloc(n, sizeof(*opts)) : NULL;
+    if (n && !opts)
+        return AVERROR(ENOMEM);
+    int ret = 0;
+    for (unsigned i = 0; i < n && ret >= 0; i++)
+        ret = av_dict_set_int(&opts[i], "max_pixels", max_pixels, 0);
+    if (ret >= 0)
+        ret = avformat_find_stream_info(fmt, opts);
+    for (unsigned i = 0; i < n; i++)
+        av_dict_free(&opts[i]);
+    av_free(opts);
+    return ret;
+}
+
 static void rearm(vf_decoder *d)
 {
     d->deadline = d->o.stall_timeout > 0 ? vfi_now_s() + d->o.stall_timeout : 0;
@@ -1062,7 +1107,17 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
                                        : av_err(ret, eb, sizeof(eb)));
         goto fail;
     }
-    ret = avformat_find_stream_info(d->fmt, NULL);
+    int64_t max_pixels = d->o.max_pixels > 0 ? d->o.max_pixels : VF_DEFAULT_MAX_PIXELS;
+    int max_streams = d->o.max_streams > 0 ? d->o.max_streams : VF_DEFAULT_MAX_STREAMS;
+    if (d->fmt->nb_streams > (unsigned)max_streams) {
+        rc = vfi_fail(err, VF_ERR_DECODE,
+                      "%u streams, more than the %d allowed (--max-streams): not probed",
+                      d->fmt->nb_streams, max_streams);
+        goto fail;
+    }
+    if ((rc = check_pixels(d->fmt, max_pixels, err)) < 0) /* as the container declares them */
+        goto fail;
+    ret = find_stream_info(d->fmt, max_pixels);
     if ((rc = check_refused(d->conf, err)) < 0)
         goto fail;
     if (ret < 0) {
@@ -1106,6 +1161,10 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
         goto fail;
     }
     AVStream *st = d->fmt->streams[si];
+    if ((int64_t)st->codecpar->width * st->codecpar->height > max_pixels) {
+        rc = pixels_refused(st->codecpar, max_pixels, err);
+        goto fail;
+    }
     for (unsigned i = 0; i < d->fmt->nb_streams; i++)
         d->fmt->streams[i]->discard = (int)i == si ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
     d->dec = avcodec_alloc_context3(codec);
@@ -1139,6 +1198,7 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
         d->dec->thread_type =
             d->hw_fmt != AV_PIX_FMT_NONE ? FF_THREAD_SLICE : FF_THREAD_FRAME | FF_THREAD_SLICE;
         d->dec->pkt_timebase = st->time_base;
+        d->dec->max_pixels = max_pixels;
         ret = avcodec_open2(d->dec, codec, NULL);
     }
     if (ret < 0) {
@@ -1148,8 +1208,13 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     }
     if (st->codecpar->width < 1 || st->codecpar->height < 1 || st->codecpar->width > 32768 ||
         st->codecpar->height > 32768) {
-        rc = vfi_fail(err, VF_ERR_DECODE, "unusable frame size %dx%d", st->codecpar->width,
-                      st->codecpar->height);
+        /* the decoder's own reason where it gave one ("Picture size 65535x65535 is invalid"):
+         * the size it read is then not known here (0x0) */
+        if (!st->codecpar->width && last_av_error[0])
+            rc = vfi_fail(err, VF_ERR_DECODE, "unusable frame size: %s", last_av_error);
+        else
+            rc = vfi_fail(err, VF_ERR_DECODE, "unusable frame size %dx%d", st->codecpar->width,
+                          st->codecpar->height);
         goto fail;
     }
 

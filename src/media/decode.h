@@ -77,7 +77,14 @@ typedef struct vf_decode_opts {
      * out of it. A reference outside fails the input with VF_ERR_DENIED, "refers to a file
      * outside the archive: REF", once it is met (vectors of it may have been handed out). */
     const vf_archive *archive;
+    /* Limits on what the input may cost; 0: VF_DEFAULT_MAX_PIXELS, VF_DEFAULT_MAX_STREAMS.
+     * A frame larger, or a file with more streams, fails with VF_ERR_DECODE naming the limit. */
+    int64_t max_pixels;
+    int max_streams;
 } vf_decode_opts;
+
+#define VF_DEFAULT_MAX_PIXELS  40000000
+#define VF_DEFAULT_MAX_STREAMS 64
 
 /* Open path and its best video stream; opts may be NULL (defaults). VF_ERR_IO (cannot open),
  * VF_ERR_DECODE (not media, no video stream, unsupported codec, stalled), VF_ERR_DENIED (it

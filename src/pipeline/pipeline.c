@@ -322,8 +322,9 @@ static int decode_file(lane *ln, vf_work *w)
     const char *path = w->path;
     vf_sampling s = {p->cfg.sample_fps, p->cfg.every,    p->cfg.keyframes,
                      p->cfg.start,      p->cfg.duration, p->cfg.max_frames};
-    vf_decode_opts dopts = {p->cfg.decode_threads, p->cfg.stall_timeout,        &p->cancel, p->hw,
-                            p->keep_on_device,     p->root ? &p->archive : NULL};
+    vf_decode_opts dopts = {
+        p->cfg.decode_threads, p->cfg.stall_timeout,         &p->cancel,        p->hw,
+        p->keep_on_device,     p->root ? &p->archive : NULL, p->cfg.max_pixels, p->cfg.max_streams};
     event_item *end = new_event(p, ITEM_END, w);
     if (!end) {
         stop(p, VF_ERR_NOMEM, "out of memory");
@@ -1244,8 +1245,9 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
         cfg->max_frames < 0 || cfg->queue_depth < 0 || cfg->queue_depth > 64 ||
         cfg->decode_threads < 0 || cfg->decode_threads > 64 || cfg->convert_threads < 0 ||
         cfg->convert_threads > MAX_CONVERT_THREADS || cfg->decoders < 0 ||
-        cfg->decoders > MAX_LANES || !(cfg->stall_timeout >= 0) || !isfinite(cfg->sample_fps) ||
-        !isfinite(cfg->start) || !isfinite(cfg->duration))
+        cfg->decoders > MAX_LANES || !(cfg->stall_timeout >= 0) || cfg->max_pixels < 0 ||
+        cfg->max_streams < 0 || !isfinite(cfg->sample_fps) || !isfinite(cfg->start) ||
+        !isfinite(cfg->duration))
         return vfi_fail(&p->err, VF_ERR_INVALID, "invalid sampling or queue settings");
     if (cfg->db_path && !(p->db_path = vfi_strdup(cfg->db_path)))
         return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");

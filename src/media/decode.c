@@ -37,6 +37,7 @@
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/avstring.h>
+#include <libavutil/bprint.h>
 #include <libavutil/display.h>
 #include <libavutil/hwcontext.h>
 #include <libavutil/parseutils.h>
@@ -549,7 +550,11 @@ static int is_text_art(const AVCodecParameters *par)
  * FFmpeg's "safe" mode (absolute names, "..", protocols) stays on beneath that. */
 
 #define ALLOWED_PROTOCOLS "file,crypto,data"
-#define CONCAT_MAGIC      "ffconcat version"
+/* Demuxers that open other files on their own (not through the context's io_open, so beyond
+ * the archive's checks: FFmpeg 5.1's DASH reads its segments itself) or run scripts: never used,
+ * whatever a file is named or holds. The others are allowed by name (format_allowlist). */
+#define REFUSED_FORMATS "dash,imf,avisynth,vapoursynth"
+#define CONCAT_MAGIC    "ffconcat version"
 
 typedef int (*io_open_fn)(AVFormatContext *s, AVIOContext **pb, const char *url, int flags,
                           AVDictionary **options);
@@ -689,6 +694,36 @@ static vf_status check_concat_list(confine *c, const char *path, vf_err *err)
     return rc;
 }
 
+/* Every demuxer's name but REFUSED_FORMATS', comma-separated, as FFmpeg's format_whitelist
+ * takes them (it also passes to the inputs a playlist opens). A new string (av_free), NULL. */
+static char *format_allowlist(void)
+{
+    AVBPrint b;
+    av_bprint_init(&b, 0, AV_BPRINT_SIZE_UNLIMITED);
+    void *it = NULL;
+    const AVInputFormat *f;
+    while ((f = av_demuxer_iterate(&it))) {
+        if (av_match_list(f->name, REFUSED_FORMATS, ',') > 0)
+            continue;
+        av_bprintf(&b, "%s%s", b.len ? "," : "", f->name);
+    }
+    char *s = NULL;
+    if (!av_bprint_is_complete(&b) || av_bprint_finalize(&b, &s) < 0)
+        return NULL;
+    return s;
+}
+
+/* The refused demuxer FFmpeg would read path with, by its content, or NULL. */
+static const char *refused_format(const char *path)
+{
+    char head[4096 + AVPROBE_PADDING_SIZE];
+    memset(head, 0, sizeof(head));
+    size_t n = file_head(path, head, 4096 + 1);
+    AVProbeData pd = {path, (unsigned char *)head, (int)n, NULL};
+    const AVInputFormat *f = av_probe_input_format(&pd, 1);
+    return f && av_match_list(f->name, REFUSED_FORMATS, ',') > 0 ? f->name : NULL;
+}
+
 /* Open path into *fmt (allocated, with pb already set for a pipe, or NULL) under the rule
  * above; c is set up here and must outlive *fmt (confine_clear after closing it). Returns
  * FFmpeg's code; a reference refused is in c->refused. */
@@ -719,13 +754,25 @@ static int open_confined(AVFormatContext **fmt, const char *path, const vf_archi
         file_head(path, head, sizeof(head)) == sizeof(head) - 1 && !strcmp(head, CONCAT_MAGIC) &&
         check_concat_list(c, path, err) < 0)
         return AVERROR(ENOMEM);
+    const char *banned = S_ISREG(st.st_mode) ? refused_format(path) : NULL;
+    if (banned)
+        refuse(c,
+               "not read: FFmpeg's demuxer for it opens the files it lists beyond vidfeat's "
+               "checks (README \"Security\")",
+               banned);
     if (c->refused[0])
         return AVERROR(EPERM);
     c->io_open_default = (*fmt)->io_open;
     (*fmt)->io_open = confined_open;
     (*fmt)->opaque = c;
     AVDictionary *opts = NULL;
-    int ret = av_dict_set(&opts, "protocol_whitelist", ALLOWED_PROTOCOLS, 0);
+    char *formats = format_allowlist();
+    int ret =
+        formats ? av_dict_set(&opts, "protocol_whitelist", ALLOWED_PROTOCOLS, 0) : AVERROR(ENOMEM);
+    if (ret >= 0)
+        ret = av_dict_set(&opts, "format_whitelist", formats, AV_DICT_DONT_STRDUP_VAL);
+    else
+        av_free(formats);
     if (ret >= 0)
         ret = av_dict_set(&opts, "safe", "1", 0); /* concat's own check, beneath ours */
     if (ret >= 0)

@@ -6,6 +6,8 @@
   with one line naming it, and nothing of it is stored (its first segment decoded fine);
 - a concat list: an entry outside (absolute: FFmpeg's safe mode; a link leading out) or an entry
   that is itself a playlist fails it; one that keeps to its directory is done;
+- a DASH manifest is never read (FFmpeg's demuxer opens its segments beyond these checks):
+  segments outside, inside, renamed .mp4, named by a concat list;
 - without --root, a playlist's references must stay in its own directory;
 - under --root: queue rows that are absolute, have '..' or lead out through a link are refused
   with one line each and recorded failed, never opened (the outside file is a FIFO nobody
@@ -161,6 +163,36 @@ def check_playlists(exe, model, tmp):
               "concat %r: %r" % (entries, lines(r)))
         check(stored(db, path) == [("failed", 0)], "concat %r: %r" % (entries, stored(db, path)))
     print("ok concat lists: entries inside are done; outside, a link out or a playlist refused")
+
+    # DASH manifests: FFmpeg's demuxer opens their segments itself, beyond the checks above, so
+    # none is read - one whose BaseURL or template leads outside, one that keeps to its
+    # directory, one renamed .mp4, and one named by a concat list
+    dash_dir = os.path.join(out, "dash")
+    os.makedirs(dash_dir)
+    ff("-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-t", "2", "-c:v", "libx264", "-f",
+       "dash", os.path.join(dash_dir, "m.mpd"))
+    mpd = open(os.path.join(dash_dir, "m.mpd")).read()
+    outside_mpd = mpd.replace("<Period", "<BaseURL>file://%s/</BaseURL><Period" % dash_dir)
+    relative_mpd = mpd.replace("<Period", "<BaseURL>../outside/dash/</BaseURL><Period")
+    for name, text in (("abs.mpd", outside_mpd), ("rel.mpd", relative_mpd),
+                       ("renamed.mp4", outside_mpd)):
+        open(os.path.join(arch, name), "w").write(text)
+    shutil.copy(os.path.join(dash_dir, "m.mpd"), os.path.join(dash_dir, "own.mpd"))
+    refused = "not read: FFmpeg's demuxer for it opens the files it lists beyond vidfeat's checks"
+    for path in [os.path.relpath(os.path.join(arch, n)) for n in ("abs.mpd", "rel.mpd",
+                                                                  "renamed.mp4")] + \
+            [os.path.join(dash_dir, "own.mpd")]:
+        for root in ([], ["--root", arch]) if path.startswith(os.path.relpath(arch)) else ([],):
+            r = run(exe, *base, "--force", *root, path)
+            check(r.returncode == 1 and len(lines(r)) == 2 and
+                  lines(r)[0].startswith("vidfeat: %s: %s" % (path, refused)) and
+                  stored(db, path) in ([("failed", 0)], []),
+                  "dash %s %r: %d %r" % (path, root, r.returncode, lines(r)))
+    path = concat("dash.ffconcat", ["own0.ts", "abs.mpd"])
+    r = run(exe, *base, "--force", path)
+    check(r.returncode == 1 and stored(db, path) == [("failed", 0)],
+          "concat naming a DASH manifest: %d %r" % (r.returncode, lines(r)))
+    print("ok DASH manifests are never read: outside, inside, renamed, or named by a concat list")
     return arch, out
 
 

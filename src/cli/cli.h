@@ -7,6 +7,7 @@
 #ifndef VIDFEAT_CLI_H
 #define VIDFEAT_CLI_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -100,6 +101,14 @@ typedef struct cli_command {
 /* The commands, in the order --help lists them (main.c). */
 extern const cli_command cli_commands[];
 extern const size_t cli_n_commands;
+
+/* Text output (text.c): fprintf whose %s and %c arguments have their control characters
+ * escaped as `ls -b` shows them (a path holding a newline or ESC cannot forge a line or drive
+ * the terminal); the format's own characters are written as they are. */
+__attribute__((format(printf, 2, 3))) int cli_printf(FILE *f, const char *fmt, ...);
+int cli_vprintf(FILE *f, const char *fmt, va_list ap);
+/* s with its control characters escaped into out (truncated to size); the full length. */
+size_t cli_escape(char *out, size_t size, const char *s);
 
 int cmd_extract(cli *c, int argc, char **argv);
 int cmd_calibrate(cli *c, int argc, char **argv);

@@ -25,8 +25,8 @@ int cli_bad_text(const char *cmd, const char *text, int index)
     for (size_t i = 0; text[i];) {
         size_t k = vfi_utf8_len((const unsigned char *)text + i);
         if (!k) {
-            fprintf(stderr, "vidfeat: %s: --text %d is not UTF-8 (byte %zu, 0x%02x)\n", cmd,
-                    index + 1, i, (unsigned char)text[i]);
+            cli_printf(stderr, "vidfeat: %s: --text %d is not UTF-8 (byte %zu, 0x%02x)\n", cmd,
+                       index + 1, i, (unsigned char)text[i]);
             return 1;
         }
         i += k;
@@ -36,15 +36,15 @@ int cli_bad_text(const char *cmd, const char *text, int index)
     vf_err err = {0};
     int blank = 1;
     if (vfi_unicode_decode(text, &c, &n, &err) < 0) {
-        fprintf(stderr, "vidfeat: %s: --text %d: %s\n", cmd, index + 1, err.msg);
+        cli_printf(stderr, "vidfeat: %s: --text %d: %s\n", cmd, index + 1, err.msg);
         return 1;
     }
     for (size_t i = 0; i < n && blank; i++)
         blank = vfi_unicode_is_white_space(c[i]) || vfi_unicode_is_py_space(c[i]);
     free(c);
     if (blank)
-        fprintf(stderr, "vidfeat: %s: --text %d is %s: nothing to embed or search for\n", cmd,
-                index + 1, n ? "only white space" : "empty");
+        cli_printf(stderr, "vidfeat: %s: --text %d is %s: nothing to embed or search for\n", cmd,
+                   index + 1, n ? "only white space" : "empty");
     return blank;
 }
 
@@ -79,7 +79,7 @@ static void image_done(void *user, int file, const vf_file_result *r)
     (void)file;
     embedded *e = user;
     if (r->status < 0) {
-        fprintf(stderr, "vidfeat: %s: %s\n", r->path, r->error);
+        cli_printf(stderr, "vidfeat: %s: %s\n", r->path, r->error);
         e->failures++;
     }
 }
@@ -93,7 +93,7 @@ static int embed_texts(cli *c, embedded *e, vf_text_encoder *te)
         int64_t *ids = e->ids + (size_t)i * (size_t)e->context;
         if (vf_text_tokenize(te, c->queries[i].s, ids, &e->n_ids[i], &e->truncated[i]) < 0 ||
             vf_text_encode_ids(te, ids, 1, e->vec + (size_t)i * (size_t)e->dim) < 0) {
-            fprintf(stderr, "vidfeat: embed: %s\n", vf_text_encoder_errmsg(te));
+            cli_printf(stderr, "vidfeat: embed: %s\n", vf_text_encoder_errmsg(te));
             return EXIT_FAIL;
         }
     }
@@ -115,12 +115,12 @@ static int embed_images(cli *c, embedded *e, vf_pipeline *p, int n_images)
     vf_status rc = vf_pipeline_run(p, paths, n_images, &hooks);
     free(paths);
     if (rc < 0) {
-        fprintf(stderr, "vidfeat: embed: %s\n", vf_pipeline_errmsg(p));
+        cli_printf(stderr, "vidfeat: embed: %s\n", vf_pipeline_errmsg(p));
         return rc == VF_ERR_CANCELLED ? EXIT_INTERRUPTED : EXIT_FAIL;
     }
     for (int i = 0; i < c->n_queries; i++)
         if (!c->queries[i].is_text && !e->got[i] && !e->failures) {
-            fprintf(stderr, "vidfeat: %s: no frame\n", c->queries[i].s);
+            cli_printf(stderr, "vidfeat: %s: no frame\n", c->queries[i].s);
             e->failures++;
         }
     return e->failures ? EXIT_FAIL : EXIT_OK;
@@ -156,7 +156,7 @@ static int write_json(cli *c, const embedded *e, const char *model)
         bad = vfi_json_write(stdout, doc, 0) < 0;
     vfi_json_free(&doc);
     if (bad)
-        fprintf(stderr, "vidfeat: embed: the JSON could not be written\n");
+        cli_printf(stderr, "vidfeat: embed: the JSON could not be written\n");
     return bad ? EXIT_FAIL : EXIT_OK;
 }
 
@@ -196,8 +196,8 @@ int cmd_embed(cli *c, int argc, char **argv)
     (void)argv;
     int n_texts = c->n_texts, n_images = c->n_queries - c->n_texts;
     if (argc != 0 || c->n_queries == 0 || (c->json && c->output)) {
-        fprintf(stderr, "vidfeat: embed: expected --text TEXT and --image FILE (any number), "
-                        "and --json or -o OUT.npy (not both)\n");
+        cli_printf(stderr, "vidfeat: embed: expected --text TEXT and --image FILE (any number), "
+                           "and --json or -o OUT.npy (not both)\n");
         return EXIT_USAGE;
     }
     for (int i = 0; i < c->n_texts; i++)
@@ -214,7 +214,7 @@ int cmd_embed(cli *c, int argc, char **argv)
     int status = EXIT_OK;
     if (n_texts) {
         if (vf_text_encoder_create(&cfg, &te) < 0) {
-            fprintf(stderr, "vidfeat: %s\n", te ? vf_text_encoder_errmsg(te) : "out of memory");
+            cli_printf(stderr, "vidfeat: %s\n", te ? vf_text_encoder_errmsg(te) : "out of memory");
             status = EXIT_START;
             goto done;
         }
@@ -229,17 +229,18 @@ int cmd_embed(cli *c, int argc, char **argv)
         pc.max_frames = 1;
         pc.batch_size = 1;
         if (vf_pipeline_create(&pc, &p) < 0) {
-            fprintf(stderr, "vidfeat: %s\n", p ? vf_pipeline_errmsg(p) : "out of memory");
+            cli_printf(stderr, "vidfeat: %s\n", p ? vf_pipeline_errmsg(p) : "out of memory");
             status = EXIT_START;
             goto done;
         }
         vf_model_info mi;
         vf_pipeline_info(p, &mi);
         if (n_texts && mi.feature_dim != e.dim) {
-            fprintf(stderr,
-                    "vidfeat: embed: %s's layer %s gives %d values, its text tower %d: texts and "
-                    "images are embedded together only in a CLIP model's shared space\n",
-                    mi.name, mi.layer, mi.feature_dim, e.dim);
+            cli_printf(
+                stderr,
+                "vidfeat: embed: %s's layer %s gives %d values, its text tower %d: texts and "
+                "images are embedded together only in a CLIP model's shared space\n",
+                mi.name, mi.layer, mi.feature_dim, e.dim);
             status = EXIT_USAGE;
             goto done;
         }
@@ -256,7 +257,7 @@ int cmd_embed(cli *c, int argc, char **argv)
     e.image_of = calloc(n, sizeof(int));
     if (!e.vec || !e.ids || !e.n_ids || !e.truncated || !e.t || !e.frame_index || !e.got ||
         !e.image_of) {
-        fprintf(stderr, "vidfeat: embed: out of memory\n");
+        cli_printf(stderr, "vidfeat: embed: out of memory\n");
         status = EXIT_FAIL;
         goto done;
     }
@@ -275,11 +276,13 @@ int cmd_embed(cli *c, int argc, char **argv)
     } else {
         for (size_t i = 0; i < n; i++)
             for (int k = 0; k < e.dim; k++)
-                printf("%.9g%c", e.vec[i * (size_t)e.dim + (size_t)k], k + 1 < e.dim ? ' ' : '\n');
+                cli_printf(stdout, "%.9g%c", e.vec[i * (size_t)e.dim + (size_t)k],
+                           k + 1 < e.dim ? ' ' : '\n');
     }
     if (status == EXIT_OK && c->verbosity > 0)
-        fprintf(stderr, "vidfeat: embed: %d text%s and %d image%s by %s, %d values each\n", n_texts,
-                n_texts == 1 ? "" : "s", n_images, n_images == 1 ? "" : "s", model, e.dim);
+        cli_printf(stderr, "vidfeat: embed: %d text%s and %d image%s by %s, %d values each\n",
+                   n_texts, n_texts == 1 ? "" : "s", n_images, n_images == 1 ? "" : "s", model,
+                   e.dim);
 done:
     free(e.vec);
     free(e.ids);

@@ -33,10 +33,10 @@ static int keep_inside_root(const cli *c, path_list *inputs)
             inputs->items[kept++] = inputs->items[i];
             continue;
         }
-        fprintf(stderr,
-                "vidfeat: %s: leads outside --root %s through a symbolic link: not queued "
-                "(--follow-links-outside allows it)\n",
-                inputs->items[i], root);
+        cli_printf(stderr,
+                   "vidfeat: %s: leads outside --root %s through a symbolic link: not queued "
+                   "(--follow-links-outside allows it)\n",
+                   inputs->items[i], root);
         free(inputs->items[i]);
         status = EXIT_FAIL;
     }
@@ -49,18 +49,18 @@ static int keep_inside_root(const cli *c, path_list *inputs)
 int cmd_enqueue(cli *c, int argc, char **argv)
 {
     if (!c->db_set) {
-        fprintf(stderr, "vidfeat: enqueue: name the database with -o FILE|URI\n");
+        cli_printf(stderr, "vidfeat: enqueue: name the database with -o FILE|URI\n");
         return EXIT_USAGE;
     }
     if (argc < 1 && !c->files_from) {
-        fprintf(stderr, "vidfeat: enqueue: no input files (FILE|DIR... or --files-from)\n");
+        cli_printf(stderr, "vidfeat: enqueue: no input files (FILE|DIR... or --files-from)\n");
         return EXIT_USAGE;
     }
     path_list inputs = {0};
     int status = cli_collect_inputs(c, argc, argv, &inputs);
     int kept = keep_inside_root(c, &inputs);
     if (kept < 0) {
-        fprintf(stderr, "vidfeat: out of memory\n");
+        cli_printf(stderr, "vidfeat: out of memory\n");
         cli_free_paths(&inputs);
         return EXIT_FAIL;
     }
@@ -69,10 +69,10 @@ int cmd_enqueue(cli *c, int argc, char **argv)
     char err[1024] = "";
     if (vf_db_enqueue(c->cfg.db_path, c->cfg.root, (const char *const *)inputs.items, inputs.n, err,
                       sizeof(err)) < 0) {
-        fprintf(stderr, "vidfeat: %s\n", err);
+        cli_printf(stderr, "vidfeat: %s\n", err);
         status = EXIT_START;
     } else if (c->verbosity >= 0) {
-        fprintf(stderr, "vidfeat: %d file%s queued\n", inputs.n, inputs.n == 1 ? "" : "s");
+        cli_printf(stderr, "vidfeat: %d file%s queued\n", inputs.n, inputs.n == 1 ? "" : "s");
     }
     cli_free_paths(&inputs);
     return status;

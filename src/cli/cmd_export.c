@@ -136,13 +136,13 @@ static int npy_open(export_writer **pw, const char *out, const vf_db_model *m, c
 {
     (void)db;
     if (mkdir(out, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "vidfeat: %s: cannot make the directory: %s\n", out, strerror(errno));
+        cli_printf(stderr, "vidfeat: %s: cannot make the directory: %s\n", out, strerror(errno));
         return -1;
     }
     export_writer *w = vfi_calloc(1, sizeof(*w));
     if (!w || !(w->out = vfi_strdup(out)) || !(w->index = vfi_json_new_array())) {
         writer_free(w);
-        fprintf(stderr, "vidfeat: export: out of memory\n");
+        cli_printf(stderr, "vidfeat: export: out of memory\n");
         return -1;
     }
     w->dim = m->dim;
@@ -172,12 +172,12 @@ static int npy_begin(export_writer *w, const export_video *v)
         w->vec_path[i] = join(w->out, v->name, tmp_suffix);
         w->real_path[i] = join(w->out, v->name, suffix[i]);
         if (!w->vec_path[i] || !w->real_path[i]) {
-            fprintf(stderr, "vidfeat: export: out of memory\n");
+            cli_printf(stderr, "vidfeat: export: out of memory\n");
             return -1;
         }
         if (!(*files[i] = vfi_fopen_new(w->vec_path[i], "wb")) ||
             export_npy_header(*files[i], descr[i], v->frames, i == 0 ? w->dim : 0) < 0) {
-            fprintf(stderr, "vidfeat: %s: %s\n", w->vec_path[i], strerror(errno));
+            cli_printf(stderr, "vidfeat: %s: %s\n", w->vec_path[i], strerror(errno));
             return -1;
         }
     }
@@ -188,7 +188,7 @@ static int npy_begin(export_writer *w, const export_video *v)
     bad |= vfi_json_add_str(e, "sampling", v->sampling) < 0;
     bad |= vfi_json_add_int(e, "frames", v->frames) < 0;
     if (bad || vfi_json_push(w->index, e) < 0) {
-        fprintf(stderr, "vidfeat: export: out of memory\n");
+        cli_printf(stderr, "vidfeat: export: out of memory\n");
         return -1;
     }
     return 0;
@@ -200,11 +200,11 @@ static int npy_rows(export_writer *w, const export_video *v, int n, const int64_
     (void)v;
     (void)frame_index;
     if (fwrite(vecs, sizeof(float) * (size_t)w->dim, (size_t)n, w->f) != (size_t)n) {
-        fprintf(stderr, "vidfeat: %s: %s\n", w->vec_path[0], strerror(errno));
+        cli_printf(stderr, "vidfeat: %s: %s\n", w->vec_path[0], strerror(errno));
         return -1;
     }
     if (fwrite(t, sizeof(double), (size_t)n, w->ft) != (size_t)n) {
-        fprintf(stderr, "vidfeat: %s: %s\n", w->vec_path[1], strerror(errno));
+        cli_printf(stderr, "vidfeat: %s: %s\n", w->vec_path[1], strerror(errno));
         return -1;
     }
     return 0;
@@ -220,7 +220,7 @@ static int finish_file(FILE **f, const char *tmp, const char *real, int ok)
     if (ok && !bad && rename(tmp, real) == 0)
         return 0;
     if (ok)
-        fprintf(stderr, "vidfeat: %s: %s\n", real, strerror(errno ? errno : EIO));
+        cli_printf(stderr, "vidfeat: %s: %s\n", real, strerror(errno ? errno : EIO));
     unlink(tmp);
     return -1;
 }
@@ -242,7 +242,7 @@ static int npy_close(export_writer *w, int ok)
         char *tmp = join(w->out, "index.json", ".part"), *real = join(w->out, "index.json", "");
         FILE *f = tmp ? vfi_fopen_new(tmp, "w") : NULL;
         if (!f || vfi_json_write(f, w->index, 2) < 0) {
-            fprintf(stderr, "vidfeat: %s: %s\n", tmp ? tmp : "index.json", strerror(errno));
+            cli_printf(stderr, "vidfeat: %s: %s\n", tmp ? tmp : "index.json", strerror(errno));
             rc = -1;
         }
         if (f)
@@ -280,7 +280,7 @@ static int csv_open(export_writer **pw, const char *out, const vf_db_model *m, c
     export_writer *w = vfi_calloc(1, sizeof(*w));
     if (!w || !(w->out = vfi_strdup(out))) {
         writer_free(w);
-        fprintf(stderr, "vidfeat: export: out of memory\n");
+        cli_printf(stderr, "vidfeat: export: out of memory\n");
         return -1;
     }
     w->dim = m->dim;
@@ -292,7 +292,8 @@ static int csv_open(export_writer **pw, const char *out, const vf_db_model *m, c
         if ((w->tmp = vfi_malloc(n)))
             snprintf(w->tmp, n, "%s.part", out);
         if (!w->tmp || !(w->f = vfi_fopen_new(w->tmp, "w"))) {
-            fprintf(stderr, "vidfeat: %s: %s\n", out, w->tmp ? strerror(errno) : "out of memory");
+            cli_printf(stderr, "vidfeat: %s: %s\n", out,
+                       w->tmp ? strerror(errno) : "out of memory");
             writer_free(w);
             return -1;
         }
@@ -325,7 +326,7 @@ static int csv_rows(export_writer *w, const export_video *v, int n, const int64_
         fputc('\n', w->f);
     }
     if (ferror(w->f)) {
-        fprintf(stderr, "vidfeat: %s: %s\n", w->out, strerror(errno));
+        cli_printf(stderr, "vidfeat: %s: %s\n", w->out, strerror(errno));
         return -1;
     }
     return 0;
@@ -369,14 +370,14 @@ static int on_model(void *user, const vf_db_model *m)
     export_run *r = user;
     r->dim = m->dim;
     if (!(r->vecs = vfi_mallocarray((size_t)CHUNK * (size_t)m->dim, sizeof(float)))) {
-        fprintf(stderr, "vidfeat: export: out of memory\n");
+        cli_printf(stderr, "vidfeat: export: out of memory\n");
         return 1;
     }
     if (r->ops->open(&r->w, r->out, m, r->db) < 0)
         return 1;
     if (m->f16)
-        fprintf(stderr, "vidfeat: %s: the vectors were stored as float16; written as float32\n",
-                r->db);
+        cli_printf(stderr, "vidfeat: %s: the vectors were stored as float16; written as float32\n",
+                   r->db);
     return 0;
 }
 
@@ -399,7 +400,7 @@ static int on_vector(void *user, const vf_db_vector *v)
         r->path = vfi_strdup(v->path);
         r->sampling = vfi_strdup(v->sampling);
         if (!r->path || !r->sampling || unique_name(v->path, r->used, r->name, sizeof(r->name))) {
-            fprintf(stderr, "vidfeat: export: out of memory\n");
+            cli_printf(stderr, "vidfeat: export: out of memory\n");
             return 1;
         }
         r->video = (export_video){r->name, r->path, r->sampling, v->frames};
@@ -457,12 +458,12 @@ static char *default_output(const char *db, const export_ops *ops)
 int cmd_export(cli *c, int argc, char **argv)
 {
     if (argc != 1) {
-        fprintf(stderr, "vidfeat: export: expected one database (see vidfeat export --help)\n");
+        cli_printf(stderr, "vidfeat: export: expected one database (see vidfeat export --help)\n");
         return EXIT_USAGE;
     }
     const export_ops *ops = choose_format(c->format, c->output);
     if (!ops) {
-        fprintf(stderr, "vidfeat: --format: expected npy, hdf5 or csv, not '%s'\n", c->format);
+        cli_printf(stderr, "vidfeat: --format: expected npy, hdf5 or csv, not '%s'\n", c->format);
         return EXIT_USAGE;
     }
     if (!cli_db_exists(argv[0]))
@@ -471,7 +472,7 @@ int cmd_export(cli *c, int argc, char **argv)
     export_run r = {.ops = ops, .out = out, .db = argv[0]};
     int status = EXIT_OK;
     if (!out || vfi_strmap_create(&r.used) < 0) {
-        fprintf(stderr, "vidfeat: export: out of memory\n");
+        cli_printf(stderr, "vidfeat: export: out of memory\n");
         vfi_free(out);
         return EXIT_FAIL;
     }
@@ -483,7 +484,7 @@ int cmd_export(cli *c, int argc, char **argv)
     char err[1024] = "";
     vf_status rc = vf_db_read_vectors(argv[0], &cfg, on_model, on_vector, &r, err, sizeof(err));
     if (rc < 0 && rc != VF_ERR_CANCELLED)
-        fprintf(stderr, "vidfeat: %s\n", err);
+        cli_printf(stderr, "vidfeat: %s\n", err);
     int ok = rc >= 0 && r.left == 0;
     if (r.w && ops->close(r.w, ok) < 0)
         ok = 0;
@@ -494,8 +495,8 @@ int cmd_export(cli *c, int argc, char **argv)
     else if (!ok)
         status = EXIT_FAIL;
     if (status == EXIT_OK && c->verbosity >= 0 && strcmp(out, "-"))
-        fprintf(stderr, "vidfeat: %lld vectors of %lld files written to %s (%s)\n",
-                (long long)r.vectors, (long long)r.files, out, ops->format);
+        cli_printf(stderr, "vidfeat: %lld vectors of %lld files written to %s (%s)\n",
+                   (long long)r.vectors, (long long)r.files, out, ops->format);
     vfi_free(r.vecs);
     vfi_free(r.path);
     vfi_free(r.sampling);

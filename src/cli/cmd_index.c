@@ -18,8 +18,8 @@ static int on_progress(void *user, int64_t done, int64_t total)
 {
     index_progress *p = user;
     if (p->tty && total > 0) {
-        fprintf(stderr, "\rvidfeat: indexing: %lld of %lld vectors read (%d%%)", (long long)done,
-                (long long)total, (int)(100.0 * (double)done / (double)total));
+        cli_printf(stderr, "\rvidfeat: indexing: %lld of %lld vectors read (%d%%)", (long long)done,
+                   (long long)total, (int)(100.0 * (double)done / (double)total));
         p->shown = 1;
     }
     return cli_interrupted();
@@ -50,7 +50,7 @@ static int print_json(const vf_index_report *r)
 int cmd_index(cli *c, int argc, char **argv)
 {
     if (argc != 1) {
-        fprintf(stderr, "vidfeat: index: expected one database (see vidfeat index --help)\n");
+        cli_printf(stderr, "vidfeat: index: expected one database (see vidfeat index --help)\n");
         return EXIT_USAGE;
     }
     if (!cli_db_exists(argv[0]))
@@ -65,25 +65,25 @@ int cmd_index(cli *c, int argc, char **argv)
     char err[1024] = "";
     vf_status rc = vf_db_index(argv[0], &cfg, &o, &r, err, sizeof(err));
     if (prog.shown)
-        fprintf(stderr, "\r\033[K");
+        cli_printf(stderr, "\r\033[K");
     if (cli_interrupted() || rc == VF_ERR_CANCELLED) {
-        fprintf(stderr, "vidfeat: index: interrupted (nothing written)\n");
+        cli_printf(stderr, "vidfeat: index: interrupted (nothing written)\n");
         return EXIT_INTERRUPTED;
     }
     if (rc < 0) {
-        fprintf(stderr, "vidfeat: %s\n", err);
+        cli_printf(stderr, "vidfeat: %s\n", err);
         return rc == VF_ERR_NOMEM ? EXIT_FAIL : EXIT_START;
     }
     if (c->json && print_json(&r) < 0) {
-        fprintf(stderr, "vidfeat: index: the JSON could not be written\n");
+        cli_printf(stderr, "vidfeat: index: the JSON could not be written\n");
         return EXIT_FAIL;
     }
     if (c->verbosity >= 0)
-        fprintf(stderr,
-                "vidfeat: %s: %s %s, %lld vectors of %lld files (%lld added, %lld removed) in "
-                "%.1f s, %.1f MB\n",
-                r.path, r.created ? "built" : "brought up to date:", r.kind, (long long)r.vectors,
-                (long long)r.files, (long long)r.added, (long long)r.removed, r.seconds,
-                (double)r.bytes / 1e6);
+        cli_printf(stderr,
+                   "vidfeat: %s: %s %s, %lld vectors of %lld files (%lld added, %lld removed) in "
+                   "%.1f s, %.1f MB\n",
+                   r.path, r.created ? "built" : "brought up to date:", r.kind,
+                   (long long)r.vectors, (long long)r.files, (long long)r.added,
+                   (long long)r.removed, r.seconds, (double)r.bytes / 1e6);
     return EXIT_OK;
 }

@@ -26,7 +26,7 @@
 static void print_line(void *user, const char *text)
 {
     (void)user;
-    printf("%s\n", text);
+    cli_printf(stdout, "%s\n", text);
 }
 
 /* The document being written to stdout; bad once something could not be made or written. */
@@ -129,18 +129,20 @@ static void show_index(void *user, const vf_db_index_info *ix)
 {
     index_out *o = user;
     if (!o->j) {
-        printf("index %s: %s, %lld vectors of %lld files (%s %s, built %s on %s): ", ix->path,
-               ix->kind, (long long)ix->vectors, (long long)ix->files, ix->model, ix->layer,
-               ix->built_at, ix->host ? ix->host : "?");
+        cli_printf(stdout,
+                   "index %s: %s, %lld vectors of %lld files (%s %s, built %s on %s): ", ix->path,
+                   ix->kind, (long long)ix->vectors, (long long)ix->files, ix->model, ix->layer,
+                   ix->built_at, ix->host ? ix->host : "?");
         if (ix->problem)
-            printf("%s\n", ix->problem);
+            cli_printf(stdout, "%s\n", ix->problem);
         else if (!ix->lacks_vectors && !ix->gone_vectors)
-            printf("current\n");
+            cli_printf(stdout, "current\n");
         else
-            printf("lacks %lld vectors of %lld files, holds %lld of %lld files no longer done "
-                   "(vidfeat index brings it up to date)\n",
-                   (long long)ix->lacks_vectors, (long long)ix->lacks_files,
-                   (long long)ix->gone_vectors, (long long)ix->gone_files);
+            cli_printf(stdout,
+                       "lacks %lld vectors of %lld files, holds %lld of %lld files no longer done "
+                       "(vidfeat index brings it up to date)\n",
+                       (long long)ix->lacks_vectors, (long long)ix->lacks_files,
+                       (long long)ix->gone_vectors, (long long)ix->gone_files);
         o->n++;
         return;
     }
@@ -167,17 +169,19 @@ static void show_index(void *user, const vf_db_index_info *ix)
 static void text_summary(void *user, const vf_db_summary *s)
 {
     (void)user;
-    printf("database %s (schema %d, %s)\n", s->database, s->schema, s->engine);
-    printf("%lld videos, %lld models, extractions: %lld done, %lld failed, %lld unfinished; %lld "
-           "vectors\n",
-           (long long)s->videos, (long long)s->models, (long long)s->done, (long long)s->failed,
-           (long long)s->running, (long long)s->vectors);
+    cli_printf(stdout, "database %s (schema %d, %s)\n", s->database, s->schema, s->engine);
+    cli_printf(
+        stdout,
+        "%lld videos, %lld models, extractions: %lld done, %lld failed, %lld unfinished; %lld "
+        "vectors\n",
+        (long long)s->videos, (long long)s->models, (long long)s->done, (long long)s->failed,
+        (long long)s->running, (long long)s->vectors);
 }
 
 int cmd_info(cli *c, int argc, char **argv)
 {
     if (argc != 1) {
-        fprintf(stderr, "vidfeat: info: expected one database file\n");
+        cli_printf(stderr, "vidfeat: info: expected one database file\n");
         return EXIT_USAGE;
     }
     char err[1024] = "";
@@ -187,12 +191,12 @@ int cmd_info(cli *c, int argc, char **argv)
         vf_db_visitor sv = {NULL, text_summary, NULL, NULL};
         if ((c->summary ? vf_db_inspect(argv[0], &sv, err, sizeof(err))
                         : vf_db_describe(argv[0], print_line, NULL, err, sizeof(err))) < 0) {
-            fprintf(stderr, "vidfeat: %s\n", err);
+            cli_printf(stderr, "vidfeat: %s\n", err);
             return EXIT_START;
         }
         index_out o = {NULL, 0};
         if (vf_db_indexes(argv[0], show_index, &o, err, sizeof(err)) < 0) {
-            fprintf(stderr, "vidfeat: %s\n", err);
+            cli_printf(stderr, "vidfeat: %s\n", err);
             return EXIT_START;
         }
         return EXIT_OK;
@@ -201,7 +205,7 @@ int cmd_info(cli *c, int argc, char **argv)
     vf_db_visitor v = {&j, json_summary, c->summary ? NULL : json_extraction,
                        c->summary ? NULL : json_run};
     if (vf_db_inspect(argv[0], &v, err, sizeof(err)) < 0) {
-        fprintf(stderr, "vidfeat: %s\n", err);
+        cli_printf(stderr, "vidfeat: %s\n", err);
         return EXIT_START;
     }
     json_lists_end(&j, c->summary);
@@ -209,11 +213,11 @@ int cmd_info(cli *c, int argc, char **argv)
     if (!j.bad && fputs(", \"indexes\": [", stdout) == EOF)
         j.bad = 1;
     if (vf_db_indexes(argv[0], show_index, &o, err, sizeof(err)) < 0) {
-        fprintf(stderr, "vidfeat: %s\n", err);
+        cli_printf(stderr, "vidfeat: %s\n", err);
         return EXIT_START;
     }
     if (fputs("]}\n", stdout) == EOF || fflush(stdout) == EOF || j.bad) {
-        fprintf(stderr, "vidfeat: info: the JSON could not be written\n");
+        cli_printf(stderr, "vidfeat: info: the JSON could not be written\n");
         return EXIT_FAIL;
     }
     return EXIT_OK;

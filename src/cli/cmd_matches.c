@@ -22,9 +22,10 @@ static void print_match(void *user, const vf_match *m)
         return;
     o->n++;
     if (!o->list) {
-        printf("%8.3f %8.3f  %s\n%8.3f %8.3f  %s\n  score %.4f, %lld frames, speed %.2f\n\n",
-               m->a_start, m->a_end, m->a, m->b_start, m->b_end, m->b, m->score,
-               (long long)m->frames, m->speed);
+        cli_printf(stdout,
+                   "%8.3f %8.3f  %s\n%8.3f %8.3f  %s\n  score %.4f, %lld frames, speed %.2f\n\n",
+                   m->a_start, m->a_end, m->a, m->b_start, m->b_end, m->b, m->score,
+                   (long long)m->frames, m->speed);
         return;
     }
     vf_json *j = vfi_json_new_object();
@@ -87,31 +88,32 @@ int cli_matches(cli *c, const char *db, const char *video)
     vf_status rc = vf_db_matches(db, &cfg, &q, print_match, &out, err, sizeof(err));
     if (rc < 0) {
         vfi_json_free(&out.list);
-        fprintf(stderr, "vidfeat: %s\n", err);
+        cli_printf(stderr, "vidfeat: %s\n", err);
         /* the query file is the input; the database, the model and the device are the start */
         int query_bad = video && (rc == VF_ERR_DECODE || (rc == VF_ERR_IO && access(video, R_OK)));
         return query_bad ? EXIT_FAIL : EXIT_START;
     }
     if (c->json && print_json(&out, &st) < 0) {
-        fprintf(stderr, "vidfeat: matches: the JSON could not be written\n");
+        cli_printf(stderr, "vidfeat: matches: the JSON could not be written\n");
         return EXIT_FAIL;
     }
     if (!c->json && !out.n)
-        printf("no reused footage found%s%s\n", video ? " of " : "", video ? video : "");
+        cli_printf(stdout, "no reused footage found%s%s\n", video ? " of " : "",
+                   video ? video : "");
     if (c->verbosity > 0)
-        fprintf(stderr,
-                "vidfeat: search: %s%s%s: %lld frames (%lld show nothing%s) in %.1f ms; %lld "
-                "pairs of files aligned in %.1f ms\n",
-                st.search, st.index[0] ? " " : "", st.index, (long long)st.frames,
-                (long long)st.flat, st.flat_known ? "" : ": not told, the model is not here",
-                st.search_ms, (long long)st.pairs, st.align_ms);
+        cli_printf(stderr,
+                   "vidfeat: search: %s%s%s: %lld frames (%lld show nothing%s) in %.1f ms; %lld "
+                   "pairs of files aligned in %.1f ms\n",
+                   st.search, st.index[0] ? " " : "", st.index, (long long)st.frames,
+                   (long long)st.flat, st.flat_known ? "" : ": not told, the model is not here",
+                   st.search_ms, (long long)st.pairs, st.align_ms);
     return EXIT_OK;
 }
 
 int cmd_matches(cli *c, int argc, char **argv)
 {
     if (argc != 1 || (c->video && !c->video[0])) {
-        fprintf(stderr, "vidfeat: matches: expected one database [--video FILE]\n");
+        cli_printf(stderr, "vidfeat: matches: expected one database [--video FILE]\n");
         return EXIT_USAGE;
     }
     return cli_matches(c, argv[0], c->video);

@@ -16,14 +16,14 @@ static void on_conflict(void *user, const char *path, const char *sampling)
 {
     merge_ctx *m = user;
     m->conflicts++;
-    fprintf(stderr, "vidfeat: %s: %s (%s) is done in both with other vectors; kept the first\n",
-            m->in, path, sampling);
+    cli_printf(stderr, "vidfeat: %s: %s (%s) is done in both with other vectors; kept the first\n",
+               m->in, path, sampling);
 }
 
 int cmd_merge(cli *c, int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "vidfeat: merge: expected OUT.db and at least one IN.db\n");
+        cli_printf(stderr, "vidfeat: merge: expected OUT.db and at least one IN.db\n");
         return EXIT_USAGE;
     }
     int status = EXIT_OK, conflicts = 0;
@@ -31,7 +31,7 @@ int cmd_merge(cli *c, int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         struct stat st;
         if (stat(argv[i], &st) != 0) {
-            fprintf(stderr, "vidfeat: %s: no such database\n", argv[i]);
+            cli_printf(stderr, "vidfeat: %s: no such database\n", argv[i]);
             status = EXIT_FAIL;
             continue;
         }
@@ -39,7 +39,7 @@ int cmd_merge(cli *c, int argc, char **argv)
         int64_t merged = 0;
         char err[1024] = "";
         if (vf_db_merge(argv[0], argv[i], on_conflict, &m, &merged, err, sizeof(err)) < 0) {
-            fprintf(stderr, "vidfeat: %s\n", err);
+            cli_printf(stderr, "vidfeat: %s\n", err);
             status = EXIT_FAIL;
             continue;
         }
@@ -49,7 +49,7 @@ int cmd_merge(cli *c, int argc, char **argv)
     if (conflicts)
         status = EXIT_FAIL;
     if (c->verbosity >= 0)
-        fprintf(stderr, "vidfeat: %lld extractions merged into %s, %d conflict%s\n", total, argv[0],
-                conflicts, conflicts == 1 ? "" : "s");
+        cli_printf(stderr, "vidfeat: %lld extractions merged into %s, %d conflict%s\n", total,
+                   argv[0], conflicts, conflicts == 1 ? "" : "s");
     return status;
 }

@@ -38,30 +38,31 @@ static int print_json(const vf_model_list *list)
 int cmd_models(cli *c, int argc, char **argv)
 {
     if (argc > 0) {
-        fprintf(stderr, "vidfeat: models: unexpected argument '%s'\n", argv[0]);
+        cli_printf(stderr, "vidfeat: models: unexpected argument '%s'\n", argv[0]);
         return EXIT_USAGE;
     }
     vf_model_list *list = NULL;
     vf_status rc = vf_model_list_create(c->cfg.models_dir, &list);
     if (rc < 0) {
-        fprintf(stderr, "vidfeat: models: %s\n", vf_status_str(rc));
+        cli_printf(stderr, "vidfeat: models: %s\n", vf_status_str(rc));
         return EXIT_FAIL;
     }
     int status = EXIT_OK;
     if (c->json && print_json(list) < 0) {
-        fprintf(stderr, "vidfeat: models: the JSON could not be written\n");
+        cli_printf(stderr, "vidfeat: models: the JSON could not be written\n");
         status = EXIT_FAIL;
     }
     for (size_t i = 0; i < vf_model_list_count(list) && !c->json; i++) {
         const vf_model_entry *e = vf_model_list_get(list, i);
         if (e->found)
-            printf("%-22s %4d  %-28s %-14s %s\n", e->name, e->input_size, e->layers,
-                   vf_weights_str(e->weights), e->found);
+            cli_printf(stdout, "%-22s %4d  %-28s %-14s %s\n", e->name, e->input_size, e->layers,
+                       vf_weights_str(e->weights), e->found);
         else
-            printf("%-22s %4d  %-28s (not found: %s)\n", e->name, e->input_size, e->layers, e->get);
+            cli_printf(stdout, "%-22s %4d  %-28s (not found: %s)\n", e->name, e->input_size,
+                       e->layers, e->get);
         if (e->text_file) /* a CLIP model's text tower, on a line of its own */
-            printf("%-22s %4s  %-28s %s\n", "", "", "text tower",
-                   e->text_found ? e->text_found : "(not found: scripts/export-clip.py)");
+            cli_printf(stdout, "%-22s %4s  %-28s %s\n", "", "", "text tower",
+                       e->text_found ? e->text_found : "(not found: scripts/export-clip.py)");
     }
     vf_model_list_free(&list);
     return status;

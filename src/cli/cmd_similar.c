@@ -25,15 +25,15 @@ static void print_neighbour(void *user, const vf_neighbour *n)
     similar_out *o = user;
     if (o->texts) { /* each text's hits after its own heading */
         if (!o->text_rank[n->query]++ && !o->text_hits)
-            printf("%stext: %s\n", n->query ? "\n" : "", o->texts[n->query]);
+            cli_printf(stdout, n->query ? "\ntext: %s\n" : "text: %s\n", o->texts[n->query]);
         o->rank = o->text_rank[n->query] - 1;
         if (o->text_hits)
             o->hits = o->text_hits[n->query];
     }
     o->rank++;
     if (!o->hits) {
-        printf("%4d  %10.6f  %10.3f  %7lld  %s\n", o->rank, n->similarity, n->t,
-               (long long)n->frame_index, n->path);
+        cli_printf(stdout, "%4d  %10.6f  %10.3f  %7lld  %s\n", o->rank, n->similarity, n->t,
+                   (long long)n->frame_index, n->path);
         return;
     }
     vf_json *h = vfi_json_new_object();
@@ -80,12 +80,12 @@ static int print_json(similar_out *out, const vf_neighbour *src, const char *tex
 static void print_search_line(const vf_similar_stats *st)
 {
     if (st->index[0])
-        fprintf(stderr,
-                "vidfeat: search: %s (%s): %lld candidates ranked by exact cosine in %.3f ms\n",
-                st->search, st->index, (long long)st->candidates, st->search_ms);
+        cli_printf(stderr,
+                   "vidfeat: search: %s (%s): %lld candidates ranked by exact cosine in %.3f ms\n",
+                   st->search, st->index, (long long)st->candidates, st->search_ms);
     else
-        fprintf(stderr, "vidfeat: search: exact (every stored vector read) in %.3f ms\n",
-                st->search_ms);
+        cli_printf(stderr, "vidfeat: search: exact (every stored vector read) in %.3f ms\n",
+                   st->search_ms);
 }
 
 /* similar DB --text T...: each text's neighbours, as a table after its heading or a JSON line. */
@@ -109,7 +109,7 @@ static int similar_texts(cli *c, const char *db)
             out.json_failed |= !(out.text_hits[i] = vfi_json_new_array());
     int status = EXIT_OK;
     if (!stats || !out.text_rank || (c->json && !out.text_hits)) {
-        fprintf(stderr, "vidfeat: similar: out of memory\n");
+        cli_printf(stderr, "vidfeat: similar: out of memory\n");
         status = EXIT_FAIL;
         goto done;
     }
@@ -123,7 +123,7 @@ static int similar_texts(cli *c, const char *db)
     char err[1024] = "";
     vf_status rc = vf_db_similar(db, &cfg, &q, print_neighbour, &out, NULL, err, sizeof(err));
     if (rc < 0) {
-        fprintf(stderr, "vidfeat: %s\n", err);
+        cli_printf(stderr, "vidfeat: %s\n", err);
         status = rc == VF_ERR_INVALID ? EXIT_USAGE : EXIT_START;
         goto done;
     }
@@ -132,19 +132,20 @@ static int similar_texts(cli *c, const char *db)
             out.hits = out.text_hits[i];
             out.text_hits[i] = NULL; /* the document takes it */
             if (print_json(&out, NULL, c->texts[i], &stats[i]) < 0) {
-                fprintf(stderr, "vidfeat: similar: the JSON could not be written\n");
+                cli_printf(stderr, "vidfeat: similar: the JSON could not be written\n");
                 status = EXIT_FAIL;
                 goto done;
             }
         } else if (!out.text_rank[i]) {
-            printf("%stext: %s\nno frames in %s\n", i ? "\n" : "", c->texts[i], db);
+            cli_printf(stdout, i ? "\ntext: %s\nno frames in %s\n" : "text: %s\nno frames in %s\n",
+                       c->texts[i], db);
         }
         if (c->verbosity > 0)
             print_search_line(&stats[i]);
     }
     if (c->verbosity > 0)
-        fprintf(stderr, "vidfeat: %d text%s embedded in %.1f ms\n", n, n == 1 ? "" : "s",
-                stats[0].embed_ms);
+        cli_printf(stderr, "vidfeat: %d text%s embedded in %.1f ms\n", n, n == 1 ? "" : "s",
+                   stats[0].embed_ms);
 done:
     for (int i = 0; out.text_hits && i < n; i++)
         vfi_json_free(&out.text_hits[i]);
@@ -162,8 +163,8 @@ int cmd_similar(cli *c, int argc, char **argv)
         return similar_texts(c, argv[0]);
     if (argc != 1 || !c->image == !c->video || (c->image && c->at_set) || !query[0] ||
         n_images > 1 || c->n_texts) {
-        fprintf(stderr, "vidfeat: similar: expected one database and --image FILE, --video FILE "
-                        "[--at T] or --text TEXT...\n");
+        cli_printf(stderr, "vidfeat: similar: expected one database and --image FILE, --video FILE "
+                           "[--at T] or --text TEXT...\n");
         return EXIT_USAGE;
     }
     if (c->video && !c->at_set) /* a whole clip: where its footage is */
@@ -192,21 +193,21 @@ int cmd_similar(cli *c, int argc, char **argv)
     vf_status rc = vf_db_similar(argv[0], &cfg, &q, print_neighbour, &out, &src, err, sizeof(err));
     if (rc < 0) {
         vfi_json_free(&out.hits);
-        fprintf(stderr, "vidfeat: %s\n", err);
+        cli_printf(stderr, "vidfeat: %s\n", err);
         /* the query file is the input; the database, the model and the device are the start */
         int query_bad = rc == VF_ERR_DECODE || (rc == VF_ERR_IO && access(query, R_OK) != 0);
         return query_bad ? EXIT_FAIL : EXIT_START;
     }
     if (c->json && print_json(&out, &src, NULL, &stats) < 0) {
-        fprintf(stderr, "vidfeat: similar: the JSON could not be written\n");
+        cli_printf(stderr, "vidfeat: similar: the JSON could not be written\n");
         return EXIT_FAIL;
     }
     if (!c->json && !out.rank)
-        printf("no other frames in %s\n", argv[0]);
+        cli_printf(stdout, "no other frames in %s\n", argv[0]);
     if (!c->json && c->verbosity >= 0)
-        fprintf(stderr, "vidfeat: query: %s, frame %lld at %.3f s (%s)\n", src.path,
-                (long long)src.frame_index, src.t,
-                src.stored ? "its vector in the database" : "extracted now");
+        cli_printf(stderr, "vidfeat: query: %s, frame %lld at %.3f s (%s)\n", src.path,
+                   (long long)src.frame_index, src.t,
+                   src.stored ? "its vector in the database" : "extracted now");
     if (c->verbosity > 0)
         print_search_line(&stats);
     return EXIT_OK;

@@ -73,7 +73,7 @@ static int walk(path_list *l, const walker *w, const char *dir, int depth)
     const vf_archive *archive = w->archive;
     DIR *d = opendir(dir);
     if (!d) {
-        fprintf(stderr, "vidfeat: %s: cannot read directory\n", dir);
+        cli_printf(stderr, "vidfeat: %s: cannot read directory\n", dir);
         return 1;
     }
     path_list here = {0};
@@ -115,7 +115,7 @@ static int walk(path_list *l, const walker *w, const char *dir, int depth)
                   vfi_decode_probe(here.items[i], archive) != VF_PROBE_NOT_MEDIA))
             failed |= add_path(l, here.items[i]) < 0;
         else if (first && w->verbose > 0)
-            fprintf(stderr, "vidfeat: %s: not media: passed over\n", here.items[i]);
+            cli_printf(stderr, "vidfeat: %s: not media: passed over\n", here.items[i]);
         free(here.items[i]);
     }
     free(here.items);
@@ -150,7 +150,7 @@ static int add_input(path_list *inputs, const walker *w, const char *path)
         if (walk(inputs, w, path, 0))
             status = EXIT_FAIL;
         if (inputs->n == before) {
-            fprintf(stderr, "vidfeat: %s: no media files in this directory\n", path);
+            cli_printf(stderr, "vidfeat: %s: no media files in this directory\n", path);
             status = EXIT_FAIL;
         }
         return status;
@@ -168,7 +168,7 @@ static int read_files_from(const char *name, int nul, path_list *inputs, const w
 {
     FILE *f = strcmp(name, "-") ? fopen(name, "rb") : stdin;
     if (!f) {
-        fprintf(stderr, "vidfeat: %s: cannot read the list of files\n", name);
+        cli_printf(stderr, "vidfeat: %s: cannot read the list of files\n", name);
         return EXIT_FAIL;
     }
     int status = EXIT_OK;
@@ -186,7 +186,7 @@ static int read_files_from(const char *name, int nul, path_list *inputs, const w
         status = r < 0 ? r : status == EXIT_OK ? r : status;
     }
     if (ferror(f)) {
-        fprintf(stderr, "vidfeat: %s: error reading the list of files\n", name);
+        cli_printf(stderr, "vidfeat: %s: error reading the list of files\n", name);
         status = EXIT_FAIL;
     }
     free(line);
@@ -253,7 +253,7 @@ int cli_collect_inputs(const cli *c, int argc, char **argv, path_list *inputs)
     if (status >= 0 && c->shard_n && keep_shard(inputs, c->shard_k, c->shard_n, c->cfg.root) < 0)
         status = -1;
     if (status < 0) {
-        fprintf(stderr, "vidfeat: out of memory\n");
+        cli_printf(stderr, "vidfeat: out of memory\n");
         return EXIT_FAIL;
     }
     return status;
@@ -264,11 +264,11 @@ void cli_warn_password(const char *target)
     if (!vfi_store_has_password(target))
         return;
     char shown[512];
-    fprintf(stderr,
-            "vidfeat: warning: %s: a password on the command line can be read by other users of "
-            "this machine (ps): put it in ~/.pgpass (or the file PGPASSFILE names) or a "
-            "service file (PGSERVICEFILE, ?service=NAME) instead\n",
-            vfi_store_display(target, shown, sizeof(shown)));
+    cli_printf(stderr,
+               "vidfeat: warning: %s: a password on the command line can be read by other users of "
+               "this machine (ps): put it in ~/.pgpass (or the file PGPASSFILE names) or a "
+               "service file (PGSERVICEFILE, ?service=NAME) instead\n",
+               vfi_store_display(target, shown, sizeof(shown)));
 }
 
 int cli_db_exists(const char *path)
@@ -277,6 +277,6 @@ int cli_db_exists(const char *path)
     struct stat st;
     if (vfi_store_uri_scheme(path) || stat(path, &st) == 0)
         return 1;
-    fprintf(stderr, "vidfeat: %s: no such database\n", path);
+    cli_printf(stderr, "vidfeat: %s: no such database\n", path);
     return 0;
 }

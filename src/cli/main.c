@@ -45,8 +45,8 @@ void cli_log(void *user, int level, const char *tag, const char *msg)
 {
     (void)user;
     static const char *const names[] = {"error", "warning", "info", "debug"};
-    fprintf(stderr, "vidfeat: %s[%s]: %s\n", level >= 0 && level <= 3 ? names[level] : "?", tag,
-            msg);
+    cli_printf(stderr, "vidfeat: %s[%s]: %s\n", level >= 0 && level <= 3 ? names[level] : "?", tag,
+               msg);
 }
 
 int cli_log_level(const cli *c)

@@ -80,16 +80,16 @@ static int on_progress(void *user, int file, const char *path, int64_t done, int
         double fps = el > 0 ? total / el : 0;
         const char *base = strrchr(path, '/');
         if (r->n_files) /* a queue worker does not know how many files it will get */
-            fprintf(stderr, "\r\033[K[%d/%d] %s  %lld", file + 1, r->n_files,
-                    base ? base + 1 : path, (long long)done);
+            cli_printf(stderr, "\r\033[K[%d/%d] %s  %lld", file + 1, r->n_files,
+                       base ? base + 1 : path, (long long)done);
         else
-            fprintf(stderr, "\r\033[K[%d] %s  %lld", file + 1, base ? base + 1 : path,
-                    (long long)done);
+            cli_printf(stderr, "\r\033[K[%d] %s  %lld", file + 1, base ? base + 1 : path,
+                       (long long)done);
         if (expected > done)
-            fprintf(stderr, "/%lld", (long long)expected);
-        fprintf(stderr, " frames  %.1f frames/s", fps);
+            cli_printf(stderr, "/%lld", (long long)expected);
+        cli_printf(stderr, " frames  %.1f frames/s", fps);
         if (expected > done && fps > 0)
-            fprintf(stderr, "  ETA %.0f s", (expected - done) / fps);
+            cli_printf(stderr, "  ETA %.0f s", (expected - done) / fps);
         fflush(stderr);
     }
     return interrupted;
@@ -133,29 +133,29 @@ static void on_file(void *user, int file, const vf_file_result *res)
     run_ctx *r = user;
     (void)file;
     if (shows_bar(r))
-        fprintf(stderr, "\r\033[K");
+        cli_printf(stderr, "\r\033[K");
     if (res->skipped) {
         r->skipped++;
         if (shows_lines(r))
-            fprintf(stderr, "vidfeat: %s: skipped: already done\n", res->path);
+            cli_printf(stderr, "vidfeat: %s: skipped: already done\n", res->path);
     } else if (res->status == VF_ERR_LEASE) { /* not a failure: another worker has it */
         r->dropped++;
-        fprintf(stderr, "vidfeat: %s: dropped: %s\n", res->path, res->error);
+        cli_printf(stderr, "vidfeat: %s: dropped: %s\n", res->path, res->error);
     } else if (res->status < 0) {
         r->failed++;
-        fprintf(stderr, "vidfeat: %s: %s\n", res->path, res->error);
+        cli_printf(stderr, "vidfeat: %s: %s\n", res->path, res->error);
     } else {
         r->done++;
         if (shows_lines(r))
-            fprintf(stderr,
-                    "vidfeat: %s: done: %lld frames in %.1f s, %.1f frames/s (decode %.0f%s%s, "
-                    "convert %.0f, infer %.1f, store %.0f)\n",
-                    res->path, (long long)res->frames, res->seconds,
-                    res->seconds > 0 ? res->frames / res->seconds : 0.0, res->decode_fps,
-                    res->hwdec && res->hwdec[0] ? " on " : "", res->hwdec ? res->hwdec : "",
-                    res->convert_fps, res->infer_fps, res->store_fps);
+            cli_printf(stderr,
+                       "vidfeat: %s: done: %lld frames in %.1f s, %.1f frames/s (decode %.0f%s%s, "
+                       "convert %.0f, infer %.1f, store %.0f)\n",
+                       res->path, (long long)res->frames, res->seconds,
+                       res->seconds > 0 ? res->frames / res->seconds : 0.0, res->decode_fps,
+                       res->hwdec && res->hwdec[0] ? " on " : "", res->hwdec ? res->hwdec : "",
+                       res->convert_fps, res->infer_fps, res->store_fps);
         if (res->note && res->note[0] && r->c->verbosity >= 0)
-            fprintf(stderr, "vidfeat: %s: warning: %s\n", res->path, res->note);
+            cli_printf(stderr, "vidfeat: %s: warning: %s\n", res->path, res->note);
     }
     if (res->status != VF_ERR_LEASE) /* a dropped file's rows are the new holder's to replace */
         r->frames += res->frames;
@@ -192,7 +192,7 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
     vf_pipeline *p = NULL;
     vf_status rc = vf_pipeline_create(&c->cfg, &p);
     if (rc < 0) {
-        fprintf(stderr, "vidfeat: %s\n", p ? vf_pipeline_errmsg(p) : vf_status_str(rc));
+        cli_printf(stderr, "vidfeat: %s\n", p ? vf_pipeline_errmsg(p) : vf_status_str(rc));
         vf_pipeline_free(&p);
         return rc == VF_ERR_INVALID ? EXIT_USAGE : EXIT_START;
     }
@@ -221,12 +221,12 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
         rc = VF_OK; /* stopped by on_progress */
     } else if (rc == VF_ERR_CANCELLED) {
         if (r.tty)
-            fprintf(stderr, "\r\033[K");
-        fprintf(stderr, "vidfeat: interrupted: %d files done, vectors written so far are kept\n",
-                r.done);
+            cli_printf(stderr, "\r\033[K");
+        cli_printf(stderr, "vidfeat: interrupted: %d files done, vectors written so far are kept\n",
+                   r.done);
         status = EXIT_INTERRUPTED;
     } else if (rc < 0) {
-        fprintf(stderr, "vidfeat: %s\n", vf_pipeline_errmsg(p));
+        cli_printf(stderr, "vidfeat: %s\n", vf_pipeline_errmsg(p));
         status = EXIT_FAIL;
     }
     if (r.failed && status != EXIT_INTERRUPTED)
@@ -236,9 +236,9 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
     char db[1024]; /* the database as it may be shown: no password */
     vfi_store_display(c->cfg.db_path, db, sizeof(db)); /* "" without one (calibrate) */
     if (c->calibrate && !info.int8_scales) {
-        fprintf(stderr, "vidfeat: calibrate: %s\n",
-                info.calibration_frames || r.frames ? "the scales could not be saved (see above)"
-                                                    : "no frame to calibrate on");
+        cli_printf(stderr, "vidfeat: calibrate: %s\n",
+                   info.calibration_frames || r.frames ? "the scales could not be saved (see above)"
+                                                       : "no frame to calibrate on");
         status = EXIT_FAIL;
     }
     if (c->json) {
@@ -266,19 +266,19 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
         bad |= vfi_json_add(s, "files", r.files) < 0;
         r.files = NULL; /* the summary has it */
         if (bad || vfi_json_write(stdout, s, 0) < 0) {
-            fprintf(stderr, "vidfeat: the --json summary could not be %s\n",
-                    bad ? "made (out of memory)" : "written");
+            cli_printf(stderr, "vidfeat: the --json summary could not be %s\n",
+                       bad ? "made (out of memory)" : "written");
             status = EXIT_FAIL;
         }
         vfi_json_free(&s);
     } else if (c->calibrate && info.int8_scales && c->verbosity >= 0) {
-        fprintf(stderr,
-                "vidfeat: int8 scales of %s (%s) calibrated on %lld frames of %d file%s -> %s\n",
-                info.name, info.layer, (long long)info.calibration_frames, r.done,
-                r.done == 1 ? "" : "s", info.int8_scales);
+        cli_printf(stderr,
+                   "vidfeat: int8 scales of %s (%s) calibrated on %lld frames of %d file%s -> %s\n",
+                   info.name, info.layer, (long long)info.calibration_frames, r.done,
+                   r.done == 1 ? "" : "s", info.int8_scales);
     } else if (!c->calibrate && shows_lines(&r) && rc != VF_ERR_CANCELLED) {
-        fprintf(stderr, "vidfeat: %d done, %d failed, %d skipped; %lld frames in %.1f s -> %s\n",
-                r.done, r.failed, r.skipped, (long long)r.frames, seconds, db);
+        cli_printf(stderr, "vidfeat: %d done, %d failed, %d skipped; %lld frames in %.1f s -> %s\n",
+                   r.done, r.failed, r.skipped, (long long)r.frames, seconds, db);
     }
     vfi_json_free(&r.files);
     vf_pipeline_free(&p);
@@ -288,7 +288,7 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
 int cli_single_values(const cli *c)
 {
     if (c->n_batches > 1 || c->n_precisions > 1) {
-        fprintf(stderr, "vidfeat: lists of --batch or --precision are for bench\n");
+        cli_printf(stderr, "vidfeat: lists of --batch or --precision are for bench\n");
         return EXIT_USAGE;
     }
     return EXIT_OK;

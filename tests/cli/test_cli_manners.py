@@ -11,6 +11,8 @@ here (no ../shared needed):
   broken in a walk  a directory holding a copy cut before its index (also renamed .bin) and a
                     sound-only .wav: one failed line each, counted; notes and subtitles passed
                     over, named with -v
+  escapes           a file named with a newline, ESC and BEL: extract, info, similar and
+                    matches print it escaped (ls -b), no line forged
   links             a directory with `again -> .`, `sub/up -> ..` and a link to a file, named
                     twice with the file itself: the walk ends, the file is extracted once
   text files        .nfo and .txt files FFmpeg reads as text art: named, one failed line "not a
@@ -180,6 +182,27 @@ def main():
                   "-v does not name %s: %r" % (n, r.stderr))
         print("ok a walk names each broken media file (cut short, sound only) once, counts it "
               "failed; -v names the files passed over")
+
+        # a file name that would forge a line and drive the terminal: every text output shows
+        # its newline, ESC and BEL escaped (as ls -b), so no line is forged
+        evil_dir = os.path.join(tmp, "evil")
+        os.makedirs(evil_dir)
+        evil = os.path.join(evil_dir, "a\nvidfeat: forged.mp4: done\x1b[2J\x07.mp4")
+        shutil.copy(clip, evil)
+        shown = evil.replace("\n", "\\n").replace("\x1b", "\\033").replace("\x07", "\\a")
+        edb = os.path.join(tmp, "evil.db")
+        outs = [run(exe, *base, "-o", edb, evil_dir), run(exe, "info", edb),
+                run(exe, "similar", edb, "--video", evil, "--at", "1", "-k", "3"),
+                run(exe, "matches", edb, "--video", evil)]
+        for r in outs:
+            text = r.stdout + r.stderr
+            check(r.returncode in (0, 1) and "\x1b" not in text and "\x07" not in text and
+                  not any(l.startswith("vidfeat: forged") for l in text.splitlines()),
+                  "an evil name printed raw: %d %r" % (r.returncode, text))
+        check(shown in outs[0].stderr and shown in outs[2].stdout,
+              "the name escaped %r not in %r" % (shown, outs[0].stderr + outs[2].stdout))
+        print("ok a name holding a newline, ESC and BEL is escaped in extract, info, similar "
+              "and matches")
 
         # symbolic links: loops, a file reached twice, a file named twice
         loops = os.path.join(tmp, "loops")

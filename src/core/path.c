@@ -216,6 +216,23 @@ FILE *vfi_fopen_new(const char *path, const char *mode)
     return f;
 }
 
+FILE *vfi_fopen_regular(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f)
+        close(fd);
+    return f;
+}
+
 vf_status vfi_replace_open(const char *path, FILE **f, char **tmp, vf_err *err)
 {
     size_t len = strlen(path) + 32;

@@ -76,6 +76,9 @@ vf_status vfi_replace_open(const char *path, FILE **f, char **tmp, vf_err *err);
 FILE *vfi_fopen_new(const char *path, const char *mode);
 /* The same as a descriptor (open(2)'s flags O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW); -1. */
 int vfi_open_new(const char *path);
+/* path opened for reading only if it is a regular file (never blocking on a FIFO or reading a
+ * device a file names): NULL with errno, EINVAL for anything but a regular file. */
+FILE *vfi_fopen_regular(const char *path);
 vf_status vfi_replace_close(FILE *f, char *tmp, const char *path, vf_err *err);
 
 #endif /* VIDFEAT_PATH_H */

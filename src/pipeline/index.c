@@ -224,11 +224,14 @@ vf_status vfi_index_open(const char *path, const vfi_held_model *row, int with_a
     vf_json *head = NULL;
     char *text = NULL;
     vfi_index *ix = vfi_calloc(1, sizeof(*ix));
-    FILE *f = fopen(path, "rb");
-    if (!ix || !(ix->path = vfi_strdup(path)))
+    if (!ix || !(ix->path = vfi_strdup(path))) {
+        vfi_free(ix);
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    FILE *f = vfi_fopen_regular(path); /* a path a database names: a FIFO would block */
     if (!f) {
-        rc = vfi_fail(err, VF_ERR_STORE, "%s: %s", path, strerror(errno));
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: %s", path,
+                      errno == EINVAL ? "not a regular file" : strerror(errno));
         goto fail;
     }
     char magic[8];

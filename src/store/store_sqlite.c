@@ -210,6 +210,107 @@ static void sq_close(vf_store *store)
     vfi_free(s);
 }
 
+/* ---- a database from elsewhere ----------------------------------------------------------- */
+
+/* Every connection: no writes to the schema by ordinary SQL, and nothing in the file's schema
+ * (views, triggers, defaults) may call a function with side effects. */
+static void harden(sqlite3 *db)
+{
+    sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)NULL);
+    sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, (int *)NULL);
+}
+
+/* Whitespace runs as one space: the same statement however it was laid out. */
+static void squeeze(const char *in, char *out, size_t size)
+{
+    size_t n = 0;
+    int space = 0;
+    for (; in && *in && n + 1 < size; in++) {
+        int ws = *in == ' ' || *in == '\t' || *in == '\n' || *in == '\r';
+        if (ws && !space && n)
+            out[n++] = ' ';
+        else if (!ws)
+            out[n++] = *in;
+        space = ws;
+    }
+    out[n] = '\0';
+}
+
+/*
+ * The schema of s->db is vidfeat's own at version (>= 1): every table vidfeat's migrations make
+ * is a table there (not a view, which could be an endless query), and every trigger there is
+ * one of vidfeat's, as vidfeat writes it (a trigger runs on vidfeat's own writes). Tables,
+ * indexes and views a user added beside vidfeat's are left alone: vidfeat never reads them.
+ * The reference is made by running the migrations on an empty database in memory.
+ */
+static vf_status check_schema(sq_store *s, int version, vf_err *err)
+{
+    sqlite3 *ref = NULL;
+    sqlite3_stmt *mine = NULL, *theirs = NULL;
+    vf_status rc = VF_OK;
+    char a[4096], b[4096];
+    if (sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int v = 0; v < version && v < VF_STORE_SCHEMA_VERSION; v++)
+        if (sqlite3_exec(ref, migrations[v], NULL, NULL, NULL) != SQLITE_OK) {
+            rc = vfi_fail(err, VF_ERR_INTERNAL, "schema %d: %s", v + 1, sqlite3_errmsg(ref));
+            goto done;
+        }
+    if (sqlite3_prepare_v2(ref, "SELECT name, sql FROM sqlite_master WHERE type = ?1 AND name = ?2",
+                           -1, &mine, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(s->db,
+                           "SELECT type, name, sql FROM main.sqlite_master WHERE type = 'trigger'"
+                           " OR name IN (SELECT value FROM json_each(?1))",
+                           -1, &theirs, NULL) != SQLITE_OK) {
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: %s (%s)", s->path, read_problem(s->db),
+                      sqlite3_errmsg(s->db));
+        goto done;
+    }
+    /* the names of vidfeat's tables, as a JSON array for the query above */
+    char names[1024] = "[";
+    sqlite3_stmt *tables = NULL;
+    if (sqlite3_prepare_v2(ref, "SELECT name FROM sqlite_master WHERE type = 'table'", -1, &tables,
+                           NULL) == SQLITE_OK)
+        while (sqlite3_step(tables) == SQLITE_ROW)
+            snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s\"%s\"",
+                     names[1] ? "," : "", (const char *)sqlite3_column_text(tables, 0));
+    sqlite3_finalize(tables);
+    strncat(names, "]", sizeof(names) - strlen(names) - 1);
+    sqlite3_bind_text(theirs, 1, names, -1, SQLITE_STATIC);
+    int r;
+    while ((r = sqlite3_step(theirs)) == SQLITE_ROW) {
+        const char *type = (const char *)sqlite3_column_text(theirs, 0);
+        const char *name = (const char *)sqlite3_column_text(theirs, 1);
+        int trigger = type && !strcmp(type, "trigger");
+        sqlite3_reset(mine);
+        sqlite3_bind_text(mine, 1, trigger ? "trigger" : "table", -1, SQLITE_STATIC);
+        sqlite3_bind_text(mine, 2, name ? name : "", -1, SQLITE_TRANSIENT);
+        int known = sqlite3_step(mine) == SQLITE_ROW;
+        if (known && trigger) { /* the same statement */
+            squeeze((const char *)sqlite3_column_text(mine, 1), a, sizeof(a));
+            squeeze((const char *)sqlite3_column_text(theirs, 2), b, sizeof(b));
+            known = !strcmp(a, b);
+        }
+        if (!known || !type || (!trigger && strcmp(type, "table"))) {
+            rc = vfi_fail(err, VF_ERR_STORE,
+                          "%s: not vidfeat's schema: %s '%s' is not what vidfeat made (a "
+                          "database changed by hand or by someone else; not read)",
+                          s->path, type ? type : "object", name ? name : "");
+            goto done;
+        }
+    }
+    if (r != SQLITE_DONE)
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: %s (%s)", s->path, read_problem(s->db),
+                      sqlite3_errmsg(s->db));
+done:
+    sqlite3_finalize(mine);
+    sqlite3_finalize(theirs);
+    sqlite3_close(ref);
+    return rc;
+}
+
 /* ---- reading vectors back -------------------------------------------------------------- */
 
 /* Open s->path read-only into s->db and read its schema version into *version: a vidfeat
@@ -222,6 +323,7 @@ static vf_status open_readonly(sq_store *s, int *version, vf_err *err)
         return vfi_fail(err, VF_ERR_STORE, "%s: cannot open (%s)", s->path,
                         s->db ? sqlite3_errmsg(s->db) : "out of memory");
     sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+    harden(s->db);
     if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK ||
         sqlite3_step(st) != SQLITE_ROW) {
         rc = vfi_fail(err, VF_ERR_STORE, "%s: %s (%s)", s->path, read_problem(s->db),
@@ -230,6 +332,8 @@ static vf_status open_readonly(sq_store *s, int *version, vf_err *err)
         rc = vfi_fail(err, VF_ERR_STORE, "%s: not a vidfeat database", s->path);
     }
     sqlite3_finalize(st);
+    if (rc >= 0)
+        rc = check_schema(s, *version, err);
     return rc;
 }
 
@@ -637,6 +741,7 @@ static vf_status open_write(const char *path, vf_store **out, vf_err *err)
     }
     sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
     sqlite3_extended_result_codes(s->db, 1);
+    harden(s->db);
     /* The version and whether the file has tables, in one statement: one snapshot. (Read
      * apart, another worker creating the schema in between made a new file look foreign.) */
     int version = -1, tables = 0;
@@ -667,6 +772,8 @@ static vf_status open_write(const char *path, vf_store **out, vf_err *err)
             rc = vfi_fail(err, VF_ERR_STORE, "%s: a database that vidfeat did not create", path);
             goto fail;
         }
+    } else if ((rc = check_schema(s, version, err)) < 0) {
+        goto fail;
     }
     /* Switching a new file to WAL takes it whole and does not wait for the busy handler: when
      * several workers open a new database at once, the others are asked again, for up to the

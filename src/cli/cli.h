@@ -102,7 +102,7 @@ typedef struct cli_command {
 extern const cli_command cli_commands[];
 extern const size_t cli_n_commands;
 
-/* Text output (text.c): fprintf whose %s and %c arguments have their control characters
+/* Text output (text.c): fprintf whose %s arguments have their control characters
  * escaped as `ls -b` shows them (a path holding a newline or ESC cannot forge a line or drive
  * the terminal); the format's own characters are written as they are. */
 __attribute__((format(printf, 2, 3))) int cli_printf(FILE *f, const char *fmt, ...);

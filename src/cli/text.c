@@ -5,7 +5,8 @@
  * from files: any of them may hold a newline (a forged result line), ESC (a terminal control
  * sequence) or BEL. Written as text, their control characters are shown as `ls -b` shows them:
  * \n, \t, \r, \a, \b, \f, \v, \e as \033, others (and DEL, and C1 controls encoded in UTF-8)
- * as a backslash and three octal digits. The format's own characters are written as they are.
+ * as a backslash and three octal digits. The format's own characters, and %c's (the command's
+ * separators), are written as they are.
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -103,10 +104,8 @@ int cli_vprintf(FILE *f, const char *fmt, va_list ap)
             } else if (conv == 'p' || conv == 'n') {
                 void *v = va_arg(ap, void *);
                 r = conv == 'p' ? snprintf(buf, sizeof(buf), spec, v) : 0;
-            } else if (conv == 'c') { /* a character is escaped as a string of one */
-                char one[2] = {(char)va_arg(ap, int), '\0'};
-                cli_escape(buf, sizeof(buf), one);
-                r = (int)strlen(buf);
+            } else if (conv == 'c') { /* the command's own separators: as they are */
+                r = snprintf(buf, sizeof(buf), spec, va_arg(ap, int));
             } else {
                 /* integers: every length read at its own width, shown through intmax_t */
                 intmax_t v;

@@ -58,6 +58,8 @@ vf_status vfi_ann_search_many(vf_ann *a, int64_t n, const float *q, int k, int p
                               float *dist, vf_err *err);
 /* Vectors held. */
 int64_t vfi_ann_count(const vf_ann *a);
+/* The dimension of the vectors it takes. */
+int vfi_ann_dim(const vf_ann *a);
 /* The vectors or codes the last search compared with its queries, all of them together (IVF: the
  * lengths of the lists read; exact kinds: every vector a query); -1 where the kind does not count
  * them (HNSW) or before a search. */

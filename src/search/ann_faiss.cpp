@@ -28,8 +28,11 @@ extern "C" {
 #include <faiss/Index.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIDMap.h>
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexIVFFlat.h>
 #include <faiss/IndexIVFPQ.h>
 #include <faiss/IndexPreTransform.h>
+#include <faiss/IndexScalarQuantizer.h>
 #include <faiss/VectorTransform.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/impl/IDSelector.h>
@@ -452,6 +455,11 @@ int64_t vfi_ann_count(const vf_ann *a)
     return (int64_t)a->index->ntotal;
 }
 
+int vfi_ann_dim(const vf_ann *a)
+{
+    return a->index->d;
+}
+
 vf_status vfi_ann_write(const vf_ann *a, FILE *f, vf_err *err)
 {
     try {
@@ -462,13 +470,164 @@ vf_status vfi_ann_write(const vf_ann *a, FILE *f, vf_err *err)
     return VF_OK;
 }
 
+/*
+ * An index file is untrusted input (README "Security"): FAISS checks the sizes it reads but not
+ * what the structures say of each other, and a search follows them (HNSW's neighbour lists and
+ * levels, an IVF's lists) as they are. Only the kinds vidfeat makes are accepted, and every
+ * relation a search relies on is checked: "" when it holds, else what is wrong.
+ */
+/* L2 or inner product (read as the int the file holds: another value is not a MetricType) */
+static bool known_metric(const faiss::Index *ix)
+{
+    int m;
+    std::memcpy(&m, &ix->metric_type, sizeof(m));
+    return m == faiss::METRIC_L2 || m == faiss::METRIC_INNER_PRODUCT;
+}
+
+static const char *check_flat(const faiss::Index *ix)
+{
+    if (!known_metric(ix))
+        return "an index measuring distance in a way vidfeat does not";
+    const faiss::IndexFlat *f = dynamic_cast<const faiss::IndexFlat *>(ix);
+    if (!f || f->code_size != (size_t)f->d * sizeof(float))
+        return "a flat index of another kind";
+    if (f->codes.size() != (size_t)f->ntotal * f->code_size)
+        return "a flat index whose vectors do not fill it";
+    return "";
+}
+
+static const char *check_hnsw(const faiss::IndexHNSW *h)
+{
+    const faiss::HNSW &g = h->hnsw;
+    size_t n = (size_t)h->ntotal;
+    if (!h->storage || h->storage->d != h->d || (size_t)h->storage->ntotal != n ||
+        *check_flat(h->storage))
+        return "an HNSW index whose vectors do not match its graph";
+    const std::vector<int> &cum = g.cum_nneighbor_per_level;
+    if (cum.empty() || cum[0] != 0 || g.levels.size() != n || g.offsets.size() != n + 1 ||
+        g.offsets[0] != 0 || g.efSearch < 1 || g.efSearch > (1 << 20))
+        return "an HNSW graph of inconsistent sizes";
+    for (size_t l = 1; l < cum.size(); l++)
+        if (cum[l] < cum[l - 1])
+            return "an HNSW graph of inconsistent sizes";
+    int top = 0;
+    for (size_t i = 0; i < n; i++) {
+        int lv = g.levels[i];
+        if (lv < 1 || (size_t)lv >= cum.size() ||
+            g.offsets[i + 1] - g.offsets[i] != (size_t)cum[lv] || g.offsets[i + 1] < g.offsets[i])
+            return "an HNSW graph whose levels do not match its neighbour lists";
+        top = lv > top ? lv : top;
+    }
+    if (g.neighbors.size() != g.offsets[n])
+        return "an HNSW graph whose neighbour lists do not fill it";
+    for (faiss::HNSW::storage_idx_t v : g.neighbors)
+        if (v < -1 || (v >= 0 && (size_t)v >= n))
+            return "an HNSW graph with a neighbour out of range";
+    if (n == 0 ? g.entry_point != -1
+               : g.entry_point < 0 || (size_t)g.entry_point >= n || g.max_level != top - 1 ||
+                     g.levels[g.entry_point] - 1 != g.max_level)
+        return "an HNSW graph whose entry point is not one of its nodes at its top level";
+    return "";
+}
+
+static const char *check_ivf(const faiss::IndexIVF *ivf)
+{
+    const faiss::ArrayInvertedLists *lists =
+        dynamic_cast<const faiss::ArrayInvertedLists *>(ivf->invlists);
+    if (!lists || !ivf->quantizer || lists->nlist != ivf->nlist ||
+        lists->code_size != ivf->code_size || lists->codes.size() != ivf->nlist ||
+        lists->ids.size() != ivf->nlist || ivf->quantizer->d != ivf->d ||
+        (size_t)ivf->quantizer->ntotal != ivf->nlist || *check_flat(ivf->quantizer) ||
+        !known_metric(ivf) || ivf->quantizer->metric_type != ivf->metric_type || ivf->nprobe < 1 ||
+        ivf->nprobe > ivf->nlist)
+        return "an IVF index of inconsistent sizes";
+    size_t total = 0;
+    for (size_t l = 0; l < ivf->nlist; l++) {
+        if (lists->codes[l].size() != lists->ids[l].size() * ivf->code_size)
+            return "an IVF list whose codes do not match its ids";
+        for (idx_t id : lists->ids[l])
+            if (id < 0)
+                return "an IVF list holding a negative id (vidfeat's ids are not)";
+        total += lists->ids[l].size();
+    }
+    if (total != (size_t)ivf->ntotal)
+        return "an IVF index whose lists do not hold its vectors";
+    if (const faiss::IndexIVFPQ *pq = dynamic_cast<const faiss::IndexIVFPQ *>(ivf)) {
+        const faiss::ProductQuantizer &q = pq->pq;
+        if (q.M < 1 || q.nbits != 8 || q.ksub != 256 || q.dsub * q.M != (size_t)ivf->d ||
+            q.code_size != q.M || ivf->code_size != q.code_size ||
+            q.centroids.size() != q.M * q.ksub * q.dsub)
+            return "an IVF-PQ index whose codebooks do not match its codes";
+    } else if (const faiss::IndexIVFScalarQuantizer *sq =
+                   dynamic_cast<const faiss::IndexIVFScalarQuantizer *>(ivf)) {
+        if (sq->sq.qtype != faiss::ScalarQuantizer::QT_8bit || sq->sq.d != (size_t)ivf->d ||
+            sq->sq.code_size != (size_t)ivf->d || ivf->code_size != (size_t)ivf->d ||
+            sq->sq.trained.size() != 2 * (size_t)ivf->d)
+            return "an IVF-SQ8 index whose quantizer does not match its codes";
+    } else if (!dynamic_cast<const faiss::IndexIVFFlat *>(ivf) ||
+               ivf->code_size != (size_t)ivf->d * sizeof(float)) {
+        return "an IVF index of a kind vidfeat does not make";
+    }
+    return "";
+}
+
+static const char *check_index(const faiss::Index *ix, int depth)
+{
+    if (!ix || ix->d < 1 || ix->d > (1 << 16) || ix->ntotal < 0 || depth > 4)
+        return "an index of impossible sizes";
+    /* FAISS's scanners throw for other metrics, inside parallel regions: the process ends */
+    if (!known_metric(ix))
+        return "an index measuring distance in a way vidfeat does not";
+    if (const faiss::IndexIDMap *m = dynamic_cast<const faiss::IndexIDMap *>(ix)) {
+        if (!m->index || m->index->d != m->d || m->index->ntotal != m->ntotal ||
+            m->id_map.size() != (size_t)m->ntotal)
+            return "an id map that does not match its index";
+        for (idx_t id : m->id_map)
+            if (id < 0)
+                return "an id map holding a negative id (vidfeat's ids are not)";
+        return check_index(m->index, depth + 1);
+    }
+    if (const faiss::IndexPreTransform *t = dynamic_cast<const faiss::IndexPreTransform *>(ix)) {
+        int d = t->d;
+        for (const faiss::VectorTransform *vt : t->chain) {
+            const faiss::LinearTransform *lt = dynamic_cast<const faiss::LinearTransform *>(vt);
+            if (!lt || lt->d_in != d || lt->d_out < 1 || !lt->is_trained ||
+                lt->A.size() != (size_t)lt->d_in * lt->d_out ||
+                ((lt->have_bias || !lt->b.empty()) && lt->b.size() != (size_t)lt->d_out))
+                return "a transform whose matrix does not match its sizes";
+            d = lt->d_out;
+        }
+        if (!t->index || t->index->d != d || t->index->ntotal != t->ntotal)
+            return "a transform that does not match its index";
+        return check_index(t->index, depth + 1);
+    }
+    if (const faiss::IndexHNSW *h = dynamic_cast<const faiss::IndexHNSW *>(ix))
+        return check_hnsw(h);
+    if (const faiss::IndexIVF *ivf = dynamic_cast<const faiss::IndexIVF *>(ix))
+        return check_ivf(ivf);
+    if (dynamic_cast<const faiss::IndexFlat *>(ix))
+        return check_flat(ix);
+    return "an index of a kind vidfeat does not make";
+}
+
 vf_status vfi_ann_read(FILE *f, vf_ann **out, vf_err *err)
 {
     *out = nullptr;
     faiss::Index *ix = nullptr;
     quiet_blas_threads();
     try {
-        ix = faiss::read_index(f);
+        /* IVF-PQ's table of precomputed distances is made after the checks, from what they
+         * checked (FAISS would make it while reading, from sizes not yet checked) */
+        ix = faiss::read_index(f, faiss::IO_FLAG_SKIP_PRECOMPUTE_TABLE);
+        const char *why = check_index(ix, 0);
+        if (*why) {
+            delete ix;
+            return vfi_fail(err, VF_ERR_INVALID, "not an index vidfeat made: %s", why);
+        }
+        faiss::IndexIVFPQ *pq =
+            dynamic_cast<faiss::IndexIVFPQ *>(faiss::ivflib::try_extract_index_ivf(ix));
+        if (pq && pq->is_trained && pq->by_residual)
+            pq->precompute_table();
         transpose_codebooks(ix);
     } catch (const std::bad_alloc &) {
         return vfi_fail(err, VF_ERR_INVALID, "not an index FAISS can read (a size beyond memory)");

@@ -189,15 +189,17 @@ static void report_weights(vf_extractor *ex)
 {
     ex->info.weights = vfi_model_weights(ex->manifest, ex->model_path);
     if (ex->info.weights == VF_WEIGHTS_RANDOM) {
-        /* where real ones come from: the download, else the export script given them */
+        /* where real ones come from: the download, else the export script given them (a file
+         * named without a manifest: its maker knows) */
         const vf_manifest *m = ex->manifest;
+        const char *get = !m               ? "from whoever made this file"
+                          : m->url         ? m->name
+                          : m->export_hint ? m->export_hint
+                                           : "not known for this model";
         vfi_log(VF_LOG_WARNING, "model",
                 "%s: random weights, made for tests: its vectors are for tests and benchmarks, "
                 "not for search; real ones: %s%s",
-                ex->model_path, m->url ? "scripts/fetch-models.sh " : "",
-                m->url           ? m->name
-                : m->export_hint ? m->export_hint
-                                 : "not known for this model");
+                ex->model_path, m && m->url ? "scripts/fetch-models.sh " : "", get);
     } else if (ex->info.weights == VF_WEIGHTS_OTHER)
         vfi_log(VF_LOG_WARNING, "model",
                 "%s is not the official %s file (its size or sha256 differs from %s): its "

@@ -26,6 +26,7 @@
 
 #include "vidfeat.h"
 #include "core/clock.h"
+#include "core/digest.h"
 #include "core/json.h"
 #include "core/mem.h"
 #include "core/path.h"
@@ -400,40 +401,73 @@ done:
     return rc;
 }
 
-/* The index to search for row: the one `path` names, else the first the database records for
- * the row whose file is here; *ix NULL: none. One that is there but unusable fails. */
+/* A database's record of an index file: the one at `want` (NULL: the first whose file is here),
+ * with the SHA-256 recorded when it was written. */
 typedef struct index_pick {
-    char *path; /* the first recorded whose file is here */
+    const char *want;
+    char *path, *sha256; /* NULL: none found, or none recorded */
     int nomem;
 } index_pick;
 
 static void pick_index(void *user, const vf_store_index *rec)
 {
     index_pick *p = user;
-    if (p->path || p->nomem || access(rec->path, F_OK) != 0)
+    if (p->path || p->nomem || (p->want ? strcmp(rec->path, p->want) : access(rec->path, F_OK)))
         return;
-    p->nomem = !(p->path = vfi_strdup(rec->path));
+    p->nomem = !(p->path = vfi_strdup(rec->path)) ||
+               (rec->sha256 && !(p->sha256 = vfi_strdup(rec->sha256)));
 }
 
+static void pick_clear(index_pick *p)
+{
+    vfi_free(p->path);
+    vfi_free(p->sha256);
+}
+
+/* The file at path is the one the database recorded (sha256; NULL: none recorded, as for an
+ * index built before schema 8): an index file is untrusted input, and one changed since - an id
+ * map pointing elsewhere - would rank the wrong frames. Hashed through the digest cache, so an
+ * unchanged file is read once. */
+static vf_status check_recorded(const char *path, const char *sha256, vf_err *err)
+{
+    struct stat st;
+    if (!sha256)
+        return VF_OK;
+    int missing = stat(path, &st) != 0;
+    if (missing || !S_ISREG(st.st_mode)) /* hashing a FIFO would block */
+        return vfi_fail(err, VF_ERR_STORE, "%s: %s", path,
+                        missing ? strerror(errno) : "not a regular file");
+    char hex[65];
+    vf_status rc = vfi_sha256_file_cached(path, hex, err);
+    if (rc < 0)
+        return rc;
+    if (strcmp(hex, sha256))
+        return vfi_fail(err, VF_ERR_STORE,
+                        "%s: not the index the database recorded (its SHA-256 differs: changed "
+                        "since it was built)",
+                        path);
+    return VF_OK;
+}
+
+/* The index to search for row: the one `path` names, else the first the database records for
+ * the row whose file is here; *ix NULL: none. One that is there but unusable fails. */
 vf_status vfi_index_find(vf_store *s, const vfi_held_model *row, const char *path, vfi_index **ix,
                          vf_err *err)
 {
     *ix = NULL;
-    index_pick pick = {NULL, 0};
-    vf_status rc = VF_OK;
-    if (path) {
-        if (!(pick.path = vfi_strdup(path)))
-            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    } else if ((rc = vfi_store_indexes(s, row->id, pick_index, &pick, err)) < 0) {
-        return rc;
-    } else if (pick.nomem) {
-        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    }
-    if (pick.path && (rc = vfi_index_open(pick.path, row, 1, ix, err)) < 0 && rc != VF_ERR_NOMEM &&
-        !strstr(err->msg, "--exact"))
+    index_pick pick = {path, NULL, NULL, 0};
+    vf_status rc = vfi_store_indexes(s, row->id, pick_index, &pick, err);
+    if (rc >= 0 && !pick.nomem && path && !pick.path && !(pick.path = vfi_strdup(path)))
+        pick.nomem = 1; /* named, but not recorded: nothing to check it against */
+    if (rc >= 0 && pick.nomem)
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (rc >= 0 && pick.path &&
+        ((rc = check_recorded(pick.path, pick.sha256, err)) < 0 ||
+         (rc = vfi_index_open(pick.path, row, 1, ix, err)) < 0) &&
+        rc != VF_ERR_NOMEM && !strstr(err->msg, "--exact"))
         snprintf(err->msg + strlen(err->msg), sizeof(err->msg) - strlen(err->msg),
                  " (vidfeat index --rebuild makes it anew; --exact searches without it)");
-    vfi_free(pick.path);
+    pick_clear(&pick);
     return rc;
 }
 
@@ -886,7 +920,14 @@ vf_status vf_db_index(const char *db_path, const vf_config *cfg, const vf_index_
     /* an existing index: kept and brought up to date, unless asked to start over */
     struct stat st;
     if (!o->rebuild && stat(path, &st) == 0) {
-        if ((rc = vfi_index_open(path, row, 1, &ix, &err)) < 0) {
+        index_pick pick = {path, NULL, NULL, 0};
+        if ((rc = vfi_store_indexes(s, row->id, pick_index, &pick, &err)) >= 0)
+            rc = pick.nomem ? vfi_fail(&err, VF_ERR_NOMEM, "out of memory")
+                            : check_recorded(path, pick.sha256, &err);
+        pick_clear(&pick);
+        if (rc >= 0)
+            rc = vfi_index_open(path, row, 1, &ix, &err);
+        if (rc < 0) {
             if (rc != VF_ERR_NOMEM)
                 snprintf(err.msg + strlen(err.msg), sizeof(err.msg) - strlen(err.msg), "%s",
                          strstr(err.msg, "--rebuild") ? "" : " (--rebuild makes it anew)");
@@ -989,8 +1030,11 @@ vf_status vf_db_index(const char *db_path, const vf_config *cfg, const vf_index_
     char now[32], host[256] = "";
     vfi_now_iso(now, sizeof(now));
     gethostname(host, sizeof(host) - 1);
+    char sha[65];
+    if ((rc = vfi_sha256_file_cached(path, sha, &err)) < 0) /* as written, renamed into place */
+        goto done;
     vf_store_index rec = {path, row->id, ix->kind, vfi_index_vectors(ix), vfi_index_files(ix),
-                          now,  host};
+                          now,  host,    sha};
     vfi_store_close(&s);
     if ((rc = vfi_store_open(db_path, VF_STORE_WRITE, &w, &err)) < 0 ||
         (rc = vfi_store_index_put(w, &rec, &err)) < 0) {
@@ -1021,9 +1065,11 @@ done:
 
 /* ---- how current each recorded index is ----------------------------------------------------- */
 
+#define REC_STRINGS 5 /* the strings of a vf_store_index */
+
 typedef struct recorded {
     vf_store_index *v;
-    char **strings; /* each record's own copies: path, kind, built_at, host */
+    char **strings; /* each record's own copies: path, kind, built_at, host, sha256 */
     int n, cap;
     int nomem;
 } recorded;
@@ -1034,7 +1080,7 @@ static void keep_index(void *user, const vf_store_index *ix)
     if (r->n == r->cap) {
         int cap = r->cap ? 2 * r->cap : 8;
         vf_store_index *v = realloc(r->v, (size_t)cap * sizeof(*v));
-        char **s = v ? realloc(r->strings, (size_t)cap * 4 * sizeof(*s)) : NULL;
+        char **s = v ? realloc(r->strings, (size_t)cap * REC_STRINGS * sizeof(*s)) : NULL;
         if (v)
             r->v = v;
         if (!v || !s) {
@@ -1044,9 +1090,9 @@ static void keep_index(void *user, const vf_store_index *ix)
         r->strings = s;
         r->cap = cap;
     }
-    const char *src[4] = {ix->path, ix->kind, ix->built_at, ix->host};
-    char **dst = r->strings + 4 * r->n;
-    for (int i = 0; i < 4; i++) {
+    const char *src[REC_STRINGS] = {ix->path, ix->kind, ix->built_at, ix->host, ix->sha256};
+    char **dst = r->strings + REC_STRINGS * r->n;
+    for (int i = 0; i < REC_STRINGS; i++) {
         dst[i] = src[i] ? vfi_strdup(src[i]) : NULL;
         r->nomem |= src[i] && !dst[i];
     }
@@ -1055,6 +1101,7 @@ static void keep_index(void *user, const vf_store_index *ix)
     r->v[r->n].kind = dst[1];
     r->v[r->n].built_at = dst[2];
     r->v[r->n].host = dst[3];
+    r->v[r->n].sha256 = dst[4];
     r->n++;
 }
 
@@ -1099,7 +1146,8 @@ vf_status vf_db_indexes(const char *db_path, void (*index)(void *user, const vf_
             info.problem = "its model row holds no vectors now";
         } else if (access(rec->path, R_OK) != 0) {
             info.problem = "not on this machine";
-        } else if (vfi_index_open(rec->path, row, 0, &ix, &why) < 0) {
+        } else if (check_recorded(rec->path, rec->sha256, &why) < 0 ||
+                   vfi_index_open(rec->path, row, 0, &ix, &why) < 0) {
             info.present = 1;
             info.problem = why.msg;
         } else if ((rc = list_done(s, row, &done, &err)) >= 0) {
@@ -1123,7 +1171,7 @@ vf_status vf_db_indexes(const char *db_path, void (*index)(void *user, const vf_
         vfi_index_free(&ix);
     }
 done:
-    for (int i = 0; i < 4 * r.n; i++)
+    for (int i = 0; i < REC_STRINGS * r.n; i++)
         vfi_free(r.strings[i]);
     free(r.strings);
     free(r.v);

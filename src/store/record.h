@@ -45,6 +45,9 @@
 /* Schema 7: a CLIP model's text tower paired with the image tower a row's vectors came from
  * (its SHA-256; NULL when not known), what a text query is checked against. */
 #define VFI_TEXT_COLUMN_SQL "ALTER TABLE models ADD COLUMN text_sha256 TEXT;"
+/* Schema 8: each index file's SHA-256 when it was written, checked before a search trusts it
+ * (an index file is untrusted: one whose id map was changed would rank the wrong frames). */
+#define VFI_INDEX_SHA_COLUMN_SQL "ALTER TABLE indexes ADD COLUMN sha256 TEXT;"
 /* Schema 6: the search indexes built over a model row's vectors (vfi_store_index_put). */
 #define VFI_INDEXES_TABLE_SQL                                                                      \
     "CREATE TABLE indexes (path text NOT NULL PRIMARY KEY, model_id bigint NOT NULL"               \

@@ -186,6 +186,7 @@ typedef struct vf_store_index {
     int64_t vectors, files; /* what it held when built */
     const char *built_at;   /* ISO 8601, UTC */
     const char *host;       /* the machine it was built on */
+    const char *sha256;     /* the file's SHA-256 when written (schema 8); NULL: not recorded */
 } vf_store_index;
 typedef void (*vf_store_index_fn)(void *user, const vf_store_index *ix);
 

@@ -44,7 +44,7 @@
 #include "store/rank.h"
 #include "store/record.h"
 
-#define PG_SCHEMA_VERSION 7
+#define PG_SCHEMA_VERSION 8
 #define ADVISORY_KEY      "7419030817" /* any constant: the schema's lock */
 
 #define RECONNECT_S 120.0 /* how long a lost server is waited for */
@@ -127,6 +127,10 @@ static const char *const schema_v6 = VFI_INDEXES_TABLE_SQL "UPDATE vidfeat_schem
 
 /* schema 7: the text tower paired with a CLIP model's image vectors (record.h), as SQLite's */
 static const char *const schema_v7 = VFI_TEXT_COLUMN_SQL "UPDATE vidfeat_schema SET version = 7;";
+
+/* schema 8: each index file's SHA-256 (record.h), as SQLite's */
+static const char *const schema_v8 =
+    VFI_INDEX_SHA_COLUMN_SQL "UPDATE vidfeat_schema SET version = 8;";
 
 /* The URI as messages may show it: scheme, user, host, port and database, never a password. */
 static char *display_name(const char *uri)
@@ -452,6 +456,8 @@ static vf_status pg_open(const char *uri, vf_store_mode mode, vf_store **out, vf
             TRY(exec(s, schema_v6, "migrating the tables", err));
         if (s->version < 7)
             TRY(exec(s, schema_v7, "migrating the tables", err));
+        if (s->version < 8)
+            TRY(exec(s, schema_v8, "migrating the tables", err));
         s->version = PG_SCHEMA_VERSION;
         TRY(exec(s, "COMMIT", "creating the tables", err));
         s->write = 1;
@@ -1699,12 +1705,14 @@ static vf_status pg_index_put(vf_store *store, const vf_store_index *ix, vf_err 
     snprintf(model, sizeof(model), "%lld", (long long)ix->model_id);
     snprintf(vectors, sizeof(vectors), "%lld", (long long)ix->vectors);
     snprintf(files, sizeof(files), "%lld", (long long)ix->files);
-    const char *p[] = {ix->path, model, ix->kind, vectors, files, ix->built_at, ix->host};
+    const char *p[] = {ix->path, model,        ix->kind, vectors,
+                       files,    ix->built_at, ix->host, ix->sha256};
     return query(s,
-                 "INSERT INTO indexes (path, model_id, kind, vectors, files, built_at, host)"
-                 " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (path) DO UPDATE SET"
-                 " model_id = $2, kind = $3, vectors = $4, files = $5, built_at = $6, host = $7",
-                 7, p, "recording the index", NULL, err);
+                 "INSERT INTO indexes (path, model_id, kind, vectors, files, built_at, host,"
+                 " sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (path) DO UPDATE"
+                 " SET model_id = $2, kind = $3, vectors = $4, files = $5, built_at = $6,"
+                 " host = $7, sha256 = $8",
+                 8, p, "recording the index", NULL, err);
 }
 
 static vf_status pg_indexes(vf_store *store, int64_t model_id, vf_store_index_fn fn, void *user,
@@ -1717,11 +1725,15 @@ static vf_status pg_indexes(vf_store *store, int64_t model_id, vf_store_index_fn
     snprintf(model, sizeof(model), "%lld", (long long)model_id);
     const char *p[] = {model};
     PGresult *res = NULL;
-    vf_status rc = query(s,
-                         "SELECT path, model_id, kind, vectors, files, built_at, host FROM"
-                         " indexes WHERE $1::bigint < 0 OR model_id = $1 ORDER BY path"
-                         " COLLATE \"C\"",
-                         1, p, "reading the indexes", &res, err);
+    vf_status rc =
+        query(s,
+              s->version >= 8 ? "SELECT path, model_id, kind, vectors, files, built_at, host,"
+                                " sha256 FROM indexes WHERE $1::bigint < 0 OR model_id = $1"
+                                " ORDER BY path COLLATE \"C\""
+                              : "SELECT path, model_id, kind, vectors, files, built_at, host,"
+                                " NULL FROM indexes WHERE $1::bigint < 0 OR model_id = $1"
+                                " ORDER BY path COLLATE \"C\"",
+              1, p, "reading the indexes", &res, err);
     for (int r = 0; rc >= 0 && r < PQntuples(res); r++) {
         int oom = 0;
         char *path = pg_bytes(res, r, 0, &oom);
@@ -1735,7 +1747,8 @@ static vf_status pg_indexes(vf_store *store, int64_t model_id, vf_store_index_fn
                              strtoll(PQgetvalue(res, r, 3), NULL, 10),
                              strtoll(PQgetvalue(res, r, 4), NULL, 10),
                              PQgetvalue(res, r, 5),
-                             PQgetisnull(res, r, 6) ? NULL : PQgetvalue(res, r, 6)};
+                             PQgetisnull(res, r, 6) ? NULL : PQgetvalue(res, r, 6),
+                             PQgetisnull(res, r, 7) ? NULL : PQgetvalue(res, r, 7)};
         fn(user, &ix);
         vfi_free(path);
     }

@@ -145,9 +145,12 @@ static const char *const schema_v6 =
 /* v7: the text tower paired with a CLIP model's image vectors (record.h). */
 static const char *const schema_v7 = VFI_TEXT_COLUMN_SQL;
 
+/* v8: each index file's SHA-256 (record.h). */
+static const char *const schema_v8 = VFI_INDEX_SHA_COLUMN_SQL;
+
 /* migrations[v] brings a database from user_version v to v + 1 */
 static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {
-    schema_v1, schema_v2, schema_v3, schema_v4, schema_v5, schema_v6, schema_v7};
+    schema_v1, schema_v2, schema_v3, schema_v4, schema_v5, schema_v6, schema_v7, schema_v8};
 
 static vf_status exec(sq_store *s, const char *sql, vf_err *err)
 {
@@ -674,7 +677,7 @@ static vf_status sq_index_put(vf_store *store, const vf_store_index *ix, vf_err 
     sqlite3_stmt *st = NULL;
     CHECK_SQL(sqlite3_prepare_v2(s->db,
                                  "INSERT OR REPLACE INTO indexes (path, model_id, kind, vectors,"
-                                 " files, built_at, host) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                 " files, built_at, host, sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                                  -1, &st, NULL),
               "recording the index");
     sqlite3_bind_text(st, 1, ix->path, -1, SQLITE_STATIC);
@@ -684,6 +687,7 @@ static vf_status sq_index_put(vf_store *store, const vf_store_index *ix, vf_err 
     sqlite3_bind_int64(st, 5, ix->files);
     sqlite3_bind_text(st, 6, ix->built_at, -1, SQLITE_STATIC);
     bind_text_or_null(st, 7, ix->host);
+    bind_text_or_null(st, 8, ix->sha256);
     if (sqlite3_step(st) != SQLITE_DONE)
         rc = db_fail(s, err, "recording the index");
 fail:
@@ -699,10 +703,15 @@ static vf_status sq_indexes(vf_store *store, int64_t model_id, vf_store_index_fn
         return VF_OK; /* an older database opened read-only: none */
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "SELECT path, model_id, kind, vectors, files, built_at, host FROM"
-                                 " indexes WHERE ?1 < 0 OR model_id = ?1 ORDER BY path",
-                                 -1, &st, NULL),
+    CHECK_SQL(sqlite3_prepare_v2(
+                  s->db,
+                  s->version >= 8 ? "SELECT path, model_id, kind, vectors, files, built_at, host,"
+                                    " sha256 FROM indexes WHERE ?1 < 0 OR model_id = ?1"
+                                    " ORDER BY path"
+                                  : "SELECT path, model_id, kind, vectors, files, built_at, host,"
+                                    " NULL FROM indexes WHERE ?1 < 0 OR model_id = ?1"
+                                    " ORDER BY path",
+                  -1, &st, NULL),
               "reading the indexes");
     sqlite3_bind_int64(st, 1, model_id);
     int r;
@@ -713,7 +722,8 @@ static vf_status sq_indexes(vf_store *store, int64_t model_id, vf_store_index_fn
                              sqlite3_column_int64(st, 3),
                              sqlite3_column_int64(st, 4),
                              (const char *)sqlite3_column_text(st, 5),
-                             (const char *)sqlite3_column_text(st, 6)};
+                             (const char *)sqlite3_column_text(st, 6),
+                             (const char *)sqlite3_column_text(st, 7)};
         fn(user, &ix);
     }
     if (r != SQLITE_DONE)

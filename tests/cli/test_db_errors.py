@@ -164,6 +164,7 @@ def main():
         con.execute("DROP VIEW frames")  # schema 4's
         con.execute("ALTER TABLE models DROP COLUMN weights")  # schema 5's
         con.execute("ALTER TABLE models DROP COLUMN text_sha256")  # schema 7's
+        con.execute("ALTER TABLE indexes DROP COLUMN sha256")  # schema 8's
         con.execute("DROP TABLE indexes")  # schema 6's
         con.execute("DROP TRIGGER extraction_ids")
         con.execute("DROP TABLE extraction_ids")
@@ -184,7 +185,7 @@ def main():
         done = con.execute("SELECT count(*) FROM extractions WHERE status='done'").fetchone()[0]
         views = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='view'")}
         columns = {c[1] for c in con.execute("PRAGMA table_info(models)")}
-        check(version == 7 and {"runs", "queue", "leases", "indexes", "extraction_ids"} <= tables and
+        check(version == 8 and {"runs", "queue", "leases", "indexes", "extraction_ids"} <= tables and
               views == {"frames"} and {"weights", "text_sha256"} <= columns,
               "after migration: %d %s %s" % (version, tables, columns))
         summary = json.loads(r.stdout)
@@ -192,7 +193,7 @@ def main():
         check(rows == 20 + summary["frames"] and done == 2,
               "after migration: %d rows, %d done" % (rows, done))
         con.close()
-        print("ok schema 1 migrated to 7")
+        print("ok schema 1 migrated to 8")
 
         # a newer schema than this vidfeat knows: refused with one line, the file unchanged
         newer = os.path.join(tmp, "newer.db")

@@ -7,6 +7,8 @@ only regular files that a database names.
              export and extract each answer at once with one line (exit 3), no hang
   trigger    a trigger added on features: refused before anything is written
   own tables a table and an index a user added beside vidfeat's: still read
+  index      an index file changed after it was built (a byte, its time set back): similar
+             refuses it (exit 3) until it is rebuilt
   fifo       an index whose recorded path is a FIFO: similar does not block on it
 
 usage: test_hostile_db.py VIDFEAT MODELS_DIR
@@ -82,6 +84,34 @@ def main():
         check(r.returncode == 0, "a user's own table and index: %d %r" % (r.returncode,
                                                                           r.stderr))
         print("ok a table and an index a user added: still read")
+
+        # an index file changed after it was built (its bytes, then its time set back, as one
+        # poisoning its id map would): refused, not searched; rebuilt, searched again
+        poisoned = copy("poisoned.db")
+        r = run(exe, "index", poisoned)
+        check(r.returncode == 0, "index: %d %r" % (r.returncode, r.stderr))
+        con = sqlite3.connect(poisoned)
+        (ipath,) = con.execute("SELECT path FROM indexes").fetchone()
+        con.close()
+        r = run(exe, "similar", poisoned, "--video", clip, "--at", "1", "-k", "3")
+        check(r.returncode == 0, "similar before: %d %r" % (r.returncode, r.stderr))
+        st = os.stat(ipath)
+        with open(ipath, "r+b") as f:
+            f.seek(st.st_size - 9)
+            b = f.read(1)
+            f.seek(st.st_size - 9)
+            f.write(bytes([b[0] ^ 0x01]))
+        os.utime(ipath, ns=(st.st_atime_ns, st.st_mtime_ns))
+        r = run(exe, "similar", poisoned, "--video", clip, "--at", "1", "-k", "3")
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 3 and len(lines) == 1 and
+              "not the index the database recorded" in lines[0], "a changed index: %d %r"
+              % (r.returncode, r.stderr))
+        r = run(exe, "index", "--rebuild", poisoned)
+        check(r.returncode == 0, "rebuild: %d %r" % (r.returncode, r.stderr))
+        r = run(exe, "similar", poisoned, "--video", clip, "--at", "1", "-k", "3")
+        check(r.returncode == 0, "similar after the rebuild: %d %r" % (r.returncode, r.stderr))
+        print("ok an index changed since it was built (time set back): refused; rebuilt: used")
 
         fifo_db = copy("fifo.db")
         r = run(exe, "index", fifo_db)

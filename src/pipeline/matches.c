@@ -692,11 +692,13 @@ vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const vf_matc
         }
         c.n = kept;
     }
-    qsort(c.v, (size_t)c.n, sizeof(*c.v), cmp_candidate);
+    if (c.n > 1) /* none: c.v may be NULL, which qsort may not be given */
+        qsort(c.v, (size_t)c.n, sizeof(*c.v), cmp_candidate);
     if ((rc = align_pairs(c.v, c.n, queries, b, &o, &out, &st.pairs, &err)) < 0)
         goto done;
     st.align_ms = (vfi_now_s() - t0) * 1e3;
-    qsort(out.v, (size_t)out.n, sizeof(*out.v), q->video ? cmp_by_score : cmp_by_place);
+    if (out.n > 1)
+        qsort(out.v, (size_t)out.n, sizeof(*out.v), q->video ? cmp_by_score : cmp_by_place);
     for (int i = 0; i < out.n; i++)
         match(user, &out.v[i]);
     if (q->stats)

@@ -29,7 +29,9 @@ def main():
         if case.find("skipped") is None:
             continue
         out = (case.findtext("system-out") or "").strip().splitlines()
-        why = next((l for l in reversed(out) if "skip" in l.lower()), out[-1] if out else "")
+        # a test's own "SKIP: why" line first (pytest's closing line also says "skipped")
+        why = next((l for l in reversed(out) if l.lstrip().startswith("SKIP")),
+                   next((l for l in reversed(out) if "skip" in l.lower()), out[-1] if out else ""))
         skipped.append((case.get("name"), "gpu" in labels.get(case.get("name"), []), why))
     print("skipped tests: %d" % len(skipped))
     for name, gpu, why in skipped:

@@ -107,6 +107,9 @@ extern const size_t cli_n_commands;
  * the terminal); the format's own characters are written as they are. */
 __attribute__((format(printf, 2, 3))) int cli_printf(FILE *f, const char *fmt, ...);
 int cli_vprintf(FILE *f, const char *fmt, va_list ap);
+/* Levenshtein distance of two short words (0 when equal; words over 31 characters: 99), for
+ * "did you mean" (options.c). */
+size_t cli_edit_distance(const char *a, const char *b);
 /* s with its control characters escaped into out (truncated to size); the full length. */
 size_t cli_escape(char *out, size_t size, const char *s);
 

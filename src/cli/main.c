@@ -57,31 +57,6 @@ int cli_log_level(const cli *c)
                                : VF_LOG_DEBUG;
 }
 
-/* Levenshtein distance of two short words (0 when equal; capped by the buffer: words of up
- * to 31 characters). */
-static size_t distance(const char *a, const char *b)
-{
-    size_t na = strlen(a), nb = strlen(b), row[32];
-    if (na > 31 || nb > 31)
-        return 99;
-    for (size_t j = 0; j <= nb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= na; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= nb; j++) {
-            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[nb];
-}
-
 /* A first word that is not a command is an input of extract, unless it looks like a mistyped
  * command: no such path, and a bare word (no '/', no '.', not an option). Says so, with the
  * nearest command when one is close. */
@@ -93,7 +68,7 @@ static int unknown_command(const char *word)
     const char *best = NULL;
     size_t best_d = 3; /* at most two edits away */
     for (size_t i = 0; i < cli_n_commands; i++) {
-        size_t d = distance(word, cli_commands[i].name);
+        size_t d = cli_edit_distance(word, cli_commands[i].name);
         if (d < best_d) {
             best_d = d;
             best = cli_commands[i].name;

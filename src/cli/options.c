@@ -322,6 +322,51 @@ static void command_names(unsigned cmds, char *buf, size_t size)
     }
 }
 
+/* Levenshtein distance of two short words (0 when equal; capped by the buffer: words of up
+ * to 31 characters). */
+size_t cli_edit_distance(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b), row[32];
+    if (na > 31 || nb > 31)
+        return 99;
+    for (size_t j = 0; j <= nb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= na; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= nb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[nb];
+}
+
+/* The option of cmd nearest to the unknown one given as `arg` ("--modle" or "--modle=x"), at
+ * most two edits away, or NULL. */
+static const char *nearest_option(const cli_command *cmd, const char *arg)
+{
+    char word[32];
+    if (strncmp(arg, "--", 2))
+        return NULL;
+    snprintf(word, sizeof(word), "%.*s", (int)strcspn(arg + 2, "="), arg + 2);
+    const char *best = NULL;
+    size_t best_d = 3;
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        size_t d = (options[i].cmds & cmd->bit) ? cli_edit_distance(word, options[i].name) : 99;
+        if (d < best_d) {
+            best_d = d;
+            best = options[i].name;
+        }
+    }
+    return best;
+}
+
 int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
 {
     struct option longopts[N_OPTIONS + 1];
@@ -351,9 +396,14 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
             if (aliases[i].letter == id && (aliases[i].cmds & cmd->bit))
                 id = aliases[i].id;
         if (id == '?' || id == ':') {
-            fprintf(stderr, "vidfeat: %s: %s '%s' (see vidfeat %s --help)\n", cmd->name,
-                    id == ':' ? "a value is missing after" : "unknown option", argv[optind - 1],
-                    cmd->name);
+            const char *near = id == '?' ? nearest_option(cmd, argv[optind - 1]) : NULL;
+            if (near)
+                fprintf(stderr, "vidfeat: %s: unknown option '%s' (did you mean '--%s'?)\n",
+                        cmd->name, argv[optind - 1], near);
+            else
+                fprintf(stderr, "vidfeat: %s: %s '%s' (see vidfeat %s --help)\n", cmd->name,
+                        id == ':' ? "a value is missing after" : "unknown option", argv[optind - 1],
+                        cmd->name);
             return EXIT_USAGE;
         }
         const opt_def *o = NULL;

@@ -2,7 +2,8 @@
 """The vidfeat command as people type it and as batch systems read it, on clips ffmpeg makes
 here (no ../shared needed):
 
-  unknown command   `vidfeat infos x.db`: exit 2, "did you mean 'info'?", no database made
+  unknown command   `vidfeat infos x.db`: exit 2, "did you mean 'info'?", no database made;
+                    `--modle`, `similar --txet=`: "did you mean '--model'?" ('--text')
   times             --start/--duration in FFmpeg's forms (1.5, 0:01.5, 500ms) give the same
                     rows; --start -1 and a non-time are usage errors saying why
   sampling          --fps with --every, --keyframes with --fps or --every: usage errors
@@ -76,6 +77,19 @@ def main():
         check(r.returncode == 2 and "unknown command 'zzzz' (see vidfeat --help)" in r.stderr,
               r.stderr)
         print("ok unknown command: exit 2, the nearest command named, nothing made")
+
+        # a mistyped option: the nearest of the command's own options named
+        for args, line in ((["--modle", model, clip], "vidfeat: extract: unknown option '--modle'"
+                            " (did you mean '--model'?)\n"),
+                           (["similar", "x.db", "--txet=cat"], "vidfeat: similar: unknown option"
+                            " '--txet=cat' (did you mean '--text'?)\n"),
+                           (["--qqqqqq", clip], "vidfeat: extract: unknown option '--qqqqqq'"
+                            " (see vidfeat extract --help)\n")):
+            r = run(exe, *args, cwd=tmp)
+            check(r.returncode == 2 and r.stderr == line, "%s: %d %r" % (args, r.returncode,
+                                                                         r.stderr))
+        check(not os.path.exists(os.path.join(tmp, "vidfeat.db")), "an unknown option made a db")
+        print("ok unknown option: exit 2, the nearest option named")
 
         # times in FFmpeg's forms
         got = []

@@ -639,14 +639,23 @@ static size_t file_head(const char *path, char *buf, size_t size)
 }
 
 /* Would FFmpeg read the file at path as a list of other files? */
-static int is_list_of_files(const char *path)
+/* The demuxer FFmpeg would read path with, judged by its first 4 KiB (and name), or NULL; *score
+ * how sure FFmpeg is (AVPROBE_SCORE_MAX: certain). */
+static const AVInputFormat *probe_head(const char *path, int *score)
 {
-    static const char *const lists[] = {"concat", "hls", "dash", "imf"};
     char head[4096 + AVPROBE_PADDING_SIZE];
     memset(head, 0, sizeof(head));
     size_t n = file_head(path, head, 4096 + 1);
     AVProbeData pd = {path, (unsigned char *)head, (int)n, NULL};
-    const AVInputFormat *f = av_probe_input_format(&pd, 1);
+    *score = 0;
+    return av_probe_input_format2(&pd, 1, score);
+}
+
+static int is_list_of_files(const char *path)
+{
+    static const char *const lists[] = {"concat", "hls", "dash", "imf"};
+    int score;
+    const AVInputFormat *f = probe_head(path, &score);
     for (size_t i = 0; f && i < sizeof(lists) / sizeof(lists[0]); i++)
         if (av_match_name(lists[i], f->name))
             return 1;
@@ -716,11 +725,8 @@ static char *format_allowlist(void)
 /* The refused demuxer FFmpeg would read path with, by its content, or NULL. */
 static const char *refused_format(const char *path)
 {
-    char head[4096 + AVPROBE_PADDING_SIZE];
-    memset(head, 0, sizeof(head));
-    size_t n = file_head(path, head, 4096 + 1);
-    AVProbeData pd = {path, (unsigned char *)head, (int)n, NULL};
-    const AVInputFormat *f = av_probe_input_format(&pd, 1);
+    int score;
+    const AVInputFormat *f = probe_head(path, &score);
     return f && av_match_list(f->name, REFUSED_FORMATS, ',') > 0 ? f->name : NULL;
 }
 
@@ -844,12 +850,22 @@ static void rearm(vf_decoder *d)
     d->deadline = d->o.stall_timeout > 0 ? vfi_now_s() + d->o.stall_timeout : 0;
 }
 
-/* Index entries before entry i whose packets are shown (not marked for discarding). */
+/* Index entries in [a, b) whose packets are shown (not marked for discarding). */
+static int64_t shown_between(const AVStream *st, int a, int b)
+{
+    int64_t n = 0;
+    for (int k = a; k < b; k++)
+        n += !(avformat_index_get_entry((AVStream *)st, k)->flags & AVINDEX_DISCARD_FRAME);
+    return n;
+}
+
+/* Those before entry i, counted on from where the last call stopped (seeks only go forward). */
 static int64_t shown_entries(vf_decoder *d, const AVStream *st, int i)
 {
-    for (; d->seen_entry < i; d->seen_entry++)
-        d->seen_shown += !(avformat_index_get_entry((AVStream *)st, d->seen_entry)->flags &
-                           AVINDEX_DISCARD_FRAME);
+    if (d->seen_entry < i) {
+        d->seen_shown += shown_between(st, d->seen_entry, i);
+        d->seen_entry = i;
+    }
     return d->seen_shown;
 }
 
@@ -900,10 +916,8 @@ static void seek_landed(vf_decoder *d, const AVPacket *pkt)
     if (!g || g->pos != pkt->pos)
         return;
     /* landed earlier: the packets between are read (and counted) again */
-    int64_t shown = 0;
-    for (int k = got < want ? got : want; k < (got < want ? want : got); k++)
-        shown += !(avformat_index_get_entry(st, k)->flags & AVINDEX_DISCARD_FRAME);
-    vfi_framenum_skip(&d->ledger, got > want ? shown : -shown);
+    vfi_framenum_skip(&d->ledger,
+                      got > want ? shown_between(st, want, got) : -shown_between(st, got, want));
 }
 
 /*
@@ -949,6 +963,23 @@ static int skip_ahead(vf_decoder *d, double t)
     return 0;
 }
 
+/* Skipping ends: the held packets go to the decoder first, then what was read ahead of them.
+ * 0 or AVERROR(ENOMEM). */
+static int release_held(vf_decoder *d)
+{
+    AVPacket *next;
+    while ((next = pktq_pop(&d->ahead)))
+        if (pktq_push(&d->held, next) < 0) {
+            av_packet_free(&next);
+            return AVERROR(ENOMEM);
+        }
+    pktq q = d->ahead;
+    d->ahead = d->held;
+    d->held = q;
+    d->skipping = SKIP_NONE;
+    return 0;
+}
+
 /*
  * Skipping without an index (SKIP_HOLDING), the packet in d->pkt: the packets from the latest
  * key frame decoded at or before skip_ts on are held, the older ones dropped, until one decoded
@@ -977,18 +1008,7 @@ static int hold_packet(vf_decoder *d)
     }
     if (before && d->held.n < HOLD_MAX_PACKETS && d->held.bytes < HOLD_MAX_BYTES)
         return 0;
-    /* decode the held packets first, then what was read ahead of them */
-    AVPacket *next;
-    while ((next = pktq_pop(&d->ahead)))
-        if (pktq_push(&d->held, next) < 0) {
-            av_packet_free(&next);
-            return AVERROR(ENOMEM);
-        }
-    pktq q = d->ahead;
-    d->ahead = d->held;
-    d->held = q;
-    d->skipping = SKIP_NONE;
-    return 0;
+    return release_held(d);
 }
 
 /* While skipping: is this packet the key frame decoding starts again at? */
@@ -1556,10 +1576,10 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
         }
         if (ret < 0 && d->skipping == SKIP_HOLDING && d->held.n) {
             /* the end came first: the last group of pictures is decoded, then the end met */
-            pktq q = d->ahead;
-            d->ahead = d->held;
-            d->held = q;
-            d->skipping = SKIP_NONE;
+            if (release_held(d) < 0) {
+                d->done = 1;
+                return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+            }
             d->ahead_end = ret;
             continue;
         }
@@ -1624,12 +1644,8 @@ static int looks_like_media(const char *path)
     const char *slash = strrchr(path, '/');
     if (dot && (!slash || dot > slash) && av_match_name(dot + 1, exts))
         return 1;
-    char head[4096 + AVPROBE_PADDING_SIZE];
-    memset(head, 0, sizeof(head));
-    size_t n = file_head(path, head, 4096 + 1);
-    AVProbeData pd = {path, (unsigned char *)head, (int)n, NULL};
-    int score = 0;
-    const AVInputFormat *f = av_probe_input_format2(&pd, 1, &score);
+    int score;
+    const AVInputFormat *f = probe_head(path, &score);
     return f && score >= AVPROBE_SCORE_MAX / 2 && !av_match_name("tty", f->name);
 }
 

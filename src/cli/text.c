@@ -56,86 +56,93 @@ static const char *take_spec(const char *fmt, char *spec, size_t size)
     return fmt + len;
 }
 
+/* spec with each '*' replaced by the int argument it stands for, into out. */
+static void take_stars(const char *spec, char *out, size_t size, va_list *ap)
+{
+    size_t n = 0;
+    for (const char *q = spec; *q && n + 1 < size; q++) {
+        if (*q == '*')
+            n += (size_t)snprintf(out + n, size - n, "%d", va_arg(*ap, int));
+        else
+            out[n++] = *q;
+        if (n >= size) /* a width too long to be meant: cut */
+            n = size - 1;
+    }
+    out[n] = '\0';
+}
+
 int cli_vprintf(FILE *f, const char *fmt, va_list ap)
 {
     int total = 0;
-    char spec[32], buf[512];
+    char given[32], spec[64], buf[512];
+    va_list args;
+    va_copy(args, ap); /* taken through a pointer by take_stars */
     while (*fmt) {
         const char *pct = strchr(fmt, '%');
         size_t lit = pct ? (size_t)(pct - fmt) : strlen(fmt);
-        if (lit && fwrite(fmt, 1, lit, f) != lit)
-            return -1;
+        if (lit && fwrite(fmt, 1, lit, f) != lit) {
+            total = -1;
+            break;
+        }
         total += (int)lit;
         if (!pct)
             break;
-        fmt = take_spec(pct, spec, sizeof(spec));
+        fmt = take_spec(pct, given, sizeof(given));
+        take_stars(given, spec, sizeof(spec), &args);
         char conv = spec[strlen(spec) - 1];
-        int star[2], stars = 0;
-        for (const char *q = spec; *q && stars < 2; q++)
-            if (*q == '*')
-                star[stars++] = va_arg(ap, int);
         size_t conv_at = strlen(spec) - 1, lm = strcspn(spec, "hljztL");
         const char *len_mod = spec + (lm < conv_at ? lm : conv_at); /* its length, or its letter */
         int r;
         if (conv == '%') {
             r = fputc('%', f) == EOF ? -1 : 1;
         } else if (conv == 's') { /* escaped, then laid out as the spec says */
-            const char *s = va_arg(ap, const char *);
+            const char *s = va_arg(args, const char *);
             char esc[8192];
             cli_escape(esc, sizeof(esc), s ? s : "(null)");
-            spec[strlen(spec) - 1] = 's';
-            r = stars == 2   ? fprintf(f, spec, star[0], star[1], esc)
-                : stars == 1 ? fprintf(f, spec, star[0], esc)
-                             : fprintf(f, spec, esc);
+            r = fprintf(f, spec, esc);
         } else {
             /* a number, a character or a pointer: fetched by its type, then formatted */
             if (strchr("eEfFgGaA", conv)) {
-                if (*len_mod == 'L') {
-                    long double v = va_arg(ap, long double);
-                    r = stars == 2   ? snprintf(buf, sizeof(buf), spec, star[0], star[1], v)
-                        : stars == 1 ? snprintf(buf, sizeof(buf), spec, star[0], v)
-                                     : snprintf(buf, sizeof(buf), spec, v);
-                } else {
-                    double v = va_arg(ap, double);
-                    r = stars == 2   ? snprintf(buf, sizeof(buf), spec, star[0], star[1], v)
-                        : stars == 1 ? snprintf(buf, sizeof(buf), spec, star[0], v)
-                                     : snprintf(buf, sizeof(buf), spec, v);
-                }
+                if (*len_mod == 'L')
+                    r = snprintf(buf, sizeof(buf), spec, va_arg(args, long double));
+                else
+                    r = snprintf(buf, sizeof(buf), spec, va_arg(args, double));
             } else if (conv == 'p' || conv == 'n') {
-                void *v = va_arg(ap, void *);
+                void *v = va_arg(args, void *);
                 r = conv == 'p' ? snprintf(buf, sizeof(buf), spec, v) : 0;
             } else if (conv == 'c') { /* the command's own separators: as they are */
-                r = snprintf(buf, sizeof(buf), spec, va_arg(ap, int));
+                r = snprintf(buf, sizeof(buf), spec, va_arg(args, int));
             } else {
                 /* integers: every length read at its own width, shown through intmax_t */
                 intmax_t v;
                 int is_unsigned = strchr("ouxX", conv) != NULL;
                 if (!strncmp(len_mod, "ll", 2))
-                    v = is_unsigned ? (intmax_t)va_arg(ap, unsigned long long)
-                                    : (intmax_t)va_arg(ap, long long);
+                    v = is_unsigned ? (intmax_t)va_arg(args, unsigned long long)
+                                    : (intmax_t)va_arg(args, long long);
                 else if (*len_mod == 'l')
-                    v = is_unsigned ? (intmax_t)va_arg(ap, unsigned long) : va_arg(ap, long);
+                    v = is_unsigned ? (intmax_t)va_arg(args, unsigned long) : va_arg(args, long);
                 else if (*len_mod == 'z')
-                    v = (intmax_t)va_arg(ap, size_t);
+                    v = (intmax_t)va_arg(args, size_t);
                 else if (*len_mod == 'j')
-                    v = va_arg(ap, intmax_t);
+                    v = va_arg(args, intmax_t);
                 else
-                    v = is_unsigned ? (intmax_t)va_arg(ap, unsigned) : va_arg(ap, int);
-                char ispec[40];
+                    v = is_unsigned ? (intmax_t)va_arg(args, unsigned) : va_arg(args, int);
+                char ispec[sizeof(spec) + 8];
                 snprintf(ispec, sizeof(ispec), "%.*sj%c", (int)(len_mod - spec), spec, conv);
-                r = stars == 2   ? snprintf(buf, sizeof(buf), ispec, star[0], star[1], v)
-                    : stars == 1 ? snprintf(buf, sizeof(buf), ispec, star[0], v)
-                                 : snprintf(buf, sizeof(buf), ispec, v);
+                r = snprintf(buf, sizeof(buf), ispec, v);
             }
             if (r > 0) {
                 size_t w = (size_t)r < sizeof(buf) ? (size_t)r : sizeof(buf) - 1;
                 r = fwrite(buf, 1, w, f) == w ? (int)w : -1;
             }
         }
-        if (r < 0)
-            return -1;
+        if (r < 0) {
+            total = -1;
+            break;
+        }
         total += r;
     }
+    va_end(args);
     return total;
 }
 

@@ -26,12 +26,7 @@ import subprocess
 import sys
 import tempfile
 
-from vfcheck import SKIP, check, ff, ffprobe_times
-
-
-def encoders():
-    r = subprocess.run(["ffmpeg", "-hide_banner", "-encoders"], capture_output=True, text=True)
-    return {line.split()[1] for line in r.stdout.splitlines()[10:] if len(line.split()) > 1}
+from vfcheck import SKIP, check, encoders, ff, ffprobe_times
 
 
 def make_clips(d):

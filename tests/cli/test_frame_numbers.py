@@ -24,14 +24,9 @@ import subprocess
 import sys
 import tempfile
 
-from vfcheck import SKIP, check, ff, ffprobe_times
+from vfcheck import SKIP, check, encoders, ff, ffprobe_times
 
 EPS = 1e-6
-
-
-def encoders():
-    r = subprocess.run(["ffmpeg", "-hide_banner", "-encoders"], capture_output=True, text=True)
-    return {line.split()[1] for line in r.stdout.splitlines()[10:] if len(line.split()) > 1}
 
 
 def make_clips(d):

@@ -15,6 +15,12 @@ def ff(*args):
     subprocess.run(["ffmpeg", "-loglevel", "error", "-y", *args], check=True)
 
 
+def encoders():
+    """The names of the encoders this ffmpeg has (libx264, libx265, libvpx-vp9, ...)."""
+    r = subprocess.run(["ffmpeg", "-hide_banner", "-encoders"], capture_output=True, text=True)
+    return {line.split()[1] for line in r.stdout.splitlines()[10:] if len(line.split()) > 1}
+
+
 def nvidia_driver_loads():
     """Whether the NVIDIA driver's library (libcuda.so.1) loads here."""
     import ctypes

@@ -585,6 +585,14 @@ def bad_models():
                      [shape], ["N", 3, 4, 4])
     save("batch_mixing", m, "VF_ERR_UNSUPPORTED", "mixes the batch")
 
+    # shape arithmetic on constants beyond int64 (2^62 x 4): refused, never wrapped around
+    big = numpy_helper.from_array(np.array([1 << 62, 1], np.int64), "big")
+    four = numpy_helper.from_array(np.array([4, 1], np.int64), "four")
+    m = helper_model("o", [helper.make_node("Mul", ["big", "four"], ["shape"], name="mul"),
+                           helper.make_node("Reshape", ["input", "shape"], ["output"], name="r")],
+                     [big, four], ["N", 3, 4, 4])
+    save("int_overflow", m, "VF_ERR_UNSUPPORTED", "integer arithmetic beyond 64 bits")
+
     # Nesting: a node attribute holding a graph whose node holds a graph, 100 levels deep,
     # written by hand (protobuf libraries refuse to build it): AttributeProto.g = 6,
     # GraphProto.node = 1, NodeProto.attribute = 5, ModelProto.graph = 7.

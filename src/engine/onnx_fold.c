@@ -42,7 +42,8 @@ vf_status vfi_onnx_fold_reshape(vfi_onnx_loader *L, const vf_value *src, int ran
 
 /* Integer arithmetic of shape computations, where an element may stand for a multiple of the
  * batch size (vfi_dim_batch): such an element may be multiplied or divided by a number (heads x
- * batch, batch x tokens / tokens) and have 0 added; anything else on it is refused (*bad = 1). */
+ * batch, batch x tokens / tokens) and have 0 added; anything else on it is refused (*bad = 1).
+ * Division by zero sets *bad = 2, a result beyond int64 (a crafted constant) *bad = 3. */
 static int64_t fold_i64(int op, int64_t a, int64_t b, int *bad)
 {
     int64_t ma = vfi_dim_batch_multiple(a), mb = vfi_dim_batch_multiple(b);
@@ -60,20 +61,30 @@ static int64_t fold_i64(int op, int64_t a, int64_t b, int *bad)
             *bad = 1;
         return 0;
     }
+    int64_t r = 0;
+    int over;
     switch (op) {
     case 'a':
-        return a + b;
+        over = __builtin_add_overflow(a, b, &r);
+        break;
     case 's':
-        return a - b;
+        over = __builtin_sub_overflow(a, b, &r);
+        break;
     case 'm':
-        return a * b;
+        over = __builtin_mul_overflow(a, b, &r);
+        break;
     default:
         if (b == 0) {
             *bad = 2;
             return 0;
         }
-        return a / b;
+        over = a == INT64_MIN && b == -1;
+        r = over ? 0 : a / b;
+        break;
     }
+    if (over)
+        *bad = 3;
+    return r;
 }
 
 /* Elementwise arithmetic on two constants with numpy broadcasting. op: 'a', 's', 'm', 'd'. */
@@ -116,8 +127,9 @@ vf_status vfi_onnx_fold_binary(vfi_onnx_loader *L, const vf_value *a, const vf_v
     if (bad) {
         vfi_free(data);
         return vfi_onnx_fail(L, VF_ERR_UNSUPPORTED, "%s",
-                             bad == 1 ? "shape arithmetic on the batch size"
-                                      : "integer division by zero");
+                             bad == 1   ? "shape arithmetic on the batch size"
+                             : bad == 2 ? "integer division by zero"
+                                        : "integer arithmetic beyond 64 bits");
     }
     return vfi_onnx_add_const(L, 0, a->dtype, rank, dims, data);
 }

@@ -187,6 +187,22 @@ struct vf_decoder {
 
 static void confine_clear(struct confine *c);
 
+/* Timestamps are whatever a file claims, any int64: arithmetic on them saturates rather than
+ * overflow, and a time in seconds is computed in double. */
+static int64_t ts_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (!__builtin_add_overflow(a, b, &r))
+        return r;
+    return b > 0 ? INT64_MAX : INT64_MIN;
+}
+
+/* Seconds from the stream's start to ts (in the stream's time base). */
+static double ts_seconds(const vf_decoder *d, int64_t ts)
+{
+    return ((double)ts - (double)d->origin) * av_q2d(d->tb);
+}
+
 #define PIPE_IO_BUFFER 65536
 #define PIPE_POLL_MS   100
 
@@ -888,7 +904,7 @@ static int seek_exact(vf_decoder *d, AVStream *st, int i, const AVIndexEntry *e)
     for (int k = i + 1; k < n && k <= i + HOLD_MAX_PACKETS; k++) {
         const AVIndexEntry *next = avformat_index_get_entry(st, k);
         if (next->flags & AVINDEX_KEYFRAME) {
-            aim += (next->timestamp - e->timestamp) / 2;
+            aim = ts_add(aim, next->timestamp / 2 - e->timestamp / 2);
             break;
         }
     }
@@ -935,7 +951,10 @@ static int skip_ahead(vf_decoder *d, double t)
     if (!d->numbered)
         return 0;
     AVStream *st = d->fmt->streams[d->meta.stream_index];
-    int64_t ts = d->origin + (int64_t)llround(t / av_q2d(d->tb)) - d->key_delay;
+    double ticks = t / av_q2d(d->tb);
+    if (!(ticks < 0x1p62)) /* t is a time wanted in the file: beyond any, or NaN */
+        return 0;
+    int64_t ts = ts_add(ts_add(d->origin, llround(ticks)), -d->key_delay);
     int i = av_index_search_timestamp(st, ts, AVSEEK_FLAG_BACKWARD);
     const AVIndexEntry *e = i >= 0 ? avformat_index_get_entry(st, i) : NULL;
     int to_key = e && e->pos >= 0 && e->pos > d->last_pos;
@@ -1042,13 +1061,13 @@ static int count_packet(vf_decoder *d, const AVPacket *pkt)
     if (when != AV_NOPTS_VALUE && when > d->frontier)
         d->frontier = when;
     if ((pkt->flags & AV_PKT_FLAG_KEY) && pkt->pts != AV_NOPTS_VALUE &&
-        pkt->dts != AV_NOPTS_VALUE && pkt->pts - pkt->dts > d->key_delay)
-        d->key_delay = pkt->pts - pkt->dts;
+        pkt->dts != AV_NOPTS_VALUE && ts_add(pkt->pts, -pkt->dts) > d->key_delay)
+        d->key_delay = ts_add(pkt->pts, -pkt->dts);
     if (!d->numbered || (pkt->flags & AV_PKT_FLAG_DISCARD))
         return 0;
     int64_t pts = pkt->pts != AV_NOPTS_VALUE ? pkt->pts : pkt->dts;
     if (pts == AV_NOPTS_VALUE) /* untimed: shown after what came before it */
-        pts = d->last_key == INT64_MIN ? INT64_MIN : d->last_key + 1;
+        pts = d->last_key == INT64_MIN ? INT64_MIN : ts_add(d->last_key, 1);
     if (pts > d->last_key)
         d->last_key = pts;
     return vfi_framenum_add(&d->ledger, pts) < 0 ? AVERROR(ENOMEM) : 0;
@@ -1397,8 +1416,8 @@ static void set_skip(vf_decoder *d, const AVPacket *pkt)
 {
     if (d->s.keyframes && d->numbered)
         return; /* AVDISCARD_NONKEY throughout */
-    int drop = d->numbered && pkt->pts != AV_NOPTS_VALUE &&
-               (pkt->pts - d->origin) * av_q2d(d->tb) < d->next_t - T_EPS;
+    int drop =
+        d->numbered && pkt->pts != AV_NOPTS_VALUE && ts_seconds(d, pkt->pts) < d->next_t - T_EPS;
     d->dec->skip_frame = drop ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
     if (drop)
         note_skipped(d, pkt);
@@ -1410,9 +1429,9 @@ static int64_t frame_ticks(const vf_decoder *d)
     if (d->tmp->pkt_duration > 0)
         return d->tmp->pkt_duration;
     if (d->meta.frame_rate > 0 && d->tb.num > 0) {
-        int64_t ticks = llround(1.0 / (d->meta.frame_rate * av_q2d(d->tb)));
-        if (ticks > 0)
-            return ticks;
+        double ticks = 1.0 / (d->meta.frame_rate * av_q2d(d->tb));
+        if (ticks >= 0.5 && ticks < 0x1p62) /* rates a file claims can be anything */
+            return llround(ticks);
     }
     return 1;
 }
@@ -1458,8 +1477,7 @@ static vf_status end_of_stream(vf_decoder *d, vf_err *err)
     if (d->kept == 0 && d->s.start > 0 && n < sizeof(d->note))
         snprintf(d->note + n, sizeof(d->note) - n,
                  "%sno frame at or after --start %g s (the last is at %.3f s)", n ? "; " : "",
-                 d->s.start,
-                 d->last_pts == AV_NOPTS_VALUE ? 0.0 : (d->last_pts - d->origin) * av_q2d(d->tb));
+                 d->s.start, d->last_pts == AV_NOPTS_VALUE ? 0.0 : ts_seconds(d, d->last_pts));
     return VF_EOF;
 }
 
@@ -1490,10 +1508,10 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
              * (a missing pts guessed from a dts that went back): the previous frame's time plus
              * a frame's duration, so that t only increases. */
             if (d->last_pts != AV_NOPTS_VALUE && (pts == AV_NOPTS_VALUE || pts <= d->last_pts))
-                pts = d->last_pts + frame_ticks(d);
+                pts = ts_add(d->last_pts, frame_ticks(d));
             else if (pts == AV_NOPTS_VALUE)
                 pts = d->origin;
-            double t = (pts - d->origin) * av_q2d(d->tb);
+            double t = ts_seconds(d, pts);
             d->last_pts = pts;
             d->errors_before_last = d->errors;
             int64_t ordinal = d->decoded++;

@@ -886,8 +886,8 @@ static int store_rows(vf_pipeline *p, batch_item *b, int from, int to, file_stat
                           ? p->cfg.sample_fps
                           : fs->meta.frame_rate;
         int every = p->cfg.every > 1 ? p->cfg.every : 1;
-        int64_t expect =
-            fs->meta.duration > 0 && rate > 0 ? (int64_t)(fs->meta.duration * rate / every) : 0;
+        double frames = fs->meta.duration * rate / every; /* both as the file claims */
+        int64_t expect = frames > 0 && frames < 0x1p62 ? (int64_t)frames : 0;
         halt = p->hooks->progress(p->hooks->user, w->index, w->path, fs->frames, expect);
     }
     if (halt)

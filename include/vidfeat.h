@@ -554,6 +554,10 @@ typedef struct vf_similar_stats {
                              model or the query vector */
     int64_t candidates; /**< vectors the index proposed, then ranked by their exact cosine */
     double embed_ms;    /**< texts: embedding them all (tokenizer and text tower), once */
+    /** The searched vectors' model weights as the database records them (vf_weights_str:
+     *  "official", "other file", "random weights"); "" when not recorded. Random weights'
+     *  similarities mean nothing: vf_db_similar also says so once (a warning). */
+    char weights[32];
 } vf_similar_stats;
 
 /** A stored frame, or where the query came from. Strings are borrowed (for a hit: during the
@@ -729,6 +733,7 @@ typedef struct vf_match_stats {
     int64_t pairs;    /**< pairs of files whose frames were compared along a time line */
     double search_ms; /**< the nearest-neighbour search of every query frame */
     double align_ms;  /**< aligning the pairs' frame matches in time */
+    char weights[32]; /**< as vf_similar_stats' (vf_db_matches warns as vf_db_similar) */
 } vf_match_stats;
 
 /** Footage of one file shown in another: a's [a_start, a_end] is b's [b_start, b_end]

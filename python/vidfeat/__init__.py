@@ -798,7 +798,9 @@ class Database:
                 text: Union[str, Sequence[str], None] = None) -> Any:
         """The stored frames most like a query frame (``image``, or ``video`` at ``at``
         seconds), best first: the ``vidfeat similar --json`` document as a dict
-        (``neighbours``, ``query``, ``search``, ``search_ms``, ``index``, ``candidates``).
+        (``neighbours``, ``query``, ``search``, ``search_ms``, ``index``, ``candidates``,
+        ``weights``: the stored vectors' model weights as recorded, "random weights" when they
+        were made for tests and their similarities mean nothing - also logged as a warning).
         ``video`` without ``at``: where that clip's footage is, as matches(video=...).
         ``text``: words (a CLIP model's vectors): the document of ``similar --text`` (``query``
         {"text"}, ``embed_ms``); several texts, a list of them."""
@@ -847,7 +849,8 @@ class Database:
                 "query": {"stored": bool(src.stored), "t": round(src.t, 6),
                           "frame_index": src.frame_index, "path": _text(src.path)},
                 "search": stats.search.decode(), "search_ms": round(stats.search_ms, 3),
-                "index": stats.index.decode() or None, "candidates": stats.candidates}
+                "index": stats.index.decode() or None, "candidates": stats.candidates,
+                "weights": stats.weights.decode() or None}
 
 
     def _similar_texts(self, text, k, exact, probe, index, model, layer, models_dir, device,
@@ -886,7 +889,8 @@ class Database:
         docs = [{"neighbours": hits[i], "query": {"text": os.fsdecode(encoded[i])},
                  "embed_ms": round(stats[i].embed_ms, 3), "search": stats[i].search.decode(),
                  "search_ms": round(stats[i].search_ms, 3),
-                 "index": stats[i].index.decode() or None, "candidates": stats[i].candidates}
+                 "index": stats[i].index.decode() or None, "candidates": stats[i].candidates,
+                 "weights": stats[i].weights.decode() or None}
                 for i in range(len(texts))]
         return docs[0] if isinstance(text, (str, bytes)) else docs
 
@@ -900,7 +904,7 @@ class Database:
         database's files, or ``video``'s footage elsewhere), as the ``vidfeat matches --json``
         document (``matches``: a, a_start, a_end, b, b_start, b_end, score, speed, frames;
         ``search``, ``search_ms``, ``align_ms``, ``index``, ``frames``, ``flat``,
-        ``flat_known``, ``pairs``). ``min_duration`` seconds (0: 2), ``min_similarity`` (0:
+        ``flat_known``, ``pairs``, ``weights`` as similar's). ``min_duration`` seconds (0: 2), ``min_similarity`` (0:
         0.8), ``k`` at most that many matches (0: all); a clip not in the database is sampled
         at ``fps`` (default every frame) with the database's model."""
         opts = _Options(model=model, layer=layer, models_dir=models_dir, device=device,
@@ -940,7 +944,8 @@ class Database:
         return {"matches": found, "search": stats.search.decode(),
                 "search_ms": round(stats.search_ms, 3), "align_ms": round(stats.align_ms, 3),
                 "index": stats.index.decode() or None, "frames": stats.frames,
-                "flat": stats.flat, "flat_known": bool(stats.flat_known), "pairs": stats.pairs}
+                "flat": stats.flat, "flat_known": bool(stats.flat_known), "pairs": stats.pairs,
+                "weights": stats.weights.decode() or None}
 
 
 class TextEncoder:

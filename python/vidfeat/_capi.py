@@ -238,6 +238,7 @@ class SimilarStats(Structure):
         ("search_ms", c_double),
         ("candidates", c_int64),
         ("embed_ms", c_double),
+        ("weights", ctypes.c_char * 32),
     ]
 
 
@@ -330,6 +331,7 @@ class MatchStats(Structure):
         ("pairs", c_int64),
         ("search_ms", c_double),
         ("align_ms", c_double),
+        ("weights", ctypes.c_char * 32),
     ]
 
 

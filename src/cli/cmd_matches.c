@@ -43,7 +43,7 @@ static void print_match(void *user, const vf_match *m)
 }
 
 /* {"matches": [...], "search", "search_ms", "align_ms", "index", "frames", "flat",
- * "flat_known", "pairs"} on stdout; -1 when it could not be made or written. */
+ * "flat_known", "pairs", "weights"} on stdout; -1 when it could not be made or written. */
 static int print_json(matches_out *out, const vf_match_stats *st)
 {
     vf_json *doc = vfi_json_new_object();
@@ -58,6 +58,7 @@ static int print_json(matches_out *out, const vf_match_stats *st)
     bad |= vfi_json_add_int(doc, "flat", st->flat) < 0;
     bad |= vfi_json_add_bool(doc, "flat_known", st->flat_known) < 0;
     bad |= vfi_json_add_int(doc, "pairs", st->pairs) < 0;
+    bad |= vfi_json_add_str(doc, "weights", st->weights[0] ? st->weights : NULL) < 0;
     if (!bad)
         bad = vfi_json_write(stdout, doc, 1) < 0;
     vfi_json_free(&doc);

@@ -4,12 +4,16 @@
  * query: one line each); a whole video (no --at) is answered as the files and times that show
  * its footage (cmd_matches.c).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/json.h"
+
+/* --at further than this from the query frame found is said (seconds) */
+#define AT_NOTE_S 0.5
 
 typedef struct similar_out {
     vf_json *hits; /* --json: the neighbours so far; NULL for the table */
@@ -32,6 +36,9 @@ static void print_neighbour(void *user, const vf_neighbour *n)
     }
     o->rank++;
     if (!o->hits) {
+        if (o->rank == 1)
+            cli_printf(stdout, "%4s  %10s  %10s  %7s  %s\n", "rank", "similarity", "t (s)", "frame",
+                       "path");
         cli_printf(stdout, "%4d  %10.6f  %10.3f  %7lld  %s\n", o->rank, n->similarity, n->t,
                    (long long)n->frame_index, n->path);
         return;
@@ -47,9 +54,9 @@ static void print_neighbour(void *user, const vf_neighbour *n)
     o->json_failed |= bad;
 }
 
-/* {"neighbours": [...], "query": {...}, "search", "search_ms", "index", "candidates"} on
- * stdout (a text's query is {"text"}, and "embed_ms" the time the texts took to embed); -1 when
- * it could not be made or written. */
+/* {"neighbours": [...], "query": {...}, "search", "search_ms", "index", "candidates",
+ * "weights"} on stdout (a text's query is {"text"}, and "embed_ms" the time the texts took to
+ * embed); -1 when it could not be made or written. */
 static int print_json(similar_out *out, const vf_neighbour *src, const char *text,
                       const vf_similar_stats *st)
 {
@@ -71,6 +78,7 @@ static int print_json(similar_out *out, const vf_neighbour *src, const char *tex
     bad |= vfi_json_add_real(doc, "search_ms", st->search_ms, 3) < 0;
     bad |= vfi_json_add_str(doc, "index", st->index[0] ? st->index : NULL) < 0;
     bad |= vfi_json_add_int(doc, "candidates", st->candidates) < 0;
+    bad |= vfi_json_add_str(doc, "weights", st->weights[0] ? st->weights : NULL) < 0;
     if (!bad) /* a text's document on one line: several texts are JSON lines */
         bad = vfi_json_write(stdout, doc, text ? 0 : 1) < 0;
     vfi_json_free(&doc);
@@ -208,6 +216,10 @@ int cmd_similar(cli *c, int argc, char **argv)
         cli_printf(stderr, "vidfeat: query: %s, frame %lld at %.3f s (%s)\n", src.path,
                    (long long)src.frame_index, src.t,
                    src.stored ? "its vector in the database" : "extracted now");
+    /* a time past the end (or between sparse stored frames) answers with the nearest frame */
+    if (c->video && c->verbosity >= 0 && fabs(src.t - c->at) > AT_NOTE_S)
+        cli_printf(stderr, "vidfeat: --at %g s: the nearest %s of %s is at %.3f s\n", c->at,
+                   src.stored ? "stored frame" : "frame", src.path, src.t);
     if (c->verbosity > 0)
         print_search_line(&stats);
     return EXIT_OK;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/mem.h"
 #include "engine/extractor.h"
 
@@ -17,6 +18,7 @@ void vfi_held_free(vfi_held *l)
         vfi_free(l->v[i].layer);
         vfi_free(l->v[i].prep);
         vfi_free(l->v[i].text_sha);
+        vfi_free(l->v[i].weights);
     }
     vfi_free(l->v);
 }
@@ -39,8 +41,10 @@ static void collect_row(void *user, int64_t id, const vf_store_model *m, int64_t
                           m->dim,
                           m->f16,
                           vectors,
-                          m->text_sha256 ? vfi_strdup(m->text_sha256) : NULL};
-    if (!r->name || !r->sha || !r->layer || !r->prep || (m->text_sha256 && !r->text_sha))
+                          m->text_sha256 ? vfi_strdup(m->text_sha256) : NULL,
+                          m->weights ? vfi_strdup(m->weights) : NULL};
+    if (!r->name || !r->sha || !r->layer || !r->prep || (m->text_sha256 && !r->text_sha) ||
+        (m->weights && !r->weights))
         l->nomem = 1;
 }
 
@@ -95,4 +99,14 @@ vf_status vfi_held_choose(const vfi_held *l, const vf_config *cfg, const char *d
                     "%s: holds vectors of several models, choose one (model "
                     "and layer): %s",
                     db, held);
+}
+
+void vfi_held_warn_weights(const vfi_held_model *row, const char *db)
+{
+    if (row->weights && !strcmp(row->weights, vf_weights_str(VF_WEIGHTS_RANDOM)))
+        vfi_log(VF_LOG_WARNING, "search",
+                "%s: the vectors searched are %s's with random weights, made for tests: their "
+                "similarities mean nothing; extract with real weights (`vidfeat models` says "
+                "where each model's come from)",
+                db, row->name);
 }

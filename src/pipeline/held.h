@@ -18,6 +18,7 @@ typedef struct vfi_held_model {
     int dim, f16;
     int64_t vectors;
     char *text_sha; /* a CLIP model's text tower (schema 7), NULL when not recorded */
+    char *weights;  /* vf_weights_str as recorded (schema 5), NULL when not recorded */
 } vfi_held_model;
 
 typedef struct vfi_held {
@@ -35,5 +36,9 @@ void vfi_held_free(vfi_held *h);
  * VF_ERR_STORE naming what db holds: no vectors, none of that model, or several to choose from. */
 vf_status vfi_held_choose(const vfi_held *h, const vf_config *cfg, const char *db,
                           const vfi_held_model **out, vf_err *err);
+
+/* Said once (a warning) before a search of row's vectors of db when they are random weights'
+ * (made for tests): their similarities mean nothing, whatever they look like. */
+void vfi_held_warn_weights(const vfi_held_model *row, const char *db);
 
 #endif /* VIDFEAT_HELD_H */

@@ -597,6 +597,8 @@ vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const vf_matc
         (rc = vfi_held_read(s, &rows, &err)) < 0 ||
         (rc = vfi_held_choose(&rows, cfg, db_path, &row, &err)) < 0)
         goto done;
+    vfi_held_warn_weights(row, db_path);
+    snprintf(st.weights, sizeof(st.weights), "%s", row->weights ? row->weights : "");
     o.dim = qs.dim = arch.dim = bs.dim = row->dim;
     rc = vfi_store_vectors(s, row->id, row->f16, row->dim, list_one, no_vector, &all, &err);
     if (rc >= 0 && all.nomem)

@@ -118,6 +118,7 @@ static vf_status search(vf_store *s, vfi_index *ix, const vfi_held_model *row, c
 {
     vf_status rc;
     *stats = (vf_similar_stats){.search = "exact"};
+    snprintf(stats->weights, sizeof(stats->weights), "%s", row->weights ? row->weights : "");
     double t0 = vfi_now_s();
     if (ix) {
         snprintf(stats->search, sizeof(stats->search), "index %s", vfi_index_kind(ix));
@@ -193,6 +194,7 @@ vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_simi
         rc = vfi_held_choose(&rows, cfg, db_path, &row, &err);
     if (rc < 0)
         goto done;
+    vfi_held_warn_weights(row, db_path);
     if (n_texts) {
         rc = similar_texts(s, row, db_path, cfg, q, hit, user, &err);
         goto done;

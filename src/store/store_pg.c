@@ -1363,17 +1363,15 @@ static vf_status pg_models(vf_store *store, vf_store_model_fn row, void *user, v
 {
     pg_store *s = (pg_store *)store;
     PGresult *res;
-    vf_status rc =
-        query(s,
-              s->version >= 7 ? "SELECT m.id, m.name, m.file_sha256, m.layer, m.dim, m.dtype,"
-                                " m.preprocessing, count(*), m.text_sha256 FROM models m JOIN"
-                                " extractions e ON e.model_id = m.id JOIN features f ON"
-                                " f.extraction_id = e.id GROUP BY m.id ORDER BY m.id"
-                              : "SELECT m.id, m.name, m.file_sha256, m.layer, m.dim, m.dtype,"
-                                " m.preprocessing, count(*), NULL FROM models m JOIN extractions e"
-                                " ON e.model_id = m.id JOIN features f ON f.extraction_id = e.id"
-                                " GROUP BY m.id ORDER BY m.id",
-              0, NULL, "reading models", &res, err);
+    /* a database read as it is may be older than the weights' column (schema 5) and the text
+     * tower's (schema 7) */
+    char sql[512];
+    snprintf(sql, sizeof(sql),
+             "SELECT m.id, m.name, m.file_sha256, m.layer, m.dim, m.dtype, m.preprocessing,"
+             " count(*), %s, %s FROM models m JOIN extractions e ON e.model_id = m.id JOIN"
+             " features f ON f.extraction_id = e.id GROUP BY m.id ORDER BY m.id",
+             s->version >= 7 ? "m.text_sha256" : "NULL", s->version >= 5 ? "m.weights" : "NULL");
+    vf_status rc = query(s, sql, 0, NULL, "reading models", &res, err);
     if (rc < 0)
         return rc;
     for (int i = 0; i < PQntuples(res); i++) {
@@ -1383,7 +1381,7 @@ static vf_status pg_models(vf_store *store, vf_store_model_fn row, void *user, v
                             atoi(PQgetvalue(res, i, 4)),
                             !strcmp(PQgetvalue(res, i, 5), "float16"),
                             PQgetvalue(res, i, 6),
-                            NULL,
+                            PQgetisnull(res, i, 9) ? NULL : PQgetvalue(res, i, 9),
                             PQgetisnull(res, i, 8) ? NULL : PQgetvalue(res, i, 8)};
         row(user, strtoll(PQgetvalue(res, i, 0), NULL, 10), &m,
             strtoll(PQgetvalue(res, i, 7), NULL, 10));

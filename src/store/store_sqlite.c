@@ -382,13 +382,14 @@ static vf_status sq_models(vf_store *store,
     sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
-    /* a database read as it is may be older than the text tower's column (schema 7) */
+    /* a database read as it is may be older than the weights' column (schema 5) and the text
+     * tower's (schema 7) */
     char sql[512];
     snprintf(sql, sizeof(sql),
              "SELECT m.id, m.name, m.file_sha256, m.layer, m.dim, m.dtype, m.preprocessing,"
-             " count(*), %s FROM models m JOIN extractions e ON e.model_id = m.id JOIN features"
-             " f ON f.extraction_id = e.id GROUP BY m.id ORDER BY m.id",
-             s->version >= 7 ? "m.text_sha256" : "NULL");
+             " count(*), %s, %s FROM models m JOIN extractions e ON e.model_id = m.id JOIN"
+             " features f ON f.extraction_id = e.id GROUP BY m.id ORDER BY m.id",
+             s->version >= 7 ? "m.text_sha256" : "NULL", s->version >= 5 ? "m.weights" : "NULL");
     CHECK_SQL(sqlite3_prepare_v2(s->db, sql, -1, &st, NULL), "reading models");
     int r;
     while ((r = sqlite3_step(st)) == SQLITE_ROW) {
@@ -400,6 +401,7 @@ static vf_status sq_models(vf_store *store,
             .f16 = !strcmp((const char *)sqlite3_column_text(st, 5), "float16"),
             .preprocessing = (const char *)sqlite3_column_text(st, 6),
             .text_sha256 = (const char *)sqlite3_column_text(st, 8),
+            .weights = (const char *)sqlite3_column_text(st, 9),
         };
         row(user, sqlite3_column_int64(st, 0), &m, sqlite3_column_int64(st, 7));
     }

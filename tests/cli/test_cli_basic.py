@@ -102,7 +102,9 @@ def main():
         check(all(n["frame_index"] != 10 and n["path"] == clip for n in s["neighbours"]), s)
         r = run(exe, "similar", db, "--model", tiny, "--image",
                 os.path.join(samples, "one_gop_12s.mp4"), "-k", "2")
-        check(r.returncode == 0 and len(r.stdout.splitlines()) == 2, r.stdout + r.stderr)
+        lines = r.stdout.splitlines()
+        check(r.returncode == 0 and len(lines) == 3 and lines[0].split()[:2] == ["rank",
+              "similarity"], "a header and 2 hits: " + r.stdout + r.stderr)
         check("extracted now" in r.stderr, r.stderr)
         r = run(exe, "similar", db, "--image", clip, "--video", clip)
         check(r.returncode == 2, "similar: both queries: exit %d" % r.returncode)

@@ -265,7 +265,8 @@ def tiny(exe, models, tmp):
     check(len(warn) == 1 and "count as evidence" in warn[0] and doc["flat_known"] is False,
           r.stderr)
     check(set(doc) == {"matches", "search", "search_ms", "align_ms", "index", "frames", "flat",
-                       "flat_known", "pairs"}, sorted(doc))
+                       "flat_known", "pairs", "weights"}, sorted(doc))
+    check(doc["weights"] is None, "tiny_cnn's weights are not known: %r" % doc["weights"])
     m = doc["matches"]
     check(len(m) == 1 and m[0]["a"] == a and m[0]["b"] == copy and m[0]["a_start"] == 0 and
           m[0]["b_start"] == 0 and abs(m[0]["a_end"] - 5.9) < 1e-6 and m[0]["score"] > 0.9999 and

@@ -209,6 +209,10 @@ def main():
               "not the official trusty file" in warnings[0], "other run: %r" % r.stderr)
         check(weights_column(db) == {"trusty": "other file"}, "table: %r" % weights_column(db))
         print("ok other file: models, one warning line, the models table: %s" % warnings[0])
+        r = run(exe, "similar", db, "--models-dir", models, "--video", clip, "--at", "0.5",
+                "--json")
+        check(r.returncode == 0 and json.loads(r.stdout)["weights"] == "other file" and
+              "random weights" not in r.stderr, "similar, other file: %r" % r.stderr)
 
         # random weights, marked by the export script
         exporter = os.path.join(src, "scripts", "export-torchvision.py")
@@ -229,6 +233,18 @@ def main():
         info = json.loads(run(exe, "info", "--json", db).stdout)
         check(info["extractions"][0]["weights"] == "random weights", "info json: random")
         print("ok random weights: models, the run's first line, the models table and info")
+        # searches of its vectors say their similarities mean nothing: stderr and --json
+        for cmd in (["similar", db, "--video", clip, "--at", "0.5", "-k", "1"],
+                    ["similar", db, "--video", clip, "--at", "0.5", "-k", "1", "--json"],
+                    ["matches", db], ["matches", db, "--json"]):
+            r = run(exe, *cmd, "--models-dir", models)
+            # (once; matches also loads the model, which says what it is as a run does)
+            said = [line for line in r.stderr.splitlines() if "mean nothing" in line]
+            check(r.returncode == 0 and len(said) == 1 and db in said[0] and
+                  "random weights" in said[0], "%s: %r" % (" ".join(cmd[:1] + cmd[2:]), r.stderr))
+            if "--json" in cmd:
+                check(json.loads(r.stdout)["weights"] == "random weights", r.stdout)
+        print("ok random weights: similar and matches say it on stderr and in --json")
         r = run(exe, "bench", "--models-dir", models, "--model", "squeezenet1_1", "--infer-only",
                 "--batch", "1,2")
         said = [line for line in r.stderr.splitlines() if "random weights" in line]

@@ -432,14 +432,21 @@ def test_text_encoder_equals_the_command(clip_models):
     assert np.array_equal(vidfeat.embed_text(texts, models_dir=models), got)
 
 
-def test_similar_text_equals_the_command(clip_models):
+def test_similar_text_equals_the_command(clip_models, caplog):
     models, db = clip_models
     texts = ["a photo of a dog", "a red car at night"]
     r = cli("similar", db, "--models-dir", models, "-k", "4", "--json",
             *[a for t in texts for a in ("--text", t)])
     want = [json.loads(line) for line in r.stdout.decode().splitlines()]
+    # the pair has random weights: said on stderr and in each document, and by Python
+    said = [x for x in r.stderr.decode().splitlines() if "mean nothing" in x]
+    assert len(said) == 1 and db in said[0] and "random weights" in said[0], r.stderr
+    assert all(w["weights"] == "random weights" for w in want)
     d = vidfeat.open(db)
-    docs = d.similar(text=texts, k=4, models_dir=models)
+    with caplog.at_level(logging.WARNING, logger="vidfeat"):
+        docs = d.similar(text=texts, k=4, models_dir=models)
+    assert any("mean nothing" in x.getMessage() for x in caplog.records)
+    assert all(x["weights"] == "random weights" for x in docs)
     one = d.similar(text=texts[0], k=4, models_dir=models)
     assert [x["neighbours"] for x in docs] == [w["neighbours"] for w in want]
     assert one["neighbours"] == want[0]["neighbours"] and one["query"] == {"text": texts[0]}

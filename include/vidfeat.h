@@ -795,7 +795,7 @@ typedef struct vf_model_list vf_model_list;
 
 /**
  * Collect the known models (manifests) from @p models_dir (may be NULL), $VIDFEAT_MODELS, ./models
- * and the installed models directory; the first manifest of each name wins.
+ * and the installed models directory; the first manifest of each name wins. Sorted by name.
  * Free with vf_model_list_free().
  */
 VF_API vf_status vf_model_list_create(const char *models_dir, vf_model_list **out);

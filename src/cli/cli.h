@@ -112,6 +112,11 @@ int cli_vprintf(FILE *f, const char *fmt, va_list ap);
 size_t cli_edit_distance(const char *a, const char *b);
 /* s with its control characters escaped into out (truncated to size); the full length. */
 size_t cli_escape(char *out, size_t size, const char *s);
+/* "s" unless n is 1: "%lld frame%s", n, cli_s(n). */
+static inline const char *cli_s(long long n)
+{
+    return n == 1 ? "" : "s";
+}
 
 int cmd_extract(cli *c, int argc, char **argv);
 int cmd_calibrate(cli *c, int argc, char **argv);
@@ -150,8 +155,9 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
  * ask for. */
 void cli_log(void *user, int level, const char *tag, const char *msg);
 int cli_log_level(const cli *c);
-/* cmd's synopsis and options; cmd NULL: the commands and extract's options. */
-void cli_usage(const cli_command *cmd, FILE *f);
+/* cmd's synopsis and options, its own first; cmd NULL: the commands, and unless brief,
+ * extract's options. */
+void cli_usage(const cli_command *cmd, int brief, FILE *f);
 
 /* ---- inputs.c ----------------------------------------------------------------------------- */
 

@@ -495,8 +495,9 @@ int cmd_export(cli *c, int argc, char **argv)
     else if (!ok)
         status = EXIT_FAIL;
     if (status == EXIT_OK && c->verbosity >= 0 && strcmp(out, "-"))
-        cli_printf(stderr, "vidfeat: %lld vectors of %lld files written to %s (%s)\n",
-                   (long long)r.vectors, (long long)r.files, out, ops->format);
+        cli_printf(stderr, "vidfeat: %lld vector%s of %lld file%s written to %s (%s)\n",
+                   (long long)r.vectors, cli_s(r.vectors), (long long)r.files, cli_s(r.files), out,
+                   ops->format);
     vfi_free(r.vecs);
     vfi_free(r.path);
     vfi_free(r.sampling);

@@ -2,9 +2,21 @@
  * cmd_extract.c - vidfeat [extract]: every frame (or the sampled ones) of the inputs through the
  * network into the database; with a database and no inputs, of the files queued in it.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
+
+/* Every input is missing. */
+static int none_exist(const path_list *inputs)
+{
+    struct stat st;
+    for (int i = 0; i < inputs->n; i++)
+        if (stat(inputs->items[i], &st) == 0 || errno != ENOENT)
+            return 0;
+    return 1;
+}
 
 int cmd_extract(cli *c, int argc, char **argv)
 {
@@ -29,6 +41,16 @@ int cmd_extract(cli *c, int argc, char **argv)
     path_list inputs = {0};
     int status = queue ? EXIT_OK : cli_collect_inputs(c, argc, argv, &inputs);
     c->queue = queue;
+    /* nothing named exists (a typo, an unmounted archive) or nothing was found (said): told
+     * without loading the model or creating the database; --json and JSON progress still get
+     * their documents */
+    if (!queue && !c->json && c->progress != PROGRESS_JSON &&
+        (inputs.n ? none_exist(&inputs) : status != EXIT_OK)) {
+        for (int i = 0; i < inputs.n; i++)
+            cli_printf(stderr, "vidfeat: %s: No such file or directory\n", inputs.items[i]);
+        cli_free_paths(&inputs);
+        return EXIT_FAIL;
+    }
     status = cli_run_pipeline(c, &inputs, status);
     cli_free_paths(&inputs);
     return status;

@@ -80,10 +80,10 @@ int cmd_index(cli *c, int argc, char **argv)
     }
     if (c->verbosity >= 0)
         cli_printf(stderr,
-                   "vidfeat: %s: %s %s, %lld vectors of %lld files (%lld added, %lld removed) in "
-                   "%.1f s, %.1f MB\n",
+                   "vidfeat: %s: %s %s, %lld vector%s of %lld extraction%s (%lld added, %lld "
+                   "removed) in %.1f s, %.1f MB\n",
                    r.path, r.created ? "built" : "brought up to date:", r.kind,
-                   (long long)r.vectors, (long long)r.files, (long long)r.added,
-                   (long long)r.removed, r.seconds, (double)r.bytes / 1e6);
+                   (long long)r.vectors, cli_s(r.vectors), (long long)r.files, cli_s(r.files),
+                   (long long)r.added, (long long)r.removed, r.seconds, (double)r.bytes / 1e6);
     return EXIT_OK;
 }

@@ -129,20 +129,23 @@ static void show_index(void *user, const vf_db_index_info *ix)
 {
     index_out *o = user;
     if (!o->j) {
-        cli_printf(stdout,
-                   "index %s: %s, %lld vectors of %lld files (%s %s, built %s on %s): ", ix->path,
-                   ix->kind, (long long)ix->vectors, (long long)ix->files, ix->model, ix->layer,
-                   ix->built_at, ix->host ? ix->host : "?");
+        cli_printf(
+            stdout,
+            "index %s: %s, %lld vector%s of %lld extraction%s (%s %s, built %s on %s): ", ix->path,
+            ix->kind, (long long)ix->vectors, cli_s(ix->vectors), (long long)ix->files,
+            cli_s(ix->files), ix->model, ix->layer, ix->built_at, ix->host ? ix->host : "?");
         if (ix->problem)
             cli_printf(stdout, "%s\n", ix->problem);
         else if (!ix->lacks_vectors && !ix->gone_vectors)
             cli_printf(stdout, "current\n");
         else
             cli_printf(stdout,
-                       "lacks %lld vectors of %lld files, holds %lld of %lld files no longer done "
-                       "(vidfeat index brings it up to date)\n",
-                       (long long)ix->lacks_vectors, (long long)ix->lacks_files,
-                       (long long)ix->gone_vectors, (long long)ix->gone_files);
+                       "lacks %lld vector%s of %lld extraction%s, holds %lld of %lld extraction%s "
+                       "no longer done (vidfeat index brings it up to date)\n",
+                       (long long)ix->lacks_vectors, cli_s(ix->lacks_vectors),
+                       (long long)ix->lacks_files, cli_s(ix->lacks_files),
+                       (long long)ix->gone_vectors, (long long)ix->gone_files,
+                       cli_s(ix->gone_files));
         o->n++;
         return;
     }
@@ -172,10 +175,11 @@ static void text_summary(void *user, const vf_db_summary *s)
     cli_printf(stdout, "database %s (schema %d, %s)\n", s->database, s->schema, s->engine);
     cli_printf(
         stdout,
-        "%lld videos, %lld models, extractions: %lld done, %lld failed, %lld unfinished; %lld "
-        "vectors\n",
-        (long long)s->videos, (long long)s->models, (long long)s->done, (long long)s->failed,
-        (long long)s->running, (long long)s->vectors);
+        "%lld video%s, %lld model%s, extractions: %lld done, %lld failed, %lld unfinished; %lld "
+        "vector%s\n",
+        (long long)s->videos, cli_s(s->videos), (long long)s->models, cli_s(s->models),
+        (long long)s->done, (long long)s->failed, (long long)s->running, (long long)s->vectors,
+        cli_s(s->vectors));
 }
 
 int cmd_info(cli *c, int argc, char **argv)

@@ -23,9 +23,9 @@ static void print_match(void *user, const vf_match *m)
     o->n++;
     if (!o->list) {
         cli_printf(stdout,
-                   "%8.3f %8.3f  %s\n%8.3f %8.3f  %s\n  score %.4f, %lld frames, speed %.2f\n\n",
+                   "%8.3f %8.3f  %s\n%8.3f %8.3f  %s\n  score %.4f, %lld frame%s, speed %.2f\n\n",
                    m->a_start, m->a_end, m->a, m->b_start, m->b_end, m->b, m->score,
-                   (long long)m->frames, m->speed);
+                   (long long)m->frames, cli_s(m->frames), m->speed);
         return;
     }
     vf_json *j = vfi_json_new_object();

@@ -3,9 +3,12 @@
  * and whose weights a file found has (official, other file, random weights or unknown).
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/cli.h"
 #include "core/json.h"
+
+#define MAX_INT(a, b) ((a) > (b) ? (a) : (b))
 
 /* The list as one JSON array on stdout; -1 when it could not be made or written. */
 static int print_json(const vf_model_list *list)
@@ -35,6 +38,34 @@ static int print_json(const vf_model_list *list)
     return bad ? -1 : 0;
 }
 
+/* A table, its columns as wide as their longest entry: name, input size, layers, weights and
+ * where the file is, or how to get it. */
+static void print_table(const vf_model_list *list)
+{
+    int wn = 4, wl = 6, ww = 7;
+    for (size_t i = 0; i < vf_model_list_count(list); i++) {
+        const vf_model_entry *e = vf_model_list_get(list, i);
+        wn = MAX_INT(wn, (int)strlen(e->name));
+        wl = MAX_INT(wl, (int)strlen(e->layers));
+        if (e->found)
+            ww = MAX_INT(ww, (int)strlen(vf_weights_str(e->weights)));
+    }
+    cli_printf(stdout, "%-*s  %4s  %-*s  %-*s  %s\n", wn, "name", "size", wl, "layers", ww,
+               "weights", "file (or how to get it)");
+    for (size_t i = 0; i < vf_model_list_count(list); i++) {
+        const vf_model_entry *e = vf_model_list_get(list, i);
+        if (e->found)
+            cli_printf(stdout, "%-*s  %4d  %-*s  %-*s  %s\n", wn, e->name, e->input_size, wl,
+                       e->layers, ww, vf_weights_str(e->weights), e->found);
+        else
+            cli_printf(stdout, "%-*s  %4d  %-*s  %-*s  not found: %s\n", wn, e->name, e->input_size,
+                       wl, e->layers, ww, "-", e->get);
+        if (e->text_file) /* a CLIP model's text tower, on a line of its own */
+            cli_printf(stdout, "%-*s  %4s  %-*s  %-*s  %s\n", wn, "", "", wl, "text tower", ww, "",
+                       e->text_found ? e->text_found : "not found: scripts/export-clip.py");
+    }
+}
+
 int cmd_models(cli *c, int argc, char **argv)
 {
     if (argc > 0) {
@@ -52,18 +83,8 @@ int cmd_models(cli *c, int argc, char **argv)
         cli_printf(stderr, "vidfeat: models: the JSON could not be written\n");
         status = EXIT_FAIL;
     }
-    for (size_t i = 0; i < vf_model_list_count(list) && !c->json; i++) {
-        const vf_model_entry *e = vf_model_list_get(list, i);
-        if (e->found)
-            cli_printf(stdout, "%-22s %4d  %-28s %-14s %s\n", e->name, e->input_size, e->layers,
-                       vf_weights_str(e->weights), e->found);
-        else
-            cli_printf(stdout, "%-22s %4d  %-28s (not found: %s)\n", e->name, e->input_size,
-                       e->layers, e->get);
-        if (e->text_file) /* a CLIP model's text tower, on a line of its own */
-            cli_printf(stdout, "%-22s %4s  %-28s %s\n", "", "", "text tower",
-                       e->text_found ? e->text_found : "(not found: scripts/export-clip.py)");
-    }
+    if (!c->json)
+        print_table(list);
     vf_model_list_free(&list);
     return status;
 }

@@ -98,7 +98,7 @@ int main(int argc, char **argv)
     c.cfg = vf_config_default();
     c.runs = 5;
     if (argc < 2) {
-        cli_usage(NULL, stderr);
+        cli_usage(NULL, 1, stderr);
         return EXIT_USAGE;
     }
     /* The first word is a command, or an input of the default "extract" command. */

@@ -82,117 +82,144 @@ enum opt_id {
 #define ALL   (NETS | CMD_INFO | CMD_MODELS | CMD_ENQUEUE | CMD_MERGE | CMD_EXPORT | CMD_INDEX)
 #define CLIPS (RUNS | CMD_SIMILAR | CMD_MATCHES) /* those that sample a file's frames */
 
+/* An option's help where it means something else to some commands. */
+typedef struct cmd_help {
+    unsigned cmds; /* CMD_* bits; 0 ends a list */
+    const char *help;
+} cmd_help;
+
 typedef struct opt_def {
     const char *name;
     int id;
     const char *arg; /* NULL: a flag */
     unsigned cmds;   /* CMD_* bits */
     const char *help;
+    const cmd_help *per_cmd; /* NULL, or what it says for those commands instead of help */
 } opt_def;
+
+#define PER_CMD(...) ((const cmd_help[]){__VA_ARGS__, {0, NULL}})
 
 static const opt_def options[] = {
     {"db", OPT_DB, "FILE|URI", CMD_EXTRACT | CMD_CALIBRATE | CMD_BENCH | CMD_ENQUEUE,
-     "the database: a file (SQLite) or postgresql://... (extract: default ./vidfeat.db)"},
+     "the database: a file (SQLite) or postgresql://... (default ./vidfeat.db)",
+     PER_CMD({CMD_CALIBRATE | CMD_BENCH | CMD_ENQUEUE,
+              "the database: a file (SQLite) or postgresql://..."})},
     {"output", OPT_OUTPUT, "PATH", CMD_EXPORT | CMD_EMBED,
-     "export: npy: a directory (default DB_npy/); hdf5: a file (DB.h5); csv: a file or - "
-     "(stdout); embed: an .npy file of the embeddings"},
+     "npy: a directory (default DB_npy/); hdf5: a file (DB.h5); csv: a file or - (stdout)",
+     PER_CMD({CMD_EMBED, "an .npy file of the embeddings (default: printed)"})},
     {"format", OPT_FORMAT, "npy|hdf5|csv", CMD_EXPORT,
-     "what to write (default: from -o's extension, .h5/.hdf5 or .csv, else npy)"},
+     "what to write (default: from -o's extension, .h5/.hdf5 or .csv, else npy)", NULL},
     {"root", OPT_ROOT, "DIR", CMD_EXTRACT | CMD_ENQUEUE,
-     "record files by their path under DIR (machines mounting an archive elsewhere agree)"},
+     "record files by their path under DIR (machines mounting an archive elsewhere agree)", NULL},
     {"follow-links-outside", OPT_LINKS_OUTSIDE, NULL, CMD_EXTRACT | CMD_ENQUEUE,
-     "with --root: read files through symbolic links that lead out of DIR (refused by default)"},
+     "with --root: read files through symbolic links that lead out of DIR (refused by default)",
+     NULL},
     {"files-from", OPT_FILES_FROM, "FILE|-", CMD_EXTRACT | CMD_ENQUEUE | CMD_CALIBRATE,
-     "also the paths in FILE (- for stdin), one a line"},
+     "also the paths in FILE (- for stdin), one a line", NULL},
     {"null", OPT_NUL, NULL, CMD_EXTRACT | CMD_ENQUEUE | CMD_CALIBRATE,
-     "--files-from's paths end with NUL (find -print0), not a newline"},
+     "--files-from's paths end with NUL (find -print0), not a newline", NULL},
     {"shard", OPT_SHARD, "K/N", CMD_EXTRACT | CMD_ENQUEUE,
-     "only the inputs of shard K of N (0 <= K < N), split by path"},
+     "only the inputs of shard K of N (0 <= K < N), split by path", NULL},
     {"lease", OPT_LEASE, "S", CMD_EXTRACT,
-     "hold a claimed file S seconds, renewed while working (default 60)"},
+     "hold a claimed file S seconds, renewed while working (default 60)", NULL},
     {"max-attempts", OPT_MAX_ATTEMPTS, "N", CMD_EXTRACT,
-     "fail a file whose worker died N times in a row (default 3)"},
-    {"fps", OPT_FPS, "R", CLIPS, "sample at most R frames per second, by presentation time"},
-    {"every", OPT_EVERY, "N", CLIPS, "keep every Nth decoded frame"},
-    {"keyframes", OPT_KEYFRAMES, NULL, RUNS, "only key frames (the others are not decoded)"},
-    {"start", OPT_START, "T", RUNS, "start T into each file (seconds, 1:30 or 01:02:03.5)"},
-    {"duration", OPT_DURATION, "D", RUNS, "cover D after the start (as --start)"},
-    {"max-frames", OPT_MAX_FRAMES, "N", RUNS, "at most N frames per file"},
-    {"force", OPT_FORCE, NULL, CMD_EXTRACT, "redo files the database already has"},
-    {"dtype", OPT_DTYPE, "f32|f16", CMD_EXTRACT | CMD_BENCH,
-     "how vectors are stored (default f32)"},
-    {"queue-depth", OPT_QUEUE_DEPTH, "N", RUNS, "batches in flight between stages (default 2)"},
-    {"decode-threads", OPT_DECODE_THREADS, "N", NETS, "codec threads per file (default automatic)"},
-    {"hwdec", OPT_HWDEC, "none|cuda", NETS, "decode on this device where it can (cuda: NVDEC)"},
+     "fail a file whose worker died N times in a row (default 3)", NULL},
+    {"fps", OPT_FPS, "R", CLIPS, "sample at most R frames per second, by presentation time", NULL},
+    {"every", OPT_EVERY, "N", CLIPS, "keep every Nth decoded frame", NULL},
+    {"keyframes", OPT_KEYFRAMES, NULL, RUNS, "only key frames (the others are not decoded)", NULL},
+    {"start", OPT_START, "T", RUNS, "start T into each file (seconds, 1:30 or 01:02:03.5)", NULL},
+    {"duration", OPT_DURATION, "D", RUNS, "cover D after the start (as --start)", NULL},
+    {"max-frames", OPT_MAX_FRAMES, "N", RUNS, "at most N frames per file", NULL},
+    {"force", OPT_FORCE, NULL, CMD_EXTRACT, "redo files the database already has", NULL},
+    {"dtype", OPT_DTYPE, "f32|f16", CMD_EXTRACT | CMD_BENCH, "how vectors are stored (default f32)",
+     NULL},
+    {"queue-depth", OPT_QUEUE_DEPTH, "N", RUNS, "batches in flight between stages (default 2)",
+     NULL},
+    {"decode-threads", OPT_DECODE_THREADS, "N", NETS, "codec threads per file (default automatic)",
+     NULL},
+    {"hwdec", OPT_HWDEC, "none|cuda", NETS, "decode on this device where it can (cuda: NVDEC)",
+     NULL},
     {"convert-threads", OPT_CONVERT_THREADS, "N", RUNS,
-     "frames converted at once (default 1 with a CPU network, cores/2 up to 8 with a GPU)"},
+     "frames converted at once (default 1 with a CPU network, cores/2 up to 8 with a GPU)", NULL},
     {"decoders", OPT_DECODERS, "N", RUNS,
-     "files decoded at once (default 1 with a CPU network, 4 with a GPU)"},
+     "files decoded at once (default 1 with a CPU network, 4 with a GPU)", NULL},
     {"stall-timeout", OPT_STALL_TIMEOUT, "S", NETS,
-     "give up a file with no frame for S s (60; 0 = never)"},
+     "give up a file with no frame for S s (60; 0 = never)", NULL},
     {"max-pixels", OPT_MAX_PIXELS, "N", NETS,
-     "fail a video whose frames have more than N pixels (default 40000000; 8K is 35 million)"},
+     "fail a video whose frames have more than N pixels (default 40000000; 8K is 35 million)",
+     NULL},
     {"max-streams", OPT_MAX_STREAMS, "N", NETS,
-     "fail a file with more than N streams, before probing them (default 64)"},
+     "fail a file with more than N streams, before probing them (default 64)", NULL},
     {"model", OPT_MODEL, "NAME|FILE", NETS | CMD_EXPORT | CMD_INDEX,
-     "model name (see `vidfeat models`) or ONNX file"},
+     "model name (see `vidfeat models`) or ONNX file", NULL},
     {"models-dir", OPT_MODELS_DIR, "DIR", NETS | CMD_MODELS,
-     "look for manifests and ONNX files here first"},
+     "look for manifests and ONNX files here first", NULL},
     {"layer", OPT_LAYER, "NAME", NETS | CMD_EXPORT | CMD_INDEX,
-     "feature layer (manifest name or any tensor name)"},
+     "feature layer (manifest name or any tensor name)", NULL},
     {"device", OPT_DEVICE, "cpu|gpu|auto", NETS,
-     "where to run the network (default auto; bench also all)"},
-    {"backend", OPT_BACKEND, "NAME", NETS, "backend by name: auto, dnnl (= cpu), ref, cuda"},
-    {"gpu", OPT_GPU, NULL, NETS, "same as --device gpu"},
-    {"batch", OPT_BATCH, "N", RUNS, "images per forward pass (default 32)"},
+     "where to run the network (default auto; bench also all)", NULL},
+    {"backend", OPT_BACKEND, "NAME", NETS, "backend by name: auto, dnnl (= cpu), ref, cuda", NULL},
+    {"gpu", OPT_GPU, NULL, NETS, "same as --device gpu", NULL},
+    {"batch", OPT_BATCH, "N", RUNS, "images per forward pass (default 32)", NULL},
     {"precision", OPT_PRECISION, "f32|bf16|int8|f16|tf32", NETS,
-     "arithmetic precision (default f32; f16 and tf32 on the GPU)"},
-    {"threads", OPT_THREADS, "N", NETS, "compute threads (default: all cores)"},
+     "arithmetic precision (default f32; f16 and tf32 on the GPU)", NULL},
+    {"threads", OPT_THREADS, "N", NETS, "compute threads (default: all cores)", NULL},
     {"int8-scales", OPT_INT8_SCALES, "FILE", NETS,
-     "int8 calibration file (default MODEL.onnx.int8 beside the model, else ~/.cache/vidfeat)"},
+     "int8 calibration file (default MODEL.onnx.int8 beside the model, else ~/.cache/vidfeat)",
+     NULL},
     {"frames", OPT_FRAMES, "N", CMD_EXTRACT | CMD_CALIBRATE,
-     "int8: frames to calibrate on (calibrate: 256 in all; extract: 32 or a batch)"},
-    {"input-size", OPT_INPUT_SIZE, "S", NETS, "network input is S x S (plain ONNX files)"},
-    {"mean", OPT_MEAN, "R,G,B", NETS, "per-channel mean in pixel units 0..255 (plain ONNX files)"},
-    {"std", OPT_STD, "R,G,B", NETS, "per-channel std in pixel units (plain ONNX files)"},
-    {"infer-only", OPT_INFER_ONLY, NULL, CMD_BENCH, "time the network alone on synthetic images"},
-    {"runs", OPT_RUNS, "N", CMD_BENCH, "timed runs (default 5; the median is reported)"},
-    {"images", OPT_IMAGES, "N", CMD_BENCH, "images per timed run (default max(32, batch))"},
-    {"plot", OPT_PLOT, "FILE.svg", CMD_BENCH, "draw frames/s by device, batch and precision"},
-    {"image", OPT_IMAGE, "FILE", CMD_SIMILAR | CMD_EMBED,
-     "similar: frames like this image; embed: its embedding (repeatable)"},
+     "int8: frames to calibrate on when no scales are found (default 32, or a batch)",
+     PER_CMD({CMD_CALIBRATE, "frames to calibrate on, from all the inputs (default 256)"})},
+    {"input-size", OPT_INPUT_SIZE, "S", NETS, "network input is S x S (plain ONNX files)", NULL},
+    {"mean", OPT_MEAN, "R,G,B", NETS, "per-channel mean in pixel units 0..255 (plain ONNX files)",
+     NULL},
+    {"std", OPT_STD, "R,G,B", NETS, "per-channel std in pixel units (plain ONNX files)", NULL},
+    {"infer-only", OPT_INFER_ONLY, NULL, CMD_BENCH, "time the network alone on synthetic images",
+     NULL},
+    {"runs", OPT_RUNS, "N", CMD_BENCH, "timed runs (default 5; the median is reported)", NULL},
+    {"images", OPT_IMAGES, "N", CMD_BENCH, "images per timed run (default max(32, batch))", NULL},
+    {"plot", OPT_PLOT, "FILE.svg", CMD_BENCH, "draw frames/s by device, batch and precision", NULL},
+    {"image", OPT_IMAGE, "FILE", CMD_SIMILAR | CMD_EMBED, "frames like this image",
+     PER_CMD({CMD_EMBED, "this image's embedding (repeatable)"})},
     {"text", OPT_TEXT, "TEXT", CMD_SIMILAR | CMD_EMBED,
-     "frames that show these words (a CLIP model; repeatable, each a query of its own)"},
+     "frames that show these words (a CLIP model; repeatable, each a query of its own)",
+     PER_CMD({CMD_EMBED, "this text's embedding (repeatable)"})},
     {"video", OPT_VIDEO, "FILE", CMD_SIMILAR | CMD_MATCHES,
-     "similar: frames like this video's frame at --at, or (no --at) where its footage is; "
-     "matches: only this file's footage"},
-    {"at", OPT_AT, "T", CMD_SIMILAR, "time into --video (as --start)"},
+     "frames like this video's frame at --at, or (no --at) where its footage is",
+     PER_CMD({CMD_MATCHES, "only this file's footage"})},
+    {"at", OPT_AT, "T", CMD_SIMILAR, "time into --video (as --start)", NULL},
     {"top", OPT_TOP, "N", CMD_SIMILAR | CMD_MATCHES,
-     "how many to list (default 10 frames; matches and whole clips: all)"},
+     "how many to list (default 10 frames; a whole clip's matches: all)",
+     PER_CMD({CMD_MATCHES, "how many matches to list (default all)"})},
     {"min-duration", OPT_MIN_DURATION, "S", CMD_SIMILAR | CMD_MATCHES,
-     "matches: footage shared for at least S seconds (default 2)"},
+     "a whole clip: footage shared for at least S seconds (default 2)",
+     PER_CMD({CMD_MATCHES, "footage shared for at least S seconds (default 2)"})},
     {"min-similarity", OPT_MIN_SIMILARITY, "C", CMD_SIMILAR | CMD_MATCHES,
-     "matches: a frame's cosine with its counterpart at least C (default 0.8)"},
+     "a whole clip: a frame's cosine with its counterpart at least C (default 0.8)",
+     PER_CMD({CMD_MATCHES, "a frame's cosine with its counterpart at least C (default 0.8)"})},
     {"exact", OPT_EXACT, NULL, CMD_SIMILAR | CMD_MATCHES,
-     "read every stored vector, even where an index is"},
+     "read every stored vector, even where an index is", NULL},
     {"probe", OPT_PROBE, "N", CMD_SIMILAR | CMD_MATCHES,
      "how much of the index to look at: IVF lists (their share of the codes) or HNSW candidates "
-     "(default: the index's)"},
+     "(default: the index's)",
+     NULL},
     {"index", OPT_INDEX, "PATH", CMD_SIMILAR | CMD_MATCHES | CMD_INDEX,
-     "the index file (default: beside an SQLite database; similar: the one it records)"},
+     "the index file to search (default: the one the database records)",
+     PER_CMD({CMD_INDEX, "the index file (default: beside an SQLite database)"})},
     {"kind", OPT_KIND, "auto|flat|hnsw|ivf|ivfsq8|ivfpq|FAISS", CMD_INDEX,
-     "what kind of index (default auto: by the vectors' number and this machine's memory)"},
-    {"rebuild", OPT_REBUILD, NULL, CMD_INDEX, "start over instead of adding what is new"},
-    {"summary", OPT_SUMMARY, NULL, CMD_INFO, "counts and indexes only, not every file"},
+     "what kind of index (default auto: by the vectors' number and this machine's memory)", NULL},
+    {"rebuild", OPT_REBUILD, NULL, CMD_INDEX, "start over instead of adding what is new", NULL},
+    {"summary", OPT_SUMMARY, NULL, CMD_INFO, "counts and indexes only, not every file", NULL},
     {"json", OPT_JSON, NULL,
      RUNS | CMD_SIMILAR | CMD_MATCHES | CMD_MODELS | CMD_INFO | CMD_INDEX | CMD_EMBED,
-     "machine-readable output"},
+     "machine-readable output", NULL},
     {"progress", OPT_PROGRESS, "auto|bar|lines|json|none", CMD_EXTRACT | CMD_CALIBRATE,
-     "as files finish: a bar (terminal), a line each, a JSON line each on stdout, or nothing"},
-    {"quiet", OPT_QUIET, NULL, ALL, "only errors on stderr"},
-    {"verbose", OPT_VERBOSE, NULL, ALL, "more detail on stderr (repeat for debug)"},
-    {"version", OPT_VERSION, NULL, ALL, "print version, backends and library versions"},
-    {"help", OPT_HELP, NULL, ALL, "this help"},
+     "as files finish: a bar (terminal), a line each, a JSON line each on stdout, or nothing",
+     NULL},
+    {"quiet", OPT_QUIET, NULL, ALL, "only errors on stderr", NULL},
+    {"verbose", OPT_VERBOSE, NULL, ALL, "more detail on stderr (repeat for debug)", NULL},
+    {"version", OPT_VERSION, NULL, ALL, "print version, backends and library versions", NULL},
+    {"help", OPT_HELP, NULL, ALL, "this help", NULL},
 };
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -217,26 +244,63 @@ static void option_left(const opt_def *o, char *buf, size_t size)
         snprintf(buf, size, "    --%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
 }
 
-void cli_usage(const cli_command *cmd, FILE *f)
+/* What option o says in cmd's help. */
+static const char *option_help(const opt_def *o, const cli_command *cmd)
 {
-    const cli_command *extract = &cli_commands[0];
+    for (const cmd_help *h = o->per_cmd; h && h->cmds; h++)
+        if (h->cmds & cmd->bit)
+            return h->help;
+    return o->help;
+}
+
+/* cmd's options: its own, or those it shares with extract (the model, decoding, output);
+ * returns how many. */
+static int print_options(const cli_command *cmd, int shared, FILE *f)
+{
+    int n = 0;
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const opt_def *o = &options[i];
+        if (!(o->cmds & cmd->bit) || !!(o->cmds & CMD_EXTRACT) != shared)
+            continue;
+        char left[48];
+        option_left(o, left, sizeof(left));
+        if (f)
+            fprintf(f, "  %-34s %s\n", left, option_help(o, cmd));
+        n++;
+    }
+    return n;
+}
+
+void cli_usage(const cli_command *cmd, int brief, FILE *f)
+{
+    const cli_command *extract = &cli_commands[0], *listed = NULL; /* after the commands */
     if (cmd) {
-        fprintf(f, "usage: vidfeat %s\n\n%s\n\noptions:\n", cmd->synopsis, cmd->summary);
+        fprintf(f, "usage: vidfeat %s\n\n%s\n", cmd->synopsis, cmd->summary);
     } else {
         fprintf(f, "usage: vidfeat [extract] [options] FILE|DIR...\n"
                    "       vidfeat COMMAND [options] ...\n\ncommands:\n");
         for (size_t i = 0; i < cli_n_commands; i++)
             fprintf(f, "  %-10s %s\n", cli_commands[i].name, cli_commands[i].summary);
+        if (brief) {
+            fprintf(f, "\n`vidfeat --help`: extract's options; `vidfeat COMMAND --help`: a "
+                       "command's\n");
+            return;
+        }
         fprintf(f, "\n`vidfeat COMMAND --help` shows a command's options; extract's (the default "
                    "command's) are:\n");
-        cmd = extract;
+        cmd = listed = extract;
     }
-    for (size_t i = 0; i < N_OPTIONS; i++) {
-        if (!(options[i].cmds & cmd->bit))
-            continue;
-        char left[48];
-        option_left(&options[i], left, sizeof(left));
-        fprintf(f, "  %-34s %s\n", left, options[i].help);
+    if (cmd->bit == CMD_EXTRACT) {
+        if (cmd != listed)
+            fprintf(f, "\noptions:\n");
+        print_options(cmd, 1, f);
+    } else {
+        if (print_options(cmd, 0, NULL) > 0) {
+            fprintf(f, "\noptions:\n");
+            print_options(cmd, 0, f);
+        }
+        fprintf(f, "\noptions shared with extract:\n");
+        print_options(cmd, 1, f);
     }
     fprintf(f, "\nexit status: 0 all done, 1 some inputs failed, 2 usage error, 3 could not start "
                "(model, database, device), 130 interrupted\n");
@@ -725,7 +789,7 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
             exit(EXIT_OK);
         }
         case OPT_HELP:
-            cli_usage(c->explicit_cmd ? cmd : NULL, stdout);
+            cli_usage(c->explicit_cmd ? cmd : NULL, 0, stdout);
             exit(EXIT_OK);
         default:
             fprintf(stderr, "vidfeat: option %d has no handler\n", id); /* a vidfeat bug */

@@ -148,9 +148,9 @@ static void on_file(void *user, int file, const vf_file_result *res)
         r->done++;
         if (shows_lines(r))
             cli_printf(stderr,
-                       "vidfeat: %s: done: %lld frames in %.1f s, %.1f frames/s (decode %.0f%s%s, "
+                       "vidfeat: %s: done: %lld frame%s in %.1f s, %.1f frames/s (decode %.0f%s%s, "
                        "convert %.0f, infer %.1f, store %.0f)\n",
-                       res->path, (long long)res->frames, res->seconds,
+                       res->path, (long long)res->frames, cli_s(res->frames), res->seconds,
                        res->seconds > 0 ? res->frames / res->seconds : 0.0, res->decode_fps,
                        res->hwdec && res->hwdec[0] ? " on " : "", res->hwdec ? res->hwdec : "",
                        res->convert_fps, res->infer_fps, res->store_fps);
@@ -222,8 +222,9 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
     } else if (rc == VF_ERR_CANCELLED) {
         if (r.tty)
             cli_printf(stderr, "\r\033[K");
-        cli_printf(stderr, "vidfeat: interrupted: %d files done, vectors written so far are kept\n",
-                   r.done);
+        cli_printf(stderr,
+                   "vidfeat: interrupted: %d file%s done, vectors written so far are kept\n",
+                   r.done, cli_s(r.done));
         status = EXIT_INTERRUPTED;
     } else if (rc < 0) {
         cli_printf(stderr, "vidfeat: %s\n", vf_pipeline_errmsg(p));
@@ -272,13 +273,15 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
         }
         vfi_json_free(&s);
     } else if (c->calibrate && info.int8_scales && c->verbosity >= 0) {
-        cli_printf(stderr,
-                   "vidfeat: int8 scales of %s (%s) calibrated on %lld frames of %d file%s -> %s\n",
-                   info.name, info.layer, (long long)info.calibration_frames, r.done,
-                   r.done == 1 ? "" : "s", info.int8_scales);
+        cli_printf(
+            stderr,
+            "vidfeat: int8 scales of %s (%s) calibrated on %lld frame%s of %d file%s -> %s\n",
+            info.name, info.layer, (long long)info.calibration_frames,
+            cli_s(info.calibration_frames), r.done, cli_s(r.done), info.int8_scales);
     } else if (!c->calibrate && shows_lines(&r) && rc != VF_ERR_CANCELLED) {
-        cli_printf(stderr, "vidfeat: %d done, %d failed, %d skipped; %lld frames in %.1f s -> %s\n",
-                   r.done, r.failed, r.skipped, (long long)r.frames, seconds, db);
+        cli_printf(stderr,
+                   "vidfeat: %d done, %d failed, %d skipped; %lld frame%s in %.1f s -> %s\n",
+                   r.done, r.failed, r.skipped, (long long)r.frames, cli_s(r.frames), seconds, db);
     }
     vfi_json_free(&r.files);
     vf_pipeline_free(&p);

@@ -4,6 +4,7 @@
  * weights it has (hashed once per file version, through the digest cache).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/mem.h"
@@ -92,6 +93,11 @@ static vf_status list_one(void *user, vf_manifest *m)
     return rc == VF_ERR_NOMEM ? rc : VF_OK; /* a shadowed name is not an error */
 }
 
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const list_item *)a)->m->name, ((const list_item *)b)->m->name);
+}
+
 vf_status vf_model_list_create(const char *models_dir, vf_model_list **out)
 {
     if (!out)
@@ -105,6 +111,8 @@ vf_status vf_model_list_create(const char *models_dir, vf_model_list **out)
         vf_model_list_free(&list);
         return rc;
     }
+    if (list->n > 1) /* by name, whatever order the directories list them in */
+        qsort(list->items, list->n, sizeof(*list->items), by_name);
     *out = list;
     return VF_OK;
 }

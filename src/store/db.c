@@ -37,10 +37,11 @@ static void describe_summary(void *user, const vf_db_summary *s)
     snprintf(buf, sizeof(buf), "database %s (schema %d, %s)", s->database, s->schema, s->engine);
     d->line(d->user, buf);
     snprintf(buf, sizeof(buf),
-             "%lld videos, %lld models, extractions: %lld done, %lld failed, %lld unfinished; "
-             "%lld vectors",
-             (long long)s->videos, (long long)s->models, (long long)s->done, (long long)s->failed,
-             (long long)s->running, (long long)s->vectors);
+             "%lld video%s, %lld model%s, extractions: %lld done, %lld failed, %lld unfinished; "
+             "%lld vector%s",
+             (long long)s->videos, s->videos == 1 ? "" : "s", (long long)s->models,
+             s->models == 1 ? "" : "s", (long long)s->done, (long long)s->failed,
+             (long long)s->running, (long long)s->vectors, s->vectors == 1 ? "" : "s");
     d->line(d->user, buf);
     d->line(d->user, "status   frames  infer/s  model (layer, dim, dtype, sampling)  path");
 }

@@ -4,6 +4,10 @@ here (no ../shared needed):
 
   unknown command   `vidfeat infos x.db`: exit 2, "did you mean 'info'?", no database made;
                     `--modle`, `similar --txet=`: "did you mean '--model'?" ('--text')
+  help              `vidfeat` alone: a short usage and the commands; export, embed and similar
+                    --help in their own words, similar's own options before the shared ones
+  models            `vidfeat models`: a header, sorted by name
+  missing input     one line, exit 1, the model not loaded and no database made
   times             --start/--duration in FFmpeg's forms (1.5, 0:01.5, 500ms) give the same
                     rows; --start -1 and a non-time are usage errors saying why
   sampling          --fps with --every, --keyframes with --fps or --every: usage errors
@@ -90,6 +94,35 @@ def main():
                                                                          r.stderr))
         check(not os.path.exists(os.path.join(tmp, "vidfeat.db")), "an unknown option made a db")
         print("ok unknown option: exit 2, the nearest option named")
+
+        # help: short without arguments; each command's own options first, in its own words
+        r = run(exe, cwd=tmp)
+        lines = r.stderr.splitlines()
+        check(r.returncode == 2 and len(lines) <= 20 and any(x.split()[:1] == ["similar"]
+                                                             for x in lines), r.stderr)
+        out = {cmd: run(exe, cmd, "--help").stdout for cmd in ("export", "embed", "similar")}
+        check("embed" not in out["export"] and "DB_npy" not in out["embed"],
+              "help in another command's words: %r" % out)
+        sim = out["similar"].splitlines()
+        at = {x.split()[0]: i for i, x in enumerate(sim) if x.strip().startswith("--")}
+        check(at["--image"] < at["--fps"] and at["--index"] < at["--models-dir"] and
+              "options shared with extract:" in sim, out["similar"])
+        print("ok help: %d lines without arguments; export, embed and similar in their own words"
+              % len(lines))
+
+        # models: a header, sorted by name
+        r = run(exe, "models", "--models-dir", models)
+        names = [x.split()[0] for x in r.stdout.splitlines()[1:] if not x.startswith(" ")]
+        check(r.returncode == 0 and r.stdout.split()[:3] == ["name", "size", "layers"] and
+              names == sorted(names) and len(names) > 3, r.stdout)
+        print("ok models: a header, %d models sorted by name" % len(names))
+
+        # a missing input: one line, exit 1, no model loaded, no database made
+        r = run(exe, "--model", os.path.join(tmp, "no_model.onnx"), "no_such.mp4", cwd=tmp)
+        check(r.returncode == 1 and r.stderr == "vidfeat: no_such.mp4: No such file or "
+              "directory\n" and not os.path.exists(os.path.join(tmp, "vidfeat.db")),
+              "missing input: %d %r" % (r.returncode, r.stderr))
+        print("ok missing input: one line, exit 1, nothing loaded or made")
 
         # times in FFmpeg's forms
         got = []
@@ -242,9 +275,9 @@ def main():
         check(r.returncode == 1 and len(lines) == 4, "logs: %d %r" % (r.returncode, r.stderr))
         check(lines[0] == "vidfeat: %s: skipped: already done" % clip, lines[0])
         check(lines[1] == "vidfeat: %s: No such file or directory" % missing, lines[1])
-        check(lines[2].startswith("vidfeat: %s: done: 1 frames in " % photo) and
+        check(lines[2].startswith("vidfeat: %s: done: 1 frame in " % photo) and
               "frames/s" in lines[2], lines[2])
-        check(lines[3].startswith("vidfeat: 1 done, 1 failed, 1 skipped; 1 frames in "),
+        check(lines[3].startswith("vidfeat: 1 done, 1 failed, 1 skipped; 1 frame in "),
               lines[3])
         r = run(exe, *base, "-o", db, "-q", clip, missing, photo)
         check(r.stderr.splitlines() == [lines[1]], "-q: %r" % r.stderr)

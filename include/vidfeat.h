@@ -375,7 +375,8 @@ typedef struct vf_file_result {
     const char *note;
     int64_t frames; /**< vectors produced (stored) for this file */
     double seconds; /**< wall time from opening the file to its last vector */
-    double decode_fps, convert_fps, infer_fps, store_fps; /**< per stage: frames / busy s */
+    /** per stage: frames / busy s; store_fps 0 when nothing is stored (no database) */
+    double decode_fps, convert_fps, infer_fps, store_fps;
     int width, height, rotation;
     const char *codec;
     const char *hwdec; /**< the device that decoded it ("cuda"), "" for the CPU */
@@ -802,6 +803,12 @@ VF_API vf_status vf_model_list_create(const char *models_dir, vf_model_list **ou
 VF_API size_t vf_model_list_count(const vf_model_list *list);
 VF_API const vf_model_entry *vf_model_list_get(const vf_model_list *list, size_t i);
 VF_API void vf_model_list_free(vf_model_list **plist);
+
+/** Where manifests and model files are looked for, in order, as vf_model_list_create and a run
+ *  look (models_dir may be NULL): directory names joined by ':' into buf (truncated to size).
+ *  Returns the length the whole list needs. An installed vidfeat looks in its installation,
+ *  never in the tree it was built from. (Appended in 0.1.) */
+VF_API size_t vf_models_search_path(const char *models_dir, char *buf, size_t size);
 
 /** Static text for a status ("model error", ...). Any thread. */
 VF_API const char *vf_status_str(vf_status s);

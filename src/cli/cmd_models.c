@@ -85,6 +85,9 @@ int cmd_models(cli *c, int argc, char **argv)
     }
     if (!c->json)
         print_table(list);
+    char dirs[8192];
+    if (c->verbosity > 0 && vf_models_search_path(c->cfg.models_dir, dirs, sizeof(dirs)))
+        cli_printf(stderr, "vidfeat: models are looked for in %s (in that order)\n", dirs);
     vf_model_list_free(&list);
     return status;
 }

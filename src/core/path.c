@@ -266,6 +266,19 @@ vf_status vfi_replace_close(FILE *f, char *tmp, const char *path, vf_err *err)
     return rc;
 }
 
+int vfi_running_under(const char *dir)
+{
+    Dl_info info;
+    if (!dladdr((void *)vfi_running_under, &info) || !info.dli_fname || !info.dli_fname[0])
+        return 0;
+    char *object = realpath(info.dli_fname, NULL), *under = realpath(dir, NULL);
+    size_t n = under ? strlen(under) : 0;
+    int inside = object && under && !strncmp(object, under, n) && object[n] == '/';
+    free(object);
+    free(under);
+    return inside;
+}
+
 int vfi_installed_path(const char *rel_lib, const char *rel_bin, char *buf, size_t size)
 {
     if (size)

@@ -58,6 +58,10 @@ char *vfi_cache_path(const char *name);
  * error of the caller's. */
 int vfi_installed_path(const char *rel_lib, const char *rel_bin, char *buf, size_t size);
 
+/* 1 when vidfeat's code runs from a file under dir (the build tree: its source and build
+ * directories are places to look; an installed copy never looks there), else 0. */
+int vfi_running_under(const char *dir);
+
 /* mkdir -p of the directory path is in (mode 0755). Failures are left for whoever then writes
  * the file to report. */
 void vfi_make_parent_dirs(const char *path);

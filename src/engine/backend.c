@@ -79,9 +79,11 @@ static vf_status load_module(const vf_backend_entry *e, void **handle, const vf_
     char moved[4096];
     int have_moved =
         vfi_installed_path(VF_MODULES_FROM_LIB, VF_MODULES_FROM_BIN, moved, sizeof(moved));
-    /* $VIDFEAT_MODULE_DIR alone; else this build tree's, the installation's where it is now
-     * (moved with its prefix), where it was installed */
-    const char *dirs[] = {env && env[0] ? env : VF_BUILD_MODULE_DIR,
+    /* $VIDFEAT_MODULE_DIR alone; else this build tree's (run from it), the installation's where
+     * it is now (moved with its prefix), where it was installed */
+    const char *dirs[] = {env && env[0]                      ? env
+                          : vfi_running_under(VF_BUILD_TREE) ? VF_BUILD_MODULE_DIR
+                                                             : VF_INSTALL_MODULE_DIR,
                           env && env[0] ? NULL
                           : have_moved  ? moved
                                         : VF_INSTALL_MODULE_DIR,

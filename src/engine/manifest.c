@@ -254,8 +254,10 @@ int vfi_models_search_path(const char *models_dir, const char **dirs, char *env_
     if (used < env_size &&
         vfi_installed_path(VF_MODELS_FROM_LIB, VF_MODELS_FROM_BIN, env_buf + used, env_size - used))
         dirs[n++] = env_buf + used;
-    dirs[n++] = VF_SOURCE_MODELS_DIR;
-    dirs[n++] = VF_BUILD_MODELS_DIR; /* what the build ships beside them (CLIP's vocabulary) */
+    if (vfi_running_under(VF_BUILD_TREE)) { /* not once installed */
+        dirs[n++] = VF_SOURCE_MODELS_DIR;
+        dirs[n++] = VF_BUILD_MODELS_DIR; /* what the build ships beside them (CLIP's vocabulary) */
+    }
     dirs[n++] = VF_INSTALL_MODELS_DIR;
     return n;
 }

@@ -117,6 +117,22 @@ vf_status vf_model_list_create(const char *models_dir, vf_model_list **out)
     return VF_OK;
 }
 
+size_t vf_models_search_path(const char *models_dir, char *buf, size_t size)
+{
+    const char *dirs[VF_MAX_SEARCH_DIRS];
+    char env[4096];
+    int n = vfi_models_search_path(models_dir, dirs, env, sizeof(env));
+    size_t len = 0;
+    if (size)
+        buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        int w = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0, "%s%s",
+                         i ? ":" : "", dirs[i]);
+        len += w > 0 ? (size_t)w : 0;
+    }
+    return len;
+}
+
 size_t vf_model_list_count(const vf_model_list *list)
 {
     return list ? list->n : 0;

@@ -808,7 +808,7 @@ static void report(vf_pipeline *p, const event_item *e, const file_state *fs, in
     r.decode_fps = e->decode_s > 0 ? (e->decoded ? e->decoded : n) / e->decode_s : 0;
     r.convert_fps = e->convert_s > 0 ? n / e->convert_s : 0;
     r.infer_fps = e->infer_s > 0 ? n / e->infer_s : 0;
-    r.store_fps = fs->store_s > 0 ? n / fs->store_s : 0;
+    r.store_fps = p->store && fs->store_s > 0 ? n / fs->store_s : 0; /* 0: nothing stored */
     r.width = e->meta.width;
     r.height = e->meta.height;
     r.rotation = e->meta.rotation;

@@ -12,7 +12,8 @@
              tiny CNN and print the same frames
   CMake      a project with find_package(vidfeat) linking vidfeat::vidfeat builds and runs the
              same example
-  command    the installed vidfeat runs (--version) and its man page is a man page
+  command    the installed vidfeat runs (--version) and its man page is a man page; it looks
+             for models in ./models and its installation, not in the clone it was built from
 
 usage: test_install.py VIDFEAT BUILD_DIR SOURCE_DIR
 """
@@ -122,6 +123,19 @@ def main():
             check(r.returncode == 0 and "EXIT STATUS" in r.stdout and not r.stderr,
                   "groff renders the man page with: %r" % r.stderr[:500])
         print("ok the installed command runs; the man page has its sections")
+
+        # the installed command looks for models in its installation, never in this clone
+        env = {k: v for k, v in os.environ.items() if k != "VIDFEAT_MODELS"}
+        r = subprocess.run([os.path.join(prefix, "bin", "vidfeat"), "models", "-v"],
+                           capture_output=True, text=True, cwd=tmp, env=env, timeout=60)
+        said = [x for x in r.stderr.splitlines() if "looked for in" in x]
+        dirs = said[0].split("looked for in ", 1)[1].rsplit(" (", 1)[0].split(":") if said else []
+        inside = [d for d in dirs if os.path.isabs(d) for tree in (src, build)
+                  if os.path.realpath(d).startswith(os.path.realpath(tree) + os.sep)]
+        check(r.returncode == 0 and dirs and not inside and
+              os.path.join(prefix, "share", "vidfeat", "models") in dirs,
+              "the installed command looks in %s" % dirs)
+        print("ok the installed command looks for models in %s" % ", ".join(dirs))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -98,6 +98,7 @@ def test_extract_equals_cli(tmp, clip):
     assert f.vectors.shape == (75, 10)
     assert set(f.rates) == {"decode", "convert", "infer", "store"}
     assert f.rates["infer"] > 0 and f.width == 160 and f.height == 120 and f.codec == "h264"
+    assert f.rates["store"] == 0  # nothing was stored
     same_as_cli(tmp, clip, fps=5, batch=4)
     same_as_cli(tmp, clip, every=7, start=0.5, duration="1.5")
     same_as_cli(tmp, clip, keyframes=True)

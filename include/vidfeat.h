@@ -171,14 +171,14 @@ typedef struct vf_config {
      *  claimed again. Default 3. */
     int max_attempts;
 
-    /* ---- what an input may read (appended in 0.1; README "What vidfeat reads") ---- */
+    /* ---- what an input may read (appended in 0.1; docs/archives.md "What vidfeat reads") ---- */
     /** With root: let a file, or a file its format refers to (a playlist's segments), be read
      *  through a symbolic link that leads out of the root. 0 (default): such a file fails,
      *  named, never opened. Without root, links inside the archive are followed either way,
      *  and what an input refers to must resolve inside the input's own directory. */
     int follow_links_outside;
 
-    /* ---- what one input may cost (appended in 0.2; README "Security") ---- */
+    /* ---- what one input may cost (appended in 0.2; docs/security.md) ---- */
     /** A video whose frames have more pixels than this fails, named, before it is decoded
      *  (so a small file cannot make a decoder take gigabytes). 0: the default, 40,000,000
      *  (8K, 7680x4320 or 8192x4320, is 33-35 million). */
@@ -191,7 +191,7 @@ typedef struct vf_config {
 /** An opened model: the network compiled for one backend, batch size and precision. */
 typedef struct vf_extractor vf_extractor;
 
-/** What a model file's weights are, known when it is loaded (README "Models"). */
+/** What a model file's weights are, known when it is loaded (docs/models.md). */
 typedef enum vf_weights_kind {
     VF_WEIGHTS_UNKNOWN = 0, /**< no manifest with a sha256 describes the file, no marker in it */
     VF_WEIGHTS_OFFICIAL,    /**< the manifest's official file: size and SHA-256 match */
@@ -278,7 +278,7 @@ VF_API const char *vf_extractor_errmsg(const vf_extractor *ex);
 /** Free an extractor. Accepts NULL and *pex == NULL; sets *pex to NULL. */
 VF_API void vf_extractor_free(vf_extractor **pex);
 
-/* ---- text: a CLIP model's text tower (appended in 0.1; README "Searching by words") ------- */
+/* ---- text: a CLIP model's text tower (appended in 0.1; docs/search.md "Searching by words") -- */
 
 /**
  * A CLIP model's text side: its tokenizer (CLIP's byte-level BPE, the ids OpenAI's reference
@@ -615,7 +615,7 @@ typedef struct vf_db_model {
 
 /** One stored vector of a done extraction. Strings and vec are borrowed during the callback. */
 typedef struct vf_db_vector {
-    const char *path;     /**< the file, as recorded (README "Output") */
+    const char *path;     /**< the file, as recorded (docs/output.md) */
     const char *sampling; /**< how its frames were chosen ("all", "fps=1", ...) */
     int64_t frames;       /**< the vectors of this file and sampling (a run of calls) */
     int64_t frame_index;  /**< the frame's number in presentation order */
@@ -640,14 +640,14 @@ VF_API vf_status vf_db_read_vectors(const char *db_path, const vf_config *cfg,
                                     int (*vector)(void *user, const vf_db_vector *v), void *user,
                                     char *errbuf, size_t errbuf_size);
 
-/* ---- search indexes (appended in 0.1; README "Searching an archive") ----------------------- */
+/* ---- search indexes (appended in 0.1; docs/search.md "Searching an archive") ----------------- */
 
 /** How vf_db_index builds an index, or brings one up to date. */
 typedef struct vf_index_opts {
     /** "auto" (NULL: the same), "flat" (exact), "hnsw", "ivf" (IVF over the vectors as they are),
      *  "ivfpq" (IVF with product quantisation and a PCA rotation: the compact kind), or FAISS's
      *  index_factory words ("IVF4096,PQ64"). "auto": exact up to 50,000 vectors, "ivfpq" beyond
-     *  (README "Searching an archive" says why, with numbers). An index that
+     *  (docs/search.md "Searching an archive" says why, with numbers). An index that
      *  exists keeps its kind (a different explicit one: VF_ERR_INVALID unless rebuild). */
     const char *kind;
     /** The index file; NULL: beside an SQLite database, DB.MODEL.LAYER.faiss (a PostgreSQL
@@ -704,7 +704,7 @@ VF_API vf_status vf_db_indexes(const char *db_path,
                                void (*index)(void *user, const vf_db_index_info *ix), void *user,
                                char *errbuf, size_t errbuf_size);
 
-/* ---- reuse detection (appended in 0.1; README "Finding reused footage") ------------------ */
+/* ---- reuse detection (appended in 0.1; docs/search.md "Finding reused footage") -------------- */
 
 /** Where to look for reused footage. */
 typedef struct vf_match_query {

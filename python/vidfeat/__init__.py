@@ -393,7 +393,7 @@ class Extractor:
 
     Extractor(model="inception_v3", layer=None, fps=None, every=None, keyframes=False,
     start=None, duration=None, batch=32, precision="f32", device="cpu", threads=0,
-    models_dir=None): the options are the command's (README "Commands"): ``fps`` at most that
+    models_dir=None): the options are the command's (docs/commands.md): ``fps`` at most that
     many frames a second, ``every`` every Nth frame, ``keyframes`` key frames only, ``start`` /
     ``duration`` seconds (or "1:30"), ``device`` "cpu", "ref" (the plain-C oracle) or "cuda",
     ``threads`` 0 for all cores. Close it (or use ``with``) to free the model at once.

@@ -13,9 +13,10 @@
 
 #include "vidfeat.h"
 
-/* The exit status scripts act on (README "Exit status"): every input done; some inputs failed
- * (the others are done); a usage error (nothing was done); the run could not start (the model,
- * the database or the device); interrupted by Ctrl-C or SIGTERM (what was written is kept). */
+/* The exit status scripts act on (docs/commands.md "Exit status"): every input done; some inputs
+ * failed (the others are done); a usage error (nothing was done); the run could not start (the
+ * model, the database or the device); interrupted by Ctrl-C or SIGTERM (what was written is kept).
+ */
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_START = 3, EXIT_INTERRUPTED = 130 };
 
 /* The subcommands, as bits: which of them take an option. */

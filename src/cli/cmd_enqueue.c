@@ -11,8 +11,8 @@
 #include "store/record.h"
 
 /* Under --root, the inputs whose file lies outside it through a link are left out, each with a
- * line (workers would refuse them): README "What vidfeat reads". EXIT_OK, EXIT_FAIL (some left
- * out), -1 out of memory. */
+ * line (workers would refuse them): docs/archives.md "What vidfeat reads". EXIT_OK, EXIT_FAIL (some
+ * left out), -1 out of memory. */
 static int keep_inside_root(const cli *c, path_list *inputs)
 {
     if (!c->cfg.root || c->cfg.follow_links_outside)

@@ -66,7 +66,7 @@ typedef struct walker {
  * frames (cut short, sound only, ...) is listed too, for the run to fail with its line; files
  * that are not media are passed over (named with -v). With archive (--root), an entry that
  * leads out of it is neither walked nor probed (read): it is listed, for the run to refuse
- * with its line (README "What vidfeat reads"). */
+ * with its line (docs/archives.md "What vidfeat reads"). */
 static int walk(path_list *l, const walker *w, const char *dir, int depth)
 {
     vf_strmap *seen = w->seen;

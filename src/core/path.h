@@ -27,8 +27,8 @@ int vfi_path_within(const char *path, const char *dir);
 int vfi_path_has_dotdot(const char *path);
 
 /*
- * The archive an input may read in (README "What vidfeat reads"): a directory, known both as
- * its name reads (lexical) and as the file system resolves it (real: every link followed). A
+ * The archive an input may read in (docs/archives.md "What vidfeat reads"): a directory, known both
+ * as its name reads (lexical) and as the file system resolves it (real: every link followed). A
  * file is inside when the file system resolves it under real; with links_outside, also when
  * its name reads under lexical (a link inside may then lead anywhere). A file that does not
  * exist is inside when its name reads so.

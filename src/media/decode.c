@@ -550,7 +550,7 @@ static int is_text_art(const AVCodecParameters *par)
     }
 }
 
-/* ---- what an input may read (README "What vidfeat reads") --------------------------------
+/* ---- what an input may read (docs/archives.md "What vidfeat reads") -------------------------
  *
  * The file opened, and what its format refers to only inside the archive. Every file a
  * demuxer opens goes through its context's io_open; ours (confined_open) lets through the
@@ -780,7 +780,7 @@ static int open_confined(AVFormatContext **fmt, const char *path, const vf_archi
     if (banned)
         refuse(c,
                "not read: FFmpeg's demuxer for it opens the files it lists beyond vidfeat's "
-               "checks (README \"Security\")",
+               "checks (docs/security.md)",
                banned);
     if (c->refused[0])
         return AVERROR(EPERM);

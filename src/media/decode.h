@@ -71,9 +71,9 @@ typedef struct vf_decode_opts {
      * where they are; vfi_frame_download brings one back when needed. FFmpeg copies each out of
      * the decoder's surfaces, so holding frames costs device memory, not decoding surfaces. */
     int keep_on_device;
-    /* (optional, borrowed) where the input's references may lead (README "What vidfeat reads"):
-     * an HLS playlist's segments and keys, a DASH manifest's, a concat list's entries, an image
-     * sequence's other images. NULL: the directory of the path opened, its links not followed
+    /* (optional, borrowed) where the input's references may lead (docs/archives.md "What vidfeat
+     * reads"): an HLS playlist's segments and keys, a DASH manifest's, a concat list's entries, an
+     * image sequence's other images. NULL: the directory of the path opened, its links not followed
      * out of it. A reference outside fails the input with VF_ERR_DENIED, "refers to a file
      * outside the archive: REF", once it is met (vectors of it may have been handed out). */
     const vf_archive *archive;

@@ -117,7 +117,7 @@ static vf_status set_add_file(vec_set *v, int64_t ext, const char *path, vf_err 
 }
 
 /* A frame into the set's last file (room reserved). Times are kept ascending: the pipeline
- * stores them so (README "Output"); a database written otherwise gets its stragglers moved up. */
+ * stores them so (docs/output.md); a database written otherwise gets its stragglers moved up. */
 static void set_add_frame(vec_set *v, int64_t frame, double t, const float *vec)
 {
     vec_file *f = &v->f[v->n_f - 1];

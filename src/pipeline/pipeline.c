@@ -293,9 +293,9 @@ static vf_status check_unchanged(const char *path, const struct stat *opened, vf
     return VF_EOF;
 }
 
-/* Under --root, what a file may be (README "What vidfeat reads"): its name relative to the root
- * (names from the database are data: an absolute one or one with ".." is refused), and the file
- * the system resolves it to inside the root, unless links may lead out. VF_ERR_DENIED with the
+/* Under --root, what a file may be (docs/archives.md "What vidfeat reads"): its name relative to
+ * the root (names from the database are data: an absolute one or one with ".." is refused), and the
+ * file the system resolves it to inside the root, unless links may lead out. VF_ERR_DENIED with the
  * line; nothing opened. */
 static vf_status check_root(const vf_pipeline *p, const vf_work *w, vf_err *err)
 {

@@ -471,7 +471,7 @@ vf_status vfi_ann_write(const vf_ann *a, FILE *f, vf_err *err)
 }
 
 /*
- * An index file is untrusted input (README "Security"): FAISS checks the sizes it reads but not
+ * An index file is untrusted input (docs/security.md): FAISS checks the sizes it reads but not
  * what the structures say of each other, and a search follows them (HNSW's neighbour lists and
  * levels, an IVF's lists) as they are. Only the kinds vidfeat makes are accepted, and every
  * relation a search relies on is checked: "" when it holds, else what is wrong.

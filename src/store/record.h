@@ -15,7 +15,7 @@
 #include "vidfeat.h"
 
 /* The frames view (schema 4 in both stores): each vector of a done extraction with what it is,
- * the one place a reader needs (README "Output"). Standard SQL that SQLite and PostgreSQL both
+ * the one place a reader needs (docs/output.md). Standard SQL that SQLite and PostgreSQL both
  * take, so the two views are the same. */
 #define VFI_FRAMES_VIEW_SQL                                                                        \
     "CREATE VIEW frames AS SELECT v.path AS path, m.name AS model, m.layer AS layer,"              \

@@ -231,11 +231,11 @@ static vf_status pg_fail(pg_store *s, vf_err *err, const char *what, const PGres
     const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
     const char *reason = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
     if (state && !strcmp(state, SQLSTATE_NO_PRIVILEGE)) /* which grant the role lacks */
-        return vfi_fail(err, VF_ERR_STORE,
-                        "%s: %s: %s: the role %s lacks that grant (README \"PostgreSQL roles\": "
-                        "the owner role makes the tables, the worker role needs its grants)",
-                        s->name, what, reason ? reason : pq_message(msg, why, sizeof(why)),
-                        PQuser(s->conn));
+        return vfi_fail(
+            err, VF_ERR_STORE,
+            "%s: %s: %s: the role %s lacks that grant (docs/archives.md \"PostgreSQL roles\": "
+            "the owner role makes the tables, the worker role needs its grants)",
+            s->name, what, reason ? reason : pq_message(msg, why, sizeof(why)), PQuser(s->conn));
     return vfi_fail(err, VF_ERR_STORE, "%s: %s: %s", s->name, what,
                     pq_message(msg, why, sizeof(why)));
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""What an input may read (README "What vidfeat reads"), with files made here:
+"""What an input may read (docs/archives.md "What vidfeat reads"), with files made here:
 
 - an HLS playlist whose segments stay in its directory is done; one segment that is absolute,
   a '../' path, a 'file:' address, a link leading out or a network address fails the playlist

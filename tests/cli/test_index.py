@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Search indexes (README "Searching an archive") on real FAISS:
+"""Search indexes (docs/search.md "Searching an archive") on real FAISS:
 
 - a database whose vectors are made here: 300 files of 100 frames of 64 floats around each
   file's own direction (as a shot's frames are), written into vidfeat's tables under a model

@@ -11,7 +11,7 @@ ffmpeg and Python; no ../shared needed):
              not "unusable frame size 0x0"; a manifest whose file is '../x.onnx': that it must
              be a bare file name, not "not found"
   memory     peak memory of refusing the 8192x8192 file under 200 MB; of extracting a 4K clip
-             (one decoder, tiny CNN) under 400 MB (README "Security" states ~160 MB)
+             (one decoder, tiny CNN) under 400 MB (docs/security.md states ~160 MB)
 
 usage: test_limits.py VIDFEAT MODELS_DIR
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Reused footage (README "Finding reused footage"): vidfeat matches and similar --video
+"""Reused footage (docs/search.md "Finding reused footage"): vidfeat matches and similar --video
 without --at, on clips made here with ffmpeg.
 
 On real features (the MobileNetV2 in ../shared/models; without it, or without a PostgreSQL server

@@ -24,7 +24,7 @@ with the same base name and one file at two samplings:
                  written; --layer picks one; an unwritable output: exit 1, one line, no partial
                  file left
 
-usage: test_output.py VIDFEAT MODELS_DIR [README.md]
+usage: test_output.py VIDFEAT MODELS_DIR [docs/output.md]
 """
 import csv
 import io
@@ -62,14 +62,14 @@ def stored(db, layer):
 def readme_snippet(readme):
     text = open(readme, encoding="utf-8").read()
     m = re.search(r"Reading the vectors back.*?```python\n(.*?)```", text, re.S)
-    check(m, "README has no Python snippet after 'Reading the vectors back'")
+    check(m, "%s has no Python snippet after 'Reading the vectors back'" % readme)
     return m.group(1)
 
 
 def main():
     exe, models = sys.argv[1:3]
     readme = sys.argv[3] if len(sys.argv) > 3 else os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "output.md")
     if not shutil.which("ffmpeg"):
         print("skip: ffmpeg is not installed")
         return SKIP

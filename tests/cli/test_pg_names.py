@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""File names that are not UTF-8 on PostgreSQL (README "PostgreSQL"), on a real server with a
+"""File names that are not UTF-8 on PostgreSQL (docs/archives.md "PostgreSQL"), on a real server with a
 UTF-8 database: a Latin-1 name (and a UTF-8 name holding U+10FF85, the character a byte is
 written as, which must not be mistaken for one) is stored and found again as on SQLite: the same
 outcomes, a rerun skips both (the resume rule), info --json gives the real names back through
@@ -7,7 +7,7 @@ os.fsencode, export (csv, npy's index.json) equals SQLite's byte for byte, simil
 by its name and lists it as SQLite does, and a queue worker under --root claims and extracts it;
 README's Python line turns the stored text back into the name.
 
-usage: test_pg_names.py VIDFEAT MODELS_DIR SAMPLES_DIR README
+usage: test_pg_names.py VIDFEAT MODELS_DIR SAMPLES_DIR docs/output.md
 """
 import json
 import os
@@ -97,7 +97,7 @@ def main():
 
             # the stored text, turned back by README's line
             m = re.search(r"^    (name = .*0x10FF.*)$", open(readme).read(), re.M)
-            check(m, "README has no line turning a stored path back into the name")
+            check(m, "%s has no line turning a stored path back into the name" % readme)
             stored = pg.psql("names", "SELECT path FROM videos ORDER BY id").splitlines()
             back = []
             for path in stored:

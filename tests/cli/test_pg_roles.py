@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""Least privilege on PostgreSQL (README "PostgreSQL roles"), on a real server: README's two SQL
+"""Least privilege on PostgreSQL (docs/archives.md "PostgreSQL roles"), on a real server: its two SQL
 blocks run as written; password authentication on, the passwords in a PGPASSFILE, not in URIs
 (no warning line); the owner role makes the tables (enqueue); the worker role does a whole run,
 reads it back (info, export), and cannot create, drop or truncate a table, enqueue, or read
 another schema; a grant taken away is said as such, naming the role; a worker on a database
 whose tables are not made yet says it may not make them.
 
-usage: test_pg_roles.py VIDFEAT MODELS_DIR SAMPLES_DIR README
+usage: test_pg_roles.py VIDFEAT MODELS_DIR SAMPLES_DIR docs/archives.md
 """
 import os
 import re
@@ -21,7 +21,7 @@ from vfcheck import check, SKIP
 def readme_sql(readme, name):
     text = open(readme).read()
     m = re.search(r"```sql\n-- vidfeat: %s\n(.*?)```" % re.escape(name), text, re.S)
-    check(m, "README has no SQL block '%s'" % name)
+    check(m, "%s has no SQL block '%s'" % (readme, name))
     return m.group(1)
 
 
@@ -119,10 +119,10 @@ def main():
             line = [l for l in r.stderr.splitlines() if "permission denied" in l]
             check(r.returncode == 1 and len(line) == 1 and r.stderr.count("\n") == 1 and
                   "permission denied for table features: the role vidfeat_worker lacks that "
-                  "grant (README \"PostgreSQL roles\"" in line[0] and
+                  "grant (docs/archives.md \"PostgreSQL roles\"" in line[0] and
                   line[0].startswith("vidfeat: %s: " % worker), "revoked: %d %r" % (
                       r.returncode, r.stderr))
-            print("ok a grant taken away: one line naming the table, the role and README")
+            print("ok a grant taken away: one line naming the table, the role and the docs")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -382,6 +382,10 @@ def _candidates():
 
 
 def _load():
+    # The network's threads wait passively at each step, as the command's do (src/cli/main.c):
+    # OpenMP reads the policy when it is first loaded, which for most programs is now (one that
+    # loaded it before, through another library, keeps what it had). A policy set stays.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     errors = []
     for path in _candidates():
         try:

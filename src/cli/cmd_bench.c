@@ -29,6 +29,7 @@
 #include "cli/cli.h"
 #include "cli/plot.h"
 #include "core/clock.h"
+#include "core/cpus.h"
 #include "core/json.h"
 #include "store/store.h"
 
@@ -331,7 +332,7 @@ static void cpu_name(char *buf, size_t size)
     if (f)
         fclose(f);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    snprintf(buf, size, "%.200s (%ld core%s%s%s)", model, cores, cores == 1 ? "" : "s",
+    snprintf(buf, size, "%.200s (%ld CPU%s%s%s)", model, cores, cores == 1 ? "" : "s",
              avx512 ? ", AVX-512" : "", amx ? ", AMX" : "");
 }
 
@@ -345,9 +346,15 @@ static void print_header(const cli *c, const char *cpu, const char *path, const 
 {
     const bench_result *r = &first->r;
     int odd = r->weights == VF_WEIGHTS_RANDOM || r->weights == VF_WEIGHTS_OTHER;
+    vf_cpu_budget cpus;
+    vfi_cpu_budget(&cpus);
+    char threads[200];
+    if (c->cfg.n_threads)
+        snprintf(threads, sizeof(threads), "%d (--threads)", c->cfg.n_threads);
+    else
+        snprintf(threads, sizeof(threads), "%d (%s)", cpus.cpus, cpus.limit);
     printf("vidfeat bench: %s (layer %s, %d-d%s%s); cpu: %s; threads: %s\n", r->model, r->layer,
-           r->feature_dim, odd ? ", " : "", odd ? vf_weights_str(r->weights) : "", cpu,
-           c->cfg.n_threads ? "as set" : "all cores");
+           r->feature_dim, odd ? ", " : "", odd ? vf_weights_str(r->weights) : "", cpu, threads);
     if (path)
         printf("input: %s (%lld frames)%s%s\n", path, (long long)r->frames,
                r->hwdec[0] ? ", decoded on " : "", r->hwdec);

@@ -6,8 +6,10 @@
  * "vidfeat: <what>: <message>".
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "search/ann.h"
@@ -91,8 +93,31 @@ static void blas_kernels(const cli_command *cmd, char **argv)
     vfi_ann_blas_restart(argv);
 }
 
+/*
+ * The network's threads wait for each other at every step. Spinning there (OpenMP's default)
+ * is fastest only while nothing else wants the cores; on a shared machine, beside another worker
+ * or our own decode thread, a spinning thread holds a core from the thread it waits for (two
+ * runs at once on 2 CPUs: 0.73x of one alone spinning, 1.0x waiting passively, which costs
+ * nothing alone: docs/benchmarks.md "Shared machines"). libgomp reads its policy once, when it
+ * is loaded, from the environment the program started with (libc's initialiser resets the
+ * environment after a pre-initialiser could change it), so the command starts itself again
+ * with the policy set, unless the user chose one. If that cannot be done it runs as it is.
+ */
+static void wait_passively(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY"))
+        return;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0 || (size_t)n >= sizeof(self) - 1 || setenv("OMP_WAIT_POLICY", "PASSIVE", 0) != 0)
+        return;
+    self[n] = '\0';
+    execv(self, argv);
+}
+
 int main(int argc, char **argv)
 {
+    wait_passively(argv);
     cli c;
     memset(&c, 0, sizeof(c));
     c.cfg = vf_config_default();

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "core/arena.h"
+#include "core/cpus.h"
 #include "engine/backend.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -91,7 +92,16 @@ static vf_status dnnl_init(vf_backend *b, const vf_backend_opts *opts)
                         "GPU)",
                         vf_precision_str(opts->precision));
     c->int8 = opts->precision == VF_PRECISION_INT8;
+    /* one compute thread per CPU this process may use (affinity, cgroup quota), not per CPU
+     * the machine has: a container or job given 2 of 64 cores starts 2 */
     c->n_threads = opts->n_threads;
+    if (c->n_threads <= 0) {
+        vf_cpu_budget cpus;
+        vfi_cpu_budget(&cpus);
+        c->n_threads = cpus.cpus;
+        vfi_log(VF_LOG_INFO, "dnnl", "%d compute thread%s (%s)", c->n_threads,
+                c->n_threads == 1 ? "" : "s", cpus.limit);
+    }
     c->act_dt = opts->precision == VF_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
     const char *wino = getenv("VIDFEAT_DNNL_WINOGRAD");
     c->winograd = opts->precision == VF_PRECISION_F32 && !(wino && !strcmp(wino, "0"));
@@ -1728,8 +1738,7 @@ static vf_status dnnl_prepare(vf_backend *b, vf_graph *g, int max_batch)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
-    if (c->n_threads > 0)
-        omp_set_num_threads(c->n_threads);
+    omp_set_num_threads(c->n_threads);
     c->g = g;
     c->owner_view = g;
     c->release_weights = b->opts.release_weights;
@@ -1877,8 +1886,7 @@ static vf_status dnnl_run(vf_backend *b, const void *in, float *out, int n)
     if (n < 1 || n > full->batch)
         return vfi_fail(&b->err, VF_ERR_INVALID, "batch of %d (plan is for up to %d)", n,
                         full->batch);
-    if (c->n_threads > 0)
-        omp_set_num_threads(c->n_threads);
+    omp_set_num_threads(c->n_threads);
     if (c->calibrating) { /* int8: this batch runs in f32 and observes the ranges */
         vf_status rc = observe(b, in, out, n);
         if (rc >= 0)

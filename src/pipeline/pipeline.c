@@ -52,6 +52,7 @@
 #include "engine/extractor.h"
 #include "media/decode.h"
 #include "core/clock.h"
+#include "core/cpus.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/path.h"
@@ -1285,9 +1286,11 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
     memcpy(po->std, p->info.std, sizeof(po->std));
     p->n_conv = cfg->convert_threads;
     if (p->n_conv == 0) {
-        /* on the CPU the network needs the cores; a GPU network waits for frames instead */
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        p->n_conv = p->info.device ? (int)(cores / 2) : 1;
+        /* on the CPU the network needs the cores; a GPU network waits for frames instead (half
+         * the CPUs this process may use convert them) */
+        vf_cpu_budget cpus;
+        vfi_cpu_budget(&cpus);
+        p->n_conv = p->info.device ? cpus.cpus / 2 : 1;
         p->n_conv = p->n_conv < 1 ? 1 : p->n_conv > 8 ? 8 : p->n_conv;
     }
     p->lanes_wanted = cfg->decoders ? cfg->decoders : p->info.device ? GPU_LANES : 1;

@@ -21,16 +21,12 @@ import tempfile
 import time
 
 import numpy as np
+import sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vfbench import cpu_name  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PER_FILE = 100  # frames, one a second
-
-
-def cpu_name():
-    for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def film(rng, dim, seconds):

@@ -22,17 +22,12 @@ import os
 import statistics
 import subprocess
 import sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vfbench import cpu_name  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 GMACS = {"vit_b_16": 17.56, "swin_t": 4.49, "convnext_tiny": 4.46, "clip_vit_b32": 4.37}
-
-
-def cpu_name():
-    for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def last_json(argv, env):

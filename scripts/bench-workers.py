@@ -24,13 +24,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "cli"))
 from pgserver import PgServer  # noqa: E402
-
-
-def cpu_name():
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vfbench import cpu_name  # noqa: E402
 
 
 def bench(tool, uri, mode, n, amount):

@@ -30,6 +30,7 @@
 #include "core/json.h"
 #include "core/mem.h"
 #include "core/path.h"
+#include "core/vecmath.h"
 #include "engine/manifest.h"
 #include "search/ann.h"
 
@@ -315,9 +316,7 @@ fail:
 
 void vfi_index_unit(const float *v, int dim, float *out)
 {
-    double s = 0;
-    for (int i = 0; i < dim; i++)
-        s += (double)v[i] * v[i];
+    double s = vfi_dot(v, v, dim);
     double scale = s > 0 ? 1.0 / sqrt(s) : 0.0;
     for (int i = 0; i < dim; i++)
         out[i] = (float)(v[i] * scale);

@@ -20,6 +20,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/vecmath.h"
 #include "pipeline/held.h"
 #include "pipeline/index.h"
 #include "pipeline/query.h"
@@ -327,10 +328,7 @@ static vf_status mark_flat(vec_set *v, const float *refs, int n_refs, int64_t *f
 
 static double cosine(const float *x, const float *y, int dim)
 {
-    float s = 0; /* unit vectors, dim terms: float is plenty, and vectorises */
-    for (int j = 0; j < dim; j++)
-        s += x[j] * y[j];
-    return s;
+    return vfi_dot_f(x, y, dim); /* unit vectors */
 }
 
 /* ---- the search --------------------------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "core/mem.h"
+#include "core/vecmath.h"
 
 #define MAX_LINES  8    /* lines looked for between two files */
 #define SPEED_LO   0.90 /* speeds b may run at against a (b's seconds per a's) */
@@ -26,14 +27,6 @@
  * similar frames too, but the frames nearer the true counterpart match better. */
 #define PEAK_S     2.0
 #define PEAK_SLACK 0.02
-
-static double dot(const float *x, const float *y, int dim)
-{
-    double s = 0;
-    for (int i = 0; i < dim; i++)
-        s += (double)x[i] * y[i];
-    return s;
-}
 
 static int cmp_double(const void *x, const void *y)
 {
@@ -166,11 +159,11 @@ static int is_peak(const vfi_align_file *a, const vfi_align_file *b, int dim, in
     for (int side = -1; side <= 1; side += 2) {
         int64_t k = nearest(b, b->t[j] + side * PEAK_S, tol);
         if (k >= 0 && k != j && !(b->flat && b->flat[k]) &&
-            dot(a->vec + i * dim, b->vec + k * dim, dim) > s + PEAK_SLACK)
+            vfi_dot(a->vec + i * dim, b->vec + k * dim, dim) > s + PEAK_SLACK)
             return 0;
         k = nearest(a, a->t[i] + side * PEAK_S, tol);
         if (k >= 0 && k != i && !(a->flat && a->flat[k]) &&
-            dot(a->vec + k * dim, b->vec + j * dim, dim) > s + PEAK_SLACK)
+            vfi_dot(a->vec + k * dim, b->vec + j * dim, dim) > s + PEAK_SLACK)
             return 0;
     }
     return 1;
@@ -191,7 +184,7 @@ static void walk(const vfi_align_file *a, const vfi_align_file *b, const vfi_ali
         for (int64_t j = first_at(b, want - tol); j < b->n && b->t[j] <= want + tol; j++) {
             if (b->flat && b->flat[j])
                 continue;
-            float s = (float)dot(a->vec + i * o->dim, b->vec + j * o->dim, o->dim);
+            float s = (float)vfi_dot(a->vec + i * o->dim, b->vec + j * o->dim, o->dim);
             if (s > sim[i]) {
                 sim[i] = s;
                 partner[i] = j;

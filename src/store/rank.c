@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/mem.h"
+#include "core/vecmath.h"
 
 typedef struct scored {
     double sim;
@@ -36,10 +37,7 @@ vf_rank *vfi_rank_create(const float *q, int dim, int k)
         return NULL;
     }
     memcpy(r->q, q, (size_t)r->dim * sizeof(float));
-    double qn = 0.0;
-    for (int i = 0; i < r->dim; i++)
-        qn += (double)q[i] * q[i];
-    r->qn = sqrt(qn);
+    r->qn = sqrt(vfi_dot(q, q, r->dim));
     return r;
 }
 
@@ -55,11 +53,7 @@ static int ranks_before(const scored *a, const scored *b)
 
 void vfi_rank_offer(vf_rank *r, const vf_store_ref *ref, const float *v)
 {
-    double dot = 0.0, vv = 0.0; /* one pass over the vector */
-    for (int i = 0; i < r->dim; i++) {
-        dot += (double)r->q[i] * v[i];
-        vv += (double)v[i] * v[i];
-    }
+    double dot = vfi_dot(r->q, v, r->dim), vv = vfi_dot(v, v, r->dim);
     scored c = {r->qn > 0.0 && vv > 0.0 ? dot / (r->qn * sqrt(vv)) : 0.0, *ref};
     if (r->n == r->k && !ranks_before(&c, &r->best[r->k - 1]))
         return;

@@ -3,7 +3,8 @@
 (indented blocks and fences; synopsis lines with [options], A|B or ... are not invocations) is
 run with --help appended, which the command reads after every other option, so that an unknown
 option, a value it refuses or an unknown command fails it; each scripts/ program they name
-exists and is executable.
+exists and is executable; and every long option any command's --help lists (the option table,
+src/cli/options.c) is named in the man page, docs/vidfeat.1.
 
 usage: check-doc-commands.py VIDFEAT SOURCE_DIR      (exit 0: all parse; 1: the ones that do not)
 """
@@ -56,6 +57,32 @@ def segments(line):
     return [s for s in out if s]
 
 
+def man_page_gaps(exe, page, cwd):
+    """Long options some command's --help lists that the man page does not name."""
+    r = subprocess.run([exe], capture_output=True, text=True, cwd=cwd, timeout=60)
+    lines = r.stderr.splitlines()
+    start = lines.index("commands:") + 1 if "commands:" in lines else len(lines)
+    commands = []
+    for line in lines[start:]:
+        if not line.startswith("  "):
+            break
+        commands.append(line.split()[0])
+    options = set()
+    for cmd in commands:
+        r = subprocess.run([exe, cmd, "--help"], capture_output=True, text=True, cwd=cwd,
+                           timeout=60)
+        for line in r.stdout.splitlines():
+            m = re.match(r"^\s+(?:-\w, )?--([a-z0-9-]+)", line)
+            if m:
+                options.add(m.group(1))
+    text = open(page, encoding="utf-8").read()
+    gaps = ["docs/vidfeat.1: --%s (a long option) is not in the man page" % o
+            for o in sorted(options) if "\\-\\-" + o.replace("-", "\\-") not in text]
+    if len(commands) < 5 or len(options) < 20:
+        gaps.append("the commands and options could not be read from vidfeat's help")
+    return gaps
+
+
 def main():
     exe, src = os.path.abspath(sys.argv[1]), sys.argv[2]
     docs = [os.path.join(src, "README.md")] + sorted(glob.glob(os.path.join(src, "docs", "*.md")))
@@ -88,6 +115,7 @@ def main():
                     if r.returncode != 0:
                         bad.append("%s:%d: vidfeat %s: exit %d: %s" % (
                             name, n, " ".join(args), r.returncode, r.stderr.strip()[:300]))
+        bad += man_page_gaps(exe, os.path.join(src, "docs", "vidfeat.1"), tmp)
     for b in bad:
         print("FAIL " + b)
     print("%d vidfeat command lines of %d files parse; %d scripts named exist and run%s"

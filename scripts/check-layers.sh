@@ -24,7 +24,7 @@ scripts/check-include-circles.py || status=1
 # Each external library behind its file(s): "header pattern|the files that may include it".
 for rule in 'sqlite3\.h|src/store/store_sqlite.c' 'jansson\.h|src/core/json.c' \
     'openssl/|src/core/digest.c' 'dnnl|src/engine/backend_dnnl.c src/engine/backend_dnnl.h src/engine/backend_dnnl_ops.c src/engine/backend_dnnl_precision.c' \
-    'libav|src/media/decode.c src/media/preprocess.c' 'libsw|src/media/decode.c src/media/preprocess.c' \
+    'libav|src/media/confine.c src/media/confine.h src/media/decode.c src/media/preprocess.c' 'libsw|src/media/decode.c src/media/preprocess.c' \
     'cudnn|cublas|src/engine/backend_cuda.c src/engine/backend_cuda.h src/engine/backend_cuda_ops.c' \
     'protobuf-c|src/engine/onnx.c' 'libpq|src/store/store_pg.c' \
     'hdf5|src/cli/export_hdf5.c' 'faiss/|src/search/ann_faiss.cpp' \

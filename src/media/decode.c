@@ -20,7 +20,6 @@
  */
 #include "media/decode.h"
 
-#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -37,7 +36,6 @@
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/avstring.h>
-#include <libavutil/bprint.h>
 #include <libavutil/display.h>
 #include <libavutil/hwcontext.h>
 #include <libavutil/parseutils.h>
@@ -47,6 +45,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "media/confine.h"
 #include "media/framenum.h"
 
 #define SKIP_MIN_GAP 4.0 /* seconds: below this, decoding through is cheaper than skipping */
@@ -182,10 +181,8 @@ struct vf_decoder {
     int fd;
     int got_bytes;
     AVIOContext *pb;
-    struct confine *conf; /* what the input may read (open_confined); freed after fmt */
+    vf_confine *conf; /* what the input may read (vfi_confine_open); freed after fmt */
 };
-
-static void confine_clear(struct confine *c);
 
 /* Timestamps are whatever a file claims, any int64: arithmetic on them saturates rather than
  * overflow, and a time in seconds is computed in double. */
@@ -277,7 +274,7 @@ void vfi_decoder_free(vf_decoder **pd)
     avcodec_free_context(&d->dec);
     avformat_close_input(&d->fmt);
     if (d->conf)
-        confine_clear(d->conf);
+        vfi_confine_clear(d->conf);
     vfi_free(d->conf);
     if (d->pb) { /* ours, not FFmpeg's: AVFMT_FLAG_CUSTOM_IO */
         av_freep(&d->pb->buffer);
@@ -548,273 +545,6 @@ static int is_text_art(const AVCodecParameters *par)
     default:
         return 0;
     }
-}
-
-/* ---- what an input may read (docs/archives.md "What vidfeat reads") -------------------------
- *
- * The file opened, and what its format refers to only inside the archive. Every file a
- * demuxer opens goes through its context's io_open; ours (confined_open) lets through the
- * input's own address and, through the file protocol (or the crypto protocol over it, for
- * HLS's encrypted segments), files inside the archive, opened by their resolved name. Inline
- * data: addresses read nothing. Anything else is refused and remembered, so the input fails
- * naming it. The protocol whitelist (copied by FFmpeg into every context a demuxer makes) keeps
- * every other protocol out, also where a nested context has FFmpeg's own io_open.
- *
- * The one demuxer whose nested contexts do not carry io_open is concat: its list is read here
- * first (with FFmpeg's own tokenizer, as the demuxer reads it), each entry must be inside the
- * archive and must not itself be a list of other files (its references would escape us).
- * FFmpeg's "safe" mode (absolute names, "..", protocols) stays on beneath that. */
-
-#define ALLOWED_PROTOCOLS "file,crypto,data"
-/* Demuxers that open other files on their own (not through the context's io_open, so beyond
- * the archive's checks: FFmpeg 5.1's DASH reads its segments itself) or run scripts: never used,
- * whatever a file is named or holds. The others are allowed by name (format_allowlist). */
-#define REFUSED_FORMATS "dash,imf,avisynth,vapoursynth"
-#define CONCAT_MAGIC    "ffconcat version"
-
-typedef int (*io_open_fn)(AVFormatContext *s, AVIOContext **pb, const char *url, int flags,
-                          AVDictionary **options);
-
-typedef struct confine {
-    vf_archive own;            /* the file's directory, when no archive was given */
-    const vf_archive *archive; /* own or the caller's */
-    char *url;                 /* the input's own address: "file:" + path */
-    char refused[256];         /* the first reference refused, as written; "" none */
-    const char *why;           /* what is wrong with it */
-    io_open_fn io_open_default;
-} confine;
-
-static void refuse(confine *c, const char *why, const char *ref)
-{
-    if (c->refused[0])
-        return;
-    c->why = why;
-    av_strstart(ref, "file:", &ref); /* the protocol is ours (open_confined), not the file's */
-    snprintf(c->refused, sizeof(c->refused), "%s", ref);
-}
-
-/* Has url a protocol prefix, as FFmpeg's url_find_protocol reads one ("subfile,..." too)? */
-static int has_protocol(const char *url)
-{
-    size_t n = 0;
-    while (isalnum((unsigned char)url[n]) || url[n] == '+' || url[n] == '-' || url[n] == '.')
-        n++;
-    return (n > 0 && url[n] == ':') || av_strstart(url, "subfile,", NULL);
-}
-
-static int confined_open(AVFormatContext *s, AVIOContext **pb, const char *url, int flags,
-                         AVDictionary **options)
-{
-    confine *c = s->opaque;
-    if (!c || !c->io_open_default) /* a nested context that did not carry ours: never */
-        return AVERROR(EPERM);
-    if (!strcmp(url, c->url) && !(flags & AVIO_FLAG_WRITE))
-        return c->io_open_default(s, pb, url, flags, options);
-    if (av_strstart(url, "data:", NULL) && !(flags & AVIO_FLAG_WRITE))
-        return c->io_open_default(s, pb, url, flags, options);
-    const char *inner = url, *path = NULL;
-    int crypto = av_strstart(url, "crypto+", &inner) || av_strstart(url, "crypto:", &inner);
-    if (!av_strstart(inner, "file:", &path))
-        path = has_protocol(inner) ? NULL : inner;
-    if (!path || flags & AVIO_FLAG_WRITE) {
-        refuse(c, "refers to something other than a file", url);
-        return AVERROR(EPERM);
-    }
-    if (!path[0])
-        return AVERROR(ENOENT);
-    char *real = NULL;
-    int inside = vfi_archive_holds(c->archive, path, &real);
-    if (inside < 0)
-        return AVERROR(ENOMEM);
-    if (!inside) {
-        vfi_free(real);
-        refuse(c, "refers to a file outside the archive", url);
-        return AVERROR(EPERM);
-    }
-    if (!real) /* inside, but not there: a missing file, as FFmpeg would find it */
-        return AVERROR(ENOENT);
-    /* the name just checked, not one whose links could be changed before FFmpeg follows them */
-    char *open_url = av_asprintf("%sfile:%s", crypto ? "crypto+" : "", real);
-    vfi_free(real);
-    if (!open_url)
-        return AVERROR(ENOMEM);
-    int ret = c->io_open_default(s, pb, open_url, flags, options);
-    av_free(open_url);
-    return ret;
-}
-
-/* The start of the file at path, up to size - 1 bytes, NUL-terminated; 0 when unreadable. */
-static size_t file_head(const char *path, char *buf, size_t size)
-{
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(buf, 1, size - 1, f) : 0;
-    if (f)
-        fclose(f);
-    buf[n] = '\0';
-    return n;
-}
-
-/* Would FFmpeg read the file at path as a list of other files? */
-/* The demuxer FFmpeg would read path with, judged by its first 4 KiB (and name), or NULL; *score
- * how sure FFmpeg is (AVPROBE_SCORE_MAX: certain). */
-static const AVInputFormat *probe_head(const char *path, int *score)
-{
-    char head[4096 + AVPROBE_PADDING_SIZE];
-    memset(head, 0, sizeof(head));
-    size_t n = file_head(path, head, 4096 + 1);
-    AVProbeData pd = {path, (unsigned char *)head, (int)n, NULL};
-    *score = 0;
-    return av_probe_input_format2(&pd, 1, score);
-}
-
-static int is_list_of_files(const char *path)
-{
-    static const char *const lists[] = {"concat", "hls", "dash", "imf"};
-    int score;
-    const AVInputFormat *f = probe_head(path, &score);
-    for (size_t i = 0; f && i < sizeof(lists) / sizeof(lists[0]); i++)
-        if (av_match_name(lists[i], f->name))
-            return 1;
-    return 0;
-}
-
-/* A concat list's entries, each inside the archive and not a list itself; the first that is
- * not is refused (c->refused). Entries are read as the demuxer reads them: a keyword, then
- * FFmpeg's token (quotes and backslashes), names relative to the list's directory. */
-static vf_status check_concat_list(confine *c, const char *path, vf_err *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return VF_OK; /* FFmpeg says why, when it opens it */
-    const char *slash = strrchr(path, '/');
-    int dir_len = slash ? (int)(slash - path + 1) : 0;
-    char *line = NULL;
-    size_t cap = 0;
-    vf_status rc = VF_OK;
-    while (rc >= 0 && !c->refused[0] && getline(&line, &cap, f) > 0) {
-        const char *cur = line + strspn(line, " \t\r\n");
-        if (strncmp(cur, "file", 4) || !strchr(" \t", cur[4]))
-            continue;
-        cur += 4;
-        cur += strspn(cur, " \t");
-        char *name = av_get_token(&cur, " \t\r\n");
-        char *entry = name && name[0] != '/' ? av_asprintf("%.*s%s", dir_len, path, name) : NULL;
-        if (!name || (name[0] != '/' && !entry)) {
-            rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-        } else if (name[0]) {
-            const char *at = entry ? entry : name;
-            int inside = vfi_archive_holds(c->archive, at, NULL);
-            if (inside < 0)
-                rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-            else if (!inside)
-                refuse(c, "refers to a file outside the archive", name);
-            else if (is_list_of_files(at))
-                refuse(c, "lists a playlist or list of other files, which is not read", name);
-        }
-        av_free(entry);
-        av_free(name);
-    }
-    free(line);
-    fclose(f);
-    return rc;
-}
-
-/* Every demuxer's name but REFUSED_FORMATS', comma-separated, as FFmpeg's format_whitelist
- * takes them (it also passes to the inputs a playlist opens). A new string (av_free), NULL. */
-static char *format_allowlist(void)
-{
-    AVBPrint b;
-    av_bprint_init(&b, 0, AV_BPRINT_SIZE_UNLIMITED);
-    void *it = NULL;
-    const AVInputFormat *f;
-    while ((f = av_demuxer_iterate(&it))) {
-        if (av_match_list(f->name, REFUSED_FORMATS, ',') > 0)
-            continue;
-        av_bprintf(&b, "%s%s", b.len ? "," : "", f->name);
-    }
-    char *s = NULL;
-    if (!av_bprint_is_complete(&b) || av_bprint_finalize(&b, &s) < 0)
-        return NULL;
-    return s;
-}
-
-/* The refused demuxer FFmpeg would read path with, by its content, or NULL. */
-static const char *refused_format(const char *path)
-{
-    int score;
-    const AVInputFormat *f = probe_head(path, &score);
-    return f && av_match_list(f->name, REFUSED_FORMATS, ',') > 0 ? f->name : NULL;
-}
-
-/* Open path into *fmt (allocated, with pb already set for a pipe, or NULL) under the rule
- * above; c is set up here and must outlive *fmt (confine_clear after closing it). Returns
- * FFmpeg's code; a reference refused is in c->refused. */
-static int open_confined(AVFormatContext **fmt, const char *path, const vf_archive *archive,
-                         confine *c, vf_err *err)
-{
-    memset(c, 0, sizeof(*c));
-    if (!*fmt && !(*fmt = avformat_alloc_context()))
-        return AVERROR(ENOMEM);
-    if ((*fmt)->pb) /* the caller's I/O, also if this returns before FFmpeg would mark it */
-        (*fmt)->flags |= AVFMT_FLAG_CUSTOM_IO;
-    c->archive = archive;
-    if (!archive) {
-        const char *slash = strrchr(path, '/');
-        char *dir = slash ? av_strndup(path, (size_t)(slash - path) + (slash == path)) : NULL;
-        if ((slash && !dir) || vfi_archive_init(&c->own, dir ? dir : ".", 0, err) < 0) {
-            av_free(dir);
-            return AVERROR(ENOMEM);
-        }
-        av_free(dir);
-        c->archive = &c->own;
-    }
-    if (!(c->url = av_asprintf("file:%s", path)))
-        return AVERROR(ENOMEM);
-    char head[sizeof(CONCAT_MAGIC)];
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
-        file_head(path, head, sizeof(head)) == sizeof(head) - 1 && !strcmp(head, CONCAT_MAGIC) &&
-        check_concat_list(c, path, err) < 0)
-        return AVERROR(ENOMEM);
-    const char *banned = S_ISREG(st.st_mode) ? refused_format(path) : NULL;
-    if (banned)
-        refuse(c,
-               "not read: FFmpeg's demuxer for it opens the files it lists beyond vidfeat's "
-               "checks (docs/security.md)",
-               banned);
-    if (c->refused[0])
-        return AVERROR(EPERM);
-    c->io_open_default = (*fmt)->io_open;
-    (*fmt)->io_open = confined_open;
-    (*fmt)->opaque = c;
-    AVDictionary *opts = NULL;
-    char *formats = format_allowlist();
-    int ret =
-        formats ? av_dict_set(&opts, "protocol_whitelist", ALLOWED_PROTOCOLS, 0) : AVERROR(ENOMEM);
-    if (ret >= 0)
-        ret = av_dict_set(&opts, "format_whitelist", formats, AV_DICT_DONT_STRDUP_VAL);
-    else
-        av_free(formats);
-    if (ret >= 0)
-        ret = av_dict_set(&opts, "safe", "1", 0); /* concat's own check, beneath ours */
-    if (ret >= 0)
-        ret = avformat_open_input(fmt, c->url, NULL, &opts);
-    av_dict_free(&opts);
-    return ret;
-}
-
-static void confine_clear(confine *c)
-{
-    vfi_archive_clear(&c->own);
-    av_freep(&c->url);
-}
-
-/* After opening or reading: the input's reference refused, if any, as its failure. */
-static vf_status check_refused(const confine *c, vf_err *err)
-{
-    if (!c->refused[0])
-        return VF_OK;
-    return vfi_fail(err, VF_ERR_DENIED, "%s: %s", c->why, c->refused);
 }
 
 static vf_status pixels_refused(const AVCodecParameters *par, int64_t max_pixels, vf_err *err)
@@ -1177,8 +907,8 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    int ret = open_confined(&d->fmt, path, d->o.archive, d->conf, err);
-    if ((rc = check_refused(d->conf, err)) < 0)
+    int ret = vfi_confine_open(&d->fmt, path, d->o.archive, d->conf, err);
+    if ((rc = vfi_confine_check(d->conf, err)) < 0)
         goto fail;
     if (ret < 0 && d->stalled) {
         rc = vfi_fail(err, VF_ERR_DECODE, "stalled: nothing could be read for %g s",
@@ -1204,7 +934,7 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     if ((rc = check_pixels(d->fmt, max_pixels, err)) < 0) /* as the container declares them */
         goto fail;
     ret = find_stream_info(d->fmt, max_pixels);
-    if ((rc = check_refused(d->conf, err)) < 0)
+    if ((rc = vfi_confine_check(d->conf, err)) < 0)
         goto fail;
     if (ret < 0) {
         rc = vfi_fail(err, VF_ERR_DECODE, "cannot read stream info: %s",
@@ -1486,7 +1216,7 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
     for (;;) {
         if (d->conf->refused[0]) { /* met while reading: the input fails, whatever came first */
             d->done = 1;
-            return check_refused(d->conf, err);
+            return vfi_confine_check(d->conf, err);
         }
         if (d->done)
             return VF_EOF;
@@ -1663,7 +1393,7 @@ static int looks_like_media(const char *path)
     if (dot && (!slash || dot > slash) && av_match_name(dot + 1, exts))
         return 1;
     int score;
-    const AVInputFormat *f = probe_head(path, &score);
+    const AVInputFormat *f = vfi_probe_head(path, &score);
     return f && score >= AVPROBE_SCORE_MAX / 2 && !av_match_name("tty", f->name);
 }
 
@@ -1671,10 +1401,10 @@ int vfi_decode_probe(const char *path, const vf_archive *archive)
 {
     pthread_once(&log_once, install_log_bridge);
     AVFormatContext *fmt = NULL;
-    confine c;
+    vf_confine c;
     vf_err err;
     int verdict = VF_PROBE_NOT_MEDIA;
-    int ret = open_confined(&fmt, path, archive, &c, &err);
+    int ret = vfi_confine_open(&fmt, path, archive, &c, &err);
     if (c.refused[0]) {
         verdict = VF_PROBE_BROKEN; /* refers outside: refused, with its line, by the run */
     } else if (ret < 0) {
@@ -1692,7 +1422,7 @@ int vfi_decode_probe(const char *path, const vf_archive *archive)
             verdict = audio ? VF_PROBE_BROKEN : VF_PROBE_NOT_MEDIA;
     }
     avformat_close_input(&fmt);
-    confine_clear(&c);
+    vfi_confine_clear(&c);
     return verdict;
 }
 

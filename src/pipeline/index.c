@@ -1,6 +1,7 @@
 /*
  * index.c - search index files (index.h): vf_db_index builds one or brings it up to date,
- * vf_db_indexes says how current each recorded one is, vfi_index_* open and search one.
+ * vf_db_indexes says how current each recorded one is, vfi_index_* find and search one (the
+ * file itself is read and written by index_file.c).
  *
  * Building reads the model row's done extractions from the store (vfi_store_vectors, choosing
  * extractions with its want callback): first which there are and how many vectors each holds,
@@ -11,7 +12,7 @@
  * cannot remove (HNSW). Vectors go in at unit length: the index's distances then order
  * candidates as cosine similarity does, and vf_db_similar ranks them by their exact cosine.
  */
-#define _XOPEN_SOURCE 700 /* fsync, fileno, gethostname */
+#define _XOPEN_SOURCE 700 /* gethostname */
 #include "pipeline/index.h"
 
 #include <errno.h>
@@ -19,8 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,33 +33,14 @@
 #include "engine/manifest.h"
 #include "search/ann.h"
 
-#define MAGIC       "VFINDEX\n"
-#define FORMAT      1
-#define MAX_HEADER  (1 << 20)
 #define EXT_BITS    32 /* a vector's id: extraction << 32 | frame index */
 #define EXACT_UP_TO 50000
 #define TRAIN_BYTES (512.0 * 1024 * 1024) /* the training sample's floats at most */
 #define TRAIN_MAX   262144
 #define BATCH_BYTES (64 * 1024 * 1024) /* vectors added at once */
-#define FLAG_HIDDEN 1
 #define HNSW_EF     128
 #define PQ_BYTES    64 /* a vector's code in the compact kind: 64 bytes + its 8-byte id */
 #define PCA_DIM     256
-
-typedef struct ext_entry {
-    int64_t id, vectors, flags;
-} ext_entry;
-
-struct vfi_index {
-    char *path;
-    int64_t model_id;
-    char *kind;
-    int probe;
-    int dim;
-    ext_entry *ext; /* by id */
-    int n_ext, cap_ext;
-    vf_ann *ann;
-};
 
 /* ---- a vector's id ------------------------------------------------------------------------- */
 
@@ -79,239 +59,6 @@ static int64_t ref_id(const vf_store_ref *r)
 static vf_store_ref id_ref(int64_t id)
 {
     return (vf_store_ref){id >> EXT_BITS, id & ((INT64_C(1) << EXT_BITS) - 1), 0, 0.0};
-}
-
-/* ---- the file --------------------------------------------------------------------------- */
-
-static int put_u64(FILE *f, uint64_t v)
-{
-    unsigned char b[8];
-    for (int i = 0; i < 8; i++)
-        b[i] = (unsigned char)(v >> (8 * i));
-    return fwrite(b, 1, 8, f) == 8 ? 0 : -1;
-}
-
-static int put_u32(FILE *f, uint32_t v)
-{
-    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
-                          (unsigned char)(v >> 24)};
-    return fwrite(b, 1, 4, f) == 4 ? 0 : -1;
-}
-
-static int get_u64(FILE *f, uint64_t *v)
-{
-    unsigned char b[8];
-    if (fread(b, 1, 8, f) != 8)
-        return -1;
-    *v = 0;
-    for (int i = 7; i >= 0; i--)
-        *v = *v << 8 | b[i];
-    return 0;
-}
-
-static int get_u32(FILE *f, uint32_t *v)
-{
-    unsigned char b[4];
-    if (fread(b, 1, 4, f) != 4)
-        return -1;
-    *v = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-    return 0;
-}
-
-static int ext_cmp(const void *a, const void *b)
-{
-    int64_t x = ((const ext_entry *)a)->id, y = ((const ext_entry *)b)->id;
-    return x < y ? -1 : x > y;
-}
-
-static ext_entry *find_ext(const vfi_index *ix, int64_t id)
-{
-    ext_entry key = {id, 0, 0};
-    return ix->n_ext ? bsearch(&key, ix->ext, (size_t)ix->n_ext, sizeof(key), ext_cmp) : NULL;
-}
-
-static int push_ext(vfi_index *ix, int64_t id, int64_t vectors, int64_t flags)
-{
-    ext_entry *e = vfi_grow(ix->ext, &ix->cap_ext, ix->n_ext + 1, sizeof(*e));
-    if (!e)
-        return -1;
-    ix->ext = e;
-    ix->ext[ix->n_ext++] = (ext_entry){id, vectors, flags};
-    return 0;
-}
-
-void vfi_index_free(vfi_index **pix)
-{
-    vfi_index *ix = pix ? *pix : NULL;
-    if (!ix)
-        return;
-    vfi_ann_free(&ix->ann);
-    vfi_free(ix->ext);
-    vfi_free(ix->kind);
-    vfi_free(ix->path);
-    vfi_free(ix);
-    *pix = NULL;
-}
-
-const char *vfi_index_path(const vfi_index *ix)
-{
-    return ix->path;
-}
-
-int vfi_index_probe(const vfi_index *ix)
-{
-    return ix->probe;
-}
-
-const char *vfi_index_kind(const vfi_index *ix)
-{
-    return ix->kind;
-}
-
-int64_t vfi_index_covers(const vfi_index *ix, int64_t ext)
-{
-    const ext_entry *e = find_ext(ix, ext);
-    return e && !(e->flags & FLAG_HIDDEN) ? e->vectors : 0;
-}
-
-int64_t vfi_index_vectors(const vfi_index *ix)
-{
-    int64_t n = 0;
-    for (int64_t i = 0; i < ix->n_ext; i++)
-        n += ix->ext[i].flags & FLAG_HIDDEN ? 0 : ix->ext[i].vectors;
-    return n;
-}
-
-int64_t vfi_index_files(const vfi_index *ix)
-{
-    int64_t n = 0;
-    for (int64_t i = 0; i < ix->n_ext; i++)
-        n += !(ix->ext[i].flags & FLAG_HIDDEN);
-    return n;
-}
-
-/* Does the header describe the model row `row`? (The row's id, file, layer, size, dtype and
- * preprocessing: an index copied beside another database, or of another layer, does not.) */
-static vf_status check_model(const vf_json *m, const vfi_held_model *row, const char *path,
-                             vf_err *err)
-{
-    const char *what = NULL;
-    if (!m || !vfi_json_is_object(m))
-        what = "no model";
-    else if ((int64_t)vfi_json_num(m, "id", -1) != row->id)
-        what = "another model row";
-    else if (strcmp(vfi_json_str(m, "file_sha256", ""), row->sha))
-        what = "another model file";
-    else if (strcmp(vfi_json_str(m, "layer", ""), row->layer))
-        what = "another layer";
-    else if ((int)vfi_json_num(m, "dim", -1) != row->dim)
-        what = "another vector size";
-    else if (strcmp(vfi_json_str(m, "dtype", ""), row->f16 ? "float16" : "float32") ||
-             strcmp(vfi_json_str(m, "preprocessing", ""), row->prep))
-        what = "another model row";
-    if (!what)
-        return VF_OK;
-    return vfi_fail(err, VF_ERR_INVALID,
-                    "%s: an index of %s (%s %s), not of this database's %s %s (vidfeat index "
-                    "--rebuild makes it anew)",
-                    path, what, m ? vfi_json_str(m, "name", "?") : "?",
-                    m ? vfi_json_str(m, "layer", "?") : "?", row->name, row->layer);
-}
-
-vf_status vfi_index_open(const char *path, const vfi_held_model *row, int with_ann, vfi_index **out,
-                         vf_err *err)
-{
-    *out = NULL;
-    vf_status rc = VF_OK;
-    vf_json *head = NULL;
-    char *text = NULL;
-    vfi_index *ix = vfi_calloc(1, sizeof(*ix));
-    if (!ix || !(ix->path = vfi_strdup(path))) {
-        vfi_free(ix);
-        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    }
-    FILE *f = vfi_fopen_regular(path); /* a path a database names: a FIFO would block */
-    if (!f) {
-        rc = vfi_fail(err, VF_ERR_STORE, "%s: %s", path,
-                      errno == EINVAL ? "not a regular file" : strerror(errno));
-        goto fail;
-    }
-    char magic[8];
-    uint32_t format = 0, len = 0;
-    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, MAGIC, 8)) {
-        rc = vfi_fail(err, VF_ERR_STORE, "%s: not a vidfeat index", path);
-        goto fail;
-    }
-    if (get_u32(f, &format) < 0 || format != FORMAT || get_u32(f, &len) < 0 || len > MAX_HEADER) {
-        rc = vfi_fail(err, VF_ERR_STORE, "%s: %s", path,
-                      format > FORMAT ? "an index made by a newer vidfeat" : "a damaged index");
-        goto fail;
-    }
-    if (!(text = vfi_malloc(len + 1))) {
-        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
-    vf_err jerr;
-    if (fread(text, 1, len, f) != len || vfi_json_parse(text, len, &head, &jerr) < 0 ||
-        !vfi_json_is_object(head)) {
-        rc = vfi_fail(err, VF_ERR_STORE, "%s: a damaged index (its header)", path);
-        goto fail;
-    }
-    if ((rc = check_model(vfi_json_get(head, "model"), row, path, err)) < 0)
-        goto fail;
-    ix->model_id = row->id;
-    ix->dim = row->dim;
-    ix->probe = (int)vfi_json_num(head, "probe", 0);
-    if (!(ix->kind = vfi_strdup(vfi_json_str(head, "kind", "")))) {
-        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
-    uint64_t n = 0;
-    struct stat st;
-    if (get_u64(f, &n) < 0 || fstat(fileno(f), &st) != 0 || n > (uint64_t)st.st_size / 24) {
-        rc = vfi_fail(err, VF_ERR_STORE, "%s: a damaged index (what it covers)", path);
-        goto fail;
-    }
-    int64_t held = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t id, vectors, flags;
-        if (get_u64(f, &id) < 0 || get_u64(f, &vectors) < 0 || get_u64(f, &flags) < 0 ||
-            (i && (int64_t)id <= ix->ext[i - 1].id) || (int64_t)vectors < 0) {
-            rc = vfi_fail(err, VF_ERR_STORE, "%s: a damaged index (what it covers)", path);
-            goto fail;
-        }
-        if (push_ext(ix, (int64_t)id, (int64_t)vectors, (int64_t)flags) < 0) {
-            rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-            goto fail;
-        }
-        held += (int64_t)vectors;
-    }
-    if (with_ann) {
-        vf_err why;
-        if (vfi_ann_read(f, &ix->ann, &why) < 0) {
-            rc = vfi_fail(err, why.code == VF_ERR_NOMEM ? VF_ERR_NOMEM : VF_ERR_STORE,
-                          "%s: a damaged index (%s)", path, why.msg);
-            goto fail;
-        }
-        if (vfi_ann_count(ix->ann) != held) {
-            rc = vfi_fail(err, VF_ERR_STORE,
-                          "%s: a damaged index (it holds %lld vectors, its table says %lld)", path,
-                          (long long)vfi_ann_count(ix->ann), (long long)held);
-            goto fail;
-        }
-    }
-    fclose(f);
-    vfi_free(text);
-    vfi_json_free(&head);
-    *out = ix;
-    return VF_OK;
-fail:
-    if (f)
-        fclose(f);
-    vfi_free(text);
-    vfi_json_free(&head);
-    vfi_index_free(&ix);
-    return rc;
 }
 
 void vfi_index_unit(const float *v, int dim, float *out)
@@ -382,14 +129,14 @@ vf_status vfi_index_memory(int dim, int64_t n, const float *vecs, const vf_store
         }
         ids[i] = ref_id(&refs[i]);
         if (!i || refs[i].extraction != refs[i - 1].extraction) {
-            if (push_ext(ix, refs[i].extraction, 0, 0) < 0) {
+            if (vfi_index_ext_add(ix, refs[i].extraction, 0, 0) < 0) {
                 rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
                 goto done;
             }
         }
         ix->ext[ix->n_ext - 1].vectors++;
     }
-    qsort(ix->ext, (size_t)ix->n_ext, sizeof(*ix->ext), ext_cmp);
+    qsort(ix->ext, (size_t)ix->n_ext, sizeof(*ix->ext), vfi_index_ext_cmp);
     if ((rc = vfi_ann_create("Flat", dim, &ix->ann, err)) >= 0 && n > 0)
         rc = vfi_ann_add(ix->ann, n, vecs, ids, err);
 done:
@@ -508,14 +255,14 @@ static vf_status list_done(vf_store *s, const vfi_held_model *row, listing *l, v
     if (rc >= 0 && l->nomem)
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     if (rc >= 0)
-        qsort(l->v, (size_t)l->n, sizeof(*l->v), ext_cmp);
+        qsort(l->v, (size_t)l->n, sizeof(*l->v), vfi_index_ext_cmp);
     return rc;
 }
 
 static const ext_entry *in_listing(const listing *l, int64_t id)
 {
     ext_entry key = {id, 0, 0};
-    return l->n ? bsearch(&key, l->v, (size_t)l->n, sizeof(key), ext_cmp) : NULL;
+    return l->n ? bsearch(&key, l->v, (size_t)l->n, sizeof(key), vfi_index_ext_cmp) : NULL;
 }
 
 /* A hash of an extraction id: which ones a training sample takes. */
@@ -583,7 +330,7 @@ static vf_status take_vector(void *user, const vf_store_vector *v)
                         "%s: frame %lld of extraction %lld is beyond what an index can hold",
                         v->path, (long long)v->ref.frame_index, (long long)v->ref.extraction);
     if (v->ref.extraction != p->cur_ext) { /* a new extraction: into the table */
-        if (push_ext(p->ix, v->ref.extraction, 0, 0) < 0)
+        if (vfi_index_ext_add(p->ix, v->ref.extraction, 0, 0) < 0)
             return vfi_fail(p->err, VF_ERR_NOMEM, "out of memory");
         p->cur_ext = v->ref.extraction;
     }
@@ -678,119 +425,6 @@ static char *default_path(const char *db, const vfi_held_model *row)
     char *abs = vfi_path_absolute(p);
     vfi_free(p);
     return abs;
-}
-
-/* A header as JSON text into a new string (*len bytes). */
-static char *header_text(const vfi_index *ix, const vfi_held_model *row, const char *database,
-                         int64_t vectors, int64_t files, size_t *len)
-{
-    vf_json *h = vfi_json_new_object(), *m = vfi_json_new_object();
-    char now[32];
-    vfi_now_iso(now, sizeof(now));
-    int bad = vfi_json_add(h, "model", m) < 0;
-    bad |= vfi_json_add_int(m, "id", row->id) < 0;
-    bad |= vfi_json_add_str(m, "name", row->name) < 0;
-    bad |= vfi_json_add_str(m, "file_sha256", row->sha) < 0;
-    bad |= vfi_json_add_str(m, "layer", row->layer) < 0;
-    bad |= vfi_json_add_int(m, "dim", row->dim) < 0;
-    bad |= vfi_json_add_str(m, "dtype", row->f16 ? "float16" : "float32") < 0;
-    bad |= vfi_json_add_str(m, "preprocessing", row->prep) < 0;
-    bad |= vfi_json_add_str(h, "kind", ix->kind) < 0;
-    bad |= vfi_json_add_int(h, "probe", ix->probe) < 0;
-    bad |= vfi_json_add_int(h, "vectors", vectors) < 0;
-    bad |= vfi_json_add_int(h, "files", files) < 0;
-    bad |= vfi_json_add_str(h, "database", database) < 0;
-    bad |= vfi_json_add_str(h, "built_at", now) < 0;
-    bad |= vfi_json_add_str(h, "vidfeat_version", vf_version()) < 0;
-    char *text = NULL;
-    FILE *f = bad ? NULL : open_memstream(&text, len);
-    if (f) {
-        bad = vfi_json_write(f, h, 0) < 0;
-        bad |= fclose(f) != 0;
-    }
-    vfi_json_free(&h);
-    if (bad || !f) {
-        free(text); /* open_memstream's */
-        return NULL;
-    }
-    char *out = vfi_malloc(*len + 1);
-    if (out)
-        memcpy(out, text, *len + 1);
-    free(text);
-    return out;
-}
-
-/* Write ix to path (a temporary file renamed when whole). */
-static vf_status write_index(const vfi_index *ix, const vfi_held_model *row, const char *path,
-                             const char *database, int64_t *bytes, vf_err *err)
-{
-    size_t len = 0;
-    char *head = header_text(ix, row, database, vfi_index_vectors(ix), vfi_index_files(ix), &len);
-    if (!head)
-        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    FILE *f = NULL;
-    char *tmp = NULL;
-    vf_status rc = vfi_replace_open(path, &f, &tmp, err);
-    if (rc < 0) {
-        vfi_free(head);
-        return rc;
-    }
-    int bad = fwrite(MAGIC, 1, 8, f) != 8 || put_u32(f, FORMAT) < 0 ||
-              put_u32(f, (uint32_t)len) < 0 || fwrite(head, 1, len, f) != len ||
-              put_u64(f, (uint64_t)ix->n_ext) < 0;
-    for (int64_t i = 0; !bad && i < ix->n_ext; i++)
-        bad = put_u64(f, (uint64_t)ix->ext[i].id) < 0 ||
-              put_u64(f, (uint64_t)ix->ext[i].vectors) < 0 ||
-              put_u64(f, (uint64_t)ix->ext[i].flags) < 0;
-    vfi_free(head);
-    vf_err why = {VF_OK, ""};
-    if (!bad && vfi_ann_write(ix->ann, f, &why) < 0)
-        bad = 1;
-    if (!bad)
-        bad = fflush(f) != 0 || fsync(fileno(f)) != 0; /* whole on disk before it is renamed */
-    if (bad) {
-        int e = errno;
-        fclose(f);
-        remove(tmp);
-        vfi_free(tmp);
-        return vfi_fail(err, VF_ERR_IO, "%s: %s", path, why.msg[0] ? why.msg : strerror(e));
-    }
-    *bytes = ftell(f);
-    return vfi_replace_close(f, tmp, path, err);
-}
-
-/* Temporary files of builds that died (PATH.tmpPID, vfi_replace_open's, whose process is gone):
- * removed, so that a build killed midway leaves nothing behind once another has run. */
-static void remove_stale_temporaries(const char *path)
-{
-    char *dir = vfi_strdup(path);
-    if (!dir)
-        return;
-    char *slash = strrchr(dir, '/');
-    const char *base = slash ? path + (slash - dir) + 1 : path;
-    if (slash)
-        slash[slash == dir] = '\0';
-    DIR *d = opendir(slash ? dir : ".");
-    size_t blen = strlen(base);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        const char *tail = e->d_name + blen;
-        if (strncmp(e->d_name, base, blen) || strncmp(tail, ".tmp", 4) || !tail[4] ||
-            strspn(tail + 4, "0123456789") != strlen(tail + 4))
-            continue;
-        long pid = strtol(tail + 4, NULL, 10);
-        if (pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH)) {
-            char *stale = vfi_malloc(strlen(dir) + strlen(e->d_name) + 2);
-            if (stale) {
-                sprintf(stale, "%s/%s", slash ? dir : ".", e->d_name);
-                remove(stale);
-            }
-            vfi_free(stale);
-        }
-    }
-    if (d)
-        closedir(d);
-    vfi_free(dir);
 }
 
 /* Is row a CLIP model's image embeddings (a text tower recorded beside them, or its manifest
@@ -913,7 +547,7 @@ vf_status vf_db_index(const char *db_path, const vf_config *cfg, const vf_index_
         rc = vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
         goto done;
     }
-    remove_stale_temporaries(path);
+    vfi_index_clear_temporaries(path);
     if ((rc = list_done(s, row, &done, &err)) < 0)
         goto done;
     /* an existing index: kept and brought up to date, unless asked to start over */
@@ -985,7 +619,7 @@ vf_status vf_db_index(const char *db_path, const vf_config *cfg, const vf_index_
     /* what it lacks: the done extractions it does not hold */
     listing lacks = {0};
     for (int64_t i = 0; i < done.n; i++) {
-        if (find_ext(ix, done.v[i].id))
+        if (vfi_index_ext_find(ix, done.v[i].id))
             continue;
         if (list_ext(&lacks, done.v[i].id, done.v[i].vectors), lacks.nomem) {
             vfi_free(lacks.v);
@@ -1017,13 +651,13 @@ vf_status vf_db_index(const char *db_path, const vf_config *cfg, const vf_index_
         vfi_free(lacks.v);
         if (rc < 0)
             goto done;
-        qsort(ix->ext, (size_t)ix->n_ext, sizeof(*ix->ext), ext_cmp);
+        qsort(ix->ext, (size_t)ix->n_ext, sizeof(*ix->ext), vfi_index_ext_cmp);
     } else {
         vfi_free(lacks.v);
     }
     char shown[512];
     vfi_store_display(db_path, shown, sizeof(shown));
-    if ((rc = write_index(ix, row, path, shown, &rep.bytes, &err)) < 0)
+    if ((rc = vfi_index_write(ix, row, path, shown, &rep.bytes, &err)) < 0)
         goto done;
     /* recorded in the database, for similar to find */
     char now[32], host[256] = "";

@@ -21,25 +21,8 @@
 #include "pipeline/held.h"
 #include "store/store.h"
 
-typedef struct vfi_index vfi_index;
-
-/* Open the index file at path for the model row `row` of a database: header, what it covers
- * and (with_ann) the ANN index itself. VF_ERR_STORE (cannot be read, or not whole: corrupt),
- * VF_ERR_INVALID (another model row, layer or vector size), both naming the file. */
-vf_status vfi_index_open(const char *path, const vfi_held_model *row, int with_ann, vfi_index **out,
-                         vf_err *err);
-void vfi_index_free(vfi_index **pix);
-
-/* Its default probe (0: the kind has none). */
-int vfi_index_probe(const vfi_index *ix);
-/* Its file, its kind (FAISS's words); the vectors and files it holds (not hidden). */
-const char *vfi_index_path(const vfi_index *ix);
-const char *vfi_index_kind(const vfi_index *ix);
-int64_t vfi_index_vectors(const vfi_index *ix);
-int64_t vfi_index_files(const vfi_index *ix);
-
-/* The vectors it holds of extraction ext (0: none, or hidden). */
-int64_t vfi_index_covers(const vfi_index *ix, int64_t ext);
+/* vfi_index, opened from its file (vfi_index_open), freed, and what it holds: index_file.h */
+#include "pipeline/index_file.h"
 
 /* Up to k candidates nearest the unit vector q into refs (extraction, frame_index), *n of them,
  * nearest first; hidden ones and `skip` (may be NULL) left out. probe 0: the index's own. */

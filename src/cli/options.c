@@ -1,9 +1,12 @@
 /*
- * options.c - the command line's options: one table says each option's argument, help text and
- * the commands that take it; it drives getopt_long, every command's --help, and the one-line
- * error for an option given to a command it is not for.
+ * options.c - the command line's options: one table says each option's argument, help text, the
+ * commands that take it and what its value does (a field of the cli set and checked, or a
+ * function of its own); it drives getopt_long, one loop that applies every option, every
+ * command's --help, and the one-line error for an option given to a command it is not for. A
+ * new option is an enum value and a row; the man page must name it (docs_commands checks).
  */
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,138 +91,216 @@ typedef struct cmd_help {
     const char *help;
 } cmd_help;
 
-typedef struct opt_def {
+/* What an option's value does to the cli: sets a field (off, a byte offset in cli) as the kind
+ * says, checked against lo..hi, and marks another (sets: offset + 1; 0 none); or a function of
+ * its own does what a field cannot (a list, a choice between words, two fields at once). */
+typedef enum {
+    ARG_FLAG,   /* int = 1 */
+    ARG_COUNT,  /* int++ */
+    ARG_STR,    /* const char * = the argument (borrowed from argv) */
+    ARG_INT,    /* int in lo..hi */
+    ARG_NUM,    /* double >= 0 (> 0 when lo is 1), at most hi */
+    ARG_TIME,   /* double: a time in FFmpeg's forms, >= 0 */
+    ARG_CUSTOM, /* custom() */
+} arg_kind;
+
+typedef struct opt_def opt_def;
+/* 0, or EXIT_USAGE having said why. */
+typedef int (*opt_fn)(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+
+struct opt_def {
     const char *name;
     int id;
     const char *arg; /* NULL: a flag */
     unsigned cmds;   /* CMD_* bits */
     const char *help;
     const cmd_help *per_cmd; /* NULL, or what it says for those commands instead of help */
-} opt_def;
+    arg_kind kind;
+    size_t off;
+    double lo, hi;
+    size_t sets;
+    opt_fn custom;
+};
 
-#define PER_CMD(...) ((const cmd_help[]){__VA_ARGS__, {0, NULL}})
+#define PER_CMD(...)    ((const cmd_help[]){__VA_ARGS__, {0, NULL}})
+#define OFF(f)          offsetof(cli, f)
+#define STR(f)          ARG_STR, OFF(f), 0, 0, 0, NULL
+#define STR_SETS(f, s)  ARG_STR, OFF(f), 0, 0, OFF(s) + 1, NULL
+#define FLAG(f)         ARG_FLAG, OFF(f), 0, 0, 0, NULL
+#define COUNT(f)        ARG_COUNT, OFF(f), 0, 0, 0, NULL
+#define INT(f, lo, hi)  ARG_INT, OFF(f), lo, hi, 0, NULL
+#define NUM(f, lo, hi)  ARG_NUM, OFF(f), lo, hi, 0, NULL
+#define TIME(f)         ARG_TIME, OFF(f), 0, 0, 0, NULL
+#define TIME_SETS(f, s) ARG_TIME, OFF(f), 0, 0, OFF(s) + 1, NULL
+#define CUSTOM(fn)      ARG_CUSTOM, 0, 0, 0, 0, fn
+
+static int opt_shard(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_lease(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_max_frames(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_dtype(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_max_pixels(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_device(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_gpu(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_list(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_frames(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_triple(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_query(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_probe(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_progress(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_quiet(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_version(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_help(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
 
 static const opt_def options[] = {
     {"db", OPT_DB, "FILE|URI", CMD_EXTRACT | CMD_CALIBRATE | CMD_BENCH | CMD_ENQUEUE,
      "the database: a file (SQLite) or postgresql://... (default ./vidfeat.db)",
      PER_CMD({CMD_CALIBRATE | CMD_BENCH | CMD_ENQUEUE,
-              "the database: a file (SQLite) or postgresql://..."})},
+              "the database: a file (SQLite) or postgresql://..."}),
+     STR_SETS(cfg.db_path, db_set)},
     {"output", OPT_OUTPUT, "PATH", CMD_EXPORT | CMD_EMBED,
      "npy: a directory (default DB_npy/); hdf5: a file (DB.h5); csv: a file or - (stdout)",
-     PER_CMD({CMD_EMBED, "an .npy file of the embeddings (default: printed)"})},
+     PER_CMD({CMD_EMBED, "an .npy file of the embeddings (default: printed)"}), STR(output)},
     {"format", OPT_FORMAT, "npy|hdf5|csv", CMD_EXPORT,
-     "what to write (default: from -o's extension, .h5/.hdf5 or .csv, else npy)", NULL},
+     "what to write (default: from -o's extension, .h5/.hdf5 or .csv, else npy)", NULL,
+     STR(format)},
     {"root", OPT_ROOT, "DIR", CMD_EXTRACT | CMD_ENQUEUE,
-     "record files by their path under DIR (machines mounting an archive elsewhere agree)", NULL},
+     "record files by their path under DIR (machines mounting an archive elsewhere agree)", NULL,
+     STR(cfg.root)},
     {"follow-links-outside", OPT_LINKS_OUTSIDE, NULL, CMD_EXTRACT | CMD_ENQUEUE,
      "with --root: read files through symbolic links that lead out of DIR (refused by default)",
-     NULL},
+     NULL, FLAG(cfg.follow_links_outside)},
     {"files-from", OPT_FILES_FROM, "FILE|-", CMD_EXTRACT | CMD_ENQUEUE | CMD_CALIBRATE,
-     "also the paths in FILE (- for stdin), one a line", NULL},
+     "also the paths in FILE (- for stdin), one a line", NULL, STR(files_from)},
     {"null", OPT_NUL, NULL, CMD_EXTRACT | CMD_ENQUEUE | CMD_CALIBRATE,
-     "--files-from's paths end with NUL (find -print0), not a newline", NULL},
+     "--files-from's paths end with NUL (find -print0), not a newline", NULL, FLAG(nul_separated)},
     {"shard", OPT_SHARD, "K/N", CMD_EXTRACT | CMD_ENQUEUE,
-     "only the inputs of shard K of N (0 <= K < N), split by path", NULL},
+     "only the inputs of shard K of N (0 <= K < N), split by path", NULL, CUSTOM(opt_shard)},
     {"lease", OPT_LEASE, "S", CMD_EXTRACT,
-     "hold a claimed file S seconds, renewed while working (default 60)", NULL},
+     "hold a claimed file S seconds, renewed while working (default 60)", NULL, CUSTOM(opt_lease)},
     {"max-attempts", OPT_MAX_ATTEMPTS, "N", CMD_EXTRACT,
-     "fail a file whose worker died N times in a row (default 3)", NULL},
-    {"fps", OPT_FPS, "R", CLIPS, "sample at most R frames per second, by presentation time", NULL},
-    {"every", OPT_EVERY, "N", CLIPS, "keep every Nth decoded frame", NULL},
-    {"keyframes", OPT_KEYFRAMES, NULL, RUNS, "only key frames (the others are not decoded)", NULL},
-    {"start", OPT_START, "T", RUNS, "start T into each file (seconds, 1:30 or 01:02:03.5)", NULL},
-    {"duration", OPT_DURATION, "D", RUNS, "cover D after the start (as --start)", NULL},
-    {"max-frames", OPT_MAX_FRAMES, "N", RUNS, "at most N frames per file", NULL},
-    {"force", OPT_FORCE, NULL, CMD_EXTRACT, "redo files the database already has", NULL},
+     "fail a file whose worker died N times in a row (default 3)", NULL,
+     INT(cfg.max_attempts, 1, 1000)},
+    {"fps", OPT_FPS, "R", CLIPS, "sample at most R frames per second, by presentation time", NULL,
+     NUM(cfg.sample_fps, 1, 1e9)},
+    {"every", OPT_EVERY, "N", CLIPS, "keep every Nth decoded frame", NULL,
+     INT(cfg.every, 1, 1000000)},
+    {"keyframes", OPT_KEYFRAMES, NULL, RUNS, "only key frames (the others are not decoded)", NULL,
+     FLAG(cfg.keyframes)},
+    {"start", OPT_START, "T", RUNS, "start T into each file (seconds, 1:30 or 01:02:03.5)", NULL,
+     TIME(cfg.start)},
+    {"duration", OPT_DURATION, "D", RUNS, "cover D after the start (as --start)", NULL,
+     TIME(cfg.duration)},
+    {"max-frames", OPT_MAX_FRAMES, "N", RUNS, "at most N frames per file", NULL,
+     CUSTOM(opt_max_frames)},
+    {"force", OPT_FORCE, NULL, CMD_EXTRACT, "redo files the database already has", NULL,
+     FLAG(cfg.force)},
     {"dtype", OPT_DTYPE, "f32|f16", CMD_EXTRACT | CMD_BENCH, "how vectors are stored (default f32)",
-     NULL},
+     NULL, CUSTOM(opt_dtype)},
     {"queue-depth", OPT_QUEUE_DEPTH, "N", RUNS, "batches in flight between stages (default 2)",
-     NULL},
+     NULL, INT(cfg.queue_depth, 1, 64)},
     {"decode-threads", OPT_DECODE_THREADS, "N", NETS, "codec threads per file (default automatic)",
-     NULL},
+     NULL, INT(cfg.decode_threads, 0, 64)},
     {"hwdec", OPT_HWDEC, "none|cuda", NETS, "decode on this device where it can (cuda: NVDEC)",
-     NULL},
+     NULL, STR(cfg.hwdec)},
     {"convert-threads", OPT_CONVERT_THREADS, "N", RUNS,
-     "frames converted at once (default 1 with a CPU network, cores/2 up to 8 with a GPU)", NULL},
+     "frames converted at once (default 1 with a CPU network, cores/2 up to 8 with a GPU)", NULL,
+     INT(cfg.convert_threads, 1, 64)},
     {"decoders", OPT_DECODERS, "N", RUNS,
-     "files decoded at once (default 1 with a CPU network, 4 with a GPU)", NULL},
+     "files decoded at once (default 1 with a CPU network, 4 with a GPU)", NULL,
+     INT(cfg.decoders, 1, 16)},
     {"stall-timeout", OPT_STALL_TIMEOUT, "S", NETS,
-     "give up a file with no frame for S s (60; 0 = never)", NULL},
+     "give up a file with no frame for S s (60; 0 = never)", NULL, NUM(cfg.stall_timeout, 0, 1e6)},
     {"max-pixels", OPT_MAX_PIXELS, "N", NETS,
-     "fail a video whose frames have more than N pixels (default 40000000; 8K is 35 million)",
-     NULL},
+     "fail a video whose frames have more than N pixels (default 40000000; 8K is 35 million)", NULL,
+     CUSTOM(opt_max_pixels)},
     {"max-streams", OPT_MAX_STREAMS, "N", NETS,
-     "fail a file with more than N streams, before probing them (default 64)", NULL},
+     "fail a file with more than N streams, before probing them (default 64)", NULL,
+     INT(cfg.max_streams, 1, 1000000)},
     {"model", OPT_MODEL, "NAME|FILE", NETS | CMD_EXPORT | CMD_INDEX,
-     "model name (see `vidfeat models`) or ONNX file", NULL},
+     "model name (see `vidfeat models`) or ONNX file", NULL, STR_SETS(cfg.model, model_set)},
     {"models-dir", OPT_MODELS_DIR, "DIR", NETS | CMD_MODELS,
-     "look for manifests and ONNX files here first", NULL},
+     "look for manifests and ONNX files here first", NULL, STR(cfg.models_dir)},
     {"layer", OPT_LAYER, "NAME", NETS | CMD_EXPORT | CMD_INDEX,
-     "feature layer (manifest name or any tensor name)", NULL},
+     "feature layer (manifest name or any tensor name)", NULL, STR(cfg.layer)},
     {"device", OPT_DEVICE, "cpu|gpu|auto", NETS,
-     "where to run the network (default auto; bench also all)", NULL},
-    {"backend", OPT_BACKEND, "NAME", NETS, "backend by name: auto, dnnl (= cpu), ref, cuda", NULL},
-    {"gpu", OPT_GPU, NULL, NETS, "same as --device gpu", NULL},
-    {"batch", OPT_BATCH, "N", RUNS, "images per forward pass (default 32)", NULL},
+     "where to run the network (default auto; bench also all)", NULL, CUSTOM(opt_device)},
+    {"backend", OPT_BACKEND, "NAME", NETS, "backend by name: auto, dnnl (= cpu), ref, cuda", NULL,
+     STR(cfg.backend)},
+    {"gpu", OPT_GPU, NULL, NETS, "same as --device gpu", NULL, CUSTOM(opt_gpu)},
+    {"batch", OPT_BATCH, "N", RUNS, "images per forward pass (default 32)", NULL, CUSTOM(opt_list)},
     {"precision", OPT_PRECISION, "f32|bf16|int8|f16|tf32", NETS,
-     "arithmetic precision (default f32; f16 and tf32 on the GPU)", NULL},
-    {"threads", OPT_THREADS, "N", NETS, "compute threads (default: all cores)", NULL},
+     "arithmetic precision (default f32; f16 and tf32 on the GPU)", NULL, CUSTOM(opt_list)},
+    {"threads", OPT_THREADS, "N", NETS, "compute threads (default: all cores)", NULL,
+     INT(cfg.n_threads, 0, 1024)},
     {"int8-scales", OPT_INT8_SCALES, "FILE", NETS,
      "int8 calibration file (default MODEL.onnx.int8 beside the model, else ~/.cache/vidfeat)",
-     NULL},
+     NULL, STR(cfg.int8_scales)},
     {"frames", OPT_FRAMES, "N", CMD_EXTRACT | CMD_CALIBRATE,
      "int8: frames to calibrate on when no scales are found (default 32, or a batch)",
-     PER_CMD({CMD_CALIBRATE, "frames to calibrate on, from all the inputs (default 256)"})},
-    {"input-size", OPT_INPUT_SIZE, "S", NETS, "network input is S x S (plain ONNX files)", NULL},
+     PER_CMD({CMD_CALIBRATE, "frames to calibrate on, from all the inputs (default 256)"}),
+     CUSTOM(opt_frames)},
+    {"input-size", OPT_INPUT_SIZE, "S", NETS, "network input is S x S (plain ONNX files)", NULL,
+     INT(cfg.input_size, 1, 8192)},
     {"mean", OPT_MEAN, "R,G,B", NETS, "per-channel mean in pixel units 0..255 (plain ONNX files)",
-     NULL},
-    {"std", OPT_STD, "R,G,B", NETS, "per-channel std in pixel units (plain ONNX files)", NULL},
+     NULL, CUSTOM(opt_triple)},
+    {"std", OPT_STD, "R,G,B", NETS, "per-channel std in pixel units (plain ONNX files)", NULL,
+     CUSTOM(opt_triple)},
     {"infer-only", OPT_INFER_ONLY, NULL, CMD_BENCH, "time the network alone on synthetic images",
-     NULL},
-    {"runs", OPT_RUNS, "N", CMD_BENCH, "timed runs (default 5; the median is reported)", NULL},
-    {"images", OPT_IMAGES, "N", CMD_BENCH, "images per timed run (default max(32, batch))", NULL},
-    {"plot", OPT_PLOT, "FILE.svg", CMD_BENCH, "draw frames/s by device, batch and precision", NULL},
+     NULL, FLAG(infer_only)},
+    {"runs", OPT_RUNS, "N", CMD_BENCH, "timed runs (default 5; the median is reported)", NULL,
+     INT(runs, 1, 1000)},
+    {"images", OPT_IMAGES, "N", CMD_BENCH, "images per timed run (default max(32, batch))", NULL,
+     INT(images, 1, 1000000)},
+    {"plot", OPT_PLOT, "FILE.svg", CMD_BENCH, "draw frames/s by device, batch and precision", NULL,
+     STR(plot)},
     {"image", OPT_IMAGE, "FILE", CMD_SIMILAR | CMD_EMBED, "frames like this image",
-     PER_CMD({CMD_EMBED, "this image's embedding (repeatable)"})},
+     PER_CMD({CMD_EMBED, "this image's embedding (repeatable)"}), CUSTOM(opt_query)},
     {"text", OPT_TEXT, "TEXT", CMD_SIMILAR | CMD_EMBED,
      "frames that show these words (a CLIP model; repeatable, each a query of its own)",
-     PER_CMD({CMD_EMBED, "this text's embedding (repeatable)"})},
+     PER_CMD({CMD_EMBED, "this text's embedding (repeatable)"}), CUSTOM(opt_query)},
     {"video", OPT_VIDEO, "FILE", CMD_SIMILAR | CMD_MATCHES,
      "frames like this video's frame at --at, or (no --at) where its footage is",
-     PER_CMD({CMD_MATCHES, "only this file's footage"})},
-    {"at", OPT_AT, "T", CMD_SIMILAR, "time into --video (as --start)", NULL},
+     PER_CMD({CMD_MATCHES, "only this file's footage"}), STR(video)},
+    {"at", OPT_AT, "T", CMD_SIMILAR, "time into --video (as --start)", NULL, TIME_SETS(at, at_set)},
     {"top", OPT_TOP, "N", CMD_SIMILAR | CMD_MATCHES,
      "how many to list (default 10 frames; a whole clip's matches: all)",
-     PER_CMD({CMD_MATCHES, "how many matches to list (default all)"})},
+     PER_CMD({CMD_MATCHES, "how many matches to list (default all)"}), INT(top, 1, 100000)},
     {"min-duration", OPT_MIN_DURATION, "S", CMD_SIMILAR | CMD_MATCHES,
      "a whole clip: footage shared for at least S seconds (default 2)",
-     PER_CMD({CMD_MATCHES, "footage shared for at least S seconds (default 2)"})},
+     PER_CMD({CMD_MATCHES, "footage shared for at least S seconds (default 2)"}),
+     TIME(min_duration)},
     {"min-similarity", OPT_MIN_SIMILARITY, "C", CMD_SIMILAR | CMD_MATCHES,
      "a whole clip: a frame's cosine with its counterpart at least C (default 0.8)",
-     PER_CMD({CMD_MATCHES, "a frame's cosine with its counterpart at least C (default 0.8)"})},
+     PER_CMD({CMD_MATCHES, "a frame's cosine with its counterpart at least C (default 0.8)"}),
+     NUM(min_similarity, 0, 0.999)},
     {"exact", OPT_EXACT, NULL, CMD_SIMILAR | CMD_MATCHES,
-     "read every stored vector, even where an index is", NULL},
+     "read every stored vector, even where an index is", NULL, FLAG(exact)},
     {"probe", OPT_PROBE, "N", CMD_SIMILAR | CMD_MATCHES,
      "how much of the index to look at: IVF lists (their share of the codes) or HNSW candidates "
      "(default: the index's)",
-     NULL},
+     NULL, CUSTOM(opt_probe)},
     {"index", OPT_INDEX, "PATH", CMD_SIMILAR | CMD_MATCHES | CMD_INDEX,
      "the index file to search (default: the one the database records)",
-     PER_CMD({CMD_INDEX, "the index file (default: beside an SQLite database)"})},
+     PER_CMD({CMD_INDEX, "the index file (default: beside an SQLite database)"}), STR(index)},
     {"kind", OPT_KIND, "auto|flat|hnsw|ivf|ivfsq8|ivfpq|FAISS", CMD_INDEX,
-     "what kind of index (default auto: by the vectors' number and this machine's memory)", NULL},
-    {"rebuild", OPT_REBUILD, NULL, CMD_INDEX, "start over instead of adding what is new", NULL},
-    {"summary", OPT_SUMMARY, NULL, CMD_INFO, "counts and indexes only, not every file", NULL},
+     "what kind of index (default auto: by the vectors' number and this machine's memory)", NULL,
+     STR(kind)},
+    {"rebuild", OPT_REBUILD, NULL, CMD_INDEX, "start over instead of adding what is new", NULL,
+     FLAG(rebuild)},
+    {"summary", OPT_SUMMARY, NULL, CMD_INFO, "counts and indexes only, not every file", NULL,
+     FLAG(summary)},
     {"json", OPT_JSON, NULL,
      RUNS | CMD_SIMILAR | CMD_MATCHES | CMD_MODELS | CMD_INFO | CMD_INDEX | CMD_EMBED,
-     "machine-readable output", NULL},
+     "machine-readable output", NULL, FLAG(json)},
     {"progress", OPT_PROGRESS, "auto|bar|lines|json|none", CMD_EXTRACT | CMD_CALIBRATE,
-     "as files finish: a bar (terminal), a line each, a JSON line each on stdout, or nothing",
-     NULL},
-    {"quiet", OPT_QUIET, NULL, ALL, "only errors on stderr", NULL},
-    {"verbose", OPT_VERBOSE, NULL, ALL, "more detail on stderr (repeat for debug)", NULL},
-    {"version", OPT_VERSION, NULL, ALL, "print version, backends and library versions", NULL},
-    {"help", OPT_HELP, NULL, ALL, "this help", NULL},
+     "as files finish: a bar (terminal), a line each, a JSON line each on stdout, or nothing", NULL,
+     CUSTOM(opt_progress)},
+    {"quiet", OPT_QUIET, NULL, ALL, "only errors on stderr", NULL, CUSTOM(opt_quiet)},
+    {"verbose", OPT_VERBOSE, NULL, ALL, "more detail on stderr (repeat for debug)", NULL,
+     COUNT(verbosity)},
+    {"version", OPT_VERSION, NULL, ALL, "print version, backends and library versions", NULL,
+     CUSTOM(opt_version)},
+    {"help", OPT_HELP, NULL, ALL, "this help", NULL, CUSTOM(opt_help)},
 };
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -431,6 +512,253 @@ static const char *nearest_option(const cli_command *cmd, const char *arg)
     return best;
 }
 
+/* ---- what each option does -------------------------------------------------------------- */
+
+/* Option o given with argument a (NULL for a flag): the field the table names set, or its own
+ * function run. 0, or -1 having said why. */
+static int apply(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    char *field = (char *)c + o->off;
+    int rc = 0;
+    switch (o->kind) {
+    case ARG_FLAG:
+        *(int *)field = 1;
+        break;
+    case ARG_COUNT:
+        (*(int *)field)++;
+        break;
+    case ARG_STR:
+        *(const char **)field = a;
+        break;
+    case ARG_INT:
+        rc = int_option(o->name, a, (int)o->lo, (int)o->hi, (int *)field);
+        break;
+    case ARG_NUM:
+        rc = number_option(o->name, a, o->lo > 0, o->hi, (double *)field);
+        break;
+    case ARG_TIME:
+        rc = time_option(o->name, a, (double *)field);
+        break;
+    case ARG_CUSTOM:
+        rc = o->custom(c, cmd, o, a) == 0 ? 0 : -1;
+        break;
+    }
+    if (rc == 0 && o->sets)
+        *(int *)((char *)c + o->sets - 1) = 1;
+    return rc;
+}
+
+static int opt_shard(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)cmd, (void)o;
+    int k, n, used = 0;
+    if (sscanf(a, "%d/%d%n", &k, &n, &used) != 2 || a[used] || n < 1 || k < 0 || k >= n) {
+        fprintf(stderr, "vidfeat: --shard: expected K/N with 0 <= K < N, not '%s'\n", a);
+        return EXIT_USAGE;
+    }
+    c->shard_k = k;
+    c->shard_n = n;
+    return 0;
+}
+
+static int opt_lease(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)cmd, (void)o;
+    if (number_option("lease", a, 1, 86400, &c->cfg.lease_s) < 0)
+        return EXIT_USAGE;
+    if (c->cfg.lease_s < 1) {
+        fprintf(stderr, "vidfeat: --lease: at least 1 second, not '%s'\n", a);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int opt_max_frames(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)cmd, (void)o;
+    int v;
+    if (parse_int(a, 1, 2000000000, &v) < 0) {
+        fprintf(stderr, "vidfeat: --max-frames: expected a positive count, not '%s'\n", a);
+        return EXIT_USAGE;
+    }
+    c->cfg.max_frames = v;
+    return 0;
+}
+
+static int opt_dtype(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)cmd, (void)o;
+    if (strcmp(a, "f32") && strcmp(a, "f16")) {
+        fprintf(stderr, "vidfeat: --dtype: expected f32 or f16, not '%s'\n", a);
+        return EXIT_USAGE;
+    }
+    c->cfg.store_f16 = !strcmp(a, "f16");
+    return 0;
+}
+
+static int opt_max_pixels(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)cmd, (void)o;
+    double v;
+    if (number_option("max-pixels", a, 1, 1e12, &v) < 0)
+        return EXIT_USAGE;
+    c->cfg.max_pixels = (int64_t)v;
+    return 0;
+}
+
+static int opt_device(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)o;
+    if (strcmp(a, "cpu") && strcmp(a, "gpu") && strcmp(a, "auto") && strcmp(a, "all")) {
+        fprintf(stderr, "vidfeat: --device: expected cpu, gpu or auto, not '%s'\n", a);
+        return EXIT_USAGE;
+    }
+    c->all_devices = !strcmp(a, "all");
+    if (c->all_devices && cmd->bit != CMD_BENCH) {
+        fprintf(stderr, "vidfeat: --device all is for bench\n");
+        return EXIT_USAGE;
+    }
+    c->cfg.backend = c->all_devices ? NULL : a;
+    return 0;
+}
+
+static int opt_gpu(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)cmd, (void)o, (void)a;
+    c->cfg.backend = "gpu";
+    return 0;
+}
+
+/* --batch and --precision: a comma-separated list (bench compares them; everything else takes
+ * one, the first). */
+static int opt_list(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)cmd;
+    int batch = o->id == OPT_BATCH;
+    char item[64];
+    const char *q = a;
+    int *n = batch ? &c->n_batches : &c->n_precisions;
+    *n = 0;
+    while (*q) {
+        size_t len = strcspn(q, ",");
+        if (len == 0 || len >= sizeof(item) || *n == MAX_LIST) {
+            fprintf(stderr, "vidfeat: --%s: bad list '%s'\n", o->name, a);
+            return EXIT_USAGE;
+        }
+        memcpy(item, q, len);
+        item[len] = '\0';
+        if (batch && parse_int(item, 1, 4096, &c->batches[*n]) < 0) {
+            fprintf(stderr, "vidfeat: --batch: expected 1..4096, not '%s'\n", item);
+            return EXIT_USAGE;
+        }
+        if (!batch && vf_precision_parse(item, &c->precisions[*n]) < 0) {
+            fprintf(stderr,
+                    "vidfeat: --precision: expected f32, bf16, int8, f16 or tf32, not '%s'\n",
+                    item);
+            return EXIT_USAGE;
+        }
+        (*n)++;
+        q += len + (q[len] == ',');
+    }
+    if (*n == 0) {
+        fprintf(stderr, "vidfeat: --%s: empty\n", o->name);
+        return EXIT_USAGE;
+    }
+    if (batch)
+        c->cfg.batch_size = c->batches[0];
+    else
+        c->cfg.precision = c->precisions[0];
+    return 0;
+}
+
+static int opt_frames(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)cmd, (void)o;
+    int v;
+    if (int_option("frames", a, 1, 1000000, &v) < 0)
+        return EXIT_USAGE;
+    c->cfg.calibration_frames = v;
+    return 0;
+}
+
+/* --mean and --std: R,G,B */
+static int opt_triple(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)cmd;
+    if (parse_triple(a, o->id == OPT_MEAN ? c->cfg.mean : c->cfg.std) < 0) {
+        fprintf(stderr, "vidfeat: --%s: expected three numbers R,G,B, not '%s'\n", o->name, a);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* --image and --text: queries, in the order given */
+static int opt_query(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)cmd;
+    if (c->n_queries == MAX_QUERIES) {
+        fprintf(stderr, "vidfeat: at most %d --text and --image queries\n", MAX_QUERIES);
+        return EXIT_USAGE;
+    }
+    int text = o->id == OPT_TEXT;
+    c->queries[c->n_queries++] = (cli_query){text, a};
+    if (text)
+        c->texts[c->n_texts++] = a;
+    else
+        c->image = a;
+    return 0;
+}
+
+static int opt_probe(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)cmd, (void)o;
+    double v;
+    if (number_option("probe", a, 1, 1 << 20, &v) < 0)
+        return EXIT_USAGE;
+    c->probe = (int)v;
+    return 0;
+}
+
+static int opt_progress(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)cmd, (void)o;
+    static const char *const modes[] = {"auto", "bar", "lines", "json", "none"};
+    c->progress = -1;
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(a, modes[i]))
+            c->progress = i;
+    if (c->progress < 0) {
+        fprintf(stderr, "vidfeat: --progress: expected auto, bar, lines, json or none, not '%s'\n",
+                a);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int opt_quiet(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)cmd, (void)o, (void)a;
+    c->verbosity = -1;
+    return 0;
+}
+
+static int opt_version(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)c, (void)cmd, (void)o, (void)a;
+    char info[1024];
+    printf("vidfeat %s\n%s", vf_version(), vf_build_info(info, sizeof(info)));
+    exit(EXIT_OK);
+}
+
+static int opt_help(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)o, (void)a;
+    cli_usage(c->explicit_cmd ? cmd : NULL, 0, stdout);
+    exit(EXIT_OK);
+}
+
+/* ---- parsing ------------------------------------------------------------------------------ */
+
 int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
 {
     struct option longopts[N_OPTIONS + 1];
@@ -480,321 +808,12 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
                     names, cmd->name, cmd->name);
             return EXIT_USAGE;
         }
-        switch (id) {
-        case OPT_MODEL:
-            c->cfg.model = a;
-            c->model_set = 1;
-            break;
-        case OPT_MODELS_DIR:
-            c->cfg.models_dir = a;
-            break;
-        case OPT_LAYER:
-            c->cfg.layer = a;
-            break;
-        case OPT_DEVICE:
-            if (strcmp(a, "cpu") && strcmp(a, "gpu") && strcmp(a, "auto") && strcmp(a, "all")) {
-                fprintf(stderr, "vidfeat: --device: expected cpu, gpu or auto, not '%s'\n", a);
-                return EXIT_USAGE;
-            }
-            c->all_devices = !strcmp(a, "all");
-            if (c->all_devices && cmd->bit != CMD_BENCH) {
-                fprintf(stderr, "vidfeat: --device all is for bench\n");
-                return EXIT_USAGE;
-            }
-            c->cfg.backend = c->all_devices ? NULL : a;
-            break;
-        case OPT_BACKEND:
-            c->cfg.backend = a;
-            break;
-        case OPT_GPU:
-            c->cfg.backend = "gpu";
-            break;
-        case OPT_BATCH:
-        case OPT_PRECISION: {
-            /* a comma-separated list (bench compares them; everything else takes one) */
-            char item[64];
-            const char *q = a;
-            int *n = id == OPT_BATCH ? &c->n_batches : &c->n_precisions;
-            *n = 0;
-            while (*q) {
-                size_t len = strcspn(q, ",");
-                if (len == 0 || len >= sizeof(item) || *n == MAX_LIST) {
-                    fprintf(stderr, "vidfeat: --%s: bad list '%s'\n",
-                            id == OPT_BATCH ? "batch" : "precision", a);
-                    return EXIT_USAGE;
-                }
-                memcpy(item, q, len);
-                item[len] = '\0';
-                if (id == OPT_BATCH && parse_int(item, 1, 4096, &c->batches[*n]) < 0) {
-                    fprintf(stderr, "vidfeat: --batch: expected 1..4096, not '%s'\n", item);
-                    return EXIT_USAGE;
-                }
-                if (id == OPT_PRECISION && vf_precision_parse(item, &c->precisions[*n]) < 0) {
-                    fprintf(
-                        stderr,
-                        "vidfeat: --precision: expected f32, bf16, int8, f16 or tf32, not '%s'\n",
-                        item);
-                    return EXIT_USAGE;
-                }
-                (*n)++;
-                q += len + (q[len] == ',');
-            }
-            if (*n == 0) {
-                fprintf(stderr, "vidfeat: --%s: empty\n", id == OPT_BATCH ? "batch" : "precision");
-                return EXIT_USAGE;
-            }
-            if (id == OPT_BATCH)
-                c->cfg.batch_size = c->batches[0];
-            else
-                c->cfg.precision = c->precisions[0];
-            break;
-        }
-        case OPT_INT8_SCALES:
-            c->cfg.int8_scales = a;
-            break;
-        case OPT_FRAMES: {
-            int v;
-            if (int_option("frames", a, 1, 1000000, &v) < 0)
-                return EXIT_USAGE;
-            c->cfg.calibration_frames = v;
-            break;
-        }
-        case OPT_THREADS:
-            if (int_option("threads", a, 0, 1024, &c->cfg.n_threads) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_INPUT_SIZE:
-            if (int_option("input-size", a, 1, 8192, &c->cfg.input_size) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_MEAN:
-        case OPT_STD:
-            if (parse_triple(a, id == OPT_MEAN ? c->cfg.mean : c->cfg.std) < 0) {
-                fprintf(stderr, "vidfeat: --%s: expected three numbers R,G,B, not '%s'\n",
-                        id == OPT_MEAN ? "mean" : "std", a);
-                return EXIT_USAGE;
-            }
-            break;
-        case OPT_INFER_ONLY:
-            c->infer_only = 1;
-            break;
-        case OPT_RUNS:
-            if (int_option("runs", a, 1, 1000, &c->runs) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_IMAGES:
-            if (int_option("images", a, 1, 1000000, &c->images) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_JSON:
-            c->json = 1;
-            break;
-        case OPT_PROGRESS: {
-            static const char *const modes[] = {"auto", "bar", "lines", "json", "none"};
-            c->progress = -1;
-            for (int i = 0; i < 5; i++)
-                if (!strcmp(a, modes[i]))
-                    c->progress = i;
-            if (c->progress < 0) {
-                fprintf(stderr,
-                        "vidfeat: --progress: expected auto, bar, lines, json or none, not "
-                        "'%s'\n",
-                        a);
-                return EXIT_USAGE;
-            }
-            break;
-        }
-        case OPT_IMAGE:
-        case OPT_TEXT:
-            if (c->n_queries == MAX_QUERIES) {
-                fprintf(stderr, "vidfeat: at most %d --text and --image queries\n", MAX_QUERIES);
-                return EXIT_USAGE;
-            }
-            c->queries[c->n_queries++] = (cli_query){id == OPT_TEXT, a};
-            if (id == OPT_TEXT)
-                c->texts[c->n_texts++] = a;
-            else
-                c->image = a;
-            break;
-        case OPT_VIDEO:
-            c->video = a;
-            break;
-        case OPT_AT:
-            if (time_option("at", a, &c->at) < 0)
-                return EXIT_USAGE;
-            c->at_set = 1;
-            break;
-        case OPT_TOP:
-            if (int_option("top", a, 1, 100000, &c->top) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_PLOT:
-            c->plot = a;
-            break;
-        case OPT_OUTPUT:
-            c->output = a;
-            break;
-        case OPT_FORMAT:
-            c->format = a;
-            break;
-        case OPT_DB:
-            c->cfg.db_path = a;
-            c->db_set = 1;
-            break;
-        case OPT_MAX_PIXELS: {
-            double v;
-            if (number_option("max-pixels", a, 1, 1e12, &v) < 0)
-                return EXIT_USAGE;
-            c->cfg.max_pixels = (int64_t)v;
-            break;
-        }
-        case OPT_MAX_STREAMS:
-            if (int_option("max-streams", a, 1, 1000000, &c->cfg.max_streams) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_STALL_TIMEOUT:
-            if (number_option("stall-timeout", a, 0, 1e6, &c->cfg.stall_timeout) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_FPS:
-            if (number_option("fps", a, 1, 1e9, &c->cfg.sample_fps) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_START:
-            if (time_option("start", a, &c->cfg.start) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_DURATION:
-            if (time_option("duration", a, &c->cfg.duration) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_EVERY:
-            if (int_option("every", a, 1, 1000000, &c->cfg.every) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_KEYFRAMES:
-            c->cfg.keyframes = 1;
-            break;
-        case OPT_MAX_FRAMES: {
-            int v;
-            if (parse_int(a, 1, 2000000000, &v) < 0) {
-                fprintf(stderr, "vidfeat: --max-frames: expected a positive count, not '%s'\n", a);
-                return EXIT_USAGE;
-            }
-            c->cfg.max_frames = v;
-            break;
-        }
-        case OPT_FORCE:
-            c->cfg.force = 1;
-            break;
-        case OPT_ROOT:
-            c->cfg.root = a;
-            break;
-        case OPT_LINKS_OUTSIDE:
-            c->cfg.follow_links_outside = 1;
-            break;
-        case OPT_KIND:
-            c->kind = a;
-            break;
-        case OPT_INDEX:
-            c->index = a;
-            break;
-        case OPT_REBUILD:
-            c->rebuild = 1;
-            break;
-        case OPT_EXACT:
-            c->exact = 1;
-            break;
-        case OPT_SUMMARY:
-            c->summary = 1;
-            break;
-        case OPT_MIN_DURATION:
-            if (time_option("min-duration", a, &c->min_duration) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_MIN_SIMILARITY:
-            if (number_option("min-similarity", a, 0, 0.999, &c->min_similarity) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_PROBE: {
-            double v;
-            if (number_option("probe", a, 1, 1 << 20, &v) < 0)
-                return EXIT_USAGE;
-            c->probe = (int)v;
-            break;
-        }
-        case OPT_FILES_FROM:
-            c->files_from = a;
-            break;
-        case OPT_NUL:
-            c->nul_separated = 1;
-            break;
-        case OPT_LEASE:
-            if (number_option("lease", a, 1, 86400, &c->cfg.lease_s) < 0)
-                return EXIT_USAGE;
-            if (c->cfg.lease_s < 1) {
-                fprintf(stderr, "vidfeat: --lease: at least 1 second, not '%s'\n", a);
-                return EXIT_USAGE;
-            }
-            break;
-        case OPT_MAX_ATTEMPTS:
-            if (int_option("max-attempts", a, 1, 1000, &c->cfg.max_attempts) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_SHARD: {
-            int k, n, used = 0;
-            if (sscanf(a, "%d/%d%n", &k, &n, &used) != 2 || a[used] || n < 1 || k < 0 || k >= n) {
-                fprintf(stderr, "vidfeat: --shard: expected K/N with 0 <= K < N, not '%s'\n", a);
-                return EXIT_USAGE;
-            }
-            c->shard_k = k;
-            c->shard_n = n;
-            break;
-        }
-        case OPT_DTYPE:
-            if (strcmp(a, "f32") && strcmp(a, "f16")) {
-                fprintf(stderr, "vidfeat: --dtype: expected f32 or f16, not '%s'\n", a);
-                return EXIT_USAGE;
-            }
-            c->cfg.store_f16 = !strcmp(a, "f16");
-            break;
-        case OPT_QUEUE_DEPTH:
-            if (int_option("queue-depth", a, 1, 64, &c->cfg.queue_depth) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_DECODE_THREADS:
-            if (int_option("decode-threads", a, 0, 64, &c->cfg.decode_threads) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_CONVERT_THREADS:
-            if (int_option("convert-threads", a, 1, 64, &c->cfg.convert_threads) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_DECODERS:
-            if (int_option("decoders", a, 1, 16, &c->cfg.decoders) < 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_HWDEC: /* the library knows FFmpeg's device types and says which exist */
-            c->cfg.hwdec = a;
-            break;
-        case OPT_QUIET:
-            c->verbosity = -1;
-            break;
-        case OPT_VERBOSE:
-            c->verbosity++;
-            break;
-        case OPT_VERSION: {
-            char info[1024];
-            printf("vidfeat %s\n%s", vf_version(), vf_build_info(info, sizeof(info)));
-            exit(EXIT_OK);
-        }
-        case OPT_HELP:
-            cli_usage(c->explicit_cmd ? cmd : NULL, 0, stdout);
-            exit(EXIT_OK);
-        default:
+        if (!o) {
             fprintf(stderr, "vidfeat: option %d has no handler\n", id); /* a vidfeat bug */
             return EXIT_USAGE;
         }
+        if (apply(c, cmd, o, a) != 0)
+            return EXIT_USAGE;
     }
     /* each of these chooses the frames kept; together one would silently win */
     int samplings = (c->cfg.sample_fps > 0) + (c->cfg.every > 1) + (c->cfg.keyframes != 0);

@@ -70,7 +70,8 @@ int vfi_index_ext_cmp(const void *a, const void *b)
 ext_entry *vfi_index_ext_find(const vfi_index *ix, int64_t id)
 {
     ext_entry key = {id, 0, 0};
-    return ix->n_ext ? bsearch(&key, ix->ext, (size_t)ix->n_ext, sizeof(key), vfi_index_ext_cmp) : NULL;
+    return ix->n_ext ? bsearch(&key, ix->ext, (size_t)ix->n_ext, sizeof(key), vfi_index_ext_cmp)
+                     : NULL;
 }
 
 int vfi_index_ext_add(vfi_index *ix, int64_t id, int64_t vectors, int64_t flags)

@@ -101,6 +101,51 @@ vf_status vfi_held_choose(const vfi_held *l, const vf_config *cfg, const char *d
                     db, held);
 }
 
+typedef struct extraction_list {
+    vfi_held_extraction *v;
+    int n, cap;
+    int64_t total;
+    int nomem;
+} extraction_list;
+
+static int list_extraction(void *user, int64_t extraction, int64_t frames)
+{
+    extraction_list *l = user;
+    vfi_held_extraction *grown = vfi_grow(l->v, &l->cap, l->n + 1, sizeof(*l->v));
+    if (!grown) {
+        l->nomem = 1;
+        return 0;
+    }
+    l->v = grown;
+    l->v[l->n++] = (vfi_held_extraction){extraction, frames};
+    l->total += frames;
+    return 0; /* its vectors are not read */
+}
+
+static vf_status no_vector(void *user, const vf_store_vector *v)
+{
+    (void)user, (void)v;
+    return VF_OK;
+}
+
+vf_status vfi_held_extractions(vf_store *s, const vfi_held_model *row, vfi_held_extraction **out,
+                               int *n, int64_t *total, vf_err *err)
+{
+    extraction_list l = {0};
+    vf_status rc =
+        vfi_store_vectors(s, row->id, row->f16, row->dim, list_extraction, no_vector, &l, err);
+    if (rc >= 0 && l.nomem)
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (rc < 0) {
+        vfi_free(l.v);
+        l = (extraction_list){0};
+    }
+    *out = l.v;
+    *n = l.n;
+    *total = l.total;
+    return rc;
+}
+
 void vfi_held_warn_weights(const vfi_held_model *row, const char *db)
 {
     if (row->weights && !strcmp(row->weights, vf_weights_str(VF_WEIGHTS_RANDOM)))

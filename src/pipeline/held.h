@@ -37,6 +37,16 @@ void vfi_held_free(vfi_held *h);
 vf_status vfi_held_choose(const vfi_held *h, const vf_config *cfg, const char *db,
                           const vfi_held_model **out, vf_err *err);
 
+/* A done extraction of a row, and how many vectors it holds. */
+typedef struct vfi_held_extraction {
+    int64_t id, vectors;
+} vfi_held_extraction;
+
+/* The done extractions of row in s, in the store's order, into *out (a new array to vfi_free,
+ * NULL when none) of *n, and their vectors in all into *total; no vector is read. */
+vf_status vfi_held_extractions(vf_store *s, const vfi_held_model *row, vfi_held_extraction **out,
+                               int *n, int64_t *total, vf_err *err);
+
 /* Said once (a warning) before a search of row's vectors of db when they are random weights'
  * (made for tests): their similarities mean nothing, whatever they look like. */
 void vfi_held_warn_weights(const vfi_held_model *row, const char *db);

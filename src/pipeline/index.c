@@ -227,31 +227,28 @@ typedef struct listing {
     int nomem;
 } listing;
 
-static int list_ext(void *user, int64_t extraction, int64_t frames)
+static void list_ext(listing *l, int64_t extraction, int64_t frames)
 {
-    listing *l = user;
     ext_entry *e = vfi_grow(l->v, &l->cap, l->n + 1, sizeof(*e));
     if (!e) {
         l->nomem = 1;
-        return 0;
+        return;
     }
     l->v = e;
     l->v[l->n++] = (ext_entry){extraction, frames, 0};
     l->vectors += frames;
-    return 0; /* its vectors are not read */
-}
-
-static vf_status no_vector(void *user, const vf_store_vector *v)
-{
-    (void)user;
-    (void)v;
-    return VF_OK;
 }
 
 static vf_status list_done(vf_store *s, const vfi_held_model *row, listing *l, vf_err *err)
 {
     memset(l, 0, sizeof(*l));
-    vf_status rc = vfi_store_vectors(s, row->id, row->f16, row->dim, list_ext, no_vector, l, err);
+    vfi_held_extraction *done = NULL;
+    int n = 0;
+    int64_t total = 0;
+    vf_status rc = vfi_held_extractions(s, row, &done, &n, &total, err);
+    for (int i = 0; rc >= 0 && i < n && !l->nomem; i++)
+        list_ext(l, done[i].id, done[i].vectors);
+    vfi_free(done);
     if (rc >= 0 && l->nomem)
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     if (rc >= 0)

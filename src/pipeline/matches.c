@@ -185,44 +185,6 @@ static int64_t set_frame(const vec_set *v, const vec_file *f, int64_t frame)
 
 /* ---- reading a row's vectors ----------------------------------------------------------------- */
 
-typedef struct listing {
-    int64_t *ext; /* done extractions, and their vector counts */
-    int64_t *frames;
-    int n, cap;
-    int64_t total;
-    int nomem;
-} listing;
-
-static int list_one(void *user, int64_t extraction, int64_t frames)
-{
-    listing *l = user;
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 256;
-        int64_t *e = vfi_realloc(l->ext, (size_t)cap * sizeof(int64_t));
-        if (e)
-            l->ext = e;
-        int64_t *f = vfi_realloc(l->frames, (size_t)cap * sizeof(int64_t));
-        if (f)
-            l->frames = f;
-        if (!e || !f) {
-            l->nomem = 1;
-            return 0;
-        }
-        l->cap = cap;
-    }
-    l->ext[l->n] = extraction;
-    l->frames[l->n++] = frames;
-    l->total += frames;
-    return 0;
-}
-
-static vf_status no_vector(void *user, const vf_store_vector *v)
-{
-    (void)user;
-    (void)v;
-    return VF_OK;
-}
-
 /* A set of extraction ids, sorted, to read: NULL reads every one. */
 typedef struct loading {
     vec_set *set;
@@ -573,7 +535,9 @@ vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const vf_matc
     vfi_held rows = {0};
     vfi_index *ix = NULL;
     vec_set qs = {0}, arch = {0}, bs = {0};
-    listing all = {0};
+    vfi_held_extraction *all = NULL; /* the row's done extractions */
+    int n_all = 0;
+    int64_t all_vectors = 0;
     candidates c = {0};
     match_list out = {0};
     float *refs = NULL;
@@ -598,10 +562,7 @@ vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const vf_matc
     vfi_held_warn_weights(row, db_path);
     snprintf(st.weights, sizeof(st.weights), "%s", row->weights ? row->weights : "");
     o.dim = qs.dim = arch.dim = bs.dim = row->dim;
-    rc = vfi_store_vectors(s, row->id, row->f16, row->dim, list_one, no_vector, &all, &err);
-    if (rc >= 0 && all.nomem)
-        rc = vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
-    if (rc < 0)
+    if ((rc = vfi_held_extractions(s, row, &all, &n_all, &all_vectors, &err)) < 0)
         goto done;
     /* where the candidates come from: the index file, else an exact index of the archive (in
      * memory beside the archive's vectors: twice their size) */
@@ -615,7 +576,7 @@ vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const vf_matc
     if (q->video)
         rc = query_set(s, cfg, row, q->video, &qs, &err);
     if (rc >= 0 && (!q->video || !ix))
-        rc = load(s, row, NULL, 0, all.total, ix ? 1 : 2, &arch, &err);
+        rc = load(s, row, NULL, 0, all_vectors, ix ? 1 : 2, &arch, &err);
     if (rc < 0)
         goto done;
     if (!ix) {
@@ -669,9 +630,9 @@ vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const vf_matc
         if ((rc = b_files(&c, &want, &n_want, &err)) < 0)
             goto done;
         int64_t frames = 0;
-        for (int i = 0; i < all.n; i++)
-            if (bsearch(&all.ext[i], want, (size_t)n_want, sizeof(int64_t), cmp_i64))
-                frames += all.frames[i];
+        for (int i = 0; i < n_all; i++)
+            if (bsearch(&all[i].id, want, (size_t)n_want, sizeof(int64_t), cmp_i64))
+                frames += all[i].vectors;
         if ((rc = load(s, row, want, n_want, frames, 1, &bs, &err)) < 0)
             goto done;
         if ((rc = mark_flat(&bs, refs, n_refs, &ignored, &err)) < 0)
@@ -710,8 +671,7 @@ done:
     vfi_free(c.v);
     vfi_free(refs);
     vfi_free(want);
-    vfi_free(all.ext);
-    vfi_free(all.frames);
+    vfi_free(all);
     set_free(&qs);
     set_free(&arch);
     set_free(&bs);

@@ -21,6 +21,10 @@ for i in "${!order[@]}"; do
     done < <(grep -n -o '#include "[a-z]*/[^"]*"' src/"$layer"/* | sed 's/#include "//; s/"$//')
 done
 scripts/check-include-circles.py || status=1
+# and none by what files call (from the build's objects; skipped, saying so, without a build)
+circles=0
+scripts/check-file-circles.py "${BUILD_DIR:-build}" || circles=$?
+[ "$circles" = 0 ] || [ "$circles" = 77 ] || status=1
 # Each external library behind its file(s): "header pattern|the files that may include it".
 for rule in 'sqlite3\.h|src/store/store_sqlite.c' 'jansson\.h|src/core/json.c' \
     'openssl/|src/core/digest.c' 'dnnl|src/engine/backend_dnnl.c src/engine/backend_dnnl.h src/engine/backend_dnnl_ops.c src/engine/backend_dnnl_precision.c' \

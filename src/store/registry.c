@@ -11,12 +11,6 @@
 /* Asked in order; SQLite takes what none before it claims. */
 static const vf_store_ops *const kinds[] = {&vfi_store_pg, &vfi_store_sqlite};
 
-size_t vfi_store_uri_scheme(const char *target)
-{
-    size_t n = strspn(target, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-");
-    return n && !strncmp(target + n, "://", 3) ? n : 0;
-}
-
 const vf_store_ops *vfi_store_kind(const char *target, vf_err *err)
 {
     if (!target || !target[0]) {

@@ -1,10 +1,17 @@
 /*
- * store.c - the calls that reach an open store's ops (the registry that opens one: registry.c).
+ * store.c - the calls that reach an open store's ops (the registry that opens one: registry.c),
+ * and what every kind of store reads the same way (a database name's URI scheme).
  */
 #include "store/store.h"
 
 #include <stdio.h>
 #include <string.h>
+
+size_t vfi_store_uri_scheme(const char *target)
+{
+    size_t n = strspn(target, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-");
+    return n && !strncmp(target + n, "://", 3) ? n : 0;
+}
 
 vf_status vfi_store_model(vf_store *s, const vf_store_model *m, int64_t *model_id, vf_err *err)
 {

@@ -676,22 +676,6 @@ static size_t scratch_bytes(const_dnnl_primitive_desc_t pd)
     return md ? dnnl_memory_desc_get_size(md) : 0;
 }
 
-int vfi_dnnl_batch_outermost(const dnnl_memory_desc_t *md)
-{
-    if (md->format_kind != dnnl_blocked)
-        return 0;
-    const dnnl_blocking_desc_t *bk = &md->format_desc.blocking;
-    for (int i = 0; i < bk->inner_nblks; i++) {
-        if (bk->inner_idxs[i] == 0)
-            return 0;
-    }
-    for (int d = 1; d < md->ndims; d++) {
-        if (bk->strides[d] > bk->strides[0])
-            return 0;
-    }
-    return 1;
-}
-
 /* md for `batch` images in the layout md has for fewer (vfi_dnnl_batch_outermost(md) holds). */
 static dnnl_memory_desc_t with_batch(const dnnl_memory_desc_t *md, int64_t batch)
 {

@@ -188,7 +188,21 @@ vf_status vfi_dnnl_run_host(vf_backend *b, const plan *q, const step *s, int n);
 
 /* Is the batch the outermost dimension of md's layout, unblocked (nChw16c, nchw, nhwc)? Then
  * images k..k+n-1 are one contiguous slice of it. */
-int vfi_dnnl_batch_outermost(const dnnl_memory_desc_t *md);
+static inline int vfi_dnnl_batch_outermost(const dnnl_memory_desc_t *md)
+{
+    if (md->format_kind != dnnl_blocked)
+        return 0;
+    const dnnl_blocking_desc_t *bk = &md->format_desc.blocking;
+    for (int i = 0; i < bk->inner_nblks; i++) {
+        if (bk->inner_idxs[i] == 0)
+            return 0;
+    }
+    for (int d = 1; d < md->ndims; d++) {
+        if (bk->strides[d] > bk->strides[0])
+            return 0;
+    }
+    return 1;
+}
 
 /* backend_dnnl_precision.c. In a bf16 plan, per node (c->f32node, vfi_dnnl_plan_bf16): computes
  * in f32 (and writes f32), writes its output in f32 (for a consumer computing in f32). */

@@ -266,12 +266,19 @@ vf_status vfi_replace_close(FILE *f, char *tmp, const char *path, vf_err *err)
     return rc;
 }
 
-int vfi_running_under(const char *dir)
+/* The file vidfeat's code runs from (libvidfeat.so, or the program holding libvidfeat.a),
+ * resolved; a string from libc's malloc (free), or NULL when it cannot be told. */
+static char *code_file(void)
 {
     Dl_info info;
-    if (!dladdr((void *)vfi_running_under, &info) || !info.dli_fname || !info.dli_fname[0])
-        return 0;
-    char *object = realpath(info.dli_fname, NULL), *under = realpath(dir, NULL);
+    if (!dladdr((void *)code_file, &info) || !info.dli_fname || !info.dli_fname[0])
+        return NULL;
+    return realpath(info.dli_fname, NULL);
+}
+
+int vfi_running_under(const char *dir)
+{
+    char *object = code_file(), *under = realpath(dir, NULL);
     size_t n = under ? strlen(under) : 0;
     int inside = object && under && !strncmp(object, under, n) && object[n] == '/';
     free(object);
@@ -283,26 +290,24 @@ int vfi_installed_path(const char *rel_lib, const char *rel_bin, char *buf, size
 {
     if (size)
         buf[0] = '\0';
-    Dl_info info;
-    if (!dladdr((void *)vfi_installed_path, &info) || !info.dli_fname || !info.dli_fname[0])
-        return 0;
     /* libc's own allocations only: a place to look that cannot be made is no failure (the
      * caller looks elsewhere), so it must not consume the allocation hook of vfi_malloc */
-    char *object = realpath(info.dli_fname, NULL), *program = realpath("/proc/self/exe", NULL);
+    char *object = code_file();
+    if (!object)
+        return 0;
+    char *program = realpath("/proc/self/exe", NULL);
     char joined[PATH_MAX], resolved[PATH_MAX];
     int ok = 0;
-    if (object) {
-        const char *rel = program && !strcmp(object, program) ? rel_bin : rel_lib;
-        char *slash = strrchr(object, '/');
-        if (slash)
-            *slash = '\0';
-        int len = snprintf(joined, sizeof(joined), "%s/%s", object, rel);
-        /* the directory as it is now; one that does not exist is no place to look */
-        if (len > 0 && (size_t)len < sizeof(joined) && realpath(joined, resolved) &&
-            strlen(resolved) < size) {
-            strcpy(buf, resolved);
-            ok = 1;
-        }
+    const char *rel = program && !strcmp(object, program) ? rel_bin : rel_lib;
+    char *slash = strrchr(object, '/');
+    if (slash)
+        *slash = '\0';
+    int len = snprintf(joined, sizeof(joined), "%s/%s", object, rel);
+    /* the directory as it is now; one that does not exist is no place to look */
+    if (len > 0 && (size_t)len < sizeof(joined) && realpath(joined, resolved) &&
+        strlen(resolved) < size) {
+        strcpy(buf, resolved);
+        ok = 1;
     }
     free(object);
     free(program);

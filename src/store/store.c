@@ -13,6 +13,17 @@ size_t vfi_store_uri_scheme(const char *target)
     return n && !strncmp(target + n, "://", 3) ? n : 0;
 }
 
+void vfi_store_models_sql(int version, char *buf, size_t size)
+{
+    /* a database read as it is may be older than the weights' column (schema 5) and the text
+     * tower's (schema 7) */
+    snprintf(buf, size,
+             "SELECT m.id, m.name, m.file_sha256, m.layer, m.dim, m.dtype, m.preprocessing,"
+             " count(*), %s, %s FROM models m JOIN extractions e ON e.model_id = m.id JOIN"
+             " features f ON f.extraction_id = e.id GROUP BY m.id ORDER BY m.id",
+             version >= 7 ? "m.text_sha256" : "NULL", version >= 5 ? "m.weights" : "NULL");
+}
+
 vf_status vfi_store_model(vf_store *s, const vf_store_model *m, int64_t *model_id, vf_err *err)
 {
     return s->ops->model(s, m, model_id, err);

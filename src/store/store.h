@@ -252,6 +252,11 @@ struct vf_store_ops {
 /* The length of SCHEME when target is a URI "SCHEME://...", else 0 (a file path). */
 size_t vfi_store_uri_scheme(const char *target);
 
+/* The models query both stores run (standard SQL, no parameters) for a database at schema
+ * `version`, read as it is: columns id, name, file_sha256, layer, dim, dtype, preprocessing,
+ * count of vectors, text_sha256, weights (NULL where the schema is older than the column). */
+void vfi_store_models_sql(int version, char *buf, size_t size);
+
 /* The kind of store target names, or NULL (err says why: a URI no compiled-in store takes). */
 const vf_store_ops *vfi_store_kind(const char *target, vf_err *err);
 

@@ -1363,14 +1363,8 @@ static vf_status pg_models(vf_store *store, vf_store_model_fn row, void *user, v
 {
     pg_store *s = (pg_store *)store;
     PGresult *res;
-    /* a database read as it is may be older than the weights' column (schema 5) and the text
-     * tower's (schema 7) */
     char sql[512];
-    snprintf(sql, sizeof(sql),
-             "SELECT m.id, m.name, m.file_sha256, m.layer, m.dim, m.dtype, m.preprocessing,"
-             " count(*), %s, %s FROM models m JOIN extractions e ON e.model_id = m.id JOIN"
-             " features f ON f.extraction_id = e.id GROUP BY m.id ORDER BY m.id",
-             s->version >= 7 ? "m.text_sha256" : "NULL", s->version >= 5 ? "m.weights" : "NULL");
+    vfi_store_models_sql(s->version, sql, sizeof(sql));
     vf_status rc = query(s, sql, 0, NULL, "reading models", &res, err);
     if (rc < 0)
         return rc;

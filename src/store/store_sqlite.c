@@ -382,14 +382,8 @@ static vf_status sq_models(vf_store *store,
     sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
-    /* a database read as it is may be older than the weights' column (schema 5) and the text
-     * tower's (schema 7) */
     char sql[512];
-    snprintf(sql, sizeof(sql),
-             "SELECT m.id, m.name, m.file_sha256, m.layer, m.dim, m.dtype, m.preprocessing,"
-             " count(*), %s, %s FROM models m JOIN extractions e ON e.model_id = m.id JOIN"
-             " features f ON f.extraction_id = e.id GROUP BY m.id ORDER BY m.id",
-             s->version >= 7 ? "m.text_sha256" : "NULL", s->version >= 5 ? "m.weights" : "NULL");
+    vfi_store_models_sql(s->version, sql, sizeof(sql));
     CHECK_SQL(sqlite3_prepare_v2(s->db, sql, -1, &st, NULL), "reading models");
     int r;
     while ((r = sqlite3_step(st)) == SQLITE_ROW) {

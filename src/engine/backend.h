@@ -54,6 +54,12 @@ typedef struct vf_backend_ops {
     /* Allocate private state into b->ctx; VF_ERR_UNSUPPORTED for a precision it lacks. */
     vf_status (*init)(vf_backend *b, const vf_backend_opts *opts);
 
+    /* (optional) Whether this backend runs node nd of g: VF_OK, or VF_ERR_UNSUPPORTED (with the
+     * reason in *err when there is more to say than the operator's name). prepare asks it of
+     * every node first (vfi_backend_check_ops), so a refusal names the node before anything
+     * is built. Without it: every operator. */
+    vf_status (*supports)(vf_backend *b, const vf_graph *g, const vf_node *nd, vf_err *err);
+
     /* Compile g for batches of up to max_batch images. g is borrowed and must outlive the
      * backend (weights may be used in place, or freed: see release_weights). Called once. */
     vf_status (*prepare)(vf_backend *b, vf_graph *g, int max_batch);
@@ -129,6 +135,25 @@ struct vf_backend {
 /* Resolve a name ("auto", "cpu" = "dnnl", "ref", "cuda", "gpu" = "cuda"), probe and init it.
  * VF_ERR_NOT_BUILT for a backend not compiled in, VF_ERR_NO_DEVICE when its probe fails,
  * VF_ERR_INVALID for an unknown name. */
+/* Every node of g checked against b's supports, at the start of prepare: VF_OK, or
+ * VF_ERR_UNSUPPORTED in b->err naming the first node b does not run. Inline, so that a backend
+ * built as a module has it without the registry. */
+static inline vf_status vfi_backend_check_ops(vf_backend *b, const vf_graph *g)
+{
+    for (int i = 0; b->ops->supports && i < g->n_nodes; i++) {
+        const vf_node *nd = &g->nodes[i];
+        vf_err why = {0};
+        if (b->ops->supports(b, g, nd, &why) >= 0)
+            continue;
+        if (why.msg[0])
+            return vfi_fail(&b->err, VF_ERR_UNSUPPORTED, "node '%s' (%s): %s", nd->name,
+                            vfi_op_name(nd->op), why.msg);
+        return vfi_fail(&b->err, VF_ERR_UNSUPPORTED, "node '%s': %s is not in the %s backend",
+                        nd->name, vfi_op_name(nd->op), b->ops->name);
+    }
+    return VF_OK;
+}
+
 vf_status vfi_backend_open(const char *name, const vf_backend_opts *opts, vf_backend **out,
                            vf_err *err);
 void vfi_backend_free(vf_backend **pb);

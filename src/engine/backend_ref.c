@@ -52,6 +52,9 @@ static void ref_destroy(vf_backend *b)
 static vf_status ref_prepare(vf_backend *b, vf_graph *g, int max_batch)
 {
     ref_ctx *c = b->ctx;
+    vf_status rc = vfi_backend_check_ops(b, g);
+    if (rc < 0)
+        return rc;
     c->g = g;
     c->max_batch = max_batch;
     c->buf = vfi_calloc((size_t)g->n_values, sizeof(float *));
@@ -449,6 +452,145 @@ static void reduce_mean(const vf_node *nd, const vf_graph *g, const float *x, fl
         y[k] /= (float)count;
 }
 
+/* ---- the kernel table ------------------------------------------------------------------------ */
+
+/* One node's run: the node, its output's storage, the batch size. */
+typedef struct ref_step {
+    const ref_ctx *c;
+    const vf_node *nd;
+    const void *in; /* the batch input */
+    const float *x; /* input 0 */
+    float *y;
+    int n;
+    vf_err *err;
+} ref_step;
+
+/* Input i's storage: the batch input, an activation's buffer or a constant's data. */
+static const void *arg(const ref_step *s, int i)
+{
+    int v = s->nd->inputs[i];
+    const vf_graph *g = s->c->g;
+    return v == g->input ? s->in : s->c->buf[v] ? (const void *)s->c->buf[v] : g->values[v].data;
+}
+
+/* Elements of the output at this batch size. */
+static int64_t out_count(const ref_step *s)
+{
+    return (int64_t)s->n * vfi_value_sample_numel(&s->c->g->values[s->nd->output]);
+}
+
+typedef vf_status (*ref_kernel)(const ref_step *s);
+
+/* The kernels of one input, x to y. */
+#define REF_UNARY(f)                                                                               \
+    static vf_status k_##f(const ref_step *s)                                                      \
+    {                                                                                              \
+        f(s->nd, s->c->g, s->x, s->y, s->n);                                                       \
+        return VF_OK;                                                                              \
+    }
+REF_UNARY(conv)
+REF_UNARY(fc)
+REF_UNARY(pool)
+REF_UNARY(softmax)
+REF_UNARY(lrn)
+REF_UNARY(pad)
+REF_UNARY(reduce_mean)
+REF_UNARY(transpose)
+REF_UNARY(gather)
+REF_UNARY(layernorm)
+REF_UNARY(slice)
+REF_UNARY(expand)
+#undef REF_UNARY
+
+static vf_status k_act(const ref_step *s)
+{
+    int64_t count = out_count(s);
+    for (int64_t k = 0; k < count; k++)
+        s->y[k] = vfi_act_apply(&s->nd->p.act, s->x[k]);
+    return VF_OK;
+}
+
+static vf_status k_reshape(const ref_step *s)
+{
+    memcpy(s->y, s->x, (size_t)out_count(s) * sizeof(float));
+    return VF_OK;
+}
+
+static vf_status k_binary(const ref_step *s)
+{
+    binary(s->nd, s->c->g, s->x, arg(s, 1), s->y, s->n);
+    return VF_OK;
+}
+
+static vf_status k_concat(const ref_step *s)
+{
+    concat(s->nd, s->c->g, s->c->buf, s->in, s->y, s->n);
+    return VF_OK;
+}
+
+static vf_status k_matmul(const ref_step *s)
+{
+    const float *sum = s->nd->p.matmul.has_sum ? arg(s, s->nd->n_inputs - 1) : NULL;
+    matmul(s->nd, s->c->g, s->x, arg(s, 1), sum, s->y, s->n);
+    return VF_OK;
+}
+
+static vf_status k_lookup(const ref_step *s)
+{
+    const vf_graph *g = s->c->g;
+    const vf_value *tv = &g->values[s->nd->inputs[1]];
+    int64_t n_ids = (int64_t)s->n * vfi_value_sample_numel(&g->values[s->nd->inputs[0]]);
+    return vfi_ids_lookup(s->nd, (const int64_t *)(const void *)s->x, n_ids, n_ids, tv->data,
+                          tv->dims[0], vfi_value_numel(tv) / tv->dims[0], s->y, s->err);
+}
+
+static vf_status k_argmax(const ref_step *s)
+{
+    int64_t outer, len, inner;
+    vfi_ids_split(s->c->g, s->nd, s->n, &outer, &len, &inner);
+    vfi_ids_argmax(s->x, s->c->g->values[s->nd->inputs[0]].dtype == VF_DTYPE_I64, outer, len, inner,
+                   (int64_t *)(void *)s->y);
+    return VF_OK;
+}
+
+static vf_status k_take(const ref_step *s)
+{
+    int64_t outer, len, inner;
+    vfi_ids_split(s->c->g, s->nd, s->n, &outer, &len, &inner);
+    return vfi_ids_take(s->nd, s->x, arg(s, 1), s->n, s->n, outer, len, inner, s->y, s->err);
+}
+
+/* Indexed by operator: every operator of op_list.h has its kernel here (an operator without one
+ * is refused when a graph is prepared). */
+static const ref_kernel kernels[VF_OP_COUNT_] = {
+    [VF_OP_CONV] = k_conv,
+    [VF_OP_FC] = k_fc,
+    [VF_OP_ACT] = k_act,
+    [VF_OP_POOL] = k_pool,
+    [VF_OP_BINARY] = k_binary,
+    [VF_OP_CONCAT] = k_concat,
+    [VF_OP_SOFTMAX] = k_softmax,
+    [VF_OP_LRN] = k_lrn,
+    [VF_OP_PAD] = k_pad,
+    [VF_OP_REDUCE_MEAN] = k_reduce_mean,
+    [VF_OP_TRANSPOSE] = k_transpose,
+    [VF_OP_RESHAPE] = k_reshape,
+    [VF_OP_GATHER] = k_gather,
+    [VF_OP_MATMUL] = k_matmul,
+    [VF_OP_LAYERNORM] = k_layernorm,
+    [VF_OP_SLICE] = k_slice,
+    [VF_OP_EXPAND] = k_expand,
+    [VF_OP_LOOKUP] = k_lookup,
+    [VF_OP_ARGMAX] = k_argmax,
+    [VF_OP_TAKE] = k_take,
+};
+
+static vf_status ref_supports(vf_backend *b, const vf_graph *g, const vf_node *nd, vf_err *err)
+{
+    (void)b, (void)g, (void)err;
+    return (unsigned)nd->op < VF_OP_COUNT_ && kernels[nd->op] ? VF_OK : VF_ERR_UNSUPPORTED;
+}
+
 static vf_status ref_run(vf_backend *b, const void *in, float *out, int n)
 {
     ref_ctx *c = b->ctx;
@@ -456,111 +598,16 @@ static vf_status ref_run(vf_backend *b, const void *in, float *out, int n)
     if (n < 1 || n > c->max_batch)
         return vfi_fail(&b->err, VF_ERR_INVALID, "batch of %d (plan is for up to %d)", n,
                         c->max_batch);
+    ref_step s = {.c = c, .in = in, .n = n, .err = &b->err};
     for (int i = 0; i < g->n_nodes; i++) {
-        const vf_node *nd = &g->nodes[i];
         if (b->cancel && atomic_load(b->cancel))
             return vfi_fail(&b->err, VF_ERR_CANCELLED, "cancelled");
-        int xi = nd->inputs[0];
-        const float *x = xi == g->input ? in : c->buf[xi];
-        if (!x)
-            x = g->values[xi].data;
-        float *y = c->buf[nd->output];
-        const vf_value *yv = &g->values[nd->output];
-        int64_t count = (int64_t)n * vfi_value_sample_numel(yv);
-        switch (nd->op) {
-        case VF_OP_CONV:
-            conv(nd, g, x, y, n);
-            break;
-        case VF_OP_FC:
-            fc(nd, g, x, y, n);
-            break;
-        case VF_OP_ACT:
-            for (int64_t k = 0; k < count; k++)
-                y[k] = vfi_act_apply(&nd->p.act, x[k]);
-            break;
-        case VF_OP_POOL:
-            pool(nd, g, x, y, n);
-            break;
-        case VF_OP_BINARY: {
-            int bi = nd->inputs[1];
-            const float *x2 = bi == g->input ? in : c->buf[bi] ? c->buf[bi] : g->values[bi].data;
-            binary(nd, g, x, x2, y, n);
-            break;
-        }
-        case VF_OP_CONCAT:
-            concat(nd, g, c->buf, in, y, n);
-            break;
-        case VF_OP_SOFTMAX:
-            softmax(nd, g, x, y, n);
-            break;
-        case VF_OP_LRN:
-            lrn(nd, g, x, y, n);
-            break;
-        case VF_OP_PAD:
-            pad(nd, g, x, y, n);
-            break;
-        case VF_OP_REDUCE_MEAN:
-            reduce_mean(nd, g, x, y, n);
-            break;
-        case VF_OP_TRANSPOSE:
-            transpose(nd, g, x, y, n);
-            break;
-        case VF_OP_RESHAPE:
-            memcpy(y, x, (size_t)count * sizeof(float));
-            break;
-        case VF_OP_GATHER:
-            gather(nd, g, x, y, n);
-            break;
-        case VF_OP_MATMUL: {
-            int bi = nd->inputs[1];
-            const float *x2 = bi == g->input ? in : c->buf[bi] ? c->buf[bi] : g->values[bi].data;
-            const float *sum = NULL;
-            if (nd->p.matmul.has_sum) {
-                int si = nd->inputs[nd->n_inputs - 1];
-                sum = si == g->input ? in : c->buf[si];
-            }
-            matmul(nd, g, x, x2, sum, y, n);
-            break;
-        }
-        case VF_OP_LAYERNORM:
-            layernorm(nd, g, x, y, n);
-            break;
-        case VF_OP_SLICE:
-            slice(nd, g, x, y, n);
-            break;
-        case VF_OP_EXPAND:
-            expand(nd, g, x, y, n);
-            break;
-        case VF_OP_LOOKUP: {
-            const vf_value *tv = &g->values[nd->inputs[1]];
-            int64_t n_ids = (int64_t)n * vfi_value_sample_numel(&g->values[xi]);
-            vf_status rc =
-                vfi_ids_lookup(nd, (const int64_t *)(const void *)x, n_ids, n_ids, tv->data,
-                               tv->dims[0], vfi_value_numel(tv) / tv->dims[0], y, &b->err);
-            if (rc < 0)
-                return rc;
-            break;
-        }
-        case VF_OP_ARGMAX: {
-            int64_t outer, len, inner;
-            vfi_ids_split(g, nd, n, &outer, &len, &inner);
-            vfi_ids_argmax(x, g->values[xi].dtype == VF_DTYPE_I64, outer, len, inner,
-                           (int64_t *)(void *)y);
-            break;
-        }
-        case VF_OP_TAKE: {
-            int ki = nd->inputs[1];
-            const void *k = ki == g->input ? in : c->buf[ki];
-            int64_t outer, len, inner;
-            vfi_ids_split(g, nd, n, &outer, &len, &inner);
-            vf_status rc = vfi_ids_take(nd, x, k, n, n, outer, len, inner, y, &b->err);
-            if (rc < 0)
-                return rc;
-            break;
-        }
-        default:
-            return vfi_fail(&b->err, VF_ERR_UNSUPPORTED, "ref: op %s", vfi_op_name(nd->op));
-        }
+        s.nd = &g->nodes[i];
+        s.x = arg(&s, 0);
+        s.y = c->buf[s.nd->output];
+        vf_status rc = kernels[s.nd->op](&s);
+        if (rc < 0)
+            return rc;
     }
     const float *result = g->output == g->input ? in : c->buf[g->output];
     memcpy(out, result,
@@ -598,6 +645,7 @@ const vf_backend_ops vfi_backend_ref = {
     .is_gpu = 0,
     .probe = ref_probe,
     .init = ref_init,
+    .supports = ref_supports,
     .prepare = ref_prepare,
     .run = ref_run,
     .converter_new = ref_converter_new,

@@ -23,6 +23,7 @@
 
 #include "core/status.h"
 #include "engine/act_math.h"
+#include "engine/op_list.h"
 
 #define VF_MAX_DIMS 6
 /* In an int64 constant computed from a Shape, this element stands for the batch size; the
@@ -50,36 +51,27 @@ typedef struct vf_value {
     int producer;        /* index of the producing node, -1 for the input and constants */
 } vf_value;
 
+/* The operators, from op_list.h (which says what each one's inputs are). */
+/* clang-format off */
 typedef enum vf_op {
-    VF_OP_CONV = 0, /* in: x, W [OC, IC/group, KH, KW], optional B [OC] */
-    VF_OP_FC,       /* in: x [N, IC], W [OC, IC], optional B [OC]; y = x W^T + B */
-    VF_OP_ACT,      /* elementwise activation */
-    VF_OP_POOL,     /* max / average, windowed or global */
-    VF_OP_BINARY,   /* add / sub / mul / div with broadcasting */
-    VF_OP_CONCAT,
-    VF_OP_SOFTMAX,
-    VF_OP_LRN, /* across channels */
-    VF_OP_PAD, /* constant-value padding */
-    VF_OP_REDUCE_MEAN,
-    VF_OP_TRANSPOSE, /* perm[0] == 0: the batch stays first */
-    VF_OP_RESHAPE,   /* row-major reinterpretation: Flatten, Reshape, Squeeze, Unsqueeze */
-    VF_OP_GATHER,    /* constant indices along one non-batch axis */
-    VF_OP_MATMUL,    /* a [..., M, K] x b [..., K, N] (b an activation or a constant), then
-                        scale, bias, activation and a residual sum (vf_matmul_params) */
-    VF_OP_LAYERNORM, /* in: x, scale, optional bias over the dimensions from axis on */
-    VF_OP_SLICE,     /* a strided window of an activation (not across the batch) */
-    VF_OP_EXPAND,    /* numpy broadcasting to a shape (a constant to every image of the batch) */
-    VF_OP_LOOKUP,    /* in: ids (an int64 activation), table (a constant [V, ...]): the table's
-                        rows by id, an embedding (ids dims + table dims[1..]) */
-    VF_OP_ARGMAX,    /* the index of the largest element along a non-batch axis, the first of
-                        equal ones; int64 (p.argmax) */
-    VF_OP_TAKE,      /* in: x (the batch first and outermost), k (int64 [N]): from each image's
-                        part of x, entry k[i] along axis p.axis; axis 0 is the batch's own
-                        dimension, each image holding dims[0] rows (row i * dims[0] + k[i] of
-                        [dims[0] x N, ...]: x[arange(N), k] flattened), which stays as the
-                        output's batch; another axis is removed */
+#define VF_OP_ENUM_(id, name, params, shape, flags) VF_OP_##id,
+    VF_OP_LIST(VF_OP_ENUM_)
+#undef VF_OP_ENUM_
     VF_OP_COUNT_
 } vf_op;
+/* clang-format on */
+
+/* What an operator's inputs may be and what its parameters hold (op_list.h's flags column).
+ * Unless a flag says otherwise, every input is a float32 value and the first an activation. */
+enum {
+    VF_OPF_IMAGE = 1 << 0,        /* the first input is images, the batch its dimension 0 alone */
+    VF_OPF_CONST_IN0 = 1 << 1,    /* the first input may be a constant */
+    VF_OPF_IDS_IN0 = 1 << 2,      /* the first input is int64 (token ids) */
+    VF_OPF_IDS_IN1 = 1 << 3,      /* the second input is int64 (an index an image) */
+    VF_OPF_IDS_ANY = 1 << 4,      /* an input may be float32 or an int64 activation */
+    VF_OPF_SHAPE_PARAM = 1 << 5,  /* vfi_graph_add_node's params: the output's shape */
+    VF_OPF_OWNS_INDICES = 1 << 6, /* its parameters own an index array (GATHER) */
+};
 
 typedef enum vf_binary_kind { VF_BIN_ADD = 0, VF_BIN_SUB, VF_BIN_MUL, VF_BIN_DIV } vf_binary_kind;
 
@@ -190,6 +182,9 @@ typedef struct vf_node {
         vf_layernorm_params layernorm;
         vf_slice_params slice;
         vf_argmax_params argmax;
+        struct {
+            char unused;
+        } none; /* operators without parameters */
     } p;
 } vf_node;
 
@@ -204,6 +199,22 @@ typedef struct vf_graph {
     int output;       /* the feature output value, -1 until set */
     vf_strmap *names; /* value name (and aliases) -> index */
 } vf_graph;
+
+/* An operator's descriptor: its row of op_list.h. */
+typedef struct vf_op_desc {
+    const char *name;  /* for messages ("Conv", "Pool", ...) */
+    size_t param_size; /* bytes of its vf_node.p member */
+    unsigned flags;    /* VF_OPF_* */
+    /* Its shape rule: y's rank, dims and batch placement from x (the first input), the other
+     * inputs and the parameters (which it may resolve: auto padding becomes explicit), every
+     * check a model file could violate made here; a failure names the node. y arrives with
+     * x's batch placement (unless VF_OPF_SHAPE_PARAM: then y holds the shape asked for), type
+     * float32, batched. */
+    vf_status (*shape)(vf_graph *g, vf_node *n, vf_value *x, vf_value *y, vf_err *err);
+} vf_op_desc;
+
+/* The descriptor of op (ops.c); NULL for a number that is no operator. */
+const vf_op_desc *vfi_op_desc(vf_op op);
 
 vf_status vfi_graph_create(vf_graph **out);
 void vfi_graph_free(vf_graph **pg);
@@ -295,8 +306,11 @@ vf_status vfi_graph_token_mean(vf_graph *g, int tokens, int *out, vf_err *err);
  * they used. Node order is kept; value indices are renumbered. */
 vf_status vfi_graph_prune(vf_graph *g, vf_err *err);
 
-/* Name of an op for messages ("Conv", "Pool", ...). */
+/* Name of an op for messages ("Conv", "Pool", ...); "?" for a number that is no operator. */
 const char *vfi_op_name(vf_op op);
+
+/* dims checked against VF_MAX_DIM and VF_MAX_NUMEL (a tensor named name). */
+vf_status vfi_dims_check(int rank, const int64_t *dims, const char *name, vf_err *err);
 
 /* Apply a fused activation to one float (shared by the reference backend and the folding code). */
 float vfi_act_apply(const vf_act *act, float x);

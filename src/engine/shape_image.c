@@ -1,0 +1,157 @@
+/*
+ * shape_image.c - shape rules of the operators over images [N, C, H, W]: Conv, Pool and LRN
+ * (their input's batch is its dimension 0 alone: graph.c checks it), and Pad. A window's
+ * automatic padding and ceil mode are resolved here, against the input plane, into explicit
+ * padding: backends read windows as explicit.
+ */
+#include <string.h>
+
+#include "engine/shape.h"
+
+/* Resolve auto_pad / ceil_mode against the input plane and compute the output plane size.
+ * Idempotent: once resolved, the window is explicit. */
+static vf_status window_out(vf_window *w, int ceil_mode, int avg_include_pad, const int64_t *in_hw,
+                            int64_t *out_hw, const vf_node *n, vf_err *err)
+{
+    for (int a = 0; a < 2; a++) {
+        int64_t in = in_hw[a];
+        int k = w->kernel[a], s = w->stride[a], d = w->dilation[a];
+        if (k < 1 || s < 1 || d < 1 || k > VF_MAX_DIM || s > VF_MAX_DIM || d > VF_MAX_DIM)
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': invalid kernel/stride/dilation", n->name);
+        int64_t eff = (int64_t)(k - 1) * d + 1;
+        if (w->auto_pad == VF_PAD_SAME_UPPER || w->auto_pad == VF_PAD_SAME_LOWER) {
+            int64_t out = (in + s - 1) / s;
+            int64_t total = (out - 1) * s + eff - in;
+            if (total < 0)
+                total = 0;
+            int64_t small = total / 2;
+            w->pads[a] = (int)(w->auto_pad == VF_PAD_SAME_UPPER ? small : total - small);
+            w->pads[a + 2] = (int)(total - w->pads[a]);
+        } else if (w->auto_pad == VF_PAD_VALID) {
+            w->pads[a] = w->pads[a + 2] = 0;
+        }
+        if (w->pads[a] < 0 || w->pads[a + 2] < 0 || w->pads[a] >= eff || w->pads[a + 2] >= eff)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                             "node '%s': padding %d/%d not smaller than the "
+                             "kernel extent %lld",
+                             n->name, w->pads[a], w->pads[a + 2], (long long)eff);
+        int64_t span = in + w->pads[a] + w->pads[a + 2] - eff;
+        if (span < 0)
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': kernel %lld larger than padded input %lld",
+                             n->name, (long long)eff,
+                             (long long)(in + w->pads[a] + w->pads[a + 2]));
+        int64_t out = span / s + 1;
+        if (ceil_mode) {
+            int64_t out_c = (span + s - 1) / s + 1;
+            if ((out_c - 1) * s >= in + w->pads[a]) /* last window must start inside */
+                out_c--;
+            if (out_c > out) {
+                if (avg_include_pad)
+                    return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                                     "node '%s': ceil_mode with "
+                                     "count_include_pad changes the output size",
+                                     n->name);
+                /* Grow the end padding so the floor formula gives the ceil size. */
+                w->pads[a + 2] += (int)((out_c - 1) * s + eff - (in + w->pads[a] + w->pads[a + 2]));
+                out = out_c;
+            }
+        }
+        out_hw[a] = out;
+    }
+    w->auto_pad = VF_PAD_EXPLICIT;
+    return VF_OK;
+}
+vf_status vfi_shape_conv(vf_graph *g, vf_node *n, vf_value *x, vf_value *y, vf_err *err)
+{
+    vf_conv_params *p = &n->p.conv;
+    if (n->n_inputs < 2 || n->n_inputs > 3)
+        return NODE_FAIL(VF_ERR_MODEL, "node '%s': Conv needs 2 or 3 inputs", n->name);
+    const vf_value *w = &g->values[n->inputs[1]];
+    if (x->rank != 4)
+        return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                         "node '%s': only 2-D convolution is supported "
+                         "(input rank %d)",
+                         n->name, x->rank);
+    if (!w->data || w->rank != 4)
+        return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': weights must be a constant 4-D tensor",
+                         n->name);
+    if (p->group < 1 || w->dims[0] % p->group || w->dims[1] * p->group != x->dims[1])
+        return NODE_FAIL(VF_ERR_MODEL,
+                         "node '%s': weights %lldx%lld do not fit %lld input "
+                         "channels in %d groups",
+                         n->name, (long long)w->dims[0], (long long)w->dims[1],
+                         (long long)x->dims[1], p->group);
+    if (p->win.kernel[0] != w->dims[2] || p->win.kernel[1] != w->dims[3])
+        return NODE_FAIL(VF_ERR_MODEL, "node '%s': kernel_shape does not match the weights",
+                         n->name);
+    if (n->n_inputs == 3) {
+        const vf_value *b = &g->values[n->inputs[2]];
+        if (!b->data || vfi_value_numel(b) != w->dims[0])
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': bias must be a constant of %lld values",
+                             n->name, (long long)w->dims[0]);
+    }
+    int64_t hw[2];
+    vf_status rc = window_out(&p->win, 0, 0, &x->dims[2], hw, n, err);
+    if (rc < 0)
+        return rc;
+    y->rank = 4;
+    y->dims[0] = 1;
+    y->dims[1] = w->dims[0];
+    y->dims[2] = hw[0];
+    y->dims[3] = hw[1];
+    return VF_OK;
+}
+
+vf_status vfi_shape_pool(vf_graph *g, vf_node *n, vf_value *x, vf_value *y, vf_err *err)
+{
+    (void)g;
+    vf_pool_params *p = &n->p.pool;
+    if (x->rank != 4)
+        return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': only 2-D pooling is supported", n->name);
+    y->rank = 4;
+    y->dims[0] = 1;
+    y->dims[1] = x->dims[1];
+    if (p->global) {
+        y->dims[2] = y->dims[3] = 1;
+        return VF_OK;
+    }
+    int64_t hw[2];
+    vf_status rc = window_out(&p->win, p->ceil_mode, p->kind == VF_POOL_AVG && p->count_include_pad,
+                              &x->dims[2], hw, n, err);
+    if (rc < 0)
+        return rc;
+    p->ceil_mode = 0; /* folded into the end padding */
+    if (p->kind == VF_POOL_AVG && (p->win.dilation[0] != 1 || p->win.dilation[1] != 1))
+        return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': dilated average pooling", n->name);
+    y->dims[2] = hw[0];
+    y->dims[3] = hw[1];
+    return VF_OK;
+}
+
+vf_status vfi_shape_lrn(vf_graph *g, vf_node *n, vf_value *x, vf_value *y, vf_err *err)
+{
+    (void)g;
+    if (x->rank != 4 || n->p.lrn.size < 1 || n->p.lrn.size > 1024)
+        return NODE_FAIL(VF_ERR_UNSUPPORTED,
+                         "node '%s': LRN needs a 4-D input and a size "
+                         "in 1..1024",
+                         n->name);
+    y->rank = 4;
+    memcpy(y->dims, x->dims, sizeof(y->dims));
+    return VF_OK;
+}
+
+vf_status vfi_shape_pad(vf_graph *g, vf_node *n, vf_value *x, vf_value *y, vf_err *err)
+{
+    (void)g;
+    vf_pad_params *p = &n->p.pad;
+    y->rank = x->rank;
+    for (int d = 0; d < x->rank; d++) {
+        if (d == x->batch_axis && (p->begin[d] || p->end[d]))
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': padding the batch dimension", n->name);
+        if (p->begin[d] < 0 || p->end[d] < 0 || p->begin[d] > VF_MAX_DIM || p->end[d] > VF_MAX_DIM)
+            return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': negative or huge pads", n->name);
+        y->dims[d] = x->dims[d] + p->begin[d] + p->end[d];
+    }
+    return vfi_dims_check(y->rank, y->dims, y->name, err);
+}

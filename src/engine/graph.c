@@ -17,7 +17,6 @@
 
 #include "core/mem.h"
 #include "core/strmap.h"
-#include "engine/shape.h"
 
 /* ---- basics ---------------------------------------------------------------------------------- */
 
@@ -187,8 +186,10 @@ static vf_status infer(vf_graph *g, vf_node *n, vf_err *err)
     vf_value *y = &g->values[n->output];
     y->dtype = VF_DTYPE_F32;
     y->is_batched = 1;
-    if (!(d->flags & VF_OPF_SHAPE_PARAM))
-        vfi_same_batch(y, x);
+    if (!(d->flags & VF_OPF_SHAPE_PARAM)) { /* x's batch placement, unless the shape is given */
+        y->batch_axis = x->batch_axis;
+        y->batch_outer = x->batch_outer;
+    }
 
     for (int i = 0; i < n->n_inputs; i++) {
         const vf_value *v = &g->values[n->inputs[i]];

@@ -18,7 +18,6 @@ import subprocess
 import sys
 
 KNOWN = [
-    {"engine/onnx.c", "engine/onnx_cnn.c", "engine/onnx_fold.c", "engine/onnx_ops.c"},
     {"engine/backend_dnnl.c", "engine/backend_dnnl_ops.c"},
     {"engine/backend_cuda.c", "engine/backend_cuda_ops.c"},
 ]

@@ -1,11 +1,12 @@
 /*
- * onnx_ops.h - what an operator's loading code sees of the ONNX loader (onnx.c), so that an
- * operator family lives in a file of its own without seeing protobuf-c: the node being
- * converted (its inputs, outputs, attributes), the graph being built, and node-named failures.
+ * onnx_ops.h - the one API of the ONNX loader's operator handlers (implemented in onnx_node.c),
+ * so that each operator family lives in a file of its own without seeing protobuf-c: the node
+ * being converted (its inputs, outputs, attributes), the graph being built, and node-named
+ * failures; then the handlers themselves, by family.
  *
  * Handlers take the loader, convert its current node into graph nodes or folded constants, and
  * return a status; a failure's message names the node. onnx.c's table lists each handler
- * against its operator's name.
+ * against its operator's name: a new ONNX operator is a row there and a handler here.
  */
 #ifndef VIDFEAT_ONNX_OPS_H
 #define VIDFEAT_ONNX_OPS_H
@@ -18,10 +19,26 @@
 
 typedef struct loader vfi_onnx_loader;
 
+/* ONNX TensorProto.DataType values vidfeat reads. */
+enum {
+    VF_ONNX_DT_FLOAT = 1,
+    VF_ONNX_DT_UINT8 = 2,
+    VF_ONNX_DT_INT8 = 3,
+    VF_ONNX_DT_INT32 = 6,
+    VF_ONNX_DT_INT64 = 7,
+    VF_ONNX_DT_BOOL = 9,
+    VF_ONNX_DT_FLOAT16 = 10,
+    VF_ONNX_DT_DOUBLE = 11,
+};
+
 /* ---- the node being converted ---- */
 int64_t vfi_onnx_opset(const vfi_onnx_loader *L);
 size_t vfi_onnx_n_inputs(const vfi_onnx_loader *L);
 size_t vfi_onnx_n_outputs(const vfi_onnx_loader *L);
+/* Is input i given (named: an optional input may be left empty)? */
+int vfi_onnx_has_input(const vfi_onnx_loader *L, size_t i);
+/* The node's operator ("Sum", ...). */
+const char *vfi_onnx_op_type(const vfi_onnx_loader *L);
 /* Output i's name ("" when unnamed). */
 const char *vfi_onnx_output_name(const vfi_onnx_loader *L, size_t i);
 /* Input i as a value index; -1 for an absent (optional) input. */
@@ -36,14 +53,27 @@ int vfi_onnx_attr_ints(const vfi_onnx_loader *L, const char *name, int64_t *out,
 vf_status vfi_onnx_const_ints(vfi_onnx_loader *L, size_t i, int64_t *out, int max, int *n);
 /* An axis in -rank..rank-1 made 0..rank-1. */
 vf_status vfi_onnx_axis(vfi_onnx_loader *L, int64_t axis, int rank, int *out);
+/* A constant held in an attribute, as a Constant node holds it: the first of the node's
+ * attributes "value" (a tensor), "value_float", "value_int", "value_floats", "value_ints", or
+ * only the one named `only`, decoded into *data (vfi_onnx_alloc'd, the caller's); *data NULL
+ * when there is none. label names the tensor in messages. */
+vf_status vfi_onnx_attr_value(vfi_onnx_loader *L, const char *only, const char *label,
+                              vf_dtype *dtype, int *rank, int64_t *dims, void **data);
 
 /* ---- building ---- */
 /* vfi_fail with "node 'NAME' (OP): " before the message. */
 vf_status vfi_onnx_fail(vfi_onnx_loader *L, vf_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* A graph node computing output `out` (0 for the first) of the current node. */
+/* A graph node computing output `out` (0 for the first) of the current node. A GATHER's indices
+ * are the graph's once its node exists, and freed here when it could not be made. */
 vf_status vfi_onnx_add_node(vfi_onnx_loader *L, vf_op op, const int *inputs, int n_inputs,
                             const void *params, size_t out);
+/* A graph node the current node needs besides its outputs, named after its first output
+ * ("OUT/suffix"); its value into *out. */
+vf_status vfi_onnx_add_named_node(vfi_onnx_loader *L, vf_op op, const char *suffix,
+                                  const int *inputs, int n_inputs, const void *params, int *out);
+/* Storage for a constant of numel elements (aligned as graph constants are), or NULL. */
+void *vfi_onnx_alloc(int64_t numel, vf_dtype dtype);
 /* A constant as output `out` of the current node; data (vfi_malloc'd, rank-major) becomes the
  * graph's on success, is freed on failure. */
 vf_status vfi_onnx_add_const(vfi_onnx_loader *L, size_t out, vf_dtype dtype, int rank,
@@ -124,5 +154,39 @@ vf_status vfi_onnx_scatter_nd(vfi_onnx_loader *L);
 vf_status vfi_onnx_argmax(vfi_onnx_loader *L);
 vf_status vfi_onnx_ramp_binary(vfi_onnx_loader *L, vf_binary_kind kind);
 vf_status vfi_onnx_take(vfi_onnx_loader *L);
+
+/* ---- elementwise and along one axis (onnx_math.c) ---- */
+vf_status vfi_onnx_relu(vfi_onnx_loader *L);
+vf_status vfi_onnx_leaky_relu(vfi_onnx_loader *L);
+vf_status vfi_onnx_sigmoid(vfi_onnx_loader *L);
+vf_status vfi_onnx_tanh(vfi_onnx_loader *L);
+vf_status vfi_onnx_hard_sigmoid(vfi_onnx_loader *L);
+vf_status vfi_onnx_hard_swish(vfi_onnx_loader *L);
+vf_status vfi_onnx_clip(vfi_onnx_loader *L);
+vf_status vfi_onnx_add(vfi_onnx_loader *L); /* Add, and Sum of two */
+vf_status vfi_onnx_sub(vfi_onnx_loader *L);
+vf_status vfi_onnx_mul(vfi_onnx_loader *L);
+vf_status vfi_onnx_div(vfi_onnx_loader *L);
+vf_status vfi_onnx_softmax(vfi_onnx_loader *L);
+vf_status vfi_onnx_lrn(vfi_onnx_loader *L);
+vf_status vfi_onnx_reduce_mean(vfi_onnx_loader *L);
+
+/* ---- moving elements (onnx_layout.c) ---- */
+vf_status vfi_onnx_reshape(vfi_onnx_loader *L);
+vf_status vfi_onnx_flatten(vfi_onnx_loader *L);
+vf_status vfi_onnx_squeeze(vfi_onnx_loader *L);
+vf_status vfi_onnx_unsqueeze(vfi_onnx_loader *L);
+vf_status vfi_onnx_transpose(vfi_onnx_loader *L);
+vf_status vfi_onnx_gather(vfi_onnx_loader *L);
+vf_status vfi_onnx_concat(vfi_onnx_loader *L);
+vf_status vfi_onnx_pad(vfi_onnx_loader *L);
+vf_status vfi_onnx_slice(vfi_onnx_loader *L);
+
+/* ---- making constants (onnx_consts.c) ---- */
+vf_status vfi_onnx_shape(vfi_onnx_loader *L);
+vf_status vfi_onnx_constant(vfi_onnx_loader *L);
+vf_status vfi_onnx_constant_of_shape(vfi_onnx_loader *L);
+vf_status vfi_onnx_cast(vfi_onnx_loader *L);
+vf_status vfi_onnx_alias(vfi_onnx_loader *L); /* Identity, Dropout */
 
 #endif /* VIDFEAT_ONNX_OPS_H */

@@ -18,7 +18,6 @@ import subprocess
 import sys
 
 KNOWN = [
-    {"engine/backend_dnnl.c", "engine/backend_dnnl_ops.c"},
     {"engine/backend_cuda.c", "engine/backend_cuda_ops.c"},
 ]
 

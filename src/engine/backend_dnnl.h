@@ -1,8 +1,10 @@
 /*
  * backend_dnnl.h - the oneDNN backend's plan, shared by its files: backend_dnnl.c (the backend:
- * planning, the CNN operators, precision, running) and backend_dnnl_ops.c (the operators
- * transformers brought: matmul, layer normalisation, slices, broadcasts). Internal to those two;
- * the rest of vidfeat sees the backend through backend.h's ops table only.
+ * the lowering table, planning, running), backend_dnnl_plan.c (the helpers below that build a
+ * plan), backend_dnnl_cnn.c and backend_dnnl_ops.c (the operators' lowerings: the CNN ones, and
+ * those transformers and text towers brought) and backend_dnnl_precision.c (int8 and bf16
+ * choices). Internal to those; the rest of vidfeat sees the backend through backend.h's ops
+ * table only. Files call downwards only: backend_dnnl.c -> the lowerings -> the plan helpers.
  *
  * A plan is a flat list of steps, each one oneDNN primitive (or a fill, or a host step: an
  * operator oneDNN lacks, run by our own loop over plain buffers) over buffers: an
@@ -163,6 +165,28 @@ vf_status vfi_dnnl_plain_md(vf_backend *b, const vf_value *v, dnnl_data_type_t d
 void vfi_dnnl_value_dims(const dnnl_ctx *c, const vf_value *v, dnnl_dims_t dims);
 /* How value vi is stored in the plan being built. */
 dnnl_data_type_t vfi_dnnl_dt_of(const dnnl_ctx *c, int vi);
+/* Buffer src in layout `want` (a reorder, cached per source, when it is not already); with a
+ * non-zero scale the reorder multiplies by it: quantization into an int8 type. */
+vf_status vfi_dnnl_ensure_md_scaled(vf_backend *b, int src, const dnnl_memory_desc_t *want_in,
+                                    float scale, int *out);
+/* Constant v (its data, or `data` in its place: quantized weights, scaled biases) as a persistent
+ * buffer in layout `want`, shared with another plan that has it in the same layout, else
+ * reordered once now from user_in. */
+vf_status vfi_dnnl_upload_data(vf_backend *b, const vf_value *v, const void *data,
+                               const dnnl_memory_desc_t *user_in, const dnnl_memory_desc_t *want_in,
+                               int *out);
+/* Is dt an int8 type? */
+static inline int vfi_dnnl_is_int8(dnnl_data_type_t dt)
+{
+    return dt == dnnl_u8 || dt == dnnl_s8;
+}
+/* The oneDNN elementwise operations an activation is, in order, into op: how many (0 for none),
+ * or -1 where oneDNN has no kernel for it (Erf). */
+typedef struct vfi_dnnl_eltwise {
+    dnnl_alg_kind_t alg;
+    float alpha, beta;
+} vfi_dnnl_eltwise;
+int vfi_dnnl_act_eltwise(const vf_act *a, vfi_dnnl_eltwise op[2]);
 /* Buffer src in layout want: itself, or a (cached) reorder of it. */
 vf_status vfi_dnnl_ensure_md(vf_backend *b, int src, const dnnl_memory_desc_t *want, int *out);
 /* A reorder step from buffer src into buffer (or view) dst. */
@@ -174,7 +198,21 @@ vf_status vfi_dnnl_upload_const(vf_backend *b, const vf_value *v, const dnnl_mem
 vf_status vfi_dnnl_eltwise_step(vf_backend *b, int x, int y, dnnl_alg_kind_t alg, float alpha,
                                 float beta);
 
-/* ---- the operators of backend_dnnl_ops.c ---- */
+/* ---- the operators' lowerings: each reads its node and adds its buffers and steps ---- */
+typedef vf_status (*vfi_dnnl_lowering)(vf_backend *b, const vf_node *nd);
+/* backend_dnnl_cnn.c */
+vf_status vfi_dnnl_conv_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_dnnl_fc_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_dnnl_act_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_dnnl_pool_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_dnnl_binary_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_dnnl_concat_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_dnnl_softmax_lrn_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_dnnl_pad_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_dnnl_reduce_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_dnnl_relayout_op(vf_backend *b, const vf_node *nd); /* Transpose, Reshape */
+vf_status vfi_dnnl_gather_op(vf_backend *b, const vf_node *nd);
+/* backend_dnnl_ops.c */
 vf_status vfi_dnnl_matmul_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_dnnl_layernorm_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_dnnl_slice_op(vf_backend *b, const vf_node *nd);

@@ -4,10 +4,11 @@ defines, and B (however indirectly) uses one of A's. Read from the built objects
 (`nm`: each file's defined and undefined global symbols), so it sees calls, not includes (the
 include circles are check-include-circles.py's). Run by check-layers.sh.
 
-The circles the code had when this check was written are listed in KNOWN, to be removed (issue
-41: the loader and the oneDNN and CUDA backends split by history, their side files reaching back
-into the main file's helpers): a circle not listed fails, and so does a listed one that is gone (so the
-list only shrinks). Exit 0; 1 with each circle printed; 77 (skipped) when no build is there.
+The circles the code had when this check was written (the loader and the oneDNN and CUDA backends
+split by history, their side files reaching back into the main file's helpers) are gone (issue 41);
+KNOWN lists any that must be tolerated for a while: a circle not listed fails, and so does a listed
+one that is gone (so the list only shrinks). Exit 0; 1 with each circle printed; 77 (skipped) when
+no build is there.
 
 usage: scripts/check-file-circles.py [BUILD_DIR]   (default build)
 """
@@ -17,9 +18,7 @@ import os
 import subprocess
 import sys
 
-KNOWN = [
-    {"engine/backend_cuda.c", "engine/backend_cuda_ops.c"},
-]
+KNOWN = []
 
 
 def graph(objdirs):
@@ -109,7 +108,7 @@ def main():
                 os.path.basename(__file__), " <-> ".join(sorted(k))))
             status = 1
     if status == 0:
-        print("file circles: none but the %d known ones (issue 41)" % len(KNOWN))
+        print("file circles: none" + (" but the %d known ones" % len(KNOWN) if KNOWN else ""))
     return status
 
 

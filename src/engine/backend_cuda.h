@@ -181,10 +181,70 @@ vf_status vfi_cuda_upload_value(vf_backend *b, int vi, int invert, int *out);
 /* Make value vi's buffer hold layout nhwc (1) or NCHW (0). */
 vf_status vfi_cuda_to_layout(vf_backend *b, int vi, int nhwc);
 
+/* Buffer buf (or the buffer a view lives in) is used by step `at`: its lifetime grows. */
+void vfi_cuda_touch(cuda_ctx *c, int buf, int at);
+/* Buffer buf's device address (a view's: its parent's, plus its offset). */
+void *vfi_cuda_buf_ptr(const cuda_ctx *c, int buf);
+/* A view's cuDNN descriptor released (the view may be destroyed again). */
+void vfi_cuda_destroy_view(tview *v);
+vf_status vfi_cuda_set_view(vf_backend *b, tview *v, int n);
+/* A dense view of `rank` dims (dims[0] = the batch when batched), padded to 4-D with trailing
+ * 1s. */
+vf_status vfi_cuda_dense_view(vf_backend *b, tview *v, int rank, const int64_t *dims, int batched,
+                              cudnnDataType_t dt);
+vf_status vfi_cuda_value_view(vf_backend *b, tview *v, const vf_value *val);
+/* Give a packed 4-D view [N, C, H, W] the strides of NHWC memory. */
+vf_status vfi_cuda_nhwc_view(vf_backend *b, tview *v);
+/* The view of value vi's buffer, in the layout it has. */
+vf_status vfi_cuda_act_view(vf_backend *b, tview *v, int vi);
+/* Are NCHW and NHWC the same bytes for this value, aligned to 4-D by leading 1s (its C, or its
+ * H x W, is 1)? */
+int vfi_cuda_layout_free(const vf_value *v);
+/* A convolution's filter [K, C, R, S] on the device, reordered to [K, R, S, C] for NHWC. */
+vf_status vfi_cuda_upload_filter(vf_backend *b, int vi, int nhwc, int *out);
+/* y = op(a1 * x, a2 * x2) where x2 is a scalar constant or another tensor (x2_view NULL: the
+ * scalar view). */
+vf_status vfi_cuda_optensor(vf_backend *b, cudnnOpTensorOp_t op, int x, float a1, int x2, float a2,
+                            const tview *x2_view, int y, const tview *shape);
+vf_status vfi_cuda_temp_like(vf_backend *b, const tview *shape, int *out);
+/* Can act_steps() run this activation in place (x == y)? cuDNN's own modes can; the ones built
+ * from cudnnOpTensor calls need a separate output. */
+int vfi_cuda_act_in_place(const vf_act *act);
+/* y = act(x), elementwise, as one or more steps; x == y only where act_in_place(). */
+vf_status vfi_cuda_act_steps(vf_backend *b, const vf_act *act, int x, int y, const tview *shape);
+/* y view <- x view (same dims; any strides, dtypes, byte offsets). */
+vf_status vfi_cuda_copy_step(vf_backend *b, int x, size_t x_off, const tview *xv, int y,
+                             size_t y_off, const tview *yv, step **out);
+vf_status vfi_cuda_fill_step(vf_backend *b, int y, const tview *yv, float value);
+/* A new buffer holding x [N, C, H, W] padded by pads (top, left, bottom, right) with `value`,
+ * in x's layout (nhwc); *pv receives its view. */
+vf_status vfi_cuda_padded_copy(vf_backend *b, int x, const tview *xv, int nhwc, const int pads[4],
+                               float value, int *out, tview *pv);
+/* A step converting per_sample elements an image between f32 and half (to_half: f32 -> half). */
+vf_status vfi_cuda_convert_step(vf_backend *b, int x, int y, int64_t per_sample, int to_half);
+
+/* backend_cuda_cnn.c: the operators cuDNN runs, each lowering its node to steps. */
+typedef vf_status (*vfi_cuda_lowering)(vf_backend *b, const vf_node *nd);
+vf_status vfi_cuda_conv_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_cuda_fc_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_cuda_act_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_cuda_pool_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_cuda_binary_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_cuda_concat_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_cuda_gather_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_cuda_transpose_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_cuda_pad_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_cuda_softmax_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_cuda_lrn_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_cuda_reduce_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_cuda_reshape_op(vf_backend *b, const vf_node *nd);
+
 /* backend_cuda_ops.c: whether node nd runs on vidfeat's kernels (an operator cuDNN has not, or
  * tensors cuDNN's steps cannot take), its lowering to an ST_KERNEL step, and that step's run at
  * batch n on its operands' device memory. */
 int vfi_cuda_on_kernels(const cuda_ctx *c, const vf_node *nd);
+/* Whether the kernels run nd's operator at all. */
+int vfi_cuda_kernel_supports(const vf_node *nd);
 vf_status vfi_cuda_kernel_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_cuda_kernel_run(vf_backend *b, const step *s, int n, const void *x, const void *x2,
                               const void *x3, const void *w, const void *bias, void *y);

@@ -25,6 +25,19 @@ static size_t elem_size(const cuda_ctx *c, const vf_value *v)
     return v->dtype == VF_DTYPE_I64 ? sizeof(int64_t) : c->es;
 }
 
+/* The operators vidfeat's kernels run (vfi_cuda_kernel_run's cases). */
+static const unsigned char kernel_ops[VF_OP_COUNT_] = {
+    [VF_OP_ACT] = 1,         [VF_OP_BINARY] = 1, [VF_OP_SOFTMAX] = 1,   [VF_OP_TRANSPOSE] = 1,
+    [VF_OP_SLICE] = 1,       [VF_OP_EXPAND] = 1, [VF_OP_GATHER] = 1,    [VF_OP_CONCAT] = 1,
+    [VF_OP_REDUCE_MEAN] = 1, [VF_OP_MATMUL] = 1, [VF_OP_LAYERNORM] = 1, [VF_OP_LOOKUP] = 1,
+    [VF_OP_ARGMAX] = 1,      [VF_OP_TAKE] = 1,
+};
+
+int vfi_cuda_kernel_supports(const vf_node *nd)
+{
+    return (unsigned)nd->op < VF_OP_COUNT_ && kernel_ops[nd->op];
+}
+
 /* Must node nd run on the kernels: an operator cuDNN has not, or a tensor cuDNN's steps cannot
  * take (its batch not alone in its first dimension, or int64 ids)? */
 int vfi_cuda_on_kernels(const cuda_ctx *c, const vf_node *nd)

@@ -162,6 +162,22 @@ class Pools(nn.Module):
         return torch.cat([a.flatten(1), b.flatten(1), c.flatten(1), d.flatten(1)], 1)
 
 
+class Pools3d(nn.Module):
+    """Pooling over a clip [N, 3, 8, 9, 9] (the input [N, 24, 9, 9]: 8 frames of 3 colours,
+    reshaped, as vidfeat's engine takes images): the windows of S3D, I3D and R(2+1)D's kin."""
+
+    def forward(self, x):
+        x = x.reshape(x.shape[0], 3, 8, 9, 9)
+        a = F.max_pool3d(x, (1, 3, 3), (1, 2, 2), padding=(0, 1, 1))  # S3D's spatial max pool
+        b = F.max_pool3d(x, (2, 3, 3), 2, ceil_mode=True)               # ceil in time and space
+        c = F.avg_pool3d(x, 3, 2, padding=1, count_include_pad=False)  # padding excluded
+        d = F.avg_pool3d(x, (2, 3, 3), (2, 2, 2), padding=(0, 1, 1))   # padding counted
+        e = F.adaptive_avg_pool3d(x, 1)                                 # global
+        f = F.max_pool3d(x, 2, 1, dilation=2)                           # dilated
+        g = F.adaptive_max_pool3d(x, 1)                                 # global max
+        return torch.cat([t.flatten(1) for t in (a, b, c, d, e, f, g)], 1)
+
+
 class GlobalPools(nn.Module):
     def forward(self, x):
         return torch.cat([F.adaptive_avg_pool2d(x, 1), F.adaptive_max_pool2d(x, 1)], 1).flatten(1)
@@ -627,6 +643,7 @@ def main(fixtures_only=False):
     export("bn_standalone", BnStandalone, (4, 5, 5), 5)
     export("pools", Pools, (3, 13, 13), 6)
     export("global_pools", GlobalPools, (5, 6, 7), 7)
+    export("pools3d", Pools3d, (24, 9, 9), 25)
     export("gemm_matmul", GemmMatmul, (4, 5, 5), 9)
     export("binary", Binary, (4, 5, 5), 10)
     export("concat_softmax", ConcatSoftmax, (3, 4, 4), 11)

@@ -28,6 +28,7 @@ const char *const op_case_names[] = {
     "nhwc_transpose",
     "pads",
     "pools",
+    "pools3d",
     "same_upper",
     "shape_reshape",
     "squeeze_unsqueeze",
@@ -94,6 +95,19 @@ vf_graph *op_graph_load(const char *name, int optimize)
     if (optimize)
         CHECK_OK(vfi_pass_optimize(g, &err), err.msg);
     return g;
+}
+
+int op_backend_runs(const char *backend, const vf_graph *g, const char *name)
+{
+    vf_err err = {0};
+    vf_backend *b = NULL;
+    vf_backend_opts opts = {.precision = VF_PRECISION_F32};
+    CHECK_OK(vfi_backend_open(backend, &opts, &b, &err), err.msg);
+    vf_status rc = vfi_backend_check_ops(b, g);
+    if (rc < 0)
+        printf("%-18s not on %s: %s\n", name, backend, b->err.msg);
+    vfi_backend_free(&b);
+    return rc >= 0;
 }
 
 float *op_run(const char *backend, vf_precision prec, vf_graph *g, int max_batch, const float *x,

@@ -29,6 +29,10 @@ void op_golden_free(op_golden *g);
 /* Load tests/data/ops/NAME.onnx, choose its output and (if optimize) run the passes. */
 vf_graph *op_graph_load(const char *name, int optimize);
 
+/* Does the backend run every node of g (its supports(), as prepare asks it)? When not, prints
+ * "NAME: not on BACKEND: why" and returns 0. */
+int op_backend_runs(const char *backend, const vf_graph *g, const char *name);
+
 /* Compile g on a backend for max_batch and run n images; returns malloc'd output. */
 float *op_run(const char *backend, vf_precision prec, vf_graph *g, int max_batch, const float *x,
               int n);

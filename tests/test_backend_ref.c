@@ -6,14 +6,39 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "op_cases.h"
 
 #define TOL 1e-5
 
+/* A backend that lacks an operator refuses a graph using it when the graph is planned, naming
+ * the node and the operator, before building anything: the reference backend's table with a
+ * supports() that refuses Pool3D. */
+static vf_status no_pool3d(vf_backend *b, const vf_graph *g, const vf_node *nd, vf_err *err)
+{
+    (void)b, (void)g, (void)err;
+    return nd->op == VF_OP_POOL3D ? VF_ERR_UNSUPPORTED : VF_OK;
+}
+
+static void refused_when_planned(void)
+{
+    vf_backend_ops ops = vfi_backend_ref;
+    ops.supports = no_pool3d;
+    vf_backend b = {.ops = &ops};
+    vf_graph *g = op_graph_load("pools3d", 1);
+    CHECK_EQ(vfi_backend_check_ops(&b, g), VF_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(b.err.msg, "Pool3D is not in the ref backend") && strstr(b.err.msg, "node '"),
+              "%s", b.err.msg);
+    printf("refused when planned: %s\n", b.err.msg);
+    CHECK_EQ(vfi_backend_check_ops(&(vf_backend){.ops = &vfi_backend_ref}, g), VF_OK);
+    vfi_graph_free(&g);
+}
+
 int main(void)
 {
+    refused_when_planned();
     for (int i = 0; op_case_names[i]; i++) {
         const char *name = op_case_names[i];
         op_golden gold;

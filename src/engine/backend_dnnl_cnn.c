@@ -406,31 +406,33 @@ vf_status vfi_dnnl_act_op(vf_backend *b, const vf_node *nd)
     return rc;
 }
 
+/* POOL and POOL3D: oneDNN pools 4-D and 5-D tensors alike. */
 vf_status vfi_dnnl_pool_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
     const vf_graph *g = c->g;
-    const vf_pool_params *p = &nd->p.pool;
-    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
+    const vf_value *yv = &g->values[nd->output];
     vf_status rc = VF_OK;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL;
     dnnl_memory_desc_t dst_md;
     dnnl_dims_t yd, kernel, strides, dil, pl, pr;
+    vf_pool_window w;
+    vfi_pool_window(g, nd, &w);
     vfi_dnnl_value_dims(c, yv, yd);
-    for (int a = 0; a < 2; a++) {
-        kernel[a] = p->global ? xv->dims[2 + a] : p->win.kernel[a];
-        strides[a] = p->global ? 1 : p->win.stride[a];
-        dil[a] = p->global ? 0 : p->win.dilation[a] - 1;
-        pl[a] = p->global ? 0 : p->win.pads[a];
-        pr[a] = p->global ? 0 : p->win.pads[a + 2];
+    for (int a = 0; a < w.n_axes; a++) {
+        kernel[a] = w.kernel[a];
+        strides[a] = w.stride[a];
+        dil[a] = w.dilation[a] - 1;
+        pl[a] = w.pad_begin[a];
+        pr[a] = w.pad_end[a];
     }
-    dnnl_alg_kind_t alg = p->kind == VF_POOL_MAX ? dnnl_pooling_max
-                          : p->count_include_pad ? dnnl_pooling_avg_include_padding
-                                                 : dnnl_pooling_avg_exclude_padding;
+    dnnl_alg_kind_t alg = w.kind == VF_POOL_MAX ? dnnl_pooling_max
+                          : w.count_include_pad ? dnnl_pooling_avg_include_padding
+                                                : dnnl_pooling_avg_exclude_padding;
     int x = c->p->vbuf[nd->inputs[0]], y;
     dnnl_data_type_t ydt = c->vdt ? vfi_dnnl_dt_of(c, nd->output) : c->p->bufs[x].md.data_type;
-    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 4, yd, ydt, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 2 + w.n_axes, yd, ydt, dnnl_format_tag_any));
     dnnl_pooling_v2_desc_t pdsc;
     CHECK(dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, alg, &c->p->bufs[x].md,
                                             &dst_md, strides, kernel, dil, pl, pr));

@@ -143,43 +143,52 @@ static void fc(const vf_node *nd, const vf_graph *g, const float *x, float *y, i
     }
 }
 
+/* POOL and POOL3D: a 2-D window is a 3-D one over a single frame. */
 static void pool(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
 {
     const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
-    const vf_pool_params *p = &nd->p.pool;
-    int64_t C = xv->dims[1], H = xv->dims[2], W = xv->dims[3];
-    int64_t OH = yv->dims[2], OW = yv->dims[3];
-    int kh = p->global ? (int)H : p->win.kernel[0], kw = p->global ? (int)W : p->win.kernel[1];
-    int sh = p->global ? 1 : p->win.stride[0], sw = p->global ? 1 : p->win.stride[1];
-    int dh = p->global ? 1 : p->win.dilation[0], dw = p->global ? 1 : p->win.dilation[1];
-    int ph = p->global ? 0 : p->win.pads[0], pw = p->global ? 0 : p->win.pads[1];
+    vf_pool_window w;
+    vfi_pool_window(g, nd, &w);
+    int64_t in[3], out[3], k[3], s[3], d[3], pb[3];
+    for (int a = 0, off = 3 - w.n_axes; a < 3; a++) {
+        int i = a - off;
+        in[a] = i < 0 ? 1 : xv->dims[2 + i];
+        out[a] = i < 0 ? 1 : yv->dims[2 + i];
+        k[a] = i < 0 ? 1 : w.kernel[i];
+        s[a] = i < 0 ? 1 : w.stride[i];
+        d[a] = i < 0 ? 1 : w.dilation[i];
+        pb[a] = i < 0 ? 0 : w.pad_begin[i];
+    }
+    int64_t C = xv->dims[1], in_size = in[0] * in[1] * in[2], out_size = out[0] * out[1] * out[2];
     for (int64_t plane = 0; plane < (int64_t)n * C; plane++) {
-        const float *in = x + plane * H * W;
-        float *out = y + plane * OH * OW;
-        for (int64_t oh = 0; oh < OH; oh++) {
-            for (int64_t ow = 0; ow < OW; ow++) {
-                double acc = p->kind == VF_POOL_MAX ? -INFINITY : 0.0;
-                int64_t count = 0;
-                for (int r = 0; r < kh; r++) {
-                    int64_t ih = oh * sh - ph + (int64_t)r * dh;
-                    for (int s = 0; s < kw; s++) {
-                        int64_t iw = ow * sw - pw + (int64_t)s * dw;
-                        if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+        const float *src = x + plane * in_size;
+        float *dst = y + plane * out_size;
+        for (int64_t o = 0; o < out_size; o++) {
+            int64_t ot = o / (out[1] * out[2]), oh = o / out[2] % out[1], ow = o % out[2];
+            double acc = w.kind == VF_POOL_MAX ? -INFINITY : 0.0;
+            int64_t count = 0;
+            for (int64_t q = 0; q < k[0]; q++) {
+                int64_t it = ot * s[0] - pb[0] + q * d[0];
+                for (int64_t r = 0; r < k[1]; r++) {
+                    int64_t ih = oh * s[1] - pb[1] + r * d[1];
+                    for (int64_t t = 0; t < k[2]; t++) {
+                        int64_t iw = ow * s[2] - pb[2] + t * d[2];
+                        if (it < 0 || it >= in[0] || ih < 0 || ih >= in[1] || iw < 0 || iw >= in[2])
                             continue;
-                        float v = in[ih * W + iw];
-                        if (p->kind == VF_POOL_MAX)
+                        float v = src[(it * in[1] + ih) * in[2] + iw];
+                        if (w.kind == VF_POOL_MAX)
                             acc = v > acc ? v : acc;
                         else
                             acc += v;
                         count++;
                     }
                 }
-                if (p->kind == VF_POOL_AVG) {
-                    int64_t div = p->count_include_pad ? (int64_t)kh * kw : count;
-                    acc = div ? acc / (double)div : 0.0;
-                }
-                out[oh * OW + ow] = (float)acc;
             }
+            if (w.kind == VF_POOL_AVG) {
+                int64_t div = w.count_include_pad ? k[0] * k[1] * k[2] : count;
+                acc = div ? acc / (double)div : 0.0;
+            }
+            dst[o] = (float)acc;
         }
     }
 }
@@ -583,6 +592,7 @@ static const ref_kernel kernels[VF_OP_COUNT_] = {
     [VF_OP_LOOKUP] = k_lookup,
     [VF_OP_ARGMAX] = k_argmax,
     [VF_OP_TAKE] = k_take,
+    [VF_OP_POOL3D] = k_pool,
 };
 
 static vf_status ref_supports(vf_backend *b, const vf_graph *g, const vf_node *nd, vf_err *err)

@@ -293,6 +293,26 @@ vf_status vfi_graph_add_node(vf_graph *g, vf_op op, const char *node_name, const
     return VF_OK;
 }
 
+void vfi_pool_window(const vf_graph *g, const vf_node *nd, vf_pool_window *w)
+{
+    const vf_value *x = &g->values[nd->inputs[0]];
+    int three = nd->op == VF_OP_POOL3D;
+    const vf_pool_params *p2 = &nd->p.pool;
+    const vf_pool3d_params *p3 = &nd->p.pool3d;
+    memset(w, 0, sizeof(*w));
+    w->n_axes = three ? 3 : 2;
+    w->kind = three ? p3->kind : p2->kind;
+    w->count_include_pad = three ? p3->count_include_pad : p2->count_include_pad;
+    int global = three ? p3->global : p2->global;
+    for (int a = 0; a < w->n_axes; a++) {
+        w->kernel[a] = global ? x->dims[2 + a] : three ? p3->kernel[a] : p2->win.kernel[a];
+        w->stride[a] = global ? 1 : three ? p3->stride[a] : p2->win.stride[a];
+        w->dilation[a] = global ? 1 : three ? p3->dilation[a] : p2->win.dilation[a];
+        w->pad_begin[a] = global ? 0 : three ? p3->pads[a] : p2->win.pads[a];
+        w->pad_end[a] = global ? 0 : three ? p3->pads[a + 3] : p2->win.pads[a + 2];
+    }
+}
+
 int vfi_graph_count_uses(const vf_graph *g, int v)
 {
     int uses = v == g->output;

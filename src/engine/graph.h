@@ -121,6 +121,27 @@ typedef struct vf_pool_params {
     vf_window win;
 } vf_pool_params;
 
+/* POOL3D: a window over the last three dimensions of [N, C, T, H, W] (a clip's time, height and
+ * width). pads: the beginnings of the three, then their ends (resolved from auto_pad, and a
+ * ceil mode folded into the ends, by shape inference). */
+typedef struct vf_pool3d_params {
+    vf_pool_kind kind;
+    int global; /* kernel = the whole input volume */
+    int ceil_mode;
+    int count_include_pad;
+    int kernel[3], stride[3], dilation[3], pads[6];
+    vf_auto_pad auto_pad;
+} vf_pool3d_params;
+
+/* The window of a POOL or POOL3D node as backends read both, per spatial axis (POOL: H, W;
+ * POOL3D: T, H, W), a global pool's the whole axis (vfi_pool_window). */
+typedef struct vf_pool_window {
+    int n_axes; /* 2 or 3: the input is [N, C, then these] */
+    vf_pool_kind kind;
+    int count_include_pad;
+    int64_t kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
+} vf_pool_window;
+
 typedef struct vf_lrn_params {
     int size;
     float alpha, beta, bias;
@@ -169,6 +190,7 @@ typedef struct vf_node {
         vf_matmul_params matmul;
         vf_act act;
         vf_pool_params pool;
+        vf_pool3d_params pool3d;
         vf_binary_kind binary;
         int axis; /* CONCAT, SOFTMAX, TAKE */
         vf_lrn_params lrn;
@@ -287,6 +309,9 @@ vf_status vfi_graph_infer_node(vf_graph *g, int i, vf_err *err);
  * a), a constant b is one [k, cols] for all of a's rows (lead 1, m every row). */
 void vfi_matmul_dims(const vf_graph *g, const vf_node *nd, int64_t n, int64_t *lead, int64_t *m,
                      int64_t *k, int64_t *cols);
+
+/* The window of POOL or POOL3D node nd into *w. */
+void vfi_pool_window(const vf_graph *g, const vf_node *nd, vf_pool_window *w);
 
 /* Number of nodes reading value v, plus one if v is the graph output. */
 int vfi_graph_count_uses(const vf_graph *g, int v);

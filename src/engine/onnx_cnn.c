@@ -1,6 +1,7 @@
 /*
  * onnx_cnn.c - the operators of convolutional networks: Conv (a window read from kernel_shape,
- * strides, dilations, pads and auto_pad), MaxPool, AveragePool, the global pools, Gemm and MatMul
+ * strides, dilations, pads and auto_pad), MaxPool, AveragePool and the global pools (of images;
+ * of clips [N, C, T, H, W] as Pool3D), Gemm and MatMul
  * with constant weights as a fully connected layer (MatMul of activations as it is), and
  * BatchNormalization as a depthwise 1x1 convolution the passes fold into the one before. Handlers
  * of onnx.c's table, through the loader's interface (onnx_ops.h).
@@ -17,56 +18,69 @@ static float *floats(int64_t n)
     return vfi_mallocarray((size_t)(n > 0 ? n : 1), sizeof(float));
 }
 
-static vf_status read_window(vfi_onnx_loader *L, vf_window *w, const vf_value *weights)
+/* A window over n spatial axes from the node's attributes (kernel_shape, or the weights' last n
+ * dimensions; strides, dilations, pads as begins then ends, auto_pad) into the arrays given. */
+static vf_status read_axes(vfi_onnx_loader *L, int n, const vf_value *weights, int *kernel,
+                           int *stride, int *dilation, int *pads, vf_auto_pad *auto_pad)
 {
-    int64_t v[4];
-    int n;
-    memset(w, 0, sizeof(*w));
-    n = vfi_onnx_attr_ints(L, "kernel_shape", v, 2);
-    if (n == -1 && weights) {
-        v[0] = weights->dims[2];
-        v[1] = weights->dims[3];
-        n = 2;
+    int64_t v[6];
+    int got = vfi_onnx_attr_ints(L, "kernel_shape", v, n);
+    if (got == -1 && weights) {
+        for (int i = 0; i < n; i++)
+            v[i] = weights->dims[2 + i];
+        got = n;
     }
-    if (n != 2)
-        return vfi_onnx_fail(L, VF_ERR_UNSUPPORTED, "only 2-D kernels are supported");
-    for (int i = 0; i < 2; i++) {
+    if (got != n)
+        return n == 2 ? vfi_onnx_fail(L, VF_ERR_UNSUPPORTED, "only 2-D kernels are supported")
+                      : vfi_onnx_fail(L, VF_ERR_UNSUPPORTED,
+                                      "a kernel_shape of %d entries "
+                                      "for a %d-D window",
+                                      got, n);
+    for (int i = 0; i < n; i++) {
         if (v[i] < 1 || v[i] > VF_MAX_DIM)
             return vfi_onnx_fail(L, VF_ERR_MODEL, "invalid kernel_shape");
-        w->kernel[i] = (int)v[i];
+        kernel[i] = (int)v[i];
     }
     static const char *const names[2] = {"strides", "dilations"};
-    int *dst[2] = {w->stride, w->dilation};
+    int *dst[2] = {stride, dilation};
     for (int k = 0; k < 2; k++) {
-        n = vfi_onnx_attr_ints(L, names[k], v, 2);
-        if (n == -1) {
-            dst[k][0] = dst[k][1] = 1;
-            continue;
+        got = vfi_onnx_attr_ints(L, names[k], v, n);
+        for (int i = 0; i < n; i++) {
+            if (got == -1) {
+                dst[k][i] = 1;
+                continue;
+            }
+            if (got != n || v[i] < 1 || v[i] > VF_MAX_DIM)
+                return vfi_onnx_fail(L, VF_ERR_MODEL, "invalid %s", names[k]);
+            dst[k][i] = (int)v[i];
         }
-        if (n != 2 || v[0] < 1 || v[1] < 1 || v[0] > VF_MAX_DIM || v[1] > VF_MAX_DIM)
-            return vfi_onnx_fail(L, VF_ERR_MODEL, "invalid %s", names[k]);
-        dst[k][0] = (int)v[0];
-        dst[k][1] = (int)v[1];
     }
-    n = vfi_onnx_attr_ints(L, "pads", v, 4);
-    if (n == 4) {
-        for (int i = 0; i < 4; i++) {
+    got = vfi_onnx_attr_ints(L, "pads", v, 2 * n);
+    if (got == 2 * n) {
+        for (int i = 0; i < 2 * n; i++) {
             if (v[i] < 0 || v[i] > VF_MAX_DIM)
                 return vfi_onnx_fail(L, VF_ERR_MODEL, "invalid pads");
-            w->pads[i] = (int)v[i];
+            pads[i] = (int)v[i];
         }
-    } else if (n != -1) {
-        return vfi_onnx_fail(L, VF_ERR_MODEL, "pads must have 4 entries for a 2-D window");
+    } else if (got != -1) {
+        return vfi_onnx_fail(L, VF_ERR_MODEL, "pads must have %d entries for a %d-D window", 2 * n,
+                             n);
     }
     if (vfi_onnx_attr_str_is(L, "auto_pad", "SAME_UPPER", 0))
-        w->auto_pad = VF_PAD_SAME_UPPER;
+        *auto_pad = VF_PAD_SAME_UPPER;
     else if (vfi_onnx_attr_str_is(L, "auto_pad", "SAME_LOWER", 0))
-        w->auto_pad = VF_PAD_SAME_LOWER;
+        *auto_pad = VF_PAD_SAME_LOWER;
     else if (vfi_onnx_attr_str_is(L, "auto_pad", "VALID", 0))
-        w->auto_pad = VF_PAD_VALID;
+        *auto_pad = VF_PAD_VALID;
     else if (!vfi_onnx_attr_str_is(L, "auto_pad", "NOTSET", 1))
         return vfi_onnx_fail(L, VF_ERR_UNSUPPORTED, "unknown auto_pad");
     return VF_OK;
+}
+
+static vf_status read_window(vfi_onnx_loader *L, vf_window *w, const vf_value *weights)
+{
+    memset(w, 0, sizeof(*w));
+    return read_axes(L, 2, weights, w->kernel, w->stride, w->dilation, w->pads, &w->auto_pad);
 }
 
 vf_status vfi_onnx_conv(vfi_onnx_loader *L)
@@ -94,24 +108,51 @@ vf_status vfi_onnx_conv(vfi_onnx_loader *L)
     return vfi_onnx_add_node(L, VF_OP_CONV, in, in[2] >= 0 ? 3 : 2, &p, 0);
 }
 
+/* The attributes windowed pools share, besides the window. */
+static vf_status pool_attrs(vfi_onnx_loader *L, int *ceil_mode, int *count_include_pad)
+{
+    *ceil_mode = vfi_onnx_attr_int(L, "ceil_mode", 0) != 0;
+    *count_include_pad = vfi_onnx_attr_int(L, "count_include_pad", 0) != 0;
+    if (vfi_onnx_attr_int(L, "storage_order", 0) != 0)
+        return vfi_onnx_fail(L, VF_ERR_UNSUPPORTED, "storage_order 1");
+    return VF_OK;
+}
+
+/* Over a clip [N, C, T, H, W]: POOL3D. */
+static vf_status pool3d_node(vfi_onnx_loader *L, int x, vf_pool_kind kind, int global)
+{
+    vf_pool3d_params p;
+    memset(&p, 0, sizeof(p));
+    p.kind = kind;
+    p.global = global;
+    if (!global) {
+        vf_status rc = read_axes(L, 3, NULL, p.kernel, p.stride, p.dilation, p.pads, &p.auto_pad);
+        if (rc >= 0)
+            rc = pool_attrs(L, &p.ceil_mode, &p.count_include_pad);
+        if (rc < 0)
+            return rc;
+    }
+    return vfi_onnx_add_node(L, VF_OP_POOL3D, &x, 1, &p, 0);
+}
+
 static vf_status pool_node(vfi_onnx_loader *L, vf_pool_kind kind, int global)
 {
     int x;
     vf_status rc = vfi_onnx_input(L, 0, &x);
     if (rc < 0)
         return rc;
+    if (vfi_onnx_value(L, x)->rank == 5)
+        return pool3d_node(L, x, kind, global);
     vf_pool_params p;
     memset(&p, 0, sizeof(p));
     p.kind = kind;
     p.global = global;
     if (!global) {
         rc = read_window(L, &p.win, NULL);
+        if (rc >= 0)
+            rc = pool_attrs(L, &p.ceil_mode, &p.count_include_pad);
         if (rc < 0)
             return rc;
-        p.ceil_mode = vfi_onnx_attr_int(L, "ceil_mode", 0) != 0;
-        p.count_include_pad = vfi_onnx_attr_int(L, "count_include_pad", 0) != 0;
-        if (vfi_onnx_attr_int(L, "storage_order", 0) != 0)
-            return vfi_onnx_fail(L, VF_ERR_UNSUPPORTED, "storage_order 1");
     }
     return vfi_onnx_add_node(L, VF_OP_POOL, &x, 1, &p, 0);
 }

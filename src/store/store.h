@@ -197,6 +197,9 @@ typedef void (*vf_store_hit_fn)(void *user, const char *path, const vf_store_ref
 /* What a kind of store provides; see the vfi_store_* calls below for each one's contract. */
 struct vf_store_ops {
     const char *name;
+    /* (NULL: not an SQL store) the driver of sql.h, through which the reads written once for
+     * every SQL store (reads.c) run */
+    const struct vf_sql_driver *sql;
     /* 1 when target (what the user gave as -o) names a store of this kind */
     int (*claims)(const char *target);
     /* target as messages may show it (a URI without its password) into buf */

@@ -43,6 +43,7 @@
 #include "core/utf8.h"
 #include "store/rank.h"
 #include "store/record.h"
+#include "store/sql.h"
 
 #define PG_SCHEMA_VERSION 8
 #define ADVISORY_KEY      "7419030817" /* any constant: the schema's lock */
@@ -1359,31 +1360,6 @@ static vf_status pg_add_run(vf_store *store, const vf_run_record *r, const char 
                  20, p, "recording the run", NULL, err);
 }
 
-static vf_status pg_models(vf_store *store, vf_store_model_fn row, void *user, vf_err *err)
-{
-    pg_store *s = (pg_store *)store;
-    PGresult *res;
-    char sql[512];
-    vfi_store_models_sql(s->version, sql, sizeof(sql));
-    vf_status rc = query(s, sql, 0, NULL, "reading models", &res, err);
-    if (rc < 0)
-        return rc;
-    for (int i = 0; i < PQntuples(res); i++) {
-        vf_store_model m = {PQgetvalue(res, i, 1),
-                            PQgetvalue(res, i, 2),
-                            PQgetvalue(res, i, 3),
-                            atoi(PQgetvalue(res, i, 4)),
-                            !strcmp(PQgetvalue(res, i, 5), "float16"),
-                            PQgetvalue(res, i, 6),
-                            PQgetisnull(res, i, 9) ? NULL : PQgetvalue(res, i, 9),
-                            PQgetisnull(res, i, 8) ? NULL : PQgetvalue(res, i, 8)};
-        row(user, strtoll(PQgetvalue(res, i, 0), NULL, 10), &m,
-            strtoll(PQgetvalue(res, i, 7), NULL, 10));
-    }
-    PQclear(res);
-    return VF_OK;
-}
-
 /* A real[] in text form ("{1.5,-2,NaN}") into dim floats. */
 static vf_status parse_vec(pg_store *s, const char *text, int dim, float *out, vf_err *err)
 {
@@ -1405,222 +1381,235 @@ bad:
     return vfi_fail(err, VF_ERR_STORE, "%s: a stored vector is not %d numbers", s->name, dim);
 }
 
-static vf_status find_video(pg_store *s, int64_t model_id, const char *path, char video[24],
-                            vf_err *err)
-{
-    char *name = vfi_path_absolute(path); /* NULL for "" */
-    video[0] = '\0';
-    if (!name && path[0])
-        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    char model[24];
-    snprintf(model, sizeof(model), "%lld", (long long)model_id);
-    const char *p[] = {model, name ? name : path, path};
-    PGresult *res;
-    vf_status rc = query(s,
-                         "SELECT DISTINCT v.id, v.path, v.path IN ($2, $3) AS named FROM videos v"
-                         " JOIN extractions e ON e.video_id = v.id WHERE e.model_id = $1"
-                         " ORDER BY named DESC, v.id",
-                         3, p, "reading videos", &res, err);
-    if (rc >= 0) {
-        char *want = realpath(path, NULL);
-        for (int i = 0; i < PQntuples(res) && !video[0] && rc >= 0; i++) {
-            int oom = 0;
-            char *stored = pg_bytes(res, i, 1, &oom);
-            if (oom)
-                rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-            else if (vfi_rank_same_file(stored, path, name, want))
-                snprintf(video, 24, "%s", PQgetvalue(res, i, 0));
-            vfi_free(stored);
-        }
-        free(want); /* realpath's allocation */
-        PQclear(res);
-    }
-    vfi_free(name);
-    return rc;
-}
+/* ---- the SQL driver (sql.h) --------------------------------------------------------------- */
 
-static vf_status pg_vector_at(vf_store *store, int64_t model_id, int f16, const char *path,
-                              double t, float *vec, int dim, vf_store_ref *ref, int *found,
-                              vf_err *err)
-{
-    (void)f16; /* the values are stored as they read back */
-    pg_store *s = (pg_store *)store;
-    char video[24], model[24], at[40];
-    *found = 0;
-    vf_status rc = find_video(s, model_id, path, video, err);
-    if (rc < 0 || !video[0])
-        return rc;
-    snprintf(model, sizeof(model), "%lld", (long long)model_id);
-    snprintf(at, sizeof(at), "%.17g", t);
-    const char *p[] = {video, model, at};
-    PGresult *res;
-    rc = query(s,
-               "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM features f JOIN"
-               " extractions e ON e.id = f.extraction_id WHERE e.video_id = $1 AND"
-               " e.model_id = $2 ORDER BY abs(f.t - $3), f.t, e.id LIMIT 1",
-               3, p, "reading features", &res, err);
-    if (rc < 0)
-        return rc;
-    if (PQntuples(res) == 1) {
-        *ref = (vf_store_ref){
-            strtoll(PQgetvalue(res, 0, 0), NULL, 10), strtoll(PQgetvalue(res, 0, 1), NULL, 10),
-            strtoll(PQgetvalue(res, 0, 2), NULL, 10), strtod(PQgetvalue(res, 0, 3), NULL)};
-        rc = parse_vec(s, PQgetvalue(res, 0, 4), dim, vec, err);
-        *found = rc >= 0;
-    }
-    PQclear(res);
-    return rc;
-}
+#define SQL_COLS 16 /* text columns a statement's row gives back as bytes */
 
-/* pg_nearest's reading: each stored vector but the skipped one offered to the ranking */
-typedef struct nearest_read {
+typedef struct pg_sql {
+    vf_sql base; /* first: its driver */
     pg_store *s;
-    int dim;
-    const vf_store_ref *skip;
-    float *v; /* dim floats: the row's vector */
-    vf_rank *rank;
-    vf_err *err;
-} nearest_read;
+    char *sql; /* $N where the statement said ?N */
+    const char *what;
+    unsigned flags;
+    int n;                    /* parameters: the highest bound */
+    char *params[MAX_PARAMS]; /* their text (NULL: SQL null), owned */
+    Oid types[MAX_PARAMS];    /* int8, float8, or 0 (text: the server's inference) */
+    PGresult *res;            /* the row (single-row mode), or every row (VF_SQL_ALL_ROWS) */
+    int row;                  /* the row of res being read */
+    int running;              /* sent, and not all its results read */
+    char *texts[SQL_COLS];    /* the row's text columns as bytes, owned until the next step */
+    vf_status rc;             /* the kept failure */
+    vf_err err;
+} pg_sql;
 
-static vf_status nearest_row(void *user, const PGresult *res)
-{
-    nearest_read *r = user;
-    vf_store_ref ref = {
-        strtoll(PQgetvalue(res, 0, 0), NULL, 10), strtoll(PQgetvalue(res, 0, 1), NULL, 10),
-        strtoll(PQgetvalue(res, 0, 2), NULL, 10), strtod(PQgetvalue(res, 0, 3), NULL)};
-    if (r->skip && ref.extraction == r->skip->extraction && ref.frame_index == r->skip->frame_index)
-        return VF_OK;
-    vf_status rc = parse_vec(r->s, PQgetvalue(res, 0, 4), r->dim, r->v, r->err);
-    if (rc >= 0)
-        vfi_rank_offer(r->rank, &ref, r->v);
-    return rc;
-}
+static const vf_sql_driver pg_driver;
 
-static vf_status pg_nearest(vf_store *store, int64_t model_id, int f16, const float *q, int dim,
-                            int k, const vf_store_ref *skip, vf_store_hit_fn hit, void *user,
-                            vf_err *err)
+static void sql_clear_row(pg_sql *q)
 {
-    (void)f16;
-    pg_store *s = (pg_store *)store;
-    vf_status rc = VF_OK;
-    float *v = vfi_mallocarray((size_t)(dim > 0 ? dim : 1), sizeof(float));
-    vf_rank *rank = vfi_rank_create(q, dim, k);
-    if (!v || !rank) {
-        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-        goto out;
+    for (int i = 0; i < SQL_COLS; i++) {
+        vfi_free(q->texts[i]);
+        q->texts[i] = NULL;
     }
-    char model[24];
-    snprintf(model, sizeof(model), "%lld", (long long)model_id);
-    const char *p[] = {model};
-    /* every vector once, a row at a time: memory does not grow with the table */
-    nearest_read r = {s, dim, skip, v, rank, err};
-    rc = each_row(s,
-                  "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM features f"
-                  " JOIN extractions e ON e.id = f.extraction_id WHERE e.model_id = $1",
-                  1, p, "reading features", nearest_row, &r, err);
-    for (int i = 0; rc >= 0 && i < vfi_rank_count(rank); i++) {
-        PGresult *res;
-        double sim;
-        const vf_store_ref *ref = vfi_rank_get(rank, i, &sim);
-        char id[24];
-        snprintf(id, sizeof(id), "%lld", (long long)ref->extraction);
-        const char *pv[] = {id};
-        rc = query(s,
-                   "SELECT v.path FROM extractions e JOIN videos v ON v.id = e.video_id WHERE"
-                   " e.id = $1",
-                   1, pv, "reading videos", &res, err);
-        if (rc < 0)
-            break;
-        int oom = 0;
-        char *path = PQntuples(res) == 1 ? pg_bytes(res, 0, 0, &oom) : NULL;
-        if (oom)
-            rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-        else if (path)
-            hit(user, path, ref, sim);
-        else
-            rc = vfi_fail(err, VF_ERR_STORE, "%s: extraction %s has no video", s->name, id);
-        vfi_free(path);
-        PQclear(res);
+}
+
+/* Read the statement's results to the end: the connection is ready for the next one. */
+static void sql_drain(pg_sql *q)
+{
+    sql_clear_row(q);
+    PQclear(q->res);
+    q->res = NULL;
+    if (q->running) {
+        PGresult *r;
+        while ((r = PQgetResult(q->s->conn)))
+            PQclear(r);
     }
-out:
-    vfi_free(v);
-    vfi_rank_free(&rank);
-    return rc;
+    q->running = 0;
 }
 
-/* pg_vectors' reading of one extraction: each row's vector handed to fn */
-typedef struct vectors_read {
-    pg_store *s;
-    int dim;
-    float *v;
-    vf_store_vector *out; /* the extraction's fields set; the row's are filled in */
-    vf_store_vector_fn fn;
-    void *user;
-    vf_err *err;
-} vectors_read;
-
-static vf_status vectors_row(void *user, const PGresult *res)
+static vf_status sql_prepare(vf_store *store, const char *sql, const char *what, unsigned flags,
+                             vf_sql **out, vf_err *err)
 {
-    vectors_read *r = user;
-    r->out->ref.frame_index = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-    r->out->ref.pts = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-    r->out->ref.t = strtod(PQgetvalue(res, 0, 2), NULL);
-    vf_status rc = parse_vec(r->s, PQgetvalue(res, 0, 3), r->dim, r->v, r->err);
-    return rc >= 0 ? r->fn(r->user, r->out) : rc;
-}
-
-/* In one REPEATABLE READ transaction (a snapshot), the done extractions by path in byte order
- * (COLLATE "C", as SQLite sorts), then each one's vectors a row at a time. */
-static vf_status pg_vectors(vf_store *store, int64_t model_id, int f16, int dim,
-                            vf_store_want_fn want, vf_store_vector_fn fn, void *user, vf_err *err)
-{
-    (void)f16; /* the values are stored as they read back */
-    pg_store *s = (pg_store *)store;
-    PGresult *ext = NULL;
-    float *v = vfi_mallocarray((size_t)(dim > 0 ? dim : 1), sizeof(float));
-    if (!v)
+    pg_sql *q = vfi_calloc(1, sizeof(*q));
+    *out = NULL;
+    if (!q || !(q->sql = vfi_strdup(sql))) {
+        vfi_free(q);
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    char model[24];
-    snprintf(model, sizeof(model), "%lld", (long long)model_id);
-    const char *p[] = {model};
-    vf_status rc = exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "reading", err);
-    if (rc >= 0)
-        rc = query(s,
-                   "SELECT e.id, v.path, e.sampling, e.frames FROM extractions e JOIN videos v"
-                   " ON v.id = e.video_id WHERE e.model_id = $1 AND e.status = 'done'"
-                   " ORDER BY v.path COLLATE \"C\", e.sampling COLLATE \"C\"",
-                   1, p, "reading extractions", &ext, err);
-    for (int i = 0; rc >= 0 && i < PQntuples(ext); i++) {
-        int oom = 0;
-        char *path = pg_bytes(ext, i, 1, &oom);
-        if (oom) {
-            rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-            break;
-        }
-        vf_store_vector out = {
-            .path = path,
-            .sampling = PQgetvalue(ext, i, 2),
-            .frames = strtoll(PQgetvalue(ext, i, 3), NULL, 10),
-            .ref.extraction = strtoll(PQgetvalue(ext, i, 0), NULL, 10),
-            .vec = v,
-        };
-        if (want && !want(user, out.ref.extraction, out.frames)) {
-            vfi_free(path);
-            continue;
-        }
-        const char *pe[] = {PQgetvalue(ext, i, 0)};
-        vectors_read r = {s, dim, v, &out, fn, user, err};
-        rc = each_row(s,
-                      "SELECT frame_index, pts, t, vec FROM features WHERE extraction_id = $1"
-                      " ORDER BY frame_index",
-                      1, pe, "reading features", vectors_row, &r, err);
-        vfi_free(path);
     }
-    PQclear(ext);
-    exec(s, "COMMIT", "reading", NULL);
-    vfi_free(v);
+    for (char *c = q->sql; *c; c++) { /* ?N -> $N */
+        if (c[0] == '?' && c[1] >= '0' && c[1] <= '9')
+            c[0] = '$';
+    }
+    q->base.drv = &pg_driver;
+    q->s = (pg_store *)store;
+    q->what = what;
+    q->flags = flags;
+    *out = &q->base;
+    return VF_OK;
+}
+
+/* Parameter i's text (owned: a copy of v or v made from its bytes) and type. */
+static void sql_bind(vf_sql *b, int i, char *text, int fail, Oid type)
+{
+    pg_sql *q = (pg_sql *)b;
+    if (i < 1 || i > MAX_PARAMS || fail) {
+        vfi_free(text);
+        if (q->rc >= 0)
+            q->rc = fail ? vfi_fail(&q->err, VF_ERR_NOMEM, "out of memory")
+                         : vfi_fail(&q->err, VF_ERR_INTERNAL, "parameter %d", i);
+        return;
+    }
+    vfi_free(q->params[i - 1]);
+    q->params[i - 1] = text;
+    q->types[i - 1] = type;
+    if (i > q->n)
+        q->n = i;
+}
+
+static void sql_bind_int64(vf_sql *b, int i, int64_t v)
+{
+    char buf[24];
+    snprintf(buf, sizeof(buf), "%lld", (long long)v);
+    char *t = vfi_strdup(buf);
+    sql_bind(b, i, t, !t, 20 /* int8 */);
+}
+
+static void sql_bind_double(vf_sql *b, int i, double v)
+{
+    char buf[40];
+    snprintf(buf, sizeof(buf), "%.17g", v);
+    char *t = vfi_strdup(buf);
+    sql_bind(b, i, t, !t, 701 /* float8 */);
+}
+
+static void sql_bind_text(vf_sql *b, int i, const char *v)
+{
+    char *t = v ? vfi_utf8_from_bytes(v) : NULL; /* names as the database keeps them */
+    sql_bind(b, i, t, v && !t, 0);
+}
+
+static int sql_step(vf_sql *b)
+{
+    pg_sql *q = (pg_sql *)b;
+    pg_store *s = q->s;
+    if (q->rc < 0)
+        return 0;
+    sql_clear_row(q);
+    if (q->flags & VF_SQL_ALL_ROWS) {
+        if (!q->res) {
+            q->res = PQexecParams(s->conn, q->sql, q->n, q->types, (const char *const *)q->params,
+                                  NULL, NULL, 0);
+            ExecStatusType st = PQresultStatus(q->res);
+            if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+                q->rc = pg_fail(s, &q->err, q->what, q->res);
+                PQclear(q->res);
+                q->res = NULL;
+                return 0;
+            }
+            q->row = -1;
+        }
+        return ++q->row < PQntuples(q->res);
+    }
+    if (!q->running) {
+        if (!PQsendQueryParams(s->conn, q->sql, q->n, q->types, (const char *const *)q->params,
+                               NULL, NULL, 0) ||
+            !PQsetSingleRowMode(s->conn)) {
+            q->rc = pg_fail(s, &q->err, q->what, NULL);
+            return 0;
+        }
+        q->running = 1;
+    }
+    PQclear(q->res);
+    q->res = PQgetResult(s->conn);
+    q->row = 0;
+    ExecStatusType st = q->res ? PQresultStatus(q->res) : PGRES_TUPLES_OK;
+    if (st == PGRES_SINGLE_TUPLE)
+        return 1;
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
+        q->rc = pg_fail(s, &q->err, q->what, q->res);
+    sql_drain(q);
+    return 0;
+}
+
+static void sql_reset(vf_sql *b)
+{
+    sql_drain((pg_sql *)b);
+}
+
+static int64_t sql_int64(vf_sql *b, int col)
+{
+    pg_sql *q = (pg_sql *)b;
+    return strtoll(PQgetvalue(q->res, q->row, col), NULL, 10);
+}
+
+static double sql_real(vf_sql *b, int col)
+{
+    pg_sql *q = (pg_sql *)b;
+    return strtod(PQgetvalue(q->res, q->row, col), NULL);
+}
+
+static const char *sql_text(vf_sql *b, int col)
+{
+    pg_sql *q = (pg_sql *)b;
+    if (PQgetisnull(q->res, q->row, col))
+        return NULL;
+    const char *v = PQgetvalue(q->res, q->row, col);
+    if (col >= SQL_COLS || vfi_utf8_is_plain(v))
+        return v;
+    if (!q->texts[col] && !(q->texts[col] = vfi_utf8_to_bytes(v)) && q->rc >= 0)
+        q->rc = vfi_fail(&q->err, VF_ERR_NOMEM, "out of memory");
+    return q->texts[col] ? q->texts[col] : "";
+}
+
+static vf_status sql_vec(vf_sql *b, int col, int f16, int dim, float *out)
+{
+    (void)f16; /* real[]: the values are stored as they read back */
+    pg_sql *q = (pg_sql *)b;
+    vf_status rc = parse_vec(q->s, PQgetvalue(q->res, q->row, col), dim, out, &q->err);
+    if (rc < 0 && q->rc >= 0)
+        q->rc = rc;
     return rc;
 }
+
+static vf_status sql_finish(vf_sql *b, vf_err *err)
+{
+    pg_sql *q = (pg_sql *)b;
+    vf_status rc = q->rc;
+    if (rc < 0 && err)
+        *err = q->err;
+    sql_drain(q);
+    for (int i = 0; i < MAX_PARAMS; i++)
+        vfi_free(q->params[i]);
+    vfi_free(q->sql);
+    vfi_free(q);
+    return rc;
+}
+
+static int sql_schema(vf_store *store)
+{
+    return ((pg_store *)store)->version;
+}
+
+static const char *sql_label(vf_store *store)
+{
+    return ((pg_store *)store)->name;
+}
+
+static const vf_sql_driver pg_driver = {
+    .prepare = sql_prepare,
+    .bind_int64 = sql_bind_int64,
+    .bind_double = sql_bind_double,
+    .bind_text = sql_bind_text,
+    .step = sql_step,
+    .reset = sql_reset,
+    .int64 = sql_int64,
+    .real = sql_real,
+    .text = sql_text,
+    .vec = sql_vec,
+    .finish = sql_finish,
+    .snapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+    .schema = sql_schema,
+    .label = sql_label,
+};
 
 /* refs' extractions and frame indexes as two bigint[] literals, in new strings */
 static vf_status ref_arrays(const vf_store_ref *refs, int n, char **ext, char **frame, vf_err *err)
@@ -1687,64 +1676,6 @@ static vf_status pg_vectors_at(vf_store *store, int64_t model_id, int f16, int d
     vfi_free(ext);
     vfi_free(frame);
     vfi_free(v);
-    return rc;
-}
-
-static vf_status pg_index_put(vf_store *store, const vf_store_index *ix, vf_err *err)
-{
-    pg_store *s = (pg_store *)store;
-    char model[24], vectors[24], files[24];
-    snprintf(model, sizeof(model), "%lld", (long long)ix->model_id);
-    snprintf(vectors, sizeof(vectors), "%lld", (long long)ix->vectors);
-    snprintf(files, sizeof(files), "%lld", (long long)ix->files);
-    const char *p[] = {ix->path, model,        ix->kind, vectors,
-                       files,    ix->built_at, ix->host, ix->sha256};
-    return query(s,
-                 "INSERT INTO indexes (path, model_id, kind, vectors, files, built_at, host,"
-                 " sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (path) DO UPDATE"
-                 " SET model_id = $2, kind = $3, vectors = $4, files = $5, built_at = $6,"
-                 " host = $7, sha256 = $8",
-                 8, p, "recording the index", NULL, err);
-}
-
-static vf_status pg_indexes(vf_store *store, int64_t model_id, vf_store_index_fn fn, void *user,
-                            vf_err *err)
-{
-    pg_store *s = (pg_store *)store;
-    if (s->version < 6)
-        return VF_OK; /* an older database opened read-only: none */
-    char model[24];
-    snprintf(model, sizeof(model), "%lld", (long long)model_id);
-    const char *p[] = {model};
-    PGresult *res = NULL;
-    vf_status rc =
-        query(s,
-              s->version >= 8 ? "SELECT path, model_id, kind, vectors, files, built_at, host,"
-                                " sha256 FROM indexes WHERE $1::bigint < 0 OR model_id = $1"
-                                " ORDER BY path COLLATE \"C\""
-                              : "SELECT path, model_id, kind, vectors, files, built_at, host,"
-                                " NULL FROM indexes WHERE $1::bigint < 0 OR model_id = $1"
-                                " ORDER BY path COLLATE \"C\"",
-              1, p, "reading the indexes", &res, err);
-    for (int r = 0; rc >= 0 && r < PQntuples(res); r++) {
-        int oom = 0;
-        char *path = pg_bytes(res, r, 0, &oom);
-        if (oom) {
-            rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-            break;
-        }
-        vf_store_index ix = {path,
-                             strtoll(PQgetvalue(res, r, 1), NULL, 10),
-                             PQgetvalue(res, r, 2),
-                             strtoll(PQgetvalue(res, r, 3), NULL, 10),
-                             strtoll(PQgetvalue(res, r, 4), NULL, 10),
-                             PQgetvalue(res, r, 5),
-                             PQgetisnull(res, r, 6) ? NULL : PQgetvalue(res, r, 6),
-                             PQgetisnull(res, r, 7) ? NULL : PQgetvalue(res, r, 7)};
-        fn(user, &ix);
-        vfi_free(path);
-    }
-    PQclear(res);
     return rc;
 }
 
@@ -1842,6 +1773,7 @@ static void pg_version(char *buf, size_t size)
 }
 
 const vf_store_ops vfi_store_pg = {
+    .sql = &pg_driver,
     .name = "PostgreSQL (libpq)",
     .claims = pg_claims,
     .display = pg_display,
@@ -1863,11 +1795,11 @@ const vf_store_ops vfi_store_pg = {
     .renew = pg_renew,
     .release = pg_release,
     .work_states = pg_work_states,
-    .models = pg_models,
-    .vector_at = pg_vector_at,
-    .nearest = pg_nearest,
-    .vectors = pg_vectors,
+    .models = vfi_sql_models,
+    .vector_at = vfi_sql_vector_at,
+    .nearest = vfi_sql_nearest,
+    .vectors = vfi_sql_vectors,
     .vectors_at = pg_vectors_at,
-    .index_put = pg_index_put,
-    .indexes = pg_indexes,
+    .index_put = vfi_sql_index_put,
+    .indexes = vfi_sql_indexes,
 };

@@ -26,6 +26,7 @@
 #include "core/path.h"
 #include "store/rank.h"
 #include "store/record.h"
+#include "store/sql.h"
 
 typedef struct sq_store {
     vf_store base; /* first: what the interface hands around */
@@ -213,6 +214,147 @@ static void sq_close(vf_store *store)
     vfi_free(s);
 }
 
+/* ---- the SQL driver (sql.h) --------------------------------------------------------------- */
+
+static vf_status read_vec(sq_store *s, sqlite3_stmt *st, int col, int f16, int dim, float *out,
+                          vf_err *err);
+
+typedef struct sq_sql {
+    vf_sql base; /* first: its driver */
+    sq_store *s;
+    sqlite3_stmt *st;
+    const char *what;
+    vf_status rc; /* the kept failure */
+    vf_err err;
+} sq_sql;
+
+static const vf_sql_driver sq_driver;
+
+static vf_status sql_prepare(vf_store *store, const char *sql, const char *what, unsigned flags,
+                             vf_sql **out, vf_err *err)
+{
+    (void)flags; /* SQLite steps any number of statements at once */
+    sq_store *s = (sq_store *)store;
+    sq_sql *q = vfi_calloc(1, sizeof(*q));
+    *out = NULL;
+    if (!q)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (sqlite3_prepare_v2(s->db, sql, -1, &q->st, NULL) != SQLITE_OK) {
+        vf_status rc = db_fail(s, err, what);
+        sqlite3_finalize(q->st);
+        vfi_free(q);
+        return rc;
+    }
+    q->base.drv = &sq_driver;
+    q->s = s;
+    q->what = what;
+    *out = &q->base;
+    return VF_OK;
+}
+
+static void sql_bind_int64(vf_sql *b, int i, int64_t v)
+{
+    sqlite3_bind_int64(((sq_sql *)b)->st, i, v);
+}
+
+static void sql_bind_double(vf_sql *b, int i, double v)
+{
+    sqlite3_bind_double(((sq_sql *)b)->st, i, v);
+}
+
+static void sql_bind_text(vf_sql *b, int i, const char *v)
+{
+    bind_text_or_null(((sq_sql *)b)->st, i, v);
+}
+
+static int sql_step(vf_sql *b)
+{
+    sq_sql *q = (sq_sql *)b;
+    if (q->rc < 0)
+        return 0;
+    int r = sqlite3_step(q->st);
+    if (r == SQLITE_ROW)
+        return 1;
+    if (r != SQLITE_DONE)
+        q->rc = db_fail(q->s, &q->err, q->what);
+    return 0;
+}
+
+static void sql_reset(vf_sql *b)
+{
+    sqlite3_reset(((sq_sql *)b)->st);
+}
+
+static int64_t sql_int64(vf_sql *b, int col)
+{
+    return sqlite3_column_int64(((sq_sql *)b)->st, col);
+}
+
+static double sql_real(vf_sql *b, int col)
+{
+    return sqlite3_column_double(((sq_sql *)b)->st, col);
+}
+
+static const char *sql_text(vf_sql *b, int col)
+{
+    return (const char *)sqlite3_column_text(((sq_sql *)b)->st, col);
+}
+
+static vf_status sql_vec(vf_sql *b, int col, int f16, int dim, float *out)
+{
+    sq_sql *q = (sq_sql *)b;
+    vf_status rc = read_vec(q->s, q->st, col, f16, dim, out, &q->err);
+    if (rc < 0 && q->rc >= 0)
+        q->rc = rc;
+    return rc;
+}
+
+static vf_status sql_finish(vf_sql *b, vf_err *err)
+{
+    sq_sql *q = (sq_sql *)b;
+    vf_status rc = q->rc;
+    if (rc < 0 && err)
+        *err = q->err;
+    sqlite3_finalize(q->st);
+    vfi_free(q);
+    return rc;
+}
+
+static int sql_schema(vf_store *store)
+{
+    return ((sq_store *)store)->version;
+}
+
+static const char *sql_label(vf_store *store)
+{
+    return ((sq_store *)store)->path;
+}
+
+static const vf_sql_driver sq_driver = {
+    .prepare = sql_prepare,
+    .bind_int64 = sql_bind_int64,
+    .bind_double = sql_bind_double,
+    .bind_text = sql_bind_text,
+    .step = sql_step,
+    .reset = sql_reset,
+    .int64 = sql_int64,
+    .real = sql_real,
+    .text = sql_text,
+    .vec = sql_vec,
+    .finish = sql_finish,
+    .snapshot = "BEGIN", /* a WAL reader sees the database as it was when it began */
+    .schema = sql_schema,
+    .label = sql_label,
+};
+
+/* Byte order, under the name PostgreSQL gives it, so that one query sorts alike in both. */
+static int collate_c(void *arg, int na, const void *a, int nb, const void *b)
+{
+    (void)arg;
+    int c = memcmp(a, b, (size_t)(na < nb ? na : nb));
+    return c ? c : (na > nb) - (na < nb);
+}
+
 /* ---- a database from elsewhere ----------------------------------------------------------- */
 
 /* Every connection: no writes to the schema by ordinary SQL, and nothing in the file's schema
@@ -221,6 +363,7 @@ static void harden(sqlite3 *db)
 {
     sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)NULL);
     sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, (int *)NULL);
+    sqlite3_create_collation_v2(db, "C", SQLITE_UTF8, NULL, collate_c, NULL);
 }
 
 /* Whitespace runs as one space: the same statement however it was laid out. */
@@ -374,38 +517,6 @@ fail:
     return rc;
 }
 
-static vf_status sq_models(vf_store *store,
-                           void (*row)(void *user, int64_t id, const vf_store_model *m,
-                                       int64_t vectors),
-                           void *user, vf_err *err)
-{
-    sq_store *s = (sq_store *)store;
-    vf_status rc = VF_OK;
-    sqlite3_stmt *st = NULL;
-    char sql[512];
-    vfi_store_models_sql(s->version, sql, sizeof(sql));
-    CHECK_SQL(sqlite3_prepare_v2(s->db, sql, -1, &st, NULL), "reading models");
-    int r;
-    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-        vf_store_model m = {
-            .name = (const char *)sqlite3_column_text(st, 1),
-            .file_sha256 = (const char *)sqlite3_column_text(st, 2),
-            .layer = (const char *)sqlite3_column_text(st, 3),
-            .dim = sqlite3_column_int(st, 4),
-            .f16 = !strcmp((const char *)sqlite3_column_text(st, 5), "float16"),
-            .preprocessing = (const char *)sqlite3_column_text(st, 6),
-            .text_sha256 = (const char *)sqlite3_column_text(st, 8),
-            .weights = (const char *)sqlite3_column_text(st, 9),
-        };
-        row(user, sqlite3_column_int64(st, 0), &m, sqlite3_column_int64(st, 7));
-    }
-    if (r != SQLITE_DONE)
-        rc = db_fail(s, err, "reading models");
-fail:
-    sqlite3_finalize(st);
-    return rc;
-}
-
 /* A stored vector (float32 or float16 BLOB of dim elements) as floats; VF_ERR_STORE when its
  * size does not fit. */
 static vf_status read_vec(sq_store *s, sqlite3_stmt *st, int col, int f16, int dim, float *out,
@@ -426,198 +537,6 @@ static vf_status read_vec(sq_store *s, sqlite3_stmt *st, int col, int f16, int d
         }
     }
     return VF_OK;
-}
-
-/* The video id stored for path, or for another name of the same file (0: none): the name
- * extractions record (vfi_path_absolute), the path as given (databases from before names were
- * absolute), or any stored path that realpath resolves to the same file. */
-static vf_status find_video(sq_store *s, int64_t model_id, const char *path, int64_t *video,
-                            vf_err *err)
-{
-    vf_status rc = VF_OK;
-    sqlite3_stmt *st = NULL;
-    char *want = NULL, *name = vfi_path_absolute(path); /* NULL for "" */
-    *video = 0;
-    if (!name && path[0]) {
-        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "SELECT DISTINCT v.id, v.path FROM videos v JOIN extractions e"
-                                 " ON e.video_id = v.id WHERE e.model_id = ?"
-                                 " ORDER BY v.path IN (?, ?) DESC, v.id",
-                                 -1, &st, NULL),
-              "reading videos");
-    sqlite3_bind_int64(st, 1, model_id);
-    sqlite3_bind_text(st, 2, name ? name : path, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
-    want = realpath(path, NULL);
-    int r = SQLITE_DONE;
-    while (!*video && (r = sqlite3_step(st)) == SQLITE_ROW) {
-        if (vfi_rank_same_file((const char *)sqlite3_column_text(st, 1), path, name, want))
-            *video = sqlite3_column_int64(st, 0);
-    }
-    if (!*video && r != SQLITE_DONE)
-        rc = db_fail(s, err, "reading videos");
-fail:
-    free(want);
-    vfi_free(name);
-    sqlite3_finalize(st);
-    return rc;
-}
-
-static vf_status sq_vector_at(vf_store *store, int64_t model_id, int f16, const char *path,
-                              double t, float *vec, int dim, vf_store_ref *ref, int *found,
-                              vf_err *err)
-{
-    sq_store *s = (sq_store *)store;
-    vf_status rc = VF_OK;
-    sqlite3_stmt *st = NULL;
-    int64_t video;
-    *found = 0;
-    TRY(find_video(s, model_id, path, &video, err));
-    if (!video)
-        return VF_OK;
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM"
-                                 " features f JOIN extractions e ON e.id = f.extraction_id WHERE"
-                                 " e.video_id = ? AND e.model_id = ?"
-                                 " ORDER BY abs(f.t - ?), f.t, e.id LIMIT 1",
-                                 -1, &st, NULL),
-              "reading features");
-    sqlite3_bind_int64(st, 1, video);
-    sqlite3_bind_int64(st, 2, model_id);
-    sqlite3_bind_double(st, 3, t);
-    int r = sqlite3_step(st);
-    if (r == SQLITE_ROW) {
-        *ref = (vf_store_ref){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-                              sqlite3_column_int64(st, 2), sqlite3_column_double(st, 3)};
-        TRY(read_vec(s, st, 4, f16, dim, vec, err));
-        *found = 1;
-    } else if (r != SQLITE_DONE) {
-        rc = db_fail(s, err, "reading features");
-    }
-fail:
-    sqlite3_finalize(st);
-    return rc;
-}
-
-static vf_status sq_nearest(vf_store *store, int64_t model_id, int f16, const float *q, int dim,
-                            int k, const vf_store_ref *skip, vf_store_hit_fn hit, void *user,
-                            vf_err *err)
-{
-    sq_store *s = (sq_store *)store;
-    vf_status rc = VF_OK;
-    sqlite3_stmt *st = NULL;
-    float *v = vfi_mallocarray((size_t)(dim > 0 ? dim : 1), sizeof(float));
-    vf_rank *rank = vfi_rank_create(q, dim, k);
-    if (!v || !rank) {
-        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM"
-                                 " features f JOIN extractions e ON e.id = f.extraction_id"
-                                 " WHERE e.model_id = ?",
-                                 -1, &st, NULL),
-              "reading features");
-    sqlite3_bind_int64(st, 1, model_id);
-    int r;
-    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-        vf_store_ref ref = {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-                            sqlite3_column_int64(st, 2), sqlite3_column_double(st, 3)};
-        if (skip && ref.extraction == skip->extraction && ref.frame_index == skip->frame_index)
-            continue;
-        TRY(read_vec(s, st, 4, f16, dim, v, err));
-        vfi_rank_offer(rank, &ref, v);
-    }
-    if (r != SQLITE_DONE) {
-        rc = db_fail(s, err, "reading features");
-        goto fail;
-    }
-    sqlite3_finalize(st);
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "SELECT v.path FROM extractions e JOIN videos v ON v.id ="
-                                 " e.video_id WHERE e.id = ?",
-                                 -1, &st, NULL),
-              "reading videos");
-    for (int i = 0; i < vfi_rank_count(rank); i++) {
-        double sim;
-        const vf_store_ref *ref = vfi_rank_get(rank, i, &sim);
-        sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, ref->extraction);
-        if (sqlite3_step(st) != SQLITE_ROW) {
-            rc = db_fail(s, err, "reading videos");
-            goto fail;
-        }
-        hit(user, (const char *)sqlite3_column_text(st, 0), ref, sim);
-    }
-fail:
-    sqlite3_finalize(st);
-    vfi_free(v);
-    vfi_rank_free(&rank);
-    return rc;
-}
-
-/* Read in one transaction (a snapshot: WAL readers see the database as it was when it began):
- * the done extractions in path order, then each one's vectors along its primary key, so nothing
- * is sorted and memory stays one vector. */
-static vf_status sq_vectors(vf_store *store, int64_t model_id, int f16, int dim,
-                            vf_store_want_fn want, vf_store_vector_fn fn, void *user, vf_err *err)
-{
-    sq_store *s = (sq_store *)store;
-    vf_status rc = VF_OK;
-    sqlite3_stmt *ext = NULL, *st = NULL;
-    float *v = vfi_mallocarray((size_t)(dim > 0 ? dim : 1), sizeof(float));
-    if (!v)
-        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    if ((rc = exec(s, "BEGIN", err)) < 0) {
-        vfi_free(v);
-        return rc;
-    }
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "SELECT e.id, v.path, e.sampling, e.frames FROM extractions e"
-                                 " JOIN videos v ON v.id = e.video_id WHERE e.model_id = ? AND"
-                                 " e.status = 'done' ORDER BY v.path, e.sampling",
-                                 -1, &ext, NULL),
-              "reading extractions");
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "SELECT frame_index, pts, t, vec FROM features WHERE"
-                                 " extraction_id = ? ORDER BY frame_index",
-                                 -1, &st, NULL),
-              "reading features");
-    sqlite3_bind_int64(ext, 1, model_id);
-    int r;
-    while ((r = sqlite3_step(ext)) == SQLITE_ROW) {
-        vf_store_vector out = {
-            .path = (const char *)sqlite3_column_text(ext, 1),
-            .sampling = (const char *)sqlite3_column_text(ext, 2),
-            .frames = sqlite3_column_int64(ext, 3),
-            .ref.extraction = sqlite3_column_int64(ext, 0),
-            .vec = v,
-        };
-        if (want && !want(user, out.ref.extraction, out.frames))
-            continue;
-        sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, out.ref.extraction);
-        while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-            out.ref.frame_index = sqlite3_column_int64(st, 0);
-            out.ref.pts = sqlite3_column_int64(st, 1);
-            out.ref.t = sqlite3_column_double(st, 2);
-            TRY(read_vec(s, st, 3, f16, dim, v, err));
-            TRY(fn(user, &out));
-        }
-        if (r != SQLITE_DONE)
-            break;
-    }
-    if (r != SQLITE_DONE)
-        rc = db_fail(s, err, "reading features");
-fail:
-    sqlite3_finalize(ext);
-    sqlite3_finalize(st);
-    exec(s, "COMMIT", NULL);
-    vfi_free(v);
-    return rc;
 }
 
 static vf_status sq_vectors_at(vf_store *store, int64_t model_id, int f16, int dim,
@@ -663,69 +582,6 @@ fail:
     sqlite3_finalize(st);
     exec(s, "COMMIT", NULL);
     vfi_free(v);
-    return rc;
-}
-
-static vf_status sq_index_put(vf_store *store, const vf_store_index *ix, vf_err *err)
-{
-    sq_store *s = (sq_store *)store;
-    vf_status rc = VF_OK;
-    sqlite3_stmt *st = NULL;
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "INSERT OR REPLACE INTO indexes (path, model_id, kind, vectors,"
-                                 " files, built_at, host, sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                                 -1, &st, NULL),
-              "recording the index");
-    sqlite3_bind_text(st, 1, ix->path, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, ix->model_id);
-    sqlite3_bind_text(st, 3, ix->kind, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, ix->vectors);
-    sqlite3_bind_int64(st, 5, ix->files);
-    sqlite3_bind_text(st, 6, ix->built_at, -1, SQLITE_STATIC);
-    bind_text_or_null(st, 7, ix->host);
-    bind_text_or_null(st, 8, ix->sha256);
-    if (sqlite3_step(st) != SQLITE_DONE)
-        rc = db_fail(s, err, "recording the index");
-fail:
-    sqlite3_finalize(st);
-    return rc;
-}
-
-static vf_status sq_indexes(vf_store *store, int64_t model_id, vf_store_index_fn fn, void *user,
-                            vf_err *err)
-{
-    sq_store *s = (sq_store *)store;
-    if (s->version < 6)
-        return VF_OK; /* an older database opened read-only: none */
-    vf_status rc = VF_OK;
-    sqlite3_stmt *st = NULL;
-    CHECK_SQL(sqlite3_prepare_v2(
-                  s->db,
-                  s->version >= 8 ? "SELECT path, model_id, kind, vectors, files, built_at, host,"
-                                    " sha256 FROM indexes WHERE ?1 < 0 OR model_id = ?1"
-                                    " ORDER BY path"
-                                  : "SELECT path, model_id, kind, vectors, files, built_at, host,"
-                                    " NULL FROM indexes WHERE ?1 < 0 OR model_id = ?1"
-                                    " ORDER BY path",
-                  -1, &st, NULL),
-              "reading the indexes");
-    sqlite3_bind_int64(st, 1, model_id);
-    int r;
-    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-        vf_store_index ix = {(const char *)sqlite3_column_text(st, 0),
-                             sqlite3_column_int64(st, 1),
-                             (const char *)sqlite3_column_text(st, 2),
-                             sqlite3_column_int64(st, 3),
-                             sqlite3_column_int64(st, 4),
-                             (const char *)sqlite3_column_text(st, 5),
-                             (const char *)sqlite3_column_text(st, 6),
-                             (const char *)sqlite3_column_text(st, 7)};
-        fn(user, &ix);
-    }
-    if (r != SQLITE_DONE)
-        rc = db_fail(s, err, "reading the indexes");
-fail:
-    sqlite3_finalize(st);
     return rc;
 }
 
@@ -1830,6 +1686,7 @@ static vf_status sq_open(const char *path, vf_store_mode mode, vf_store **out, v
 
 const vf_store_ops vfi_store_sqlite = {
     .name = "SQLite",
+    .sql = &sq_driver,
     .claims = sq_claims,
     .display = sq_display,
     .open = sq_open,
@@ -1850,11 +1707,11 @@ const vf_store_ops vfi_store_sqlite = {
     .release = sq_release,
     .work_states = sq_work_states,
     .merge = sq_merge,
-    .models = sq_models,
-    .vector_at = sq_vector_at,
-    .nearest = sq_nearest,
-    .vectors = sq_vectors,
+    .models = vfi_sql_models,
+    .vector_at = vfi_sql_vector_at,
+    .nearest = vfi_sql_nearest,
+    .vectors = vfi_sql_vectors,
     .vectors_at = sq_vectors_at,
-    .index_put = sq_index_put,
-    .indexes = sq_indexes,
+    .index_put = vfi_sql_index_put,
+    .indexes = vfi_sql_indexes,
 };

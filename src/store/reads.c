@@ -1,0 +1,285 @@
+/*
+ * reads.c - the reads every SQL store makes the same way, written once over sql.h: the model
+ * rows, a vector by file and time, the nearest vectors by a full scan, every vector of a model
+ * row in file order, and the search indexes recorded. Each runs through the store's driver, so
+ * one query serves SQLite and PostgreSQL alike (sql.h says what both dialects share).
+ */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/mem.h"
+#include "core/path.h"
+#include "store/rank.h"
+#include "store/sql.h"
+
+vf_status vfi_sql_exec(vf_store *s, const char *sql, const char *what, vf_err *err)
+{
+    vf_sql *q;
+    vf_status rc = vfi_sql_prepare(s, sql, what, &q, err);
+    if (rc < 0)
+        return rc;
+    while (vfi_sql_step(q))
+        ;
+    return vfi_sql_finish(q, err);
+}
+
+vf_status vfi_sql_models(vf_store *s, vf_store_model_fn row, void *user, vf_err *err)
+{
+    char sql[512];
+    vf_sql *q;
+    vfi_store_models_sql(s->ops->sql->schema(s), sql, sizeof(sql));
+    vf_status rc = vfi_sql_prepare(s, sql, "reading models", &q, err);
+    if (rc < 0)
+        return rc;
+    while (vfi_sql_step(q)) {
+        const char *dtype = vfi_sql_col_text(q, 5);
+        vf_store_model m = {
+            .name = vfi_sql_col_text(q, 1),
+            .file_sha256 = vfi_sql_col_text(q, 2),
+            .layer = vfi_sql_col_text(q, 3),
+            .dim = (int)vfi_sql_col_int64(q, 4),
+            .f16 = dtype && !strcmp(dtype, "float16"),
+            .preprocessing = vfi_sql_col_text(q, 6),
+            .text_sha256 = vfi_sql_col_text(q, 8),
+            .weights = vfi_sql_col_text(q, 9),
+        };
+        row(user, vfi_sql_col_int64(q, 0), &m, vfi_sql_col_int64(q, 7));
+    }
+    return vfi_sql_finish(q, err);
+}
+
+/* The video id stored for path, or for another name of the same file (0: none): the name
+ * extractions record (vfi_path_absolute), the path as given (databases from before names were
+ * absolute), or any stored path that realpath resolves to the same file. */
+static vf_status find_video(vf_store *s, int64_t model_id, const char *path, int64_t *video,
+                            vf_err *err)
+{
+    char *name = vfi_path_absolute(path); /* NULL for "" */
+    *video = 0;
+    if (!name && path[0])
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    vf_sql *q;
+    vf_status rc = vfi_sql_prepare(s,
+                                   "SELECT DISTINCT v.id, v.path, v.path IN (?2, ?3) AS named"
+                                   " FROM videos v JOIN extractions e ON e.video_id = v.id"
+                                   " WHERE e.model_id = ?1 ORDER BY named DESC, v.id",
+                                   "reading videos", &q, err);
+    if (rc >= 0) {
+        vfi_sql_int64(q, 1, model_id);
+        vfi_sql_text(q, 2, name ? name : path);
+        vfi_sql_text(q, 3, path);
+        char *want = realpath(path, NULL);
+        while (!*video && vfi_sql_step(q)) {
+            if (vfi_rank_same_file(vfi_sql_col_text(q, 1), path, name, want))
+                *video = vfi_sql_col_int64(q, 0);
+        }
+        free(want); /* realpath's allocation */
+        rc = vfi_sql_finish(q, err);
+    }
+    vfi_free(name);
+    return rc;
+}
+
+vf_status vfi_sql_vector_at(vf_store *s, int64_t model_id, int f16, const char *path, double t,
+                            float *vec, int dim, vf_store_ref *ref, int *found, vf_err *err)
+{
+    int64_t video;
+    *found = 0;
+    vf_status rc = find_video(s, model_id, path, &video, err);
+    if (rc < 0 || !video)
+        return rc;
+    vf_sql *q;
+    rc = vfi_sql_prepare(s,
+                         "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM"
+                         " features f JOIN extractions e ON e.id = f.extraction_id WHERE"
+                         " e.video_id = ?1 AND e.model_id = ?2"
+                         " ORDER BY abs(f.t - ?3), f.t, e.id LIMIT 1",
+                         "reading features", &q, err);
+    if (rc < 0)
+        return rc;
+    vfi_sql_int64(q, 1, video);
+    vfi_sql_int64(q, 2, model_id);
+    vfi_sql_double(q, 3, t);
+    if (vfi_sql_step(q)) {
+        *ref = (vf_store_ref){vfi_sql_col_int64(q, 0), vfi_sql_col_int64(q, 1),
+                              vfi_sql_col_int64(q, 2), vfi_sql_col_real(q, 3)};
+        *found = vfi_sql_col_vec(q, 4, f16, dim, vec) >= 0;
+    }
+    rc = vfi_sql_finish(q, err);
+    if (rc < 0)
+        *found = 0;
+    return rc;
+}
+
+vf_status vfi_sql_nearest(vf_store *s, int64_t model_id, int f16, const float *query, int dim,
+                          int k, const vf_store_ref *skip, vf_store_hit_fn hit, void *user,
+                          vf_err *err)
+{
+    vf_status rc = VF_OK;
+    vf_sql *q = NULL;
+    int64_t missing = -1; /* a ranked vector's extraction without a video */
+    float *v = vfi_mallocarray((size_t)(dim > 0 ? dim : 1), sizeof(float));
+    vf_rank *rank = vfi_rank_create(query, dim, k);
+    if (!v || !rank) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    /* every vector once, a row at a time: memory does not grow with the table */
+    rc = vfi_sql_prepare(s,
+                         "SELECT f.extraction_id, f.frame_index, f.pts, f.t, f.vec FROM"
+                         " features f JOIN extractions e ON e.id = f.extraction_id"
+                         " WHERE e.model_id = ?1",
+                         "reading features", &q, err);
+    if (rc < 0)
+        goto out;
+    vfi_sql_int64(q, 1, model_id);
+    while (vfi_sql_step(q)) {
+        vf_store_ref ref = {vfi_sql_col_int64(q, 0), vfi_sql_col_int64(q, 1),
+                            vfi_sql_col_int64(q, 2), vfi_sql_col_real(q, 3)};
+        if (skip && ref.extraction == skip->extraction && ref.frame_index == skip->frame_index)
+            continue;
+        if (vfi_sql_col_vec(q, 4, f16, dim, v) < 0)
+            break;
+        vfi_rank_offer(rank, &ref, v);
+    }
+    rc = vfi_sql_finish(q, err);
+    q = NULL;
+    if (rc < 0)
+        goto out;
+    rc = vfi_sql_prepare(s,
+                         "SELECT v.path FROM extractions e JOIN videos v ON v.id = e.video_id"
+                         " WHERE e.id = ?1",
+                         "reading videos", &q, err);
+    for (int i = 0; rc >= 0 && missing < 0 && i < vfi_rank_count(rank); i++) {
+        double sim;
+        const vf_store_ref *ref = vfi_rank_get(rank, i, &sim);
+        vfi_sql_reset(q);
+        vfi_sql_int64(q, 1, ref->extraction);
+        if (vfi_sql_step(q))
+            hit(user, vfi_sql_col_text(q, 0), ref, sim);
+        else
+            missing = ref->extraction; /* or the statement failed: finish says */
+    }
+out:
+    if (q) {
+        vf_status fin = vfi_sql_finish(q, rc < 0 ? NULL : err);
+        rc = rc < 0 ? rc : fin;
+        if (rc >= 0 && missing >= 0)
+            rc = vfi_fail(err, VF_ERR_STORE, "%s: extraction %lld has no video",
+                          s->ops->sql->label(s), (long long)missing);
+    }
+    vfi_free(v);
+    vfi_rank_free(&rank);
+    return rc;
+}
+
+/* In one read-only snapshot: the done extractions in path order (bytes), then each one's
+ * vectors along its primary key, a row at a time, so nothing is sorted and memory stays one
+ * vector. */
+vf_status vfi_sql_vectors(vf_store *s, int64_t model_id, int f16, int dim, vf_store_want_fn want,
+                          vf_store_vector_fn fn, void *user, vf_err *err)
+{
+    vf_sql *ext = NULL, *q = NULL;
+    float *v = vfi_mallocarray((size_t)(dim > 0 ? dim : 1), sizeof(float));
+    if (!v)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    vf_status rc = vfi_sql_exec(s, s->ops->sql->snapshot, "reading", err);
+    if (rc < 0) {
+        vfi_free(v);
+        return rc;
+    }
+    rc = vfi_sql_prepare_all(s,
+                             "SELECT e.id, v.path, e.sampling, e.frames FROM extractions e"
+                             " JOIN videos v ON v.id = e.video_id WHERE e.model_id = ?1 AND"
+                             " e.status = 'done' ORDER BY v.path COLLATE \"C\","
+                             " e.sampling COLLATE \"C\"",
+                             "reading extractions", &ext, err);
+    if (rc >= 0)
+        rc = vfi_sql_prepare(s,
+                             "SELECT frame_index, pts, t, vec FROM features WHERE"
+                             " extraction_id = ?1 ORDER BY frame_index",
+                             "reading features", &q, err);
+    if (rc >= 0)
+        vfi_sql_int64(ext, 1, model_id);
+    while (rc >= 0 && vfi_sql_step(ext)) {
+        vf_store_vector out = {
+            .path = vfi_sql_col_text(ext, 1),
+            .sampling = vfi_sql_col_text(ext, 2),
+            .frames = vfi_sql_col_int64(ext, 3),
+            .ref.extraction = vfi_sql_col_int64(ext, 0),
+            .vec = v,
+        };
+        if (want && !want(user, out.ref.extraction, out.frames))
+            continue;
+        vfi_sql_reset(q);
+        vfi_sql_int64(q, 1, out.ref.extraction);
+        while (rc >= 0 && vfi_sql_step(q)) {
+            out.ref.frame_index = vfi_sql_col_int64(q, 0);
+            out.ref.pts = vfi_sql_col_int64(q, 1);
+            out.ref.t = vfi_sql_col_real(q, 2);
+            if (vfi_sql_col_vec(q, 3, f16, dim, v) < 0)
+                break;
+            rc = fn(user, &out);
+        }
+    }
+    /* the first failure: the callback's, else the statements' */
+    vf_status fe = vfi_sql_finish(ext, rc < 0 ? NULL : err);
+    rc = rc < 0 ? rc : fe;
+    vf_status fq = vfi_sql_finish(q, rc < 0 ? NULL : err);
+    rc = rc < 0 ? rc : fq;
+    vfi_sql_exec(s, "COMMIT", "reading", NULL);
+    vfi_free(v);
+    return rc;
+}
+
+vf_status vfi_sql_index_put(vf_store *s, const vf_store_index *ix, vf_err *err)
+{
+    vf_sql *q;
+    vf_status rc = vfi_sql_prepare(s,
+                                   "INSERT INTO indexes (path, model_id, kind, vectors, files,"
+                                   " built_at, host, sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,"
+                                   " ?8) ON CONFLICT (path) DO UPDATE SET model_id = ?2,"
+                                   " kind = ?3, vectors = ?4, files = ?5, built_at = ?6,"
+                                   " host = ?7, sha256 = ?8",
+                                   "recording the index", &q, err);
+    if (rc < 0)
+        return rc;
+    vfi_sql_text(q, 1, ix->path);
+    vfi_sql_int64(q, 2, ix->model_id);
+    vfi_sql_text(q, 3, ix->kind);
+    vfi_sql_int64(q, 4, ix->vectors);
+    vfi_sql_int64(q, 5, ix->files);
+    vfi_sql_text(q, 6, ix->built_at);
+    vfi_sql_text(q, 7, ix->host);
+    vfi_sql_text(q, 8, ix->sha256);
+    vfi_sql_step(q);
+    return vfi_sql_finish(q, err);
+}
+
+vf_status vfi_sql_indexes(vf_store *s, int64_t model_id, vf_store_index_fn fn, void *user,
+                          vf_err *err)
+{
+    int version = s->ops->sql->schema(s);
+    if (version < 6)
+        return VF_OK; /* an older database opened read-only: none */
+    vf_sql *q;
+    vf_status rc = vfi_sql_prepare(
+        s,
+        version >= 8 ? "SELECT path, model_id, kind, vectors, files, built_at, host, sha256"
+                       " FROM indexes WHERE ?1 < 0 OR model_id = ?1 ORDER BY path COLLATE \"C\""
+                     : "SELECT path, model_id, kind, vectors, files, built_at, host, NULL"
+                       " FROM indexes WHERE ?1 < 0 OR model_id = ?1 ORDER BY path COLLATE \"C\"",
+        "reading the indexes", &q, err);
+    if (rc < 0)
+        return rc;
+    vfi_sql_int64(q, 1, model_id);
+    while (vfi_sql_step(q)) {
+        vf_store_index ix = {vfi_sql_col_text(q, 0),  vfi_sql_col_int64(q, 1),
+                             vfi_sql_col_text(q, 2),  vfi_sql_col_int64(q, 3),
+                             vfi_sql_col_int64(q, 4), vfi_sql_col_text(q, 5),
+                             vfi_sql_col_text(q, 6),  vfi_sql_col_text(q, 7)};
+        fn(user, &ix);
+    }
+    return vfi_sql_finish(q, err);
+}

@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "media/decode.h"
+#include "media/probe.h"
 
 #define CLIP VF_SAMPLES_DIR "/testsrc_64x48.mp4"
 

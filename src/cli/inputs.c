@@ -15,6 +15,7 @@
 #include "core/path.h"
 #include "core/strmap.h"
 #include "media/decode.h"
+#include "media/probe.h"
 #include "store/record.h"
 #include "store/store.h"
 

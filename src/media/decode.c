@@ -46,6 +46,8 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "media/confine.h"
+#include "media/ffmpeg.h"
+#include "media/probe.h"
 #include "media/framenum.h"
 
 #define SKIP_MIN_GAP 4.0 /* seconds: below this, decoding through is cheaper than skipping */
@@ -108,12 +110,6 @@ static void pktq_free(pktq *q)
     vfi_free(q->p);
     memset(q, 0, sizeof(*q));
 }
-
-struct vf_hwdev {
-    AVBufferRef *ref; /* AVHWDeviceContext */
-    enum AVHWDeviceType type;
-    char name[16];
-};
 
 struct vf_decoder {
     AVFormatContext *fmt;
@@ -203,47 +199,6 @@ static double ts_seconds(const vf_decoder *d, int64_t ts)
 #define PIPE_IO_BUFFER 65536
 #define PIPE_POLL_MS   100
 
-/* FFmpeg's own messages (concealed errors, deprecation notes) go to our log at debug level:
- * every failure that matters is reported by vidfeat itself, once, naming the file. */
-/* FFmpeg's first error message on this thread since it was cleared: opening a file runs the
- * demuxer on the calling thread, and when it fails its log line ("Picture size 60000x60000 is
- * invalid") says far more than the error code it returns (which for that case reads "Device or
- * resource busy"); the first says the cause, later ones its consequences ("Invalid image
- * size"). A thread-local diagnostic, not shared state: each decode thread sees only its own. */
-static _Thread_local char last_av_error[256];
-
-static void av_log_bridge(void *avcl, int level, const char *fmt, va_list ap)
-{
-    (void)avcl;
-    if (level > AV_LOG_WARNING)
-        return;
-    char line[1024];
-    vsnprintf(line, sizeof(line), fmt, ap);
-    size_t n = strlen(line);
-    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-        line[--n] = '\0';
-    if (n && level <= AV_LOG_ERROR && !last_av_error[0]) { /* the first: the cause */
-        size_t k = n < sizeof(last_av_error) - 1 ? n : sizeof(last_av_error) - 1; /* truncate */
-        memcpy(last_av_error, line, k);
-        last_av_error[k] = '\0';
-    }
-    if (n)
-        vfi_log(VF_LOG_DEBUG, "ffmpeg", "%s", line);
-}
-
-static pthread_once_t log_once = PTHREAD_ONCE_INIT;
-
-static void install_log_bridge(void)
-{
-    av_log_set_callback(av_log_bridge);
-}
-
-static const char *av_err(int code, char *buf, size_t size)
-{
-    av_strerror(code, buf, size);
-    return buf;
-}
-
 vf_status vfi_frame_init(vf_frame *f)
 {
     memset(f, 0, sizeof(*f));
@@ -292,82 +247,6 @@ void vfi_decoder_free(vf_decoder **pd)
     *pd = NULL;
 }
 
-vf_status vfi_hwdev_open(const char *type, vf_hwdev **out, vf_err *err)
-{
-    char eb[AV_ERROR_MAX_STRING_SIZE];
-    pthread_once(&log_once, install_log_bridge);
-    enum AVHWDeviceType t = av_hwdevice_find_type_by_name(type);
-    if (t == AV_HWDEVICE_TYPE_NONE) {
-        char known[256] = "";
-        size_t n = 0;
-        for (enum AVHWDeviceType k = av_hwdevice_iterate_types(AV_HWDEVICE_TYPE_NONE);
-             k != AV_HWDEVICE_TYPE_NONE && n < sizeof(known); k = av_hwdevice_iterate_types(k))
-            n += (size_t)snprintf(known + n, sizeof(known) - n, "%s%s", n ? ", " : "",
-                                  av_hwdevice_get_type_name(k));
-        return vfi_fail(err, VF_ERR_INVALID, "unknown hardware decoder '%s' (this FFmpeg has: %s)",
-                        type, n ? known : "none");
-    }
-    vf_hwdev *dev = vfi_calloc(1, sizeof(*dev));
-    if (!dev)
-        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    dev->type = t;
-    snprintf(dev->name, sizeof(dev->name), "%s", av_hwdevice_get_type_name(t));
-    last_av_error[0] = '\0';
-    /* CUDA: FFmpeg makes a context of its own unless told to take the device's primary context,
-     * the one the CUDA runtime (the GPU backend) uses; device memory is per context. */
-    AVDictionary *opts = NULL;
-    if (t == AV_HWDEVICE_TYPE_CUDA && av_dict_set(&opts, "primary_ctx", "1", 0) < 0) {
-        vfi_free(dev);
-        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    }
-    int ret = av_hwdevice_ctx_create(&dev->ref, t, NULL, opts, 0);
-    av_dict_free(&opts);
-    void *driver = NULL;
-    if (ret < 0 && t == AV_HWDEVICE_TYPE_CUDA && !(driver = dlopen("libcuda.so.1", RTLD_LAZY))) {
-        /* FFmpeg says "Could not dynamically load CUDA"; the reason is simpler */
-        vf_status rc = vfi_fail(
-            err, VF_ERR_NO_DEVICE,
-            "cannot open a cuda device for decoding: no NVIDIA driver found (%s)", dlerror());
-        vfi_free(dev);
-        return rc;
-    }
-    if (driver)
-        dlclose(driver);
-    if (ret < 0) {
-        /* FFmpeg's log line names the cause ("Cannot load libcuda.so.1"); the code rarely does */
-        vf_status rc =
-            vfi_fail(err, VF_ERR_NO_DEVICE, "cannot open a %s device for decoding: %s", dev->name,
-                     last_av_error[0] ? last_av_error : av_err(ret, eb, sizeof(eb)));
-        vfi_free(dev);
-        return rc;
-    }
-    *out = dev;
-    return VF_OK;
-}
-
-void vfi_hwdev_free(vf_hwdev **pdev)
-{
-    vf_hwdev *dev = pdev ? *pdev : NULL;
-    if (!dev)
-        return;
-    av_buffer_unref(&dev->ref);
-    vfi_free(dev);
-    *pdev = NULL;
-}
-
-/* The pixel format this codec's decoder gives frames in on a device of this type; NONE when
- * this FFmpeg cannot decode the codec there. */
-static enum AVPixelFormat hw_format(const AVCodec *codec, enum AVHWDeviceType type)
-{
-    for (int i = 0;; i++) {
-        const AVCodecHWConfig *c = avcodec_get_hw_config(codec, i);
-        if (!c)
-            return AV_PIX_FMT_NONE;
-        if ((c->methods & AV_CODEC_HW_CONFIG_METHOD_HW_DEVICE_CTX) && c->device_type == type)
-            return c->pix_fmt;
-    }
-}
-
 /* get_format: the device's format when the decoder offers it (it does not for a profile, bit
  * depth or size the device cannot decode), else the first software one: the CPU decodes. */
 static enum AVPixelFormat pick_format(AVCodecContext *c, const enum AVPixelFormat *fmts)
@@ -382,7 +261,7 @@ static enum AVPixelFormat pick_format(AVCodecContext *c, const enum AVPixelForma
             if (!d->hw_refused)
                 vfi_log(VF_LOG_INFO, "decode",
                         "%s: the %s device cannot decode this %s stream (%s): decoding on the CPU",
-                        d->fmt->url, d->o.hw->name, d->meta.codec, desc->name);
+                        d->fmt->url, vfi_hwdev_name(d->o.hw), d->meta.codec, desc->name);
             d->hw_refused = 1;
             return *p;
         }
@@ -390,31 +269,14 @@ static enum AVPixelFormat pick_format(AVCodecContext *c, const enum AVPixelForma
     return AV_PIX_FMT_NONE;
 }
 
-/* Replace the device picture in f by its copy in system memory, with its properties, through
- * scratch; f is left empty on failure. */
-static int copy_back(AVFrame *f, AVFrame *scratch)
-{
-    av_frame_unref(scratch);
-    int ret = av_hwframe_transfer_data(scratch, f, 0);
-    if (ret >= 0)
-        ret = av_frame_copy_props(scratch, f);
-    av_frame_unref(f);
-    if (ret < 0) {
-        av_frame_unref(scratch);
-        return ret;
-    }
-    av_frame_move_ref(f, scratch);
-    return 0;
-}
-
 /* Replace the device frame in d->tmp by its copy in system memory. */
 static vf_status download(vf_decoder *d, vf_err *err)
 {
     char eb[AV_ERROR_MAX_STRING_SIZE];
-    int ret = copy_back(d->tmp, d->sw);
+    int ret = vfi_hwdev_copy_back(d->tmp, d->sw);
     if (ret < 0)
-        return vfi_fail(err, VF_ERR_DECODE, "copying a frame from the %s device: %s", d->o.hw->name,
-                        av_err(ret, eb, sizeof(eb)));
+        return vfi_fail(err, VF_ERR_DECODE, "copying a frame from the %s device: %s",
+                        vfi_hwdev_name(d->o.hw), vfi_ff_err(ret, eb, sizeof(eb)));
     return VF_OK;
 }
 
@@ -431,11 +293,11 @@ vf_status vfi_frame_download(vf_frame *f, vf_err *err)
     AVFrame *scratch = av_frame_alloc();
     if (!scratch)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    int ret = copy_back(f->av, scratch);
+    int ret = vfi_hwdev_copy_back(f->av, scratch);
     av_frame_free(&scratch);
     if (ret < 0)
         return vfi_fail(err, VF_ERR_DECODE, "copying a frame from the device: %s",
-                        av_err(ret, eb, sizeof(eb)));
+                        vfi_ff_err(ret, eb, sizeof(eb)));
     return VF_OK;
 }
 
@@ -530,65 +392,6 @@ static vf_status open_pipe_io(vf_decoder *d, const char *path, vf_err *err)
     }
     d->fmt->pb = d->pb;
     return VF_OK;
-}
-
-/* FFmpeg's readers of text art (ANSI, BinText, XBin, iCE Draw) open many plain text files,
- * .nfo and .txt among them, as 640x400 "video": those are not videos or images to vidfeat. */
-static int is_text_art(const AVCodecParameters *par)
-{
-    switch (par->codec_id) {
-    case AV_CODEC_ID_ANSI:
-    case AV_CODEC_ID_BINTEXT:
-    case AV_CODEC_ID_XBIN:
-    case AV_CODEC_ID_IDF:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-static vf_status pixels_refused(const AVCodecParameters *par, int64_t max_pixels, vf_err *err)
-{
-    return vfi_fail(err, VF_ERR_DECODE,
-                    "frames of %dx%d (%lld pixels), more than the %lld allowed (--max-pixels): not "
-                    "decoded",
-                    par->width, par->height, (long long)par->width * par->height,
-                    (long long)max_pixels);
-}
-
-/* Before probing: a file whose every video stream declares frames over the limit (so probing,
- * which decodes a frame of each, is not run on them). */
-static vf_status check_pixels(const AVFormatContext *fmt, int64_t max_pixels, vf_err *err)
-{
-    const AVCodecParameters *big = NULL;
-    for (unsigned i = 0; i < fmt->nb_streams; i++) {
-        const AVCodecParameters *par = fmt->streams[i]->codecpar;
-        if (par->codec_type != AVMEDIA_TYPE_VIDEO)
-            continue;
-        if ((int64_t)par->width * par->height <= max_pixels)
-            return VF_OK;
-        big = par;
-    }
-    return big ? pixels_refused(big, max_pixels, err) : VF_OK;
-}
-
-/* avformat_find_stream_info with each probing decoder told the pixel limit (FFmpeg's
- * max_pixels: a larger frame is refused before its picture is allocated). */
-static int find_stream_info(AVFormatContext *fmt, int64_t max_pixels)
-{
-    unsigned n = fmt->nb_streams;
-    AVDictionary **opts = n ? av_calloc(n, sizeof(*opts)) : NULL;
-    if (n && !opts)
-        return AVERROR(ENOMEM);
-    int ret = 0;
-    for (unsigned i = 0; i < n && ret >= 0; i++)
-        ret = av_dict_set_int(&opts[i], "max_pixels", max_pixels, 0);
-    if (ret >= 0)
-        ret = avformat_find_stream_info(fmt, opts);
-    for (unsigned i = 0; i < n; i++)
-        av_dict_free(&opts[i]);
-    av_free(opts);
-    return ret;
 }
 
 static void rearm(vf_decoder *d)
@@ -870,7 +673,7 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
 {
     char eb[AV_ERROR_MAX_STRING_SIZE];
     vf_status rc = VF_OK;
-    pthread_once(&log_once, install_log_bridge);
+    vfi_ff_log_init();
     vf_decoder *d = vfi_calloc(1, sizeof(*d));
     if (!d)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
@@ -902,7 +705,7 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     d->fmt->interrupt_callback.opaque = d;
     if ((rc = open_pipe_io(d, path, err)) < 0)
         goto fail;
-    last_av_error[0] = '\0';
+    vfi_ff_error_clear();
     if (!(d->conf = vfi_calloc(1, sizeof(*d->conf)))) {
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         goto fail;
@@ -919,8 +722,8 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
         rc = vfi_fail(
             err, ret == AVERROR(ENOENT) || ret == AVERROR(EACCES) ? VF_ERR_IO : VF_ERR_DECODE, "%s",
             ret == AVERROR_INVALIDDATA ? "not a media file FFmpeg can read"
-            : last_av_error[0]         ? last_av_error
-                                       : av_err(ret, eb, sizeof(eb)));
+            : vfi_ff_first_error()[0]  ? vfi_ff_first_error()
+                                       : vfi_ff_err(ret, eb, sizeof(eb)));
         goto fail;
     }
     int64_t max_pixels = d->o.max_pixels > 0 ? d->o.max_pixels : VF_DEFAULT_MAX_PIXELS;
@@ -931,14 +734,16 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
                       d->fmt->nb_streams, max_streams);
         goto fail;
     }
-    if ((rc = check_pixels(d->fmt, max_pixels, err)) < 0) /* as the container declares them */
+    if ((rc = vfi_probe_check_pixels(d->fmt, max_pixels, err)) <
+        0) /* as the container declares them */
         goto fail;
-    ret = find_stream_info(d->fmt, max_pixels);
+    ret = vfi_probe_streams(d->fmt, max_pixels);
     if ((rc = vfi_confine_check(d->conf, err)) < 0)
         goto fail;
     if (ret < 0) {
         rc = vfi_fail(err, VF_ERR_DECODE, "cannot read stream info: %s",
-                      last_av_error[0] ? last_av_error : av_err(ret, eb, sizeof(eb)));
+                      vfi_ff_first_error()[0] ? vfi_ff_first_error()
+                                              : vfi_ff_err(ret, eb, sizeof(eb)));
         goto fail;
     }
     const AVCodec *codec = NULL;
@@ -956,7 +761,7 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
                       d->fmt->nb_streams, d->fmt->nb_streams == 1 ? "" : "s");
         goto fail;
     }
-    if (si >= 0 && is_text_art(d->fmt->streams[si]->codecpar)) {
+    if (si >= 0 && vfi_probe_text_art(d->fmt->streams[si]->codecpar)) {
         rc = vfi_fail(err, VF_ERR_DECODE, "not a video or image file (FFmpeg reads it as text: %s)",
                       d->fmt->iformat->name);
         goto fail;
@@ -978,7 +783,7 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     }
     AVStream *st = d->fmt->streams[si];
     if ((int64_t)st->codecpar->width * st->codecpar->height > max_pixels) {
-        rc = pixels_refused(st->codecpar, max_pixels, err);
+        rc = vfi_probe_pixels_refused(st->codecpar, max_pixels, err);
         goto fail;
     }
     for (unsigned i = 0; i < d->fmt->nb_streams; i++)
@@ -991,11 +796,11 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
         goto fail;
     }
     snprintf(d->meta.codec, sizeof(d->meta.codec), "%s", codec->name);
-    d->hw_fmt = d->o.hw ? hw_format(codec, d->o.hw->type) : AV_PIX_FMT_NONE;
+    d->hw_fmt = d->o.hw ? vfi_hwdev_format(codec, d->o.hw) : AV_PIX_FMT_NONE;
     if (d->o.hw && d->hw_fmt == AV_PIX_FMT_NONE)
         vfi_log(VF_LOG_INFO, "decode",
                 "%s: this FFmpeg cannot decode %s on %s: decoding on the CPU", path, codec->name,
-                d->o.hw->name);
+                vfi_hwdev_name(d->o.hw));
     if (d->hw_fmt != AV_PIX_FMT_NONE && !(d->sw = av_frame_alloc())) {
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         goto fail;
@@ -1004,7 +809,7 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     if (ret >= 0 && d->hw_fmt != AV_PIX_FMT_NONE) {
         d->dec->opaque = d;
         d->dec->get_format = pick_format;
-        if (!(d->dec->hw_device_ctx = av_buffer_ref(d->o.hw->ref)))
+        if (!(d->dec->hw_device_ctx = av_buffer_ref(vfi_hwdev_context(d->o.hw))))
             ret = AVERROR(ENOMEM);
     }
     if (ret >= 0) {
@@ -1019,15 +824,15 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     }
     if (ret < 0) {
         rc = vfi_fail(err, VF_ERR_DECODE, "cannot open the %s decoder: %s", codec->name,
-                      av_err(ret, eb, sizeof(eb)));
+                      vfi_ff_err(ret, eb, sizeof(eb)));
         goto fail;
     }
     if (st->codecpar->width < 1 || st->codecpar->height < 1 || st->codecpar->width > 32768 ||
         st->codecpar->height > 32768) {
         /* the decoder's own reason where it gave one ("Picture size 65535x65535 is invalid"):
          * the size it read is then not known here (0x0) */
-        if (!st->codecpar->width && last_av_error[0])
-            rc = vfi_fail(err, VF_ERR_DECODE, "unusable frame size: %s", last_av_error);
+        if (!st->codecpar->width && vfi_ff_first_error()[0])
+            rc = vfi_fail(err, VF_ERR_DECODE, "unusable frame size: %s", vfi_ff_first_error());
         else
             rc = vfi_fail(err, VF_ERR_DECODE, "unusable frame size %dx%d", st->codecpar->width,
                           st->codecpar->height);
@@ -1180,7 +985,7 @@ static vf_status end_of_stream(vf_decoder *d, vf_err *err)
     char eb[AV_ERROR_MAX_STRING_SIZE];
     if (d->read_error && d->read_error != AVERROR_INVALIDDATA)
         return vfi_fail(err, VF_ERR_DECODE, "read error after %lld frames: %s",
-                        (long long)d->decoded, av_err(d->read_error, eb, sizeof(eb)));
+                        (long long)d->decoded, vfi_ff_err(d->read_error, eb, sizeof(eb)));
     if (d->decoded == 0)
         return vfi_fail(err, VF_ERR_DECODE, "no frame could be decoded%s%s%s",
                         d->errors ? " (corrupt data: " : "", d->errors ? d->first_error : "",
@@ -1272,7 +1077,7 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
                     d->done = 1;
                     return rc;
                 }
-                snprintf(d->meta.hwdec, sizeof(d->meta.hwdec), "%s", d->o.hw->name);
+                snprintf(d->meta.hwdec, sizeof(d->meta.hwdec), "%s", vfi_hwdev_name(d->o.hw));
             }
             av_frame_unref(f->av);
             av_frame_move_ref(f->av, d->tmp);
@@ -1379,66 +1184,4 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
             d->key_drain = 1;
         }
     }
-}
-
-/* Is the file at path, which FFmpeg could not open, media all the same: named like a media
- * file, or recognised by its content (a copy cut short before its index, say)? */
-static int looks_like_media(const char *path)
-{
-    static const char *const exts = "mp4,m4v,mov,qt,mkv,mk3d,webm,avi,wmv,asf,flv,f4v,ts,mts,"
-                                    "m2ts,m2t,mpg,mpeg,m2v,vob,3gp,3g2,ogv,ogg,mxf,dv,y4m,ivf,"
-                                    "h264,264,h265,265,hevc,wav,mp3,m4a,aac,flac,opus,oga";
-    const char *dot = strrchr(path, '.');
-    const char *slash = strrchr(path, '/');
-    if (dot && (!slash || dot > slash) && av_match_name(dot + 1, exts))
-        return 1;
-    int score;
-    const AVInputFormat *f = vfi_probe_head(path, &score);
-    return f && score >= AVPROBE_SCORE_MAX / 2 && !av_match_name("tty", f->name);
-}
-
-int vfi_decode_probe(const char *path, const vf_archive *archive)
-{
-    pthread_once(&log_once, install_log_bridge);
-    AVFormatContext *fmt = NULL;
-    vf_confine c;
-    vf_err err;
-    int verdict = VF_PROBE_NOT_MEDIA;
-    int ret = vfi_confine_open(&fmt, path, archive, &c, &err);
-    if (c.refused[0]) {
-        verdict = VF_PROBE_BROKEN; /* refers outside: refused, with its line, by the run */
-    } else if (ret < 0) {
-        verdict = looks_like_media(path) ? VF_PROBE_BROKEN : VF_PROBE_NOT_MEDIA;
-    } else if (avformat_find_stream_info(fmt, NULL) < 0 || c.refused[0]) {
-        verdict = VF_PROBE_BROKEN;
-    } else {
-        int si = av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
-        int audio = av_find_best_stream(fmt, AVMEDIA_TYPE_AUDIO, -1, -1, NULL, 0) >= 0;
-        if (si >= 0 && is_text_art(fmt->streams[si]->codecpar))
-            verdict = VF_PROBE_NOT_MEDIA;
-        else if (si >= 0)
-            verdict = VF_PROBE_VIDEO;
-        else /* sound only is media without a picture; subtitles or data alone are not */
-            verdict = audio ? VF_PROBE_BROKEN : VF_PROBE_NOT_MEDIA;
-    }
-    avformat_close_input(&fmt);
-    vfi_confine_clear(&c);
-    return verdict;
-}
-
-vf_status vfi_parse_time(const char *text, double *seconds)
-{
-    int64_t us;
-    if (!text || !text[0] || av_parse_time(&us, text, 1) < 0)
-        return VF_ERR_INVALID;
-    *seconds = (double)us / 1e6;
-    return VF_OK;
-}
-
-void vfi_decode_versions(char *buf, size_t size)
-{
-    unsigned f = avformat_version(), c = avcodec_version(), s = swscale_version();
-    snprintf(buf, size, "libavformat %u.%u.%u, libavcodec %u.%u.%u, libswscale %u.%u.%u", f >> 16,
-             (f >> 8) & 255, f & 255, c >> 16, (c >> 8) & 255, c & 255, s >> 16, (s >> 8) & 255,
-             s & 255);
 }

@@ -11,6 +11,8 @@
 
 #include "core/path.h"
 #include "core/status.h"
+#include "media/ffmpeg.h"
+#include "media/hwdev.h"
 
 /* Which frames to keep. */
 typedef struct vf_sampling {
@@ -46,17 +48,6 @@ typedef struct vf_frame {
 } vf_frame;
 
 typedef struct vf_decoder vf_decoder;
-
-/* A hardware decoding device (FFmpeg's hwdevice), opened once and shared by the decoders of a
- * run, one at a time or several at once. */
-typedef struct vf_hwdev vf_hwdev;
-
-/* Open the device of this type ("cuda": NVDEC; on the CUDA runtime's context, the device's
- * primary one, so that the GPU backend can read the frames). VF_ERR_NO_DEVICE with FFmpeg's reason
- * when there is none (no driver, no GPU, an FFmpeg built without it), VF_ERR_INVALID for an unknown
- * type. */
-vf_status vfi_hwdev_open(const char *type, vf_hwdev **out, vf_err *err);
-void vfi_hwdev_free(vf_hwdev **pdev);
 
 typedef struct vf_decode_opts {
     int threads;              /* codec threads; 0 = automatic */
@@ -113,21 +104,5 @@ int vfi_frame_on_device(const vf_frame *f);
 /* Replace f's device picture by its copy in system memory, properties kept. VF_ERR_DECODE when
  * the copy fails, VF_ERR_NOMEM. A frame already in system memory is left as it is. */
 vf_status vfi_frame_download(vf_frame *f, vf_err *err);
-
-/* What path is, by its content (and, where FFmpeg cannot open it, its name), opened as
- * vfi_decoder_open would (archive NULL: the same default): */
-enum {
-    VF_PROBE_NOT_MEDIA = 0, /* not media: text, documents, subtitles alone, ... */
-    VF_PROBE_VIDEO = 1,     /* media with a video stream FFmpeg reads */
-    VF_PROBE_BROKEN = 2     /* media that will not give frames: cut short, corrupt, sound only,
-                             * or referring to files outside the archive */
-};
-int vfi_decode_probe(const char *path, const vf_archive *archive);
-/* A time or duration in FFmpeg's forms ("90", "1.5", "1:30", "01:02:03.5", "500ms") into
- * seconds, negative ones included; VF_ERR_INVALID when text is none of them. */
-vf_status vfi_parse_time(const char *text, double *seconds);
-
-/* "libavformat 59.27.100 ..." */
-void vfi_decode_versions(char *buf, size_t size);
 
 #endif /* VIDFEAT_DECODE_H */

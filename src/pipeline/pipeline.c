@@ -1,5 +1,7 @@
 /*
- * pipeline.c - the extraction pipeline: the only code that knows how the stages are wired.
+ * pipeline.c - the extraction pipeline: the only code that knows how the stages are wired, and
+ * the decode, convert and infer stages (the store stage is stage_store.c; the run's state and
+ * what every stage calls, stages.h and stages.c).
  *
  *     lane 0:  [decode] --q_frames--> [convert] --+
  *     lane 1:  [decode] --q_frames--> [convert] --+--q_batches--> [infer] --q_done--> [store]
@@ -51,6 +53,7 @@
 
 #include "engine/extractor.h"
 #include "media/decode.h"
+#include "media/probe.h"
 #include "core/clock.h"
 #include "core/cpus.h"
 #include "core/log.h"
@@ -61,206 +64,15 @@
 #include "pipeline/source.h"
 #include "store/record.h"
 #include "store/store.h"
-
-#define FRAME_POOL          8
-#define MAX_CONVERT_THREADS 64
-#define MAX_LANES           16 /* files decoded at once */
-#define GPU_LANES           4  /* by default for a GPU network: NVDEC decodes several at once */
-/* Events a batch carries before it is sent on, full or not (many failing files in a row). */
-#define MAX_MARKS           32
-#define DEFAULT_QUEUE_DEPTH 2
-
-/* ITEM_FLUSH: a lane's decoder will wait (for other workers' files): what its convert thread
- * has batched goes on now, so that the files it holds can finish meanwhile. */
-enum item_kind { ITEM_FRAME, ITEM_BATCH, ITEM_BEGIN, ITEM_END, ITEM_SKIP, ITEM_FLUSH };
-
-typedef struct item {
-    enum item_kind kind;
-    vf_work *work; /* the file it belongs to */
-} item;
-
-struct batch_item;
-
-struct lane;
-
-typedef struct frame_item {
-    item hdr;
-    struct lane *lane; /* whose pool it belongs to */
-    vf_frame f;
-    /* the conversion job, set by the convert thread for a worker */
-    struct batch_item *b;
-    int slot;
-    int rotation;
-} frame_item;
-
-struct event_item;
-
-/* A per-file event riding in a batch: handled by the store after the rows before `pos`. */
-typedef struct marker {
-    int pos;
-    struct event_item *event;
-} marker;
-
-typedef struct batch_item {
-    item hdr;
-    int lane; /* the lane that filled it: all its rows and events are that lane's files */
-    int n;
-    void *images;    /* batch x 3 x S x S floats: the backend's batch input (host or device) */
-    float *features; /* batch x dim */
-    int64_t *index, *pts;
-    double *t;
-    vf_work **work; /* per row: its file */
-    marker marks[MAX_MARKS];
-    int n_marks;
-    /* Conversion: rows [settled, n) were handed to the workers since the batch was last
-     * settled; pending of them are not done. Under the pipeline's conv_lock: pending, conv_rc,
-     * conv_s and err. */
-    int settled;
-    int pending;
-    vf_status *conv_rc; /* per row */
-    double *conv_s;     /* per row: seconds its conversion took */
-    vf_err err;         /* the first failed conversion since the last settle */
-} batch_item;
-
-typedef struct event_item {
-    item hdr;
-    struct event_item *prev, *next; /* the pipeline's list of live events */
-    vf_video_meta meta;
-    vf_status status;
-    char error[VF_ERRMSG_SIZE];
-    char note[VF_ERRMSG_SIZE]; /* ITEM_END of a done file: what it lacked (vfi_decoder_note) */
-    char content_hash[32];
-    int64_t size;
-    double mtime;
-    double t_open;                       /* monotonic seconds when decoding started */
-    double decode_s, convert_s, infer_s; /* busy time per stage */
-    int64_t decoded;
-} event_item;
-
-/* A lane decodes one file at a time, taking the next file of the list when it is done, into its
- * own frame pool, and its convert thread fills batches with its files only: a file's frames stay
- * together and in order whatever the other lanes do. */
-typedef struct lane {
-    struct vf_pipeline *p;
-    int id;
-    vf_queue *q_frames, *q_free_frames;
-    frame_item *frames; /* the pool */
-    int n_frames;
-} lane;
-
-struct vf_pipeline {
-    vf_config cfg;
-    char *db_path;
-    char *root;         /* cfg.root's absolute form (record.h), or NULL */
-    vf_archive archive; /* the root as what inputs may read in (core/path.h), when root is set */
-    vf_extractor *ex;
-    vf_model_info info;
-    vf_store *store;
-    int64_t model_id;
-    char sampling[160];
-    vf_err err;
-    pthread_mutex_t lock; /* err, events, cancelled */
-    atomic_int cancel;
-    int stop_reason; /* the first fatal status of the current run */
-
-    /* per run */
-    vf_source *source;
-    const vf_run_hooks *hooks;
-    vf_queue *q_batches, *q_done, *q_free_batches;
-    vf_queue *q_tokens; /* no_overlap only: frames allowed in flight */
-    lane *lanes;
-    int n_lanes;
-    atomic_int live_lanes; /* convert threads still running: the last one closes q_batches */
-    batch_item *batches;
-    int n_batches;
-    event_item *events;
-    vf_queue *q_jobs; /* frames for the convert workers */
-    /* per convert worker, made at create: a host converter (each owns a scaler), the backend's
-     * converter where it converts frames, and a host slot when the batch input is not host
-     * memory (frames the backend cannot convert are converted there, then copied) */
-    vf_preproc_opts po;
-    vf_preproc **pre;
-    vf_converter **cv;
-    float **scratch;
-    int n_conv;
-    pthread_mutex_t conv_lock; /* the batches' conversion state (see batch_item) */
-    pthread_cond_t conv_done;  /* a batch's pending count reached 0, or the run is stopping */
-    vf_hwdev *hw;       /* cfg.hwdec's device, shared by the decoders; NULL: decode on the CPU */
-    int keep_on_device; /* hw's frames stay on the device, for the backend to convert */
-    int lanes_wanted;   /* files decoded at once (cfg.decoders or automatic) */
-};
-
-/* Record the first fatal error and stop every stage. Under the lock, which make_run and
- * free_run hold while they create and detach the queues: vf_pipeline_cancel may come from
- * another thread at any moment, a run's setup and teardown included. */
-static void stop(vf_pipeline *p, vf_status code, const char *msg)
-{
-    pthread_mutex_lock(&p->lock);
-    if (p->stop_reason == VF_OK) {
-        p->stop_reason = code;
-        vfi_fail(&p->err, code, "%s", msg);
-    }
-    atomic_store(&p->cancel, 1);
-    vf_queue *qs[] = {p->q_batches, p->q_done, p->q_free_batches, p->q_tokens, p->q_jobs};
-    for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
-        if (qs[i])
-            vfi_queue_cancel(qs[i]);
-    }
-    for (int i = 0; p->lanes && i < p->n_lanes; i++) {
-        if (p->lanes[i].q_frames)
-            vfi_queue_cancel(p->lanes[i].q_frames);
-        if (p->lanes[i].q_free_frames)
-            vfi_queue_cancel(p->lanes[i].q_free_frames);
-    }
-    pthread_mutex_unlock(&p->lock);
-    pthread_mutex_lock(&p->conv_lock); /* the convert thread may wait for its workers */
-    pthread_cond_broadcast(&p->conv_done);
-    pthread_mutex_unlock(&p->conv_lock);
-}
+#include "pipeline/stages.h"
 
 void vf_pipeline_cancel(vf_pipeline *p)
 {
     if (p)
-        stop(p, VF_ERR_CANCELLED, "cancelled");
-}
-
-static event_item *new_event(vf_pipeline *p, enum item_kind kind, vf_work *w)
-{
-    event_item *e = vfi_calloc(1, sizeof(*e));
-    if (!e)
-        return NULL;
-    e->hdr.kind = kind;
-    e->hdr.work = w;
-    pthread_mutex_lock(&p->lock);
-    e->next = p->events;
-    if (p->events)
-        p->events->prev = e;
-    p->events = e;
-    pthread_mutex_unlock(&p->lock);
-    return e;
-}
-
-static void free_event(vf_pipeline *p, event_item *e)
-{
-    pthread_mutex_lock(&p->lock);
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        p->events = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    pthread_mutex_unlock(&p->lock);
-    vfi_free(e);
+        vfi_pl_stop(p, VF_ERR_CANCELLED, "cancelled");
 }
 
 /* ---- decode thread ---------------------------------------------------------------------- */
-
-/* no_overlap: frames that left the pipeline (stored or dropped) let the decoder go on. */
-static void give_tokens(vf_pipeline *p, int n)
-{
-    for (int i = 0; p->q_tokens && i < n; i++)
-        vfi_queue_push(p->q_tokens, p); /* cannot block: at most batch_size are out */
-}
 
 static int push_or_stop(vf_queue *q, void *it)
 {
@@ -326,9 +138,9 @@ static int decode_file(lane *ln, vf_work *w)
     vf_decode_opts dopts = {
         p->cfg.decode_threads, p->cfg.stall_timeout,         &p->cancel,        p->hw,
         p->keep_on_device,     p->root ? &p->archive : NULL, p->cfg.max_pixels, p->cfg.max_streams};
-    event_item *end = new_event(p, ITEM_END, w);
+    event_item *end = vfi_pl_new_event(p, ITEM_END, w);
     if (!end) {
-        stop(p, VF_ERR_NOMEM, "out of memory");
+        vfi_pl_stop(p, VF_ERR_NOMEM, "out of memory");
         return 0;
     }
     struct stat st;
@@ -353,10 +165,10 @@ static int decode_file(lane *ln, vf_work *w)
     end->size = st.st_size;
     end->mtime = vfi_record_mtime(&st);
     if (rc >= 0) {
-        event_item *begin = new_event(p, ITEM_BEGIN, w);
+        event_item *begin = vfi_pl_new_event(p, ITEM_BEGIN, w);
         if (!begin) {
             vfi_decoder_free(&dec);
-            stop(p, VF_ERR_NOMEM, "out of memory");
+            vfi_pl_stop(p, VF_ERR_NOMEM, "out of memory");
             return 0;
         }
         begin->meta = *vfi_decoder_meta(dec);
@@ -390,7 +202,7 @@ static int decode_file(lane *ln, vf_work *w)
             if (rc != VF_OK) {
                 vfi_frame_release(&fi->f);
                 vfi_queue_push(ln->q_free_frames, fi); /* cannot block: it came from there */
-                give_tokens(p, 1);
+                vfi_pl_give_tokens(p, 1);
                 break;
             }
             fi->hdr.work = w;
@@ -414,28 +226,12 @@ static int decode_file(lane *ln, vf_work *w)
     return push_or_stop(ln->q_frames, end);
 }
 
-/* Decode, convert and store need a few percent of the CPU that inference needs; on a machine
- * with few cores, each slice they take from an inference thread stalls the whole thread team at
- * its next barrier. Running them at a lower priority lets inference keep its cores and gives
- * them the gaps (Linux: nice is per thread, and the codec's own threads inherit it). */
-#define HELPER_NICE 10
-
-static void lower_priority(void)
-{
-#ifdef __linux__
-    const char *env = getenv("VIDFEAT_HELPER_NICE");
-    int nice = env ? atoi(env) : HELPER_NICE;
-    if (nice > 0)
-        setpriority(PRIO_PROCESS, 0, nice); /* Linux: the calling thread only */
-#endif
-}
-
 /* A new event of kind for w onto the lane's queue; 0 when the run is stopping. */
 static int push_event(lane *ln, enum item_kind kind, vf_work *w)
 {
-    event_item *e = new_event(ln->p, kind, w);
+    event_item *e = vfi_pl_new_event(ln->p, kind, w);
     if (!e) {
-        stop(ln->p, VF_ERR_NOMEM, "out of memory");
+        vfi_pl_stop(ln->p, VF_ERR_NOMEM, "out of memory");
         return 0;
     }
     return push_or_stop(ln->q_frames, e);
@@ -445,7 +241,7 @@ static void *decode_thread(void *arg)
 {
     lane *ln = arg;
     vf_pipeline *p = ln->p;
-    lower_priority();
+    vfi_pl_lower_priority();
     int flushed = 0; /* a flush was sent since the last item */
     while (!atomic_load(&p->cancel)) {
         vf_work *w;
@@ -463,7 +259,7 @@ static void *decode_thread(void *arg)
         }
         flushed = 0;
         if (rc < 0) {
-            stop(p, rc, err.msg);
+            vfi_pl_stop(p, rc, err.msg);
             break;
         }
         if (w->skip || w->fail) {
@@ -549,7 +345,7 @@ static void *convert_worker_thread(void *arg)
 {
     convert_worker *w = arg;
     vf_pipeline *p = w->p;
-    lower_priority();
+    vfi_pl_lower_priority();
     for (;;) {
         void *it;
         if (vfi_queue_pop(p->q_jobs, &it) != VF_OK)
@@ -614,7 +410,7 @@ static int settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err)
                 vf_err err = {VF_OK, ""};
                 if (vfi_backend_copy(be, NULL, rows + (size_t)w * slot, rows + (size_t)i * slot,
                                      slot * sizeof(float), 0, &err) < 0) {
-                    stop(p, err.code, err.msg);
+                    vfi_pl_stop(p, err.code, err.msg);
                     return 0;
                 }
                 b->index[w] = b->index[i];
@@ -625,7 +421,7 @@ static int settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err)
             w++;
         }
         b->n = w;
-        give_tokens(p, dropped);
+        vfi_pl_give_tokens(p, dropped);
     }
     b->settled = b->n;
     return 1;
@@ -639,7 +435,7 @@ static void *convert_thread(void *arg)
 {
     lane *ln = arg;
     vf_pipeline *p = ln->p;
-    lower_priority();
+    vfi_pl_lower_priority();
     batch_item *b = NULL;
     int rotation = 0;
     double busy = 0.0;
@@ -653,7 +449,7 @@ static void *convert_thread(void *arg)
             return NULL;
         item *h = it;
         if (h->kind == ITEM_FLUSH) {
-            free_event(p, it);
+            vfi_pl_free_event(p, it);
             if (b && (!wait_converted(p, b) || !settle(p, b, &busy, &conv_err)))
                 return NULL;
             if (b && (b->n || b->n_marks)) {
@@ -748,7 +544,7 @@ static void *infer_thread(void *arg)
             dt = vfi_now_s() - t0;
             if (rc < 0) {
                 if (rc != VF_ERR_CANCELLED)
-                    stop(p, rc, be->err.msg);
+                    vfi_pl_stop(p, rc, be->err.msg);
                 return NULL;
             }
         }
@@ -774,238 +570,11 @@ static void *infer_thread(void *arg)
     return NULL;
 }
 
-/* ---- store thread ----------------------------------------------------------------------- */
-
-typedef struct file_state {
-    vf_work *work;  /* the file, from its BEGIN to its END; NULL between files */
-    int64_t ext_id; /* 0: nothing recorded yet */
-    int lost;       /* its lease went to another worker: nothing more is written for it */
-    char lost_msg[VF_ERRMSG_SIZE];
-    int64_t frames;
-    double store_s;
-    vf_video_meta meta;
-} file_state;
-
-static void report(vf_pipeline *p, const event_item *e, const file_state *fs, int skipped)
-{
-    if (!p->hooks || !p->hooks->file_done)
-        return;
-    vf_file_result r;
-    memset(&r, 0, sizeof(r));
-    const vf_work *w = e->hdr.work;
-    r.path = w->path;
-    r.status = skipped ? VF_OK : e->status;
-    r.skipped = skipped;
-    r.error = skipped || e->status >= 0 ? "" : e->error;
-    r.note = skipped || e->status < 0 ? "" : e->note;
-    if (skipped && w->fail) { /* failed where it was claimed (or could not be named) */
-        r.status = VF_ERR_IO;
-        r.skipped = 0;
-        r.error = w->fail;
-    }
-    r.frames = fs->frames;
-    r.seconds = skipped ? 0.0 : vfi_now_s() - e->t_open;
-    double n = (double)fs->frames;
-    r.decode_fps = e->decode_s > 0 ? (e->decoded ? e->decoded : n) / e->decode_s : 0;
-    r.convert_fps = e->convert_s > 0 ? n / e->convert_s : 0;
-    r.infer_fps = e->infer_s > 0 ? n / e->infer_s : 0;
-    r.store_fps = p->store && fs->store_s > 0 ? n / fs->store_s : 0; /* 0: nothing stored */
-    r.width = e->meta.width;
-    r.height = e->meta.height;
-    r.rotation = e->meta.rotation;
-    r.codec = e->meta.codec;
-    r.hwdec = e->meta.hwdec;
-    p->hooks->file_done(p->hooks->user, e->hdr.work->index, &r);
-}
-
-/* The lease that fences a file's writes, or NULL when it was not claimed. */
-static const vf_store_lease *fence_of(const vf_work *w)
-{
-    return w->lease.id ? &w->lease : NULL;
-}
-
-static vf_status store_begin(vf_pipeline *p, const event_item *e, file_state *fs, vf_err *err)
-{
-    if (!p->store)
-        return VF_OK;
-    const vf_video_meta *m = &e->meta;
-    vf_store_video v = {vfi_record_name(&e->hdr.work->id),
-                        e->size,
-                        e->mtime,
-                        e->content_hash,
-                        m->duration,
-                        m->width,
-                        m->height,
-                        m->rotation,
-                        m->codec,
-                        m->frame_rate};
-    vf_store_run run = {p->info.backend, vf_precision_str(p->info.precision), p->info.batch_size};
-    return vfi_store_begin(p->store, &v, p->model_id, p->sampling, &run, fence_of(e->hdr.work),
-                           &fs->ext_id, err);
-}
-
-/* The file's lease went to another worker (err says so): nothing more is written for it. */
-static void lose_file(file_state *fs, const vf_err *err)
-{
-    fs->lost = 1;
-    snprintf(fs->lost_msg, sizeof(fs->lost_msg), "%s", err->msg);
-}
-
-/* Store rows [from, to) of b, which all belong to the file in fs; 1 to stop the run. */
-static int store_rows(vf_pipeline *p, batch_item *b, int from, int to, file_state *fs)
-{
-    if (to <= from || fs->lost)
-        return 0;
-    vf_err err = {VF_OK, ""};
-    int dim = p->info.feature_dim;
-    vf_work *w = b->work[from];
-    double t0 = vfi_now_s();
-    vf_status rc = VF_OK;
-    if (p->store)
-        rc = vfi_store_batch(p->store, fs->ext_id, fence_of(w), to - from, dim, p->cfg.store_f16,
-                             b->index + from, b->pts + from, b->t + from,
-                             b->features + (size_t)from * dim, &err);
-    fs->store_s += vfi_now_s() - t0;
-    if (rc == VF_ERR_LEASE) { /* another worker has the file now: drop it, go on */
-        lose_file(fs, &err);
-        return 0;
-    }
-    if (rc < 0) {
-        stop(p, rc, err.msg);
-        return 1;
-    }
-    fs->frames += to - from;
-    int halt = 0;
-    if (p->hooks && p->hooks->batch) {
-        vf_batch_view v = {
-            w->index,        w->path,       to - from,  dim, b->features + (size_t)from * dim,
-            b->index + from, b->pts + from, b->t + from};
-        halt = p->hooks->batch(p->hooks->user, &v);
-    }
-    if (!halt && p->hooks && p->hooks->progress) {
-        double rate = p->cfg.sample_fps > 0 && fs->meta.frame_rate > p->cfg.sample_fps
-                          ? p->cfg.sample_fps
-                          : fs->meta.frame_rate;
-        int every = p->cfg.every > 1 ? p->cfg.every : 1;
-        double frames = fs->meta.duration * rate / every; /* both as the file claims */
-        int64_t expect = frames > 0 && frames < 0x1p62 ? (int64_t)frames : 0;
-        halt = p->hooks->progress(p->hooks->user, w->index, w->path, fs->frames, expect);
-    }
-    if (halt)
-        stop(p, VF_ERR_CANCELLED, "cancelled");
-    return halt;
-}
-
-/* A file whose lease went to another worker (fs->lost): told as dropped, nothing more recorded
- * (the new holder replaces what was written). */
-static vf_status drop_file(vf_pipeline *p, event_item *e, file_state *fs, vf_err *err)
-{
-    e->status = VF_ERR_LEASE;
-    snprintf(e->error, sizeof(e->error), "%s", fs->lost_msg);
-    report(p, e, fs, 0);
-    return p->source->ops->failed(p->source, e->hdr.work, VF_ERR_LEASE, e->error, err);
-}
-
-/* Handle one per-file event; 1 to stop the run. */
-static int store_event(vf_pipeline *p, event_item *e, file_state *fs)
-{
-    vf_err err = {VF_OK, ""};
-    vf_status rc = VF_OK;
-    if (e->hdr.kind == ITEM_BEGIN) {
-        memset(fs, 0, sizeof(*fs));
-        fs->work = e->hdr.work;
-        fs->meta = e->meta;
-        rc = store_begin(p, e, fs, &err);
-    } else if (e->hdr.kind == ITEM_END) {
-        if (p->store && fs->ext_id == 0 && !fs->lost) /* failed before it could start */
-            rc = store_begin(p, e, fs, &err);
-        double fps[4] = {e->decode_s > 0 ? e->decoded / e->decode_s : 0,
-                         e->convert_s > 0 ? fs->frames / e->convert_s : 0,
-                         e->infer_s > 0 ? fs->frames / e->infer_s : 0,
-                         fs->store_s > 0 ? fs->frames / fs->store_s : 0};
-        if (rc >= 0 && p->store && !fs->lost)
-            rc = vfi_store_finish(p->store, fs->ext_id, fence_of(e->hdr.work),
-                                  e->status >= 0               ? VF_END_DONE
-                                  : e->status == VF_ERR_DENIED ? VF_END_REFUSED
-                                                               : VF_END_FAILED,
-                                  e->status >= 0 ? e->note : e->error, fps, &err);
-        if (rc == VF_ERR_LEASE) {
-            lose_file(fs, &err);
-            rc = VF_OK;
-        }
-        vf_source *src = p->source;
-        if (rc >= 0 && fs->lost) {
-            rc = drop_file(p, e, fs, &err);
-        } else if (rc >= 0) {
-            report(p, e, fs, 0);
-            rc = e->status >= 0 ? src->ops->done(src, e->hdr.work, &err)
-                                : src->ops->failed(src, e->hdr.work, e->status, e->error, &err);
-        }
-        memset(fs, 0, sizeof(*fs));
-    } else if (e->hdr.kind == ITEM_SKIP) {
-        report(p, e, fs, 1);
-    }
-    if (rc == VF_ERR_LEASE && e->hdr.kind == ITEM_BEGIN) { /* taken over before it began */
-        lose_file(fs, &err);
-        rc = VF_OK;
-    }
-    free_event(p, e);
-    if (rc < 0) {
-        stop(p, rc, err.msg);
-        return 1;
-    }
-    return 0;
-}
-
-static void *store_thread(void *arg)
-{
-    vf_pipeline *p = arg;
-    lower_priority();
-    file_state lanes[MAX_LANES]; /* the file each lane is in */
-    memset(lanes, 0, sizeof(lanes));
-    int halt = 0;
-    while (!halt) {
-        void *it;
-        vf_status rc = vfi_queue_pop(p->q_done, &it);
-        if (rc != VF_OK) /* VF_EOF (finished) or cancelled */
-            break;
-        batch_item *b = it;
-        file_state *fs = &lanes[b->lane];
-        int row = 0;
-        for (int m = 0; m < b->n_marks && !halt; m++) {
-            halt = store_rows(p, b, row, b->marks[m].pos, fs);
-            row = b->marks[m].pos;
-            if (!halt)
-                halt = store_event(p, b->marks[m].event, fs);
-        }
-        if (!halt)
-            halt = store_rows(p, b, row, b->n, fs);
-        give_tokens(p, b->n);
-        if (!halt && vfi_queue_push(p->q_free_batches, b) < 0)
-            break;
-    }
-    /* Stopped in the middle of files: they stay unfinished, with what was written. */
-    for (int i = 0; i < p->n_lanes && atomic_load(&p->cancel); i++) {
-        if (!lanes[i].work)
-            continue;
-        vf_err ignore;
-        pthread_mutex_lock(&p->lock);
-        char why[VF_ERRMSG_SIZE];
-        snprintf(why, sizeof(why), "%s", p->err.msg);
-        pthread_mutex_unlock(&p->lock);
-        /* unfenced: the extraction is marked failed, and the lease given back by the source */
-        if (p->store && lanes[i].ext_id && !lanes[i].lost)
-            vfi_store_finish(p->store, lanes[i].ext_id, NULL, VF_END_FAILED, why, NULL, &ignore);
-        p->source->ops->failed(p->source, lanes[i].work, VF_ERR_CANCELLED, why, &ignore);
-    }
-    return NULL;
-}
-
 /* ---- setup and teardown ----------------------------------------------------------------- */
 
 static void free_run(vf_pipeline *p)
 {
-    /* detached under the lock first, so that a concurrent stop() finds them or nothing */
+    /* detached under the lock first, so that a concurrent vfi_pl_stop() finds them or nothing */
     pthread_mutex_lock(&p->lock);
     lane *lanes = p->lanes;
     int n_lanes = p->n_lanes;
@@ -1041,7 +610,7 @@ static void free_run(vf_pipeline *p)
         p->batches = NULL;
     }
     while (p->events)
-        free_event(p, p->events);
+        vfi_pl_free_event(p, p->events);
 }
 
 /* A lane's frame pool: FRAME_POOL decoded ahead, and one more in flight per worker. */
@@ -1050,7 +619,7 @@ static int lane_frames(const vf_pipeline *p)
     return FRAME_POOL + p->n_conv;
 }
 
-/* The run's pools and queues; called with p->lock held (see stop). */
+/* The run's pools and queues; called with p->lock held (see vfi_pl_stop). */
 static vf_status make_run(vf_pipeline *p)
 {
     int depth = p->cfg.queue_depth > 0 ? p->cfg.queue_depth : DEFAULT_QUEUE_DEPTH;
@@ -1113,7 +682,7 @@ static vf_status make_run(vf_pipeline *p)
     if (p->cfg.no_overlap) {
         if (vfi_queue_create((size_t)bs, &p->q_tokens) < 0)
             return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
-        give_tokens(p, bs);
+        vfi_pl_give_tokens(p, bs);
     }
     return VF_OK;
 }
@@ -1143,7 +712,7 @@ static vf_status run_source(vf_pipeline *p, vf_source *src, const vf_run_hooks *
             fn = started % 2 ? convert_thread : decode_thread;
             arg = &p->lanes[started / 2];
         } else if (started < lanes + 2) {
-            fn = started == lanes ? infer_thread : store_thread;
+            fn = started == lanes ? infer_thread : vfi_pl_store_thread;
         } else {
             int w = started - lanes - 2;
             workers[w] = (convert_worker){p, p->pre[w], p->cv[w], p->scratch[w]};
@@ -1151,7 +720,7 @@ static vf_status run_source(vf_pipeline *p, vf_source *src, const vf_run_hooks *
             arg = &workers[w];
         }
         if (pthread_create(&th[started], NULL, fn, arg) != 0) {
-            stop(p, VF_ERR_INTERNAL, "cannot start a pipeline thread");
+            vfi_pl_stop(p, VF_ERR_INTERNAL, "cannot start a pipeline thread");
             break;
         }
     }

@@ -6,7 +6,7 @@
  * done) and steps after it find no row, so a caller checks once, when it finishes the statement.
  *
  * Each SQL store provides a driver (vf_store_ops.sql: store_sqlite.c, store_pg.c); the queries
- * that read the same in both dialects are written once above them (reads.c). What both dialects
+ * that read the same in both dialects are written once above them (sql.c). What both dialects
  * share here: ?N parameters, standard joins and ordering, COLLATE "C" for byte order (SQLite
  * has a collation of that name registered), text in and out as the names it holds (a
  * PostgreSQL database keeps names that are not UTF-8 as utf8.h writes them; the driver gives
@@ -120,7 +120,11 @@ static inline vf_status vfi_sql_finish(vf_sql *q, vf_err *err)
 /* Run sql once (no rows wanted): BEGIN, COMMIT, ... */
 vf_status vfi_sql_exec(vf_store *s, const char *sql, const char *what, vf_err *err);
 
-/* ---- the reads written once for every SQL store (reads.c): vf_store_ops entries ---- */
+/* ---- the calls written once for every SQL store (sql.c): vf_store_ops entries ---- */
+vf_status vfi_sql_model(vf_store *s, const vf_store_model *m, int64_t *model_id, vf_err *err);
+vf_status vfi_sql_is_done(vf_store *s, const vf_store_file *f, int64_t model_id,
+                          const char *sampling, const char *precision, int *done, vf_err *err);
+vf_status vfi_sql_add_run(vf_store *s, const vf_run_record *r, const char *version, vf_err *err);
 vf_status vfi_sql_models(vf_store *s, vf_store_model_fn row, void *user, vf_err *err);
 vf_status vfi_sql_vector_at(vf_store *s, int64_t model_id, int f16, const char *path, double t,
                             float *vec, int dim, vf_store_ref *ref, int *found, vf_err *err);

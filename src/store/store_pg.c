@@ -260,14 +260,16 @@ static vf_status exec(pg_store *s, const char *sql, const char *what, vf_err *er
  * files (paths, errors) come back through pg_bytes. The same name always gives the same text,
  * so equality, and with it the resume rule, holds.
  */
-#define MAX_PARAMS 16
+#define MAX_PARAMS 32
 
 /* params[0..n) as the text PostgreSQL is sent: into text[], the ones made anew in owned[] (to
  * vfi_free after the call). VF_ERR_NOMEM (err). */
 static vf_status encode_params(int n, const char *const *params, const char **text, char **owned,
                                vf_err *err)
 {
-    assert(n <= MAX_PARAMS);
+    if (n > MAX_PARAMS)
+        return vfi_fail(err, VF_ERR_INTERNAL, "a statement of %d parameters (at most %d)", n,
+                        MAX_PARAMS);
     for (int i = 0; i < n; i++) {
         owned[i] = NULL;
         text[i] = params[i];
@@ -469,52 +471,6 @@ static vf_status pg_open(const char *uri, vf_store_mode mode, vf_store **out, vf
 fail:
     pg_close(&s->base);
     return rc;
-}
-
-static vf_status pg_model(vf_store *store, const vf_store_model *m, int64_t *model_id, vf_err *err)
-{
-    pg_store *s = (pg_store *)store;
-    char dim[16];
-    snprintf(dim, sizeof(dim), "%d", m->dim);
-    const char *p[] = {
-        m->name,          m->file_sha256, m->layer,      dim, m->f16 ? "float16" : "float32",
-        m->preprocessing, m->weights,     m->text_sha256};
-    PGresult *res;
-    vf_status rc = query(s,
-                         "INSERT INTO models (name, file_sha256, layer, dim, dtype, preprocessing,"
-                         " weights, text_sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON"
-                         " CONFLICT (name, file_sha256, layer, dtype, preprocessing) DO UPDATE SET"
-                         " dim = $4, weights = $7, text_sha256 = coalesce($8, models.text_sha256)"
-                         " RETURNING id",
-                         8, p, "recording the model", &res, err);
-    if (rc < 0)
-        return rc;
-    *model_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-    PQclear(res);
-    return VF_OK;
-}
-
-static vf_status pg_is_done(vf_store *store, const vf_store_file *f, int64_t model_id,
-                            const char *sampling, const char *precision, int *done, vf_err *err)
-{
-    pg_store *s = (pg_store *)store;
-    char size[24], mtime[40], model[24];
-    snprintf(size, sizeof(size), "%lld", (long long)f->size);
-    snprintf(mtime, sizeof(mtime), "%.17g", f->mtime);
-    snprintf(model, sizeof(model), "%lld", (long long)model_id);
-    const char *p[] = {f->name, size, mtime, model, sampling, precision};
-    PGresult *res;
-    *done = 0;
-    vf_status rc = query(s,
-                         "SELECT e.status FROM extractions e JOIN videos v ON v.id = e.video_id"
-                         " WHERE v.path = $1 AND v.size = $2 AND v.mtime = $3 AND e.model_id = $4"
-                         " AND e.sampling = $5 AND e.precision = $6",
-                         6, p, "reading extractions", &res, err);
-    if (rc < 0)
-        return rc;
-    *done = PQntuples(res) > 0 && !strcmp(PQgetvalue(res, 0, 0), "done");
-    PQclear(res);
-    return VF_OK;
 }
 
 /* Inside a transaction: VF_OK while fence (NULL: none) is still this worker's claim (the row
@@ -1333,33 +1289,6 @@ static vf_status pg_work_states(vf_store *store, const vf_store_work *w, vf_stor
     RETRYING(s, states_once(s, w, fn, user, err));
 }
 
-static vf_status pg_add_run(vf_store *store, const vf_run_record *r, const char *version,
-                            vf_err *err)
-{
-    pg_store *s = (pg_store *)store;
-    char when[32], host[256] = "", batch[16], threads[16], frames[24], rates[6][40];
-    vfi_now_iso(when, sizeof(when));
-    if (gethostname(host, sizeof(host) - 1) != 0)
-        host[0] = '\0';
-    snprintf(batch, sizeof(batch), "%d", r->batch_size);
-    snprintf(threads, sizeof(threads), "%d", r->threads);
-    snprintf(frames, sizeof(frames), "%lld", (long long)r->frames);
-    const double values[6] = {r->end_to_end_fps, r->decode_fps, r->convert_fps,
-                              r->infer_fps,      r->store_fps,  r->peak_rss_mb};
-    const char *p[20] = {
-        when,     host[0] ? host : NULL, version, r->device, r->device_name, r->backend, r->model,
-        r->layer, r->precision,          batch,   threads,   r->mode,        r->input,   frames};
-    for (int i = 0; i < 6; i++)
-        p[14 + i] = rate_text(values[i], rates[i], sizeof(rates[i]));
-    return query(s,
-                 "INSERT INTO runs (started_at, host, vidfeat_version, device, device_name,"
-                 " backend, model, layer, precision, batch_size, threads, mode, input, frames,"
-                 " end_to_end_fps, decode_fps, convert_fps, infer_fps, store_fps, peak_rss_mb)"
-                 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,"
-                 " $16, $17, $18, $19, $20)",
-                 20, p, "recording the run", NULL, err);
-}
-
 /* A real[] in text form ("{1.5,-2,NaN}") into dim floats. */
 static vf_status parse_vec(pg_store *s, const char *text, int dim, float *out, vf_err *err)
 {
@@ -1782,12 +1711,12 @@ const vf_store_ops vfi_store_pg = {
     .close = pg_close,
     .inspect = pg_inspect,
     .version = pg_version,
-    .model = pg_model,
-    .is_done = pg_is_done,
+    .model = vfi_sql_model,
+    .is_done = vfi_sql_is_done,
     .begin = pg_begin,
     .batch = pg_batch,
     .finish = pg_finish,
-    .add_run = pg_add_run,
+    .add_run = vfi_sql_add_run,
     .clock = pg_clock,
     .enqueue = pg_enqueue,
     .offer = pg_offer,

@@ -667,72 +667,6 @@ fail:
     return rc;
 }
 
-static vf_status sq_model(vf_store *store, const vf_store_model *m, int64_t *model_id, vf_err *err)
-{
-    sq_store *s = (sq_store *)store;
-    vf_status rc = VF_OK;
-    sqlite3_stmt *st = NULL;
-    const char *dtype = m->f16 ? "float16" : "float32";
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "INSERT INTO models (name, file_sha256, layer, dim, dtype, "
-                                 "preprocessing, weights, text_sha256) VALUES (?1, ?2, ?3, ?4, "
-                                 "?5, ?6, ?7, ?8) ON CONFLICT DO UPDATE SET dim = ?4, weights = "
-                                 "?7, text_sha256 = coalesce(?8, text_sha256) RETURNING id",
-                                 -1, &st, NULL),
-              "prepare");
-    sqlite3_bind_text(st, 1, m->name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, m->file_sha256, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, m->layer, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 4, m->dim);
-    sqlite3_bind_text(st, 5, dtype, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 6, m->preprocessing, -1, SQLITE_STATIC);
-    if (m->weights)
-        sqlite3_bind_text(st, 7, m->weights, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, 7);
-    if (m->text_sha256)
-        sqlite3_bind_text(st, 8, m->text_sha256, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, 8);
-    if (sqlite3_step(st) != SQLITE_ROW) {
-        rc = db_fail(s, err, "recording the model");
-        goto fail;
-    }
-    *model_id = sqlite3_column_int64(st, 0);
-fail:
-    sqlite3_finalize(st);
-    return rc;
-}
-
-static vf_status sq_is_done(vf_store *store, const vf_store_file *f, int64_t model_id,
-                            const char *sampling, const char *precision, int *done, vf_err *err)
-{
-    sq_store *s = (sq_store *)store;
-    vf_status rc = VF_OK;
-    sqlite3_stmt *st = NULL;
-    *done = 0;
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "SELECT e.status FROM extractions e JOIN videos v ON v.id = "
-                                 "e.video_id WHERE v.path = ? AND v.size = ? AND v.mtime = ? AND "
-                                 "e.model_id = ? AND e.sampling = ? AND e.precision = ?",
-                                 -1, &st, NULL),
-              "prepare");
-    sqlite3_bind_text(st, 1, f->name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, f->size);
-    sqlite3_bind_double(st, 3, f->mtime);
-    sqlite3_bind_int64(st, 4, model_id);
-    sqlite3_bind_text(st, 5, sampling, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 6, precision, -1, SQLITE_STATIC);
-    int r = sqlite3_step(st);
-    if (r == SQLITE_ROW)
-        *done = !strcmp((const char *)sqlite3_column_text(st, 0), "done");
-    else if (r != SQLITE_DONE)
-        rc = db_fail(s, err, "reading extractions");
-fail:
-    sqlite3_finalize(st);
-    return rc;
-}
-
 /* Inside a write transaction: VF_OK while fence (NULL: none) is still this worker's claim,
  * VF_ERR_LEASE when the lease has moved on (the worker must drop the file). */
 static vf_status check_fence(sq_store *s, const vf_store_lease *fence, vf_err *err)
@@ -976,48 +910,6 @@ static vf_status sq_finish(vf_store *store, int64_t ext_id, const vf_store_lease
 fail:
     sqlite3_finalize(st);
     exec(s, "ROLLBACK", NULL);
-    return rc;
-}
-
-static vf_status sq_add_run(vf_store *store, const vf_run_record *r, const char *version,
-                            vf_err *err)
-{
-    sq_store *s = (sq_store *)store;
-    vf_status rc = VF_OK;
-    sqlite3_stmt *st = NULL;
-    char when[32], host[256] = "";
-    vfi_now_iso(when, sizeof(when));
-    if (gethostname(host, sizeof(host) - 1) != 0)
-        host[0] = '\0';
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "INSERT INTO runs (started_at, host, vidfeat_version, device,"
-                                 " device_name, backend, model, layer, precision, batch_size,"
-                                 " threads, mode, input, frames, end_to_end_fps, decode_fps,"
-                                 " convert_fps, infer_fps, store_fps, peak_rss_mb) VALUES"
-                                 " (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                                 -1, &st, NULL),
-              "recording the run");
-    const char *text[] = {
-        when,     host[0] ? host : NULL, version, r->device, r->device_name, r->backend, r->model,
-        r->layer, r->precision};
-    int i = 1;
-    for (size_t k = 0; k < sizeof(text) / sizeof(text[0]); k++)
-        bind_text_or_null(st, i++, text[k]);
-    sqlite3_bind_int(st, i++, r->batch_size);
-    sqlite3_bind_int(st, i++, r->threads);
-    bind_text_or_null(st, i++, r->mode);
-    bind_text_or_null(st, i++, r->input);
-    sqlite3_bind_int64(st, i++, r->frames);
-    const double rates[] = {r->end_to_end_fps, r->decode_fps, r->convert_fps,
-                            r->infer_fps,      r->store_fps,  r->peak_rss_mb};
-    for (size_t k = 0; k < sizeof(rates) / sizeof(rates[0]); k++)
-        bind_rate(st, i++, rates[k]);
-    if (sqlite3_step(st) != SQLITE_DONE) {
-        rc = db_fail(s, err, "recording the run");
-        goto fail;
-    }
-fail:
-    sqlite3_finalize(st);
     return rc;
 }
 
@@ -1693,12 +1585,12 @@ const vf_store_ops vfi_store_sqlite = {
     .close = sq_close,
     .inspect = sq_inspect,
     .version = sq_version,
-    .model = sq_model,
-    .is_done = sq_is_done,
+    .model = vfi_sql_model,
+    .is_done = vfi_sql_is_done,
     .begin = sq_begin,
     .batch = sq_batch,
     .finish = sq_finish,
-    .add_run = sq_add_run,
+    .add_run = vfi_sql_add_run,
     .clock = sq_clock,
     .enqueue = sq_enqueue,
     .offer = sq_offer,

@@ -153,6 +153,22 @@ def main():
             check(answer(qa.stdout) == answer(qb.stdout),
                   "similar differs:\n%s\n%s" % (qa.stdout, qb.stdout))
 
+            # a benchmark's result recorded in PostgreSQL as in SQLite (20 columns: once more
+            # parameters than the store's statements took, written past an array)
+            for target in (db, uri):
+                r = run(exe, "bench", "--infer-only", "--runs", "1", "--images", "4", "--batch",
+                        "2", "--model", model, "-o", target)
+                check(r.returncode == 0, "bench -o %s: %s" % (target.split(":")[0], r.stderr))
+            con = sqlite3.connect(db)
+            want = con.execute("SELECT count(*), min(model), min(batch_size), min(mode),"
+                               " min(infer_fps) > 0, min(decode_fps) IS NULL FROM runs").fetchone()
+            con.close()
+            got = pg.psql("vf_f32", "SELECT count(*), min(model), min(batch_size), min(mode),"
+                                    " min(infer_fps) > 0, min(decode_fps) IS NULL FROM runs")
+            check(got.strip().split("|") == [str(want[0]), want[1], str(want[2]), want[3],
+                                             "t" if want[4] else "f", "t" if want[5] else "f"],
+                  "bench rows differ: %r %r" % (got, want))
+
             # the frames view and export read it as they read SQLite (csv: every float printed
             # exactly, so equal text is equal vectors)
             for name in ("f32", "f16"):
@@ -186,7 +202,7 @@ def main():
                                capture_output=True, text=True, env=dict(os.environ, HOME=home))
             check(r.returncode == 0 and r.stderr == "", "~/.pgpass: %r" % r.stderr)
         print("postgresql: rows equal SQLite's bit for bit (f32, f16), rerun, --force, info, "
-              "similar, the frames view, export, unreachable server, password never shown and "
+              "similar, bench records, the frames view, export, unreachable server, password never shown and "
               "warned about once (~/.pgpass: no warning)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

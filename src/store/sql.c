@@ -1,16 +1,20 @@
 /*
- * reads.c - the reads every SQL store makes the same way, written once over sql.h: the model
- * rows, a vector by file and time, the nearest vectors by a full scan, every vector of a model
- * row in file order, and the search indexes recorded. Each runs through the store's driver, so
- * one query serves SQLite and PostgreSQL alike (sql.h says what both dialects share).
+ * sql.c - the store calls every SQL store makes the same way, written once over sql.h: the model
+ * row recorded and the rows read, whether a file is done, a benchmark's result recorded, a vector
+ * by file and time, the nearest vectors by a full scan, every vector of a model row in file
+ * order, the search indexes recorded and read. Each runs through the store's driver, so one
+ * query serves SQLite and PostgreSQL alike (sql.h says what both dialects share).
  */
-#define _XOPEN_SOURCE 700 /* realpath */
+#define _XOPEN_SOURCE 700 /* realpath, gethostname */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "core/clock.h"
 #include "core/mem.h"
 #include "core/path.h"
 #include "store/rank.h"
+#include "store/record.h"
 #include "store/sql.h"
 
 vf_status vfi_sql_exec(vf_store *s, const char *sql, const char *what, vf_err *err)
@@ -21,6 +25,103 @@ vf_status vfi_sql_exec(vf_store *s, const char *sql, const char *what, vf_err *e
         return rc;
     while (vfi_sql_step(q))
         ;
+    return vfi_sql_finish(q, err);
+}
+
+vf_status vfi_sql_model(vf_store *s, const vf_store_model *m, int64_t *model_id, vf_err *err)
+{
+    vf_sql *q;
+    vf_status rc = vfi_sql_prepare(s,
+                                   "INSERT INTO models (name, file_sha256, layer, dim, dtype,"
+                                   " preprocessing, weights, text_sha256) VALUES (?1, ?2, ?3, ?4,"
+                                   " ?5, ?6, ?7, ?8) ON CONFLICT (name, file_sha256, layer, dtype,"
+                                   " preprocessing) DO UPDATE SET dim = ?4, weights = ?7,"
+                                   " text_sha256 = coalesce(?8, models.text_sha256) RETURNING id",
+                                   "recording the model", &q, err);
+    if (rc < 0)
+        return rc;
+    vfi_sql_text(q, 1, m->name);
+    vfi_sql_text(q, 2, m->file_sha256);
+    vfi_sql_text(q, 3, m->layer);
+    vfi_sql_int64(q, 4, m->dim);
+    vfi_sql_text(q, 5, m->f16 ? "float16" : "float32");
+    vfi_sql_text(q, 6, m->preprocessing);
+    vfi_sql_text(q, 7, m->weights);
+    vfi_sql_text(q, 8, m->text_sha256);
+    int got = vfi_sql_step(q);
+    if (got)
+        *model_id = vfi_sql_col_int64(q, 0);
+    rc = vfi_sql_finish(q, err);
+    if (rc >= 0 && !got)
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: recording the model: no row", s->ops->sql->label(s));
+    return rc;
+}
+
+vf_status vfi_sql_is_done(vf_store *s, const vf_store_file *f, int64_t model_id,
+                          const char *sampling, const char *precision, int *done, vf_err *err)
+{
+    vf_sql *q;
+    *done = 0;
+    vf_status rc = vfi_sql_prepare(s,
+                                   "SELECT e.status FROM extractions e JOIN videos v ON v.id ="
+                                   " e.video_id WHERE v.path = ?1 AND v.size = ?2 AND v.mtime = ?3"
+                                   " AND e.model_id = ?4 AND e.sampling = ?5 AND e.precision = ?6",
+                                   "reading extractions", &q, err);
+    if (rc < 0)
+        return rc;
+    vfi_sql_text(q, 1, f->name);
+    vfi_sql_int64(q, 2, f->size);
+    vfi_sql_double(q, 3, f->mtime);
+    vfi_sql_int64(q, 4, model_id);
+    vfi_sql_text(q, 5, sampling);
+    vfi_sql_text(q, 6, precision);
+    if (vfi_sql_step(q)) {
+        const char *status = vfi_sql_col_text(q, 0);
+        *done = status && !strcmp(status, "done");
+    }
+    rc = vfi_sql_finish(q, err);
+    if (rc < 0)
+        *done = 0;
+    return rc;
+}
+
+vf_status vfi_sql_add_run(vf_store *s, const vf_run_record *r, const char *version, vf_err *err)
+{
+    char when[32], host[256] = "";
+    vfi_now_iso(when, sizeof(when));
+    if (gethostname(host, sizeof(host) - 1) != 0)
+        host[0] = '\0';
+    vf_sql *q;
+    vf_status rc = vfi_sql_prepare(s,
+                                   "INSERT INTO runs (started_at, host, vidfeat_version, device,"
+                                   " device_name, backend, model, layer, precision, batch_size,"
+                                   " threads, mode, input, frames, end_to_end_fps, decode_fps,"
+                                   " convert_fps, infer_fps, store_fps, peak_rss_mb) VALUES (?1,"
+                                   " ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
+                                   " ?16, ?17, ?18, ?19, ?20)",
+                                   "recording the run", &q, err);
+    if (rc < 0)
+        return rc;
+    const char *text[] = {
+        when,     host[0] ? host : NULL, version, r->device, r->device_name, r->backend, r->model,
+        r->layer, r->precision};
+    int i = 1;
+    for (size_t k = 0; k < sizeof(text) / sizeof(text[0]); k++)
+        vfi_sql_text(q, i++, text[k]);
+    vfi_sql_int64(q, i++, r->batch_size);
+    vfi_sql_int64(q, i++, r->threads);
+    vfi_sql_text(q, i++, r->mode);
+    vfi_sql_text(q, i++, r->input);
+    vfi_sql_int64(q, i++, r->frames);
+    const double rates[] = {r->end_to_end_fps, r->decode_fps, r->convert_fps,
+                            r->infer_fps,      r->store_fps,  r->peak_rss_mb};
+    for (size_t k = 0; k < sizeof(rates) / sizeof(rates[0]); k++) {
+        if (vfi_record_measured(rates[k]))
+            vfi_sql_double(q, i++, rates[k]);
+        else
+            vfi_sql_text(q, i++, NULL); /* not measured */
+    }
+    vfi_sql_step(q);
     return vfi_sql_finish(q, err);
 }
 

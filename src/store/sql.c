@@ -384,3 +384,73 @@ vf_status vfi_sql_indexes(vf_store *s, int64_t model_id, vf_store_index_fn fn, v
     }
     return vfi_sql_finish(q, err);
 }
+
+vf_status vfi_sql_inspect(vf_store *s, const char *database, const char *engine,
+                          const vf_db_visitor *v, vf_err *err)
+{
+    int version = s->ops->sql->schema(s);
+    vf_db_summary sum = {.database = database, .engine = engine, .schema = version};
+    vf_sql *q = NULL;
+    vf_status rc = vfi_sql_exec(s, s->ops->sql->snapshot, "reading", err);
+    if (rc < 0)
+        return rc;
+    rc = vfi_sql_prepare(s, VFI_INSPECT_COUNTS_SQL, "reading", &q, err);
+    if (rc >= 0 && vfi_sql_step(q)) {
+        int64_t *counts[] = {&sum.videos, &sum.models,  &sum.done,
+                             &sum.failed, &sum.running, &sum.vectors};
+        for (int i = 0; i < 6; i++)
+            *counts[i] = vfi_sql_col_int64(q, i);
+        if (v->summary)
+            v->summary(v->user, &sum);
+    }
+    if (rc >= 0)
+        rc = vfi_sql_finish(q, err);
+    if (rc >= 0 && v->extraction) { /* by path in byte order, then model */
+        rc = vfi_sql_prepare(s,
+                             VFI_INSPECT_EXTRACTIONS_SQL_AT(version,
+                                                            " ORDER BY v.path COLLATE \"C\", m.name"
+                                                            " COLLATE \"C\""),
+                             "reading", &q, err);
+        while (rc >= 0 && vfi_sql_step(q)) {
+            vf_db_extraction e = {
+                .status = vfi_sql_col_text(q, 0),
+                .frames = vfi_sql_col_int64(q, 1),
+                .infer_fps = vfi_sql_col_real(q, 2),
+                .model = vfi_sql_col_text(q, 3),
+                .layer = vfi_sql_col_text(q, 4),
+                .dim = (int)vfi_sql_col_int64(q, 5),
+                .dtype = vfi_sql_col_text(q, 6),
+                .sampling = vfi_sql_col_text(q, 7),
+                .path = vfi_sql_col_text(q, 8),
+                .error = vfi_sql_col_text(q, 9),
+                .weights = vfi_sql_col_text(q, 10),
+            };
+            v->extraction(v->user, &e);
+        }
+        if (rc >= 0)
+            rc = vfi_sql_finish(q, err);
+    }
+    /* benchmark runs (schema 2); a version-1 file opened read-only has none */
+    if (rc >= 0 && version >= 2 && v->run) {
+        rc = vfi_sql_prepare(s, VFI_INSPECT_RUNS_SQL, "reading", &q, err);
+        while (rc >= 0 && vfi_sql_step(q)) {
+            vf_db_bench_run r = {
+                .started_at = vfi_sql_col_text(q, 0),
+                .host = vfi_sql_col_text(q, 1),
+                .device = vfi_sql_col_text(q, 2),
+                .precision = vfi_sql_col_text(q, 3),
+                .batch_size = (int)vfi_sql_col_int64(q, 4),
+                .mode = vfi_sql_col_text(q, 5),
+                .model = vfi_sql_col_text(q, 6),
+                .end_to_end_fps = vfi_sql_col_real(q, 7),
+                .infer_fps = vfi_sql_col_real(q, 8),
+                .device_name = vfi_sql_col_text(q, 9),
+            };
+            v->run(v->user, &r);
+        }
+        if (rc >= 0)
+            rc = vfi_sql_finish(q, err);
+    }
+    vfi_sql_exec(s, "COMMIT", "reading", NULL);
+    return rc;
+}

@@ -136,4 +136,9 @@ vf_status vfi_sql_index_put(vf_store *s, const vf_store_index *ix, vf_err *err);
 vf_status vfi_sql_indexes(vf_store *s, int64_t model_id, vf_store_index_fn fn, void *user,
                           vf_err *err);
 
+/* What the database holds (vf_db_inspect), from an open store, in one snapshot: the summary
+ * (database and engine as given), each extraction, each benchmark run. */
+vf_status vfi_sql_inspect(vf_store *s, const char *database, const char *engine,
+                          const vf_db_visitor *v, vf_err *err);
+
 #endif /* VIDFEAT_SQL_H */

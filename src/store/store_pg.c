@@ -24,7 +24,6 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "store/store_pg.h"
 
-#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -305,15 +304,16 @@ static char *pg_bytes(const PGresult *res, int row, int col, int *oom)
 static vf_status query(pg_store *s, const char *sql, int n, const char *const *params,
                        const char *what, PGresult **out, vf_err *err)
 {
-    const char *text[MAX_PARAMS];
-    char *owned[MAX_PARAMS];
-    if (encode_params(n, params, text, owned, err) < 0)
-        return VF_ERR_NOMEM;
+    const char *text[MAX_PARAMS] = {0};
+    char *owned[MAX_PARAMS] = {0};
+    vf_status rc = encode_params(n, params, text, owned, err);
+    if (rc < 0)
+        return rc;
     PGresult *res = PQexecParams(s->conn, sql, n, NULL, text, NULL, NULL, 0);
     free_params(n, owned);
     ExecStatusType st = PQresultStatus(res);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-        vf_status rc = pg_fail(s, err, what, res);
+        rc = pg_fail(s, err, what, res);
         PQclear(res);
         return rc;
     }
@@ -322,34 +322,6 @@ static vf_status query(pg_store *s, const char *sql, int n, const char *const *p
     else
         PQclear(res);
     return VF_OK;
-}
-
-/* Run sql with n text parameters in single-row mode, calling row() on each row as it comes
- * (memory does not grow with the rows). A row() < 0 ends the calls and is returned; the results
- * are read to the end either way, so the connection is ready for the next query. */
-static vf_status each_row(pg_store *s, const char *sql, int n, const char *const *params,
-                          const char *what, vf_status (*row)(void *user, const PGresult *res),
-                          void *user, vf_err *err)
-{
-    const char *text[MAX_PARAMS];
-    char *owned[MAX_PARAMS];
-    if (encode_params(n, params, text, owned, err) < 0)
-        return VF_ERR_NOMEM;
-    int sent = PQsendQueryParams(s->conn, sql, n, NULL, text, NULL, NULL, 0);
-    free_params(n, owned);
-    if (!sent || !PQsetSingleRowMode(s->conn))
-        return pg_fail(s, err, what, NULL);
-    vf_status rc = VF_OK;
-    PGresult *res;
-    while ((res = PQgetResult(s->conn))) {
-        ExecStatusType st = PQresultStatus(res);
-        if (st == PGRES_SINGLE_TUPLE && rc >= 0)
-            rc = row(user, res);
-        else if (st != PGRES_SINGLE_TUPLE && st != PGRES_TUPLES_OK && rc >= 0)
-            rc = pg_fail(s, err, what, res);
-        PQclear(res);
-    }
-    return rc;
 }
 
 static void forget_want(pg_store *s)
@@ -1608,59 +1580,6 @@ static vf_status pg_vectors_at(vf_store *store, int64_t model_id, int f16, int d
     return rc;
 }
 
-static const char *text_or_null(const PGresult *res, int col)
-{
-    return PQgetisnull(res, 0, col) ? NULL : PQgetvalue(res, 0, col);
-}
-
-static vf_status inspect_extraction(void *user, const PGresult *res)
-{
-    const vf_db_visitor *v = user;
-    int oom = 0;
-    char *path = pg_bytes(res, 0, 8, &oom), *error = pg_bytes(res, 0, 9, &oom);
-    if (oom) {
-        vfi_free(path);
-        vfi_free(error);
-        return VF_ERR_NOMEM;
-    }
-    vf_db_extraction e = {
-        .status = PQgetvalue(res, 0, 0),
-        .frames = strtoll(PQgetvalue(res, 0, 1), NULL, 10),
-        .infer_fps = strtod(PQgetvalue(res, 0, 2), NULL),
-        .model = PQgetvalue(res, 0, 3),
-        .layer = PQgetvalue(res, 0, 4),
-        .dim = atoi(PQgetvalue(res, 0, 5)),
-        .dtype = PQgetvalue(res, 0, 6),
-        .sampling = PQgetvalue(res, 0, 7),
-        .path = path,
-        .error = error,
-        .weights = text_or_null(res, 10),
-    };
-    v->extraction(v->user, &e);
-    vfi_free(path);
-    vfi_free(error);
-    return VF_OK;
-}
-
-static vf_status inspect_run(void *user, const PGresult *res)
-{
-    const vf_db_visitor *v = user;
-    vf_db_bench_run r = {
-        .started_at = PQgetvalue(res, 0, 0),
-        .host = text_or_null(res, 1),
-        .device = PQgetvalue(res, 0, 2),
-        .precision = PQgetvalue(res, 0, 3),
-        .batch_size = atoi(PQgetvalue(res, 0, 4)),
-        .mode = PQgetvalue(res, 0, 5),
-        .model = PQgetvalue(res, 0, 6),
-        .end_to_end_fps = strtod(PQgetvalue(res, 0, 7), NULL),
-        .infer_fps = strtod(PQgetvalue(res, 0, 8), NULL),
-        .device_name = PQgetvalue(res, 0, 9),
-    };
-    v->run(v->user, &r);
-    return VF_OK;
-}
-
 static vf_status pg_inspect(const char *uri, const vf_db_visitor *v, vf_err *err)
 {
     vf_store *store = NULL;
@@ -1668,29 +1587,10 @@ static vf_status pg_inspect(const char *uri, const vf_db_visitor *v, vf_err *err
     if (rc < 0)
         return rc;
     pg_store *s = (pg_store *)store;
-    PGresult *res = NULL;
     char engine[64];
     int version = PQserverVersion(s->conn);
     snprintf(engine, sizeof(engine), "PostgreSQL %d.%d", version / 10000, version % 10000);
-    vf_db_summary sum = {.database = s->name, .engine = engine, .schema = s->version};
-    TRY(exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "reading", err));
-    TRY(query(s, VFI_INSPECT_COUNTS_SQL, 0, NULL, "reading", &res, err));
-    int64_t *counts[] = {&sum.videos, &sum.models,  &sum.done,
-                         &sum.failed, &sum.running, &sum.vectors};
-    for (int i = 0; i < 6; i++)
-        *counts[i] = strtoll(PQgetvalue(res, 0, i), NULL, 10);
-    if (v->summary)
-        v->summary(v->user, &sum);
-    if (v->extraction)
-        TRY(each_row(s, /* by path in byte order (as SQLite's), then model */
-                     VFI_INSPECT_EXTRACTIONS_SQL_AT(
-                         s->version, " ORDER BY v.path COLLATE \"C\", m.name COLLATE \"C\""),
-                     0, NULL, "reading", inspect_extraction, (void *)v, err));
-    if (v->run)
-        TRY(each_row(s, VFI_INSPECT_RUNS_SQL, 0, NULL, "reading", inspect_run, (void *)v, err));
-fail:
-    PQclear(res);
-    exec(s, "COMMIT", "reading", NULL);
+    rc = vfi_sql_inspect(store, s->name, engine, v, err);
     pg_close(store);
     return rc;
 }

@@ -1477,86 +1477,18 @@ fail:
     return rc;
 }
 
-static const char *col_text(sqlite3_stmt *st, int i)
-{
-    return (const char *)sqlite3_column_text(st, i);
-}
-
 static vf_status sq_inspect(const char *path, const vf_db_visitor *v, vf_err *err)
 {
-    vf_status rc = VF_OK;
-    sq_store tmp = {.path = (char *)path}, *s = &tmp;
-    sqlite3_stmt *st = NULL;
+    sq_store tmp = {.base.ops = &vfi_store_sqlite, .path = (char *)path};
     char engine[64];
-    vf_db_summary sum = {.database = path, .engine = engine};
-    TRY(open_readonly(s, &sum.schema, err)); /* a newer schema is described as far as it can be */
-    snprintf(engine, sizeof(engine), "SQLite %s", sqlite3_libversion());
-    CHECK_SQL(sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL), "reading"); /* one snapshot */
-    CHECK_SQL(sqlite3_prepare_v2(s->db, VFI_INSPECT_COUNTS_SQL, -1, &st, NULL), "reading");
-    if (sqlite3_step(st) != SQLITE_ROW) {
-        rc = db_fail(s, err, "reading");
-        goto fail;
+    int version;
+    vf_status rc = open_readonly(&tmp, &version, err); /* a newer schema: as far as it can be */
+    if (rc >= 0) {
+        tmp.version = version;
+        snprintf(engine, sizeof(engine), "SQLite %s", sqlite3_libversion());
+        rc = vfi_sql_inspect(&tmp.base, path, engine, v, err);
     }
-    int64_t *counts[] = {&sum.videos, &sum.models,  &sum.done,
-                         &sum.failed, &sum.running, &sum.vectors};
-    for (int i = 0; i < 6; i++)
-        *counts[i] = sqlite3_column_int64(st, i);
-    if (v->summary)
-        v->summary(v->user, &sum);
-    sqlite3_finalize(st);
-    st = NULL;
-    int step = SQLITE_DONE;
-    if (v->extraction)
-        CHECK_SQL(sqlite3_prepare_v2(
-                      s->db, VFI_INSPECT_EXTRACTIONS_SQL_AT(sum.schema, " ORDER BY v.path, m.name"),
-                      -1, &st, NULL),
-                  "reading");
-    while (st && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        vf_db_extraction e = {
-            .status = col_text(st, 0),
-            .frames = sqlite3_column_int64(st, 1),
-            .infer_fps = sqlite3_column_double(st, 2),
-            .model = col_text(st, 3),
-            .layer = col_text(st, 4),
-            .dim = sqlite3_column_int(st, 5),
-            .dtype = col_text(st, 6),
-            .sampling = col_text(st, 7),
-            .path = col_text(st, 8),
-            .error = col_text(st, 9),
-            .weights = col_text(st, 10),
-        };
-        v->extraction(v->user, &e);
-    }
-    if (step != SQLITE_ROW && step != SQLITE_DONE) {
-        rc = db_fail(s, err, "reading");
-        goto fail;
-    }
-    sqlite3_finalize(st);
-    st = NULL;
-    /* benchmark runs (schema 2); a version-1 file opened read-only has none */
-    if (sum.schema < 2 || !v->run)
-        goto fail;
-    CHECK_SQL(sqlite3_prepare_v2(s->db, VFI_INSPECT_RUNS_SQL, -1, &st, NULL), "reading");
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        vf_db_bench_run r = {
-            .started_at = col_text(st, 0),
-            .host = col_text(st, 1),
-            .device = col_text(st, 2),
-            .precision = col_text(st, 3),
-            .batch_size = sqlite3_column_int(st, 4),
-            .mode = col_text(st, 5),
-            .model = col_text(st, 6),
-            .end_to_end_fps = sqlite3_column_double(st, 7),
-            .infer_fps = sqlite3_column_double(st, 8),
-            .device_name = col_text(st, 9),
-        };
-        v->run(v->user, &r);
-    }
-    if (step != SQLITE_DONE)
-        rc = db_fail(s, err, "reading");
-fail:
-    sqlite3_finalize(st);
-    sqlite3_close(s->db); /* ends the read transaction */
+    sqlite3_close(tmp.db);
     return rc;
 }
 

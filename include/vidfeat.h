@@ -768,6 +768,42 @@ VF_API vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const 
  *  0 for text files FFmpeg would read as text art (.nfo, some .txt). */
 VF_API int vf_probe_media(const char *path);
 
+/** How vf_inputs_collect() reads a run's arguments (the command's --root, --files-from,
+ *  --shard and -v). Zeroed: none of them. */
+typedef struct vf_inputs_opts {
+    const char *root;         /**< walks stay inside this directory (an archive); NULL: none */
+    int follow_links_outside; /**< links leading out of root are followed */
+    const char *files_from;   /**< a list of paths, one a line ("-": standard input), or NULL */
+    int nul_separated;        /**< the list's paths end with NUL, not a newline */
+    int shard_k, shard_n;     /**< keep shard k (0-based) of n, by recorded name; n 0: all */
+    int verbose;              /**< also say which files a walk passes over (not media) */
+    /** each problem (or, verbose, remark) as one line without a newline ("PATH: no media files
+     *  in this directory"); NULL: vidfeat's log (vf_set_log_callback), as warnings */
+    void (*say)(void *user, const char *line);
+    void *user;
+} vf_inputs_opts;
+
+/**
+ * The files a run of args takes, as the command takes them: a file as it is (one that does not
+ * exist too: the run fails it with its line), a directory walked for media (in name order, each
+ * real directory and file once, links followed, media recognised by probing; media that will not
+ * give frames kept for the run to fail, other files passed over), then o->files_from's paths,
+ * then o->shard_k of o->shard_n. With o->root, nothing outside it is walked or probed.
+ * @param paths   receives n_paths new strings (free with vf_inputs_free())
+ * @param failed  set to 1 when some input could not be taken (each said through o->say)
+ * @return VF_OK, or VF_ERR_NOMEM.
+ */
+VF_API vf_status vf_inputs_collect(const char *const *args, int n_args, const vf_inputs_opts *o,
+                                   char ***paths, int *n_paths, int *failed);
+VF_API void vf_inputs_free(char **paths, int n_paths);
+
+/** The name a database records the file at path under, into buf: relative to root when given
+ *  (so that machines mounting an archive at different places record its files alike), else its
+ *  absolute path. VF_ERR_INVALID (errbuf says why) for a path outside root or a name longer than
+ *  size, VF_ERR_NOMEM. */
+VF_API vf_status vf_input_name(const char *path, const char *root, char *buf, size_t size,
+                               char *errbuf, size_t errbuf_size);
+
 /** A time or duration as FFmpeg's tools take one: seconds ("90", "1.5", "500ms") or
  *  [[HH:]MM:]SS[.frac] ("1:30", "01:02:03.5"), into seconds (negative when it starts with '-').
  *  VF_ERR_INVALID when text is none of these. */

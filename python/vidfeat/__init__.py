@@ -30,13 +30,14 @@ import os
 import queue
 import stat
 import threading
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _capi as C
 
-__all__ = ["extract", "frames", "Extractor", "Features", "open", "Database", "run",
+__all__ = ["extract", "frames", "Extractor", "Features", "open", "Database", "run", "inputs",
+           "input_name",
            "TextEncoder", "embed_text",
            "PathLike",
            "FileResult", "Error", "InputError", "UsageError", "StartError", "__version__"]
@@ -578,49 +579,81 @@ def frames(path: PathLike, model: str = "inception_v3", layer: Optional[str] = N
 
 # ---- archives ---------------------------------------------------------------------------
 
-def _walk(path, seen, out):
-    """A directory's media files as the command finds them: sorted, hidden names skipped,
-    each real directory and file once, empty files kept (they are reported failed)."""
+def _inputs(paths, root, files_from, shard, follow_links_outside, verbose):
+    """vf_inputs_collect: the files, and the lines said about the inputs not taken."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        paths = [paths]
+    said = []
+    say = C.SAY_FN(lambda user, line: said.append(_text(line)))
+    k, n = shard if shard else (0, 0)
+    if n and not 0 <= k < n:
+        raise UsageError("shard: k of n, 0 <= k < n (got %r)" % (shard,), C.ERR_INVALID)
+    o = C.InputsOpts(root=_bytes(root) if root is not None else None,
+                     follow_links_outside=int(bool(follow_links_outside)),
+                     files_from=_bytes(files_from) if files_from is not None else None,
+                     shard_k=k, shard_n=n, verbose=int(bool(verbose)), say=say)
+    args = (ctypes.c_char_p * max(len(paths), 1))(*[os.fsencode(p) for p in paths])
+    out, count, failed = ctypes.POINTER(ctypes.c_char_p)(), ctypes.c_int(), ctypes.c_int()
+    rc = C.vf_inputs_collect(args, len(paths), ctypes.byref(o), ctypes.byref(out),
+                             ctypes.byref(count), ctypes.byref(failed))
+    if rc < 0:
+        raise _error(rc, "out of memory")
     try:
-        names = sorted(os.listdir(path), key=os.fsencode)
-    except OSError:
-        raise InputError("%s: cannot read directory" % os.fsdecode(path), C.ERR_IO)
-    for name in names:
-        if name[:1] in (".", b"."):
-            continue
-        full = os.path.join(path, name)
-        try:
-            st = os.stat(full)
-        except OSError:
-            continue
-        key = (st.st_dev, st.st_ino)
-        if key in seen:
-            continue
-        seen.add(key)
-        if stat.S_ISDIR(st.st_mode):
-            _walk(full, seen, out)
-        elif stat.S_ISREG(st.st_mode) and (st.st_size == 0 or
-                                             C.vf_probe_media(os.fsencode(full)) == 1):
-            out.append(full)
+        files = [os.fsdecode(out[i]) for i in range(count.value)]
+    finally:
+        C.vf_inputs_free(out, count.value)
+    return files, said
+
+
+def inputs(paths: Union[PathLike, Sequence[PathLike]], root: Optional[PathLike] = None,
+           files_from: Optional[PathLike] = None, shard: Optional[Tuple[int, int]] = None,
+           follow_links_outside: bool = False, check: bool = True) -> List[str]:
+    """The files a run of ``paths`` takes, as the command takes them (one C function for both):
+    a file as it is, a directory walked for media in name order (each real directory and file
+    once; media that will not give frames kept, for the run to fail; other files passed over),
+    then the paths listed in ``files_from`` ("-": standard input), then shard ``k`` of ``n``
+    (``shard=(k, n)``, by recorded name). With ``root``, nothing outside it is walked or probed.
+    An input that cannot be taken (a directory without media, an unreadable list) is logged to
+    the ``vidfeat`` logger; with ``check``, InputError names the first once the others are
+    listed."""
+    files, said = _inputs(paths, root, files_from, shard, follow_links_outside, False)
+    for line in said:
+        logger.warning("%s", line)
+    if check and said:
+        e = InputError(said[0] + ("" if len(said) == 1 else " (and %d more)" % (len(said) - 1)),
+                       C.ERR_IO)
+        e.files = files
+        raise e
+    return files
+
+
+def input_name(path: PathLike, root: Optional[PathLike] = None) -> str:
+    """The name a database records the file at ``path`` under: relative to ``root`` when given
+    (machines mounting an archive at different places record its files alike), else its
+    absolute path. UsageError for a path outside root."""
+    buf, err = ctypes.create_string_buffer(8192), ctypes.create_string_buffer(512)
+    rc = C.vf_input_name(os.fsencode(path), _bytes(root) if root is not None else None, buf,
+                         len(buf), err, len(err))
+    if rc < 0:
+        raise _error(rc, _text(err.value), default=UsageError)
+    return os.fsdecode(buf.value)
 
 
 def run(paths: Union[PathLike, Sequence[PathLike]], db: PathLike = "vidfeat.db",
         progress: Optional[Callable[[str, int, int], Any]] = None, check: bool = True,
         **options: Any) -> List[FileResult]:
     """Extract files and directories into a database, as ``vidfeat -o DB PATHS...`` does:
+    the inputs taken as the command takes them (inputs(): ``files_from`` and ``shard`` too),
     files already done are skipped, each file's vectors are marked done only when whole,
     several processes (leases, ``root``) share the work. ``options`` are Extractor's and
     vf_config's (``force``, ``store_f16``, ``root``, ...). ``progress(path, frames_done,
     frames_expected)`` is called after each batch. Returns a FileResult per file; with
     ``check``, InputError (carrying ``results``) when some failed."""
-    if isinstance(paths, (str, bytes, os.PathLike)):
-        paths = [paths]
-    files, seen = [], set()
-    for p in paths:
-        if os.path.isdir(p):
-            _walk(p, seen, files)
-        else:
-            files.append(p)
+    root = options.get("root")
+    files, said = _inputs(paths, root, options.pop("files_from", None),
+                          options.pop("shard", None), options.get("follow_links_outside"), False)
+    for line in said:  # inputs not taken (a directory without media, ...): the others run
+        logger.warning("%s", line)
     opts = _Options(db=db, **dict({"model": "inception_v3"}, **options))
     pipe = _Pipeline(opts)
     results = []
@@ -638,11 +671,11 @@ def run(paths: Union[PathLike, Sequence[PathLike]], db: PathLike = "vidfeat.db",
     if status < 0 and status != C.ERR_CANCELLED:
         raise _error(status, msg)
     failed = [r for r in results if r.status == "failed"]
-    if check and failed:
-        e = _file_error(failed[0])
-        if len(failed) > 1:
-            e = InputError("%s (and %d more inputs failed)" % (e.message, len(failed) - 1),
-                           e.status)
+    if check and (failed or said):
+        e = _file_error(failed[0]) if failed else InputError(said[0], C.ERR_IO)
+        more = len(failed) + len(said) - 1
+        if more:
+            e = InputError("%s (and %d more inputs failed)" % (e.message, more), e.status)
         e.results = results
         raise e
     return results

@@ -321,6 +321,15 @@ class DbIndexInfo(Structure):
 
 INDEX_INFO_FN = ctypes.CFUNCTYPE(None, c_void_p, POINTER(DbIndexInfo))
 
+SAY_FN = ctypes.CFUNCTYPE(None, c_void_p, c_char_p)
+
+
+class InputsOpts(Structure):
+    """vf_inputs_opts"""
+    _fields_ = [("root", c_char_p), ("follow_links_outside", c_int), ("files_from", c_char_p),
+                ("nul_separated", c_int), ("shard_k", c_int), ("shard_n", c_int),
+                ("verbose", c_int), ("say", SAY_FN), ("user", c_void_p)]
+
 class MatchStats(Structure):
     _fields_ = [
         ("search", ctypes.c_char * 160),
@@ -440,6 +449,12 @@ vf_text_encode_ids = _fn("vf_text_encode_ids", c_int, c_void_p, c_void_p, c_int,
 vf_text_encoder_errmsg = _fn("vf_text_encoder_errmsg", c_char_p, c_void_p)
 vf_text_encoder_free = _fn("vf_text_encoder_free", None, POINTER(c_void_p))
 vf_probe_media = _fn("vf_probe_media", c_int, c_char_p)
+vf_inputs_collect = _fn("vf_inputs_collect", c_int, POINTER(c_char_p), c_int,
+                        POINTER(InputsOpts), POINTER(POINTER(c_char_p)), POINTER(c_int),
+                        POINTER(c_int))
+vf_inputs_free = _fn("vf_inputs_free", None, POINTER(c_char_p), c_int)
+vf_input_name = _fn("vf_input_name", c_int, c_char_p, c_char_p, c_char_p, c_size_t, ERRBUF,
+                    c_size_t)
 vf_parse_time = _fn("vf_parse_time", c_int, c_char_p, POINTER(c_double))
 vf_status_str = _fn("vf_status_str", c_char_p, c_int)
 vf_version = _fn("vf_version", c_char_p)

@@ -116,6 +116,44 @@ def test_extract_equals_cli_on_shared_videos(tmp):
         same_as_cli(tmp, os.path.join(videos, name), duration=2)
 
 
+def test_inputs_are_the_commands(tmp, clip, caplog):
+    """vidfeat.inputs() takes a directory as the command does (one C function): media in name
+    order, empty files kept, other files and hidden names passed over, each real file once
+    through links; the shards partition it; input_name() is the recorded name."""
+    d = os.path.join(tmp, "inputs")
+    for sub in ("a", "b", "empty"):
+        os.makedirs(os.path.join(d, sub))
+    shutil.copy(clip, os.path.join(d, "a", "z.mp4"))
+    shutil.copy(clip, os.path.join(d, "b", "clip.mp4"))
+    open(os.path.join(d, "a", "broken.mp4"), "wb").close()
+    with open(os.path.join(d, "a", "notes.txt"), "w") as f:
+        f.write("not a video\n")
+    shutil.copy(clip, os.path.join(d, "a", ".hidden.mp4"))
+    os.symlink("..", os.path.join(d, "b", "up"))  # a loop: each directory once
+    files = vidfeat.inputs([os.path.join(d, "a"), os.path.join(d, "b")])
+    want = [os.path.join(d, "a", "broken.mp4"), os.path.join(d, "a", "z.mp4"),
+            os.path.join(d, "b", "clip.mp4")]
+    assert files == want, files
+    # the command queues the same files under the same names
+    q = os.path.join(tmp, "inputs_queue.db")
+    cli("enqueue", "-o", q, os.path.join(d, "a"), os.path.join(d, "b"))
+    con = sqlite3.connect(q)
+    queued = sorted(r[0] for r in con.execute("SELECT path FROM queue"))
+    con.close()
+    assert queued == sorted(vidfeat.input_name(f) for f in files)
+    halves = [vidfeat.inputs([d], shard=(k, 2), check=False) for k in (0, 1)]
+    assert not set(halves[0]) & set(halves[1])
+    assert sorted(halves[0] + halves[1]) == sorted(vidfeat.inputs([d], check=False))
+    assert vidfeat.input_name(want[1], root=d) == "a/z.mp4"
+    with pytest.raises(vidfeat.UsageError):
+        vidfeat.input_name("/etc/hostname", root=d)
+    with pytest.raises(vidfeat.InputError, match="no media files in this directory"):
+        vidfeat.inputs([os.path.join(d, "empty")])
+    with caplog.at_level(logging.WARNING, logger="vidfeat"):
+        assert vidfeat.inputs([os.path.join(d, "empty"), want[1]], check=False) == [want[1]]
+    assert any("no media files" in r.getMessage() for r in caplog.records)
+
+
 def test_frames_batches_concatenate_to_extract(clip):
     whole = vidfeat.extract(clip, model=TINY, batch=8)
     parts = list(vidfeat.frames(clip, model=TINY, batch=8))
@@ -365,7 +403,8 @@ LAYOUT = {"Config": "vf_config", "ModelInfo": "vf_model_info", "TextInfo": "vf_t
           "DbVisitor": "vf_db_visitor", "SimilarStats": "vf_similar_stats",
           "SimilarQuery": "vf_similar_query", "Neighbour": "vf_neighbour",
           "DbModel": "vf_db_model", "DbVector": "vf_db_vector", "DbIndexInfo": "vf_db_index_info",
-          "MatchStats": "vf_match_stats", "MatchQuery": "vf_match_query", "Match": "vf_match"}
+          "MatchStats": "vf_match_stats", "MatchQuery": "vf_match_query", "Match": "vf_match",
+          "InputsOpts": "vf_inputs_opts"}
 
 
 def test_structures_match_the_header(tmp):

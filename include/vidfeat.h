@@ -768,6 +768,29 @@ VF_API vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const 
  *  0 for text files FFmpeg would read as text art (.nfo, some .txt). */
 VF_API int vf_probe_media(const char *path);
 
+/** One benchmark configuration's result, as `vidfeat bench -o DB` records it (the database's
+ *  runs, read back by vf_db_inspect()). Strings are borrowed; a NULL one is stored as SQL null
+ *  (device, model, precision and mode are expected). Rates are frames/s; 0 (or any value that
+ *  is not a measurement: negative, NaN) means "not measured" and is stored as null. */
+typedef struct vf_bench_record {
+    const char *device;      /**< "cpu" or "gpu" */
+    const char *device_name; /**< e.g. the CPU's model name */
+    const char *backend;     /**< "dnnl", "ref", "cuda" */
+    const char *model, *layer;
+    const char *precision;
+    const char *mode;  /**< "pipeline", "per_frame", "infer_only" */
+    const char *input; /**< the video benchmarked; NULL for infer_only */
+    int batch_size, threads;
+    int64_t frames;
+    double end_to_end_fps, decode_fps, convert_fps, infer_fps, store_fps;
+    double peak_rss_mb;
+} vf_bench_record;
+
+/** Append r to the database's benchmark runs with the time, this host's name and vidfeat's
+ *  version (the database created, or brought to the current schema, as -o does). */
+VF_API vf_status vf_db_add_bench(const char *db_path, const vf_bench_record *r, char *errbuf,
+                                 size_t errbuf_size);
+
 /** How vf_inputs_collect() reads a run's arguments (the command's --root, --files-from,
  *  --shard and -v). Zeroed: none of them. */
 typedef struct vf_inputs_opts {

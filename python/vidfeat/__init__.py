@@ -37,7 +37,7 @@ import numpy as np
 from . import _capi as C
 
 __all__ = ["extract", "frames", "Extractor", "Features", "open", "Database", "run", "inputs",
-           "input_name",
+           "input_name", "record_bench",
            "TextEncoder", "embed_text",
            "PathLike",
            "FileResult", "Error", "InputError", "UsageError", "StartError", "__version__"]
@@ -625,6 +625,28 @@ def inputs(paths: Union[PathLike, Sequence[PathLike]], root: Optional[PathLike] 
         e.files = files
         raise e
     return files
+
+
+def record_bench(db: PathLike, model: str, precision: str, mode: str = "infer_only",
+                 device: str = "cpu", **fields: Any) -> None:
+    """Append a benchmark result to a database's runs, as ``vidfeat bench -o DB`` records its
+    rows (with the time, this host and vidfeat's version), for ``info`` and the benchmark tables
+    to read: ``fields`` are vf_bench_record's (``device_name``, ``backend``, ``layer``,
+    ``input``, ``batch_size``, ``threads``, ``frames``, ``end_to_end_fps``, ``decode_fps``,
+    ``convert_fps``, ``infer_fps``, ``store_fps``, ``peak_rss_mb``; a rate not given is not
+    measured)."""
+    names = {f for f, _ in C.BenchRecord._fields_}
+    unknown = set(fields) - names
+    if unknown:
+        raise UsageError("record_bench: unknown fields %s" % ", ".join(sorted(unknown)),
+                         C.ERR_INVALID)
+    values = dict(fields, model=model, precision=precision, mode=mode, device=device)
+    r = C.BenchRecord(**{k: (_bytes(v) if isinstance(v, (str, bytes, os.PathLike)) else v)
+                         for k, v in values.items()})
+    err = ctypes.create_string_buffer(512)
+    rc = C.vf_db_add_bench(_bytes(db), ctypes.byref(r), err, len(err))
+    if rc < 0:
+        raise _error(rc, err.value)
 
 
 def input_name(path: PathLike, root: Optional[PathLike] = None) -> str:

@@ -324,6 +324,16 @@ INDEX_INFO_FN = ctypes.CFUNCTYPE(None, c_void_p, POINTER(DbIndexInfo))
 SAY_FN = ctypes.CFUNCTYPE(None, c_void_p, c_char_p)
 
 
+class BenchRecord(Structure):
+    """vf_bench_record"""
+    _fields_ = [("device", c_char_p), ("device_name", c_char_p), ("backend", c_char_p),
+                ("model", c_char_p), ("layer", c_char_p), ("precision", c_char_p),
+                ("mode", c_char_p), ("input", c_char_p), ("batch_size", c_int),
+                ("threads", c_int), ("frames", c_int64), ("end_to_end_fps", c_double),
+                ("decode_fps", c_double), ("convert_fps", c_double), ("infer_fps", c_double),
+                ("store_fps", c_double), ("peak_rss_mb", c_double)]
+
+
 class InputsOpts(Structure):
     """vf_inputs_opts"""
     _fields_ = [("root", c_char_p), ("follow_links_outside", c_int), ("files_from", c_char_p),
@@ -453,6 +463,8 @@ vf_inputs_collect = _fn("vf_inputs_collect", c_int, POINTER(c_char_p), c_int,
                         POINTER(InputsOpts), POINTER(POINTER(c_char_p)), POINTER(c_int),
                         POINTER(c_int))
 vf_inputs_free = _fn("vf_inputs_free", None, POINTER(c_char_p), c_int)
+vf_db_add_bench = _fn("vf_db_add_bench", c_int, c_char_p, POINTER(BenchRecord), ERRBUF,
+                      c_size_t)
 vf_input_name = _fn("vf_input_name", c_int, c_char_p, c_char_p, c_char_p, c_size_t, ERRBUF,
                     c_size_t)
 vf_parse_time = _fn("vf_parse_time", c_int, c_char_p, POINTER(c_double))

@@ -31,7 +31,6 @@
 #include "core/clock.h"
 #include "core/cpus.h"
 #include "core/json.h"
-#include "store/store.h"
 
 #define MAX_RUNS 1000 /* --runs limit, checked by the option parser */
 
@@ -443,31 +442,26 @@ static void print_row(const cli *c, const char *cpu, const bench_row *row)
 static void record(const cli *c, const char *cpu, const char *path, const bench_row *row)
 {
     const bench_result *r = &row->r;
-    vf_run_record rec = {row->device,
-                         row_device_name(row, cpu),
-                         r->backend,
-                         r->model,
-                         r->layer,
-                         vf_precision_str(row->precision),
-                         mode_names[row->mode],
-                         row->mode == MODE_INFER_ONLY ? NULL : path,
-                         row->batch,
-                         r->threads,
-                         r->frames,
-                         r->e2e_fps,
-                         r->decode_fps,
-                         r->convert_fps,
-                         r->infer_fps,
-                         r->store_fps,
-                         r->peak_kb / 1024.0};
-    vf_err err = {VF_OK, ""};
-    vf_store *s = NULL;
-    vf_status rc = vfi_store_open(c->cfg.db_path, VF_STORE_WRITE, &s, &err);
-    if (rc >= 0)
-        rc = vfi_store_add_run(s, &rec, vf_version(), &err);
-    vfi_store_close(&s);
-    if (rc < 0)
-        fprintf(stderr, "vidfeat: bench: not recorded: %s\n", err.msg);
+    vf_bench_record rec = {row->device,
+                           row_device_name(row, cpu),
+                           r->backend,
+                           r->model,
+                           r->layer,
+                           vf_precision_str(row->precision),
+                           mode_names[row->mode],
+                           row->mode == MODE_INFER_ONLY ? NULL : path,
+                           row->batch,
+                           r->threads,
+                           r->frames,
+                           r->e2e_fps,
+                           r->decode_fps,
+                           r->convert_fps,
+                           r->infer_fps,
+                           r->store_fps,
+                           r->peak_kb / 1024.0};
+    char why[512];
+    if (vf_db_add_bench(c->cfg.db_path, &rec, why, sizeof(why)) < 0)
+        fprintf(stderr, "vidfeat: bench: not recorded: %s\n", why);
 }
 
 static int write_plot(const cli *c, const char *cpu, const char *path, const bench_row *rows,

@@ -80,6 +80,22 @@ vf_status vf_db_describe(const char *db_path, void (*line)(void *user, const cha
     return vf_db_inspect(db_path, &v, errbuf, errbuf_size);
 }
 
+vf_status vf_db_add_bench(const char *db_path, const vf_bench_record *r, char *errbuf,
+                          size_t errbuf_size)
+{
+    vf_err err = {VF_OK, ""};
+    if (!db_path || !r)
+        return VF_ERR_INVALID;
+    vf_store *s = NULL;
+    vf_status rc = vfi_store_open(db_path, VF_STORE_WRITE, &s, &err);
+    if (rc >= 0)
+        rc = vfi_store_add_run(s, r, vf_version(), &err);
+    vfi_store_close(&s);
+    if (rc < 0 && errbuf && errbuf_size)
+        snprintf(errbuf, errbuf_size, "%s", err.msg);
+    return rc;
+}
+
 vf_status vf_db_enqueue(const char *db_path, const char *root, const char *const *paths,
                         int n_paths, char *errbuf, size_t errbuf_size)
 {

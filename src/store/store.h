@@ -92,22 +92,8 @@ typedef struct vf_store_ref {
     double t;
 } vf_store_ref;
 
-/* One benchmark configuration's result (vidfeat bench -o). Strings are borrowed; NULL ones are
- * stored as NULL, except device, model, precision and mode. Rates are frames/s; 0 means "not
- * measured" and is stored as NULL. */
-typedef struct vf_run_record {
-    const char *device;      /* "cpu" or "gpu" */
-    const char *device_name; /* e.g. the CPU's model name */
-    const char *backend;     /* "dnnl", "ref", "cuda" */
-    const char *model, *layer;
-    const char *precision;
-    const char *mode;  /* "pipeline", "per_frame", "infer_only" */
-    const char *input; /* the video benchmarked; NULL for infer_only */
-    int batch_size, threads;
-    int64_t frames;
-    double end_to_end_fps, decode_fps, convert_fps, infer_fps, store_fps;
-    double peak_rss_mb;
-} vf_run_record;
+/* One benchmark configuration's result: vidfeat.h's vf_bench_record. */
+typedef vf_bench_record vf_run_record;
 
 /* A claim: which lease, and the token that fences its writes. */
 typedef struct vf_store_lease {

@@ -154,6 +154,28 @@ def test_inputs_are_the_commands(tmp, clip, caplog):
     assert any("no media files" in r.getMessage() for r in caplog.records)
 
 
+def test_record_bench_as_the_command(tmp):
+    """A benchmark recorded from Python reads back as the command's rows do (info --json)."""
+    db = os.path.join(tmp, "bench_runs.db")
+    vidfeat.record_bench(db, model="mobilenet_v2", precision="bf16", batch_size=32, threads=2,
+                         frames=640, infer_fps=123.5, device_name="a CPU", backend="dnnl")
+    cli("bench", "--infer-only", "--runs", "1", "--images", "2", "--batch", "1", "--model", TINY,
+        "-o", db)
+    runs = json.loads(cli("info", "--json", db).stdout)["benchmark_runs"]
+    assert len(runs) == 2, runs
+    mine = [r for r in runs if r["model"] == "mobilenet_v2"][0]
+    assert (mine["precision"], mine["batch"], mine["mode"], mine["infer_fps"],
+            mine["device"], mine["device_name"]) == ("bf16", 32, "infer_only", 123.5, "cpu",
+                                                      "a CPU")
+    con = sqlite3.connect(db)  # a rate not given is not measured: null, read back as 0
+    assert con.execute("SELECT end_to_end_fps IS NULL, infer_fps FROM runs WHERE model ="
+                       " 'mobilenet_v2'").fetchone() == (1, 123.5)
+    con.close()
+    assert vidfeat.open(db).info()["benchmark_runs"] == runs
+    with pytest.raises(vidfeat.UsageError):
+        vidfeat.record_bench(db, model="m", precision="f32", speed=1)
+
+
 def test_frames_batches_concatenate_to_extract(clip):
     whole = vidfeat.extract(clip, model=TINY, batch=8)
     parts = list(vidfeat.frames(clip, model=TINY, batch=8))
@@ -404,7 +426,7 @@ LAYOUT = {"Config": "vf_config", "ModelInfo": "vf_model_info", "TextInfo": "vf_t
           "SimilarQuery": "vf_similar_query", "Neighbour": "vf_neighbour",
           "DbModel": "vf_db_model", "DbVector": "vf_db_vector", "DbIndexInfo": "vf_db_index_info",
           "MatchStats": "vf_match_stats", "MatchQuery": "vf_match_query", "Match": "vf_match",
-          "InputsOpts": "vf_inputs_opts"}
+          "InputsOpts": "vf_inputs_opts", "BenchRecord": "vf_bench_record"}
 
 
 def test_structures_match_the_header(tmp):

@@ -27,11 +27,11 @@ scripts/check-file-circles.py "${BUILD_DIR:-build}" || circles=$?
 [ "$circles" = 0 ] || [ "$circles" = 77 ] || status=1
 # Each external library behind its file(s): "header pattern|the files that may include it"
 # (its headers in <> or, for code generated from it, in "").
-for rule in 'sqlite3\.h|src/store/store_sqlite.c' 'jansson\.h|src/core/json.c' \
+for rule in 'sqlite3\.h|src/store/store_sqlite.c src/store/store_sqlite_db.h' 'jansson\.h|src/core/json.c' \
     'openssl/|src/core/digest.c' 'dnnl|src/engine/backend_dnnl.c src/engine/backend_dnnl.h src/engine/backend_dnnl_cnn.c src/engine/backend_dnnl_ops.c src/engine/backend_dnnl_plan.c src/engine/backend_dnnl_precision.c' \
     'libav|src/media/confine.c src/media/confine.h src/media/decode.c src/media/ffmpeg.c src/media/hwdev.c src/media/preprocess.c src/media/probe.c' 'libsw|src/media/decode.c src/media/ffmpeg.c src/media/preprocess.c' \
     'cudnn|cublas|src/engine/backend_cuda.c src/engine/backend_cuda.h src/engine/backend_cuda_cnn.c src/engine/backend_cuda_ops.c src/engine/backend_cuda_plan.c' \
-    'protobuf-c|onnx\.pb-c\.h|src/engine/onnx_loader.h' 'libpq|src/store/store_pg.c' \
+    'protobuf-c|onnx\.pb-c\.h|src/engine/onnx_loader.h' 'libpq|src/store/store_pg_db.h' \
     'hdf5|src/cli/export_hdf5.c' 'faiss/|src/search/ann_faiss.cpp' \
     'unicode/|src/text/unicode.c' 'zlib\.h|src/text/tokenizer.c'; do
     pattern=${rule%|*}

@@ -29,8 +29,6 @@
 
 #include "store/store.h"
 
-#define VF_STORE_SCHEMA_VERSION 8
-
 /* The SQLite kind of store: a database file (WAL); claims every target that is not a URI. */
 extern const vf_store_ops vfi_store_sqlite;
 

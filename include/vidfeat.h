@@ -353,6 +353,11 @@ VF_API const char *vf_text_encoder_errmsg(const vf_text_encoder *te);
 /** Free a text encoder. Accepts NULL and *pte == NULL; sets *pte to NULL. */
 VF_API void vf_text_encoder_free(vf_text_encoder **pte);
 
+/** Is text a query a text tower can embed? VF_OK, or VF_ERR_INVALID with the reason in errbuf,
+ *  worded to follow the text's name ("is not UTF-8 (byte 3, 0xff)", "is empty: ...", "is only
+ *  white space: ..." - Unicode's, and what Python's str.isspace() takes). */
+VF_API vf_status vf_text_check(const char *text, char *errbuf, size_t errbuf_size);
+
 /* ---- extraction pipeline ---------------------------------------------------------------- */
 
 /**
@@ -767,6 +772,19 @@ VF_API vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const 
 /** 1 if FFmpeg can open path and it has a video stream (probes the content, not the name);
  *  0 for text files FFmpeg would read as text art (.nfo, some .txt). */
 VF_API int vf_probe_media(const char *path);
+
+/** db as messages may show it: a URI without its password (anything else as it is), in buf. */
+VF_API const char *vf_db_display(const char *db, char *buf, size_t size);
+/** 1 when db is a URI that holds a password (other users can read a command line), else 0. */
+VF_API int vf_db_has_password(const char *db);
+/** 1 when db names a database server (a URI: "postgresql://..."), 0 for a file. */
+VF_API int vf_db_is_server(const char *db);
+
+/** For a program about to search (build or query indexes): start it again (execv of itself with
+ *  argv) with OpenBLAS's kernels for this CPU where the installed OpenBLAS misjudges it (its
+ *  SSE3 kernels on AVX-512 machines: 2-3x slower). Returns when nothing needs doing, the
+ *  environment already says, or it could not. */
+VF_API void vf_search_restart(char **argv);
 
 /** One benchmark configuration's result, as `vidfeat bench -o DB` records it (the database's
  *  runs, read back by vf_db_inspect()). Strings are borrowed; a NULL one is stored as SQL null

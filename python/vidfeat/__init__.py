@@ -913,7 +913,7 @@ class Database:
         texts = [text] if isinstance(text, (str, bytes)) else list(text)
         if not texts:
             raise UsageError("similar: no text", C.ERR_INVALID)
-        encoded = [_text_bytes(t) for t in texts]
+        encoded = [_text_bytes(t, query=True) for t in texts]
         opts = _Options(model=model, layer=layer, models_dir=models_dir, device=device,
                         precision=precision)
         stats = (C.SimilarStats * len(texts))()
@@ -1072,7 +1072,7 @@ class TextEncoder:
         te = self._handle()
         if isinstance(texts, (str, bytes)):
             texts = [texts]
-        encoded = [_text_bytes(t) for t in texts]
+        encoded = [_text_bytes(t, query=True) for t in texts]
         out = np.zeros((len(encoded), self.dim), np.float32)
         if not encoded:
             return out
@@ -1083,13 +1083,21 @@ class TextEncoder:
         return out
 
 
-def _text_bytes(text):
-    """A text as the C library takes it: UTF-8 bytes (str), or bytes as given."""
+def _text_bytes(text, query=False):
+    """A text as the C library takes it: UTF-8 bytes (str), or bytes as given. A query (a text
+    to embed or search for) is checked as the command checks it (vf_text_check): UsageError
+    when it is not UTF-8, empty or only white space."""
     if isinstance(text, bytes):
-        return text
-    if not isinstance(text, str):
+        b = text
+    elif isinstance(text, str):
+        b = text.encode("utf-8", "surrogatepass")
+    else:
         raise UsageError("a text must be str, not %s" % type(text).__name__, C.ERR_INVALID)
-    return text.encode("utf-8", "surrogatepass")
+    if query:
+        why = ctypes.create_string_buffer(256)
+        if C.vf_text_check(b, why, len(why)) < 0:
+            raise UsageError("text %r %s" % (text, _text(why.value)), C.ERR_INVALID)
+    return b
 
 
 def embed_text(texts: Union[str, Sequence[str]], model: str = "clip_vit_b32",

@@ -458,6 +458,7 @@ vf_text_encode = _fn("vf_text_encode", c_int, c_void_p, POINTER(c_char_p), c_int
 vf_text_encode_ids = _fn("vf_text_encode_ids", c_int, c_void_p, c_void_p, c_int, c_void_p)
 vf_text_encoder_errmsg = _fn("vf_text_encoder_errmsg", c_char_p, c_void_p)
 vf_text_encoder_free = _fn("vf_text_encoder_free", None, POINTER(c_void_p))
+vf_text_check = _fn("vf_text_check", c_int, c_char_p, ERRBUF, c_size_t)
 vf_probe_media = _fn("vf_probe_media", c_int, c_char_p)
 vf_inputs_collect = _fn("vf_inputs_collect", c_int, POINTER(c_char_p), c_int,
                         POINTER(InputsOpts), POINTER(POINTER(c_char_p)), POINTER(c_int),

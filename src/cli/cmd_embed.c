@@ -15,37 +15,16 @@
 #include "cli/export.h"
 #include "core/json.h"
 #include "core/path.h"
-#include "core/utf8.h"
-#include "text/unicode.h"
 
 #define DEFAULT_MODEL "clip_vit_b32"
 
 int cli_bad_text(const char *cmd, const char *text, int index)
 {
-    for (size_t i = 0; text[i];) {
-        size_t k = vfi_utf8_len((const unsigned char *)text + i);
-        if (!k) {
-            cli_printf(stderr, "vidfeat: %s: --text %d is not UTF-8 (byte %zu, 0x%02x)\n", cmd,
-                       index + 1, i, (unsigned char)text[i]);
-            return 1;
-        }
-        i += k;
-    }
-    uint32_t *c = NULL;
-    size_t n = 0;
-    vf_err err = {0};
-    int blank = 1;
-    if (vfi_unicode_decode(text, &c, &n, &err) < 0) {
-        cli_printf(stderr, "vidfeat: %s: --text %d: %s\n", cmd, index + 1, err.msg);
-        return 1;
-    }
-    for (size_t i = 0; i < n && blank; i++)
-        blank = vfi_unicode_is_white_space(c[i]) || vfi_unicode_is_py_space(c[i]);
-    free(c);
-    if (blank)
-        cli_printf(stderr, "vidfeat: %s: --text %d is %s: nothing to embed or search for\n", cmd,
-                   index + 1, n ? "only white space" : "empty");
-    return blank;
+    char why[256];
+    if (vf_text_check(text, why, sizeof(why)) >= 0)
+        return 0;
+    cli_printf(stderr, "vidfeat: %s: --text %d %s\n", cmd, index + 1, why);
+    return 1;
 }
 
 /* What embed makes: an embedding a query, and for texts their ids. */

@@ -4,11 +4,10 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
-#include "core/mem.h"
 #include "core/path.h"
-#include "store/record.h"
 
 /* Under --root, the inputs whose file lies outside it through a link are left out, each with a
  * line (workers would refuse them): docs/archives.md "What vidfeat reads". EXIT_OK, EXIT_FAIL (some
@@ -17,13 +16,15 @@ static int keep_inside_root(const cli *c, path_list *inputs)
 {
     if (!c->cfg.root || c->cfg.follow_links_outside)
         return EXIT_OK;
-    char *root = vfi_record_root(c->cfg.root);
+    char root[4096], why[256];
+    if (vf_input_name(c->cfg.root, NULL, root, sizeof(root), why, sizeof(why)) < 0)
+        return -1;
+    for (size_t n = strlen(root); n > 1 && root[n - 1] == '/';) /* as records name it */
+        root[--n] = '\0';
     vf_archive a;
     vf_err err;
-    if (!root || vfi_archive_init(&a, root, 0, &err) < 0) {
-        vfi_free(root);
+    if (vfi_archive_init(&a, root, 0, &err) < 0)
         return -1;
-    }
     int status = EXIT_OK, kept = 0;
     for (int i = 0; i < inputs->n; i++) {
         int inside = status >= 0 ? vfi_archive_holds(&a, inputs->items[i], NULL) : 1;
@@ -42,7 +43,6 @@ static int keep_inside_root(const cli *c, path_list *inputs)
     }
     inputs->n = kept;
     vfi_archive_clear(&a);
-    vfi_free(root);
     return status;
 }
 

@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
-#include "store/store.h"
 
 void cli_free_paths(path_list *l)
 {
@@ -45,21 +44,21 @@ int cli_collect_inputs(const cli *c, int argc, char **argv, path_list *inputs)
 
 void cli_warn_password(const char *target)
 {
-    if (!vfi_store_has_password(target))
+    if (!vf_db_has_password(target))
         return;
     char shown[512];
     cli_printf(stderr,
                "vidfeat: warning: %s: a password on the command line can be read by other users of "
                "this machine (ps): put it in ~/.pgpass (or the file PGPASSFILE names) or a "
                "service file (PGSERVICEFILE, ?service=NAME) instead\n",
-               vfi_store_display(target, shown, sizeof(shown)));
+               vf_db_display(target, shown, sizeof(shown)));
 }
 
 int cli_db_exists(const char *path)
 {
     cli_warn_password(path);
     struct stat st;
-    if (vfi_store_uri_scheme(path) || stat(path, &st) == 0)
+    if (vf_db_is_server(path) || stat(path, &st) == 0)
         return 1;
     cli_printf(stderr, "vidfeat: %s: no such database\n", path);
     return 0;

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "search/ann.h"
 
 const cli_command cli_commands[] = {
     {"extract", CMD_EXTRACT, "[extract] [options] FILE|DIR...",
@@ -90,7 +89,7 @@ static void blas_kernels(const cli_command *cmd, char **argv)
 {
     if (!(cmd->bit & (CMD_INDEX | CMD_SIMILAR | CMD_MATCHES)))
         return;
-    vfi_ann_blas_restart(argv);
+    vf_search_restart(argv);
 }
 
 /*

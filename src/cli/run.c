@@ -15,7 +15,6 @@
 #include "cli/cli.h"
 #include "core/clock.h"
 #include "core/json.h"
-#include "store/store.h"
 
 static volatile sig_atomic_t interrupted;
 
@@ -235,7 +234,7 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
     vf_model_info info;
     vf_pipeline_info(p, &info);
     char db[1024]; /* the database as it may be shown: no password */
-    vfi_store_display(c->cfg.db_path, db, sizeof(db)); /* "" without one (calibrate) */
+    vf_db_display(c->cfg.db_path, db, sizeof(db)); /* "" without one (calibrate) */
     if (c->calibrate && !info.int8_scales) {
         cli_printf(stderr, "vidfeat: calibrate: %s\n",
                    info.calibration_frames || r.frames ? "the scales could not be saved (see above)"

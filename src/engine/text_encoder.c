@@ -13,8 +13,10 @@
 #include "core/digest.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/utf8.h"
 #include "engine/backend.h"
 #include "engine/graph.h"
+#include "text/unicode.h"
 #include "engine/manifest.h"
 #include "engine/onnx.h"
 #include "engine/passes.h"
@@ -358,4 +360,31 @@ void vf_text_encoder_free(vf_text_encoder **pte)
     vfi_free(te->ids32);
     vfi_free(te);
     *pte = NULL;
+}
+
+vf_status vf_text_check(const char *text, char *errbuf, size_t errbuf_size)
+{
+    vf_err err = {VF_OK, ""};
+    vf_status rc = VF_OK;
+    uint32_t *c = NULL;
+    size_t n = 0;
+    for (size_t i = 0; text && text[i] && rc >= 0;) {
+        size_t k = vfi_utf8_len((const unsigned char *)text + i);
+        if (!k)
+            rc = vfi_fail(&err, VF_ERR_INVALID, "is not UTF-8 (byte %zu, 0x%02x)", i,
+                          (unsigned char)text[i]);
+        i += k;
+    }
+    if (rc >= 0 && text)
+        rc = vfi_unicode_decode(text, &c, &n, &err);
+    int blank = 1;
+    for (size_t i = 0; rc >= 0 && i < n && blank; i++)
+        blank = vfi_unicode_is_white_space(c[i]) || vfi_unicode_is_py_space(c[i]);
+    free(c); /* vfi_unicode_decode's allocation */
+    if (rc >= 0 && blank)
+        rc = vfi_fail(&err, VF_ERR_INVALID, "is %s: nothing to embed or search for",
+                      n ? "only white space" : "empty");
+    if (rc < 0 && errbuf && errbuf_size)
+        snprintf(errbuf, errbuf_size, "%s", err.msg);
+    return rc;
 }

@@ -502,6 +502,11 @@ static int same_kind(const char *asked, const vfi_index *ix)
     return !strcmp(asked, ix->kind);
 }
 
+void vf_search_restart(char **argv)
+{
+    vfi_ann_blas_restart(argv);
+}
+
 vf_status vf_db_index(const char *db_path, const vf_config *cfg, const vf_index_opts *o,
                       vf_index_report *out, char *errbuf, size_t errbuf_size)
 {

@@ -80,6 +80,21 @@ vf_status vf_db_describe(const char *db_path, void (*line)(void *user, const cha
     return vf_db_inspect(db_path, &v, errbuf, errbuf_size);
 }
 
+const char *vf_db_display(const char *db, char *buf, size_t size)
+{
+    return vfi_store_display(db ? db : "", buf, size);
+}
+
+int vf_db_has_password(const char *db)
+{
+    return db && vfi_store_has_password(db);
+}
+
+int vf_db_is_server(const char *db)
+{
+    return db && vfi_store_uri_scheme(db) > 0;
+}
+
 vf_status vf_db_add_bench(const char *db_path, const vf_bench_record *r, char *errbuf,
                           size_t errbuf_size)
 {

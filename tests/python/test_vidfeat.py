@@ -176,6 +176,19 @@ def test_record_bench_as_the_command(tmp):
         vidfeat.record_bench(db, model="m", precision="f32", speed=1)
 
 
+def test_query_texts_are_checked_as_the_command_checks_them():
+    """A text to embed or search for is refused by the library's own check, in the command's
+    words: not UTF-8, empty, only white space (the same C function for both)."""
+    from vidfeat import _capi as C
+    for bad, why in ((b"", b"is empty"), (b" \t\u3000".decode("unicode_escape").encode(),
+                                            b"only white space"), (b"caf\xe9", b"not UTF-8")):
+        err = ctypes.create_string_buffer(256)
+        assert C.vf_text_check(bad, err, len(err)) == C.ERR_INVALID and why in err.value, bad
+        with pytest.raises(vidfeat.UsageError):
+            vidfeat._text_bytes(bad, query=True)
+    assert C.vf_text_check("a red car".encode(), None, 0) == 0
+
+
 def test_frames_batches_concatenate_to_extract(clip):
     whole = vidfeat.extract(clip, model=TINY, batch=8)
     parts = list(vidfeat.frames(clip, model=TINY, batch=8))

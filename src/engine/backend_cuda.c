@@ -185,15 +185,19 @@ static const vfi_cuda_lowering cudnn_lowerings[VF_OP_COUNT_] = {
     [VF_OP_TRANSPOSE] = vfi_cuda_transpose_op,
     [VF_OP_RESHAPE] = vfi_cuda_reshape_op,
     [VF_OP_GATHER] = vfi_cuda_gather_op,
+    [VF_OP_POOL3D] = vfi_cuda_pool3d_op,
 };
 
-/* Every operator runs on cuDNN or on the kernels; what either cannot do in a given node (a
- * pooling that is not 2-D, ...) is refused as its node is lowered. */
+/* Every operator runs on cuDNN or on the kernels; what either cannot do in a given node is
+ * refused here when this says so (a Pool3D window cuDNN cannot pool), else as the node is
+ * lowered. */
 static vf_status cuda_supports(vf_backend *b, const vf_graph *g, const vf_node *nd, vf_err *err)
 {
-    (void)b, (void)g, (void)err;
+    (void)b;
     if ((unsigned)nd->op >= VF_OP_COUNT_)
         return VF_ERR_UNSUPPORTED;
+    if (nd->op == VF_OP_POOL3D) /* what cuDNN's N-d pooling takes */
+        return vfi_cuda_pool3d_supports(g, nd, err);
     return cudnn_lowerings[nd->op] || vfi_cuda_kernel_supports(nd) ? VF_OK : VF_ERR_UNSUPPORTED;
 }
 

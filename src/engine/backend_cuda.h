@@ -229,6 +229,9 @@ vf_status vfi_cuda_conv_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_cuda_fc_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_cuda_act_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_cuda_pool_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_cuda_pool3d_op(vf_backend *b, const vf_node *nd);
+/* Whether cuDNN pools this Pool3D node (VF_ERR_UNSUPPORTED, saying why, when not). */
+vf_status vfi_cuda_pool3d_supports(const vf_graph *g, const vf_node *nd, vf_err *err);
 vf_status vfi_cuda_binary_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_cuda_concat_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_cuda_gather_op(vf_backend *b, const vf_node *nd);

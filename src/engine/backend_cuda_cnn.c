@@ -343,6 +343,62 @@ fail:
     return rc;
 }
 
+/* Pool3D over [N, C, T, H, W] by cuDNN's N-d pooling (NCDHW): symmetric padding only (an end
+ * grown by ceil mode, or uneven SAME padding, is refused when planned: vfi_cuda_pool3d_supports),
+ * no dilation. */
+vf_status vfi_cuda_pool3d_supports(const vf_graph *g, const vf_node *nd, vf_err *err)
+{
+    vf_pool_window w;
+    vfi_pool_window(g, nd, &w);
+    for (int a = 0; a < 3; a++) {
+        if (w.dilation[a] != 1)
+            return vfi_fail(err, VF_ERR_UNSUPPORTED, "dilated 3-D pooling (cuDNN has none)");
+        if (w.pad_begin[a] != w.pad_end[a])
+            return vfi_fail(err, VF_ERR_UNSUPPORTED,
+                            "3-D pooling with uneven padding (ceil mode, SAME): cuDNN pads evenly");
+        if (w.kernel[a] > INT32_MAX || w.stride[a] > INT32_MAX || w.pad_begin[a] > INT32_MAX)
+            return vfi_fail(err, VF_ERR_UNSUPPORTED, "a 3-D pooling window this large");
+    }
+    return VF_OK;
+}
+
+vf_status vfi_cuda_pool3d_op(vf_backend *b, const vf_node *nd)
+{
+    cuda_ctx *c = b->ctx;
+    const vf_value *xv = &c->g->values[nd->inputs[0]];
+    vf_status rc = VF_OK;
+    tview yview = {0};
+    vf_pool_window w;
+    vfi_pool_window(c->g, nd, &w);
+    int window[3], pads[3], strides[3];
+    if (vfi_cuda_pool3d_supports(c->g, nd, &b->err) < 0) /* checked when planned: kept here */
+        return b->err.code;
+    for (int a = 0; a < 3; a++) {
+        window[a] = (int)w.kernel[a];
+        pads[a] = (int)w.pad_begin[a];
+        strides[a] = (int)w.stride[a];
+    }
+    TRY(vfi_cuda_to_layout(b, nd->inputs[0], 0));
+    c->vlay[nd->output] = 0;
+    int y;
+    TRY(out_buf(b, nd, &yview, &y));
+    step *s;
+    TRY(vfi_cuda_new_step(b, ST_POOL, c->vbuf[nd->inputs[0]], y, &s));
+    s->n_views = 3;
+    TRY(vfi_cuda_value_view(b, &s->v[0], xv));
+    s->v[2] = yview;
+    yview.d = NULL;
+    cudnnPoolingMode_t mode = w.kind == VF_POOL_MAX ? CUDNN_POOLING_MAX
+                              : w.count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                    : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+    DN(cudnnCreatePoolingDescriptor(&s->pd));
+    DN(cudnnSetPoolingNdDescriptor(s->pd, mode, CUDNN_PROPAGATE_NAN, 3, window, pads, strides));
+    vfi_cuda_seal(c, s);
+fail:
+    vfi_cuda_destroy_view(&yview);
+    return rc;
+}
+
 /* A constant operand aligned to the output's rank (leading 1s), as a broadcast view. */
 static vf_status const_operand(vf_backend *b, int vi, const vf_value *yv, int invert, int *buf,
                                tview *view)

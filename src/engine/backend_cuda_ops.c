@@ -85,7 +85,7 @@ vf_status vfi_cuda_kernel_op(vf_backend *b, const vf_node *nd)
     vf_status rc = VF_OK;
     /* the windowed and channel operators are cuDNN's alone (their tensors are NCHW images) */
     if (nd->op == VF_OP_CONV || nd->op == VF_OP_FC || nd->op == VF_OP_POOL || nd->op == VF_OP_LRN ||
-        nd->op == VF_OP_PAD || nd->op == VF_OP_RESHAPE)
+        nd->op == VF_OP_PAD || nd->op == VF_OP_RESHAPE || nd->op == VF_OP_POOL3D)
         return vfi_cuda_unsupported(b, "way to run this operator on a tensor whose batch is not "
                                        "its first dimension alone");
     if (nd->op == VF_OP_MATMUL) {

@@ -178,6 +178,28 @@ class Pools3d(nn.Module):
         return torch.cat([t.flatten(1) for t in (a, b, c, d, e, f, g)], 1)
 
 
+class Conv3dOps(nn.Module):
+    """Convolutions over a clip [N, 3, 8, 9, 9] (the input [N, 24, 9, 9], reshaped): full 3x3x3,
+    R(2+1)D's factorised pair (space, then time), grouped, depthwise with stride and dilation,
+    with and without bias, and a residual sum."""
+
+    def __init__(self):
+        super().__init__()
+        self.full = nn.Conv3d(3, 6, 3, padding=1)
+        self.spatial = nn.Conv3d(6, 8, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), bias=False)
+        self.temporal = nn.Conv3d(8, 8, (3, 1, 1), padding=(1, 0, 0))
+        self.grouped = nn.Conv3d(8, 8, 3, padding=1, groups=2)
+        self.depthwise = nn.Conv3d(8, 8, 3, stride=2, padding=2, dilation=2, groups=8)
+
+    def forward(self, x):
+        x = x.reshape(x.shape[0], 3, 8, 9, 9)
+        x = F.relu(self.full(x))
+        x = F.relu(self.temporal(F.relu(self.spatial(x))))
+        x = self.grouped(x) + x
+        x = self.depthwise(x)
+        return torch.cat([x.flatten(1), F.adaptive_avg_pool3d(x, 1).flatten(1)], 1)
+
+
 class GlobalPools(nn.Module):
     def forward(self, x):
         return torch.cat([F.adaptive_avg_pool2d(x, 1), F.adaptive_max_pool2d(x, 1)], 1).flatten(1)
@@ -644,6 +666,7 @@ def main(fixtures_only=False):
     export("pools", Pools, (3, 13, 13), 6)
     export("global_pools", GlobalPools, (5, 6, 7), 7)
     export("pools3d", Pools3d, (24, 9, 9), 25)
+    export("conv3d", Conv3dOps, (24, 9, 9), 26)
     export("gemm_matmul", GemmMatmul, (4, 5, 5), 9)
     export("binary", Binary, (4, 5, 5), 10)
     export("concat_softmax", ConcatSoftmax, (3, 4, 4), 11)

@@ -29,6 +29,7 @@ const char *const op_case_names[] = {
     "pads",
     "pools",
     "pools3d",
+    "conv3d",
     "same_upper",
     "shape_reshape",
     "squeeze_unsqueeze",

@@ -151,6 +151,7 @@ static const vfi_dnnl_lowering lowerings[VF_OP_COUNT_] = {
     [VF_OP_ARGMAX] = vfi_dnnl_argmax_op,
     [VF_OP_TAKE] = vfi_dnnl_take_op,
     [VF_OP_POOL3D] = vfi_dnnl_pool_op,
+    [VF_OP_CONV3D] = vfi_dnnl_conv_op,
 };
 
 static vf_status dnnl_supports(vf_backend *b, const vf_graph *g, const vf_node *nd, vf_err *err)

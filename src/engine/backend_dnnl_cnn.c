@@ -40,40 +40,41 @@ static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wi
         ddt = c->vdt[nd->output];
     }
     const vf_graph *g = c->g;
-    const vf_conv_params *p = &nd->p.conv;
     const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
     const vf_value *wv = &g->values[nd->inputs[1]];
     vf_status rc = VF_OK;
+    vf_conv_window cw;
+    vfi_conv_window(g, nd, &cw);
+    int rank = 2 + cw.n_axes; /* [N, C, (T,) H, W] */
     dnnl_memory_desc_t src_md, w_md, dst_md;
     dnnl_dims_t xd, yd, wd, bd, strides, dil, pl, pr;
     vfi_dnnl_value_dims(c, xv, xd);
     vfi_dnnl_value_dims(c, yv, yd);
     xd[0] = yd[0] = batch;
-    int grouped = p->group > 1;
+    int grouped = cw.group > 1;
     int64_t oc = wv->dims[0];
-    if (grouped) {
-        wd[0] = p->group;
-        wd[1] = oc / p->group;
-        wd[2] = wv->dims[1];
-        wd[3] = wv->dims[2];
-        wd[4] = wv->dims[3];
+    if (grouped) { /* [G, OC / G, IC / G, (KT,) KH, KW] */
+        wd[0] = cw.group;
+        wd[1] = oc / cw.group;
+        memcpy(wd + 2, wv->dims + 1, (size_t)(rank - 1) * sizeof(int64_t));
     } else {
-        memcpy(wd, wv->dims, 4 * sizeof(int64_t));
+        memcpy(wd, wv->dims, (size_t)rank * sizeof(int64_t));
     }
     bd[0] = oc;
-    for (int a = 0; a < 2; a++) {
-        strides[a] = p->win.stride[a];
-        dil[a] = p->win.dilation[a] - 1;
-        pl[a] = p->win.pads[a];
-        pr[a] = p->win.pads[a + 2];
+    for (int a = 0; a < cw.n_axes; a++) {
+        strides[a] = cw.stride[a];
+        dil[a] = cw.dilation[a] - 1;
+        pl[a] = cw.pad_begin[a];
+        pr[a] = cw.pad_end[a];
     }
-    CHECK(dnnl_memory_desc_init_by_tag(&src_md, 4, xd, sdt, dnnl_format_tag_any));
-    CHECK(dnnl_memory_desc_init_by_tag(&w_md, grouped ? 5 : 4, wd, wdt, dnnl_format_tag_any));
-    CHECK(dnnl_memory_desc_init_by_tag(w_user, grouped ? 5 : 4, wd,
-                                       wdt == dnnl_s8 ? dnnl_s8 : dnnl_f32,
-                                       grouped ? dnnl_goihw : dnnl_oihw));
+    dnnl_format_tag_t user_tag =
+        cw.n_axes == 3 ? (grouped ? dnnl_goidhw : dnnl_oidhw) : (grouped ? dnnl_goihw : dnnl_oihw);
+    CHECK(dnnl_memory_desc_init_by_tag(&src_md, rank, xd, sdt, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&w_md, rank + grouped, wd, wdt, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(w_user, rank + grouped, wd,
+                                       wdt == dnnl_s8 ? dnnl_s8 : dnnl_f32, user_tag));
     CHECK(dnnl_memory_desc_init_by_tag(b_md, 1, bd, dnnl_f32, dnnl_a));
-    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 4, yd, ddt, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, rank, yd, ddt, dnnl_format_tag_any));
     dnnl_status_t s = dnnl_unimplemented;
     for (int attempt = wino ? 0 : 1; attempt < 2 && s != dnnl_success; attempt++) {
         dnnl_convolution_desc_t cd;
@@ -291,16 +292,17 @@ vf_status vfi_dnnl_conv_op(vf_backend *b, const vf_node *nd)
     if (c->vdt && vfi_dnnl_runs_int8(c, nd))
         return conv_int8(b, nd);
     const vf_graph *g = c->g;
-    const vf_conv_params *p = &nd->p.conv;
     const vf_value *wv = &g->values[nd->inputs[1]];
+    vf_conv_window cw;
+    vfi_conv_window(g, nd, &cw);
     vf_status rc = VF_OK;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL, sub_pd = NULL;
     dnnl_memory_desc_t w_user, b_md;
-    TRY(vfi_dnnl_make_attr(b, &p->act, &attr));
-    int try_wino = c->winograd && p->group == 1 && wv->dims[2] == 3 && wv->dims[3] == 3 &&
-                   p->win.stride[0] == 1 && p->win.stride[1] == 1 && p->win.dilation[0] == 1 &&
-                   p->win.dilation[1] == 1;
+    TRY(vfi_dnnl_make_attr(b, &cw.act, &attr));
+    int try_wino = c->winograd && cw.n_axes == 2 && cw.group == 1 && wv->dims[2] == 3 &&
+                   wv->dims[3] == 3 && cw.stride[0] == 1 && cw.stride[1] == 1 &&
+                   cw.dilation[0] == 1 && cw.dilation[1] == 1;
     TRY(conv_pd(b, nd, c->p->batch, try_wino, attr, &pd, &w_user, &b_md));
     const dnnl_memory_desc_t *got_dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     size_t budget = dnnl_memory_desc_get_size(got_dst) / 4;

@@ -79,48 +79,63 @@ static void dims_strides(const vf_value *v, int n, int64_t *dims, int64_t *st)
     vfi_dims_strides(v->rank, dims, st);
 }
 
+/* CONV and CONV3D: a 2-D window is a 3-D one over a single frame. */
 static void conv(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
 {
     const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
     const vf_value *wv = &g->values[nd->inputs[1]];
     const float *w = wv->data;
     const float *bias = nd->n_inputs > 2 ? g->values[nd->inputs[2]].data : NULL;
-    const vf_conv_params *p = &nd->p.conv;
-    int64_t C = xv->dims[1], H = xv->dims[2], W = xv->dims[3];
-    int64_t K = yv->dims[1], OH = yv->dims[2], OW = yv->dims[3];
-    int64_t KH = wv->dims[2], KW = wv->dims[3], G = p->group, CG = C / G, KG = K / G;
-    int sh = p->win.stride[0], sw = p->win.stride[1], dh = p->win.dilation[0],
-        dw = p->win.dilation[1], ph = p->win.pads[0], pw = p->win.pads[1];
-
+    vf_conv_window cw;
+    vfi_conv_window(g, nd, &cw);
+    int64_t in[3], out[3], k[3], st[3], d[3], pb[3];
+    for (int a = 0, off = 3 - cw.n_axes; a < 3; a++) {
+        int i = a - off;
+        in[a] = i < 0 ? 1 : xv->dims[2 + i];
+        out[a] = i < 0 ? 1 : yv->dims[2 + i];
+        k[a] = i < 0 ? 1 : cw.kernel[i];
+        st[a] = i < 0 ? 1 : cw.stride[i];
+        d[a] = i < 0 ? 1 : cw.dilation[i];
+        pb[a] = i < 0 ? 0 : cw.pad_begin[i];
+    }
+    int64_t C = xv->dims[1], K = yv->dims[1], G = cw.group, CG = C / G, KG = K / G;
+    int64_t in_size = in[0] * in[1] * in[2], out_size = out[0] * out[1] * out[2];
     for (int b = 0; b < n; b++) {
-        for (int64_t k = 0; k < K; k++) {
-            float *out = y + ((int64_t)b * K + k) * OH * OW;
-            float b0 = bias ? bias[k] : 0.0f;
-            for (int64_t i = 0; i < OH * OW; i++)
-                out[i] = b0;
-            int64_t gi = k / KG;
+        for (int64_t ko = 0; ko < K; ko++) {
+            float *o = y + ((int64_t)b * K + ko) * out_size;
+            float b0 = bias ? bias[ko] : 0.0f;
+            for (int64_t i = 0; i < out_size; i++)
+                o[i] = b0;
+            int64_t gi = ko / KG;
             for (int64_t c = 0; c < CG; c++) {
-                const float *in = x + ((int64_t)b * C + gi * CG + c) * H * W;
-                for (int64_t r = 0; r < KH; r++) {
-                    for (int64_t s = 0; s < KW; s++) {
-                        float wt = w[((k * CG + c) * KH + r) * KW + s];
-                        for (int64_t oh = 0; oh < OH; oh++) {
-                            int64_t ih = oh * sh - ph + r * dh;
-                            if (ih < 0 || ih >= H)
-                                continue;
-                            const float *row = in + ih * W;
-                            float *orow = out + oh * OW;
-                            for (int64_t ow = 0; ow < OW; ow++) {
-                                int64_t iw = ow * sw - pw + s * dw;
-                                if (iw >= 0 && iw < W)
-                                    orow[ow] += wt * row[iw];
+                const float *src = x + ((int64_t)b * C + gi * CG + c) * in_size;
+                for (int64_t q = 0; q < k[0]; q++) {
+                    for (int64_t r = 0; r < k[1]; r++) {
+                        for (int64_t s = 0; s < k[2]; s++) {
+                            float wt = w[(((ko * CG + c) * k[0] + q) * k[1] + r) * k[2] + s];
+                            for (int64_t ot = 0; ot < out[0]; ot++) {
+                                int64_t it = ot * st[0] - pb[0] + q * d[0];
+                                if (it < 0 || it >= in[0])
+                                    continue;
+                                for (int64_t oh = 0; oh < out[1]; oh++) {
+                                    int64_t ih = oh * st[1] - pb[1] + r * d[1];
+                                    if (ih < 0 || ih >= in[1])
+                                        continue;
+                                    const float *row = src + (it * in[1] + ih) * in[2];
+                                    float *orow = o + (ot * out[1] + oh) * out[2];
+                                    for (int64_t ow = 0; ow < out[2]; ow++) {
+                                        int64_t iw = ow * st[2] - pb[2] + s * d[2];
+                                        if (iw >= 0 && iw < in[2])
+                                            orow[ow] += wt * row[iw];
+                                    }
+                                }
                             }
                         }
                     }
                 }
             }
-            for (int64_t i = 0; i < OH * OW; i++)
-                out[i] = vfi_act_apply(&p->act, out[i]);
+            for (int64_t i = 0; i < out_size; i++)
+                o[i] = vfi_act_apply(&cw.act, o[i]);
         }
     }
 }
@@ -593,6 +608,7 @@ static const ref_kernel kernels[VF_OP_COUNT_] = {
     [VF_OP_ARGMAX] = k_argmax,
     [VF_OP_TAKE] = k_take,
     [VF_OP_POOL3D] = k_pool,
+    [VF_OP_CONV3D] = k_conv,
 };
 
 static vf_status ref_supports(vf_backend *b, const vf_graph *g, const vf_node *nd, vf_err *err)

@@ -293,6 +293,25 @@ vf_status vfi_graph_add_node(vf_graph *g, vf_op op, const char *node_name, const
     return VF_OK;
 }
 
+void vfi_conv_window(const vf_graph *g, const vf_node *nd, vf_conv_window *w)
+{
+    (void)g;
+    int three = nd->op == VF_OP_CONV3D;
+    const vf_conv_params *p2 = &nd->p.conv;
+    const vf_conv3d_params *p3 = &nd->p.conv3d;
+    memset(w, 0, sizeof(*w));
+    w->n_axes = three ? 3 : 2;
+    w->group = three ? p3->group : p2->group;
+    w->act = three ? p3->act : p2->act;
+    for (int a = 0; a < w->n_axes; a++) {
+        w->kernel[a] = three ? p3->kernel[a] : p2->win.kernel[a];
+        w->stride[a] = three ? p3->stride[a] : p2->win.stride[a];
+        w->dilation[a] = three ? p3->dilation[a] : p2->win.dilation[a];
+        w->pad_begin[a] = three ? p3->pads[a] : p2->win.pads[a];
+        w->pad_end[a] = three ? p3->pads[a + 3] : p2->win.pads[a + 2];
+    }
+}
+
 void vfi_pool_window(const vf_graph *g, const vf_node *nd, vf_pool_window *w)
 {
     const vf_value *x = &g->values[nd->inputs[0]];

@@ -121,6 +121,25 @@ typedef struct vf_pool_params {
     vf_window win;
 } vf_pool_params;
 
+/* CONV3D: a convolution over the last three dimensions of [N, C, T, H, W] (a clip's time,
+ * height and width); weights [OC, IC / group, KT, KH, KW]. pads: the beginnings of the three,
+ * then their ends (resolved from auto_pad by shape inference). */
+typedef struct vf_conv3d_params {
+    int kernel[3], stride[3], dilation[3], pads[6];
+    vf_auto_pad auto_pad;
+    int group;
+    vf_act act; /* fused activation applied to the output */
+} vf_conv3d_params;
+
+/* The window of a CONV or CONV3D node as backends read both, per spatial axis (CONV: H, W;
+ * CONV3D: T, H, W): vfi_conv_window. */
+typedef struct vf_conv_window {
+    int n_axes; /* 2 or 3: the input is [N, C, then these] */
+    int group;
+    vf_act act;
+    int64_t kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
+} vf_conv_window;
+
 /* POOL3D: a window over the last three dimensions of [N, C, T, H, W] (a clip's time, height and
  * width). pads: the beginnings of the three, then their ends (resolved from auto_pad, and a
  * ceil mode folded into the ends, by shape inference). */
@@ -191,6 +210,7 @@ typedef struct vf_node {
         vf_act act;
         vf_pool_params pool;
         vf_pool3d_params pool3d;
+        vf_conv3d_params conv3d;
         vf_binary_kind binary;
         int axis; /* CONCAT, SOFTMAX, TAKE */
         vf_lrn_params lrn;
@@ -309,6 +329,9 @@ vf_status vfi_graph_infer_node(vf_graph *g, int i, vf_err *err);
  * a), a constant b is one [k, cols] for all of a's rows (lead 1, m every row). */
 void vfi_matmul_dims(const vf_graph *g, const vf_node *nd, int64_t n, int64_t *lead, int64_t *m,
                      int64_t *k, int64_t *cols);
+
+/* The window of CONV or CONV3D node nd into *w. */
+void vfi_conv_window(const vf_graph *g, const vf_node *nd, vf_conv_window *w);
 
 /* The window of POOL or POOL3D node nd into *w. */
 void vfi_pool_window(const vf_graph *g, const vf_node *nd, vf_pool_window *w);

@@ -83,6 +83,21 @@ static vf_status read_window(vfi_onnx_loader *L, vf_window *w, const vf_value *w
     return read_axes(L, 2, weights, w->kernel, w->stride, w->dilation, w->pads, &w->auto_pad);
 }
 
+/* Over a clip [N, C, T, H, W] with weights [OC, IC / group, KT, KH, KW]: CONV3D. */
+static vf_status conv3d_node(vfi_onnx_loader *L, const int *in, const vf_value *w)
+{
+    vf_conv3d_params p;
+    memset(&p, 0, sizeof(p));
+    vf_status rc = read_axes(L, 3, w, p.kernel, p.stride, p.dilation, p.pads, &p.auto_pad);
+    if (rc < 0)
+        return rc;
+    int64_t group = vfi_onnx_attr_int(L, "group", 1);
+    if (group < 1 || group > VF_MAX_DIM)
+        return vfi_onnx_fail(L, VF_ERR_MODEL, "invalid group");
+    p.group = (int)group;
+    return vfi_onnx_add_node(L, VF_OP_CONV3D, in, in[2] >= 0 ? 3 : 2, &p, 0);
+}
+
 vf_status vfi_onnx_conv(vfi_onnx_loader *L)
 {
     int in[3];
@@ -94,6 +109,8 @@ vf_status vfi_onnx_conv(vfi_onnx_loader *L)
     if (in[0] < 0 || in[1] < 0)
         return vfi_onnx_fail(L, VF_ERR_MODEL, "missing input");
     const vf_value *w = vfi_onnx_value(L, in[1]);
+    if (w->rank == 5 && w->data && vfi_onnx_value(L, in[0])->rank == 5)
+        return conv3d_node(L, in, w);
     if (w->rank != 4 || !w->data)
         return vfi_onnx_fail(L, VF_ERR_UNSUPPORTED, "weights must be a constant 4-D tensor");
     vf_conv_params p;

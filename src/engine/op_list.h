@@ -18,6 +18,7 @@
  *   ACT         x; an elementwise activation
  *   POOL        x [N, C, H, W]; max or average, windowed or global
  *   POOL3D      x [N, C, T, H, W]; the same over a clip's time, height and width
+ *   CONV3D      x [N, C, T, H, W], W [OC, IC/group, KT, KH, KW] (constant), optional B [OC]
  *   BINARY      a, b (either may be a constant); add, sub, mul, div with broadcasting
  *   CONCAT      x1, x2, ... along a non-batch axis
  *   SOFTMAX     x, along a non-batch axis
@@ -66,7 +67,8 @@
     X(LOOKUP,      "Lookup",             none,      lookup,    VF_OPF_IDS_IN0)        \
     X(ARGMAX,      "ArgMax",             argmax,    argmax,    VF_OPF_IDS_ANY)        \
     X(TAKE,        "Take",               axis,      take,      VF_OPF_IDS_IN1)        \
-    X(POOL3D,      "Pool3D",             pool3d,    pool3d,    VF_OPF_IMAGE)
+    X(POOL3D,      "Pool3D",             pool3d,    pool3d,    VF_OPF_IMAGE)          \
+    X(CONV3D,      "Conv3D",             conv3d,    conv3d,    VF_OPF_IMAGE)
 /* clang-format on */
 
 #endif /* VIDFEAT_OP_LIST_H */

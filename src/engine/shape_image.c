@@ -1,7 +1,7 @@
 /*
  * shape_image.c - shape rules of the operators over images [N, C, H, W]: Conv, Pool and LRN
- * (their input's batch is its dimension 0 alone: graph.c checks it), Pad, and Pool3D over clips
- * [N, C, T, H, W]. A window's
+ * (their input's batch is its dimension 0 alone: graph.c checks it), Pad, and Pool3D and
+ * Conv3D over clips [N, C, T, H, W]. A window's
  * automatic padding and ceil mode are resolved here, against the input plane, into explicit
  * padding: backends read windows as explicit.
  */
@@ -196,5 +196,48 @@ vf_status vfi_shape_pool3d(vf_graph *g, vf_node *n, vf_value *x, vf_value *y, vf
     }
     p->auto_pad = VF_PAD_EXPLICIT;
     p->ceil_mode = 0; /* folded into the end padding */
+    return VF_OK;
+}
+
+vf_status vfi_shape_conv3d(vf_graph *g, vf_node *n, vf_value *x, vf_value *y, vf_err *err)
+{
+    vf_conv3d_params *p = &n->p.conv3d;
+    if (n->n_inputs < 2 || n->n_inputs > 3)
+        return NODE_FAIL(VF_ERR_MODEL, "node '%s': Conv needs 2 or 3 inputs", n->name);
+    const vf_value *w = &g->values[n->inputs[1]];
+    if (x->rank != 5)
+        return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': 3-D convolution of a %d-D input", n->name,
+                         x->rank);
+    if (!w->data || w->rank != 5)
+        return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': weights must be a constant 5-D tensor",
+                         n->name);
+    if (p->group < 1 || w->dims[0] % p->group || w->dims[1] * p->group != x->dims[1])
+        return NODE_FAIL(VF_ERR_MODEL,
+                         "node '%s': weights %lldx%lld do not fit %lld input "
+                         "channels in %d groups",
+                         n->name, (long long)w->dims[0], (long long)w->dims[1],
+                         (long long)x->dims[1], p->group);
+    for (int a = 0; a < 3; a++) {
+        if (p->kernel[a] != w->dims[2 + a])
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': kernel_shape does not match the weights",
+                             n->name);
+    }
+    if (n->n_inputs == 3) {
+        const vf_value *b = &g->values[n->inputs[2]];
+        if (!b->data || vfi_value_numel(b) != w->dims[0])
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': bias must be a constant of %lld values",
+                             n->name, (long long)w->dims[0]);
+    }
+    y->rank = 5;
+    y->dims[0] = 1;
+    y->dims[1] = w->dims[0];
+    for (int a = 0; a < 3; a++) {
+        vf_status rc =
+            window_axis(x->dims[2 + a], p->kernel[a], p->stride[a], p->dilation[a], p->auto_pad, 0,
+                        0, &p->pads[a], &p->pads[a + 3], &y->dims[2 + a], n, err);
+        if (rc < 0)
+            return rc;
+    }
+    p->auto_pad = VF_PAD_EXPLICIT;
     return VF_OK;
 }

@@ -63,7 +63,7 @@ def randomize(m, seed):
         for mod in m.modules():
             if isinstance(mod, (nn.Conv2d, nn.Linear)) and mod.bias is not None:
                 mod.bias.uniform_(-0.5, 0.5, generator=g)
-            if isinstance(mod, nn.BatchNorm2d):
+            if isinstance(mod, (nn.BatchNorm2d, nn.BatchNorm3d)):
                 mod.weight.uniform_(0.5, 1.5, generator=g)
                 mod.bias.uniform_(-0.5, 0.5, generator=g)
                 mod.running_mean.uniform_(-0.5, 0.5, generator=g)
@@ -198,6 +198,25 @@ class Conv3dOps(nn.Module):
         x = self.grouped(x) + x
         x = self.depthwise(x)
         return torch.cat([x.flatten(1), F.adaptive_avg_pool3d(x, 1).flatten(1)], 1)
+
+
+class Conv3dBn(nn.Module):
+    """BatchNorm3d as R(2+1)D and S3D use it: after a Conv3d without bias (folded into it), after
+    one with bias, and on its own (a channel affine of its own), with ReLU between."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv3d(3, 6, (1, 3, 3), padding=(0, 1, 1), bias=False)
+        self.bn1 = nn.BatchNorm3d(6)
+        self.conv2 = nn.Conv3d(6, 6, (3, 1, 1), padding=(1, 0, 0))
+        self.bn2 = nn.BatchNorm3d(6)
+        self.bn3 = nn.BatchNorm3d(6)
+
+    def forward(self, x):
+        x = x.reshape(x.shape[0], 3, 8, 9, 9)
+        x = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(x))
+        return torch.cat([F.relu(y).flatten(1), self.bn3(x + y).flatten(1)], 1)
 
 
 class GlobalPools(nn.Module):
@@ -472,6 +491,37 @@ def conv_bn_relu():
     write_golden("conv_bn_relu", x.numpy(), F.relu(y).numpy())
 
 
+def conv3d_bn_relu():
+    """Conv3D -> BatchNormalization -> Relu over a clip, built by hand (torch folds BN itself):
+    the input [N, 24, 9, 9] reshaped to [N, 3, 8, 9, 9] (8 frames); vidfeat folds the BN into the
+    convolution."""
+    rng = seeded(31)
+    w = rng.standard_normal((6, 3, 3, 3, 3)).astype(np.float32) * 0.2
+    b = rng.standard_normal(6).astype(np.float32) * 0.1
+    scale = rng.uniform(0.5, 1.5, 6).astype(np.float32)
+    bias = rng.uniform(-0.5, 0.5, 6).astype(np.float32)
+    mean = rng.uniform(-0.5, 0.5, 6).astype(np.float32)
+    var = rng.uniform(0.5, 1.5, 6).astype(np.float32)
+    shape = np.array([-1, 3, 8, 9, 9], np.int64)
+    inits = [numpy_helper.from_array(a, n) for a, n in
+             [(w, "w"), (b, "b"), (scale, "s"), (bias, "bb"), (mean, "m"), (var, "v"),
+              (shape, "clip")]]
+    nodes = [helper.make_node("Reshape", ["input", "clip"], ["x"], name="frames"),
+             helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1, 1, 1],
+                              name="conv"),
+             helper.make_node("BatchNormalization", ["c", "s", "bb", "m", "v"], ["n"],
+                              epsilon=1e-3, name="bn"),
+             helper.make_node("Relu", ["n"], ["output"], name="relu")]
+    model = helper_model("conv3d_bn_relu", nodes, inits, ["N", 24, 9, 9])
+    onnx.save(model, os.path.join(OPS, "conv3d_bn_relu.onnx"))
+    x = torch.from_numpy(rng.standard_normal((BATCH, 24, 9, 9)).astype(np.float32))
+    y = F.conv3d(x.reshape(BATCH, 3, 8, 9, 9), torch.from_numpy(w), torch.from_numpy(b),
+                 padding=1)
+    y = F.batch_norm(y, torch.from_numpy(mean), torch.from_numpy(var), torch.from_numpy(scale),
+                     torch.from_numpy(bias), eps=1e-3)
+    write_golden("conv3d_bn_relu", x.numpy(), F.relu(y).numpy())
+
+
 def lrn():
     """ONNX LRN built by hand (PyTorch exports LocalResponseNorm as a decomposition)."""
     rng = seeded(33)
@@ -667,6 +717,7 @@ def main(fixtures_only=False):
     export("global_pools", GlobalPools, (5, 6, 7), 7)
     export("pools3d", Pools3d, (24, 9, 9), 25)
     export("conv3d", Conv3dOps, (24, 9, 9), 26)
+    export("conv3d_bn", Conv3dBn, (24, 9, 9), 27)
     export("gemm_matmul", GemmMatmul, (4, 5, 5), 9)
     export("binary", Binary, (4, 5, 5), 10)
     export("concat_softmax", ConcatSoftmax, (3, 4, 4), 11)
@@ -684,6 +735,7 @@ def main(fixtures_only=False):
     export("vit_patch14", vit_patch14, (3, 56, 56), 23, opset=17)
     text_tiny()
     conv_bn_relu()
+    conv3d_bn_relu()
     lrn()
     same_upper()
     external_data()

@@ -30,6 +30,8 @@ const char *const op_case_names[] = {
     "pools",
     "pools3d",
     "conv3d",
+    "conv3d_bn",
+    "conv3d_bn_relu",
     "same_upper",
     "shape_reshape",
     "squeeze_unsqueeze",

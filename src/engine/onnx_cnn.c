@@ -260,8 +260,10 @@ vf_status vfi_onnx_batchnorm(vfi_onnx_loader *L)
         rc = vfi_onnx_const_input(L, 4, VF_DTYPE_F32, &var);
     if (rc < 0)
         return rc;
-    if (x < 0 || vfi_onnx_value(L, x)->rank != 4)
-        return vfi_onnx_fail(L, VF_ERR_UNSUPPORTED, "only 4-D BatchNormalization is supported");
+    int rank = x < 0 ? 0 : vfi_onnx_value(L, x)->rank;
+    if (rank != 4 && rank != 5)
+        return vfi_onnx_fail(L, VF_ERR_UNSUPPORTED,
+                             "only 4-D and 5-D BatchNormalization is supported");
     int64_t c = vfi_onnx_value(L, x)->dims[1];
     if (vfi_value_numel(sc) != c || vfi_value_numel(bi) != c || vfi_value_numel(mean) != c ||
         vfi_value_numel(var) != c)
@@ -286,8 +288,8 @@ vf_status vfi_onnx_batchnorm(vfi_onnx_loader *L)
         b[i] = (float)(bb[i] - m[i] * a);
     }
     int in[3] = {x, -1, -1};
-    int64_t wd[4] = {c, 1, 1, 1};
-    rc = vfi_onnx_add_named_const(L, "vidfeat_bn_scale", VF_DTYPE_F32, 4, wd, w, &in[1]);
+    int64_t wd[5] = {c, 1, 1, 1, 1};
+    rc = vfi_onnx_add_named_const(L, "vidfeat_bn_scale", VF_DTYPE_F32, rank, wd, w, &in[1]);
     if (rc < 0) {
         vfi_free(b);
         return rc;
@@ -295,6 +297,14 @@ vf_status vfi_onnx_batchnorm(vfi_onnx_loader *L)
     rc = vfi_onnx_add_named_const(L, "vidfeat_bn_shift", VF_DTYPE_F32, 1, &c, b, &in[2]);
     if (rc < 0)
         return rc;
+    if (rank == 5) { /* over a clip: a depthwise 1x1x1 Conv3D */
+        vf_conv3d_params p3;
+        memset(&p3, 0, sizeof(p3));
+        for (int a = 0; a < 3; a++)
+            p3.kernel[a] = p3.stride[a] = p3.dilation[a] = 1;
+        p3.group = (int)c;
+        return vfi_onnx_add_node(L, VF_OP_CONV3D, in, 3, &p3, 0);
+    }
     vf_conv_params p;
     memset(&p, 0, sizeof(p));
     p.win.kernel[0] = p.win.kernel[1] = 1;

@@ -138,19 +138,36 @@ static vf_status fold_pads(vf_graph *g, vf_err *err)
     return VF_OK;
 }
 
-/* A per-channel affine conv (what BatchNormalization became): depthwise, 1x1, no padding. */
-static int is_channel_affine(const vf_graph *g, const vf_node *n)
+/* A convolution of images or of clips (CONV, CONV3D). */
+static int is_conv(const vf_node *n)
 {
-    if (n->op != VF_OP_CONV || n->n_inputs != 3 || n->p.conv.act.kind != VF_ACT_NONE)
-        return 0;
-    const vf_window *w = &n->p.conv.win;
-    const vf_value *wv = &g->values[n->inputs[1]];
-    return n->p.conv.group == wv->dims[0] && wv->dims[1] == 1 && w->kernel[0] == 1 &&
-           w->kernel[1] == 1 && w->stride[0] == 1 && w->stride[1] == 1 && !w->pads[0] &&
-           !w->pads[1] && !w->pads[2] && !w->pads[3];
+    return n->op == VF_OP_CONV || n->op == VF_OP_CONV3D;
 }
 
-/* Conv followed by a channel affine -> one Conv with scaled weights and shifted bias. */
+/* A per-channel affine conv (what BatchNormalization became): depthwise, 1x1 (x1), no padding. */
+static int is_channel_affine(const vf_graph *g, const vf_node *n)
+{
+    if (!is_conv(n) || n->n_inputs != 3)
+        return 0;
+    vf_conv_window w;
+    vfi_conv_window(g, n, &w);
+    const vf_value *wv = &g->values[n->inputs[1]];
+    int affine = w.act.kind == VF_ACT_NONE && w.group == wv->dims[0] && wv->dims[1] == 1;
+    for (int a = 0; a < w.n_axes; a++)
+        affine &= w.kernel[a] == 1 && w.stride[a] == 1 && !w.pad_begin[a] && !w.pad_end[a];
+    return affine;
+}
+
+/* A convolution's fused activation (none: VF_ACT_NONE). */
+static vf_act_kind conv_act(const vf_graph *g, const vf_node *n)
+{
+    vf_conv_window w;
+    vfi_conv_window(g, n, &w);
+    return w.act.kind;
+}
+
+/* Conv followed by a channel affine -> one Conv with scaled weights and shifted bias (Conv3D and
+ * a 5-D channel affine alike). */
 static vf_status fold_affine(vf_graph *g, vf_err *err)
 {
     for (int i = 0; i < g->n_nodes; i++) {
@@ -158,8 +175,7 @@ static vf_status fold_affine(vf_graph *g, vf_err *err)
         if (!is_channel_affine(g, bn))
             continue;
         int ci = g->values[bn->inputs[0]].producer;
-        if (ci < 0 || g->nodes[ci].op != VF_OP_CONV ||
-            g->nodes[ci].p.conv.act.kind != VF_ACT_NONE ||
+        if (ci < 0 || g->nodes[ci].op != bn->op || conv_act(g, &g->nodes[ci]) != VF_ACT_NONE ||
             vfi_graph_count_uses(g, bn->inputs[0]) != 1)
             continue;
         vf_node *c = &g->nodes[ci];

@@ -77,9 +77,9 @@ static vf_status reshape_to(vfi_onnx_loader *L, int x, int rank, const int64_t *
     }
     /* where the images sit in the batch's dimension: after as many entries as before */
     int64_t outer = vfi_value_outer_entries(xv), before = 1;
-    for (int i = 0; i < t.batch_axis; i++)
-        before *= t.dims[i];
-    if (outer % before || t.dims[t.batch_axis] % (outer / before))
+    for (int i = 0; i < t.batch_axis && before > 0; i++) /* 0 when beyond outer (or empty) */
+        before = t.dims[i] < 1 || before > outer / t.dims[i] ? 0 : before * t.dims[i];
+    if (before < 1 || outer % before || t.dims[t.batch_axis] % (outer / before))
         return vfi_onnx_fail(
             L, VF_ERR_UNSUPPORTED,
             "reshape mixes the batch into other dimensions (the images would not stay "

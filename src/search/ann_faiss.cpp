@@ -530,6 +530,15 @@ static const char *check_hnsw(const faiss::IndexHNSW *h)
     return "";
 }
 
+/* A bool as a file set it: FAISS reads the byte as it is, and loading a bool that holds anything
+ * but 0 or 1 is undefined. The byte, read as a byte (1 or 0 for a sound flag). */
+static unsigned bool_byte(const bool &b)
+{
+    unsigned char v;
+    memcpy(&v, &b, 1);
+    return v;
+}
+
 static const char *check_ivf(const faiss::IndexIVF *ivf)
 {
     const faiss::ArrayInvertedLists *lists =
@@ -553,6 +562,8 @@ static const char *check_ivf(const faiss::IndexIVF *ivf)
     if (total != (size_t)ivf->ntotal)
         return "an IVF index whose lists do not hold its vectors";
     if (const faiss::IndexIVFPQ *pq = dynamic_cast<const faiss::IndexIVFPQ *>(ivf)) {
+        if (bool_byte(pq->by_residual) > 1)
+            return "an IVF-PQ index with a flag that is neither true nor false";
         const faiss::ProductQuantizer &q = pq->pq;
         if (q.M < 1 || q.nbits != 8 || q.ksub != 256 || q.dsub * q.M != (size_t)ivf->d ||
             q.code_size != q.M || ivf->code_size != q.code_size ||
@@ -575,6 +586,8 @@ static const char *check_index(const faiss::Index *ix, int depth)
 {
     if (!ix || ix->d < 1 || ix->d > (1 << 16) || ix->ntotal < 0 || depth > 4)
         return "an index of impossible sizes";
+    if (bool_byte(ix->is_trained) > 1)
+        return "an index with a flag that is neither true nor false";
     /* FAISS's scanners throw for other metrics, inside parallel regions: the process ends */
     if (!known_metric(ix))
         return "an index measuring distance in a way vidfeat does not";
@@ -591,6 +604,8 @@ static const char *check_index(const faiss::Index *ix, int depth)
         int d = t->d;
         for (const faiss::VectorTransform *vt : t->chain) {
             const faiss::LinearTransform *lt = dynamic_cast<const faiss::LinearTransform *>(vt);
+            if (lt && (bool_byte(lt->is_trained) > 1 || bool_byte(lt->have_bias) > 1))
+                return "a transform with a flag that is neither true nor false";
             if (!lt || lt->d_in != d || lt->d_out < 1 || !lt->is_trained ||
                 lt->A.size() != (size_t)lt->d_in * lt->d_out ||
                 ((lt->have_bias || !lt->b.empty()) && lt->b.size() != (size_t)lt->d_out))

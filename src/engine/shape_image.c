@@ -75,6 +75,32 @@ static vf_status window_out(vf_window *w, int ceil_mode, int avg_include_pad, co
     return VF_OK;
 }
 
+/* A convolution's weights [OC, IC / group, kernel...] against its input's channels, its group
+ * and its kernel of n_axes, and its bias (input 2, optional) against OC. */
+static vf_status check_weights(const vf_graph *g, const vf_node *n, const vf_value *x,
+                               const vf_value *w, int group, const int *kernel, int n_axes,
+                               vf_err *err)
+{
+    if (group < 1 || w->dims[0] % group || w->dims[1] * group != x->dims[1])
+        return NODE_FAIL(VF_ERR_MODEL,
+                         "node '%s': weights %lldx%lld do not fit %lld input "
+                         "channels in %d groups",
+                         n->name, (long long)w->dims[0], (long long)w->dims[1],
+                         (long long)x->dims[1], group);
+    for (int a = 0; a < n_axes; a++) {
+        if (kernel[a] != w->dims[2 + a])
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': kernel_shape does not match the weights",
+                             n->name);
+    }
+    if (n->n_inputs == 3) {
+        const vf_value *b = &g->values[n->inputs[2]];
+        if (!b->data || vfi_value_numel(b) != w->dims[0])
+            return NODE_FAIL(VF_ERR_MODEL, "node '%s': bias must be a constant of %lld values",
+                             n->name, (long long)w->dims[0]);
+    }
+    return VF_OK;
+}
+
 vf_status vfi_shape_conv(vf_graph *g, vf_node *n, vf_value *x, vf_value *y, vf_err *err)
 {
     vf_conv_params *p = &n->p.conv;
@@ -89,23 +115,11 @@ vf_status vfi_shape_conv(vf_graph *g, vf_node *n, vf_value *x, vf_value *y, vf_e
     if (!w->data || w->rank != 4)
         return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': weights must be a constant 4-D tensor",
                          n->name);
-    if (p->group < 1 || w->dims[0] % p->group || w->dims[1] * p->group != x->dims[1])
-        return NODE_FAIL(VF_ERR_MODEL,
-                         "node '%s': weights %lldx%lld do not fit %lld input "
-                         "channels in %d groups",
-                         n->name, (long long)w->dims[0], (long long)w->dims[1],
-                         (long long)x->dims[1], p->group);
-    if (p->win.kernel[0] != w->dims[2] || p->win.kernel[1] != w->dims[3])
-        return NODE_FAIL(VF_ERR_MODEL, "node '%s': kernel_shape does not match the weights",
-                         n->name);
-    if (n->n_inputs == 3) {
-        const vf_value *b = &g->values[n->inputs[2]];
-        if (!b->data || vfi_value_numel(b) != w->dims[0])
-            return NODE_FAIL(VF_ERR_MODEL, "node '%s': bias must be a constant of %lld values",
-                             n->name, (long long)w->dims[0]);
-    }
+    vf_status rc = check_weights(g, n, x, w, p->group, p->win.kernel, 2, err);
+    if (rc < 0)
+        return rc;
     int64_t hw[2];
-    vf_status rc = window_out(&p->win, 0, 0, &x->dims[2], hw, n, err);
+    rc = window_out(&p->win, 0, 0, &x->dims[2], hw, n, err);
     if (rc < 0)
         return rc;
     y->rank = 4;
@@ -211,30 +225,15 @@ vf_status vfi_shape_conv3d(vf_graph *g, vf_node *n, vf_value *x, vf_value *y, vf
     if (!w->data || w->rank != 5)
         return NODE_FAIL(VF_ERR_UNSUPPORTED, "node '%s': weights must be a constant 5-D tensor",
                          n->name);
-    if (p->group < 1 || w->dims[0] % p->group || w->dims[1] * p->group != x->dims[1])
-        return NODE_FAIL(VF_ERR_MODEL,
-                         "node '%s': weights %lldx%lld do not fit %lld input "
-                         "channels in %d groups",
-                         n->name, (long long)w->dims[0], (long long)w->dims[1],
-                         (long long)x->dims[1], p->group);
-    for (int a = 0; a < 3; a++) {
-        if (p->kernel[a] != w->dims[2 + a])
-            return NODE_FAIL(VF_ERR_MODEL, "node '%s': kernel_shape does not match the weights",
-                             n->name);
-    }
-    if (n->n_inputs == 3) {
-        const vf_value *b = &g->values[n->inputs[2]];
-        if (!b->data || vfi_value_numel(b) != w->dims[0])
-            return NODE_FAIL(VF_ERR_MODEL, "node '%s': bias must be a constant of %lld values",
-                             n->name, (long long)w->dims[0]);
-    }
+    vf_status rc = check_weights(g, n, x, w, p->group, p->kernel, 3, err);
+    if (rc < 0)
+        return rc;
     y->rank = 5;
     y->dims[0] = 1;
     y->dims[1] = w->dims[0];
     for (int a = 0; a < 3; a++) {
-        vf_status rc =
-            window_axis(x->dims[2 + a], p->kernel[a], p->stride[a], p->dilation[a], p->auto_pad, 0,
-                        0, &p->pads[a], &p->pads[a + 3], &y->dims[2 + a], n, err);
+        rc = window_axis(x->dims[2 + a], p->kernel[a], p->stride[a], p->dilation[a], p->auto_pad, 0,
+                         0, &p->pads[a], &p->pads[a + 3], &y->dims[2 + a], n, err);
         if (rc < 0)
             return rc;
     }

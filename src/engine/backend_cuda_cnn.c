@@ -351,12 +351,13 @@ vf_status vfi_cuda_pool3d_supports(const vf_graph *g, const vf_node *nd, vf_err 
     vf_pool_window w;
     vfi_pool_window(g, nd, &w);
     for (int a = 0; a < 3; a++) {
-        if (w.dilation[a] != 1)
+        if (w.ax.dilation[a] != 1)
             return vfi_fail(err, VF_ERR_UNSUPPORTED, "dilated 3-D pooling (cuDNN has none)");
-        if (w.pad_begin[a] != w.pad_end[a])
+        if (w.ax.pad_begin[a] != w.ax.pad_end[a])
             return vfi_fail(err, VF_ERR_UNSUPPORTED,
                             "3-D pooling with uneven padding (ceil mode, SAME): cuDNN pads evenly");
-        if (w.kernel[a] > INT32_MAX || w.stride[a] > INT32_MAX || w.pad_begin[a] > INT32_MAX)
+        if (w.ax.kernel[a] > INT32_MAX || w.ax.stride[a] > INT32_MAX ||
+            w.ax.pad_begin[a] > INT32_MAX)
             return vfi_fail(err, VF_ERR_UNSUPPORTED, "a 3-D pooling window this large");
     }
     return VF_OK;
@@ -374,9 +375,9 @@ vf_status vfi_cuda_pool3d_op(vf_backend *b, const vf_node *nd)
     if (vfi_cuda_pool3d_supports(c->g, nd, &b->err) < 0) /* checked when planned: kept here */
         return b->err.code;
     for (int a = 0; a < 3; a++) {
-        window[a] = (int)w.kernel[a];
-        pads[a] = (int)w.pad_begin[a];
-        strides[a] = (int)w.stride[a];
+        window[a] = (int)w.ax.kernel[a];
+        pads[a] = (int)w.ax.pad_begin[a];
+        strides[a] = (int)w.ax.stride[a];
     }
     TRY(vfi_cuda_to_layout(b, nd->inputs[0], 0));
     c->vlay[nd->output] = 0;

@@ -45,7 +45,7 @@ static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wi
     vf_status rc = VF_OK;
     vf_conv_window cw;
     vfi_conv_window(g, nd, &cw);
-    int rank = 2 + cw.n_axes; /* [N, C, (T,) H, W] */
+    int rank = 2 + cw.ax.n; /* [N, C, (T,) H, W] */
     dnnl_memory_desc_t src_md, w_md, dst_md;
     dnnl_dims_t xd, yd, wd, bd, strides, dil, pl, pr;
     vfi_dnnl_value_dims(c, xv, xd);
@@ -61,14 +61,14 @@ static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wi
         memcpy(wd, wv->dims, (size_t)rank * sizeof(int64_t));
     }
     bd[0] = oc;
-    for (int a = 0; a < cw.n_axes; a++) {
-        strides[a] = cw.stride[a];
-        dil[a] = cw.dilation[a] - 1;
-        pl[a] = cw.pad_begin[a];
-        pr[a] = cw.pad_end[a];
+    for (int a = 0; a < cw.ax.n; a++) {
+        strides[a] = cw.ax.stride[a];
+        dil[a] = cw.ax.dilation[a] - 1;
+        pl[a] = cw.ax.pad_begin[a];
+        pr[a] = cw.ax.pad_end[a];
     }
     dnnl_format_tag_t user_tag =
-        cw.n_axes == 3 ? (grouped ? dnnl_goidhw : dnnl_oidhw) : (grouped ? dnnl_goihw : dnnl_oihw);
+        cw.ax.n == 3 ? (grouped ? dnnl_goidhw : dnnl_oidhw) : (grouped ? dnnl_goihw : dnnl_oihw);
     CHECK(dnnl_memory_desc_init_by_tag(&src_md, rank, xd, sdt, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(&w_md, rank + grouped, wd, wdt, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(w_user, rank + grouped, wd,
@@ -300,9 +300,9 @@ vf_status vfi_dnnl_conv_op(vf_backend *b, const vf_node *nd)
     dnnl_primitive_desc_t pd = NULL, sub_pd = NULL;
     dnnl_memory_desc_t w_user, b_md;
     TRY(vfi_dnnl_make_attr(b, &cw.act, &attr));
-    int try_wino = c->winograd && cw.n_axes == 2 && cw.group == 1 && wv->dims[2] == 3 &&
-                   wv->dims[3] == 3 && cw.stride[0] == 1 && cw.stride[1] == 1 &&
-                   cw.dilation[0] == 1 && cw.dilation[1] == 1;
+    int try_wino = c->winograd && cw.ax.n == 2 && cw.group == 1 && wv->dims[2] == 3 &&
+                   wv->dims[3] == 3 && cw.ax.stride[0] == 1 && cw.ax.stride[1] == 1 &&
+                   cw.ax.dilation[0] == 1 && cw.ax.dilation[1] == 1;
     TRY(conv_pd(b, nd, c->p->batch, try_wino, attr, &pd, &w_user, &b_md));
     const dnnl_memory_desc_t *got_dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     size_t budget = dnnl_memory_desc_get_size(got_dst) / 4;
@@ -422,19 +422,19 @@ vf_status vfi_dnnl_pool_op(vf_backend *b, const vf_node *nd)
     vf_pool_window w;
     vfi_pool_window(g, nd, &w);
     vfi_dnnl_value_dims(c, yv, yd);
-    for (int a = 0; a < w.n_axes; a++) {
-        kernel[a] = w.kernel[a];
-        strides[a] = w.stride[a];
-        dil[a] = w.dilation[a] - 1;
-        pl[a] = w.pad_begin[a];
-        pr[a] = w.pad_end[a];
+    for (int a = 0; a < w.ax.n; a++) {
+        kernel[a] = w.ax.kernel[a];
+        strides[a] = w.ax.stride[a];
+        dil[a] = w.ax.dilation[a] - 1;
+        pl[a] = w.ax.pad_begin[a];
+        pr[a] = w.ax.pad_end[a];
     }
     dnnl_alg_kind_t alg = w.kind == VF_POOL_MAX ? dnnl_pooling_max
                           : w.count_include_pad ? dnnl_pooling_avg_include_padding
                                                 : dnnl_pooling_avg_exclude_padding;
     int x = c->p->vbuf[nd->inputs[0]], y;
     dnnl_data_type_t ydt = c->vdt ? vfi_dnnl_dt_of(c, nd->output) : c->p->bufs[x].md.data_type;
-    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 2 + w.n_axes, yd, ydt, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 2 + w.ax.n, yd, ydt, dnnl_format_tag_any));
     dnnl_pooling_v2_desc_t pdsc;
     CHECK(dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, alg, &c->p->bufs[x].md,
                                             &dst_md, strides, kernel, dil, pl, pr));

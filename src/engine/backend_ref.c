@@ -79,6 +79,25 @@ static void dims_strides(const vf_value *v, int n, int64_t *dims, int64_t *st)
     vfi_dims_strides(v->rank, dims, st);
 }
 
+/* A window of 2 or 3 axes as one of 3 over [N, C, T, H, W] (a 2-D window: one frame), with the
+ * input's and output's lengths along them. */
+typedef struct ref_axes {
+    int64_t in[3], out[3], k[3], st[3], d[3], pb[3];
+} ref_axes;
+
+static void as_3d(const vf_axes *ax, const vf_value *xv, const vf_value *yv, ref_axes *r)
+{
+    for (int a = 0, off = 3 - ax->n; a < 3; a++) {
+        int i = a - off;
+        r->in[a] = i < 0 ? 1 : xv->dims[2 + i];
+        r->out[a] = i < 0 ? 1 : yv->dims[2 + i];
+        r->k[a] = i < 0 ? 1 : ax->kernel[i];
+        r->st[a] = i < 0 ? 1 : ax->stride[i];
+        r->d[a] = i < 0 ? 1 : ax->dilation[i];
+        r->pb[a] = i < 0 ? 0 : ax->pad_begin[i];
+    }
+}
+
 /* CONV and CONV3D: a 2-D window is a 3-D one over a single frame. */
 static void conv(const vf_node *nd, const vf_graph *g, const float *x, float *y, int n)
 {
@@ -88,16 +107,9 @@ static void conv(const vf_node *nd, const vf_graph *g, const float *x, float *y,
     const float *bias = nd->n_inputs > 2 ? g->values[nd->inputs[2]].data : NULL;
     vf_conv_window cw;
     vfi_conv_window(g, nd, &cw);
-    int64_t in[3], out[3], k[3], st[3], d[3], pb[3];
-    for (int a = 0, off = 3 - cw.n_axes; a < 3; a++) {
-        int i = a - off;
-        in[a] = i < 0 ? 1 : xv->dims[2 + i];
-        out[a] = i < 0 ? 1 : yv->dims[2 + i];
-        k[a] = i < 0 ? 1 : cw.kernel[i];
-        st[a] = i < 0 ? 1 : cw.stride[i];
-        d[a] = i < 0 ? 1 : cw.dilation[i];
-        pb[a] = i < 0 ? 0 : cw.pad_begin[i];
-    }
+    ref_axes ra;
+    as_3d(&cw.ax, xv, yv, &ra);
+    const int64_t *in = ra.in, *out = ra.out, *k = ra.k, *st = ra.st, *d = ra.d, *pb = ra.pb;
     int64_t C = xv->dims[1], K = yv->dims[1], G = cw.group, CG = C / G, KG = K / G;
     int64_t in_size = in[0] * in[1] * in[2], out_size = out[0] * out[1] * out[2];
     for (int b = 0; b < n; b++) {
@@ -164,16 +176,9 @@ static void pool(const vf_node *nd, const vf_graph *g, const float *x, float *y,
     const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
     vf_pool_window w;
     vfi_pool_window(g, nd, &w);
-    int64_t in[3], out[3], k[3], s[3], d[3], pb[3];
-    for (int a = 0, off = 3 - w.n_axes; a < 3; a++) {
-        int i = a - off;
-        in[a] = i < 0 ? 1 : xv->dims[2 + i];
-        out[a] = i < 0 ? 1 : yv->dims[2 + i];
-        k[a] = i < 0 ? 1 : w.kernel[i];
-        s[a] = i < 0 ? 1 : w.stride[i];
-        d[a] = i < 0 ? 1 : w.dilation[i];
-        pb[a] = i < 0 ? 0 : w.pad_begin[i];
-    }
+    ref_axes ra;
+    as_3d(&w.ax, xv, yv, &ra);
+    const int64_t *in = ra.in, *out = ra.out, *k = ra.k, *s = ra.st, *d = ra.d, *pb = ra.pb;
     int64_t C = xv->dims[1], in_size = in[0] * in[1] * in[2], out_size = out[0] * out[1] * out[2];
     for (int64_t plane = 0; plane < (int64_t)n * C; plane++) {
         const float *src = x + plane * in_size;

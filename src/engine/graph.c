@@ -300,15 +300,15 @@ void vfi_conv_window(const vf_graph *g, const vf_node *nd, vf_conv_window *w)
     const vf_conv_params *p2 = &nd->p.conv;
     const vf_conv3d_params *p3 = &nd->p.conv3d;
     memset(w, 0, sizeof(*w));
-    w->n_axes = three ? 3 : 2;
+    w->ax.n = three ? 3 : 2;
     w->group = three ? p3->group : p2->group;
     w->act = three ? p3->act : p2->act;
-    for (int a = 0; a < w->n_axes; a++) {
-        w->kernel[a] = three ? p3->kernel[a] : p2->win.kernel[a];
-        w->stride[a] = three ? p3->stride[a] : p2->win.stride[a];
-        w->dilation[a] = three ? p3->dilation[a] : p2->win.dilation[a];
-        w->pad_begin[a] = three ? p3->pads[a] : p2->win.pads[a];
-        w->pad_end[a] = three ? p3->pads[a + 3] : p2->win.pads[a + 2];
+    for (int a = 0; a < w->ax.n; a++) {
+        w->ax.kernel[a] = three ? p3->kernel[a] : p2->win.kernel[a];
+        w->ax.stride[a] = three ? p3->stride[a] : p2->win.stride[a];
+        w->ax.dilation[a] = three ? p3->dilation[a] : p2->win.dilation[a];
+        w->ax.pad_begin[a] = three ? p3->pads[a] : p2->win.pads[a];
+        w->ax.pad_end[a] = three ? p3->pads[a + 3] : p2->win.pads[a + 2];
     }
 }
 
@@ -319,16 +319,16 @@ void vfi_pool_window(const vf_graph *g, const vf_node *nd, vf_pool_window *w)
     const vf_pool_params *p2 = &nd->p.pool;
     const vf_pool3d_params *p3 = &nd->p.pool3d;
     memset(w, 0, sizeof(*w));
-    w->n_axes = three ? 3 : 2;
+    w->ax.n = three ? 3 : 2;
     w->kind = three ? p3->kind : p2->kind;
     w->count_include_pad = three ? p3->count_include_pad : p2->count_include_pad;
     int global = three ? p3->global : p2->global;
-    for (int a = 0; a < w->n_axes; a++) {
-        w->kernel[a] = global ? x->dims[2 + a] : three ? p3->kernel[a] : p2->win.kernel[a];
-        w->stride[a] = global ? 1 : three ? p3->stride[a] : p2->win.stride[a];
-        w->dilation[a] = global ? 1 : three ? p3->dilation[a] : p2->win.dilation[a];
-        w->pad_begin[a] = global ? 0 : three ? p3->pads[a] : p2->win.pads[a];
-        w->pad_end[a] = global ? 0 : three ? p3->pads[a + 3] : p2->win.pads[a + 2];
+    for (int a = 0; a < w->ax.n; a++) {
+        w->ax.kernel[a] = global ? x->dims[2 + a] : three ? p3->kernel[a] : p2->win.kernel[a];
+        w->ax.stride[a] = global ? 1 : three ? p3->stride[a] : p2->win.stride[a];
+        w->ax.dilation[a] = global ? 1 : three ? p3->dilation[a] : p2->win.dilation[a];
+        w->ax.pad_begin[a] = global ? 0 : three ? p3->pads[a] : p2->win.pads[a];
+        w->ax.pad_end[a] = global ? 0 : three ? p3->pads[a + 3] : p2->win.pads[a + 2];
     }
 }
 

@@ -131,13 +131,18 @@ typedef struct vf_conv3d_params {
     vf_act act; /* fused activation applied to the output */
 } vf_conv3d_params;
 
-/* The window of a CONV or CONV3D node as backends read both, per spatial axis (CONV: H, W;
- * CONV3D: T, H, W): vfi_conv_window. */
+/* A window's spatial axes as backends read them (CONV, POOL: H, W; CONV3D, POOL3D: T, H, W),
+ * padding explicit; a global pool's kernel the whole axis. */
+typedef struct vf_axes {
+    int n; /* 2 or 3: the input is [N, C, then these] */
+    int64_t kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
+} vf_axes;
+
+/* The window of a CONV or CONV3D node as backends read both (vfi_conv_window). */
 typedef struct vf_conv_window {
-    int n_axes; /* 2 or 3: the input is [N, C, then these] */
+    vf_axes ax;
     int group;
     vf_act act;
-    int64_t kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
 } vf_conv_window;
 
 /* POOL3D: a window over the last three dimensions of [N, C, T, H, W] (a clip's time, height and
@@ -152,13 +157,11 @@ typedef struct vf_pool3d_params {
     vf_auto_pad auto_pad;
 } vf_pool3d_params;
 
-/* The window of a POOL or POOL3D node as backends read both, per spatial axis (POOL: H, W;
- * POOL3D: T, H, W), a global pool's the whole axis (vfi_pool_window). */
+/* The window of a POOL or POOL3D node as backends read both (vfi_pool_window). */
 typedef struct vf_pool_window {
-    int n_axes; /* 2 or 3: the input is [N, C, then these] */
+    vf_axes ax;
     vf_pool_kind kind;
     int count_include_pad;
-    int64_t kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
 } vf_pool_window;
 
 typedef struct vf_lrn_params {

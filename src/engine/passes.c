@@ -153,8 +153,9 @@ static int is_channel_affine(const vf_graph *g, const vf_node *n)
     vfi_conv_window(g, n, &w);
     const vf_value *wv = &g->values[n->inputs[1]];
     int affine = w.act.kind == VF_ACT_NONE && w.group == wv->dims[0] && wv->dims[1] == 1;
-    for (int a = 0; a < w.n_axes; a++)
-        affine &= w.kernel[a] == 1 && w.stride[a] == 1 && !w.pad_begin[a] && !w.pad_end[a];
+    for (int a = 0; a < w.ax.n; a++)
+        affine &=
+            w.ax.kernel[a] == 1 && w.ax.stride[a] == 1 && !w.ax.pad_begin[a] && !w.ax.pad_end[a];
     return affine;
 }
 

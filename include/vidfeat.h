@@ -227,6 +227,10 @@ typedef struct vf_model_info {
     /** A CLIP model: the text tower paired with it, where it was found (its manifest's "text");
      *  NULL for other models, or when the file is not here. (Appended in 0.1.) */
     const char *text_tower;
+    /** A clip model: the frames of one input (the network's input is [N, 3, frames,
+     *  input_size, input_size], one vector per window of that many frames); 0 for an image
+     *  model. (Appended after text_tower.) */
+    int frames;
 } vf_model_info;
 
 /** The default configuration (thread-safe, no allocation). */

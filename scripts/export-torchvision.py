@@ -16,10 +16,14 @@ batch of 1 (vidfeat runs it at any batch size), input "input", output "output". 
 exports a dynamic batch axis instead, as the transformers always are (traced at batch 1 their
 files write the batch's place down as fixed numbers).
 
+The clip models (r3d_18, mc3_18, r2plus1d_18, s3d) take [N, 3, T, S, S]: T frames of one
+window, fixed in the file (vidfeat reads the window's length from it), the batch dynamic.
+--frames and --size export them for another window or picture size (the tests' small ones).
+
 Usage:
   /usr/bin/python3 scripts/export-torchvision.py [--out DIR] [--dynamic-batch] NAME...
   NAME: vgg19 inception_v3 resnet50 mobilenet_v2 squeezenet1_1 densenet121 vit_b_16 swin_t
-        convnext_tiny
+        convnext_tiny r3d_18 mc3_18 r2plus1d_18 s3d
 """
 import argparse
 import inspect
@@ -35,8 +39,11 @@ SIZES = {"inception_v3": 299}
 # dimensions and is folded into others (heads, tokens), which a file traced at batch 1 writes
 # down as fixed numbers that no longer say where the batch is.
 DYNAMIC = {"vit_b_16", "swin_t", "convnext_tiny"}
+# Clip models: frames per window and picture size (torchvision's Kinetics-400 recipes: 16-frame
+# clips at 112 for the 18-layer ResNets; S3D at 224, whose last pooling needs 16 frames or more).
+CLIPS = {"r3d_18": (16, 112), "mc3_18": (16, 112), "r2plus1d_18": (16, 112), "s3d": (16, 224)}
 NAMES = ["vgg19", "inception_v3", "resnet50", "mobilenet_v2", "squeezenet1_1", "densenet121",
-         "vit_b_16", "swin_t", "convnext_tiny"]
+         "vit_b_16", "swin_t", "convnext_tiny", "r3d_18", "mc3_18", "r2plus1d_18", "s3d"]
 
 
 def build(name, seed, pretrained):
@@ -46,7 +53,8 @@ def build(name, seed, pretrained):
         # The torch-hub Inception v3 normalises with transform_input=True (the ImageNet weights
         # expect it); the prelude is Gather/Unsqueeze/Mul/Add/Concat in ONNX.
         kw.update(aux_logits=True, transform_input=True, init_weights=not pretrained)
-    model = getattr(torchvision.models, name)(**kw)
+    zoo = torchvision.models.video if name in CLIPS else torchvision.models
+    model = getattr(zoo, name)(**kw)
     if not pretrained:
         randomize_statistics(model, seed)
     return model.eval()
@@ -68,9 +76,9 @@ def randomize_statistics(model, seed):
             if isinstance(m, nn.LayerNorm) and m.elementwise_affine:
                 m.weight.uniform_(0.5, 1.5, generator=g)
                 m.bias.uniform_(-0.1, 0.1, generator=g)
-            if isinstance(m, (nn.Conv2d, nn.Linear)) and m.bias is not None:
+            if isinstance(m, (nn.Conv2d, nn.Conv3d, nn.Linear)) and m.bias is not None:
                 m.bias.uniform_(-0.1, 0.1, generator=g)
-            elif isinstance(m, nn.BatchNorm2d):
+            elif isinstance(m, (nn.BatchNorm2d, nn.BatchNorm3d)):
                 m.weight.uniform_(0.5, 1.5, generator=g)
                 m.bias.uniform_(-0.1, 0.1, generator=g)
                 m.running_mean.uniform_(-0.1, 0.1, generator=g)
@@ -87,12 +95,17 @@ def mark_weights(path, value):
         f.write(bytes([(14 << 3) | 2, len(entry)]) + entry)
 
 
-def export(name, out_dir, dynamic, pretrained, opset):
-    path = os.path.join(out_dir, name + ".onnx")
+def export(name, out_dir, dynamic, pretrained, opset, frames=None, size=None, file=None):
+    path = os.path.join(out_dir, (file or name) + ".onnx")
     model = build(name, NAMES.index(name) + 1, pretrained)
-    size = SIZES.get(name, 224)
-    x = torch.randn(1, 3, size, size)
-    axes = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic or name in DYNAMIC else None
+    if name in CLIPS:
+        x = torch.randn(1, 3, frames or CLIPS[name][0], size or CLIPS[name][1],
+                        size or CLIPS[name][1])
+    else:
+        size = size or SIZES.get(name, 224)
+        x = torch.randn(1, 3, size, size)
+    dynamic = dynamic or name in DYNAMIC or name in CLIPS
+    axes = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic else None
     extra = {}
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         # PyTorch 2.x defaults to its dynamo exporter, which names tensors differently; the
@@ -119,14 +132,20 @@ def main():
                     help="torchvision's ImageNet weights (needs them downloaded)")
     ap.add_argument("--opset", type=int, default=17)
     ap.add_argument("--force", action="store_true", help="overwrite existing files")
+    ap.add_argument("--frames", type=int, help="a clip model's frames per window")
+    ap.add_argument("--size", type=int, help="the picture's side")
+    ap.add_argument("--name", help="the file's name without .onnx (one NAME only)")
     args = ap.parse_args()
+    if args.name and len(args.names) != 1:
+        ap.error("--name names one model's file")
     os.makedirs(args.out, exist_ok=True)
     for name in args.names:
-        path = os.path.join(args.out, name + ".onnx")
+        path = os.path.join(args.out, (args.name or name) + ".onnx")
         if os.path.exists(path) and not args.force:
             print("exists %s" % path)
             continue
-        export(name, args.out, args.dynamic_batch, args.pretrained, args.opset)
+        export(name, args.out, args.dynamic_batch, args.pretrained, args.opset, args.frames,
+               args.size, args.name)
     return 0
 
 

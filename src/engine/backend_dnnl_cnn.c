@@ -743,17 +743,27 @@ vf_status vfi_dnnl_reduce_op(vf_backend *b, const vf_node *nd)
     TRY(vfi_dnnl_new_buf(b, &ymd, BUF_ARENA, &y));
     /* The same memory seen with the reduced axes kept as 1s. */
     vf_value kept = *xv;
+    int reduces = 0; /* an axis longer than 1 is averaged */
     for (int i = 0; i < xv->rank; i++) {
-        if (nd->p.reduce.axes & (1u << i))
+        if (nd->p.reduce.axes & (1u << i)) {
+            reduces |= kept.dims[i] > 1;
             kept.dims[i] = 1;
+        }
     }
     TRY(vfi_dnnl_plain_md(b, &kept, ydt, &kmd));
     TRY(vfi_dnnl_new_view(b, y, &kmd, &view));
-    dnnl_reduction_desc_t rd;
-    CHECK(dnnl_reduction_desc_init(&rd, dnnl_reduction_mean, &c->p->bufs[x].md, &kmd, 0.0f, 0.0f));
-    TRY(vfi_dnnl_make_attr(b, NULL, &attr));
-    int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, bufs[2] = {x, view};
-    TRY(vfi_dnnl_add_prim(b, &rd, attr, 2, kinds, bufs, NULL));
+    if (!reduces) {
+        /* every averaged axis has one entry: a copy (oneDNN refuses a reduction that keeps
+         * every dim, S3D's mean over its last 1 x 1 x 1) */
+        TRY(vfi_dnnl_add_reorder(b, x, view));
+    } else {
+        dnnl_reduction_desc_t rd;
+        CHECK(dnnl_reduction_desc_init(&rd, dnnl_reduction_mean, &c->p->bufs[x].md, &kmd, 0.0f,
+                                       0.0f));
+        TRY(vfi_dnnl_make_attr(b, NULL, &attr));
+        int kinds[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, bufs[2] = {x, view};
+        TRY(vfi_dnnl_add_prim(b, &rd, attr, 2, kinds, bufs, NULL));
+    }
     c->p->vbuf[nd->output] = y;
 fail:
     if (attr)

@@ -225,7 +225,8 @@ vf_status vfi_dnnl_plan_bf16(vf_backend *b)
         rc = vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
         goto done;
     }
-    int64_t side = g->values[g->input].dims[2];
+    const vf_value *in = &g->values[g->input];
+    int64_t side = in->dims[in->rank - 1];
     int any = 0;
     for (int i = 0; i < g->n_nodes; i++) { /* topological order */
         const vf_node *nd = &g->nodes[i];

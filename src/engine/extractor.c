@@ -252,7 +252,8 @@ static void fill_info(vf_extractor *ex, const vf_config *cfg, int pooled)
     in->device = ex->backend->ops->device_name ? ex->backend->ops->device_name(ex->backend) : NULL;
     in->precision = cfg->precision;
     in->batch_size = cfg->batch_size;
-    in->input_size = (int)iv->dims[2];
+    in->input_size = (int)iv->dims[iv->rank - 1];
+    in->frames = iv->rank == 5 ? (int)iv->dims[2] : 0;
     in->feature_dim = (int)vfi_value_sample_numel(&g->values[g->output]);
     in->pooled = pooled;
     in->channel_order = m ? m->channel_order : VF_CHANNELS_RGB;
@@ -269,6 +270,7 @@ static void fill_info(vf_extractor *ex, const vf_config *cfg, int pooled)
  * free); without one, the backend calibrates and ex->int8 saves what it observes. */
 static vf_status setup_int8(vf_extractor *ex, const vf_config *cfg, float **ranges)
 {
+    const vf_value *in = &ex->graph->values[ex->graph->input];
     *ranges = NULL;
     if (cfg->precision != VF_PRECISION_INT8 || (cfg->int8_scales && !*cfg->int8_scales))
         return VF_OK; /* not int8, or no file wanted */
@@ -276,7 +278,7 @@ static vf_status setup_int8(vf_extractor *ex, const vf_config *cfg, float **rang
                           .model_name = ex->model_name,
                           .requested = cfg->int8_scales,
                           .recalibrate = cfg->recalibrate,
-                          .input_size = (int)ex->graph->values[ex->graph->input].dims[2]};
+                          .input_size = (int)in->dims[in->rank - 1]};
     resolve_norm(ex, cfg, src.mean, src.std);
     vf_status rc = vfi_int8_file_open(&src, ex->graph, &ex->int8, ranges, &ex->err);
     ex->info.calibration_frames = vfi_int8_file_frames(ex->int8);
@@ -333,7 +335,11 @@ vf_status vf_extractor_create(const vf_config *cfg, vf_extractor **out)
     if (rc < 0)
         return rc;
     const vf_value *iv = &ex->graph->values[ex->graph->input];
-    if (iv->dims[1] != 3 || iv->dims[2] != iv->dims[3])
+    if (iv->rank == 5 && iv->dims[3] != iv->dims[4])
+        return vfi_fail(&ex->err, VF_ERR_UNSUPPORTED,
+                        "%s: the input is %lldx%lld pictures; a clip model takes S x S",
+                        ex->model_path, (long long)iv->dims[3], (long long)iv->dims[4]);
+    if (iv->rank == 4 && (iv->dims[1] != 3 || iv->dims[2] != iv->dims[3]))
         return vfi_fail(&ex->err, VF_ERR_UNSUPPORTED,
                         "%s: the input is %lldx%lldx%lld; an image model takes 3 x S x S",
                         ex->model_path, (long long)iv->dims[1], (long long)iv->dims[2],
@@ -416,7 +422,7 @@ vf_status vf_extractor_infer(vf_extractor *ex, const float *images, int n, float
 {
     if (!ex || !ex->backend || !images || !features || n < 1)
         return ex ? vfi_fail(&ex->err, VF_ERR_INVALID, "invalid arguments") : VF_ERR_INVALID;
-    size_t in_per = (size_t)3 * ex->info.input_size * ex->info.input_size;
+    size_t in_per = vfi_extractor_input_floats(&ex->info);
     size_t out_per = (size_t)ex->info.feature_dim;
     for (int done = 0; done < n;) {
         int count = n - done < ex->info.batch_size ? n - done : ex->info.batch_size;
@@ -437,7 +443,12 @@ vf_status vf_extractor_infer_rgb(vf_extractor *ex, const uint8_t *pixels, int n,
     if (!ex || !ex->backend || !pixels || !features || n < 1)
         return ex ? vfi_fail(&ex->err, VF_ERR_INVALID, "invalid arguments") : VF_ERR_INVALID;
     const vf_model_info *in = &ex->info;
-    size_t slot = (size_t)3 * in->input_size * in->input_size;
+    const int frames = in->frames > 0 ? in->frames : 1; /* pictures per input */
+    const size_t plane = (size_t)in->input_size * in->input_size, input = 3 * frames * plane;
+    if (n % frames)
+        return vfi_fail(&ex->err, VF_ERR_INVALID,
+                        "%d pictures: %s takes windows of %d frames (give a multiple)", n, in->name,
+                        frames);
     if (!ex->pre) {
         vf_preproc_opts po = {.size = in->input_size,
                               .resize = in->resize,
@@ -448,8 +459,9 @@ vf_status vf_extractor_infer_rgb(vf_extractor *ex, const uint8_t *pixels, int n,
         vf_status rc = vfi_preproc_create(&po, &ex->pre, &ex->err);
         if (rc < 0)
             return rc;
-        ex->rgb_batch =
-            vfi_aligned_alloc(VF_TENSOR_ALIGN, (size_t)in->batch_size * slot * sizeof(float));
+        /* the batch, then (clip models) one picture converted before it joins its window */
+        size_t floats = (size_t)in->batch_size * input + (frames > 1 ? 3 * plane : 0);
+        ex->rgb_batch = vfi_aligned_alloc(VF_TENSOR_ALIGN, floats * sizeof(float));
         if (!ex->rgb_batch) {
             vfi_preproc_free(&ex->pre);
             return vfi_fail(&ex->err, VF_ERR_NOMEM, "out of memory");
@@ -458,13 +470,21 @@ vf_status vf_extractor_infer_rgb(vf_extractor *ex, const uint8_t *pixels, int n,
     if (width < 1 || height < 1 || width > 65536 || height > 65536)
         return vfi_fail(&ex->err, VF_ERR_INVALID, "a %dx%d image", width, height);
     size_t image = (size_t)height * (size_t)width * 3;
-    for (int done = 0; done < n;) {
-        int count = n - done < in->batch_size ? n - done : in->batch_size;
+    float *picture = ex->rgb_batch + (size_t)in->batch_size * input;
+    const int windows = n / frames;
+    for (int done = 0; done < windows;) {
+        int count = windows - done < in->batch_size ? windows - done : in->batch_size;
         for (int i = 0; i < count; i++) {
-            vf_status rc = vfi_preproc_rgb(ex->pre, pixels + (size_t)(done + i) * image, width,
-                                           height, ex->rgb_batch + (size_t)i * slot, &ex->err);
-            if (rc < 0)
-                return rc;
+            float *row = ex->rgb_batch + (size_t)i * input;
+            for (int t = 0; t < frames; t++) {
+                const uint8_t *px = pixels + ((size_t)(done + i) * frames + t) * image;
+                vf_status rc = vfi_preproc_rgb(ex->pre, px, width, height,
+                                               frames > 1 ? picture : row, &ex->err);
+                if (rc < 0)
+                    return rc;
+                if (frames > 1)
+                    vfi_window_put(row, frames, t, picture, plane);
+            }
         }
         vf_status rc =
             vf_extractor_infer(ex, ex->rgb_batch, count, features + (size_t)done * in->feature_dim);

@@ -7,6 +7,13 @@
 #include "engine/backend.h"
 #include "vidfeat.h"
 
+/* Floats of one input of the network: an image (3 x S x S) or a clip's window (3 x T x S x S). */
+static inline size_t vfi_extractor_input_floats(const vf_model_info *in)
+{
+    return (size_t)3 * (size_t)(in->frames > 0 ? in->frames : 1) * (size_t)in->input_size *
+           (size_t)in->input_size;
+}
+
 /* The compiled backend of an extractor (borrowed; lives as long as ex). */
 vf_backend *vfi_extractor_backend(vf_extractor *ex);
 

@@ -26,6 +26,8 @@
 #include "engine/op_list.h"
 
 #define VF_MAX_DIMS 6
+/* Frames a clip model may take at once (its input [N, 3, T, H, W]: T). */
+#define VF_MAX_WINDOW 512
 /* In an int64 constant computed from a Shape, this element stands for the batch size; the
  * VF_MAX_DIM elements from it stand for multiples of it (vfi_dim_batch). */
 #define VF_DIM_BATCH INT64_MIN

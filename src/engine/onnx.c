@@ -398,6 +398,61 @@ static vf_status add_ids_input(loader *L, const char *name, const Onnx__TensorSh
     return vfi_graph_add_input(L->g, name, VF_DTYPE_I64, 2, dims, &idx, L->err);
 }
 
+/* The input's height and width (hw[0], hw[1]; -1 where dynamic) as they will run: a dynamic one
+ * takes the size asked for, a fixed one other than it is run at that size (fixed_hw remembers
+ * the file's, for the message when a node only fits it). */
+static vf_status input_plane(loader *L, const char *name, int64_t hw[2])
+{
+    for (int i = 0; i < 2; i++) {
+        if (hw[i] < 1) {
+            if (L->input_size < 1)
+                return vfi_fail(L->err, VF_ERR_INVALID,
+                                "input '%s' has a dynamic size: give the input size "
+                                "(--input-size)",
+                                name);
+            hw[i] = L->input_size;
+        } else if (L->input_size > 0 && hw[i] != L->input_size) {
+            /* Exported with a fixed plane (the zoo's Inception v3 at 224): run it at the size
+             * asked for; every shape after the input is inferred again from it, and a node
+             * whose constants only fit the exported size fails, named (convert_graph). */
+            L->fixed_hw[0] = hw[0];
+            L->fixed_hw[1] = hw[1];
+        }
+    }
+    if (L->fixed_hw[0]) {
+        vfi_log(VF_LOG_INFO, "onnx", "input '%s' is fixed at %lldx%lld in the file; run at %dx%d",
+                name, (long long)L->fixed_hw[0], (long long)L->fixed_hw[1], L->input_size,
+                L->input_size);
+        hw[0] = hw[1] = L->input_size;
+    }
+    return VF_OK;
+}
+
+/* A clip model's input [N, C, T, H, W]: 3 colours, T frames (fixed in the file: the window). */
+static vf_status add_clip_input(loader *L, const char *name, int64_t d[5])
+{
+    if (d[1] != 3)
+        return vfi_fail(L->err, VF_ERR_UNSUPPORTED,
+                        "input '%s' of a clip model has %lld channels (3 are expected: [N, 3, "
+                        "frames, height, width])",
+                        name, (long long)d[1]);
+    if (d[2] < 1)
+        return vfi_fail(L->err, VF_ERR_UNSUPPORTED,
+                        "input '%s' has a dynamic frame count: export the clip model with its "
+                        "window's frames fixed",
+                        name);
+    if (d[2] > VF_MAX_WINDOW)
+        return vfi_fail(L->err, VF_ERR_UNSUPPORTED,
+                        "input '%s' takes %lld frames at once (at most %d)", name, (long long)d[2],
+                        VF_MAX_WINDOW);
+    vf_status rc = input_plane(L, name, &d[3]);
+    if (rc < 0)
+        return rc;
+    int64_t dims[5] = {1, 3, d[2], d[3], d[4]};
+    int idx;
+    return vfi_graph_add_input(L->g, name, VF_DTYPE_F32, 5, dims, &idx, L->err);
+}
+
 static vf_status add_image_input(loader *L)
 {
     Onnx__GraphProto *gp = L->gp;
@@ -423,18 +478,20 @@ static vf_status add_image_input(loader *L)
     if (tp->tensor_type->elem_type != VF_ONNX_DT_FLOAT)
         return vfi_fail(L->err, VF_ERR_UNSUPPORTED,
                         "input '%s' is neither float32 (images) nor int64 (token ids)", in->name);
-    if (sh->n_dim != 4)
+    if (sh->n_dim != 4 && sh->n_dim != 5)
         return vfi_fail(L->err, VF_ERR_UNSUPPORTED,
-                        "input '%s' has rank %zu (an image batch [N, C, H, W] or [N, H, W, C] "
-                        "is expected)",
+                        "input '%s' has rank %zu (an image batch [N, C, H, W] or [N, H, W, C], "
+                        "or a clip batch [N, C, T, H, W], is expected)",
                         in->name, sh->n_dim);
-    int64_t d[4];
-    for (int i = 0; i < 4; i++) {
+    int64_t d[5];
+    for (size_t i = 0; i < sh->n_dim; i++) {
         const Onnx__TensorShapeProto__Dimension *dim = sh->dim[i];
         d[i] = dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE
                    ? dim->dim_value
                    : -1;
     }
+    if (sh->n_dim == 5)
+        return add_clip_input(L, in->name, d);
     /* NHWC when the last dimension holds the colours and the second does not. */
     int nhwc = (d[3] == 3 || d[3] == 1) && d[1] != 3 && d[1] != 1;
     int64_t c = nhwc ? d[3] : d[1];
@@ -442,35 +499,15 @@ static vf_status add_image_input(loader *L)
     if (c < 1)
         return vfi_fail(L->err, VF_ERR_UNSUPPORTED, "input '%s' has a dynamic channel count",
                         in->name);
-    for (int i = 0; i < 2; i++) {
-        if (hw[i] < 1) {
-            if (L->input_size < 1)
-                return vfi_fail(L->err, VF_ERR_INVALID,
-                                "input '%s' has a dynamic size: give the input size "
-                                "(--input-size)",
-                                in->name);
-            hw[i] = L->input_size;
-        } else if (L->input_size > 0 && hw[i] != L->input_size) {
-            /* Exported with a fixed plane (the zoo's Inception v3 at 224): run it at the size
-             * asked for; every shape after the input is inferred again from it, and a node
-             * whose constants only fit the exported size fails, named (convert_graph). */
-            L->fixed_hw[0] = hw[0];
-            L->fixed_hw[1] = hw[1];
-        }
-    }
-    if (L->fixed_hw[0]) {
-        vfi_log(VF_LOG_INFO, "onnx", "input '%s' is fixed at %lldx%lld in the file; run at %dx%d",
-                in->name, (long long)L->fixed_hw[0], (long long)L->fixed_hw[1], L->input_size,
-                L->input_size);
-        hw[0] = hw[1] = L->input_size;
-    }
+    vf_status rc = input_plane(L, in->name, hw);
+    if (rc < 0)
+        return rc;
     int64_t nchw[4] = {1, c, hw[0], hw[1]};
     int idx;
     if (!nhwc)
         return vfi_graph_add_input(L->g, in->name, VF_DTYPE_F32, 4, nchw, &idx, L->err);
     /* Keep the engine's input planar: NCHW in, one transpose to the model's NHWC. */
-    vf_status rc =
-        vfi_graph_add_input(L->g, "vidfeat_input_nchw", VF_DTYPE_F32, 4, nchw, &idx, L->err);
+    rc = vfi_graph_add_input(L->g, "vidfeat_input_nchw", VF_DTYPE_F32, 4, nchw, &idx, L->err);
     if (rc < 0)
         return rc;
     vf_node tmp;

@@ -47,13 +47,22 @@ vf_status vfi_pass_set_output(vf_graph *g, int v, int pool_maps, int *pooled, vf
         return vfi_fail(err, VF_ERR_INVALID, "'%s' is not computed from the input",
                         v >= 0 && v < g->n_values ? g->values[v].name : "?");
     const vf_value *x = &g->values[v];
-    if (pool_maps && x->rank == 4 && x->dims[2] * x->dims[3] > 1) {
-        vf_pool_params p;
+    /* a map ([N, C, H, W], or a clip model's [N, C, T, H, W]): its global average */
+    int map = pool_maps && vfi_value_batch_first(x) && (x->rank == 4 || x->rank == 5) &&
+              vfi_value_sample_numel(x) > x->dims[1];
+    if (map) {
+        vf_node p;
         memset(&p, 0, sizeof(p));
-        p.kind = VF_POOL_AVG;
-        p.global = 1;
+        int op = x->rank == 4 ? VF_OP_POOL : VF_OP_POOL3D;
+        if (op == VF_OP_POOL) {
+            p.p.pool.kind = VF_POOL_AVG;
+            p.p.pool.global = 1;
+        } else {
+            p.p.pool3d.kind = VF_POOL_AVG;
+            p.p.pool3d.global = 1;
+        }
         snprintf(name, sizeof(name), "%s/vidfeat_global_avg", x->name);
-        rc = vfi_graph_add_node(g, VF_OP_POOL, name, &v, 1, &p, name, &v, err);
+        rc = vfi_graph_add_node(g, op, name, &v, 1, &p.p, name, &v, err);
         if (rc < 0)
             return rc;
         *pooled = 1;

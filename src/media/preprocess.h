@@ -6,6 +6,8 @@
 #ifndef VIDFEAT_PREPROCESS_H
 #define VIDFEAT_PREPROCESS_H
 
+#include <string.h>
+
 #include "media/decode.h"
 #include "vidfeat.h"
 #include "media/yuvconv.h"
@@ -40,5 +42,13 @@ void vfi_preproc_free(vf_preproc **pp);
  * read (RGB, paletted, big-endian, V before U, ...): those go through vfi_preproc_frame. */
 vf_status vfi_preproc_yuv(const vf_preproc_opts *o, const vf_frame *f, int rotation,
                           vf_yuv_params *q, vf_yuv_planes *planes, vf_err *err);
+
+/* A clip model's input [3, frames, S, S] holds each colour's planes of its frames in order: put
+ * a converted picture (3 planes of plane floats) as frame t of the window at row. */
+static inline void vfi_window_put(float *row, int frames, int t, const float *picture, size_t plane)
+{
+    for (int c = 0; c < 3; c++)
+        memcpy(row + ((size_t)c * frames + t) * plane, picture + c * plane, plane * sizeof(float));
+}
 
 #endif /* VIDFEAT_PREPROCESS_H */

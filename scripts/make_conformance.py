@@ -51,6 +51,24 @@ EXPORT_CLIP = {"clip_vit_b32": "ViT-B/32"}
 TEXTS = ["a photo of a dog", "a red car at night", "the harbour in snow", "a crowd with flags",
          "two cats on a sofa", "&amp; more: 3.5 km/h!", "東京の夜景", "a diagram of " * 40]
 QUICK = {"squeezenet1_1", "mobilenet_v2"}
+# Clip models (scripts/export-torchvision.py, seeded random weights): file name, architecture,
+# frames and size (None: the export's own), [(layer, tensor)], windows. The "_small" exports are
+# the same architectures on small windows, for the reference backend too (test_conformance runs
+# models named so on it); they are asked for by tensor, having no manifest.
+CLIP_CASES = [
+    ("r2plus1d_18", "r2plus1d_18", None, None,
+     [("pool", "/avgpool/GlobalAveragePool_output_0"), ("logits", "output")], 4),
+    ("r3d_18", "r3d_18", None, None, [("pool", "/avgpool/GlobalAveragePool_output_0")], 4),
+    ("mc3_18", "mc3_18", None, None, [("pool", "/avgpool/GlobalAveragePool_output_0")], 4),
+    ("s3d", "s3d", None, None,
+     [("pool", "/avgpool/AveragePool_output_0"), ("logits", "output")], 4),
+    ("r2plus1d_18_small", "r2plus1d_18", 4, 32, [("/avgpool/GlobalAveragePool_output_0", None)], 4),
+    ("r3d_18_small", "r3d_18", 4, 32, [("/avgpool/GlobalAveragePool_output_0", None)], 4),
+    ("mc3_18_small", "mc3_18", 4, 32, [("/avgpool/GlobalAveragePool_output_0", None)], 4),
+]
+CLIP_SIZES = {"r3d_18": (16, 112), "mc3_18": (16, 112), "r2plus1d_18": (16, 112), "s3d": (16, 224)}
+KINETICS_MEAN = [0.43216 * 255, 0.394666 * 255, 0.37645 * 255]
+KINETICS_STD = [0.22803 * 255, 0.22145 * 255, 0.216989 * 255]
 
 
 def need(module):
@@ -61,9 +79,9 @@ def need(module):
         sys.exit(SKIP)
 
 
-def run_ort(model, inp, n, size, prefix, names):
+def run_ort(model, inp, n, size, prefix, names, channels="3"):
     env = dict(os.environ)
-    subprocess.run(["node", os.path.join(HERE, "ort_run.js"), model, inp, str(n), "3",
+    subprocess.run(["node", os.path.join(HERE, "ort_run.js"), model, inp, str(n), channels,
                     str(size), str(size), prefix] + names, check=True, env=env, cwd=ROOT)
     safe = lambda s: "".join(c if c.isalnum() or c in "_.-" else "_" for c in s)
     return ["%s.%s.bin" % (prefix, safe(nm)) for nm in names]
@@ -109,6 +127,49 @@ def load_photos(np, images_dir, names, size, mean, std):
         img = np.frombuffer(raw, np.uint8).reshape(size, size, 3).astype(np.float32)
         planes.append(((img - np.float32(mean)) / np.float32(std)).transpose(2, 0, 1))
     return np.stack(planes).astype("<f4")
+
+
+def clips(np, images_dir, names, frames, size):
+    """Windows [n, 3, frames, size, size] made of photos: frame t of window i is photo i panned
+    by 3t pixels and lightened by 2t levels (time has to matter), Kinetics-normalised."""
+    x = load_photos(np, images_dir, names, size, [0, 0, 0], [1, 1, 1])
+    out = []
+    for img in x:
+        seq = [np.roll(img, 3 * t, axis=2) + 2.0 * t for t in range(frames)]
+        w = np.stack(seq, axis=1)  # [3, frames, size, size]
+        mean = np.float32(KINETICS_MEAN).reshape(3, 1, 1, 1)
+        std = np.float32(KINETICS_STD).reshape(3, 1, 1, 1)
+        out.append((w - mean) / std)
+    return np.stack(out).astype("<f4")
+
+
+def clip_cases(np, onnx, images_dir, images, cache, out):
+    """CLIP_CASES: exported, run by ONNX Runtime one window at a time; their cases.tsv lines."""
+    lines = []
+    for name, arch, frames, size, layers, n in CLIP_CASES:
+        frames, size = frames or CLIP_SIZES[arch][0], size or CLIP_SIZES[arch][1]
+        src = os.path.join(cache, name + ".onnx")
+        if not os.path.exists(src):
+            subprocess.run([sys.executable, os.path.join(HERE, "export-torchvision.py"),
+                            "--out", cache, "--frames", str(frames), "--size", str(size),
+                            "--name", name, arch], check=True)
+        tensors = [t or layer for layer, t in layers]
+        aug = os.path.join(out, name + ".ref.onnx")
+        with_outputs(onnx, src, aug, tensors)
+        x = clips(np, images_dir, images[:n], frames, size)
+        inp = os.path.join(out, name + ".input.bin")
+        x.tofile(inp)
+        refs = run_ort(aug, inp, n, size, os.path.join(out, name), tensors,
+                       channels="3x%d" % frames)
+        os.remove(aug)
+        for (layer, _), ref in zip(layers, refs):
+            y = np.fromfile(ref, "<f4").reshape(n, -1)
+            spread = float(np.std(y, axis=0).mean() / (np.abs(y).mean() + 1e-30))
+            print("%-18s %-6s %5d-d  spread across windows %.3f"
+                  % (name, layer[:6], y.shape[1], spread))
+            lines.append("\t".join([src, layer, inp, ref, str(n), str(size), str(y.shape[1]),
+                                    str(frames)]))
+    return lines
 
 
 def photos(np, shared, out):
@@ -227,6 +288,7 @@ def main():
 
     if not args.quick:
         lines.append(text_case(np, onnx, args.shared, cache, out))
+        lines += clip_cases(np, onnx, images_dir, images, cache, out)
 
     shared_model = os.path.join(args.shared, "models", "mobilenet_v2_1.0_224.onnx")
     if os.path.exists(shared_model):
@@ -237,7 +299,7 @@ def main():
             dim = np.fromfile(ref, "<f4").size // n
             lines.append("\t".join([shared_model, layer, inp, ref, str(n), "224", str(dim)]))
     with open(os.path.join(out, "cases.tsv"), "w") as f:
-        f.write("# model\tlayer\tinput\treference\timages\tsize\tdim\n")
+        f.write("# model\tlayer\tinput\treference\timages\tsize\tdim[\tframes]\n")
         f.write("\n".join(lines) + "\n")
     print("make_conformance: %d cases in %s" % (len(lines), os.path.join(out, "cases.tsv")))
     return 0

@@ -5,7 +5,7 @@
 //
 // usage: node scripts/ort_run.js MODEL.onnx INPUT.bin N C H W OUT_PREFIX NAME...
 //   writes OUT_PREFIX.NAME.bin (N x the output's per-image size) for each NAME; C "ids": the
-//   input is int64 token ids [N, H] (W 1)
+//   input is int64 token ids [N, H] (W 1); C "3x16": a clip model's windows [N, 3, 16, H, W]
 // ORT_NODE_DIR: where onnxruntime-node is (default: ./build/ort/node_modules/onnxruntime-node)
 'use strict';
 const fs = require('fs');
@@ -22,7 +22,9 @@ async function main() {
     process.exit(2);
   }
   const ids = cS === 'ids';
-  const [n, c, h, w] = [nS, ids ? '1' : cS, hS, wS].map((s) => parseInt(s, 10));
+  const [n, h, w] = [nS, hS, wS].map((s) => parseInt(s, 10));
+  const lead = ids ? [1] : cS.split('x').map((s) => parseInt(s, 10)); // C, or C x T
+  const c = lead.reduce((a, b) => a * b, 1);
   const sess = await ort.InferenceSession.create(model, {
     executionProviders: ['cpu'],
     graphOptimizationLevel: 'all',
@@ -37,7 +39,7 @@ async function main() {
   for (const name of names) chunks[name] = [];
   for (let i = 0; i < n; i++) {
     const x = ids ? new ort.Tensor('int64', all.slice(i * per, (i + 1) * per), [1, h])
-                  : new ort.Tensor('float32', all.slice(i * per, (i + 1) * per), [1, c, h, w]);
+                  : new ort.Tensor('float32', all.slice(i * per, (i + 1) * per), [1, ...lead, h, w]);
     const feeds = {};
     feeds[sess.inputNames[0]] = x;
     const out = await sess.run(feeds, names);

@@ -4,10 +4,12 @@
  * Reads DIR/cases.tsv written by scripts/make_conformance.py (the fixture test before this one):
  * each case is an ONNX file, a feature layer, input images and ONNX Runtime's output for them.
  * Every case runs through the public API on the oneDNN backend at batch 1 and 8 (the vision
- * transformers also at 7 and 32) in f32 (each vector within 1e-4 relative: max|ours - ort| /
+ * transformers also at 7 and 32; clip models, whose inputs are windows of frames, at 1 and 4)
+ * in f32 (each vector within 1e-4 relative: max|ours - ort| /
  * max|ort|) and in bf16 (cosine >= 0.999 per
  * vector; for the real MobileNetV2 the layers the backend keeps in f32 must cut the mean loss to
- * 3/4 of all-bf16 or less); small models also run on the reference backend. Where DIR/top1.tsv
+ * 3/4 of all-bf16 or less); small models (and clip models exported small) also run on the
+ * reference backend. Where DIR/top1.tsv
  * exists, the real MobileNetV2's class probabilities must give the verified top-1 class for every
  * photo. Skips (77) when the fixture skipped.
  */
@@ -30,6 +32,7 @@
 typedef struct conf_case {
     char model[1024], layer[256], input[1024], reference[1024];
     int n, size, dim;
+    int frames; /* a clip model's frames per window (its n inputs are windows); 0: images */
 } conf_case;
 
 static float *read_floats(const char *path, size_t count)
@@ -60,6 +63,7 @@ static float *run(const conf_case *c, const char *backend, vf_precision prec, in
     CHECK_OK(vf_extractor_info(ex, &info), vf_extractor_errmsg(ex));
     CHECK_EQ(info.feature_dim, c->dim);
     CHECK_EQ(info.input_size, c->size);
+    CHECK_EQ(info.frames, c->frames);
     float *out = malloc((size_t)c->n * c->dim * sizeof(float));
     CHECK(out);
     CHECK_OK(vf_extractor_infer(ex, input, c->n, out), vf_extractor_errmsg(ex));
@@ -82,7 +86,8 @@ static double mean_loss(const float *out, const float *ref, const conf_case *c, 
 
 static int is_small(const conf_case *c)
 {
-    return strstr(c->model, "mobilenet") || strstr(c->model, "squeezenet");
+    return strstr(c->model, "mobilenet") || strstr(c->model, "squeezenet") ||
+           strstr(c->model, "_small");
 }
 
 static int is_transformer(const conf_case *c)
@@ -183,39 +188,50 @@ int main(int argc, char **argv)
         if (line[0] == '#')
             continue;
         conf_case c;
-        CHECK(sscanf(line, "%1023[^\t]\t%255[^\t]\t%1023[^\t]\t%1023[^\t]\t%d\t%d\t%d", c.model,
-                     c.layer, c.input, c.reference, &c.n, &c.size, &c.dim) == 7);
+        c.frames = 0;
+        int fields =
+            sscanf(line, "%1023[^\t]\t%255[^\t]\t%1023[^\t]\t%1023[^\t]\t%d\t%d\t%d\t%d", c.model,
+                   c.layer, c.input, c.reference, &c.n, &c.size, &c.dim, &c.frames);
+        CHECK(fields == 7 || fields == 8);
         if (!strcmp(c.layer, "text")) {
             run_text_case(&c, &worst_f32, &worst_cos);
             n_cases++;
             continue;
         }
-        size_t in_count = (size_t)c.n * 3 * c.size * c.size, out_count = (size_t)c.n * c.dim;
+        size_t in_count = (size_t)c.n * 3 * (c.frames ? c.frames : 1) * c.size * c.size,
+               out_count = (size_t)c.n * c.dim;
         float *input = read_floats(c.input, in_count);
         float *ref = read_floats(c.reference, out_count);
-        printf("%s [%s] %d images, %d-d\n", c.model, c.layer, c.n, c.dim);
+        if (c.frames)
+            printf("%s [%s] %d windows of %d frames, %d-d\n", c.model, c.layer, c.n, c.frames,
+                   c.dim);
+        else
+            printf("%s [%s] %d images, %d-d\n", c.model, c.layer, c.n, c.dim);
 
         /* the transformers also at 7 (a short batch of a plan for 7) and 32 (8 images in a
-         * plan for 32): their batch moves between dimensions, so every plan size is checked */
-        static const int batches[] = {1, 8, 7, 32};
+         * plan for 32): their batch moves between dimensions, so every plan size is checked;
+         * clip models (4 windows) at 1 and 4 */
+        static const int batches[] = {1, 8, 7, 32}, clip_batches[] = {1, 4};
         int n_batches = is_transformer(&c) ? 4 : 2;
+        const int *sizes = c.frames ? clip_batches : batches;
+        const int bf16_batch = c.frames ? 4 : 8;
         for (int bi = 0; bi < n_batches; bi++) {
-            float *out = run(&c, "cpu", VF_PRECISION_F32, batches[bi], input);
+            float *out = run(&c, "cpu", VF_PRECISION_F32, sizes[bi], input);
             double worst = 0.0;
             for (int i = 0; i < c.n; i++) {
                 double e =
                     vf_rel_err(out + (size_t)i * c.dim, ref + (size_t)i * c.dim, (size_t)c.dim);
                 CHECK_MSG(e <= F32_TOL, "%s %s f32 batch %d image %d: relative error %.3g", c.model,
-                          c.layer, batches[bi], i, e);
+                          c.layer, sizes[bi], i, e);
                 worst = e > worst ? e : worst;
             }
-            printf("  dnnl f32 batch %d: max relative error %.2e\n", batches[bi], worst);
+            printf("  dnnl f32 batch %d: max relative error %.2e\n", sizes[bi], worst);
             worst_f32 = worst > worst_f32 ? worst : worst_f32;
             if (!strcmp(c.layer, "probs") && bi == 1)
                 check_top1(argv[1], out, &c, "f32");
             free(out);
         }
-        float *out = run(&c, "cpu", VF_PRECISION_BF16, 8, input);
+        float *out = run(&c, "cpu", VF_PRECISION_BF16, bf16_batch, input);
         int is_probs = !strcmp(c.layer, "probs");
         double min_cos = 1.0, bound = is_probs ? BF16_MIN_COS_PROBS : BF16_MIN_COS;
         double loss = mean_loss(out, ref, &c, &min_cos);
@@ -223,8 +239,8 @@ int main(int argc, char **argv)
             double cs = vf_cosine(out + (size_t)i * c.dim, ref + (size_t)i * c.dim, (size_t)c.dim);
             CHECK_MSG(cs >= bound, "%s %s bf16 image %d: cosine %.5f", c.model, c.layer, i, cs);
         }
-        printf("  dnnl bf16 batch 8: min cosine %.6f, mean 1 - cosine %.2e (bound %.3f)\n", min_cos,
-               loss, bound);
+        printf("  dnnl bf16 batch %d: min cosine %.6f, mean 1 - cosine %.2e (bound %.3f)\n",
+               bf16_batch, min_cos, loss, bound);
         if (strstr(c.model, "mobilenet_v2_1.0") && !strcmp(c.layer, "features")) {
             /* The real weights: the layers kept in f32 must matter (all-bf16 for comparison). */
             setenv("VIDFEAT_DNNL_BF16_KEEP", "0", 1);
@@ -243,17 +259,18 @@ int main(int argc, char **argv)
         if (!strcmp(c.layer, "probs"))
             check_top1(argv[1], out, &c, "bf16");
         free(out);
-        if (is_small(&c)) {
-            out = run(&c, "ref", VF_PRECISION_F32, 4, input);
+        /* the reference backend: batch 4, and for clip models batch 1 too */
+        for (int bi = c.frames ? 0 : 1; is_small(&c) && bi < 2; bi++) {
+            out = run(&c, "ref", VF_PRECISION_F32, clip_batches[bi], input);
             double worst = 0.0;
             for (int i = 0; i < c.n; i++) {
                 double e =
                     vf_rel_err(out + (size_t)i * c.dim, ref + (size_t)i * c.dim, (size_t)c.dim);
-                CHECK_MSG(e <= F32_TOL, "%s %s ref image %d: relative error %.3g", c.model, c.layer,
-                          i, e);
+                CHECK_MSG(e <= F32_TOL, "%s %s ref batch %d image %d: relative error %.3g", c.model,
+                          c.layer, clip_batches[bi], i, e);
                 worst = e > worst ? e : worst;
             }
-            printf("  ref f32 batch 4: max relative error %.2e\n", worst);
+            printf("  ref f32 batch %d: max relative error %.2e\n", clip_batches[bi], worst);
             free(out);
         }
         free(input);

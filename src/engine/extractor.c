@@ -335,6 +335,12 @@ vf_status vf_extractor_create(const vf_config *cfg, vf_extractor **out)
     if (rc < 0)
         return rc;
     const vf_value *iv = &ex->graph->values[ex->graph->input];
+    int frames = iv->rank == 5 ? (int)iv->dims[2] : 0;
+    if (ex->manifest && ex->manifest->frames != frames)
+        return vfi_fail(&ex->err, VF_ERR_MODEL,
+                        "%s: the file takes %s%d frames at once, its manifest (%s) says %d",
+                        ex->model_path, frames ? "" : "one picture, not ", frames ? frames : 1,
+                        ex->manifest->path, ex->manifest->frames);
     if (iv->rank == 5 && iv->dims[3] != iv->dims[4])
         return vfi_fail(&ex->err, VF_ERR_UNSUPPORTED,
                         "%s: the input is %lldx%lld pictures; a clip model takes S x S",

@@ -149,6 +149,10 @@ static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
     if (!(size >= 1 && size <= 8192)) /* NaN too: the (int) below needs a number in range */
         return vfi_fail(err, VF_ERR_INVALID, "%s: input.size must be 1..8192", path);
     m->input_size = (int)size;
+    double frames = vfi_json_num(in, "frames", 0); /* a clip model's window; 0: not one */
+    if (!(frames >= 0 && frames <= 4096))
+        return vfi_fail(err, VF_ERR_INVALID, "%s: input.frames must be 0..4096", path);
+    m->frames = (int)frames;
     const char *order = vfi_json_str(in, "channel_order", "RGB");
     if (!strcasecmp(order, "RGB"))
         m->channel_order = VF_CHANNELS_RGB;

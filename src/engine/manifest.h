@@ -46,6 +46,7 @@ typedef struct vf_manifest {
     char *url;         /* official download address, or NULL */
     char *export_hint; /* how to produce the file locally, or NULL */
     int input_size;
+    int frames; /* a clip model's frames per window (its file must agree); 0: an image model */
     vf_channel_order channel_order;
     vf_resize_policy resize;
     int resize_short;

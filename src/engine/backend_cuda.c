@@ -186,10 +186,11 @@ static const vfi_cuda_lowering cudnn_lowerings[VF_OP_COUNT_] = {
     [VF_OP_RESHAPE] = vfi_cuda_reshape_op,
     [VF_OP_GATHER] = vfi_cuda_gather_op,
     [VF_OP_POOL3D] = vfi_cuda_pool3d_op,
+    [VF_OP_CONV3D] = vfi_cuda_conv3d_op,
 };
 
 /* Every operator runs on cuDNN or on the kernels; what either cannot do in a given node is
- * refused here when this says so (a Pool3D window cuDNN cannot pool), else as the node is
+ * refused here when this says so (a Pool3D or Conv3D window cuDNN cannot take), else as the node is
  * lowered. */
 static vf_status cuda_supports(vf_backend *b, const vf_graph *g, const vf_node *nd, vf_err *err)
 {
@@ -198,6 +199,8 @@ static vf_status cuda_supports(vf_backend *b, const vf_graph *g, const vf_node *
         return VF_ERR_UNSUPPORTED;
     if (nd->op == VF_OP_POOL3D) /* what cuDNN's N-d pooling takes */
         return vfi_cuda_pool3d_supports(g, nd, err);
+    if (nd->op == VF_OP_CONV3D) /* and its N-d convolution */
+        return vfi_cuda_conv3d_supports(g, nd, err);
     return cudnn_lowerings[nd->op] || vfi_cuda_kernel_supports(nd) ? VF_OK : VF_ERR_UNSUPPORTED;
 }
 
@@ -219,26 +222,25 @@ static vf_status add_node(vf_backend *b, const vf_node *nd)
 }
 
 /* The shape key of a convolution for the algorithm cache. */
-static void conv_key(const step *s, int key[24])
+/* What a convolution's algorithm depends on, 2-D or 3-D: its views, filter and window. */
+static void conv_key(const step *s, int key[CONV_KEY])
 {
-    memset(key, 0, 24 * sizeof(int));
-    for (int i = 0; i < 4; i++) {
+    memset(key, 0, CONV_KEY * sizeof(int));
+    for (int i = 0; i < 5; i++) {
         key[i] = s->v[0].dims[i];
-        key[4 + i] = s->v[0].strides[i];
-        key[8 + i] = s->v[2].dims[i];
+        key[5 + i] = s->v[0].strides[i];
+        key[10 + i] = s->v[2].dims[i];
     }
-    cudnnDataType_t dt;
+    cudnnDataType_t dt, cdt;
     cudnnTensorFormat_t fmt;
-    int k, c, h, w, pad[2], stride[2], dil[2], group = 1;
     cudnnConvolutionMode_t mode;
-    cudnnDataType_t cdt;
-    cudnnGetFilter4dDescriptor(s->wd, &dt, &fmt, &k, &c, &h, &w);
-    cudnnGetConvolution2dDescriptor(s->cd, &pad[0], &pad[1], &stride[0], &stride[1], &dil[0],
-                                    &dil[1], &mode, &cdt);
+    int nd = 0, axes = 0, group = 1;
+    cudnnGetFilterNdDescriptor(s->wd, 5, &dt, &fmt, &nd, key + 15); /* 15..19 */
+    cudnnGetConvolutionNdDescriptor(s->cd, 3, &axes, key + 20, key + 23, key + 26, &mode, &cdt);
     cudnnGetConvolutionGroupCount(s->cd, &group);
-    int rest[] = {k,         c,         h,      w,      pad[0], pad[1],
-                  stride[0], stride[1], dil[0], dil[1], group,  (int)fmt};
-    memcpy(key + 12, rest, sizeof(rest));
+    key[29] = group;
+    key[30] = (int)fmt;
+    key[31] = nd * 8 + axes;
 }
 
 /* Choose each convolution's algorithm by timing them on the real buffers, once per shape. */
@@ -257,7 +259,7 @@ static vf_status search_algos(vf_backend *b)
         if (s->kind != ST_CONV)
             continue;
         c->node = s->node >= 0 ? c->g->nodes[s->node].name : NULL;
-        int key[24], hit = -1;
+        int key[CONV_KEY], hit = -1;
         conv_key(s, key);
         for (int j = 0; j < c->n_convs && hit < 0; j++) {
             if (!memcmp(c->convs[j].key, key, sizeof(key)))

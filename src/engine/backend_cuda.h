@@ -23,7 +23,8 @@
 #include "engine/backend.h"
 #include "engine/graph.h"
 
-#define MAXD          8 /* cuDNN's tensor rank limit; our graphs have at most VF_MAX_DIMS */
+#define MAXD          8  /* cuDNN's tensor rank limit; our graphs have at most VF_MAX_DIMS */
+#define CONV_KEY      32 /* ints that tell convolutions apart for their algorithms (conv_key) */
 #define MIN_ND        4
 #define WORKSPACE_CAP ((size_t)1 << 30) /* most a convolution may ask for */
 
@@ -105,7 +106,7 @@ typedef struct step {
 } step;
 
 typedef struct conv_cache {
-    int key[24];
+    int key[CONV_KEY];
     cudnnConvolutionFwdAlgo_t algo;
     cudnnMathType_t math;
 } conv_cache;
@@ -232,6 +233,10 @@ vf_status vfi_cuda_pool_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_cuda_pool3d_op(vf_backend *b, const vf_node *nd);
 /* Whether cuDNN pools this Pool3D node (VF_ERR_UNSUPPORTED, saying why, when not). */
 vf_status vfi_cuda_pool3d_supports(const vf_graph *g, const vf_node *nd, vf_err *err);
+/* Conv3D by cuDNN's N-d convolution (NCDHW); what it cannot take (uneven padding) is refused by
+ * supports when planned. */
+vf_status vfi_cuda_conv3d_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_cuda_conv3d_supports(const vf_graph *g, const vf_node *nd, vf_err *err);
 vf_status vfi_cuda_binary_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_cuda_concat_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_cuda_gather_op(vf_backend *b, const vf_node *nd);

@@ -1,9 +1,9 @@
 /*
  * backend_cuda_cnn.c - the operators cuDNN runs: convolutions (NHWC where tensor cores want it,
- * asymmetric padding as a padded copy, algorithms searched by backend_cuda.c), inner products
- * (cuBLAS), activations, pooling, binary operators, concatenation (cudaMemcpy2D into slices),
- * gathers, transposes, padding, softmax, LRN, reductions and reshapes (views). Each reads its
- * node and adds steps through backend_cuda_plan.c; backend_cuda.c's table calls them.
+ * asymmetric padding as a padded copy, algorithms searched by backend_cuda.c; 3-D ones NCDHW),
+ * inner products (cuBLAS), activations, pooling, binary operators, concatenation (cudaMemcpy2D into
+ * slices), gathers, transposes, padding, softmax, LRN, reductions and reshapes (views). Each reads
+ * its node and adds steps through backend_cuda_plan.c; backend_cuda.c's table calls them.
  */
 #include <math.h>
 #include <stdint.h>
@@ -196,6 +196,113 @@ vf_status vfi_cuda_conv_op(vf_backend *b, const vf_node *nd)
     }
 fail:
     vfi_cuda_destroy_view(&xview);
+    vfi_cuda_destroy_view(&yview);
+    return rc;
+}
+
+/* Conv3D over [N, C, T, H, W] by cuDNN's N-d convolution (NCDHW, weights KCTRS): symmetric
+ * padding only (uneven padding is refused when planned: vfi_cuda_conv3d_supports); bias and
+ * ReLU in the call where cuDNN fuses them, else a bias step and the activation's steps. */
+vf_status vfi_cuda_conv3d_supports(const vf_graph *g, const vf_node *nd, vf_err *err)
+{
+    vf_conv_window w;
+    vfi_conv_window(g, nd, &w);
+    for (int a = 0; a < 3; a++) {
+        if (w.ax.pad_begin[a] != w.ax.pad_end[a])
+            return vfi_fail(err, VF_ERR_UNSUPPORTED,
+                            "3-D convolution with uneven padding (SAME): cuDNN pads evenly");
+        if (w.ax.kernel[a] > INT32_MAX || w.ax.stride[a] > INT32_MAX ||
+            w.ax.dilation[a] > INT32_MAX || w.ax.pad_begin[a] > INT32_MAX)
+            return vfi_fail(err, VF_ERR_UNSUPPORTED, "a 3-D convolution window this large");
+    }
+    return VF_OK;
+}
+
+vf_status vfi_cuda_conv3d_op(vf_backend *b, const vf_node *nd)
+{
+    cuda_ctx *c = b->ctx;
+    const vf_value *xv = &c->g->values[nd->inputs[0]], *wv = &c->g->values[nd->inputs[1]];
+    vf_status rc = VF_OK;
+    tview yview = {0};
+    vf_conv_window w;
+    vfi_conv_window(c->g, nd, &w);
+    if (vfi_cuda_conv3d_supports(c->g, nd, &b->err) < 0) /* checked when planned: kept here */
+        return b->err.code;
+    int pads[3], strides[3], dil[3], filter[5];
+    for (int a = 0; a < 3; a++) {
+        pads[a] = (int)w.ax.pad_begin[a];
+        strides[a] = (int)w.ax.stride[a];
+        dil[a] = (int)w.ax.dilation[a];
+    }
+    for (int i = 0; i < 5; i++)
+        filter[i] = (int)wv->dims[i];
+    TRY(vfi_cuda_to_layout(b, nd->inputs[0], 0));
+    c->vlay[nd->output] = 0;
+    int y;
+    TRY(out_buf(b, nd, &yview, &y));
+    int fuse = nd->n_inputs > 2 && w.act.kind == VF_ACT_RELU && w.act.alpha == 0.0f;
+    int pre = y; /* what the convolution writes; the activation then goes pre -> y */
+    if (!vfi_cuda_act_in_place(&w.act))
+        TRY(vfi_cuda_temp_like(b, &yview, &pre));
+    step *s;
+    TRY(vfi_cuda_new_step(b, ST_CONV, c->vbuf[nd->inputs[0]], pre, &s));
+    TRY(vfi_cuda_upload_filter(b, nd->inputs[1], 0, &s->w));
+    if (nd->n_inputs > 2) {
+        TRY(vfi_cuda_upload_value(b, nd->inputs[2], 0, &s->bias));
+        int64_t bd[5] = {1, wv->dims[0], 1, 1, 1};
+        TRY(vfi_cuda_dense_view(b, &s->v[1], 5, bd, 0, c->act_dt));
+    }
+    TRY(vfi_cuda_value_view(b, &s->v[0], xv));
+    s->v[2] = yview;
+    yview.d = NULL;
+    s->n_views = 3;
+    DN(cudnnCreateFilterDescriptor(&s->wd));
+    DN(cudnnSetFilterNdDescriptor(s->wd, c->act_dt, CUDNN_TENSOR_NCHW, 5, filter));
+    DN(cudnnCreateConvolutionDescriptor(&s->cd));
+    DN(cudnnSetConvolutionNdDescriptor(s->cd, 3, pads, strides, dil, CUDNN_CROSS_CORRELATION,
+                                       CUDNN_DATA_FLOAT));
+    DN(cudnnSetConvolutionGroupCount(s->cd, w.group));
+    DN(cudnnSetConvolutionMathType(s->cd, c->precision == VF_PRECISION_F32 ? CUDNN_FMA_MATH
+                                                                           : CUDNN_TENSOR_OP_MATH));
+    int out[5];
+    DN(cudnnGetConvolutionNdForwardOutputDim(s->cd, s->v[0].d, s->wd, 5, out));
+    for (int i = 1; i < 5; i++) {
+        if (out[i] != s->v[2].dims[i]) {
+            rc = vfi_fail(&b->err, VF_ERR_INTERNAL,
+                          "node '%s': cuDNN computes a %dx%dx%dx%d output, the graph %dx%dx%dx%d",
+                          nd->name, out[1], out[2], out[3], out[4], s->v[2].dims[1],
+                          s->v[2].dims[2], s->v[2].dims[3], s->v[2].dims[4]);
+            goto fail;
+        }
+    }
+    if (fuse) {
+        DN(cudnnCreateActivationDescriptor(&s->ad));
+        DN(cudnnSetActivationDescriptor(s->ad, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
+    }
+    vfi_cuda_seal(c, s);
+    if (!fuse && s->bias >= 0) {
+        step *t;
+        int bias = s->bias;
+        s->bias = -1; /* the conv call adds nothing; a bias step follows */
+        TRY(vfi_cuda_new_step(b, ST_BIAS, -1, pre, &t));
+        s = NULL; /* the step array may have moved */
+        t->bias = bias;
+        t->n_views = 3;
+        const step *conv = &c->steps[c->n_steps - 2];
+        t->v[1] = conv->v[1];
+        t->v[2] = conv->v[2];
+        t->v[1].d = t->v[2].d = NULL;
+        TRY(vfi_cuda_set_view(b, &t->v[1], c->max_batch));
+        TRY(vfi_cuda_set_view(b, &t->v[2], c->max_batch));
+        vfi_cuda_seal(c, t);
+    }
+    if (!fuse) {
+        tview shape = c->steps[c->n_steps - 1].v[2];
+        shape.d = NULL;
+        rc = vfi_cuda_act_steps(b, &w.act, pre, y, &shape);
+        vfi_cuda_destroy_view(&shape);
+    }
+fail:
     vfi_cuda_destroy_view(&yview);
     return rc;
 }

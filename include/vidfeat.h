@@ -76,6 +76,7 @@ typedef enum vf_channel_order {
 typedef enum vf_resize_policy {
     VF_RESIZE_STRETCH = 0,    /**< whole frame scaled to size x size, aspect not kept */
     VF_RESIZE_SHORT_CROP = 1, /**< shorter side to resize_short, then a centred size x size crop */
+    VF_RESIZE_FIXED_CROP = 2, /**< scaled to resize_to (aspect not kept), then a centred crop */
 } vf_resize_policy;
 
 /**
@@ -186,6 +187,15 @@ typedef struct vf_config {
     /** A file with more streams than this fails before its streams are probed (each probed
      *  stream has a decoder of its own). 0: the default, 64. */
     int max_streams;
+
+    /* ---- clip models (appended in 0.2; docs/models.md "Clip models") ---- */
+    /** A clip model's window: the sampled frames of one vector. The model fixes it; 0 takes
+     *  the model's, another number than the model's fails. An image model refuses it. */
+    int window;
+    /** Sampled frames from one window's first frame to the next one's; 0: the window (windows
+     *  side by side). Smaller overlaps them (each frame is still decoded and converted once);
+     *  larger leaves frames out. */
+    int window_stride;
 } vf_config;
 
 /** An opened model: the network compiled for one backend, batch size and precision. */
@@ -231,6 +241,9 @@ typedef struct vf_model_info {
      *  input_size, input_size], one vector per window of that many frames); 0 for an image
      *  model. (Appended after text_tower.) */
     int frames;
+    /** VF_RESIZE_FIXED_CROP: the height and width a frame is scaled to before its centred
+     *  input_size x input_size crop (torchvision's video recipe: 128 x 171); else 0. */
+    int resize_to[2];
 } vf_model_info;
 
 /** The default configuration (thread-safe, no allocation). */
@@ -401,6 +414,9 @@ typedef struct vf_batch_view {
     const int64_t *frame_index;
     const int64_t *pts; /**< presentation timestamps in the stream's time base */
     const double *t;    /**< seconds from the start of the file's timeline */
+    /** A clip model's windows: the seconds of each window's last frame (frame_index, pts and t
+     *  are its first frame's); NULL for an image model. (Appended in 0.2.) */
+    const double *t_end;
 } vf_batch_view;
 
 /** Callbacks of a run; all are optional and called on the pipeline's store thread. */
@@ -620,6 +636,9 @@ typedef struct vf_db_model {
     int dim;                   /**< floats per vector */
     int f16;                   /**< stored as float16 (read back as floats) */
     int64_t vectors;           /**< how many it holds, done or not */
+    /** A clip model's frames per window: its vectors are windows (vf_db_vector.t_end set);
+     *  0 for an image model. (Appended in 0.2.) */
+    int frames;
 } vf_db_model;
 
 /** One stored vector of a done extraction. Strings and vec are borrowed during the callback. */
@@ -629,8 +648,11 @@ typedef struct vf_db_vector {
     int64_t frames;       /**< the vectors of this file and sampling (a run of calls) */
     int64_t frame_index;  /**< the frame's number in presentation order */
     int64_t pts;          /**< in the stream's time base */
-    double t;             /**< seconds */
+    double t;             /**< seconds (a window: its first frame's) */
     const float *vec;     /**< dim floats */
+    /** A clip model's window: its last frame's seconds; NaN for a frame's vector. (Appended
+     *  in 0.2.) */
+    double t_end;
 } vf_db_vector;
 
 /**

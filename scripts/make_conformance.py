@@ -62,11 +62,13 @@ CLIP_CASES = [
     ("mc3_18", "mc3_18", None, None, [("pool", "/avgpool/GlobalAveragePool_output_0")], 4),
     ("s3d", "s3d", None, None,
      [("pool", "/avgpool/AveragePool_output_0"), ("logits", "output")], 4),
+    ("i3d", "i3d", None, None, [("pool", "/avg_pool/AveragePool_output_0")], 4),
     ("r2plus1d_18_small", "r2plus1d_18", 4, 32, [("/avgpool/GlobalAveragePool_output_0", None)], 4),
     ("r3d_18_small", "r3d_18", 4, 32, [("/avgpool/GlobalAveragePool_output_0", None)], 4),
     ("mc3_18_small", "mc3_18", 4, 32, [("/avgpool/GlobalAveragePool_output_0", None)], 4),
 ]
-CLIP_SIZES = {"r3d_18": (16, 112), "mc3_18": (16, 112), "r2plus1d_18": (16, 112), "s3d": (16, 224)}
+CLIP_SIZES = {"r3d_18": (16, 112), "mc3_18": (16, 112), "r2plus1d_18": (16, 112), "s3d": (16, 224),
+              "i3d": (16, 224)}
 KINETICS_MEAN = [0.43216 * 255, 0.394666 * 255, 0.37645 * 255]
 KINETICS_STD = [0.22803 * 255, 0.22145 * 255, 0.216989 * 255]
 
@@ -149,10 +151,11 @@ def clip_cases(np, onnx, images_dir, images, cache, out):
     for name, arch, frames, size, layers, n in CLIP_CASES:
         frames, size = frames or CLIP_SIZES[arch][0], size or CLIP_SIZES[arch][1]
         src = os.path.join(cache, name + ".onnx")
-        if not os.path.exists(src):
-            subprocess.run([sys.executable, os.path.join(HERE, "export-torchvision.py"),
-                            "--out", cache, "--frames", str(frames), "--size", str(size),
-                            "--name", name, arch], check=True)
+        if not os.path.exists(src):  # I3D's architecture is written in its own script
+            script = "export-i3d.py" if arch == "i3d" else "export-torchvision.py"
+            subprocess.run([sys.executable, os.path.join(HERE, script), "--out", cache,
+                            "--frames", str(frames), "--size", str(size), "--name", name]
+                           + ([] if arch == "i3d" else [arch]), check=True)
         tensors = [t or layer for layer, t in layers]
         aug = os.path.join(out, name + ".ref.onnx")
         with_outputs(onnx, src, aug, tensors)

@@ -122,7 +122,7 @@ static int vector_loop(const char *uri, double seconds, int fd)
             pts[i] = frame * 512;
             t[i] = frame / 25.0;
         }
-        if (vfi_store_batch(wk.s, ext, &c.lease, BATCH, DIM, 0, idx, pts, t, vecs, &err) < 0)
+        if (vfi_store_batch(wk.s, ext, &c.lease, BATCH, DIM, 0, idx, pts, t, NULL, vecs, &err) < 0)
             return die("writing", &err);
         stored += BATCH;
     }

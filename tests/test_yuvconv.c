@@ -5,7 +5,8 @@
  * 16-bit copies of a frame convert alike; colours are ITU-T H.273's formula's, computed here,
  * on one-colour clips the ffmpeg CLI makes (BT.709/BT.601, limited/full range, 8/10 bits,
  * described or guessed by size); RGB frames are refused by yuvconv and converted by the
- * libswscale fallback.
+ * libswscale fallback; torchvision's video fit (scaled to a fixed size, then the centre crop)
+ * sees the region it should, upright and turned.
  * Usage: test_yuvconv             (the fallback, the layouts, the colours)
  *        test_yuvconv VIDEOS_DIR  (the shared clips; 77 without them; each must open)
  */
@@ -350,6 +351,101 @@ static void check_fallback(const vf_preproc_opts *o)
     av_frame_free(&av);
 }
 
+/* A w x h picture of fmt (yuv420p or rgb24) with a pattern that tells places apart. */
+static AVFrame *pattern(enum AVPixelFormat fmt, int w, int h)
+{
+    AVFrame *av = av_frame_alloc();
+    CHECK(av);
+    av->format = fmt;
+    av->width = w;
+    av->height = h;
+    CHECK(av_frame_get_buffer(av, 0) >= 0);
+    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(fmt);
+    int planes = fmt == AV_PIX_FMT_RGB24 ? 1 : 3;
+    for (int k = 0; k < planes; k++) {
+        int pw = k ? -((-w) >> d->log2_chroma_w) : w, ph = k ? -((-h) >> d->log2_chroma_h) : h;
+        if (fmt == AV_PIX_FMT_RGB24)
+            pw *= 3;
+        for (int y = 0; y < ph; y++)
+            for (int x = 0; x < pw; x++)
+                av->data[k][y * av->linesize[k] + x] =
+                    (uint8_t)(16 + (x * 7 + y * 13 + k * 50 + (x * y) % 31) % 220);
+    }
+    return av;
+}
+
+static float *convert(const vf_preproc_opts *o, AVFrame *av, int rotation)
+{
+    vf_preproc *p = NULL;
+    vf_err err = {0};
+    CHECK_OK(vfi_preproc_create(o, &p, &err), err.msg);
+    float *out = vfi_malloc((size_t)3 * o->size * o->size * sizeof(float));
+    CHECK(out);
+    vf_frame f = {.av = av};
+    CHECK_OK(vfi_preproc_frame(p, &f, rotation, out, &err), err.msg);
+    vfi_preproc_free(&p);
+    return out;
+}
+
+static double max_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        m = fabs(a[i] - b[i]) > m ? fabs(a[i] - b[i]) : m;
+    return m;
+}
+
+/* VF_RESIZE_FIXED_CROP: where resize_to keeps the picture's aspect, the region is the shorter
+ * side's centred square, as VF_RESIZE_SHORT_CROP's (yuvconv, upright and turned: resize_to is
+ * as the picture is shown); where it does not (16:9 fitted to 128x171), the region is the
+ * centred size / resize_to of each side: the libswscale fallback gives the same numbers as
+ * stretching that region, cut out by hand. */
+static void check_fixed_crop(void)
+{
+    vf_preproc_opts fixed = {.size = 112, .resize = VF_RESIZE_FIXED_CROP, .order = VF_CHANNELS_RGB};
+    memcpy(fixed.mean, kMean, sizeof(kMean));
+    memcpy(fixed.std, kStd, sizeof(kStd));
+    vf_preproc_opts square = fixed;
+    square.resize = VF_RESIZE_SHORT_CROP;
+    square.resize_short = 128;
+    const size_t n = (size_t)3 * 112 * 112;
+    AVFrame *yuv = pattern(AV_PIX_FMT_YUV420P, 342, 256);
+    for (int rotation = 0; rotation < 360; rotation += 90) {
+        int across = rotation == 90 || rotation == 270;
+        fixed.resize_to[0] = across ? 171 : 128; /* the shown picture is 256 x 342 then */
+        fixed.resize_to[1] = across ? 128 : 171;
+        float *a = convert(&fixed, yuv, rotation), *b = convert(&square, yuv, rotation);
+        double d = max_diff(a, b, n);
+        printf("fixed crop, 4:3 turned %3d: against the square crop %.3g\n", rotation, d);
+        CHECK_MSG(d == 0, "turned %d: the fixed crop's region is not the centred square", rotation);
+        vfi_free(a);
+        vfi_free(b);
+    }
+    av_frame_free(&yuv);
+    /* 640 x 360 to 128 x 171, crop 112: 419 x 315 centred (round(640 x 112 / 171) = 419) */
+    AVFrame *rgb = pattern(AV_PIX_FMT_RGB24, 640, 360), *cut = pattern(AV_PIX_FMT_RGB24, 419, 315);
+    for (int y = 0; y < 315; y++)
+        memcpy(cut->data[0] + y * cut->linesize[0],
+               rgb->data[0] + (y + (360 - 315) / 2) * rgb->linesize[0] + 3 * ((640 - 419) / 2),
+               3 * 419);
+    fixed.resize_to[0] = 128;
+    fixed.resize_to[1] = 171;
+    vf_preproc_opts stretch = fixed;
+    stretch.resize = VF_RESIZE_STRETCH;
+    float *a = convert(&fixed, rgb, 0), *b = convert(&stretch, cut, 0);
+    /* every column but the last: libswscale's last taps read past a cropped view's right edge
+     * (the picture's pixels there), past the hand-cut copy's into its edge */
+    double d = 0;
+    for (size_t i = 0; i < n; i += 112)
+        d = fmax(d, max_diff(a + i, b + i, 111));
+    printf("fixed crop, 16:9 to 128x171: against its region stretched %.3g\n", d);
+    CHECK_MSG(d == 0, "16:9: the fixed crop is not the centred 419 x 315 region");
+    vfi_free(a);
+    vfi_free(b);
+    av_frame_free(&rgb);
+    av_frame_free(&cut);
+}
+
 int main(int argc, char **argv)
 {
     vf_preproc_opts crop = {
@@ -358,6 +454,7 @@ int main(int argc, char **argv)
     memcpy(crop.std, kStd, sizeof(kStd));
     if (argc < 2) { /* what needs no shared data: the fallback, layouts, colours */
         check_fallback(&crop);
+        check_fixed_crop();
         check_layouts(VF_SAMPLES_DIR "/testsrc_64x48.mp4", &crop);
         check_colours(&crop);
         return 0;

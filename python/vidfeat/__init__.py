@@ -202,13 +202,17 @@ class Features:
 
     Attributes: ``t`` (float64 seconds from the start of the file's timeline), ``frame_index``
     (int64, presentation order), ``pts`` (int64, the stream's time base), ``vectors`` (float32,
-    frames x dim), ``path``, ``model``, ``layer``; after a whole extraction also ``rates`` (the
+    frames x dim), ``path``, ``model``, ``layer``; a clip model's vectors are windows of frames:
+    ``t``, ``frame_index`` and ``pts`` are each window's first frame's and ``t_end`` (float64)
+    its last frame's time (None for an image model); after a whole extraction also ``rates`` (the
     stages' frames/s: decode, convert, infer, store), ``seconds``, ``note`` (why a done file was
     not whole, or ""), ``width``, ``height``, ``codec``.
     """
 
-    def __init__(self, path, model, layer, t, frame_index, pts, vectors, result=None):
+    def __init__(self, path, model, layer, t, frame_index, pts, vectors, result=None,
+                 t_end=None):
         self.path = path
+        self.t_end = t_end
         self.model = model
         self.layer = layer
         self.t = t
@@ -265,7 +269,8 @@ def _batch_arrays(b):
     fi = np.ctypeslib.as_array(b.frame_index, shape=(n,)).copy()
     pts = np.ctypeslib.as_array(b.pts, shape=(n,)).copy()
     t = np.ctypeslib.as_array(b.t, shape=(n,)).copy()
-    return t, fi, pts, vec
+    t_end = np.ctypeslib.as_array(b.t_end, shape=(n,)).copy() if b.t_end else None
+    return t, fi, pts, vec, t_end
 
 
 # ---- the pipeline -----------------------------------------------------------------------
@@ -288,6 +293,7 @@ class _Pipeline:
         self.model = _text(info.name)
         self.layer = _text(info.layer)
         self.dim = info.feature_dim
+        self.window = info.frames  # a clip model's frames per window, 0 for an image model
         self.info = _model_info(info)
 
     def close(self):
@@ -379,7 +385,7 @@ def _model_info(info):
             "precision": C.vf_precision_str(info.precision).decode(),
             "batch_size": info.batch_size, "input_size": info.input_size,
             "feature_dim": info.feature_dim, "pooled": bool(info.pooled),
-            "device": _text(info.device),
+            "device": _text(info.device), "frames": info.frames,
             "weights": C.vf_weights_str(info.weights).decode()}
 
 
@@ -410,6 +416,7 @@ class Extractor:
         self._p = _Pipeline(self._opts)
         self._ex = None  # the vf_extractor for arrays, made on first use
         self.model, self.layer, self.dim = self._p.model, self._p.layer, self._p.dim
+        self.window = self._p.window
         self.info = self._p.info
 
     def __enter__(self):
@@ -452,12 +459,16 @@ class Extractor:
         return self._join(os.fsdecode(path), parts, r)
 
     def _join(self, path, parts, r=None):
+        t_end = None
         if parts:
-            t, fi, pts, vec = (np.concatenate(a) for a in zip(*parts))
+            t, fi, pts, vec = (np.concatenate(a) for a in list(zip(*parts))[:4])
+            if parts[0][4] is not None:
+                t_end = np.concatenate([p[4] for p in parts])
         else:
             t, fi, pts = np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64)
             vec = np.zeros((0, self.dim), np.float32)
-        return Features(path, self.model, self.layer, t, fi, pts, vec, r)
+            t_end = np.zeros(0) if self.window else None
+        return Features(path, self.model, self.layer, t, fi, pts, vec, r, t_end=t_end)
 
     def frames(self, path: PathLike) -> Iterator["Features"]:
         """The file's vectors batch by batch as the network computes them (a generator of
@@ -471,7 +482,8 @@ class Extractor:
         name = os.fsdecode(path)
 
         def on_batch(b):
-            item = Features(name, self.model, self.layer, *_batch_arrays(b))
+            a = _batch_arrays(b)
+            item = Features(name, self.model, self.layer, *a[:4], t_end=a[4])
             while not stop.is_set():
                 try:
                     q.put(item, timeout=0.1)
@@ -786,7 +798,7 @@ class Database:
         ``vidfeat export`` writes."""
         opts = _Options(model=model, layer=layer)
         want = os.fsencode(path) if path is not None else None
-        st = {"dim": 0, "n": 0, "model": None, "layer": None}
+        st = {"dim": 0, "n": 0, "model": None, "layer": None, "windows": False}
         cols = {}
         names, samplings = [], []
 
@@ -795,7 +807,8 @@ class Database:
             if need <= cap:
                 return
             cap = max(need, 2 * cap, 1024)
-            for k, dt in (("t", np.float64), ("fi", np.int64), ("pts", np.int64)):
+            for k, dt in (("t", np.float64), ("fi", np.int64), ("pts", np.int64),
+                          ("t_end", np.float64)):
                 a = np.empty(cap, dt)
                 if k in cols:
                     a[:st["n"]] = cols[k][:st["n"]]
@@ -808,6 +821,7 @@ class Database:
         def on_model(u, m):
             m = m.contents
             st["dim"], st["model"], st["layer"] = m.dim, _text(m.name), _text(m.layer)
+            st["windows"] = m.frames > 0
             grow(min(m.vectors, 1 << 20) if want is None else 0)
             return 0
 
@@ -820,6 +834,7 @@ class Database:
             cols["t"][n] = v.t
             cols["fi"][n] = v.frame_index
             cols["pts"][n] = v.pts
+            cols["t_end"][n] = v.t_end
             row = cols["vec"][n]
             ctypes.memmove(row.ctypes.data, v.vec, row.nbytes)
             names.append(v.path)
@@ -837,7 +852,8 @@ class Database:
         if not cols:
             grow(1)
         f = Features(None, st["model"], st["layer"], cols["t"][:n].copy(),
-                     cols["fi"][:n].copy(), cols["pts"][:n].copy(), cols["vec"][:n].copy())
+                     cols["fi"][:n].copy(), cols["pts"][:n].copy(), cols["vec"][:n].copy(),
+                     t_end=cols["t_end"][:n].copy() if st["windows"] else None)
         decoded = {}
         f.path = np.array([decoded.setdefault(b, os.fsdecode(b)) for b in names], dtype=object)
         f.sampling = np.array([decoded.setdefault(b, os.fsdecode(b)) for b in samplings],

@@ -96,6 +96,8 @@ class Config(Structure):
         ("follow_links_outside", c_int),
         ("max_pixels", c_int64),
         ("max_streams", c_int),
+        ("window", c_int),
+        ("window_stride", c_int),
     ]
 
 
@@ -121,6 +123,8 @@ class ModelInfo(Structure):
         ("calibration_frames", c_int64),
         ("weights", c_int),
         ("text_tower", c_char_p),
+        ("frames", c_int),
+        ("resize_to", c_int * 2),
     ]
 
 
@@ -155,6 +159,7 @@ class BatchView(Structure):
         ("frame_index", POINTER(c_int64)),
         ("pts", POINTER(c_int64)),
         ("t", POINTER(c_double)),
+        ("t_end", POINTER(c_double)),
     ]
 
 
@@ -281,6 +286,7 @@ class DbModel(Structure):
         ("dim", c_int),
         ("f16", c_int),
         ("vectors", c_int64),
+        ("frames", c_int),
     ]
 
 
@@ -293,6 +299,7 @@ class DbVector(Structure):
         ("pts", c_int64),
         ("t", c_double),
         ("vec", POINTER(c_float)),
+        ("t_end", c_double),
     ]
 
 

@@ -108,21 +108,27 @@ static int little_endian(void)
     return *(const unsigned char *)&one == 1;
 }
 
+/* npy: the files of one video, NAME.npy, NAME_t.npy and (a clip model's windows) NAME_t_end.npy */
+#define NPY_FILES 3
+
 struct export_writer {
-    char *out;         /* the output's path (npy: a directory) */
-    char *tmp;         /* csv, hdf5: the file being written */
-    FILE *f, *ft;      /* npy: NAME.npy and NAME_t.npy being written; csv: the file */
-    char *vec_path[2]; /* npy: their names while written, then their real names */
-    char *real_path[2];
+    char *out;                 /* the output's path (npy: a directory) */
+    char *tmp;                 /* csv, hdf5: the file being written */
+    FILE *f;                   /* csv: the file */
+    FILE *npy[NPY_FILES];      /* npy: the video's files being written */
+    char *vec_path[NPY_FILES]; /* npy: their names while written, then their real names */
+    char *real_path[NPY_FILES];
+    int n_npy;      /* npy: 2, or 3 with windows' end times */
     vf_json *index; /* npy: index.json's entries */
     int dim, to_stdout;
+    int windows; /* a clip model's: t_end is written too */
 };
 
 static void writer_free(export_writer *w)
 {
     if (!w)
         return;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < NPY_FILES; i++) {
         vfi_free(w->vec_path[i]);
         vfi_free(w->real_path[i]);
     }
@@ -146,6 +152,8 @@ static int npy_open(export_writer **pw, const char *out, const vf_db_model *m, c
         return -1;
     }
     w->dim = m->dim;
+    w->windows = m->frames > 0;
+    w->n_npy = w->windows ? 3 : 2;
     *pw = w;
     return 0;
 }
@@ -161,10 +169,10 @@ static char *join(const char *dir, const char *name, const char *suffix)
 
 static int npy_begin(export_writer *w, const export_video *v)
 {
-    static const char *const suffix[2] = {".npy", "_t.npy"};
-    const char *descr[2] = {little_endian() ? "<f4" : ">f4", little_endian() ? "<f8" : ">f8"};
-    FILE **files[2] = {&w->f, &w->ft};
-    for (int i = 0; i < 2; i++) {
+    static const char *const suffix[NPY_FILES] = {".npy", "_t.npy", "_t_end.npy"};
+    const char *f8 = little_endian() ? "<f8" : ">f8";
+    const char *descr[NPY_FILES] = {little_endian() ? "<f4" : ">f4", f8, f8};
+    for (int i = 0; i < w->n_npy; i++) {
         char tmp_suffix[32];
         snprintf(tmp_suffix, sizeof(tmp_suffix), "%s.part", suffix[i]);
         vfi_free(w->vec_path[i]);
@@ -175,8 +183,8 @@ static int npy_begin(export_writer *w, const export_video *v)
             cli_printf(stderr, "vidfeat: export: out of memory\n");
             return -1;
         }
-        if (!(*files[i] = vfi_fopen_new(w->vec_path[i], "wb")) ||
-            export_npy_header(*files[i], descr[i], v->frames, i == 0 ? w->dim : 0) < 0) {
+        if (!(w->npy[i] = vfi_fopen_new(w->vec_path[i], "wb")) ||
+            export_npy_header(w->npy[i], descr[i], v->frames, i == 0 ? w->dim : 0) < 0) {
             cli_printf(stderr, "vidfeat: %s: %s\n", w->vec_path[i], strerror(errno));
             return -1;
         }
@@ -195,17 +203,17 @@ static int npy_begin(export_writer *w, const export_video *v)
 }
 
 static int npy_rows(export_writer *w, const export_video *v, int n, const int64_t *frame_index,
-                    const double *t, const float *vecs)
+                    const double *t, const double *t_end, const float *vecs)
 {
     (void)v;
     (void)frame_index;
-    if (fwrite(vecs, sizeof(float) * (size_t)w->dim, (size_t)n, w->f) != (size_t)n) {
-        cli_printf(stderr, "vidfeat: %s: %s\n", w->vec_path[0], strerror(errno));
-        return -1;
-    }
-    if (fwrite(t, sizeof(double), (size_t)n, w->ft) != (size_t)n) {
-        cli_printf(stderr, "vidfeat: %s: %s\n", w->vec_path[1], strerror(errno));
-        return -1;
+    const void *data[NPY_FILES] = {vecs, t, t_end};
+    size_t size[NPY_FILES] = {sizeof(float) * (size_t)w->dim, sizeof(double), sizeof(double)};
+    for (int i = 0; i < w->n_npy; i++) {
+        if (fwrite(data[i], size[i], (size_t)n, w->npy[i]) != (size_t)n) {
+            cli_printf(stderr, "vidfeat: %s: %s\n", w->vec_path[i], strerror(errno));
+            return -1;
+        }
     }
     return 0;
 }
@@ -228,15 +236,16 @@ static int finish_file(FILE **f, const char *tmp, const char *real, int ok)
 static int npy_end(export_writer *w, const export_video *v)
 {
     (void)v;
-    int rc = finish_file(&w->f, w->vec_path[0], w->real_path[0], 1);
-    rc |= finish_file(&w->ft, w->vec_path[1], w->real_path[1], rc == 0);
+    int rc = 0;
+    for (int i = 0; i < w->n_npy; i++)
+        rc |= finish_file(&w->npy[i], w->vec_path[i], w->real_path[i], rc == 0);
     return rc ? -1 : 0;
 }
 
 static int npy_close(export_writer *w, int ok)
 {
-    finish_file(&w->f, w->vec_path[0], w->real_path[0], 0);
-    finish_file(&w->ft, w->vec_path[1], w->real_path[1], 0);
+    for (int i = 0; i < w->n_npy; i++)
+        finish_file(&w->npy[i], w->vec_path[i], w->real_path[i], 0);
     int rc = 0;
     if (ok) {
         char *tmp = join(w->out, "index.json", ".part"), *real = join(w->out, "index.json", "");
@@ -284,6 +293,7 @@ static int csv_open(export_writer **pw, const char *out, const vf_db_model *m, c
         return -1;
     }
     w->dim = m->dim;
+    w->windows = m->frames > 0;
     w->to_stdout = !strcmp(out, "-");
     if (w->to_stdout) {
         w->f = stdout;
@@ -298,7 +308,7 @@ static int csv_open(export_writer **pw, const char *out, const vf_db_model *m, c
             return -1;
         }
     }
-    fputs("path,sampling,frame_index,t", w->f);
+    fputs(w->windows ? "path,sampling,frame_index,t,t_end" : "path,sampling,frame_index,t", w->f);
     for (int i = 0; i < m->dim; i++)
         fprintf(w->f, ",f%d", i);
     fputc('\n', w->f);
@@ -314,13 +324,15 @@ static int csv_begin(export_writer *w, const export_video *v)
 }
 
 static int csv_rows(export_writer *w, const export_video *v, int n, const int64_t *frame_index,
-                    const double *t, const float *vecs)
+                    const double *t, const double *t_end, const float *vecs)
 {
     for (int r = 0; r < n; r++) {
         csv_field(w->f, v->path);
         fputc(',', w->f);
         csv_field(w->f, v->sampling);
         fprintf(w->f, ",%lld,%.17g", (long long)frame_index[r], t[r]);
+        if (w->windows)
+            fprintf(w->f, ",%.17g", t_end[r]);
         for (int i = 0; i < w->dim; i++) /* 9 digits: every float32 reads back exactly */
             fprintf(w->f, ",%.9g", (double)vecs[(size_t)r * (size_t)w->dim + (size_t)i]);
         fputc('\n', w->f);
@@ -360,7 +372,7 @@ typedef struct export_run {
     export_video video;
     int n;
     int64_t frame_index[CHUNK];
-    double t[CHUNK];
+    double t[CHUNK], t_end[CHUNK];
     float *vecs; /* CHUNK x dim */
     int64_t files, vectors;
 } export_run;
@@ -383,7 +395,8 @@ static int on_model(void *user, const vf_db_model *m)
 
 static int flush(export_run *r)
 {
-    int rc = r->n ? r->ops->rows(r->w, &r->video, r->n, r->frame_index, r->t, r->vecs) : 0;
+    int rc =
+        r->n ? r->ops->rows(r->w, &r->video, r->n, r->frame_index, r->t, r->t_end, r->vecs) : 0;
     r->vectors += r->n;
     r->n = 0;
     return rc;
@@ -411,6 +424,7 @@ static int on_vector(void *user, const vf_db_vector *v)
     }
     r->frame_index[r->n] = v->frame_index;
     r->t[r->n] = v->t;
+    r->t_end[r->n] = v->t_end;
     memcpy(r->vecs + (size_t)r->n * (size_t)r->dim, v->vec, sizeof(float) * (size_t)r->dim);
     r->n++;
     r->left--;

@@ -30,9 +30,10 @@ typedef struct export_ops {
     /* Start writing to out for the vectors of model m (read from db); *w owns what it opened. */
     int (*open)(export_writer **w, const char *out, const vf_db_model *m, const char *db);
     int (*begin)(export_writer *w, const export_video *v);
-    /* n vectors of v: frame_index[n], t[n], vecs[n x m->dim] */
+    /* n vectors of v: frame_index[n], t[n], t_end[n] (NaN for frames; a clip model's
+     * (m->frames > 0) windows' end times, which the writer adds), vecs[n x m->dim] */
     int (*rows)(export_writer *w, const export_video *v, int n, const int64_t *frame_index,
-                const double *t, const float *vecs);
+                const double *t, const double *t_end, const float *vecs);
     int (*end)(export_writer *w, const export_video *v);
     /* Finish (ok: put the output in place; else remove what is unfinished) and free w. */
     int (*close)(export_writer *w, int ok);

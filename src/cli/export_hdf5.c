@@ -1,7 +1,8 @@
 /*
  * export_hdf5.c - vidfeat export --format hdf5, the only file that sees libhdf5: one HDF5 file,
  * a group per file (its export name) holding `features` [frames, dim] float32, `t` [frames]
- * float64 (seconds) and `frame_index` [frames] int64, with the attributes path, sampling, model,
+ * float64 (seconds), `frame_index` [frames] int64 and, for a clip model's windows, `t_end`
+ * [frames] float64 (each window's last frame's seconds), with the attributes path, sampling, model,
  * layer, model_sha256 and preprocessing; the file's root has model, layer, model_sha256,
  * preprocessing, dim and the database. Written to OUT.part and renamed when whole.
  */
@@ -18,9 +19,10 @@
 
 struct export_writer {
     char *out, *tmp;
-    hid_t file, group, features, t, frame_index;
+    hid_t file, group, features, t, frame_index, t_end;
     int64_t row; /* the next row of the current file's datasets */
     int dim;
+    int windows; /* a clip model's: t_end too */
     char *sha, *prep, *name, *layer;
 };
 
@@ -91,7 +93,7 @@ static int write_rows(hid_t ds, hid_t mem_type, int rank, int64_t row, int n, in
 
 static void close_group(export_writer *w)
 {
-    hid_t *ids[] = {&w->features, &w->t, &w->frame_index};
+    hid_t *ids[] = {&w->features, &w->t, &w->frame_index, &w->t_end};
     for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
         if (*ids[i] >= 0)
             H5Dclose(*ids[i]);
@@ -134,7 +136,8 @@ static int h5_open(export_writer **pw, const char *out, const vf_db_model *m, co
     }
     snprintf(w->tmp, n, "%s.part", out);
     w->dim = m->dim;
-    w->group = w->features = w->t = w->frame_index = -1;
+    w->windows = m->frames > 0;
+    w->group = w->features = w->t = w->frame_index = w->t_end = -1;
     /* created exclusively, so never through a link planted at the temporary name */
     if (unlink(w->tmp) != 0 && errno != ENOENT) {
         fprintf(stderr, "vidfeat: %s: cannot replace it: %s\n", w->tmp, strerror(errno));
@@ -171,7 +174,9 @@ static int h5_begin(export_writer *w, const export_video *v)
     w->features = make_dataset(w->group, "features", H5T_IEEE_F32LE, 2, v->frames, w->dim);
     w->t = make_dataset(w->group, "t", H5T_IEEE_F64LE, 1, v->frames, 0);
     w->frame_index = make_dataset(w->group, "frame_index", H5T_STD_I64LE, 1, v->frames, 0);
-    if (w->features < 0 || w->t < 0 || w->frame_index < 0)
+    if (w->windows)
+        w->t_end = make_dataset(w->group, "t_end", H5T_IEEE_F64LE, 1, v->frames, 0);
+    if (w->features < 0 || w->t < 0 || w->frame_index < 0 || (w->windows && w->t_end < 0))
         return fail(w, "make the datasets");
     if (put_str(w->group, "path", v->path) < 0 || put_str(w->group, "sampling", v->sampling) < 0 ||
         put_str(w->group, "model", w->name) < 0 || put_str(w->group, "layer", w->layer) < 0 ||
@@ -183,12 +188,13 @@ static int h5_begin(export_writer *w, const export_video *v)
 }
 
 static int h5_rows(export_writer *w, const export_video *v, int n, const int64_t *frame_index,
-                   const double *t, const float *vecs)
+                   const double *t, const double *t_end, const float *vecs)
 {
     (void)v;
     if (write_rows(w->features, H5T_NATIVE_FLOAT, 2, w->row, n, w->dim, vecs) < 0 ||
         write_rows(w->t, H5T_NATIVE_DOUBLE, 1, w->row, n, 0, t) < 0 ||
-        write_rows(w->frame_index, H5T_NATIVE_INT64, 1, w->row, n, 0, frame_index) < 0)
+        write_rows(w->frame_index, H5T_NATIVE_INT64, 1, w->row, n, 0, frame_index) < 0 ||
+        (w->windows && write_rows(w->t_end, H5T_NATIVE_DOUBLE, 1, w->row, n, 0, t_end) < 0))
         return fail(w, "write the vectors (a full disk?)");
     w->row += n;
     return 0;

@@ -48,8 +48,9 @@ typedef struct run_ctx {
     int tty;
     double t0;
     atomic_int finished;
-    vf_json *files;  /* --json: a document per file */
-    int json_failed; /* out of memory while building it */
+    vf_json *files;   /* --json: a document per file */
+    int json_failed;  /* out of memory while building it */
+    const char *unit; /* what a vector is: "frame", or a clip model's "window" */
 } run_ctx;
 
 /* What a run shows as it goes (--progress; cli.h's PROGRESS_*, auto resolved by then). */
@@ -86,7 +87,7 @@ static int on_progress(void *user, int file, const char *path, int64_t done, int
                        (long long)done);
         if (expected > done)
             cli_printf(stderr, "/%lld", (long long)expected);
-        cli_printf(stderr, " frames  %.1f frames/s", fps);
+        cli_printf(stderr, " %ss  %.1f %ss/s", r->unit, fps, r->unit);
         if (expected > done && fps > 0)
             cli_printf(stderr, "  ETA %.0f s", (expected - done) / fps);
         fflush(stderr);
@@ -147,12 +148,13 @@ static void on_file(void *user, int file, const vf_file_result *res)
         r->done++;
         if (shows_lines(r))
             cli_printf(stderr,
-                       "vidfeat: %s: done: %lld frame%s in %.1f s, %.1f frames/s (decode %.0f%s%s, "
+                       "vidfeat: %s: done: %lld %s%s in %.1f s, %.1f %ss/s (decode %.0f%s%s, "
                        "convert %.0f, infer %.1f, store %.0f)\n",
-                       res->path, (long long)res->frames, cli_s(res->frames), res->seconds,
-                       res->seconds > 0 ? res->frames / res->seconds : 0.0, res->decode_fps,
-                       res->hwdec && res->hwdec[0] ? " on " : "", res->hwdec ? res->hwdec : "",
-                       res->convert_fps, res->infer_fps, res->store_fps);
+                       res->path, (long long)res->frames, r->unit, cli_s(res->frames), res->seconds,
+                       res->seconds > 0 ? res->frames / res->seconds : 0.0, r->unit,
+                       res->decode_fps, res->hwdec && res->hwdec[0] ? " on " : "",
+                       res->hwdec ? res->hwdec : "", res->convert_fps, res->infer_fps,
+                       res->store_fps);
         if (res->note && res->note[0] && r->c->verbosity >= 0)
             cli_printf(stderr, "vidfeat: %s: warning: %s\n", res->path, res->note);
     }
@@ -204,6 +206,9 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
     if (c->progress == PROGRESS_AUTO || (c->progress == PROGRESS_BAR && !r.tty))
         c->progress = r.tty ? PROGRESS_BAR : PROGRESS_LINES;
     r.t0 = vfi_now_s();
+    vf_model_info about;
+    vf_pipeline_info(p, &about);
+    r.unit = about.frames ? "window" : "frame";
     if (c->json && !(r.files = vfi_json_new_array()))
         r.json_failed = 1;
     cli_catch_interrupts();
@@ -278,9 +283,9 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
             info.name, info.layer, (long long)info.calibration_frames,
             cli_s(info.calibration_frames), r.done, cli_s(r.done), info.int8_scales);
     } else if (!c->calibrate && shows_lines(&r) && rc != VF_ERR_CANCELLED) {
-        cli_printf(stderr,
-                   "vidfeat: %d done, %d failed, %d skipped; %lld frame%s in %.1f s -> %s\n",
-                   r.done, r.failed, r.skipped, (long long)r.frames, cli_s(r.frames), seconds, db);
+        cli_printf(stderr, "vidfeat: %d done, %d failed, %d skipped; %lld %s%s in %.1f s -> %s\n",
+                   r.done, r.failed, r.skipped, (long long)r.frames, r.unit, cli_s(r.frames),
+                   seconds, db);
     }
     vfi_json_free(&r.files);
     vf_pipeline_free(&p);

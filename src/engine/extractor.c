@@ -259,6 +259,8 @@ static void fill_info(vf_extractor *ex, const vf_config *cfg, int pooled)
     in->channel_order = m ? m->channel_order : VF_CHANNELS_RGB;
     in->resize = m ? m->resize : VF_RESIZE_STRETCH;
     in->resize_short = m ? m->resize_short : 0;
+    in->resize_to[0] = m ? m->resize_to[0] : 0;
+    in->resize_to[1] = m ? m->resize_to[1] : 0;
     resolve_norm(ex, cfg, in->mean, in->std);
     in->int8_scales = vfi_int8_file_path(ex->int8);
     in->text_tower = ex->text_tower;
@@ -459,6 +461,7 @@ vf_status vf_extractor_infer_rgb(vf_extractor *ex, const uint8_t *pixels, int n,
         vf_preproc_opts po = {.size = in->input_size,
                               .resize = in->resize,
                               .resize_short = in->resize_short,
+                              .resize_to = {in->resize_to[0], in->resize_to[1]},
                               .order = in->channel_order};
         memcpy(po.mean, in->mean, sizeof(po.mean));
         memcpy(po.std, in->std, sizeof(po.std));

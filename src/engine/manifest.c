@@ -169,8 +169,21 @@ static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
         if (!(s >= m->input_size && s <= 16384))
             return vfi_fail(err, VF_ERR_INVALID, "%s: resize_short must be >= size", path);
         m->resize_short = (int)s;
+    } else if (!strcmp(resize, "resize_crop")) {
+        /* torchvision's video recipe: scaled to [height, width], then the centre crop */
+        m->resize = VF_RESIZE_FIXED_CROP;
+        const vf_json *to = vfi_json_get(in, "resize_to");
+        float hw[2];
+        if (vfi_json_array_len(to) != 2 || !vfi_json_float(vfi_json_at(to, 0), &hw[0]) ||
+            !vfi_json_float(vfi_json_at(to, 1), &hw[1]) || !(hw[0] >= m->input_size) ||
+            !(hw[1] >= m->input_size) || !(hw[0] <= 16384) || !(hw[1] <= 16384))
+            return vfi_fail(err, VF_ERR_INVALID,
+                            "%s: resize_crop needs resize_to: [height, width], each >= size", path);
+        m->resize_to[0] = (int)hw[0];
+        m->resize_to[1] = (int)hw[1];
     } else {
-        return vfi_fail(err, VF_ERR_INVALID, "%s: resize must be stretch or short_side_crop", path);
+        return vfi_fail(err, VF_ERR_INVALID,
+                        "%s: resize must be stretch, short_side_crop or resize_crop", path);
     }
     vf_status rc = read_triple(in, "mean", m->mean, path, err);
     if (rc >= 0)

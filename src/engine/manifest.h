@@ -50,6 +50,7 @@ typedef struct vf_manifest {
     vf_channel_order channel_order;
     vf_resize_policy resize;
     int resize_short;
+    int resize_to[2]; /* VF_RESIZE_FIXED_CROP: height, width */
     float mean[3], std[3];
     vf_layer_spec *layers; /* first = default */
     int n_layers;

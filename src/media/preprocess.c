@@ -17,7 +17,10 @@
  * torchvision recipe (shorter side to resize_short, centre crop size x size), done as one
  * centred square crop of side min(w, h) x size / resize_short scaled to size x size. The crop is
  * a centred square, so it is the same before and after rotation, and the rotation can be
- * applied to the small square result.
+ * applied to the small square result. "resize_crop" is torchvision's video recipe (the frame
+ * scaled to resize_to, aspect not kept, then a centred size x size crop), done as the centred
+ * region of size / resize_to of each side scaled to size x size (the sides as the frame is
+ * shown: a rotated frame's region is chosen across).
  */
 #include "media/preprocess.h"
 
@@ -110,15 +113,30 @@ static int sws_space(const AVFrame *f)
     }
 }
 
-/* VF_RESIZE_SHORT_CROP's centred square: its top-left corner and side in picture pixels. */
-static void crop_square(const vf_preproc_opts *o, int w, int h, int *x, int *y, int *side)
+/* The region of a w x h picture the slot shows: its top-left corner and size in picture pixels.
+ * VF_RESIZE_SHORT_CROP: a centred square (the same before and after rotation).
+ * VF_RESIZE_FIXED_CROP: the centred size x size of the picture as shown (turned by rotation)
+ * scaled to resize_to[1] x resize_to[0]: size / resize_to of each side as shown, a side shown
+ * across being the picture's other one. */
+static void crop_region(const vf_preproc_opts *o, int w, int h, int rotation, int r[4])
 {
-    int shorter = w < h ? w : h;
-    int s = (int)((int64_t)shorter * o->size / o->resize_short);
-    s = s < 1 ? 1 : s;
-    *x = (w - s) / 2;
-    *y = (h - s) / 2;
-    *side = s;
+    int cw = w, ch = h;
+    if (o->resize == VF_RESIZE_SHORT_CROP) {
+        int shorter = w < h ? w : h;
+        cw = ch = (int)((int64_t)shorter * o->size / o->resize_short);
+    } else if (o->resize == VF_RESIZE_FIXED_CROP) {
+        int across = rotation == 90 || rotation == 270;
+        int over_w = across ? o->resize_to[0] : o->resize_to[1]; /* the picture's width's */
+        int over_h = across ? o->resize_to[1] : o->resize_to[0];
+        cw = (int)(((int64_t)w * o->size * 2 + over_w) / (2 * (int64_t)over_w)); /* rounded */
+        ch = (int)(((int64_t)h * o->size * 2 + over_h) / (2 * (int64_t)over_h));
+    }
+    cw = cw < 1 ? 1 : cw;
+    ch = ch < 1 ? 1 : ch;
+    r[0] = (w - cw) / 2;
+    r[1] = (h - ch) / 2;
+    r[2] = cw;
+    r[3] = ch;
 }
 
 static vf_status ensure_scaler(vf_preproc *p, const AVFrame *f, int space, int range, vf_err *err)
@@ -188,13 +206,13 @@ vf_status vfi_preproc_frame(vf_preproc *p, const vf_frame *fr, int rotation, flo
     av_frame_unref(p->view);
     if (av_frame_ref(p->view, src) < 0)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    if (p->o.resize == VF_RESIZE_SHORT_CROP) {
-        int x, y, side;
-        crop_square(&p->o, src->width, src->height, &x, &y, &side);
-        p->view->crop_left = (size_t)x;
-        p->view->crop_right = (size_t)(src->width - side - x);
-        p->view->crop_top = (size_t)y;
-        p->view->crop_bottom = (size_t)(src->height - side - y);
+    if (p->o.resize != VF_RESIZE_STRETCH) {
+        int r[4];
+        crop_region(&p->o, src->width, src->height, rotation, r);
+        p->view->crop_left = (size_t)r[0];
+        p->view->crop_right = (size_t)(src->width - r[2] - r[0]);
+        p->view->crop_top = (size_t)r[1];
+        p->view->crop_bottom = (size_t)(src->height - r[3] - r[1]);
         if (av_frame_apply_cropping(p->view, AV_FRAME_CROP_UNALIGNED) < 0)
             return vfi_fail(err, VF_ERR_DECODE, "cannot crop a %dx%d frame", src->width,
                             src->height);
@@ -340,11 +358,9 @@ vf_status vfi_preproc_yuv(const vf_preproc_opts *o, const vf_frame *fr, int rota
     q->wide = bytes == 2;
     q->interleaved = interleaved;
 
-    int x = 0, y = 0, w = f->width, h = f->height;
-    if (o->resize == VF_RESIZE_SHORT_CROP) {
-        crop_square(o, f->width, f->height, &x, &y, &w);
-        h = w;
-    }
+    int r[4];
+    crop_region(o, f->width, f->height, q->rotation, r);
+    int x = r[0], y = r[1], w = r[2], h = r[3];
     int sx = d->log2_chroma_w, sy = d->log2_chroma_h;
     float fx = (float)(1 << sx), fy = (float)(1 << sy);
     q->luma_x = make_axis((float)x, (float)w, f->width, n);

@@ -16,6 +16,7 @@ typedef struct vf_preproc_opts {
     int size; /* the slot is 3 x size x size floats */
     vf_resize_policy resize;
     int resize_short; /* VF_RESIZE_SHORT_CROP: shorter side before the centre crop */
+    int resize_to[2]; /* VF_RESIZE_FIXED_CROP: height and width before the centre crop */
     vf_channel_order order;
     float mean[3], std[3]; /* pixel units (0..255), in RGB order */
 } vf_preproc_opts;

@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 #include "core/mem.h"
+#include "store/record.h"
 #include "engine/extractor.h"
 
 void vfi_held_free(vfi_held *l)
@@ -40,6 +41,7 @@ static void collect_row(void *user, int64_t id, const vf_store_model *m, int64_t
                           vfi_strdup(m->preprocessing),
                           m->dim,
                           m->f16,
+                          vfi_record_frames(m->preprocessing),
                           vectors,
                           m->text_sha256 ? vfi_strdup(m->text_sha256) : NULL,
                           m->weights ? vfi_strdup(m->weights) : NULL};

@@ -16,6 +16,7 @@ typedef struct vfi_held_model {
     int64_t id;
     char *name, *sha, *layer, *prep;
     int dim, f16;
+    int frames; /* a clip model's frames per window (its preprocessing's frames=), else 0 */
     int64_t vectors;
     char *text_sha; /* a CLIP model's text tower (schema 7), NULL when not recorded */
     char *weights;  /* vf_weights_str as recorded (schema 5), NULL when not recorded */

@@ -276,10 +276,16 @@ static void *decode_thread(void *arg)
 
 /* ---- convert thread and its workers ----------------------------------------------------- */
 
-/* Floats in one image of a batch (3 x S x S). */
+/* Floats of one converted picture (3 x S x S). */
 static size_t slot_floats(const vf_pipeline *p)
 {
     return (size_t)3 * p->info.input_size * p->info.input_size;
+}
+
+/* Floats of one row of a batch: a picture, or a clip model's window of them. */
+static size_t row_floats(const vf_pipeline *p)
+{
+    return vfi_extractor_input_floats(&p->info);
 }
 
 /* The batch being filled, taken from the free pool when needed; NULL when stopping. */
@@ -318,7 +324,7 @@ static vf_status convert_frame(vf_pipeline *p, convert_worker *w, frame_item *fi
     const size_t slot = slot_floats(p);
     float *row = (float *)fi->b->images + (size_t)fi->slot * slot;
     vf_status rc;
-    if (be->ops->convert) {
+    if (be->ops->convert && !fi->b->host) {
         vf_yuv_params q;
         vf_yuv_planes planes;
         rc = vfi_preproc_yuv(&p->po, &fi->f, fi->rotation, &q, &planes, err);
@@ -331,7 +337,7 @@ static vf_status convert_frame(vf_pipeline *p, convert_worker *w, frame_item *fi
     rc = vfi_frame_download(&fi->f, err);
     if (rc < 0)
         return rc;
-    if (vfi_backend_input_host(be))
+    if (fi->b->host || vfi_backend_input_host(be))
         return vfi_preproc_frame(w->pre, &fi->f, fi->rotation, row, err);
     rc = vfi_preproc_frame(w->pre, &fi->f, fi->rotation, w->scratch, err);
     if (rc >= 0)
@@ -387,7 +393,7 @@ static int wait_converted(vf_pipeline *p, batch_item *b)
  * be moved (the run is then stopping). */
 static int settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err)
 {
-    const size_t slot = slot_floats(p);
+    const size_t slot = row_floats(p);
     vf_backend *be = vfi_extractor_backend(p->ex);
     int dropped = 0;
     for (int i = b->settled; i < b->n; i++) {
@@ -416,6 +422,8 @@ static int settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err)
                 b->index[w] = b->index[i];
                 b->pts[w] = b->pts[i];
                 b->t[w] = b->t[i];
+                if (b->t_end)
+                    b->t_end[w] = b->t_end[i];
                 b->work[w] = b->work[i];
             }
             w++;
@@ -424,6 +432,87 @@ static int settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err)
         vfi_pl_give_tokens(p, dropped);
     }
     b->settled = b->n;
+    return 1;
+}
+
+/* ---- a clip model's windows (window.h) ------------------------------------------------- */
+
+/* Hand fi to the workers to be converted into its slot of the lane's ring; a frame no window
+ * holds goes back to the pool unconverted. 0 when the run is stopping. */
+static int window_frame(lane *ln, frame_item *fi, int rotation)
+{
+    int slot = vfi_windows_add(&ln->win);
+    if (slot < 0) {
+        vfi_frame_release(&fi->f);
+        return vfi_queue_push(ln->q_free_frames, fi) >= 0;
+    }
+    batch_item *r = &ln->ring;
+    fi->b = r;
+    fi->slot = slot;
+    fi->rotation = rotation;
+    r->index[slot] = fi->f.index;
+    r->pts[slot] = fi->f.pts;
+    r->t[slot] = fi->f.t;
+    pthread_mutex_lock(&ln->p->conv_lock);
+    r->pending++;
+    pthread_mutex_unlock(&ln->p->conv_lock);
+    return vfi_queue_push(ln->p->q_jobs, fi) >= 0;
+}
+
+/* The window ready after the frames so far (at_end: the file has ended; at most one is ready
+ * at a time), once its frames are converted, as the next row of b: the row holds its frames,
+ * its index, pts and time its first frame's, its end time its last frame's. A window with a
+ * frame that failed to convert is left out, the error kept in *file_err. 0 when the run is
+ * stopping. */
+static int take_window(lane *ln, batch_item *b, vf_work *work, int at_end, double *busy,
+                       vf_err *file_err)
+{
+    vf_pipeline *p = ln->p;
+    batch_item *r = &ln->ring;
+    vf_window_span span;
+    if (!vfi_windows_next(&ln->win, at_end, &span))
+        return 1;
+    if (!wait_converted(p, r))
+        return 0;
+    int failed = 0;
+    for (int k = 0; k < span.count; k++) {
+        int slot = vfi_windows_slot(&ln->win, span.first + k);
+        if (span.first + k >= ln->ring_accounted) /* the stage's time, each frame once */
+            *busy += r->conv_s[slot] / p->n_conv;
+        failed |= r->conv_rc[slot] < 0;
+    }
+    if (span.first + span.count > ln->ring_accounted)
+        ln->ring_accounted = span.first + span.count;
+    if (failed) {
+        if (file_err->code == VF_OK)
+            *file_err = r->err; /* the file fails; its other windows still count */
+        vfi_err_clear(&r->err);
+        return 1;
+    }
+    vf_backend *be = vfi_extractor_backend(p->ex);
+    float *row = (float *)b->images + (size_t)b->n * row_floats(p);
+    size_t plane = slot_floats(p) / 3;
+    if (vfi_backend_input_host(be)) {
+        vfi_windows_put(&ln->win, &span, r->images, plane, row);
+    } else {
+        vf_err err = {VF_OK, ""};
+        vfi_windows_put(&ln->win, &span, r->images, plane, ln->window_row);
+        if (vfi_backend_copy(be, NULL, row, ln->window_row, row_floats(p) * sizeof(float), 0,
+                             &err) < 0) {
+            vfi_pl_stop(p, err.code, err.msg);
+            return 0;
+        }
+    }
+    int first = vfi_windows_slot(&ln->win, span.first);
+    int last = vfi_windows_slot(&ln->win, span.first + span.count - 1);
+    b->index[b->n] = r->index[first];
+    b->pts[b->n] = r->pts[first];
+    b->t[b->n] = r->t[first];
+    b->t_end[b->n] = r->t[last];
+    b->work[b->n] = work;
+    b->conv_rc[b->n] = VF_OK;
+    b->conv_s[b->n] = 0.0;
+    b->n++;
     return 1;
 }
 
@@ -464,7 +553,11 @@ static void *convert_thread(void *arg)
                 vfi_frame_release(&((frame_item *)it)->f);
             return NULL;
         }
-        if (h->kind == ITEM_FRAME) {
+        if (h->kind == ITEM_FRAME && p->info.frames) {
+            if (!window_frame(ln, it, rotation) ||
+                !take_window(ln, b, h->work, 0, &busy, &conv_err))
+                return NULL;
+        } else if (h->kind == ITEM_FRAME) {
             frame_item *fi = it;
             fi->b = b;
             fi->slot = b->n;
@@ -485,7 +578,13 @@ static void *convert_thread(void *arg)
                 rotation = e->meta.rotation;
                 busy = 0.0;
                 vfi_err_clear(&conv_err);
+                vfi_windows_begin(&ln->win);
+                ln->ring_accounted = 0;
             } else if (h->kind == ITEM_END) {
+                /* a clip model: the file's last window, then no frame of it left converting */
+                if (p->info.frames && (!take_window(ln, b, h->work, 1, &busy, &conv_err) ||
+                                       !wait_converted(p, &ln->ring)))
+                    return NULL;
                 if (!wait_converted(p, b) || !settle(p, b, &busy, &conv_err))
                     return NULL;
                 e->convert_s = busy;
@@ -590,6 +689,13 @@ static void free_run(vf_pipeline *p)
         for (int i = 0; ln->frames && i < ln->n_frames; i++)
             vfi_frame_destroy(&ln->frames[i].f);
         vfi_free(ln->frames);
+        vfi_free(ln->ring.images);
+        vfi_free(ln->ring.index);
+        vfi_free(ln->ring.pts);
+        vfi_free(ln->ring.t);
+        vfi_free(ln->ring.conv_rc);
+        vfi_free(ln->ring.conv_s);
+        vfi_free(ln->window_row);
     }
     vfi_free(lanes);
     for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++)
@@ -602,6 +708,7 @@ static void free_run(vf_pipeline *p)
             vfi_free(b->index);
             vfi_free(b->pts);
             vfi_free(b->t);
+            vfi_free(b->t_end);
             vfi_free(b->work);
             vfi_free(b->conv_rc);
             vfi_free(b->conv_s);
@@ -619,12 +726,38 @@ static int lane_frames(const vf_pipeline *p)
     return FRAME_POOL + p->n_conv;
 }
 
+/* A clip model's lane: the ring its frames wait in for their windows (host memory, one picture
+ * per frame of a window), and a window's row laid out on the host when the batch input is not
+ * host memory. */
+static vf_status make_ring(vf_pipeline *p, lane *ln)
+{
+    size_t n = (size_t)p->info.frames;
+    batch_item *r = &ln->ring;
+    r->hdr.kind = ITEM_BATCH;
+    r->host = 1;
+    r->lane = ln->id;
+    r->images = vfi_aligned_alloc(VF_TENSOR_ALIGN, n * slot_floats(p) * sizeof(float));
+    r->index = vfi_mallocarray(n, sizeof(int64_t));
+    r->pts = vfi_mallocarray(n, sizeof(int64_t));
+    r->t = vfi_mallocarray(n, sizeof(double));
+    r->conv_rc = vfi_mallocarray(n, sizeof(vf_status));
+    r->conv_s = vfi_mallocarray(n, sizeof(double));
+    if (!r->images || !r->index || !r->pts || !r->t || !r->conv_rc || !r->conv_s)
+        return VF_ERR_NOMEM;
+    if (!vfi_backend_input_host(vfi_extractor_backend(p->ex)) &&
+        !(ln->window_row = vfi_aligned_alloc(VF_TENSOR_ALIGN, row_floats(p) * sizeof(float))))
+        return VF_ERR_NOMEM;
+    ln->win.frames = p->info.frames;
+    ln->win.stride = p->window_stride;
+    return VF_OK;
+}
+
 /* The run's pools and queues; called with p->lock held (see vfi_pl_stop). */
 static vf_status make_run(vf_pipeline *p)
 {
     int depth = p->cfg.queue_depth > 0 ? p->cfg.queue_depth : DEFAULT_QUEUE_DEPTH;
     int bs = p->info.batch_size, dim = p->info.feature_dim;
-    size_t slot = slot_floats(p);
+    size_t slot = row_floats(p);
     /* one lane per file at most; the per-frame baseline takes one frame at a time */
     int files = p->source->size_hint;
     p->n_lanes = p->cfg.no_overlap                      ? 1
@@ -660,6 +793,8 @@ static vf_status make_run(vf_pipeline *p)
             ln->frames[i].lane = ln;
             vfi_queue_push(ln->q_free_frames, &ln->frames[i]);
         }
+        if (p->info.frames && make_ring(p, ln) < 0)
+            return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory for a window's frames");
     }
     for (int i = 0; i < p->n_batches; i++) {
         batch_item *b = &p->batches[i];
@@ -671,6 +806,8 @@ static vf_status make_run(vf_pipeline *p)
         b->index = vfi_mallocarray((size_t)bs, sizeof(int64_t));
         b->pts = vfi_mallocarray((size_t)bs, sizeof(int64_t));
         b->t = vfi_mallocarray((size_t)bs, sizeof(double));
+        if (p->info.frames && !(b->t_end = vfi_mallocarray((size_t)bs, sizeof(double))))
+            return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory for batch buffers");
         b->work = vfi_mallocarray((size_t)bs, sizeof(*b->work));
         b->conv_rc = vfi_mallocarray((size_t)bs, sizeof(vf_status));
         b->conv_s = vfi_mallocarray((size_t)bs, sizeof(double));
@@ -796,6 +933,30 @@ vf_status vf_pipeline_run_queue(vf_pipeline *p, const vf_run_hooks *hooks)
 
 /* ---- create / free ---------------------------------------------------------------------- */
 
+/* A clip model's windows as cfg asks for them (window.h), or an image model asked for none. */
+static vf_status check_window(vf_pipeline *p, const vf_config *cfg)
+{
+    if (cfg->window < 0 || cfg->window_stride < 0)
+        return vfi_fail(&p->err, VF_ERR_INVALID, "invalid window settings");
+    if (!p->info.frames && (cfg->window || cfg->window_stride))
+        return vfi_fail(&p->err, VF_ERR_INVALID,
+                        "%s takes single frames: --window and --window-stride are for clip "
+                        "models (docs/models.md)",
+                        p->info.name);
+    if (!p->info.frames)
+        return VF_OK;
+    if (cfg->window && cfg->window != p->info.frames)
+        return vfi_fail(&p->err, VF_ERR_INVALID,
+                        "%s takes windows of %d frames, not %d (its file fixes them: export it "
+                        "again for another length)",
+                        p->info.name, p->info.frames, cfg->window);
+    if (cfg->no_overlap)
+        return vfi_fail(&p->err, VF_ERR_INVALID,
+                        "the per-frame baseline (no overlap) is for image models");
+    p->window_stride = cfg->window_stride ? cfg->window_stride : p->info.frames;
+    return VF_OK;
+}
+
 vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
 {
     if (!out)
@@ -832,7 +993,6 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
                         "the lease must be 1 to 86400 seconds and max attempts at least 1");
     p->cfg.model = p->cfg.models_dir = p->cfg.layer = p->cfg.backend = NULL; /* not kept */
     p->cfg.hwdec = p->cfg.int8_scales = NULL;
-    vfi_record_sampling(cfg, p->sampling, sizeof(p->sampling));
     if (cfg->hwdec && cfg->hwdec[0] && strcmp(cfg->hwdec, "none")) {
         vf_status rc = vfi_hwdev_open(cfg->hwdec, &p->hw, &p->err);
         if (rc < 0)
@@ -846,10 +1006,16 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
     }
     vf_extractor_info(p->ex, &p->info);
     vfi_extractor_backend(p->ex)->cancel = &p->cancel;
+    rc = check_window(p, cfg);
+    if (rc < 0)
+        return rc;
+    vfi_record_sampling(cfg, p->info.frames, p->sampling, sizeof(p->sampling));
     vf_preproc_opts *po = &p->po;
     po->size = p->info.input_size;
     po->resize = p->info.resize;
     po->resize_short = p->info.resize_short;
+    po->resize_to[0] = p->info.resize_to[0];
+    po->resize_to[1] = p->info.resize_to[1];
     po->order = p->info.channel_order;
     memcpy(po->mean, p->info.mean, sizeof(po->mean));
     memcpy(po->std, p->info.std, sizeof(po->std));

@@ -18,7 +18,7 @@ static vf_status relay_vector(void *user, const vf_store_vector *sv)
 {
     const relay *r = user;
     vf_db_vector v = {sv->path,    sv->sampling, sv->frames, sv->ref.frame_index,
-                      sv->ref.pts, sv->ref.t,    sv->vec};
+                      sv->ref.pts, sv->ref.t,    sv->vec,    sv->t_end};
     return r->vector(r->user, &v) ? VF_ERR_CANCELLED : VF_OK;
 }
 
@@ -42,7 +42,8 @@ vf_status vf_db_read_vectors(const char *db_path, const vf_config *cfg,
         (rc = vfi_held_read(s, &rows, &err)) < 0 ||
         (rc = vfi_held_choose(&rows, cfg, db_path, &row, &err)) < 0)
         goto done;
-    vf_db_model m = {row->name, row->layer, row->sha, row->prep, row->dim, row->f16, row->vectors};
+    vf_db_model m = {row->name, row->layer, row->sha,     row->prep,
+                     row->dim,  row->f16,   row->vectors, row->frames};
     if (model && model(user, &m)) {
         rc = vfi_fail(&err, VF_ERR_CANCELLED, "read vectors: stopped by the caller");
         goto done;

@@ -100,7 +100,8 @@ static int store_rows(vf_pipeline *p, batch_item *b, int from, int to, file_stat
     if (p->store)
         rc = vfi_store_batch(p->store, fs->ext_id, fence_of(w), to - from, dim, p->cfg.store_f16,
                              b->index + from, b->pts + from, b->t + from,
-                             b->features + (size_t)from * dim, &err);
+                             b->t_end ? b->t_end + from : NULL, b->features + (size_t)from * dim,
+                             &err);
     fs->store_s += vfi_now_s() - t0;
     if (rc == VF_ERR_LEASE) { /* another worker has the file now: drop it, go on */
         lose_file(fs, &err);
@@ -113,9 +114,15 @@ static int store_rows(vf_pipeline *p, batch_item *b, int from, int to, file_stat
     fs->frames += to - from;
     int halt = 0;
     if (p->hooks && p->hooks->batch) {
-        vf_batch_view v = {
-            w->index,        w->path,       to - from,  dim, b->features + (size_t)from * dim,
-            b->index + from, b->pts + from, b->t + from};
+        vf_batch_view v = {w->index,
+                           w->path,
+                           to - from,
+                           dim,
+                           b->features + (size_t)from * dim,
+                           b->index + from,
+                           b->pts + from,
+                           b->t + from,
+                           b->t_end ? b->t_end + from : NULL};
         halt = p->hooks->batch(p->hooks->user, &v);
     }
     if (!halt && p->hooks && p->hooks->progress) {
@@ -124,6 +131,8 @@ static int store_rows(vf_pipeline *p, batch_item *b, int from, int to, file_stat
                           : fs->meta.frame_rate;
         int every = p->cfg.every > 1 ? p->cfg.every : 1;
         double frames = fs->meta.duration * rate / every; /* both as the file claims */
+        if (p->info.frames)                               /* a clip model's vectors are windows */
+            frames = frames / p->window_stride;
         int64_t expect = frames > 0 && frames < 0x1p62 ? (int64_t)frames : 0;
         halt = p->hooks->progress(p->hooks->user, w->index, w->path, fs->frames, expect);
     }

@@ -14,6 +14,7 @@
 #include "media/preprocess.h"
 #include "core/queue.h"
 #include "pipeline/source.h"
+#include "pipeline/window.h"
 #include "store/store.h"
 
 #define FRAME_POOL          8
@@ -59,10 +60,14 @@ typedef struct batch_item {
     item hdr;
     int lane; /* the lane that filled it: all its rows and events are that lane's files */
     int n;
-    void *images;    /* batch x 3 x S x S floats: the backend's batch input (host or device) */
+    /* batch x 3 x S x S floats (a clip model: batch x 3 x T x S x S): the backend's batch
+     * input (host or device); a lane's ring: T pictures in host memory */
+    void *images;
+    int host;        /* a ring: its frames are converted on the host whatever the backend */
     float *features; /* batch x dim */
     int64_t *index, *pts;
     double *t;
+    double *t_end;  /* a clip model's windows: the time of each one's last frame; else NULL */
     vf_work **work; /* per row: its file */
     marker marks[MAX_MARKS];
     int n_marks;
@@ -100,6 +105,12 @@ typedef struct lane {
     vf_queue *q_frames, *q_free_frames;
     frame_item *frames; /* the pool */
     int n_frames;
+    /* a clip model: the current file's windows, and its frames converted into `ring` (a
+     * batch_item of T rows of one picture, host memory) until their windows are taken */
+    vf_windows win;
+    batch_item ring;
+    int64_t ring_accounted; /* frames whose conversion time went to the stage's busy time */
+    float *window_row;      /* a window laid out on the host, when the batch input is not */
 } lane;
 
 struct vf_pipeline {
@@ -142,6 +153,7 @@ struct vf_pipeline {
     vf_hwdev *hw;       /* cfg.hwdec's device, shared by the decoders; NULL: decode on the CPU */
     int keep_on_device; /* hw's frames stay on the device, for the backend to convert */
     int lanes_wanted;   /* files decoded at once (cfg.decoders or automatic) */
+    int window_stride;  /* a clip model (info.frames > 0): frames between windows' starts */
 };
 
 /* Record the first fatal error and stop every stage (any thread). */

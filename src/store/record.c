@@ -13,7 +13,7 @@
 
 #define HASH_SPAN 65536 /* bytes from each end of a file in its content hash */
 
-void vfi_record_sampling(const vf_config *c, char *buf, size_t size)
+void vfi_record_sampling(const vf_config *c, int frames, char *buf, size_t size)
 {
     size_t n = 0;
     if (c->keyframes)
@@ -29,7 +29,19 @@ void vfi_record_sampling(const vf_config *c, char *buf, size_t size)
     if (c->duration > 0 && n < size)
         n += (size_t)snprintf(buf + n, size - n, ";duration=%g", c->duration);
     if (c->max_frames > 0 && n < size)
-        snprintf(buf + n, size - n, ";max=%lld", (long long)c->max_frames);
+        n += (size_t)snprintf(buf + n, size - n, ";max=%lld", (long long)c->max_frames);
+    if (frames > 0 && n < size)
+        snprintf(buf + n, size - n, ";window=%d;stride=%d", frames,
+                 c->window_stride > 0 ? c->window_stride : frames);
+}
+
+int vfi_record_frames(const char *preprocessing)
+{
+    const char *f = preprocessing ? strstr(preprocessing, ";frames=") : NULL;
+    int n = 0;
+    if (f && sscanf(f + 8, "%d", &n) == 1 && n > 0)
+        return n;
+    return 0;
 }
 
 vf_status vfi_record_model(const vf_model_info *info, int store_f16, vf_store_model *m,
@@ -39,13 +51,25 @@ vf_status vfi_record_model(const vf_model_info *info, int store_f16, vf_store_mo
     if (rc < 0)
         return rc;
     /* conversion= names the definition of a frame's conversion (yuvconv.h) */
+    char resize[64];
+    if (info->resize == VF_RESIZE_FIXED_CROP)
+        snprintf(resize, sizeof(resize), "resize_crop;to=%dx%d", info->resize_to[0],
+                 info->resize_to[1]);
+    else
+        snprintf(resize, sizeof(resize), "%s;short=%d",
+                 info->resize == VF_RESIZE_STRETCH ? "stretch" : "short_side_crop",
+                 info->resize_short);
+    /* a clip model's input holds a window: frames= says how many (and that rows are windows) */
+    char size[48];
+    if (info->frames > 0)
+        snprintf(size, sizeof(size), "%d;frames=%d", info->input_size, info->frames);
+    else
+        snprintf(size, sizeof(size), "%d", info->input_size);
     snprintf(prep, prep_size,
-             "size=%d;resize=%s;short=%d;order=%s;mean=%g,%g,%g;"
+             "size=%s;resize=%s;order=%s;mean=%g,%g,%g;"
              "std=%g,%g,%g;pooled=%d;conversion=yuvconv-1",
-             info->input_size, info->resize == VF_RESIZE_STRETCH ? "stretch" : "short_side_crop",
-             info->resize_short, info->channel_order == VF_CHANNELS_RGB ? "RGB" : "BGR",
-             info->mean[0], info->mean[1], info->mean[2], info->std[0], info->std[1], info->std[2],
-             info->pooled);
+             size, resize, info->channel_order == VF_CHANNELS_RGB ? "RGB" : "BGR", info->mean[0],
+             info->mean[1], info->mean[2], info->std[0], info->std[1], info->std[2], info->pooled);
     *m = (vf_store_model){info->name,
                           sha,
                           info->layer,

@@ -25,6 +25,20 @@
     " JOIN videos v ON v.id = e.video_id JOIN models m ON m.id = e.model_id"                       \
     " WHERE e.status = 'done';"
 
+/* Schema 9: a clip model's vectors are windows of frames: each row's frame_index, pts and t are
+ * its first frame's, t_end its last frame's time (NULL for a frame's vector); the frames view
+ * shows it. */
+#define VFI_WINDOW_END_SQL                                                                         \
+    "ALTER TABLE features ADD COLUMN t_end double precision;"                                      \
+    "DROP VIEW frames;"                                                                            \
+    "CREATE VIEW frames AS SELECT v.path AS path, m.name AS model, m.layer AS layer,"              \
+    " m.dim AS dim, m.dtype AS dtype, e.sampling AS sampling, f.t AS t,"                           \
+    " f.frame_index AS frame_index, f.pts AS pts, f.vec AS vec, e.id AS extraction_id,"            \
+    " f.t_end AS t_end"                                                                            \
+    " FROM features f JOIN extractions e ON e.id = f.extraction_id"                                \
+    " JOIN videos v ON v.id = e.video_id JOIN models m ON m.id = e.model_id"                       \
+    " WHERE e.status = 'done';"
+
 /* What vf_db_inspect reads, the same SQL in both stores: the counts (one row), every
  * extraction with its model (each store appends its ORDER BY: by path in byte order, then model)
  * and the benchmark runs in the order they were recorded. */
@@ -61,10 +75,13 @@
     " coalesce(end_to_end_fps, 0), coalesce(infer_fps, 0), coalesce(device_name, '')"              \
     " FROM runs ORDER BY id"
 
+/* A model row's frames per window (a clip model: its preprocessing's "frames=N"), else 0. */
+int vfi_record_frames(const char *preprocessing);
+
 /* The sampling key an extraction is recorded with: "all", "fps=1", "every=5" or "keyframes",
- * then ";start=S", ";duration=D", ";max=N" when set. Two runs whose keys are equal keep the
- * same frames of a file. */
-void vfi_record_sampling(const vf_config *c, char *buf, size_t size);
+ * then ";start=S", ";duration=D", ";max=N" when set, and a clip model's (frames > 0)
+ * ";window=N;stride=S". Two runs whose keys are equal keep the same frames of a file. */
+void vfi_record_sampling(const vf_config *c, int frames, char *buf, size_t size);
 
 /* The model row identifying what the vectors mean: the name, the ONNX file's SHA-256, the
  * layer, dimension, dtype and the preprocessing; and whose weights the file has (with the frame

@@ -6,6 +6,7 @@
  * query serves SQLite and PostgreSQL alike (sql.h says what both dialects share).
  */
 #define _XOPEN_SOURCE 700 /* realpath, gethostname */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -298,8 +299,11 @@ vf_status vfi_sql_vectors(vf_store *s, int64_t model_id, int f16, int dim, vf_st
                              "reading extractions", &ext, err);
     if (rc >= 0)
         rc = vfi_sql_prepare(s,
-                             "SELECT frame_index, pts, t, vec FROM features WHERE"
-                             " extraction_id = ?1 ORDER BY frame_index",
+                             s->ops->sql->schema(s) >= 9
+                                 ? "SELECT frame_index, pts, t, vec, t_end FROM features WHERE"
+                                   " extraction_id = ?1 ORDER BY frame_index"
+                                 : "SELECT frame_index, pts, t, vec, NULL FROM features WHERE"
+                                   " extraction_id = ?1 ORDER BY frame_index",
                              "reading features", &q, err);
     if (rc >= 0)
         vfi_sql_int64(ext, 1, model_id);
@@ -319,6 +323,7 @@ vf_status vfi_sql_vectors(vf_store *s, int64_t model_id, int f16, int dim, vf_st
             out.ref.frame_index = vfi_sql_col_int64(q, 0);
             out.ref.pts = vfi_sql_col_int64(q, 1);
             out.ref.t = vfi_sql_col_real(q, 2);
+            out.t_end = vfi_sql_col_text(q, 4) ? vfi_sql_col_real(q, 4) : NAN; /* NULL: a frame */
             if (vfi_sql_col_vec(q, 3, f16, dim, v) < 0)
                 break;
             rc = fn(user, &out);

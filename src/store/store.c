@@ -44,9 +44,9 @@ vf_status vfi_store_begin(vf_store *s, const vf_store_video *v, int64_t model_id
 
 vf_status vfi_store_batch(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int n, int dim,
                           int f16, const int64_t *frame_index, const int64_t *pts, const double *t,
-                          const float *vecs, vf_err *err)
+                          const double *t_end, const float *vecs, vf_err *err)
 {
-    return s->ops->batch(s, ext_id, fence, n, dim, f16, frame_index, pts, t, vecs, err);
+    return s->ops->batch(s, ext_id, fence, n, dim, f16, frame_index, pts, t, t_end, vecs, err);
 }
 
 vf_status vfi_store_finish(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int end,

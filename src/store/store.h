@@ -151,6 +151,7 @@ typedef struct vf_store_vector {
     int64_t frames;              /* the extraction's vector count */
     vf_store_ref ref;
     const float *vec; /* dim floats */
+    double t_end;     /* a clip model's window: its last frame's time; NaN for a frame */
 } vf_store_vector;
 
 /* < 0 stops the reading, which returns it */
@@ -205,7 +206,7 @@ struct vf_store_ops {
                        vf_err *err);
     vf_status (*batch)(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int n, int dim,
                        int f16, const int64_t *frame_index, const int64_t *pts, const double *t,
-                       const float *vecs, vf_err *err);
+                       const double *t_end, const float *vecs, vf_err *err);
     vf_status (*finish)(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int end,
                         const char *error, const double *stage_fps, vf_err *err);
     vf_status (*add_run)(vf_store *s, const vf_run_record *r, const char *version, vf_err *err);
@@ -283,7 +284,7 @@ vf_status vfi_store_begin(vf_store *s, const vf_store_video *v, int64_t model_id
 /* Write n vectors of dim floats in one transaction (fenced as begin). */
 vf_status vfi_store_batch(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int n, int dim,
                           int f16, const int64_t *frame_index, const int64_t *pts, const double *t,
-                          const float *vecs, vf_err *err);
+                          const double *t_end, const float *vecs, vf_err *err);
 
 /* How an extraction ends (vfi_store_finish). */
 enum {

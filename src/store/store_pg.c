@@ -43,7 +43,7 @@
 #include "store/sql.h"
 #include "store/store_pg_db.h"
 
-#define PG_SCHEMA_VERSION 8
+#define PG_SCHEMA_VERSION 9
 #define ADVISORY_KEY      "7419030817" /* any constant: the schema's lock */
 
 static const char *const schema =
@@ -108,6 +108,9 @@ static const char *const schema_v7 = VFI_TEXT_COLUMN_SQL "UPDATE vidfeat_schema 
 /* schema 8: each index file's SHA-256 (record.h), as SQLite's */
 static const char *const schema_v8 =
     VFI_INDEX_SHA_COLUMN_SQL "UPDATE vidfeat_schema SET version = 8;";
+
+/* schema 9: a clip model's windows' end times (record.h), as SQLite's */
+static const char *const schema_v9 = VFI_WINDOW_END_SQL "UPDATE vidfeat_schema SET version = 9;";
 
 /* The URI as messages may show it: scheme, user, host, port and database, never a password. */
 static void pg_close(vf_store *store)
@@ -211,6 +214,8 @@ static vf_status pg_open(const char *uri, vf_store_mode mode, vf_store **out, vf
             TRY(vfi_pg_exec(s, schema_v7, "migrating the tables", err));
         if (s->version < 8)
             TRY(vfi_pg_exec(s, schema_v8, "migrating the tables", err));
+        if (s->version < 9)
+            TRY(vfi_pg_exec(s, schema_v9, "migrating the tables", err));
         s->version = PG_SCHEMA_VERSION;
         TRY(vfi_pg_exec(s, "COMMIT", "creating the tables", err));
         s->write = 1;
@@ -331,11 +336,11 @@ static unsigned char *put_be64(unsigned char *p, uint64_t v)
  * fields, each a length and its big-endian bytes; vec a one-dimensional float4 array. Binary,
  * not text: no float printing or parsing on either side, and exact by construction. */
 static size_t binary_row(unsigned char *p0, int64_t ext, int64_t frame, int64_t pts, double t,
-                         const float *v, int dim, int f16)
+                         const double *t_end, const float *v, int dim, int f16)
 {
     unsigned char *p = p0;
     p[0] = 0;
-    p[1] = 5; /* fields */
+    p[1] = 6; /* fields */
     p += 2;
     p = put_be64(put_be32(p, 8), (uint64_t)ext);
     p = put_be64(put_be32(p, 8), (uint64_t)frame);
@@ -343,6 +348,12 @@ static size_t binary_row(unsigned char *p0, int64_t ext, int64_t frame, int64_t 
     uint64_t tb;
     memcpy(&tb, &t, 8);
     p = put_be64(put_be32(p, 8), tb);
+    if (t_end) {
+        memcpy(&tb, t_end, 8);
+        p = put_be64(put_be32(p, 8), tb);
+    } else {
+        p = put_be32(p, 0xffffffffu); /* NULL: a frame's vector */
+    }
     p = put_be32(p, (uint32_t)(20 + 8 * dim)); /* the array: header, then length + value each */
     p = put_be32(p, 1);                        /* dimensions */
     p = put_be32(p, 0);                        /* no NULLs */
@@ -360,7 +371,7 @@ static size_t binary_row(unsigned char *p0, int64_t ext, int64_t frame, int64_t 
 
 static vf_status batch_once(pg_store *s, int64_t ext_id, const vf_store_lease *fence, int n,
                             int dim, int f16, const int64_t *frame_index, const int64_t *pts,
-                            const double *t, const float *vecs, vf_err *err)
+                            const double *t, const double *t_end, const float *vecs, vf_err *err)
 {
     size_t cap = (size_t)dim * 8 + 128; /* one row */
     unsigned char *row = vfi_malloc(cap);
@@ -370,7 +381,8 @@ static vf_status batch_once(pg_store *s, int64_t ext_id, const vf_store_lease *f
     PGresult *res = NULL;
     int copying = 0;
     if (rc >= 0) {
-        res = PQexec(s->conn, "COPY batch_in (extraction_id, frame_index, pts, t, vec) FROM STDIN"
+        res = PQexec(s->conn, "COPY batch_in (extraction_id, frame_index, pts, t, t_end, vec) FROM"
+                              " STDIN"
                               " (FORMAT binary)");
         copying = PQresultStatus(res) == PGRES_COPY_IN;
         if (!copying)
@@ -382,8 +394,8 @@ static vf_status batch_once(pg_store *s, int64_t ext_id, const vf_store_lease *f
     if (rc >= 0 && PQputCopyData(s->conn, (const char *)header, sizeof(header)) != 1)
         rc = vfi_pg_fail(s, err, "writing features", NULL);
     for (int i = 0; rc >= 0 && i < n; i++) {
-        size_t len =
-            binary_row(row, ext_id, frame_index[i], pts[i], t[i], vecs + (size_t)i * dim, dim, f16);
+        size_t len = binary_row(row, ext_id, frame_index[i], pts[i], t[i], t_end ? &t_end[i] : NULL,
+                                vecs + (size_t)i * dim, dim, f16);
         if (PQputCopyData(s->conn, (const char *)row, (int)len) != 1)
             rc = vfi_pg_fail(s, err, "writing features", NULL);
     }
@@ -408,11 +420,11 @@ static vf_status batch_once(pg_store *s, int64_t ext_id, const vf_store_lease *f
         rc = check_fence(s, fence, NULL, err);
     if (rc >= 0)
         rc = vfi_pg_exec(s,
-                         "INSERT INTO features (extraction_id, frame_index, pts, t, vec)"
-                         " SELECT DISTINCT ON (frame_index) extraction_id, frame_index, pts, t, vec"
-                         " FROM batch_in ORDER BY frame_index, seq DESC ON CONFLICT (extraction_id,"
-                         " frame_index) DO UPDATE SET pts = excluded.pts, t = excluded.t,"
-                         " vec = excluded.vec",
+                         "INSERT INTO features (extraction_id, frame_index, pts, t, t_end, vec)"
+                         " SELECT DISTINCT ON (frame_index) extraction_id, frame_index, pts, t,"
+                         " t_end, vec FROM batch_in ORDER BY frame_index, seq DESC ON CONFLICT"
+                         " (extraction_id, frame_index) DO UPDATE SET pts = excluded.pts,"
+                         " t = excluded.t, t_end = excluded.t_end, vec = excluded.vec",
                          "writing features", err);
     /* the frames column follows the rows while it runs; finish sets it from the rows */
     if (rc >= 0)
@@ -490,10 +502,10 @@ static vf_status pg_begin(vf_store *store, const vf_store_video *v, int64_t mode
 
 static vf_status pg_batch(vf_store *store, int64_t ext_id, const vf_store_lease *fence, int n,
                           int dim, int f16, const int64_t *frame_index, const int64_t *pts,
-                          const double *t, const float *vecs, vf_err *err)
+                          const double *t, const double *t_end, const float *vecs, vf_err *err)
 {
     pg_store *s = (pg_store *)store;
-    RETRYING(s, batch_once(s, ext_id, fence, n, dim, f16, frame_index, pts, t, vecs, err));
+    RETRYING(s, batch_once(s, ext_id, fence, n, dim, f16, frame_index, pts, t, t_end, vecs, err));
 }
 
 static vf_status pg_finish(vf_store *store, int64_t ext_id, const vf_store_lease *fence, int end,

@@ -339,7 +339,8 @@ vf_status vfi_pg_session_tables(pg_store *s, vf_err *err)
         rc = vfi_pg_exec(
             s,
             "CREATE TEMP TABLE IF NOT EXISTS batch_in (seq bigserial, extraction_id bigint,"
-            " frame_index bigint, pts bigint, t double precision, vec real[])",
+            " frame_index bigint, pts bigint, t double precision, t_end double precision,"
+            " vec real[])",
             "preparing", err);
     if (rc >= 0 && s->want && s->n_want)
         rc = vfi_pg_fill_want(s, NULL, s->n_want, err);

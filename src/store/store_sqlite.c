@@ -346,7 +346,7 @@ static vf_status open_write(const char *path, vf_store **out, vf_err *err)
     s->version = VF_STORE_SCHEMA_VERSION;
     CHECK_SQL(sqlite3_prepare_v2(s->db,
                                  "INSERT OR REPLACE INTO features (extraction_id, frame_index, "
-                                 "pts, t, vec) VALUES (?, ?, ?, ?, ?)",
+                                 "pts, t, vec, t_end) VALUES (?, ?, ?, ?, ?, ?)",
                                  -1, &s->ins_feature, NULL),
               "prepare");
     CHECK_SQL(sqlite3_prepare_v2(s->db, "UPDATE extractions SET frames = frames + ? WHERE id = ?",
@@ -471,7 +471,7 @@ fail:
 
 static vf_status sq_batch(vf_store *store, int64_t ext_id, const vf_store_lease *fence, int n,
                           int dim, int f16, const int64_t *frame_index, const int64_t *pts,
-                          const double *t, const float *vecs, vf_err *err)
+                          const double *t, const double *t_end, const float *vecs, vf_err *err)
 {
     sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
@@ -492,6 +492,10 @@ static vf_status sq_batch(vf_store *store, int64_t ext_id, const vf_store_lease 
         sqlite3_bind_int64(st, 2, frame_index[i]);
         sqlite3_bind_int64(st, 3, pts[i]);
         sqlite3_bind_double(st, 4, t[i]);
+        if (t_end)
+            sqlite3_bind_double(st, 6, t_end[i]);
+        else
+            sqlite3_bind_null(st, 6);
         if (f16) {
             for (int k = 0; k < dim; k++)
                 half[k] = vfi_f32_to_f16(v[k]);

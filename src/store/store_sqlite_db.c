@@ -113,9 +113,13 @@ static const char *const schema_v7 = VFI_TEXT_COLUMN_SQL;
 /* v8: each index file's SHA-256 (record.h). */
 static const char *const schema_v8 = VFI_INDEX_SHA_COLUMN_SQL;
 
+/* v9: a clip model's windows' end times (record.h). */
+static const char *const schema_v9 = VFI_WINDOW_END_SQL;
+
 /* migrations[v] brings a database from user_version v to v + 1 */
-static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {
-    schema_v1, schema_v2, schema_v3, schema_v4, schema_v5, schema_v6, schema_v7, schema_v8};
+static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {schema_v1, schema_v2, schema_v3,
+                                                                schema_v4, schema_v5, schema_v6,
+                                                                schema_v7, schema_v8, schema_v9};
 
 vf_status vfi_sq_exec(sq_store *s, const char *sql, vf_err *err)
 {

@@ -140,14 +140,20 @@ vf_status vfi_sq_merge(vf_store *store, const char *from, vf_store_conflict_fn c
         rc = vfi_sq_fail(s, err, "copying extractions");
         goto fail;
     }
-    TRY(vfi_sq_exec(
-        s,
-        "INSERT INTO features (extraction_id, frame_index, pts, t, vec) SELECT m.new,"
-        " f.frame_index, f.pts, f.t, f.vec FROM src.features f JOIN ext_map m ON m.old ="
-        " f.extraction_id;"
-        "DROP TABLE temp.model_map; DROP TABLE temp.done_src; DROP TABLE temp.pairs;"
-        " DROP TABLE temp.ext_map;",
-        err));
+    /* a window's end time since schema 9 */
+    TRY(vfi_sq_exec(s,
+                    version >= 9 ? "INSERT INTO features (extraction_id, frame_index, pts, t, "
+                                   "t_end, vec) SELECT m.new, f.frame_index, f.pts, f.t, f.t_end, "
+                                   "f.vec FROM src.features f JOIN ext_map m ON m.old = "
+                                   "f.extraction_id"
+                                 : "INSERT INTO features (extraction_id, frame_index, pts, t, "
+                                   "vec) SELECT m.new, f.frame_index, f.pts, f.t, f.vec FROM "
+                                   "src.features f JOIN ext_map m ON m.old = f.extraction_id",
+                    err));
+    TRY(vfi_sq_exec(s,
+                    "DROP TABLE temp.model_map; DROP TABLE temp.done_src; DROP TABLE temp.pairs;"
+                    " DROP TABLE temp.ext_map;",
+                    err));
     sqlite3_finalize(st);
     st = NULL;
     TRY(vfi_sq_exec(s, "COMMIT", err));

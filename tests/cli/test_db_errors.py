@@ -162,6 +162,7 @@ def main():
         con.execute("DROP TABLE leases")  # schema 3's
         con.execute("DROP TABLE queue")
         con.execute("DROP VIEW frames")  # schema 4's
+        con.execute("ALTER TABLE features DROP COLUMN t_end")  # schema 9's
         con.execute("ALTER TABLE models DROP COLUMN weights")  # schema 5's
         con.execute("ALTER TABLE models DROP COLUMN text_sha256")  # schema 7's
         con.execute("ALTER TABLE indexes DROP COLUMN sha256")  # schema 8's
@@ -185,8 +186,9 @@ def main():
         done = con.execute("SELECT count(*) FROM extractions WHERE status='done'").fetchone()[0]
         views = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='view'")}
         columns = {c[1] for c in con.execute("PRAGMA table_info(models)")}
-        check(version == 8 and {"runs", "queue", "leases", "indexes", "extraction_ids"} <= tables and
-              views == {"frames"} and {"weights", "text_sha256"} <= columns,
+        columns |= {"features." + c[1] for c in con.execute("PRAGMA table_info(features)")}
+        check(version == 9 and {"runs", "queue", "leases", "indexes", "extraction_ids"} <= tables and
+              views == {"frames"} and {"weights", "text_sha256", "features.t_end"} <= columns,
               "after migration: %d %s %s" % (version, tables, columns))
         summary = json.loads(r.stdout)
         check(summary["skipped"] == 1 and summary["done"] == 1, summary)

@@ -205,8 +205,9 @@ def main():
             cext = con.execute("INSERT INTO extractions (id, video_id, model_id, sampling, status,"
                                " precision, frames) VALUES (%s, ?, ?, 'all', 'done', 'f32', ?)"
                                " RETURNING id" % NEW_ID, (copy, model_id, FRAMES)).fetchone()[0]
-            con.execute("INSERT INTO features SELECT ?, frame_index, pts, t, vec FROM features"
-                        " WHERE extraction_id = ?", (cext, victim[0]))
+            con.execute("INSERT INTO features (extraction_id, frame_index, pts, t, vec) SELECT ?,"
+                        " frame_index, pts, t, vec FROM features WHERE extraction_id = ?",
+                        (cext, victim[0]))
             con.commit()
             con.close()
             r = run(exe, "index", db, "--model", "synthetic")

@@ -16,7 +16,7 @@ End to end: a 60 s 1280x720 H.264 clip (30 frames/s, made here by the ffmpeg CLI
 database (decode, conversion, windows, network, store), against PyTorch: the ffmpeg CLI decoding
 and scaling to 171x128 into a pipe, the centre 112x112 cropped and normalised in numpy,
 torchvision's r2plus1d_18 on batches of 8 windows under torch.no_grad(), the vectors kept in
-memory (no store). Both f32, --threads threads.
+memory (no store). PyTorch in f32; vidfeat in f32 and bf16; --threads threads.
 """
 import argparse
 import json
@@ -141,26 +141,32 @@ def end_to_end(a, env):
         os.mkdir(models)
         shutil.copy(os.path.join(ROOT, "models", "r2plus1d_18.json"), models)
         os.symlink(model, os.path.join(models, "r2plus1d_18.onnx"))
-        times = {"vidfeat": [], "PyTorch": []}
+        times = {"vidfeat f32": [], "vidfeat bf16": [], "PyTorch": []}
         for rnd in range(a.rounds):
-            db = os.path.join(tmp, "e2e%d.db" % rnd)
-            t0 = time.time()
-            subprocess.run([a.vidfeat, "--model", "r2plus1d_18", "--models-dir", models,
-                            "--batch", str(a.batch), "--threads", str(a.threads), "-q", "-o", db,
-                            clip], check=True, env=env)
-            times["vidfeat"].append(time.time() - t0)
+            for prec in ("f32", "bf16"):
+                db = os.path.join(tmp, "e2e%d%s.db" % (rnd, prec))
+                t0 = time.time()
+                subprocess.run([a.vidfeat, "--model", "r2plus1d_18", "--models-dir", models,
+                                "--batch", str(a.batch), "--threads", str(a.threads), "-q",
+                                "--precision", prec, "-o", db, clip], check=True, env=env)
+                times["vidfeat " + prec].append(time.time() - t0)
             r = subprocess.run(["/usr/bin/python3", "-c", TORCH_PIPELINE, clip, str(a.threads),
                                 str(a.batch)], capture_output=True, text=True, check=True)
             windows, seconds = r.stdout.split()
             times["PyTorch"].append(float(seconds))
-            print("round %d  end to end: vidfeat %.1f s, PyTorch %.1f s (%s windows)" % (
-                rnd + 1, times["vidfeat"][-1], times["PyTorch"][-1], windows), flush=True)
-        v, t = statistics.median(times["vidfeat"]), statistics.median(times["PyTorch"])
-        print("\n| 60 s 720p H.264, r2plus1d_18, 112 windows | seconds | windows/s |")
-        print("|---|---|---|")
-        print("| vidfeat f32 (decode, windows, network, SQLite) | %.1f | %.2f |" % (v, 112 / v))
-        print("| PyTorch f32 (ffmpeg pipe, numpy, torchvision) | %.1f | %.2f |" % (t, 112 / t))
-        print("| ratio | %.2fx | |" % (t / v))
+            print("round %d  end to end: vidfeat f32 %.1f s, bf16 %.1f s, PyTorch %.1f s (%s "
+                  "windows)" % (rnd + 1, times["vidfeat f32"][-1], times["vidfeat bf16"][-1],
+                                times["PyTorch"][-1], windows), flush=True)
+        t = statistics.median(times["PyTorch"])
+        print("\n| 60 s 720p H.264, r2plus1d_18, 112 windows | seconds | windows/s | PyTorch's "
+              "time / it |")
+        print("|---|---|---|---|")
+        for prec in ("f32", "bf16"):
+            v = statistics.median(times["vidfeat " + prec])
+            print("| vidfeat %s (decode, windows, network, SQLite) | %.1f | %.2f | %.2fx |" % (
+                prec, v, 112 / v, t / v))
+        print("| PyTorch f32 (ffmpeg pipe, numpy, torchvision) | %.1f | %.2f | 1.00x |" % (
+            t, 112 / t))
 
 
 def main():
@@ -170,6 +176,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-end-to-end", action="store_true")
+    ap.add_argument("--no-network", action="store_true", help="the end to end part only")
     ap.add_argument("--model-dir", default=os.path.join(ROOT, "build", "bench-models"))
     ap.add_argument("--vidfeat", default=os.path.join(ROOT, "build", "src", "cli", "vidfeat"))
     a = ap.parse_args()
@@ -180,7 +187,8 @@ def main():
     os.makedirs(a.model_dir, exist_ok=True)
     print("# %s, %d threads, batch %d, median of %d rounds x %d runs" % (
         cpu_name(), a.threads, a.batch, a.rounds, a.runs), flush=True)
-    network_alone(a, env)
+    if not a.no_network:
+        network_alone(a, env)
     if not a.no_end_to_end:
         end_to_end(a, env)
     return 0

@@ -511,6 +511,16 @@ fail:
     return rc;
 }
 
+static int has_tag(const dnnl_memory_desc_t *md, dnnl_format_tag_t tag);
+
+/* A clip's activation in a layout the 3-D convolutions chose (channels last, or channels in
+ * blocks of 16 or 8), which the binary kernel reads as fast as its plain one. */
+static int clip_layout(const dnnl_memory_desc_t *md)
+{
+    return md->ndims == 5 && (has_tag(md, dnnl_acdeb) || has_tag(md, dnnl_aBcde16b) ||
+                              has_tag(md, dnnl_aBcde8b));
+}
+
 vf_status vfi_dnnl_binary_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
@@ -533,7 +543,7 @@ vf_status vfi_dnnl_binary_op(vf_backend *b, const vf_node *nd)
         return vfi_fail(&b->err, VF_ERR_UNSUPPORTED, "node '%s': both operands broadcast",
                         nd->name);
     int x0 = c->p->vbuf[i0], x1, y;
-    if (av->rank != 4) {
+    if (av->rank != 4 && !clip_layout(&c->p->bufs[x0].md)) {
         /* outside the image operators' blocked layouts, row-major (oneDNN's binary kernel
          * for other orders of dimensions is its slow reference one) */
         dnnl_memory_desc_t pmd;

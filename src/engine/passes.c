@@ -103,14 +103,46 @@ static void cancel_transposes(vf_graph *g)
     }
 }
 
-/* Pad(value 0, spatial only) followed by Conv -> Conv with larger padding; followed by an
- * average pool that has no padding of its own -> a pool counting the padding (what PyTorch's
- * avg_pool2d(padding=1) exports as). */
+/* Pad(value 0, over time, height and width only) followed by Conv3D -> Conv3D with larger
+ * padding (I3D's "same" padding, exported as a Pad before each convolution). */
+static vf_status fold_pad_conv3d(vf_graph *g, int i, vf_err *err)
+{
+    vf_node *c = &g->nodes[i];
+    vf_conv3d_params *q = &c->p.conv3d;
+    vf_node *pad = producer_of(g, c->inputs[0], VF_OP_PAD);
+    if (!pad || pad->p.pad.value != 0.0f || g->values[pad->output].rank != 5 ||
+        pad->p.pad.begin[0] || pad->p.pad.end[0] || pad->p.pad.begin[1] || pad->p.pad.end[1] ||
+        vfi_graph_count_uses(g, pad->output) != 1)
+        return VF_OK;
+    for (int a = 0; a < 3; a++) {
+        int64_t eff = (int64_t)(q->kernel[a] - 1) * q->dilation[a] + 1;
+        if (pad->p.pad.begin[2 + a] < 0 || pad->p.pad.end[2 + a] < 0 ||
+            q->pads[a] + pad->p.pad.begin[2 + a] >= eff ||
+            q->pads[a + 3] + pad->p.pad.end[2 + a] >= eff)
+            return VF_OK; /* a window would then see only padding */
+    }
+    for (int a = 0; a < 3; a++) {
+        q->pads[a] += (int)pad->p.pad.begin[2 + a];
+        q->pads[a + 3] += (int)pad->p.pad.end[2 + a];
+    }
+    c->inputs[0] = pad->inputs[0];
+    return vfi_graph_infer_node(g, i, err);
+}
+
+/* Pad(value 0, spatial only) followed by Conv -> Conv with larger padding (Conv3D: the same,
+ * fold_pad_conv3d); followed by an average pool that has no padding of its own -> a pool
+ * counting the padding (what PyTorch's avg_pool2d(padding=1) exports as). */
 static vf_status fold_pads(vf_graph *g, vf_err *err)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         vf_node *c = &g->nodes[i];
         vf_window *w = NULL;
+        if (c->op == VF_OP_CONV3D) {
+            vf_status rc = fold_pad_conv3d(g, i, err);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
         if (c->op == VF_OP_CONV) {
             w = &c->p.conv.win;
         } else if (c->op == VF_OP_POOL && c->p.pool.kind == VF_POOL_AVG && !c->p.pool.global) {
@@ -421,7 +453,7 @@ static vf_status fuse_matmul(vf_graph *g, vf_err *err)
     return VF_OK;
 }
 
-/* Conv/Gemm followed by an activation -> the activation fused into the Conv/Gemm. */
+/* Conv/Conv3D/Gemm followed by an activation -> the activation fused into it. */
 static void fuse_activations(vf_graph *g)
 {
     for (int i = 0; i < g->n_nodes; i++) {
@@ -432,9 +464,10 @@ static void fuse_activations(vf_graph *g)
         if (pi < 0 || vfi_graph_count_uses(g, a->inputs[0]) != 1)
             continue;
         vf_node *p = &g->nodes[pi];
-        vf_act *slot = p->op == VF_OP_CONV ? &p->p.conv.act
-                       : p->op == VF_OP_FC ? &p->p.fc.act
-                                           : NULL;
+        vf_act *slot = p->op == VF_OP_CONV     ? &p->p.conv.act
+                       : p->op == VF_OP_CONV3D ? &p->p.conv3d.act
+                       : p->op == VF_OP_FC     ? &p->p.fc.act
+                                               : NULL;
         if (!slot || slot->kind != VF_ACT_NONE)
             continue;
         *slot = a->p.act;

@@ -113,7 +113,11 @@ vf_status vfi_query_extract(const vf_config *cfg, const vfi_held_model *row, con
     memset(out, 0, sizeof(*out));
     out->dim = row->dim;
     vf_config c = row_config(cfg, row);
-    if (max_frames == 1) { /* one frame: the first at `at`, whatever the sampling */
+    if (max_frames == 1 && row->frames > 0) {
+        /* a clip model's one vector: the window of frames from `at`, sampled as asked */
+        c.batch_size = 1;
+        max_frames = row->frames;
+    } else if (max_frames == 1) { /* one frame: the first at `at`, whatever the sampling */
         c.batch_size = 1;
         c.sample_fps = 0.0;
         c.every = 0;
@@ -271,7 +275,9 @@ vf_status vfi_query_flat_refs(const vf_config *cfg, const vfi_held_model *row, f
     vf_extractor_info(ex, &info);
     if ((rc = check_model(&info, row, err)) < 0)
         goto done;
-    size_t plane = (size_t)info.input_size * (size_t)info.input_size;
+    /* a clip model's input is a window: the same picture in each of its frames */
+    size_t plane = (size_t)info.input_size * (size_t)info.input_size *
+                   (size_t)(info.frames > 0 ? info.frames : 1);
     images = vfi_mallocarray((size_t)N_REFS * 3 * plane, sizeof(float));
     out = vfi_mallocarray((size_t)N_REFS * (size_t)row->dim, sizeof(float));
     if (!images || !out) {

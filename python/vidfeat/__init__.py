@@ -539,14 +539,19 @@ class Extractor:
     def __call__(self, images: np.ndarray) -> np.ndarray:
         """Vectors of images: a uint8 array N x H x W x 3 (RGB; or one H x W x 3), converted
         as the pipeline converts a decoded picture (the model's resize or crop, mean, std).
-        Returns float32 N x dim."""
+        Returns float32 N x dim; a clip model's (``window`` T > 0) takes N a multiple of T,
+        each T pictures one window, and returns N / T x dim."""
         a = np.asarray(images)
         if a.ndim == 3:
             a = a[None]
         if a.ndim != 4 or a.shape[3] != 3 or a.dtype != np.uint8:
             raise UsageError("images must be uint8 N x H x W x 3 (RGB), not %s %s"
                              % (a.dtype, a.shape), C.ERR_INVALID)
-        out = np.empty((a.shape[0], self.dim), np.float32)
+        per = self.window or 1  # pictures per vector
+        if a.shape[0] % per:
+            raise UsageError("%d pictures: the model takes windows of %d" % (a.shape[0], per),
+                             C.ERR_INVALID)
+        out = np.empty((a.shape[0] // per, self.dim), np.float32)
         if a.shape[0] == 0:
             return out
         a = np.ascontiguousarray(a)

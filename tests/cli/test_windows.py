@@ -183,6 +183,22 @@ def downstream(exe, db, model, clip, tmp):
     check(g.t_end is not None and list(g.t_end) == [w[3] for w in want],
           "python Database.frames: t_end %r" % g.t_end)
     print("ok python: Features.t_end from an extraction and from the database")
+    # pictures in memory: each 4 of them one window, whose vector is theirs
+    pics = np.random.default_rng(7).integers(0, 256, (8, 24, 30, 3), dtype=np.uint8)
+    img = os.path.join(os.path.dirname(model), "img.onnx")
+    with vidfeat.Extractor(model, input_size=SIZE, backend="ref") as ex, \
+            vidfeat.Extractor(img, input_size=SIZE, backend="ref") as one:
+        w, v = ex(pics), one(pics)
+        check(w.shape == (2, 16), "python: 8 pictures in windows of 4 gave %s" % (w.shape,))
+        for k in range(2):
+            ref = v[4 * k:4 * k + 4].T.reshape(-1)  # channel by channel, frame by frame
+            check(np.array_equal(w[k], ref), "python: window %d of pictures is not theirs" % k)
+        try:
+            ex(pics[:6])
+            check(False, "python: 6 pictures in windows of 4 were taken")
+        except vidfeat.UsageError:
+            pass
+    print("ok python: pictures in windows")
 
 
 def main():

@@ -517,8 +517,8 @@ static int has_tag(const dnnl_memory_desc_t *md, dnnl_format_tag_t tag);
  * blocks of 16 or 8), which the binary kernel reads as fast as its plain one. */
 static int clip_layout(const dnnl_memory_desc_t *md)
 {
-    return md->ndims == 5 && (has_tag(md, dnnl_acdeb) || has_tag(md, dnnl_aBcde16b) ||
-                              has_tag(md, dnnl_aBcde8b));
+    return md->ndims == 5 &&
+           (has_tag(md, dnnl_acdeb) || has_tag(md, dnnl_aBcde16b) || has_tag(md, dnnl_aBcde8b));
 }
 
 vf_status vfi_dnnl_binary_op(vf_backend *b, const vf_node *nd)

@@ -113,6 +113,43 @@ fail:
     return rc;
 }
 
+/* A convolution step s (writing pre) finished: bias and ReLU fused into its call (fuse), else
+ * its bias as a step of its own and act's steps from pre into y. s is sealed here. */
+static vf_status conv_epilogue(vf_backend *b, step *s, int fuse, int pre, int y, const vf_act *act)
+{
+    cuda_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    if (fuse) {
+        DN(cudnnCreateActivationDescriptor(&s->ad));
+        DN(cudnnSetActivationDescriptor(s->ad, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
+        vfi_cuda_seal(c, s);
+        return VF_OK;
+    }
+    vfi_cuda_seal(c, s);
+    if (s->bias >= 0) {
+        step *t;
+        int bias = s->bias;
+        s->bias = -1; /* the conv call adds nothing; a bias step follows */
+        TRY(vfi_cuda_new_step(b, ST_BIAS, -1, pre, &t));
+        s = NULL; /* the step array may have moved */
+        t->bias = bias;
+        t->n_views = 3;
+        const step *conv = &c->steps[c->n_steps - 2];
+        t->v[1] = conv->v[1];
+        t->v[2] = conv->v[2];
+        t->v[1].d = t->v[2].d = NULL;
+        TRY(vfi_cuda_set_view(b, &t->v[1], c->max_batch));
+        TRY(vfi_cuda_set_view(b, &t->v[2], c->max_batch));
+        vfi_cuda_seal(c, t);
+    }
+    tview shape = c->steps[c->n_steps - 1].v[2];
+    shape.d = NULL;
+    rc = vfi_cuda_act_steps(b, act, pre, y, &shape);
+    vfi_cuda_destroy_view(&shape);
+fail:
+    return rc;
+}
+
 vf_status vfi_cuda_conv_op(vf_backend *b, const vf_node *nd)
 {
     cuda_ctx *c = b->ctx;
@@ -167,33 +204,7 @@ vf_status vfi_cuda_conv_op(vf_backend *b, const vf_node *nd)
                       oc, oh, ow, s->v[2].dims[1], s->v[2].dims[2], s->v[2].dims[3]);
         goto fail;
     }
-    if (fuse) {
-        DN(cudnnCreateActivationDescriptor(&s->ad));
-        DN(cudnnSetActivationDescriptor(s->ad, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
-    }
-    vfi_cuda_seal(c, s);
-    if (!fuse && s->bias >= 0) {
-        step *t;
-        int bias = s->bias;
-        s->bias = -1; /* the conv call adds nothing; a bias step follows */
-        TRY(vfi_cuda_new_step(b, ST_BIAS, -1, pre, &t));
-        s = NULL; /* the step array may have moved */
-        t->bias = bias;
-        t->n_views = 3;
-        const step *conv = &c->steps[c->n_steps - 2];
-        t->v[1] = conv->v[1];
-        t->v[2] = conv->v[2];
-        t->v[1].d = t->v[2].d = NULL;
-        TRY(vfi_cuda_set_view(b, &t->v[1], c->max_batch));
-        TRY(vfi_cuda_set_view(b, &t->v[2], c->max_batch));
-        vfi_cuda_seal(c, t);
-    }
-    if (!fuse) {
-        tview shape = c->steps[c->n_steps - 1].v[2];
-        shape.d = NULL;
-        rc = vfi_cuda_act_steps(b, &p->act, pre, y, &shape);
-        vfi_cuda_destroy_view(&shape);
-    }
+    TRY(conv_epilogue(b, s, fuse, pre, y, &p->act));
 fail:
     vfi_cuda_destroy_view(&xview);
     vfi_cuda_destroy_view(&yview);
@@ -275,33 +286,7 @@ vf_status vfi_cuda_conv3d_op(vf_backend *b, const vf_node *nd)
             goto fail;
         }
     }
-    if (fuse) {
-        DN(cudnnCreateActivationDescriptor(&s->ad));
-        DN(cudnnSetActivationDescriptor(s->ad, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
-    }
-    vfi_cuda_seal(c, s);
-    if (!fuse && s->bias >= 0) {
-        step *t;
-        int bias = s->bias;
-        s->bias = -1; /* the conv call adds nothing; a bias step follows */
-        TRY(vfi_cuda_new_step(b, ST_BIAS, -1, pre, &t));
-        s = NULL; /* the step array may have moved */
-        t->bias = bias;
-        t->n_views = 3;
-        const step *conv = &c->steps[c->n_steps - 2];
-        t->v[1] = conv->v[1];
-        t->v[2] = conv->v[2];
-        t->v[1].d = t->v[2].d = NULL;
-        TRY(vfi_cuda_set_view(b, &t->v[1], c->max_batch));
-        TRY(vfi_cuda_set_view(b, &t->v[2], c->max_batch));
-        vfi_cuda_seal(c, t);
-    }
-    if (!fuse) {
-        tview shape = c->steps[c->n_steps - 1].v[2];
-        shape.d = NULL;
-        rc = vfi_cuda_act_steps(b, &w.act, pre, y, &shape);
-        vfi_cuda_destroy_view(&shape);
-    }
+    TRY(conv_epilogue(b, s, fuse, pre, y, &w.act));
 fail:
     vfi_cuda_destroy_view(&yview);
     return rc;

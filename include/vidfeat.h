@@ -893,6 +893,9 @@ typedef struct vf_model_entry {
      *  NULL for other models. (Appended in 0.1.) */
     const char *text_file;
     const char *text_found;
+    /** A clip model: the frames of one window (its manifest's); 0 for an image model.
+     *  (Appended in 0.2.) */
+    int frames;
 } vf_model_entry;
 
 typedef struct vf_model_list vf_model_list;

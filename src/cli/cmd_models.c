@@ -21,6 +21,7 @@ static int print_json(const vf_model_list *list)
         bad |= vfi_json_push(all, m) < 0;
         bad |= vfi_json_add_str(m, "name", e->name) < 0;
         bad |= vfi_json_add_int(m, "input_size", e->input_size) < 0;
+        bad |= vfi_json_add_int(m, "frames", e->frames) < 0; /* a clip model's window, or 0 */
         bad |= vfi_json_add_str(m, "layers", e->layers) < 0;
         bad |= vfi_json_add_str(m, "file", e->file) < 0;
         bad |= vfi_json_add_str(m, "found", e->found) < 0; /* null when not found */
@@ -38,31 +39,44 @@ static int print_json(const vf_model_list *list)
     return bad ? -1 : 0;
 }
 
-/* A table, its columns as wide as their longest entry: name, input size, layers, weights and
- * where the file is, or how to get it. */
+/* A model's input as the table shows it: its side, or a clip model's frames x side. */
+static void size_text(const vf_model_entry *e, char *buf, size_t size)
+{
+    if (e->frames > 0)
+        snprintf(buf, size, "%dx%d", e->frames, e->input_size);
+    else
+        snprintf(buf, size, "%d", e->input_size);
+}
+
+/* A table, its columns as wide as their longest entry: name, input size (a clip model's frames
+ * x size), layers, weights and where the file is, or how to get it. */
 static void print_table(const vf_model_list *list)
 {
-    int wn = 4, wl = 6, ww = 7;
+    int wn = 4, ws = 4, wl = 6, ww = 7;
+    char sz[32];
     for (size_t i = 0; i < vf_model_list_count(list); i++) {
         const vf_model_entry *e = vf_model_list_get(list, i);
+        size_text(e, sz, sizeof(sz));
         wn = MAX_INT(wn, (int)strlen(e->name));
+        ws = MAX_INT(ws, (int)strlen(sz));
         wl = MAX_INT(wl, (int)strlen(e->layers));
         if (e->found)
             ww = MAX_INT(ww, (int)strlen(vf_weights_str(e->weights)));
     }
-    cli_printf(stdout, "%-*s  %4s  %-*s  %-*s  %s\n", wn, "name", "size", wl, "layers", ww,
+    cli_printf(stdout, "%-*s  %*s  %-*s  %-*s  %s\n", wn, "name", ws, "size", wl, "layers", ww,
                "weights", "file (or how to get it)");
     for (size_t i = 0; i < vf_model_list_count(list); i++) {
         const vf_model_entry *e = vf_model_list_get(list, i);
+        size_text(e, sz, sizeof(sz));
         if (e->found)
-            cli_printf(stdout, "%-*s  %4d  %-*s  %-*s  %s\n", wn, e->name, e->input_size, wl,
-                       e->layers, ww, vf_weights_str(e->weights), e->found);
+            cli_printf(stdout, "%-*s  %*s  %-*s  %-*s  %s\n", wn, e->name, ws, sz, wl, e->layers,
+                       ww, vf_weights_str(e->weights), e->found);
         else
-            cli_printf(stdout, "%-*s  %4d  %-*s  %-*s  not found: %s\n", wn, e->name, e->input_size,
-                       wl, e->layers, ww, "-", e->get);
+            cli_printf(stdout, "%-*s  %*s  %-*s  %-*s  not found: %s\n", wn, e->name, ws, sz, wl,
+                       e->layers, ww, "-", e->get);
         if (e->text_file) /* a CLIP model's text tower, on a line of its own */
-            cli_printf(stdout, "%-*s  %4s  %-*s  %-*s  %s\n", wn, "", "", wl, "text tower", ww, "",
-                       e->text_found ? e->text_found : "not found: scripts/export-clip.py");
+            cli_printf(stdout, "%-*s  %*s  %-*s  %-*s  %s\n", wn, "", ws, "", wl, "text tower", ww,
+                       "", e->text_found ? e->text_found : "not found: scripts/export-clip.py");
     }
 }
 

@@ -103,71 +103,51 @@ static void cancel_transposes(vf_graph *g)
     }
 }
 
-/* Pad(value 0, over time, height and width only) followed by Conv3D -> Conv3D with larger
- * padding (I3D's "same" padding, exported as a Pad before each convolution). */
-static vf_status fold_pad_conv3d(vf_graph *g, int i, vf_err *err)
+/* The zero Pad feeding node c when its padding can join c's window of n axes (kernel, dilation
+ * and pads per axis, pads the n beginnings then the n ends): it pads those axes only (the shape
+ * rule keeps a Pad's amounts >= 0 and off the batch) and every window still sees an element. */
+static vf_node *foldable_pad(vf_graph *g, const vf_node *c, int n, const int *kernel,
+                             const int *dilation, const int *pads)
 {
-    vf_node *c = &g->nodes[i];
-    vf_conv3d_params *q = &c->p.conv3d;
     vf_node *pad = producer_of(g, c->inputs[0], VF_OP_PAD);
-    if (!pad || pad->p.pad.value != 0.0f || g->values[pad->output].rank != 5 ||
-        pad->p.pad.begin[0] || pad->p.pad.end[0] || pad->p.pad.begin[1] || pad->p.pad.end[1] ||
-        vfi_graph_count_uses(g, pad->output) != 1)
-        return VF_OK;
-    for (int a = 0; a < 3; a++) {
-        int64_t eff = (int64_t)(q->kernel[a] - 1) * q->dilation[a] + 1;
-        if (pad->p.pad.begin[2 + a] < 0 || pad->p.pad.end[2 + a] < 0 ||
-            q->pads[a] + pad->p.pad.begin[2 + a] >= eff ||
-            q->pads[a + 3] + pad->p.pad.end[2 + a] >= eff)
-            return VF_OK; /* a window would then see only padding */
+    if (!pad || pad->p.pad.value != 0.0f || g->values[pad->output].rank != n + 2 ||
+        pad->p.pad.begin[1] || pad->p.pad.end[1] || vfi_graph_count_uses(g, pad->output) != 1)
+        return NULL;
+    for (int a = 0; a < n; a++) {
+        int64_t eff = (int64_t)(kernel[a] - 1) * dilation[a] + 1;
+        if (pads[a] + pad->p.pad.begin[2 + a] >= eff || pads[a + n] + pad->p.pad.end[2 + a] >= eff)
+            return NULL;
     }
-    for (int a = 0; a < 3; a++) {
-        q->pads[a] += (int)pad->p.pad.begin[2 + a];
-        q->pads[a + 3] += (int)pad->p.pad.end[2 + a];
-    }
-    c->inputs[0] = pad->inputs[0];
-    return vfi_graph_infer_node(g, i, err);
+    return pad;
 }
 
-/* Pad(value 0, spatial only) followed by Conv -> Conv with larger padding (Conv3D: the same,
- * fold_pad_conv3d); followed by an average pool that has no padding of its own -> a pool
- * counting the padding (what PyTorch's avg_pool2d(padding=1) exports as). */
+/* Pad(value 0, spatial only) followed by Conv or Conv3D -> the convolution with larger padding
+ * (I3D's "same" padding is a Pad before each 3-D convolution); followed by an average pool that
+ * has no padding of its own -> a pool counting the padding (what PyTorch's
+ * avg_pool2d(padding=1) exports as). */
 static vf_status fold_pads(vf_graph *g, vf_err *err)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         vf_node *c = &g->nodes[i];
-        vf_window *w = NULL;
+        int n, *kernel, *dilation, *pads;
         if (c->op == VF_OP_CONV3D) {
-            vf_status rc = fold_pad_conv3d(g, i, err);
-            if (rc < 0)
-                return rc;
-            continue;
-        }
-        if (c->op == VF_OP_CONV) {
-            w = &c->p.conv.win;
-        } else if (c->op == VF_OP_POOL && c->p.pool.kind == VF_POOL_AVG && !c->p.pool.global) {
-            const int *pp = c->p.pool.win.pads;
-            if (pp[0] || pp[1] || pp[2] || pp[3])
+            n = 3, kernel = c->p.conv3d.kernel, dilation = c->p.conv3d.dilation;
+            pads = c->p.conv3d.pads;
+        } else if (c->op == VF_OP_CONV ||
+                   (c->op == VF_OP_POOL && c->p.pool.kind == VF_POOL_AVG && !c->p.pool.global)) {
+            vf_window *w = c->op == VF_OP_CONV ? &c->p.conv.win : &c->p.pool.win;
+            if (c->op == VF_OP_POOL && (w->pads[0] || w->pads[1] || w->pads[2] || w->pads[3]))
                 continue;
-            w = &c->p.pool.win;
+            n = 2, kernel = w->kernel, dilation = w->dilation, pads = w->pads;
         } else {
             continue;
         }
-        vf_node *pad = producer_of(g, c->inputs[0], VF_OP_PAD);
-        if (!pad || pad->p.pad.value != 0.0f || g->values[pad->output].rank != 4 ||
-            pad->p.pad.begin[1] || pad->p.pad.end[1] || vfi_graph_count_uses(g, pad->output) != 1)
+        vf_node *pad = foldable_pad(g, c, n, kernel, dilation, pads);
+        if (!pad)
             continue;
-        int fits = 1;
-        for (int a = 0; a < 2; a++) {
-            int64_t eff = (int64_t)(w->kernel[a] - 1) * w->dilation[a] + 1;
-            fits &= w->pads[a] + pad->p.pad.begin[2 + a] < eff &&
-                    w->pads[a + 2] + pad->p.pad.end[2 + a] < eff;
-        }
-        if (!fits)
-            continue;
-        for (int a = 0; a < 2; a++) {
-            w->pads[a] += (int)pad->p.pad.begin[2 + a];
-            w->pads[a + 2] += (int)pad->p.pad.end[2 + a];
+        for (int a = 0; a < n; a++) {
+            pads[a] += (int)pad->p.pad.begin[2 + a];
+            pads[a + n] += (int)pad->p.pad.end[2 + a];
         }
         if (c->op == VF_OP_POOL)
             c->p.pool.count_include_pad = 1; /* the zeros were real elements */

@@ -211,6 +211,21 @@ fail:
     return rc;
 }
 
+/* A window cuDNN's N-d calls take: even padding on every axis (cuDNN pads both ends alike;
+ * `uneven` names what makes them differ) and each number an int. */
+static vf_status nd_window(const vf_axes *ax, const char *what, const char *uneven, vf_err *err)
+{
+    for (int a = 0; a < ax->n; a++) {
+        if (ax->pad_begin[a] != ax->pad_end[a])
+            return vfi_fail(err, VF_ERR_UNSUPPORTED,
+                            "%s with uneven padding (%s): cuDNN pads evenly", what, uneven);
+        if (ax->kernel[a] > INT32_MAX || ax->stride[a] > INT32_MAX || ax->dilation[a] > INT32_MAX ||
+            ax->pad_begin[a] > INT32_MAX)
+            return vfi_fail(err, VF_ERR_UNSUPPORTED, "a %s window this large", what);
+    }
+    return VF_OK;
+}
+
 /* Conv3D over [N, C, T, H, W] by cuDNN's N-d convolution (NCDHW, weights KCTRS): symmetric
  * padding only (uneven padding is refused when planned: vfi_cuda_conv3d_supports); bias and
  * ReLU in the call where cuDNN fuses them, else a bias step and the activation's steps. */
@@ -218,15 +233,7 @@ vf_status vfi_cuda_conv3d_supports(const vf_graph *g, const vf_node *nd, vf_err 
 {
     vf_conv_window w;
     vfi_conv_window(g, nd, &w);
-    for (int a = 0; a < 3; a++) {
-        if (w.ax.pad_begin[a] != w.ax.pad_end[a])
-            return vfi_fail(err, VF_ERR_UNSUPPORTED,
-                            "3-D convolution with uneven padding (SAME): cuDNN pads evenly");
-        if (w.ax.kernel[a] > INT32_MAX || w.ax.stride[a] > INT32_MAX ||
-            w.ax.dilation[a] > INT32_MAX || w.ax.pad_begin[a] > INT32_MAX)
-            return vfi_fail(err, VF_ERR_UNSUPPORTED, "a 3-D convolution window this large");
-    }
-    return VF_OK;
+    return nd_window(&w.ax, "3-D convolution", "SAME", err);
 }
 
 vf_status vfi_cuda_conv3d_op(vf_backend *b, const vf_node *nd)
@@ -445,14 +452,8 @@ vf_status vfi_cuda_pool3d_supports(const vf_graph *g, const vf_node *nd, vf_err 
     for (int a = 0; a < 3; a++) {
         if (w.ax.dilation[a] != 1)
             return vfi_fail(err, VF_ERR_UNSUPPORTED, "dilated 3-D pooling (cuDNN has none)");
-        if (w.ax.pad_begin[a] != w.ax.pad_end[a])
-            return vfi_fail(err, VF_ERR_UNSUPPORTED,
-                            "3-D pooling with uneven padding (ceil mode, SAME): cuDNN pads evenly");
-        if (w.ax.kernel[a] > INT32_MAX || w.ax.stride[a] > INT32_MAX ||
-            w.ax.pad_begin[a] > INT32_MAX)
-            return vfi_fail(err, VF_ERR_UNSUPPORTED, "a 3-D pooling window this large");
     }
-    return VF_OK;
+    return nd_window(&w.ax, "3-D pooling", "ceil mode, SAME", err);
 }
 
 vf_status vfi_cuda_pool3d_op(vf_backend *b, const vf_node *nd)

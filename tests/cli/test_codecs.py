@@ -26,12 +26,11 @@ import subprocess
 import sys
 import tempfile
 
-from vfcheck import SKIP, check, encoders, ff, ffprobe_times
+from vfcheck import SKIP, check, encode, ff, ffprobe_times
 
 
 def make_clips(d):
     """{name: what it is} of the clips made in d."""
-    have = encoders()
     src = ["-f", "lavfi", "-i", "testsrc2=size=96x64:rate=12.5", "-t", "2"]
     clips = {}
     specs = [
@@ -47,10 +46,8 @@ def make_clips(d):
                                 "-vf", "settb=1/1000,setpts='floor(N/3)*150+mod(N,3)*40'",
                                 "-fps_mode", "vfr", "-c:v", "libx264"]),
     ]
-    for name, enc, args in specs:
-        if enc in have:
-            ff(*args, os.path.join(d, name))
-            clips[name] = enc
+    made = encode(d, specs)
+    clips.update((name, enc) for name, enc, _ in specs if name in made)
     # a lossless clip and its copy with a display matrix (players turn it 90 degrees
     # counter-clockwise; FFmpeg 5.1 writes the matrix from the rotate tag): vidfeat turns it
     # upright, 270 degrees clockwise

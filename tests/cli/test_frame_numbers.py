@@ -24,14 +24,12 @@ import subprocess
 import sys
 import tempfile
 
-from vfcheck import SKIP, check, encoders, ff, ffprobe_times
+from vfcheck import SKIP, check, encode, ff, ffprobe_times
 
 EPS = 1e-6
 
 
 def make_clips(d):
-    have = encoders()
-
     def src(rate, seconds):
         return ["-f", "lavfi", "-i", "testsrc2=size=96x64:rate=%s" % rate, "-t", str(seconds)]
 
@@ -58,13 +56,7 @@ def make_clips(d):
           "settb=1/1000,setpts='floor(N/3)*190+mod(N,3)*40'", "-fps_mode", "vfr",
           "-c:v", "libx264", "-bf", "2", "-g", "60"]),
     ]
-    made = []
-    for name, enc, args in specs:
-        if enc in have:
-            ff(*args, os.path.join(d, name))
-            made.append(name)
-        else:
-            print("note: this ffmpeg has no %s encoder: %s not made" % (enc, name))
+    made = encode(d, specs)
     # an edit list: copied from 2.3 s, the packets before the key frame there are decoded for
     # their references but never shown
     if "h264_bframes.mp4" in made:

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 
-from vfcheck import SKIP, check, encoders, ff
+from vfcheck import SKIP, check, encode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_frame_numbers import expected, probe  # noqa: E402  the sampling's reference
@@ -72,7 +72,6 @@ def make_models(d, frames_list):
 
 
 def make_clips(d):
-    have = encoders()
     src = ["-f", "lavfi", "-i", "testsrc2=size=96x64:rate=30", "-t", "5"]
     specs = [
         ("h264_bframes.mp4", "libx264", src + ["-c:v", "libx264", "-bf", "3", "-g", "48"]),
@@ -84,14 +83,7 @@ def make_clips(d):
           "settb=1/1000,setpts='floor(N/3)*190+mod(N,3)*40'", "-fps_mode", "vfr",
           "-c:v", "libx264", "-bf", "2", "-g", "60"]),
     ]
-    made = []
-    for name, enc, args in specs:
-        if enc in have:
-            ff(*args, os.path.join(d, name))
-            made.append(name)
-        else:
-            print("note: this ffmpeg has no %s encoder: %s not made" % (enc, name))
-    return made
+    return encode(d, specs)
 
 
 def windows(kept, frames, stride):

@@ -21,6 +21,20 @@ def encoders():
     return {line.split()[1] for line in r.stdout.splitlines()[10:] if len(line.split()) > 1}
 
 
+def encode(d, specs):
+    """Each (name, encoder, ffmpeg arguments) of specs made into d where this ffmpeg has the
+    encoder (a note for each it lacks): the names made, in order."""
+    have = encoders()
+    made = []
+    for name, enc, args in specs:
+        if enc in have:
+            ff(*args, os.path.join(d, name))
+            made.append(name)
+        else:
+            print("note: this ffmpeg has no %s encoder: %s not made" % (enc, name))
+    return made
+
+
 def nvidia_driver_loads():
     """Whether the NVIDIA driver's library (libcuda.so.1) loads here."""
     import ctypes

@@ -19,7 +19,6 @@ torchvision's r2plus1d_18 on batches of 8 windows under torch.no_grad(), the vec
 memory (no store). PyTorch in f32; vidfeat in f32 and bf16; --threads threads.
 """
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -29,22 +28,11 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vfbench import cpu_name  # noqa: E402
+from vfbench import cpu_name, ort_env, run_json  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CASES = [("r2plus1d_18", 16, 112), ("r2plus1d_18", 16, 224), ("s3d", 16, 224)]
-
-
-def last_json(argv, env):
-    p = subprocess.run(argv, capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        sys.stderr.write("bench-clips: %s failed:\n%s\n" % (" ".join(argv), p.stderr[-2000:]))
-        return None
-    for line in reversed(p.stdout.strip().splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    return None
 
 
 def export(model_dir, arch, frames, size):
@@ -71,7 +59,7 @@ def network_alone(a, env):
                 else:
                     argv = ["node", os.path.join(HERE, "ort_clip_bench.js"), path, str(frames),
                             str(size), str(a.batch), str(a.batch), str(a.runs), str(a.threads)]
-                r = last_json(argv, env)
+                r = run_json(argv, env)
                 if not r:
                     continue
                 wps = r.get("infer_fps", r.get("windows_per_s"))
@@ -180,10 +168,7 @@ def main():
     ap.add_argument("--model-dir", default=os.path.join(ROOT, "build", "bench-models"))
     ap.add_argument("--vidfeat", default=os.path.join(ROOT, "build", "src", "cli", "vidfeat"))
     a = ap.parse_args()
-    env = dict(os.environ)
-    env.setdefault("ORT_NODE_DIR", os.path.join(ROOT, "build", "ort", "node_modules",
-                                                "onnxruntime-node"))
-    env["OMP_NUM_THREADS"] = str(a.threads)
+    env = ort_env(a.threads)
     os.makedirs(a.model_dir, exist_ok=True)
     print("# %s, %d threads, batch %d, median of %d rounds x %d runs" % (
         cpu_name(), a.threads, a.batch, a.rounds, a.runs), flush=True)

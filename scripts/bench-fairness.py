@@ -30,7 +30,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from vfbench import cpu_name  # noqa: E402
+from vfbench import cpu_name, ort_env  # noqa: E402
 
 BUSY = ["/usr/bin/python3", "-c", "while True: pass"]
 
@@ -77,9 +77,7 @@ def main():
     ap.add_argument("--vidfeat", default=os.path.join(ROOT, "build", "src", "cli", "vidfeat"))
     a = ap.parse_args()
     cpus = len(os.sched_getaffinity(0))
-    env = dict(os.environ)
-    env.setdefault("ORT_NODE_DIR", os.path.join(ROOT, "build", "ort", "node_modules",
-                                                "onnxruntime-node"))
+    env = ort_env()
     files = {"mobilenet_v2": os.path.join(a.shared, "models", "mobilenet_v2_1.0_224.onnx"),
              "inception_v3": "/tmp/peer-models/inception_v3_pool.onnx"}
     if "inception_v3" in a.models and not os.path.exists(files["inception_v3"]):

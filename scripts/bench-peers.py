@@ -24,17 +24,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-
-
-def run_json(argv, env=None):
-    p = subprocess.run(argv, capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        sys.stderr.write("bench-peers: %s failed:\n%s\n" % (" ".join(argv), p.stderr[-2000:]))
-        return None
-    for line in reversed(p.stdout.strip().splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    return None
+sys.path.insert(0, HERE)
+from vfbench import ort_env, run_json  # noqa: E402
 
 
 def main():
@@ -57,10 +48,7 @@ def main():
     a = ap.parse_args()
 
     peers = os.path.join(a.shared, "bench", "peers")
-    env = dict(os.environ)
-    env.setdefault("ORT_NODE_DIR", os.path.join(ROOT, "build", "ort", "node_modules",
-                                                "onnxruntime-node"))
-    env["OMP_NUM_THREADS"] = str(a.threads)
+    env = ort_env(a.threads)
     models = a.models.split(",")
     missing = [m for m in models if not os.path.exists(os.path.join(a.model_dir, m + ".onnx"))]
     if missing:

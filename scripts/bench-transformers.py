@@ -17,28 +17,16 @@ are the published figures (ViT-B/16 17.56 G, Swin-T 4.49 G, ConvNeXt-T 4.46 G, C
 4.37 G); clip_vit_b32 is scripts/export-clip.py's tower (--models ...,clip_vit_b32).
 """
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vfbench import cpu_name  # noqa: E402
+from vfbench import cpu_name, ort_env, run_json  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 GMACS = {"vit_b_16": 17.56, "swin_t": 4.49, "convnext_tiny": 4.46, "clip_vit_b32": 4.37}
-
-
-def last_json(argv, env):
-    p = subprocess.run(argv, capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        sys.stderr.write("bench-transformers: %s failed:\n%s\n" % (" ".join(argv), p.stderr[-2000:]))
-        return None
-    for line in reversed(p.stdout.strip().splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    return None
 
 
 def main():
@@ -53,10 +41,7 @@ def main():
     ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared"))
     ap.add_argument("--vidfeat", default=os.path.join(ROOT, "build", "src", "cli", "vidfeat"))
     a = ap.parse_args()
-    env = dict(os.environ)
-    env.setdefault("ORT_NODE_DIR", os.path.join(ROOT, "build", "ort", "node_modules",
-                                                "onnxruntime-node"))
-    env["OMP_NUM_THREADS"] = str(a.threads)
+    env = ort_env(a.threads)
     ort_bench = os.path.join(a.shared, "bench", "peers", "ort_bench.js")
     if not os.path.exists(ort_bench):
         sys.exit("bench-transformers: %s missing (the peer benchmark in ../shared)" % ort_bench)
@@ -82,7 +67,7 @@ def main():
         for m in models:
             path = os.path.join(a.model_dir, m + ".onnx")
             for name, dtype, argv in configs:
-                r = last_json(argv(path), env)
+                r = run_json(argv(path), env)
                 if r:
                     ips = r.get("infer_fps", r.get("median"))
                     res.setdefault((m, name, dtype), []).append(ips)

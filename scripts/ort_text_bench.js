@@ -8,26 +8,17 @@
 // ORT_NODE_DIR: where onnxruntime-node is (default: ./build/ort/node_modules/onnxruntime-node)
 'use strict';
 const fs = require('fs');
-const path = require('path');
-
-const ort = require(process.env.ORT_NODE_DIR ||
-                    path.join(process.cwd(), 'build', 'ort', 'node_modules', 'onnxruntime-node'));
+const {ort, session, report} = require('./ort_timing.js');
 
 async function main() {
   const [model, idsPath, nS, ctxS, batchS, runsS, threadsS] = process.argv.slice(2);
   const [n, ctx, batch, runs, threads] = [nS, ctxS, batchS, runsS, threadsS].map(
       (s) => parseInt(s, 10));
-  const sess = await ort.InferenceSession.create(model, {
-    executionProviders: ['cpu'],
-    intraOpNumThreads: threads,
-    interOpNumThreads: 1,
-    graphOptimizationLevel: 'all',
-    executionMode: 'sequential',
-  });
+  const sess = await session(model, threads);
   const buf = fs.readFileSync(idsPath);
   const ids = new BigInt64Array(buf.buffer, buf.byteOffset, buf.length / 8);
   if (ids.length !== n * ctx) throw new Error(`${ids.length} ids, expected ${n * ctx}`);
-  const once = async () => {
+  await report('texts_per_s', n, runs, async () => {
     for (let i = 0; i < n; i += batch) {
       const m = Math.min(batch, n - i);
       const feeds = {};
@@ -35,15 +26,6 @@ async function main() {
           new ort.Tensor('int64', ids.slice(i * ctx, (i + m) * ctx), [m, ctx]);
       await sess.run(feeds);
     }
-  };
-  await once();
-  const rates = [];
-  for (let r = 0; r < runs; r++) {
-    const t0 = process.hrtime.bigint();
-    await once();
-    rates.push(n / (Number(process.hrtime.bigint() - t0) / 1e9));
-  }
-  rates.sort((a, b) => a - b);
-  console.log(JSON.stringify({texts_per_s: rates[Math.floor(rates.length / 2)], runs: rates}));
+  });
 }
 main().catch((e) => { console.error(e.message || e); process.exit(1); });

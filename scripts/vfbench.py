@@ -1,10 +1,13 @@
-"""What the benchmark scripts share (imported by bench-index.py and bench-text.py, which run
-with this directory first on sys.path): the CPU's name, a file's SHA-256, and an archive of
-synthetic vectors written straight into vidfeat's SQLite tables."""
+"""What the benchmark scripts share (imported by the bench-*.py scripts beside it, which run
+with this directory first on sys.path): the CPU's name, the environment the runtimes are timed
+in, a benchmark command's JSON result, a file's SHA-256, and an archive of synthetic vectors
+written straight into vidfeat's SQLite tables."""
 import hashlib
+import json
 import os
 import sqlite3
 import subprocess
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -18,6 +21,31 @@ def cpu_name():
     except OSError:
         pass
     return "unknown CPU"
+
+
+def ort_env(threads=None):
+    """This environment with onnxruntime-node from build/ort unless ORT_NODE_DIR names another,
+    and OMP_NUM_THREADS when threads is given."""
+    env = dict(os.environ)
+    env.setdefault("ORT_NODE_DIR", os.path.join(ROOT, "build", "ort", "node_modules",
+                                                "onnxruntime-node"))
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
+def run_json(argv, env=None):
+    """Run a benchmark command; the last line of its output that is a JSON object, or None
+    (saying why on stderr, in the calling script's name) when it failed."""
+    p = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        who = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+        sys.stderr.write("%s: %s failed:\n%s\n" % (who, " ".join(argv), p.stderr[-2000:]))
+        return None
+    for line in reversed(p.stdout.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    return None
 
 
 def sha256(path):

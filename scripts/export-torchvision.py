@@ -16,14 +16,16 @@ batch of 1 (vidfeat runs it at any batch size), input "input", output "output". 
 exports a dynamic batch axis instead, as the transformers always are (traced at batch 1 their
 files write the batch's place down as fixed numbers).
 
-The clip models (r3d_18, mc3_18, r2plus1d_18, s3d) take [N, 3, T, S, S]: T frames of one
-window, fixed in the file (vidfeat reads the window's length from it), the batch dynamic.
---frames and --size export them for another window or picture size (the tests' small ones).
+The clip models (r3d_18, mc3_18, r2plus1d_18, s3d, mvit_v2_s) take [N, 3, T, S, S]: T frames
+of one window, fixed in the file (vidfeat reads the window's length from it), the batch
+dynamic. --frames and --size export them for another window or picture size (the tests' small
+ones). MViT is rewritten into plainer operators first (mvit_onnx.py: the same sums), checked
+against torchvision's own forward on the same input before the file is written.
 
 Usage:
   /usr/bin/python3 scripts/export-torchvision.py [--out DIR] [--dynamic-batch] NAME...
   NAME: vgg19 inception_v3 resnet50 mobilenet_v2 squeezenet1_1 densenet121 vit_b_16 swin_t
-        convnext_tiny r3d_18 mc3_18 r2plus1d_18 s3d
+        convnext_tiny r3d_18 mc3_18 r2plus1d_18 s3d mvit_v2_s
 """
 import argparse
 import inspect
@@ -34,19 +36,24 @@ import torch
 import torch.nn as nn
 import torchvision
 
+import mvit_onnx
+
 SIZES = {"inception_v3": 299}
 # Exported with a dynamic batch axis always: in a transformer the batch moves between
 # dimensions and is folded into others (heads, tokens), which a file traced at batch 1 writes
 # down as fixed numbers that no longer say where the batch is.
 DYNAMIC = {"vit_b_16", "swin_t", "convnext_tiny"}
 # Clip models: frames per window and picture size (torchvision's Kinetics-400 recipes: 16-frame
-# clips at 112 for the 18-layer ResNets; S3D at 224, whose last pooling needs 16 frames or more).
-CLIPS = {"r3d_18": (16, 112), "mc3_18": (16, 112), "r2plus1d_18": (16, 112), "s3d": (16, 224)}
+# clips at 112 for the 18-layer ResNets; S3D at 224, whose last pooling needs 16 frames or more;
+# MViT-V2-S at 224).
+CLIPS = {"r3d_18": (16, 112), "mc3_18": (16, 112), "r2plus1d_18": (16, 112), "s3d": (16, 224),
+         "mvit_v2_s": (16, 224)}
 NAMES = ["vgg19", "inception_v3", "resnet50", "mobilenet_v2", "squeezenet1_1", "densenet121",
-         "vit_b_16", "swin_t", "convnext_tiny", "r3d_18", "mc3_18", "r2plus1d_18", "s3d"]
+         "vit_b_16", "swin_t", "convnext_tiny", "r3d_18", "mc3_18", "r2plus1d_18", "s3d",
+         "mvit_v2_s"]
 
 
-def build(name, seed, pretrained):
+def build(name, seed, pretrained, frames=None, size=None):
     torch.manual_seed(seed)
     kw = {"weights": "DEFAULT" if pretrained else None}
     if name == "inception_v3":
@@ -54,7 +61,10 @@ def build(name, seed, pretrained):
         # expect it); the prelude is Gather/Unsqueeze/Mul/Add/Concat in ONNX.
         kw.update(aux_logits=True, transform_input=True, init_weights=not pretrained)
     zoo = torchvision.models.video if name in CLIPS else torchvision.models
-    model = getattr(zoo, name)(**kw)
+    if name == "mvit_v2_s" and (frames, size) != CLIPS[name]:
+        model = mvit_onnx.build(frames, size, **kw)  # its relative positions fit the window
+    else:
+        model = getattr(zoo, name)(**kw)
     if not pretrained:
         randomize_statistics(model, seed)
     return model.eval()
@@ -85,6 +95,17 @@ def randomize_statistics(model, seed):
                 m.running_var.uniform_(0.5, 1.5, generator=g)
 
 
+def check_rewrite(model, x, rewrite):
+    """Rewrite model in place; refuse to go on unless it gives what it gave before on x."""
+    with torch.no_grad():
+        before = model(x)
+        after = rewrite(model)(x)
+    err = float((after - before).abs().max() / before.abs().max())
+    print("rewritten for export: %.2g relative to the original" % err)
+    if not err < 1e-5:
+        sys.exit("export-torchvision: the rewritten network differs from the original")
+
+
 def mark_weights(path, value):
     """Append a metadata_props entry (ModelProto field 14) "vidfeat_weights" = value to the file:
     a protobuf message may be continued by appending fields, so the graph is not rewritten."""
@@ -97,10 +118,13 @@ def mark_weights(path, value):
 
 def export(name, out_dir, dynamic, pretrained, opset, frames=None, size=None, file=None):
     path = os.path.join(out_dir, (file or name) + ".onnx")
-    model = build(name, NAMES.index(name) + 1, pretrained)
     if name in CLIPS:
-        x = torch.randn(1, 3, frames or CLIPS[name][0], size or CLIPS[name][1],
-                        size or CLIPS[name][1])
+        frames, size = frames or CLIPS[name][0], size or CLIPS[name][1]
+    model = build(name, NAMES.index(name) + 1, pretrained, frames, size)
+    if name in CLIPS:
+        x = torch.randn(1, 3, frames, size, size)
+        if name == "mvit_v2_s":
+            check_rewrite(model, x, mvit_onnx.prepare)
     else:
         size = size or SIZES.get(name, 224)
         x = torch.randn(1, 3, size, size)

@@ -63,12 +63,15 @@ CLIP_CASES = [
     ("s3d", "s3d", None, None,
      [("pool", "/avgpool/AveragePool_output_0"), ("logits", "output")], 4),
     ("i3d", "i3d", None, None, [("pool", "/avg_pool/AveragePool_output_0")], 4),
+    ("mvit_v2_s", "mvit_v2_s", None, None, [("cls", "/Gather_output_0"), ("logits", "output")],
+     4),
     ("r2plus1d_18_small", "r2plus1d_18", 4, 32, [("/avgpool/GlobalAveragePool_output_0", None)], 4),
     ("r3d_18_small", "r3d_18", 4, 32, [("/avgpool/GlobalAveragePool_output_0", None)], 4),
     ("mc3_18_small", "mc3_18", 4, 32, [("/avgpool/GlobalAveragePool_output_0", None)], 4),
+    ("mvit_v2_s_small", "mvit_v2_s", 4, 32, [("/Gather_output_0", None)], 4),
 ]
 CLIP_SIZES = {"r3d_18": (16, 112), "mc3_18": (16, 112), "r2plus1d_18": (16, 112), "s3d": (16, 224),
-              "i3d": (16, 224)}
+              "i3d": (16, 224), "mvit_v2_s": (16, 224)}
 KINETICS_MEAN = [0.43216 * 255, 0.394666 * 255, 0.37645 * 255]
 KINETICS_STD = [0.22803 * 255, 0.22145 * 255, 0.216989 * 255]
 

@@ -93,7 +93,7 @@ static int is_small(const conf_case *c)
 static int is_transformer(const conf_case *c)
 {
     return strstr(c->model, "vit_") || strstr(c->model, "swin_") || strstr(c->model, "convnext") ||
-           strstr(c->model, "clip_");
+           strstr(c->model, "clip_") || strstr(c->model, "mvit_");
 }
 
 static void check_top1(const char *dir, const float *probs, const conf_case *c, const char *what)
@@ -210,9 +210,9 @@ int main(int argc, char **argv)
 
         /* the transformers also at 7 (a short batch of a plan for 7) and 32 (8 images in a
          * plan for 32): their batch moves between dimensions, so every plan size is checked;
-         * clip models (4 windows) at 1 and 4 */
-        static const int batches[] = {1, 8, 7, 32}, clip_batches[] = {1, 4};
-        int n_batches = is_transformer(&c) ? 4 : 2;
+         * clip models (4 windows) at 1 and 4, a clip transformer at 3 too (a short batch) */
+        static const int batches[] = {1, 8, 7, 32}, clip_batches[] = {1, 4, 3};
+        int n_batches = c.frames ? (is_transformer(&c) ? 3 : 2) : (is_transformer(&c) ? 4 : 2);
         const int *sizes = c.frames ? clip_batches : batches;
         const int bf16_batch = c.frames ? 4 : 8;
         for (int bi = 0; bi < n_batches; bi++) {

@@ -143,26 +143,35 @@ fail:
 }
 
 /* MatMul: y [..., M, N] = scale (a [..., M, K] b) by cuBLAS (column-major: y^T = b^T a^T, the
- * same memory), one product per leading index when b is an activation, one product of all
- * rows when b is a constant [K, N]; then bias, activation and sum by the epilogue kernel. */
+ * same memory), one product per leading index when b is an activation or a constant
+ * [..., K, N], one product of all rows when b is a constant [K, N]; then bias, activation and
+ * sum by the epilogue kernel. */
 static vf_status matmul_run(vf_backend *b, const vf_node *nd, int n, const void *a, const void *bm,
                             const void *bias, const void *sum, void *y)
 {
     cuda_ctx *c = b->ctx;
     const vf_graph *g = c->g;
     const vf_matmul_params *p = &nd->p.matmul;
-    const vf_value *bv = &g->values[nd->inputs[1]];
     vf_status rc = VF_OK;
-    int64_t lead, M, K, N;
-    vfi_matmul_dims(g, nd, n, &lead, &M, &K, &N);
+    int64_t lead, M, K, N, b_mats;
+    vfi_matmul_dims(g, nd, n, &lead, &M, &K, &N, &b_mats);
     cudaDataType_t dt = c->es == 2 ? CUDA_R_16F : CUDA_R_32F;
     cublasComputeType_t ct =
         c->precision == VF_PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     const float alpha = p->scale, beta = 0.0f;
-    BL(cublasGemmStridedBatchedEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &alpha,
-                                  bm, dt, (int)N, bv->is_batched ? (long long)(K * N) : 0, a, dt,
-                                  (int)K, (long long)(M * K), &beta, y, dt, (int)N,
-                                  (long long)(M * N), (int)lead, ct, CUBLAS_GEMM_DEFAULT));
+    /* b's matrices in turn against each run of b_mats products (a constant [..., K, N] is
+     * read again for every index of a's first leading dimensions) */
+    size_t es = (size_t)c->es;
+    int64_t runs = b_mats == lead || b_mats == 1 ? 1 : lead / b_mats;
+    int64_t per_run = runs == 1 ? lead : b_mats;
+    for (int64_t r = 0; r < runs; r++) {
+        const char *ar = (const char *)a + (size_t)(r * per_run * M * K) * es;
+        char *yr = (char *)y + (size_t)(r * per_run * M * N) * es;
+        BL(cublasGemmStridedBatchedEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K,
+                                      &alpha, bm, dt, (int)N, b_mats > 1 ? (long long)(K * N) : 0,
+                                      ar, dt, (int)K, (long long)(M * K), &beta, yr, dt, (int)N,
+                                      (long long)(M * N), (int)per_run, ct, CUBLAS_GEMM_DEFAULT));
+    }
     if (p->has_bias || p->has_sum || p->act.kind != VF_ACT_NONE)
         CU(vfk_epilogue(lead * M, N, bias, p->act, sum, c->es == 2, y, c->stream));
 fail:

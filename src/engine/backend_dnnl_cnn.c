@@ -783,8 +783,8 @@ fail:
 
 /* Transpose and Reshape: a reorder from the input's layout into a plain output buffer, seen
  * through a descriptor over the input's dims (permuted strides for a transpose). */
-/* Is value v read only as an operand of products of two activations (which take any
- * strides), and not the graph's output? */
+/* Is value v read only as an operand of products that take a as it lies (two activations, or
+ * a constant per leading index: any strides), and not the graph's output? */
 static int only_products_read(const vf_graph *g, int v)
 {
     int users = 0;
@@ -795,7 +795,7 @@ static int only_products_read(const vf_graph *g, int v)
         for (int j = 0; j < n->n_inputs; j++) {
             if (n->inputs[j] != v)
                 continue;
-            if (n->op != VF_OP_MATMUL || j > 1 || !g->values[n->inputs[1]].is_batched)
+            if (n->op != VF_OP_MATMUL || j > 1 || vfi_matmul_flat(g, n))
                 return 0;
             users++;
         }

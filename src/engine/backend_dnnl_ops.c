@@ -93,10 +93,10 @@ vf_status vfi_dnnl_matmul_op(vf_backend *b, const vf_node *nd)
     dnnl_primitive_desc_t pd = NULL;
     int x, w, y, bias = -1, sum = -1, sum_view = -1;
     /* every row of a times a constant [K, N]: one 2-D product of all rows */
-    int flat = !bv->is_batched;
+    int flat = vfi_matmul_flat(g, nd);
     if (flat)
         TRY(plain_input(b, nd->inputs[0], &x));
-    else /* two activations: as they lie (a transpose before is a strided view) */
+    else /* a as it lies (a transpose before is a strided view) */
         x = c->p->vbuf[nd->inputs[0]];
     TRY(plain_output(b, nd, &y));
     dnnl_dims_t ad;
@@ -131,11 +131,19 @@ vf_status vfi_dnnl_matmul_op(vf_backend *b, const vf_node *nd)
         TRY(vfi_dnnl_upload_const(b, &g->values[nd->inputs[2]], &bias_md, &bias_md, &bias));
     }
     dnnl_matmul_desc_t md;
-    if (flat) {
+    if (!bv->is_batched) {
+        /* a constant [K, N], or [..., K, N] broadcast over a's first leading dimensions */
         dnnl_memory_desc_t w_any, w_user;
-        dnnl_dims_t wd = {bv->dims[0], N};
-        CHECK(dnnl_memory_desc_init_by_tag(&w_any, 2, wd, c->act_dt, dnnl_format_tag_any));
-        CHECK(dnnl_memory_desc_init_by_tag(&w_user, 2, wd, dnnl_f32, dnnl_ab));
+        int wn = flat ? 2 : ndims;
+        dnnl_dims_t wd, ws;
+        int64_t stride = 1;
+        for (int i = wn - 1; i >= 0; i--) {
+            wd[i] = i < wn - bv->rank ? 1 : bv->dims[i - (wn - bv->rank)];
+            ws[i] = stride;
+            stride *= wd[i];
+        }
+        CHECK(dnnl_memory_desc_init_by_tag(&w_any, wn, wd, c->act_dt, dnnl_format_tag_any));
+        CHECK(dnnl_memory_desc_init_by_strides(&w_user, wn, wd, dnnl_f32, ws));
         CHECK(dnnl_matmul_desc_init(&md, &c->p->bufs[xa].md, &w_any, p->has_bias ? &bias_md : NULL,
                                     &c->p->bufs[ya].md));
         CHECK(dnnl_primitive_desc_create(&pd, &md, attr, c->engine, NULL));

@@ -390,17 +390,17 @@ static void expand(const vf_node *nd, const vf_graph *g, const float *x, float *
 }
 
 /* y [..., M, N] = act(scale x (a [..., M, K] b) + bias) + sum: b a constant [K, N] for every
- * row, or an activation with the same leading dimensions (one product per leading index). */
+ * row, a constant [..., K, N] for a's last leading dimensions, or an activation with the same
+ * leading dimensions (one product per leading index). */
 static void matmul(const vf_node *nd, const vf_graph *g, const float *a, const float *b,
                    const float *sum, float *y, int n)
 {
     const vf_matmul_params *p = &nd->p.matmul;
     const float *bias = p->has_bias ? g->values[nd->inputs[2]].data : NULL;
-    const vf_value *bv = &g->values[nd->inputs[1]];
-    int64_t lead, M, K, N;
-    vfi_matmul_dims(g, nd, n, &lead, &M, &K, &N);
+    int64_t lead, M, K, N, b_mats;
+    vfi_matmul_dims(g, nd, n, &lead, &M, &K, &N, &b_mats);
     for (int64_t l = 0; l < lead; l++) {
-        const float *al = a + l * M * K, *bl = bv->is_batched ? b + l * K * N : b;
+        const float *al = a + l * M * K, *bl = b + (l % b_mats) * K * N;
         float *yl = y + l * M * N;
         for (int64_t m = 0; m < M; m++) {
             for (int64_t j = 0; j < N; j++) {

@@ -62,8 +62,14 @@ void vfi_graph_free(vf_graph **pg)
     *pg = NULL;
 }
 
+int vfi_matmul_flat(const vf_graph *g, const vf_node *nd)
+{
+    const vf_value *bv = &g->values[nd->inputs[1]];
+    return !bv->is_batched && bv->rank == 2;
+}
+
 void vfi_matmul_dims(const vf_graph *g, const vf_node *nd, int64_t n, int64_t *lead, int64_t *m,
-                     int64_t *k, int64_t *cols)
+                     int64_t *k, int64_t *cols, int64_t *b_mats)
 {
     const vf_value *av = &g->values[nd->inputs[0]], *bv = &g->values[nd->inputs[1]];
     int64_t ad[VF_MAX_DIMS], bd[VF_MAX_DIMS];
@@ -72,8 +78,10 @@ void vfi_matmul_dims(const vf_graph *g, const vf_node *nd, int64_t n, int64_t *l
     int r = av->rank;
     *k = ad[r - 1];
     *cols = bd[bv->rank - 1];
-    *m = bv->is_batched ? ad[r - 2] : vfi_dims_numel(r - 1, ad);
-    *lead = bv->is_batched ? vfi_dims_numel(r - 2, ad) : 1;
+    int flat = vfi_matmul_flat(g, nd);
+    *m = flat ? vfi_dims_numel(r - 1, ad) : ad[r - 2];
+    *lead = flat ? 1 : vfi_dims_numel(r - 2, ad);
+    *b_mats = bv->is_batched ? *lead : vfi_dims_numel(bv->rank - 2, bd);
 }
 
 int vfi_graph_find(const vf_graph *g, const char *name)

@@ -330,10 +330,16 @@ vf_status vfi_graph_add_node(vf_graph *g, vf_op op, const char *node_name, const
 vf_status vfi_graph_infer_node(vf_graph *g, int i, vf_err *err);
 
 /* A MATMUL node's products at batch n: `lead` products of [m, k] x [k, cols], a's rows and y's
- * consecutive; b an activation holds one [k, cols] a product (the same leading dimensions as
- * a), a constant b is one [k, cols] for all of a's rows (lead 1, m every row). */
+ * consecutive, product l with b's matrix l % *b_mats. b an activation holds one [k, cols] a
+ * product (the same leading dimensions as a: b_mats = lead); a constant [k, cols] is one
+ * matrix for all of a's rows (lead 1, m every row); a constant [..., k, cols] holds one matrix
+ * for each index of a's last leading dimensions, the same for each index of those before
+ * (einsum's "b t h w c, h k c -> b t h w k"). */
 void vfi_matmul_dims(const vf_graph *g, const vf_node *nd, int64_t n, int64_t *lead, int64_t *m,
-                     int64_t *k, int64_t *cols);
+                     int64_t *k, int64_t *cols, int64_t *b_mats);
+
+/* Is MATMUL node nd a product of all of a's rows with one constant matrix? */
+int vfi_matmul_flat(const vf_graph *g, const vf_node *nd);
 
 /* The window of CONV or CONV3D node nd into *w. */
 void vfi_conv_window(const vf_graph *g, const vf_node *nd, vf_conv_window *w);

@@ -49,10 +49,18 @@ static vf_status infer_product(vf_graph *g, vf_node *n, vf_value *y, vf_err *err
     y->dims[r - 1] = b->dims[b->rank - 1];
     vfi_same_batch(y, a);
     if (!b->is_batched) {
-        if (b->rank != 2)
+        /* a constant [..., K, N]: its leading dimensions are a's last ones, the batch before */
+        int lead = b->rank - 2;
+        if (b->rank > r || (lead > 0 && a->batch_axis >= r - 2 - lead))
             return NODE_FAIL(VF_ERR_UNSUPPORTED,
-                             "node '%s': a constant second operand of rank %d (2 expected)",
+                             "node '%s': a constant second operand of rank %d whose leading "
+                             "dimensions are not the first operand's last ones",
                              n->name, b->rank);
+        for (int i = 0; i < lead; i++) {
+            if (b->dims[i] != a->dims[r - 2 - lead + i])
+                return NODE_FAIL(VF_ERR_MODEL, "node '%s': leading dimension %d differs", n->name,
+                                 r - 2 - lead + i);
+        }
         return VF_OK;
     }
     /* two activations: the same leading dimensions, the batch among them in the same way */

@@ -4,9 +4,11 @@ vidfeat's whole extraction against a PyTorch pipeline, in the same run. Prints t
 is asserted.
 
     scripts/bench-clips.py [--batch 8] [--runs 3] [--rounds 2] [--threads 2] [--no-end-to-end]
+                           [--models r2plus1d_18,s3d,mvit_v2_s]
 
 Network alone: R(2+1)D-18 on 16-frame windows at 112 and 224, S3D at 224 (its last pooling
-needs 224: at 112 its map is smaller than the 7x7 window), batch 8, windows/s, the median of
+needs 224: at 112 its map is smaller than the 7x7 window), MViT-V2-S at 224, batch 8, windows/s,
+the median of
 --rounds x --runs; vidfeat through `vidfeat bench --infer-only` (synthetic windows), ONNX
 Runtime through scripts/ort_clip_bench.js (onnxruntime-node from build/ort, or ORT_NODE_DIR).
 The files are scripts/export-torchvision.py's (seeded random weights), made in --model-dir.
@@ -32,7 +34,8 @@ from vfbench import cpu_name, ort_env, run_json  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-CASES = [("r2plus1d_18", 16, 112), ("r2plus1d_18", 16, 224), ("s3d", 16, 224)]
+CASES = [("r2plus1d_18", 16, 112), ("r2plus1d_18", 16, 224), ("s3d", 16, 224),
+         ("mvit_v2_s", 16, 224)]
 
 
 def export(model_dir, arch, frames, size):
@@ -49,6 +52,8 @@ def network_alone(a, env):
     res = {}
     for rnd in range(a.rounds):
         for arch, frames, size in CASES:
+            if arch not in a.models:
+                continue
             path = export(a.model_dir, arch, frames, size)
             runs = [("vidfeat", "f32"), ("vidfeat", "bf16"), ("onnxruntime 1.30", "f32")]
             for name, prec in runs:
@@ -69,7 +74,7 @@ def network_alone(a, env):
     print("\n| model | window | vidfeat f32 | vidfeat bf16 | ONNX Runtime f32 | f32 ratio |"
           " bf16 ratio |")
     print("|---|---|---|---|---|---|---|")
-    for arch, frames, size in CASES:
+    for arch, frames, size in (c for c in CASES if c[0] in a.models):
         med = {k[2:]: statistics.median(v) for k, v in res.items() if k[:2] == (arch, size)}
         f32, bf16 = med.get(("vidfeat", "f32"), 0), med.get(("vidfeat", "bf16"), 0)
         ort = med.get(("onnxruntime 1.30", "f32"), 0)
@@ -164,6 +169,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-end-to-end", action="store_true")
+    ap.add_argument("--models", default=",".join(sorted({c[0] for c in CASES})),
+                    type=lambda s: s.split(","), help="the networks timed alone (comma list)")
     ap.add_argument("--no-network", action="store_true", help="the end to end part only")
     ap.add_argument("--model-dir", default=os.path.join(ROOT, "build", "bench-models"))
     ap.add_argument("--vidfeat", default=os.path.join(ROOT, "build", "src", "cli", "vidfeat"))

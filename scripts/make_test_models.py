@@ -386,6 +386,23 @@ class TransformerOps(nn.Module):
         return torch.cat([a.flatten(1), r.flatten(1), -n.flatten(1)], dim=1)
 
 
+class MatmulPerIndex(nn.Module):
+    """Products with a constant per index of the input's last leading dimensions (MViT's
+    relative positions, its einsum "b t h w c, h k c -> b t h w k"): one leading dimension, two,
+    and then a bias and a residual sum fused into the product."""
+    def __init__(self):
+        super().__init__()
+        self.r1 = nn.Parameter(torch.randn(3, 6, 5))
+        self.r2 = nn.Parameter(torch.randn(3, 2, 6, 2))
+        self.bias = nn.Parameter(torch.randn(6))
+
+    def forward(self, x):                          # [N, 3, 4, 6]
+        a = x @ self.r1                            # [N, 3, 4, 5]
+        b = x.reshape(-1, 3, 2, 2, 6) @ self.r2    # [N, 3, 2, 2, 2]
+        c = (a @ self.r1.transpose(1, 2)) + self.bias + x    # [N, 3, 4, 6]
+        return torch.cat([a.flatten(1), b.flatten(1), c.flatten(1)], dim=1)
+
+
 class TextTiny(nn.Module):
     """A CLIP-style text tower, small: token ids [N, 8] from a vocabulary of 50, token and
     position embeddings, two causal attention blocks (sequence first, QuickGELU), a final
@@ -733,6 +750,7 @@ def main(fixtures_only=False):
     export("convnext_tiny", convnext_tiny, (3, 32, 32), 21, opset=17)
     export("transformer_ops", TransformerOps, (3, 4, 6), 22, opset=17)
     export("vit_patch14", vit_patch14, (3, 56, 56), 23, opset=17)
+    export("matmul_per_index", MatmulPerIndex, (3, 4, 6), 28, opset=17)
     text_tiny()
     conv_bn_relu()
     conv3d_bn_relu()

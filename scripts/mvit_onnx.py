@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 """torchvision's MViT (mvit_v2_s) rewritten, in place, into operators an ONNX file carries
 plainly; imported by export-torchvision.py.
 
@@ -15,8 +16,12 @@ The network computes the same sums; only the way its steps are written changes:
 - the pooled residual added in place into a slice becomes a sum with the slice padded by zeros.
 
 export-torchvision.py checks the rewritten network against the original on the same input
-before it writes the file.
+before it writes the file. Run as a script, this checks it on a window of its own:
+
+  /usr/bin/python3 scripts/mvit_onnx.py [--frames 4] [--size 32]
 """
+import argparse
+import sys
 import types
 
 import numpy as np
@@ -144,3 +149,24 @@ def build(frames, size, **kw):
         return tv.mvit_v2_s(**kw)
     finally:
         tv._mvit = original
+
+
+def main():
+    ap = argparse.ArgumentParser(description="check the rewrite against torchvision's MViT")
+    ap.add_argument("--frames", type=int, default=4)
+    ap.add_argument("--size", type=int, default=32)
+    a = ap.parse_args()
+    torch.manual_seed(1)
+    model = build(a.frames, a.size).eval()
+    x = torch.randn(2, 3, a.frames, a.size, a.size)
+    with torch.no_grad():
+        before = model(x)
+        after = prepare(model)(x)
+    err = float((after - before).abs().max() / before.abs().max())
+    print("mvit_v2_s %dx%d: the rewrite within %.2g relative of torchvision's forward"
+          % (a.frames, a.size, err))
+    return 0 if err < 1e-5 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -41,6 +41,7 @@ const char *const op_case_names[] = {
     "convnext_tiny",
     "transformer_ops",
     "vit_patch14",
+    "matmul_per_index",
     "text_tiny",
     NULL,
 };

@@ -69,11 +69,11 @@ static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wi
     }
     dnnl_format_tag_t user_tag =
         cw.ax.n == 3 ? (grouped ? dnnl_goidhw : dnnl_oidhw) : (grouped ? dnnl_goihw : dnnl_oihw);
-    CHECK(dnnl_memory_desc_init_by_tag(&src_md, rank, xd, sdt, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(&w_md, rank + grouped, wd, wdt, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(w_user, rank + grouped, wd,
                                        wdt == dnnl_s8 ? dnnl_s8 : dnnl_f32, user_tag));
     CHECK(dnnl_memory_desc_init_by_tag(b_md, 1, bd, dnnl_f32, dnnl_a));
+    CHECK(dnnl_memory_desc_init_by_tag(&src_md, rank, xd, sdt, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(&dst_md, rank, yd, ddt, dnnl_format_tag_any));
     dnnl_status_t s = dnnl_unimplemented;
     for (int attempt = wino ? 0 : 1; attempt < 2 && s != dnnl_success; attempt++) {
@@ -286,6 +286,45 @@ fail:
  * layer runs in the fewest equal chunks (halving) whose scratchpad fits in a quarter of the
  * layer's output, so that the activations, not the scratchpad, set the peak memory: VGG19 at
  * batch 32 peaks at 1.67 GB instead of 2.72 GB (scratchpad 49 MB), at the same speed. */
+/* Is node nd a depthwise Conv3D (a filter per channel)? */
+static int depthwise3d(const vf_graph *g, const vf_node *nd, const vf_conv_window *cw)
+{
+    int64_t channels = g->values[nd->inputs[0]].dims[1];
+    return cw->ax.n == 3 && cw->group > 1 && cw->group == channels &&
+           g->values[nd->inputs[1]].dims[0] == channels;
+}
+
+/* A depthwise Conv3D as a host step (dwconv.h): f32, channels last in and out, whatever the
+ * activation type (the step's neighbours convert). */
+static vf_status conv_dw3d_host(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    const vf_value *wv = &g->values[nd->inputs[1]];
+    vf_status rc = VF_OK;
+    dnnl_dims_t xd, yd, wd, bd = {wv->dims[0]};
+    memcpy(wd, wv->dims, 5 * sizeof(int64_t));
+    vfi_dnnl_value_dims(c, &g->values[nd->inputs[0]], xd);
+    vfi_dnnl_value_dims(c, &g->values[nd->output], yd);
+    dnnl_memory_desc_t xmd, ymd, w_user, w_want, b_md;
+    CHECK(dnnl_memory_desc_init_by_tag(&xmd, 5, xd, dnnl_f32, dnnl_acdeb));
+    CHECK(dnnl_memory_desc_init_by_tag(&ymd, 5, yd, dnnl_f32, dnnl_acdeb));
+    /* the filters [C, 1, KT, KH, KW] as [KT, KH, KW, C] */
+    CHECK(dnnl_memory_desc_init_by_tag(&w_user, 5, wd, dnnl_f32, dnnl_abcde));
+    CHECK(dnnl_memory_desc_init_by_tag(&w_want, 5, wd, dnnl_f32, dnnl_bcdea));
+    CHECK(dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_a));
+    int bufs[4], n_bufs = 3;
+    TRY(vfi_dnnl_ensure_md(b, c->p->vbuf[nd->inputs[0]], &xmd, &bufs[0]));
+    TRY(vfi_dnnl_upload_const(b, wv, &w_user, &w_want, &bufs[1]));
+    TRY(vfi_dnnl_new_buf(b, &ymd, BUF_ARENA, &bufs[2]));
+    if (nd->n_inputs > 2)
+        TRY(vfi_dnnl_upload_const(b, &g->values[nd->inputs[2]], &b_md, &b_md, &bufs[n_bufs++]));
+    TRY(vfi_dnnl_add_host(b, nd, n_bufs, bufs));
+    c->p->vbuf[nd->output] = bufs[2];
+fail:
+    return rc;
+}
+
 vf_status vfi_dnnl_conv_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
@@ -295,6 +334,8 @@ vf_status vfi_dnnl_conv_op(vf_backend *b, const vf_node *nd)
     const vf_value *wv = &g->values[nd->inputs[1]];
     vf_conv_window cw;
     vfi_conv_window(g, nd, &cw);
+    if (depthwise3d(g, nd, &cw))
+        return conv_dw3d_host(b, nd);
     vf_status rc = VF_OK;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL, sub_pd = NULL;
@@ -409,6 +450,8 @@ vf_status vfi_dnnl_act_op(vf_backend *b, const vf_node *nd)
 }
 
 /* POOL and POOL3D: oneDNN pools 4-D and 5-D tensors alike. */
+static int has_tag(const dnnl_memory_desc_t *md, dnnl_format_tag_t tag);
+
 vf_status vfi_dnnl_pool_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
@@ -433,6 +476,14 @@ vf_status vfi_dnnl_pool_op(vf_backend *b, const vf_node *nd)
                           : w.count_include_pad ? dnnl_pooling_avg_include_padding
                                                 : dnnl_pooling_avg_exclude_padding;
     int x = c->p->vbuf[nd->inputs[0]], y;
+    if (w.ax.n == 3 && has_tag(&c->p->bufs[x].md, dnnl_abcde)) {
+        /* oneDNN 2.6 pools a row-major clip with a plain loop 10x slower than its kernel for
+         * channels last (MViT's skip connections): the reorder costs less than the loss */
+        dnnl_memory_desc_t last;
+        const dnnl_memory_desc_t *md = &c->p->bufs[x].md;
+        CHECK(dnnl_memory_desc_init_by_tag(&last, 5, md->dims, md->data_type, dnnl_acdeb));
+        TRY(vfi_dnnl_ensure_md(b, x, &last, &x));
+    }
     dnnl_data_type_t ydt = c->vdt ? vfi_dnnl_dt_of(c, nd->output) : c->p->bufs[x].md.data_type;
     CHECK(dnnl_memory_desc_init_by_tag(&dst_md, 2 + w.ax.n, yd, ydt, dnnl_format_tag_any));
     dnnl_pooling_v2_desc_t pdsc;
@@ -510,8 +561,6 @@ fail:
         dnnl_primitive_attr_destroy(attr);
     return rc;
 }
-
-static int has_tag(const dnnl_memory_desc_t *md, dnnl_format_tag_t tag);
 
 /* A clip's activation in a layout the 3-D convolutions chose (channels last, or channels in
  * blocks of 16 or 8), which the binary kernel reads as fast as its plain one. */

@@ -11,6 +11,7 @@
 
 #define VF_DNNL_FILE "backend_dnnl_ops.c"
 #include "engine/backend_dnnl.h"
+#include "engine/dwconv.h"
 #include "engine/ids_ops.h"
 
 /* Value v's buffer as a plain row-major buffer of type dt. */
@@ -404,6 +405,16 @@ vf_status vfi_dnnl_run_host(vf_backend *b, const plan *q, const step *s, int n)
         vfi_ids_split(c->g, nd, q->batch, &outer, &len, &inner);
         return vfi_ids_take(nd, buf_data(q, s->arg_buf[0]), buf_data(q, s->arg_buf[1]), q->batch, n,
                             outer, len, inner, buf_data(q, s->arg_buf[2]), &b->err);
+    case VF_OP_CONV3D: { /* depthwise (backend_dnnl_cnn.c): the first n clips */
+        vf_conv_window cw;
+        vfi_conv_window(c->g, nd, &cw);
+        const vf_value *yv = &c->g->values[nd->output];
+        vfi_dwconv3d_nlc(&cw, n, xv->dims[1], xv->dims + 2, yv->dims + 2,
+                         buf_data(q, s->arg_buf[0]), buf_data(q, s->arg_buf[1]),
+                         nd->n_inputs > 2 ? buf_data(q, s->arg_buf[3]) : NULL,
+                         buf_data(q, s->arg_buf[2]));
+        return VF_OK;
+    }
     default:
         return vfi_fail(&b->err, VF_ERR_INTERNAL, "node '%s': no host step for %s", nd->name,
                         vfi_op_name(nd->op));

@@ -19,10 +19,14 @@ static int f32_flags(const dnnl_ctx *c, const vf_node *nd)
     return c->f32node ? c->f32node[nd - c->g->nodes] : 0;
 }
 
+/* conv_pd's algorithms: direct; Winograd where oneDNN has it for the shape, else direct; a
+ * (1, KH, KW) Conv3D as a 2-D Winograd convolution over every frame of the batch's clips
+ * ([N x T, C, H, W]), nothing else. */
+enum { CONV_DIRECT, CONV_WINO, CONV_FRAMES_WINO };
+
 /* The primitive descriptor of convolution node nd for `batch` images, activations and weights
- * in whatever layout oneDNN prefers: Winograd when `wino` and oneDNN has it for the shape, else
- * direct; in int8 when plan_int8 chose it for nd. The weights' and bias' user layouts go to
- * *w_user, *b_md. */
+ * in whatever layout oneDNN prefers, by algorithm `wino` (above); in int8 when plan_int8 chose
+ * it for nd. The weights' and bias' user layouts go to *w_user, *b_md. */
 static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wino,
                          const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *out,
                          dnnl_memory_desc_t *w_user, dnnl_memory_desc_t *b_md)
@@ -69,6 +73,21 @@ static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wi
     }
     dnnl_format_tag_t user_tag =
         cw.ax.n == 3 ? (grouped ? dnnl_goidhw : dnnl_oidhw) : (grouped ? dnnl_goihw : dnnl_oihw);
+    if (wino == CONV_FRAMES_WINO) { /* [N, C, T, H, W] as [N x T, C, H, W]; KT is 1 */
+        dnnl_dims_t x2 = {xd[0] * xd[2], xd[1], xd[3], xd[4]},
+                    y2 = {yd[0] * yd[2], yd[1], yd[3], yd[4]}, w2 = {wd[0], wd[1], wd[3], wd[4]};
+        memcpy(xd, x2, sizeof(x2));
+        memcpy(yd, y2, sizeof(y2));
+        memcpy(wd, w2, sizeof(w2));
+        for (int a = 0; a < 2; a++) {
+            strides[a] = strides[a + 1];
+            dil[a] = dil[a + 1];
+            pl[a] = pl[a + 1];
+            pr[a] = pr[a + 1];
+        }
+        rank = 4;
+        user_tag = dnnl_oihw;
+    }
     CHECK(dnnl_memory_desc_init_by_tag(&w_md, rank + grouped, wd, wdt, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(w_user, rank + grouped, wd,
                                        wdt == dnnl_s8 ? dnnl_s8 : dnnl_f32, user_tag));
@@ -76,7 +95,9 @@ static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wi
     CHECK(dnnl_memory_desc_init_by_tag(&src_md, rank, xd, sdt, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(&dst_md, rank, yd, ddt, dnnl_format_tag_any));
     dnnl_status_t s = dnnl_unimplemented;
-    for (int attempt = wino ? 0 : 1; attempt < 2 && s != dnnl_success; attempt++) {
+    int last = wino == CONV_FRAMES_WINO ? 1 : 2;
+    for (int attempt = wino != CONV_DIRECT ? 0 : 1; attempt < last && s != dnnl_success;
+         attempt++) {
         dnnl_convolution_desc_t cd;
         dnnl_alg_kind_t alg = attempt == 0 ? dnnl_convolution_winograd : dnnl_convolution_direct;
         s = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, alg, &src_md,
@@ -85,6 +106,8 @@ static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wi
         if (s == dnnl_success)
             s = dnnl_primitive_desc_create(out, &cd, attr, c->engine, NULL);
     }
+    if (s != dnnl_success && wino == CONV_FRAMES_WINO)
+        return VF_ERR_UNSUPPORTED; /* not an error: the caller convolves the clip directly */
     CHECK(s);
 fail:
     return rc;
@@ -270,7 +293,7 @@ static vf_status conv_int8(vf_backend *b, const vf_node *nd)
     float ys = out_scale(c, nd->output);
     TRY(quantize_wb(b, nd, c->vscale[nd->inputs[0]], ys, &q));
     TRY(int8_attr(b, &nd->p.conv.act, ys, &q, &attr));
-    TRY(conv_pd(b, nd, c->p->batch, 0, attr, &pd, &w_user, &b_md));
+    TRY(conv_pd(b, nd, c->p->batch, CONV_DIRECT, attr, &pd, &w_user, &b_md));
     TRY(weighted_step(b, nd, pd, q.w, q.bias, &w_user, src_scale(c, nd->inputs[0])));
 fail:
     qparams_free(&q);
@@ -286,6 +309,116 @@ fail:
  * layer runs in the fewest equal chunks (halving) whose scratchpad fits in a quarter of the
  * layer's output, so that the activations, not the scratchpad, set the peak memory: VGG19 at
  * batch 32 peaks at 1.67 GB instead of 2.72 GB (scratchpad 49 MB), at the same speed. */
+/* The layout md2 of frames [N x T, C, H, W] seen as the clips [N, C, T, H, W] it holds (each
+ * frame's image in md2's layout, the frames of a clip consecutive); 0 when md2 is not a blocked
+ * layout or blocks its batch. */
+static int clip_of_frames(const dnnl_memory_desc_t *md2, int64_t t, dnnl_memory_desc_t *md5)
+{
+    const dnnl_blocking_desc_t *b2 = &md2->format_desc.blocking;
+    if (md2->format_kind != dnnl_blocked || md2->ndims != 4 || md2->offset0 != 0 ||
+        md2->dims[0] % t != 0)
+        return 0;
+    static const int axis[4] = {0, 1, 3, 4}; /* N x T, C, H, W -> their clip axes */
+    memset(md5, 0, sizeof(*md5));
+    md5->ndims = 5;
+    md5->data_type = md2->data_type;
+    md5->format_kind = dnnl_blocked;
+    for (int i = 0; i < 4; i++) {
+        md5->dims[axis[i]] = md2->dims[i];
+        md5->padded_dims[axis[i]] = md2->padded_dims[i];
+        md5->format_desc.blocking.strides[axis[i]] = b2->strides[i];
+    }
+    md5->dims[0] = md5->padded_dims[0] = md2->dims[0] / t;
+    md5->dims[2] = md5->padded_dims[2] = t;
+    md5->format_desc.blocking.strides[0] = b2->strides[0] * t;
+    md5->format_desc.blocking.strides[2] = b2->strides[0];
+    md5->format_desc.blocking.inner_nblks = b2->inner_nblks;
+    for (int k = 0; k < b2->inner_nblks; k++) {
+        if (b2->inner_idxs[k] == 0)
+            return 0;
+        md5->format_desc.blocking.inner_blks[k] = b2->inner_blks[k];
+        md5->format_desc.blocking.inner_idxs[k] = axis[b2->inner_idxs[k]];
+    }
+    return dnnl_memory_desc_get_size(md5) == dnnl_memory_desc_get_size(md2);
+}
+
+/* A Conv3D of kernel (1, 3, 3), stride and dilation 1, one group (R(2+1)D's spatial
+ * convolutions), in f32, as a 2-D Winograd convolution over all the frames of the batch's clips:
+ * 2.4x faster than oneDNN 2.6's direct 3-D kernel on Zen 4, a relayout of its input included.
+ * The input is relaid so that each frame is one image of the Winograd's layout, the output seen
+ * as clips through a view; as for 2-D Winograd, clips go in chunks when the whole batch's
+ * scratchpad would outgrow a quarter of the output. *done = 0 when oneDNN has no Winograd
+ * kernel for it (the caller convolves the clip directly). */
+static vf_status conv_frames(vf_backend *b, const vf_node *nd, const vf_conv_window *cw,
+                             const_dnnl_primitive_attr_t attr, int *done)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    const vf_value *xv = &g->values[nd->inputs[0]], *wv = &g->values[nd->inputs[1]];
+    const vf_axes *ax = &cw->ax;
+    *done = 0;
+    if (!c->winograd || ax->n != 3 || cw->group != 1 || ax->kernel[0] != 1 || ax->kernel[1] != 3 ||
+        ax->kernel[2] != 3 || ax->pad_begin[0] != 0 || ax->pad_end[0] != 0)
+        return VF_OK;
+    for (int a = 0; a < 3; a++) {
+        if (ax->stride[a] != 1 || ax->dilation[a] != 1)
+            return VF_OK;
+    }
+    dnnl_primitive_desc_t pd = NULL, sub_pd = NULL;
+    dnnl_memory_desc_t w_user, b_md, x2, y2, x5, y5;
+    int64_t t = xv->dims[2], clips = c->p->batch;
+    vf_status rc = conv_pd(b, nd, clips, CONV_FRAMES_WINO, attr, &pd, &w_user, &b_md);
+    if (rc == VF_ERR_UNSUPPORTED)
+        return VF_OK;
+    if (rc < 0)
+        return rc;
+    size_t budget =
+        dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0)) / 4;
+    while (scratch_bytes(pd) > budget && clips % 2 == 0) {
+        if (conv_pd(b, nd, clips / 2, CONV_FRAMES_WINO, attr, &sub_pd, &w_user, &b_md) < 0)
+            break; /* the whole batch's, then */
+        dnnl_primitive_desc_destroy(pd);
+        pd = sub_pd;
+        sub_pd = NULL;
+        clips /= 2;
+    }
+    const dnnl_memory_desc_t *sub_x = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *sub_y = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    if (!vfi_dnnl_batch_outermost(sub_x) || !vfi_dnnl_batch_outermost(sub_y))
+        goto fail; /* not done */
+    x2 = with_batch(sub_x, c->p->batch * t);
+    y2 = with_batch(sub_y, c->p->batch * t);
+    if (!clip_of_frames(&x2, t, &x5) || !clip_of_frames(&y2, t, &y5))
+        goto fail;
+    int x, w, bias = -1, y, y_clip;
+    TRY(vfi_dnnl_ensure_md(b, c->p->vbuf[nd->inputs[0]], &x5, &x));
+    TRY(vfi_dnnl_upload_data(b, wv, wv->data, &w_user,
+                             dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &w));
+    if (nd->n_inputs > 2)
+        TRY(vfi_dnnl_upload_data(b, &g->values[nd->inputs[2]], g->values[nd->inputs[2]].data, &b_md,
+                                 &b_md, &bias));
+    TRY(vfi_dnnl_new_buf(b, &y2, BUF_ARENA, &y));
+    size_t x_bytes = dnnl_memory_desc_get_size(sub_x), y_bytes = dnnl_memory_desc_get_size(sub_y);
+    for (int64_t k = 0; k < c->p->batch / clips; k++) {
+        int xs, ys;
+        TRY(vfi_dnnl_new_view(b, x, sub_x, &xs));
+        c->p->bufs[xs].view_offset = (size_t)k * x_bytes;
+        TRY(vfi_dnnl_new_view(b, y, sub_y, &ys));
+        c->p->bufs[ys].view_offset = (size_t)k * y_bytes;
+        int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+        int bufs[4] = {xs, w, ys, bias};
+        TRY(vfi_dnnl_add_step(b, pd, bias >= 0 ? 4 : 3, kinds, bufs));
+    }
+    TRY(vfi_dnnl_new_view(b, y, &y5, &y_clip));
+    c->p->vbuf[nd->output] = y_clip;
+    *done = 1;
+fail:
+    if (sub_pd)
+        dnnl_primitive_desc_destroy(sub_pd);
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
 /* Is node nd a depthwise Conv3D (a filter per channel)? */
 static int depthwise3d(const vf_graph *g, const vf_node *nd, const vf_conv_window *cw)
 {
@@ -341,10 +474,14 @@ vf_status vfi_dnnl_conv_op(vf_backend *b, const vf_node *nd)
     dnnl_primitive_desc_t pd = NULL, sub_pd = NULL;
     dnnl_memory_desc_t w_user, b_md;
     TRY(vfi_dnnl_make_attr(b, &cw.act, &attr));
+    int framed = 0;
+    TRY(conv_frames(b, nd, &cw, attr, &framed));
+    if (framed)
+        goto fail; /* finished: only the cleanup is left */
     int try_wino = c->winograd && cw.ax.n == 2 && cw.group == 1 && wv->dims[2] == 3 &&
                    wv->dims[3] == 3 && cw.ax.stride[0] == 1 && cw.ax.stride[1] == 1 &&
                    cw.ax.dilation[0] == 1 && cw.ax.dilation[1] == 1;
-    TRY(conv_pd(b, nd, c->p->batch, try_wino, attr, &pd, &w_user, &b_md));
+    TRY(conv_pd(b, nd, c->p->batch, try_wino ? CONV_WINO : CONV_DIRECT, attr, &pd, &w_user, &b_md));
     const dnnl_memory_desc_t *got_dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     size_t budget = dnnl_memory_desc_get_size(got_dst) / 4;
     if (try_wino && scratch_bytes(pd) > budget) {
@@ -352,7 +489,7 @@ vf_status vfi_dnnl_conv_op(vf_backend *b, const vf_node *nd)
             if (sub_pd)
                 dnnl_primitive_desc_destroy(sub_pd);
             sub_pd = NULL;
-            TRY(conv_pd(b, nd, c->p->batch / k, 1, attr, &sub_pd, &w_user, &b_md));
+            TRY(conv_pd(b, nd, c->p->batch / k, CONV_WINO, attr, &sub_pd, &w_user, &b_md));
             if (scratch_bytes(sub_pd) <= budget)
                 break;
         }

@@ -304,11 +304,6 @@ fail:
     return rc;
 }
 
-/* Winograd keeps the transformed tiles of the whole batch in its scratchpad: for VGG19's
- * 224x224 layers at batch 32 that is 1.1 GB, more than the layer's own output (411 MB). Such a
- * layer runs in the fewest equal chunks (halving) whose scratchpad fits in a quarter of the
- * layer's output, so that the activations, not the scratchpad, set the peak memory: VGG19 at
- * batch 32 peaks at 1.67 GB instead of 2.72 GB (scratchpad 49 MB), at the same speed. */
 /* The layout md2 of frames [N x T, C, H, W] seen as the clips [N, C, T, H, W] it holds (each
  * frame's image in md2's layout, the frames of a clip consecutive); 0 when md2 is not a blocked
  * layout or blocks its batch. */
@@ -458,6 +453,11 @@ fail:
     return rc;
 }
 
+/* Winograd keeps the transformed tiles of the whole batch in its scratchpad: for VGG19's
+ * 224x224 layers at batch 32 that is 1.1 GB, more than the layer's own output (411 MB). Such a
+ * layer runs in the fewest equal chunks (halving) whose scratchpad fits in a quarter of the
+ * layer's output, so that the activations, not the scratchpad, set the peak memory: VGG19 at
+ * batch 32 peaks at 1.67 GB instead of 2.72 GB (scratchpad 49 MB), at the same speed. */
 vf_status vfi_dnnl_conv_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;

@@ -303,7 +303,6 @@ fail:
     return rc;
 }
 
-/* The value's dims with the batch filled in. */
 /* How value vi is stored: its int8 type in an int8 plan where it is quantized, else the
  * activation type. */
 dnnl_data_type_t vfi_dnnl_dt_of(const dnnl_ctx *c, int vi)
@@ -311,6 +310,7 @@ dnnl_data_type_t vfi_dnnl_dt_of(const dnnl_ctx *c, int vi)
     return c->vdt ? c->vdt[vi] : c->act_dt;
 }
 
+/* The value's dims with the plan's batch filled in. */
 void vfi_dnnl_value_dims(const dnnl_ctx *c, const vf_value *v, dnnl_dims_t dims)
 {
     vfi_value_dims_at(v, c->p->batch, dims);

@@ -127,6 +127,30 @@ static dnnl_memory_desc_t with_batch(const dnnl_memory_desc_t *md, int64_t batch
     return m;
 }
 
+/* Steps running convolution pd (made for one chunk of the batch) over `chunks` consecutive
+ * chunks of buffers x and y (views at byte offsets), weights w, bias or -1. */
+static vf_status chunk_steps(vf_backend *b, const_dnnl_primitive_desc_t pd, int64_t chunks, int x,
+                             int w, int bias, int y)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = VF_OK;
+    const dnnl_memory_desc_t *sub_x = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *sub_y = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    size_t x_bytes = dnnl_memory_desc_get_size(sub_x), y_bytes = dnnl_memory_desc_get_size(sub_y);
+    for (int64_t k = 0; k < chunks; k++) {
+        int xs, ys;
+        TRY(vfi_dnnl_new_view(b, x, sub_x, &xs));
+        c->p->bufs[xs].view_offset = (size_t)k * x_bytes;
+        TRY(vfi_dnnl_new_view(b, y, sub_y, &ys));
+        c->p->bufs[ys].view_offset = (size_t)k * y_bytes;
+        int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+        int bufs[4] = {xs, w, ys, bias};
+        TRY(vfi_dnnl_add_step(b, pd, bias >= 0 ? 4 : 3, kinds, bufs));
+    }
+fail:
+    return rc;
+}
+
 /* A convolution in chunks of `sub` images: one primitive for `sub` images, executed over
  * consecutive slices of the input and output (views at byte offsets), its scratchpad that much
  * smaller. The layouts must keep the batch outermost; *done = 0 when they do not. */
@@ -152,18 +176,7 @@ static vf_status conv_chunked(vf_backend *b, const vf_node *nd, const_dnnl_primi
     if (nd->n_inputs > 2)
         TRY(vfi_dnnl_upload_const(b, &g->values[nd->inputs[2]], b_md, b_md, &b_buf));
     TRY(vfi_dnnl_new_buf(b, &full_dst, BUF_ARENA, &y_buf));
-    size_t src_bytes = dnnl_memory_desc_get_size(sub_src);
-    size_t dst_bytes = dnnl_memory_desc_get_size(sub_dst);
-    for (int64_t k = 0; k < n; k++) {
-        int xs, ys;
-        TRY(vfi_dnnl_new_view(b, x_buf, sub_src, &xs));
-        c->p->bufs[xs].view_offset = (size_t)k * src_bytes;
-        TRY(vfi_dnnl_new_view(b, y_buf, sub_dst, &ys));
-        c->p->bufs[ys].view_offset = (size_t)k * dst_bytes;
-        int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
-        int bufs[4] = {xs, w_buf, ys, b_buf};
-        TRY(vfi_dnnl_add_step(b, pd, b_buf >= 0 ? 4 : 3, kinds, bufs));
-    }
+    TRY(chunk_steps(b, pd, n, x_buf, w_buf, b_buf, y_buf));
     c->p->vbuf[nd->output] = y_buf;
     c->p->wino_chunked++;
     *done = 1;
@@ -387,23 +400,12 @@ static vf_status conv_frames(vf_backend *b, const vf_node *nd, const vf_conv_win
         goto fail;
     int x, w, bias = -1, y, y_clip;
     TRY(vfi_dnnl_ensure_md(b, c->p->vbuf[nd->inputs[0]], &x5, &x));
-    TRY(vfi_dnnl_upload_data(b, wv, wv->data, &w_user,
-                             dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &w));
+    TRY(vfi_dnnl_upload_const(b, wv, &w_user,
+                              dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &w));
     if (nd->n_inputs > 2)
-        TRY(vfi_dnnl_upload_data(b, &g->values[nd->inputs[2]], g->values[nd->inputs[2]].data, &b_md,
-                                 &b_md, &bias));
+        TRY(vfi_dnnl_upload_const(b, &g->values[nd->inputs[2]], &b_md, &b_md, &bias));
     TRY(vfi_dnnl_new_buf(b, &y2, BUF_ARENA, &y));
-    size_t x_bytes = dnnl_memory_desc_get_size(sub_x), y_bytes = dnnl_memory_desc_get_size(sub_y);
-    for (int64_t k = 0; k < c->p->batch / clips; k++) {
-        int xs, ys;
-        TRY(vfi_dnnl_new_view(b, x, sub_x, &xs));
-        c->p->bufs[xs].view_offset = (size_t)k * x_bytes;
-        TRY(vfi_dnnl_new_view(b, y, sub_y, &ys));
-        c->p->bufs[ys].view_offset = (size_t)k * y_bytes;
-        int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
-        int bufs[4] = {xs, w, ys, bias};
-        TRY(vfi_dnnl_add_step(b, pd, bias >= 0 ? 4 : 3, kinds, bufs));
-    }
+    TRY(chunk_steps(b, pd, c->p->batch / clips, x, w, bias, y));
     TRY(vfi_dnnl_new_view(b, y, &y5, &y_clip));
     c->p->vbuf[nd->output] = y_clip;
     *done = 1;

@@ -30,8 +30,8 @@ declare -A seeds=(
     [tokenizer]="tests/fuzz/corpus_tokenizer"
     [index]="tests/fuzz/corpus_index $BUILD_DIR/index_corpus"
 )
-# An index file's sizes reach FAISS's allocations before anything can check them: fuzz_index's
-# operator new refuses a request above 16 MB while it reads (tests/fuzz/fuzz_alloc.cpp; its
+# An index file's sizes are checked against its length before FAISS reads it (faiss_file.c); as a
+# second guard, fuzz_index's operator new refuses a request above 16 MB while it reads (tests/fuzz/fuzz_alloc.cpp; its
 # blocks come from malloc, so a delete that is not its own must not count as a mismatch), caught
 # as "a size beyond memory". What FAISS leaks when it throws mid-read is its own
 # (tests/lsan.supp, as in the sanitizer builds), and it piles up: fuzz_index runs in libFuzzer's

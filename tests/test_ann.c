@@ -189,20 +189,12 @@ static void unequal_lists(void)
            "and finds the nearest\n");
 }
 
-/* Index files damaged by a few flipped bytes (an index file is untrusted input): each is refused
- * with a message or loads and answers searches at every probe, never a crash; ids are -1 or
- * held ones. On FAISS's reader alone, a quarter to a half of such HNSW files crashed a search. */
-static void damaged_files(void)
+enum { SN = 400, SD = 16 };
+
+/* A small index of the given kind (SN vectors of SD floats from the data) as written to a file:
+ * *len bytes, the caller frees them. */
+static unsigned char *written(const char *kind, size_t *len)
 {
-#if defined(__SANITIZE_ADDRESS__)
-    /* A flipped size makes FAISS ask for terabytes: the plain build throws bad_alloc (refused),
-     * AddressSanitizer's operator new ends the process instead. fuzz_index explores these files
-     * under the sanitizers, with an operator new that throws (tests/fuzz/fuzz_alloc.cpp). */
-    printf("damaged index files: not run under AddressSanitizer (see fuzz_index)\n");
-    return;
-#endif
-    enum { SN = 400, SD = 16, TRIES = 300 };
-    static const char *const kinds[] = {"Flat", "HNSW8", "IVF4,Flat", "IVF4,SQ8", "PCAR8,IVF4,PQ4"};
     float *x = malloc(sizeof(float) * SN * SD);
     int64_t ids[SN];
     CHECK(x);
@@ -210,34 +202,54 @@ static void damaged_files(void)
         x[i] = data[i];
     for (int i = 0; i < SN; i++)
         ids[i] = 7000 + i;
+    vf_ann *a = NULL;
+    vf_err err;
+    CHECK(vfi_ann_create(kind, SD, &a, &err) == VF_OK);
+    if (vfi_ann_needs_training(a))
+        CHECK(vfi_ann_train(a, SN, x, &err) == VF_OK);
+    CHECK(vfi_ann_add(a, SN, x, ids, &err) == VF_OK);
+    char *buf = NULL;
+    FILE *w = open_memstream(&buf, len);
+    CHECK(w && vfi_ann_write(a, w, &err) == VF_OK && fclose(w) == 0 && *len > 64);
+    vfi_ann_free(&a);
+    free(x);
+    return (unsigned char *)buf;
+}
+
+/* Read len bytes as an index: VF_OK (*a holds it) or a refusal with a message. */
+static vf_status read_bytes(unsigned char *bytes, size_t len, vf_ann **a, vf_err *err)
+{
+    FILE *r = fmemopen(bytes, len, "rb");
+    CHECK(r);
+    vf_status rc = vfi_ann_read(r, a, err);
+    fclose(r);
+    CHECK(rc == VF_OK ? *a != NULL : *a == NULL && err->msg[0]);
+    return rc;
+}
+
+/* Index files damaged by a few flipped bytes (an index file is untrusted input): each is refused
+ * with a message or loads and answers searches at every probe, never a crash; ids are -1 or
+ * held ones. On FAISS's reader alone, a quarter to a half of such HNSW files crashed a search.
+ * A flipped size is refused before FAISS allocates what it says (faiss_file.c), so this runs under
+ * AddressSanitizer too. */
+static void damaged_files(void)
+{
+    enum { TRIES = 300 };
+    static const char *const kinds[] = {"Flat", "HNSW8", "IVF4,Flat", "IVF4,SQ8", "PCAR8,IVF4,PQ4"};
     srand(11);
     for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
-        vf_ann *a = NULL;
-        vf_err err;
-        CHECK(vfi_ann_create(kinds[k], SD, &a, &err) == VF_OK);
-        if (vfi_ann_needs_training(a))
-            CHECK(vfi_ann_train(a, SN, x, &err) == VF_OK);
-        CHECK(vfi_ann_add(a, SN, x, ids, &err) == VF_OK);
-        char *buf = NULL;
         size_t len = 0;
-        FILE *w = open_memstream(&buf, &len);
-        CHECK(w && vfi_ann_write(a, w, &err) == VF_OK && fclose(w) == 0 && len > 64);
-        vfi_ann_free(&a);
-        unsigned char *bad = malloc(len);
+        unsigned char *buf = written(kinds[k], &len), *bad = malloc(len);
         CHECK(bad);
         int loaded = 0;
         for (int t = 0; t < TRIES; t++) {
             memcpy(bad, buf, len);
             for (int n = 1 + rand() % 4; n > 0; n--)
                 bad[(size_t)rand() % len] ^= (unsigned char)(1 + rand() % 255);
-            FILE *r = fmemopen(bad, len, "rb");
-            CHECK(r);
-            vf_status rc = vfi_ann_read(r, &a, &err);
-            fclose(r);
-            if (rc != VF_OK) {
-                CHECK(a == NULL && err.msg[0]);
+            vf_ann *a = NULL;
+            vf_err err;
+            if (read_bytes(bad, len, &a, &err) != VF_OK)
                 continue;
-            }
             loaded++;
             float q[SD];
             for (int i = 0; i < SD && vfi_ann_dim(a) == SD; i++)
@@ -256,14 +268,62 @@ static void damaged_files(void)
         free(bad);
         free(buf);
     }
-    free(x);
     printf("ok damaged index files: refused with a message or searched, never a crash\n");
+}
+
+/* The offset of the first run of n 64-bit values vals in buf (the test fails without one). */
+static size_t find_u64s(const unsigned char *buf, size_t len, const uint64_t *vals, size_t n)
+{
+    for (size_t at = 0; at + n * 8 <= len; at++)
+        if (!memcmp(buf + at, vals, n * 8))
+            return at;
+    CHECK(!"the sizes looked for are in the file");
+    return 0;
+}
+
+/* Sizes FAISS's reader would act on before anything checked them, each in a file otherwise as
+ * written: refused, saying what is wrong. */
+static void hostile_sizes(void)
+{
+    static const struct {
+        const char *kind, *what;
+        uint64_t find[3]; /* sizes as written, n of them in a row ... */
+        size_t n, at;     /* ... and where, in bytes from them, the one changed lies */
+        uint64_t to;      /* its new value */
+        const char *said; /* in the refusal */
+    } cases[] = {
+        /* FAISS divides the dimension by the pieces: SIGFPE */
+        {"PCAR8,IVF4,PQ4", "a product quantizer of no pieces", {8, 4, 8}, 3, 8, 0, "codebooks"},
+        /* it sizes the codebooks from the dimension before reading them: 4 GB */
+        {"PCAR8,IVF4,PQ4", "codebooks of 2^22 dimensions", {8, 4, 8}, 3, 0, 1u << 22, "codebooks"},
+        {"PCAR8,IVF4,PQ4", "2^40-bit codewords", {8, 4, 8}, 3, 16, 40, "codebooks"},
+        /* a vector's count, allocated before its bytes are read: 256 GB */
+        {"Flat", "a flat index of 2^36 floats", {SN * SD}, 1, 0, (uint64_t)1 << 36, "longer"},
+        /* every list's length, allocated before any is read: after the lists' count and code
+         * size, "full" and the number of lengths, the first list's */
+        {"IVF4,Flat", "a list of 2^40 vectors", {4, SD * 4}, 2, 28, (uint64_t)1 << 40, "lists"},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        size_t len = 0;
+        unsigned char *buf = written(cases[c].kind, &len);
+        size_t at = find_u64s(buf, len, cases[c].find, cases[c].n) + cases[c].at;
+        CHECK(at + 8 <= len);
+        memcpy(buf + at, &cases[c].to, 8);
+        vf_ann *a = NULL;
+        vf_err err;
+        CHECK(read_bytes(buf, len, &a, &err) == VF_ERR_INVALID);
+        printf("%s: %s\n", cases[c].what, err.msg);
+        CHECK(strstr(err.msg, "not an index vidfeat made") && strstr(err.msg, cases[c].said));
+        free(buf);
+    }
+    printf("ok sizes FAISS would divide by or allocate before checking: refused first\n");
 }
 
 int main(void)
 {
     make_data();
     damaged_files();
+    hostile_sizes();
     vf_err err;
 
     vf_ann *flat = build("Flat");

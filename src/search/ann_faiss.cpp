@@ -9,6 +9,7 @@ extern "C" {
 #include "core/status.h"
 }
 #include "search/ann.h"
+#include "search/faiss_file.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -628,6 +629,9 @@ static const char *check_index(const faiss::Index *ix, int depth)
 vf_status vfi_ann_read(FILE *f, vf_ann **out, vf_err *err)
 {
     *out = nullptr;
+    /* the structure first: FAISS's reader trusts the sizes it reads */
+    if (vf_status rc = vfi_faiss_file_check(f, err))
+        return rc;
     faiss::Index *ix = nullptr;
     quiet_blas_threads();
     try {

@@ -1,9 +1,9 @@
 /*
  * fuzz_alloc.cpp - for fuzz_index only: while fuzz_alloc_limit has set a limit (around reading
  * an index), operator new refuses a request above it with std::bad_alloc, as it would on a
- * machine without that memory. An index file's sizes reach
- * FAISS's allocations before anything can check them; vidfeat catches the bad_alloc and refuses
- * the file (search/ann_faiss.cpp), but AddressSanitizer's own operator new ends the process on
+ * machine without that memory. vidfeat checks an index file's sizes against its length before
+ * FAISS reads it (search/faiss_file.c); this is the second guard, for a size that check would
+ * let through: vidfeat catches the bad_alloc and refuses the file (search/ann_faiss.cpp), but AddressSanitizer's own operator new ends the process on
  * a request it cannot meet instead of throwing, and what FAISS leaks when it throws mid-read
  * (tests/lsan.supp) would otherwise pile up zeroed gigabytes under the fuzzer's memory limit.
  * The seeds' largest block is far smaller; the blocks come from malloc, which the sanitizer

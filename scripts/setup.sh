@@ -20,11 +20,13 @@ PACKAGES=(
     libjansson-dev                                                # JSON
     libhdf5-dev                                                   # vidfeat export --format hdf5
     libicu-dev zlib1g-dev                                         # CLIP's tokenizer (Unicode, .gz)
+    libfftw3-dev                                                  # audio models' front end (FFT)
     python3-regex                                                 # its reference in the tests
     libfaiss-dev libopenblas-dev g++                              # the search index (FAISS, C++)
     python3 python3-numpy python3-onnx python3-torch python3-torchvision  # model export, refs
     python3-h5py                                                  # reading exports back (tests)
     python3-pytest                                                # the Python package's tests
+    python3-torchaudio                                            # the audio front end's cross-check
     ffmpeg                                                        # sample clips, test images
     curl                                                          # scripts/fetch-models.sh
     clang clang-format libclang-rt-dev                            # fuzzing, format check

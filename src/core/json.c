@@ -96,6 +96,12 @@ double vfi_json_num(const vf_json *obj, const char *key, double def)
     return v && json_is_number(v) ? json_number_value(v) : def;
 }
 
+int vfi_json_bool(const vf_json *obj, const char *key, int def)
+{
+    const json_t *v = vfi_json_get(obj, key);
+    return !v ? def : json_is_boolean(v) ? json_is_true(v) : -1;
+}
+
 int vfi_json_float(const vf_json *v, float *out)
 {
     if (!v || !json_is_number(v))

@@ -39,6 +39,8 @@ const vf_json *vfi_json_get(const vf_json *obj, const char *key);
 const char *vfi_json_str(const vf_json *obj, const char *key, const char *def);
 /* The member's number (integer or real), or def. */
 double vfi_json_num(const vf_json *obj, const char *key, double def);
+/* The member's boolean (1 or 0), or def when absent; -1 when it is something else. */
+int vfi_json_bool(const vf_json *obj, const char *key, int def);
 /* v's number as a float, when v is a number a float holds (finite, |x| <= FLT_MAX): 1 and *out
  * set; else 0 (converting a larger double to float is undefined behaviour). */
 int vfi_json_float(const vf_json *v, float *out);

@@ -49,6 +49,7 @@ void vfi_manifest_free(vf_manifest **pm)
         vfi_free(m->text->vocab_licence);
         vfi_free(m->text);
     }
+    vfi_free(m->audio);
     vfi_free(m);
     *pm = NULL;
 }
@@ -78,14 +79,14 @@ static vf_status read_triple(const vf_json *in, const char *key, float *out, con
     return VF_OK;
 }
 
-/* An integer member in lo..hi (def when absent). */
-static vf_status int_member(const vf_json *j, const char *key, int def, int lo, int hi,
-                            const char *path, int *out, vf_err *err)
+/* An integer member of section in lo..hi (def when absent). */
+static vf_status int_member(const vf_json *j, const char *section, const char *key, int def, int lo,
+                            int hi, const char *path, int *out, vf_err *err)
 {
     double v = vfi_json_num(j, key, def);
     if (!(v >= lo && v <= hi) || v != (double)(int)v)
-        return vfi_fail(err, VF_ERR_INVALID, "%s: text.%s must be an integer in %d..%d", path, key,
-                        lo, hi);
+        return vfi_fail(err, VF_ERR_INVALID, "%s: %s.%s must be an integer in %d..%d", path,
+                        section, key, lo, hi);
     *out = (int)v;
     return VF_OK;
 }
@@ -116,35 +117,19 @@ static vf_status fill_text(const vf_json *j, vf_manifest *m, vf_err *err)
         return vfi_fail(err, VF_ERR_INVALID, "%s: text.file and text.vocab are required", m->path);
     if (!bare_name(t->file) || !bare_name(t->vocab) || !bare_name(t->vocab_licence))
         return vfi_fail(err, VF_ERR_INVALID, "%s: text files must be bare file names", m->path);
-    vf_status rc = int_member(tj, "vocab_size", 49408, 515, 1 << 20, m->path, &t->vocab_size, err);
+    vf_status rc =
+        int_member(tj, "text", "vocab_size", 49408, 515, 1 << 20, m->path, &t->vocab_size, err);
     if (rc >= 0)
-        rc = int_member(tj, "context", 77, 2, 4096, m->path, &t->context, err);
+        rc = int_member(tj, "text", "context", 77, 2, 4096, m->path, &t->context, err);
     if (rc >= 0)
-        rc = int_member(tj, "dim", 0, 0, 1 << 24, m->path, &t->dim, err);
+        rc = int_member(tj, "text", "dim", 0, 0, 1 << 24, m->path, &t->dim, err);
     return rc;
 }
 
-static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
+/* An image or clip model's "input": size, frames, channel order, resize, mean and std. */
+static vf_status fill_input(const vf_json *in, vf_manifest *m, vf_err *err)
 {
     const char *path = m->path;
-    if (dup_member(j, "name", &m->name) < 0 || dup_member(j, "description", &m->description) < 0 ||
-        dup_member(j, "file", &m->file) < 0 || dup_member(j, "sha256", &m->sha256) < 0 ||
-        dup_member(j, "url", &m->url) < 0 || dup_member(j, "export", &m->export_hint) < 0)
-        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    if (!m->name || !m->file)
-        return vfi_fail(err, VF_ERR_INVALID, "%s: \"name\" and \"file\" are required", path);
-    if (!bare_name(m->file)) /* else it would read as "not found" where it was never looked for */
-        return vfi_fail(err, VF_ERR_INVALID,
-                        "%s: \"file\" must be a bare file name, found beside the manifest or in "
-                        "the models directories, not '%s'",
-                        path, m->file);
-    double bytes = vfi_json_num(j, "size", 0);
-    if (!(bytes >= 0 && bytes <= (double)INT64_MAX)) /* NaN too */
-        return vfi_fail(err, VF_ERR_INVALID, "%s: \"size\" must be a byte count", path);
-    m->size = (int64_t)bytes;
-    const vf_json *in = vfi_json_get(j, "input");
-    if (!vfi_json_is_object(in))
-        return vfi_fail(err, VF_ERR_INVALID, "%s: \"input\" object is required", path);
     double size = vfi_json_num(in, "size", 0);
     if (!(size >= 1 && size <= 8192)) /* NaN too: the (int) below needs a number in range */
         return vfi_fail(err, VF_ERR_INVALID, "%s: input.size must be 1..8192", path);
@@ -194,6 +179,114 @@ static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
         if (!(m->std[i] > 0))
             return vfi_fail(err, VF_ERR_INVALID, "%s: input.std must be positive", path);
     }
+    return VF_OK;
+}
+
+/* One of names (NULL-terminated) as a string member: its index; def when absent, -1 when it
+ * is something else. */
+static int choice(const vf_json *j, const char *key, const char *const *names, int def)
+{
+    if (!vfi_json_get(j, key))
+        return def;
+    const char *v = vfi_json_str(j, key, "");
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(v, names[i]))
+            return i;
+    return -1;
+}
+
+/* An audio model's "audio": {"sample_rate", "window", "hop", "n_fft" (default: the power of two
+ * at least window), "center" (false), "power" (1 or 2), "mels", "fmin", "fmax", "mel_scale"
+ * ("htk" or "slaney"), "triangles" ("mel" or "hz"), "norm" ("none" or "slaney"), "log" ("ln":
+ * ln(x + log_offset), or "db": 10 log10(max(x, log_offset))), "log_offset", "patch" (frames a
+ * network input), "patch_hop" (default: patch)}; logmel.h says what each means. */
+static vf_status fill_audio(const vf_json *aj, vf_manifest *m, vf_err *err)
+{
+    static const char *const scales[] = {"htk", "slaney", NULL},
+                             *const axes[] = {"hz", "mel", NULL},
+                             *const norms[] = {"none", "slaney", NULL},
+                             *const logs[] = {"ln", "db", NULL};
+    const char *path = m->path;
+    if (!vfi_json_is_object(aj))
+        return vfi_fail(err, VF_ERR_INVALID, "%s: \"audio\" must be an object", path);
+    vf_audio_spec *a = m->audio = vfi_calloc(1, sizeof(*a));
+    if (!a)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    vf_logmel_cfg *c = &a->front;
+    vf_status rc =
+        int_member(aj, "audio", "sample_rate", 0, 1000, 384000, path, &c->sample_rate, err);
+    if (rc >= 0)
+        rc = int_member(aj, "audio", "window", 0, 2, 65536, path, &c->window, err);
+    int fft = 2;
+    while (fft < c->window)
+        fft *= 2;
+    if (rc >= 0)
+        rc = int_member(aj, "audio", "n_fft", fft, 2, 65536, path, &c->n_fft, err);
+    if (rc >= 0)
+        rc = int_member(aj, "audio", "hop", 0, 1, 1 << 22, path, &c->hop, err);
+    if (rc >= 0)
+        rc = int_member(aj, "audio", "power", 0, 1, 2, path, &c->power, err);
+    if (rc >= 0)
+        rc = int_member(aj, "audio", "mels", 0, 1, 1024, path, &c->n_mels, err);
+    if (rc >= 0)
+        rc = int_member(aj, "audio", "patch", 0, 1, 1 << 16, path, &a->patch, err);
+    if (rc >= 0)
+        rc = int_member(aj, "audio", "patch_hop", a->patch, 1, 1 << 16, path, &a->patch_hop, err);
+    if (rc < 0)
+        return rc;
+    c->center = vfi_json_bool(aj, "center", 0);
+    int scale = choice(aj, "mel_scale", scales, -1), axis = choice(aj, "triangles", axes, -1),
+        norm = choice(aj, "norm", norms, 0), log = choice(aj, "log", logs, -1);
+    if (scale < 0 || axis < 0 || norm < 0 || log < 0 || c->center < 0)
+        return vfi_fail(err, VF_ERR_INVALID,
+                        "%s: audio needs mel_scale (htk, slaney), triangles (hz, mel) and log "
+                        "(ln, db); norm is none or slaney, center true or false",
+                        path);
+    c->scale = scale == 0 ? VF_MEL_HTK : VF_MEL_SLANEY;
+    c->triangles_in_mel = axis == 1;
+    c->slaney_norm = norm == 1;
+    c->log = log == 0 ? VF_MEL_LN_OFFSET : VF_MEL_DB;
+    c->fmin = vfi_json_num(aj, "fmin", -1);
+    c->fmax = vfi_json_num(aj, "fmax", -1);
+    c->log_offset = vfi_json_num(aj, "log_offset", -1);
+    const char *why = vfi_logmel_check(c);
+    if (*why)
+        return vfi_fail(err, VF_ERR_INVALID, "%s: audio: %s", path, why);
+    return VF_OK;
+}
+
+static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
+{
+    const char *path = m->path;
+    if (dup_member(j, "name", &m->name) < 0 || dup_member(j, "description", &m->description) < 0 ||
+        dup_member(j, "file", &m->file) < 0 || dup_member(j, "sha256", &m->sha256) < 0 ||
+        dup_member(j, "url", &m->url) < 0 || dup_member(j, "export", &m->export_hint) < 0)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (!m->name || !m->file)
+        return vfi_fail(err, VF_ERR_INVALID, "%s: \"name\" and \"file\" are required", path);
+    if (!bare_name(m->file)) /* else it would read as "not found" where it was never looked for */
+        return vfi_fail(err, VF_ERR_INVALID,
+                        "%s: \"file\" must be a bare file name, found beside the manifest or in "
+                        "the models directories, not '%s'",
+                        path, m->file);
+    double bytes = vfi_json_num(j, "size", 0);
+    if (!(bytes >= 0 && bytes <= (double)INT64_MAX)) /* NaN too */
+        return vfi_fail(err, VF_ERR_INVALID, "%s: \"size\" must be a byte count", path);
+    m->size = (int64_t)bytes;
+    const vf_json *in = vfi_json_get(j, "input"), *aj = vfi_json_get(j, "audio");
+    vf_status rc;
+    if (aj && in)
+        return vfi_fail(err, VF_ERR_INVALID,
+                        "%s: an audio model has \"audio\" and an image model \"input\", not both",
+                        path);
+    if (aj)
+        rc = fill_audio(aj, m, err);
+    else if (vfi_json_is_object(in))
+        rc = fill_input(in, m, err);
+    else
+        rc = vfi_fail(err, VF_ERR_INVALID, "%s: \"input\" object is required", path);
+    if (rc < 0)
+        return rc;
     const vf_json *layers = vfi_json_get(j, "layers");
     long n_layers = vfi_json_array_len(layers);
     if (n_layers < 1 || n_layers > 64)

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "media/logmel.h"
 
 #define VF_MAX_SEARCH_DIRS 16
 
@@ -35,6 +36,14 @@ typedef struct vf_text_spec {
     int dim;             /* floats of an embedding (the image layer's too) */
 } vf_text_spec;
 
+/* An audio model's input ("audio" in its manifest, instead of "input"): the log-mel front end,
+ * and how its frames are cut into the network's patches [1, patch, n_mels]. */
+typedef struct vf_audio_spec {
+    vf_logmel_cfg front;
+    int patch;     /* frames a patch (VGGish: 96, 0.96 s) */
+    int patch_hop; /* frames between patches' starts */
+} vf_audio_spec;
+
 typedef struct vf_manifest {
     char *path; /* the manifest file */
     char *dir;  /* its directory */
@@ -45,7 +54,7 @@ typedef struct vf_manifest {
     int64_t size;      /* the official file's bytes, 0 when not known */
     char *url;         /* official download address, or NULL */
     char *export_hint; /* how to produce the file locally, or NULL */
-    int input_size;
+    int input_size;    /* an image model's side; 0 for an audio model */
     int frames; /* a clip model's frames per window (its file must agree); 0: an image model */
     vf_channel_order channel_order;
     vf_resize_policy resize;
@@ -54,7 +63,8 @@ typedef struct vf_manifest {
     float mean[3], std[3];
     vf_layer_spec *layers; /* first = default */
     int n_layers;
-    vf_text_spec *text; /* a CLIP model's text side, or NULL */
+    vf_text_spec *text;   /* a CLIP model's text side, or NULL */
+    vf_audio_spec *audio; /* an audio model's front end, or NULL (an image or clip model) */
 } vf_manifest;
 
 /* Parse one manifest. VF_ERR_UNSUPPORTED if the JSON is not a vidfeat manifest (no

@@ -244,6 +244,13 @@ typedef struct vf_model_info {
     /** VF_RESIZE_FIXED_CROP: the height and width a frame is scaled to before its centred
      *  input_size x input_size crop (torchvision's video recipe: 128 x 171); else 0. */
     int resize_to[2];
+    /** An audio model (its manifest's "audio"): the network's input is [N, 1, audio_frames,
+     *  audio_bands], a patch of log-mel frames of a sound at sample_rate Hz, one vector per
+     *  patch; input_size is 0. All three 0 for an image or clip model. (Appended after
+     *  resize_to.) */
+    int audio_frames;
+    int audio_bands;
+    int sample_rate;
 } vf_model_info;
 
 /** The default configuration (thread-safe, no allocation). */
@@ -270,7 +277,9 @@ VF_API vf_status vf_extractor_info(const vf_extractor *ex, vf_model_info *info);
  * Run the network on @p n preprocessed images.
  *
  * @param images    n x 3 x S x S float32, planar, already normalised ((pixel - mean) / std) in the
- *                  model's channel order, S = input_size.
+ *                  model's channel order, S = input_size (a clip model: n windows of 3 x frames x
+ *                  S x S; an audio model: n patches of audio_frames x audio_bands log-mel
+ *                  values, as the manifest's front end computes them).
  * @param n         any number >= 1; the extractor runs it in batches of batch_size.
  * @param features  receives n x feature_dim float32.
  * @return VF_OK, VF_ERR_INVALID, VF_ERR_BACKEND.
@@ -896,6 +905,10 @@ typedef struct vf_model_entry {
     /** A clip model: the frames of one window (its manifest's); 0 for an image model.
      *  (Appended in 0.2.) */
     int frames;
+    /** An audio model (input_size 0): the sample rate its front end takes, and the seconds of
+     *  sound one vector covers; 0 for image and clip models. (Appended after frames.) */
+    int sample_rate;
+    double patch_seconds;
 } vf_model_entry;
 
 typedef struct vf_model_list vf_model_list;

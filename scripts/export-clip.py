@@ -36,6 +36,7 @@ import sys
 
 import torch
 import torch.nn as nn
+from vfexport import mark_weights
 
 ARCHS = {  # image: patch, width, layers, heads, input size; text: width, layers, heads; embed
     "ViT-B/32": {"image": (32, 768, 12, 12, 224), "text": (512, 12, 8), "embed": 512},
@@ -156,14 +157,6 @@ def load_checkpoint(model, path, tower):
     if missing:
         sys.exit("export-clip: %s lacks %s" % (path, ", ".join(missing[:5])))
     return sorted(unexpected)
-
-
-def mark_weights(path, value):
-    """metadata_props "vidfeat_weights" appended to the file (ModelProto field 14)."""
-    key, val = b"vidfeat_weights", value.encode()
-    entry = bytes([0x0a, len(key)]) + key + bytes([0x12, len(val)]) + val
-    with open(path, "ab") as f:
-        f.write(bytes([(14 << 3) | 2, len(entry)]) + entry)
 
 
 def build(arch, seed, checkpoint=None, tower="image"):

@@ -34,6 +34,7 @@ import sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from vfexport import mark_weights
 
 # the Inception blocks: in channels; 1x1; 3x3 reduce, 3x3; 3x3 reduce, 3x3; pool projection
 BLOCKS = {
@@ -146,15 +147,6 @@ def randomize(model, seed):
                 m.bias.uniform_(-0.1, 0.1, generator=g)
                 m.running_mean.uniform_(-0.1, 0.1, generator=g)
                 m.running_var.uniform_(0.5, 1.5, generator=g)
-
-
-def mark_weights(path, value):
-    """metadata_props "vidfeat_weights" = value, appended (a protobuf message may be continued)."""
-    key, val = b"vidfeat_weights", value.encode()
-    entry = bytes([0x0a, len(key)]) + key + bytes([0x12, len(val)]) + val
-    assert len(entry) < 128
-    with open(path, "ab") as f:
-        f.write(bytes([(14 << 3) | 2, len(entry)]) + entry)
 
 
 def main():

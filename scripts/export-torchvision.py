@@ -37,6 +37,7 @@ import torch.nn as nn
 import torchvision
 
 import mvit_onnx
+from vfexport import mark_weights
 
 SIZES = {"inception_v3": 299}
 # Exported with a dynamic batch axis always: in a transformer the batch moves between
@@ -104,16 +105,6 @@ def check_rewrite(model, x, rewrite):
     print("rewritten for export: %.2g relative to the original" % err)
     if not err < 1e-5:
         sys.exit("export-torchvision: the rewritten network differs from the original")
-
-
-def mark_weights(path, value):
-    """Append a metadata_props entry (ModelProto field 14) "vidfeat_weights" = value to the file:
-    a protobuf message may be continued by appending fields, so the graph is not rewritten."""
-    key, val = b"vidfeat_weights", value.encode()
-    entry = bytes([0x0a, len(key)]) + key + bytes([0x12, len(val)]) + val
-    assert len(entry) < 128  # one-byte lengths
-    with open(path, "ab") as f:
-        f.write(bytes([(14 << 3) | 2, len(entry)]) + entry)
 
 
 def export(name, out_dir, dynamic, pretrained, opset, frames=None, size=None, file=None):

@@ -72,6 +72,13 @@ CLIP_CASES = [
 ]
 CLIP_SIZES = {"r3d_18": (16, 112), "mc3_18": (16, 112), "r2plus1d_18": (16, 112), "s3d": (16, 224),
               "i3d": (16, 224), "mvit_v2_s": (16, 224)}
+# Audio models (scripts/export-audio.py, seeded random weights): name, [(layer, tensor)]; their
+# inputs are log-mel patches of sounds the ffmpeg CLI makes, computed by the front end's numpy
+# reference (tests/python/logmel_refs.py) from the model's manifest, one patch a sound.
+AUDIO_CASES = [
+    ("vggish", [("embedding", "output")]),
+    ("panns_cnn14", [("embedding", "/Relu_output_0"), ("tags", "output")]),
+]
 KINETICS_MEAN = [0.43216 * 255, 0.394666 * 255, 0.37645 * 255]
 KINETICS_STD = [0.22803 * 255, 0.22145 * 255, 0.216989 * 255]
 
@@ -84,10 +91,10 @@ def need(module):
         sys.exit(SKIP)
 
 
-def run_ort(model, inp, n, size, prefix, names, channels="3"):
+def run_ort(model, inp, n, size, prefix, names, channels="3", width=None):
     env = dict(os.environ)
     subprocess.run(["node", os.path.join(HERE, "ort_run.js"), model, inp, str(n), channels,
-                    str(size), str(size), prefix] + names, check=True, env=env, cwd=ROOT)
+                    str(size), str(width or size), prefix] + names, check=True, env=env, cwd=ROOT)
     safe = lambda s: "".join(c if c.isalnum() or c in "_.-" else "_" for c in s)
     return ["%s.%s.bin" % (prefix, safe(nm)) for nm in names]
 
@@ -175,6 +182,47 @@ def clip_cases(np, onnx, images_dir, images, cache, out):
                   % (name, layer[:6], y.shape[1], spread))
             lines.append("\t".join([src, layer, inp, ref, str(n), str(size), str(y.shape[1]),
                                     str(frames)]))
+    return lines
+
+
+def audio_cases(np, onnx, cache, out):
+    """AUDIO_CASES: exported, run by ONNX Runtime one patch at a time; their cases.tsv lines
+    (the size column holds a patch's frames, a ninth its bands)."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+    import logmel_refs
+    lines = []
+    for name, layers in AUDIO_CASES:
+        src = os.path.join(cache, name + ".onnx")
+        if not os.path.exists(src):
+            subprocess.run([sys.executable, os.path.join(HERE, "export-audio.py"), "--out", cache,
+                            name], check=True)
+        with open(os.path.join(ROOT, "models", name + ".json")) as f:
+            c = json.load(f)["audio"]
+        logmel = logmel_refs.vggish_logmel if c["triangles"] == "mel" else logmel_refs.panns_logmel
+        patches = []
+        for sound, graph, _ in logmel_refs.SOUNDS:
+            if sound in ("silence", "short"):
+                continue
+            wav = os.path.join(out, "%s_%s.f32" % (name, sound))
+            x = logmel_refs.make_sound(graph, 1.5, c["sample_rate"], wav)
+            os.remove(wav)
+            patches.append(logmel(x, c)[:c["patch"]])
+        x = np.stack(patches).astype("<f4")  # [n, patch, bands]
+        n = len(patches)
+        tensors = [t for _, t in layers]
+        aug = os.path.join(out, name + ".ref.onnx")
+        with_outputs(onnx, src, aug, tensors)
+        inp = os.path.join(out, name + ".input.bin")
+        x.tofile(inp)
+        refs = run_ort(aug, inp, n, c["patch"], os.path.join(out, name), tensors, channels="1",
+                       width=c["mels"])
+        os.remove(aug)
+        for (layer, _), ref in zip(layers, refs):
+            y = np.fromfile(ref, "<f4").reshape(n, -1)
+            spread = float(np.std(y, axis=0).mean() / (np.abs(y).mean() + 1e-30))
+            print("%-18s %-9s %5d-d  spread across sounds %.3f" % (name, layer, y.shape[1], spread))
+            lines.append("\t".join([src, layer, inp, ref, str(n), str(c["patch"]),
+                                    str(y.shape[1]), "0", str(c["mels"])]))
     return lines
 
 
@@ -295,6 +343,7 @@ def main():
     if not args.quick:
         lines.append(text_case(np, onnx, args.shared, cache, out))
         lines += clip_cases(np, onnx, images_dir, images, cache, out)
+        lines += audio_cases(np, onnx, cache, out)
 
     shared_model = os.path.join(args.shared, "models", "mobilenet_v2_1.0_224.onnx")
     if os.path.exists(shared_model):
@@ -305,7 +354,7 @@ def main():
             dim = np.fromfile(ref, "<f4").size // n
             lines.append("\t".join([shared_model, layer, inp, ref, str(n), "224", str(dim)]))
     with open(os.path.join(out, "cases.tsv"), "w") as f:
-        f.write("# model\tlayer\tinput\treference\timages\tsize\tdim[\tframes]\n")
+        f.write("# model\tlayer\tinput\treference\timages\tsize\tdim[\tframes[\tbands]]\n")
         f.write("\n".join(lines) + "\n")
     print("make_conformance: %d cases in %s" % (len(lines), os.path.join(out, "cases.tsv")))
     return 0

@@ -4,12 +4,13 @@
  * Reads DIR/cases.tsv written by scripts/make_conformance.py (the fixture test before this one):
  * each case is an ONNX file, a feature layer, input images and ONNX Runtime's output for them.
  * Every case runs through the public API on the oneDNN backend at batch 1 and 8 (the vision
- * transformers also at 7 and 32; clip models, whose inputs are windows of frames, at 1 and 4)
+ * transformers also at 7 and 32; clip models, whose inputs are windows of frames, and audio
+ * models, whose inputs are patches of log-mel frames, at 1 and 4)
  * in f32 (each vector within 1e-4 relative: max|ours - ort| /
  * max|ort|) and in bf16 (cosine >= 0.999 per
  * vector; for the real MobileNetV2 the layers the backend keeps in f32 must cut the mean loss to
- * 3/4 of all-bf16 or less); small models (and clip models exported small) also run on the
- * reference backend. Where DIR/top1.tsv
+ * 3/4 of all-bf16 or less); small models (clip models exported small, the audio models) also
+ * run on the reference backend. Where DIR/top1.tsv
  * exists, the real MobileNetV2's class probabilities must give the verified top-1 class for every
  * photo. Skips (77) when the fixture skipped.
  */
@@ -33,6 +34,7 @@ typedef struct conf_case {
     char model[1024], layer[256], input[1024], reference[1024];
     int n, size, dim;
     int frames; /* a clip model's frames per window (its n inputs are windows); 0: images */
+    int bands;  /* an audio model's log-mel bands (its n inputs are patches of size frames) */
 } conf_case;
 
 static float *read_floats(const char *path, size_t count)
@@ -62,8 +64,10 @@ static float *run(const conf_case *c, const char *backend, vf_precision prec, in
     vf_model_info info;
     CHECK_OK(vf_extractor_info(ex, &info), vf_extractor_errmsg(ex));
     CHECK_EQ(info.feature_dim, c->dim);
-    CHECK_EQ(info.input_size, c->size);
+    CHECK_EQ(info.input_size, c->bands ? 0 : c->size);
     CHECK_EQ(info.frames, c->frames);
+    CHECK_EQ(info.audio_frames, c->bands ? c->size : 0);
+    CHECK_EQ(info.audio_bands, c->bands);
     float *out = malloc((size_t)c->n * c->dim * sizeof(float));
     CHECK(out);
     CHECK_OK(vf_extractor_infer(ex, input, c->n, out), vf_extractor_errmsg(ex));
@@ -87,7 +91,7 @@ static double mean_loss(const float *out, const float *ref, const conf_case *c, 
 static int is_small(const conf_case *c)
 {
     return strstr(c->model, "mobilenet") || strstr(c->model, "squeezenet") ||
-           strstr(c->model, "_small");
+           strstr(c->model, "_small") || c->bands;
 }
 
 static int is_transformer(const conf_case *c)
@@ -188,21 +192,25 @@ int main(int argc, char **argv)
         if (line[0] == '#')
             continue;
         conf_case c;
-        c.frames = 0;
-        int fields =
-            sscanf(line, "%1023[^\t]\t%255[^\t]\t%1023[^\t]\t%1023[^\t]\t%d\t%d\t%d\t%d", c.model,
-                   c.layer, c.input, c.reference, &c.n, &c.size, &c.dim, &c.frames);
-        CHECK(fields == 7 || fields == 8);
+        c.frames = c.bands = 0;
+        int fields = sscanf(
+            line, "%1023[^\t]\t%255[^\t]\t%1023[^\t]\t%1023[^\t]\t%d\t%d\t%d\t%d\t%d", c.model,
+            c.layer, c.input, c.reference, &c.n, &c.size, &c.dim, &c.frames, &c.bands);
+        CHECK(fields >= 7 && fields <= 9);
         if (!strcmp(c.layer, "text")) {
             run_text_case(&c, &worst_f32, &worst_cos);
             n_cases++;
             continue;
         }
-        size_t in_count = (size_t)c.n * 3 * (c.frames ? c.frames : 1) * c.size * c.size,
+        size_t in_count = c.bands ? (size_t)c.n * c.size * c.bands
+                                  : (size_t)c.n * 3 * (c.frames ? c.frames : 1) * c.size * c.size,
                out_count = (size_t)c.n * c.dim;
         float *input = read_floats(c.input, in_count);
         float *ref = read_floats(c.reference, out_count);
-        if (c.frames)
+        if (c.bands)
+            printf("%s [%s] %d patches of %d frames x %d bands, %d-d\n", c.model, c.layer, c.n,
+                   c.size, c.bands, c.dim);
+        else if (c.frames)
             printf("%s [%s] %d windows of %d frames, %d-d\n", c.model, c.layer, c.n, c.frames,
                    c.dim);
         else
@@ -210,11 +218,13 @@ int main(int argc, char **argv)
 
         /* the transformers also at 7 (a short batch of a plan for 7) and 32 (8 images in a
          * plan for 32): their batch moves between dimensions, so every plan size is checked;
-         * clip models (4 windows) at 1 and 4, a clip transformer at 3 too (a short batch) */
+         * clip models (4 windows) and audio models (4 patches) at 1 and 4, a clip transformer
+         * at 3 too (a short batch) */
         static const int batches[] = {1, 8, 7, 32}, clip_batches[] = {1, 4, 3};
-        int n_batches = c.frames ? (is_transformer(&c) ? 3 : 2) : (is_transformer(&c) ? 4 : 2);
-        const int *sizes = c.frames ? clip_batches : batches;
-        const int bf16_batch = c.frames ? 4 : 8;
+        int few = c.frames || c.bands; /* 4 inputs, not 8 */
+        int n_batches = few ? (is_transformer(&c) ? 3 : 2) : (is_transformer(&c) ? 4 : 2);
+        const int *sizes = few ? clip_batches : batches;
+        const int bf16_batch = few ? 4 : 8;
         for (int bi = 0; bi < n_batches; bi++) {
             float *out = run(&c, "cpu", VF_PRECISION_F32, sizes[bi], input);
             double worst = 0.0;
@@ -259,7 +269,8 @@ int main(int argc, char **argv)
         if (!strcmp(c.layer, "probs"))
             check_top1(argv[1], out, &c, "bf16");
         free(out);
-        /* the reference backend: batch 4, and for clip models batch 1 too */
+        /* the reference backend: batch 4, and for clip models batch 1 too (audio models at
+         * batch 4) */
         for (int bi = c.frames ? 0 : 1; is_small(&c) && bi < 2; bi++) {
             out = run(&c, "ref", VF_PRECISION_F32, clip_batches[bi], input);
             double worst = 0.0;

@@ -125,6 +125,9 @@ class ModelInfo(Structure):
         ("text_tower", c_char_p),
         ("frames", c_int),
         ("resize_to", c_int * 2),
+        ("audio_frames", c_int),
+        ("audio_bands", c_int),
+        ("sample_rate", c_int),
     ]
 
 

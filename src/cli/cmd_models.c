@@ -28,6 +28,10 @@ static int print_json(const vf_model_list *list)
         bad |= vfi_json_add_str(m, "weights", e->found ? vf_weights_str(e->weights) : NULL) < 0;
         bad |= vfi_json_add_str(m, "manifest", e->manifest) < 0;
         bad |= vfi_json_add_str(m, "get", e->get) < 0;
+        if (e->sample_rate) { /* an audio model: its sound, and how much of it a vector covers */
+            bad |= vfi_json_add_int(m, "sample_rate", e->sample_rate) < 0;
+            bad |= vfi_json_add_real(m, "patch_seconds", e->patch_seconds, 4) < 0;
+        }
         if (e->text_file) { /* a CLIP model's text tower */
             bad |= vfi_json_add_str(m, "text_file", e->text_file) < 0;
             bad |= vfi_json_add_str(m, "text_found", e->text_found) < 0;
@@ -39,10 +43,13 @@ static int print_json(const vf_model_list *list)
     return bad ? -1 : 0;
 }
 
-/* A model's input as the table shows it: its side, or a clip model's frames x side. */
+/* A model's input as the table shows it: its side, a clip model's frames x side, or an audio
+ * model's seconds a vector at its sample rate ("0.96s@16k"). */
 static void size_text(const vf_model_entry *e, char *buf, size_t size)
 {
-    if (e->frames > 0)
+    if (e->sample_rate > 0)
+        snprintf(buf, size, "%gs@%gk", e->patch_seconds, e->sample_rate / 1000.0);
+    else if (e->frames > 0)
         snprintf(buf, size, "%dx%d", e->frames, e->input_size);
     else
         snprintf(buf, size, "%d", e->input_size);

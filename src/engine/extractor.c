@@ -252,8 +252,14 @@ static void fill_info(vf_extractor *ex, const vf_config *cfg, int pooled)
     in->device = ex->backend->ops->device_name ? ex->backend->ops->device_name(ex->backend) : NULL;
     in->precision = cfg->precision;
     in->batch_size = cfg->batch_size;
-    in->input_size = (int)iv->dims[iv->rank - 1];
-    in->frames = iv->rank == 5 ? (int)iv->dims[2] : 0;
+    if (m && m->audio) { /* [N, 1, frames, bands] */
+        in->audio_frames = (int)iv->dims[2];
+        in->audio_bands = (int)iv->dims[3];
+        in->sample_rate = m->audio->front.sample_rate;
+    } else {
+        in->input_size = (int)iv->dims[iv->rank - 1];
+        in->frames = iv->rank == 5 ? (int)iv->dims[2] : 0;
+    }
     in->feature_dim = (int)vfi_value_sample_numel(&g->values[g->output]);
     in->pooled = pooled;
     in->channel_order = m ? m->channel_order : VF_CHANNELS_RGB;
@@ -347,7 +353,15 @@ vf_status vf_extractor_create(const vf_config *cfg, vf_extractor **out)
         return vfi_fail(&ex->err, VF_ERR_UNSUPPORTED,
                         "%s: the input is %lldx%lld pictures; a clip model takes S x S",
                         ex->model_path, (long long)iv->dims[3], (long long)iv->dims[4]);
-    if (iv->rank == 4 && (iv->dims[1] != 3 || iv->dims[2] != iv->dims[3]))
+    const vf_audio_spec *audio = ex->manifest ? ex->manifest->audio : NULL;
+    if (audio && (iv->rank != 4 || iv->dims[1] != 1 || iv->dims[2] != audio->patch ||
+                  iv->dims[3] != audio->front.n_mels))
+        return vfi_fail(&ex->err, VF_ERR_MODEL,
+                        "%s: an audio model takes [N, 1, %d, %d] (its manifest %s: patches of %d "
+                        "frames of %d bands); the file's input is not that",
+                        ex->model_path, audio->patch, audio->front.n_mels, ex->manifest->path,
+                        audio->patch, audio->front.n_mels);
+    if (!audio && iv->rank == 4 && (iv->dims[1] != 3 || iv->dims[2] != iv->dims[3]))
         return vfi_fail(&ex->err, VF_ERR_UNSUPPORTED,
                         "%s: the input is %lldx%lldx%lld; an image model takes 3 x S x S",
                         ex->model_path, (long long)iv->dims[1], (long long)iv->dims[2],
@@ -451,6 +465,10 @@ vf_status vf_extractor_infer_rgb(vf_extractor *ex, const uint8_t *pixels, int n,
     if (!ex || !ex->backend || !pixels || !features || n < 1)
         return ex ? vfi_fail(&ex->err, VF_ERR_INVALID, "invalid arguments") : VF_ERR_INVALID;
     const vf_model_info *in = &ex->info;
+    if (in->audio_frames)
+        return vfi_fail(&ex->err, VF_ERR_INVALID,
+                        "%s is an audio model: it takes patches of log-mel frames, not pictures",
+                        in->name);
     const int frames = in->frames > 0 ? in->frames : 1; /* pictures per input */
     const size_t plane = (size_t)in->input_size * in->input_size, input = 3 * frames * plane;
     if (n % frames)

@@ -7,9 +7,12 @@
 #include "engine/backend.h"
 #include "vidfeat.h"
 
-/* Floats of one input of the network: an image (3 x S x S) or a clip's window (3 x T x S x S). */
+/* Floats of one input of the network: an image (3 x S x S), a clip's window (3 x T x S x S) or
+ * a sound's patch of log-mel frames (frames x bands). */
 static inline size_t vfi_extractor_input_floats(const vf_model_info *in)
 {
+    if (in->audio_frames)
+        return (size_t)in->audio_frames * (size_t)in->audio_bands;
     return (size_t)3 * (size_t)(in->frames > 0 ? in->frames : 1) * (size_t)in->input_size *
            (size_t)in->input_size;
 }

@@ -54,6 +54,11 @@ static vf_status add_listed(vf_model_list *list, vf_manifest *m, const char *mod
     it->entry.description = m->description ? m->description : "";
     it->entry.input_size = m->input_size;
     it->entry.frames = m->frames;
+    if (m->audio) {
+        const vf_logmel_cfg *a = &m->audio->front;
+        it->entry.sample_rate = a->sample_rate;
+        it->entry.patch_seconds = (double)m->audio->patch * a->hop / a->sample_rate;
+    }
     it->entry.weights = it->found ? vfi_model_weights(m, it->found) : VF_WEIGHTS_UNKNOWN;
     if (m->text) {
         it->text_found = vfi_manifest_locate(models_dir, m, m->text->file);

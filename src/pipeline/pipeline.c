@@ -1005,6 +1005,11 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
         return rc;
     }
     vf_extractor_info(p->ex, &p->info);
+    if (p->info.audio_frames)
+        return vfi_fail(&p->err, VF_ERR_UNSUPPORTED,
+                        "%s takes sound, not pictures: extracting a file's soundtrack (--audio) "
+                        "is not in this build yet (the library runs it on log-mel patches)",
+                        p->info.name);
     vfi_extractor_backend(p->ex)->cancel = &p->cancel;
     rc = check_window(p, cfg);
     if (rc < 0)

@@ -10,6 +10,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 PACKAGES=(
     build-essential cmake pkg-config git
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev   # decoding (FFmpeg)
+    libswresample-dev                                             # audio models' resampling
     libdnnl-dev                                                   # CPU backend (oneDNN 2.x)
     opencl-headers ocl-icd-opencl-dev                             # oneDNN's CMake package asks
     libprotobuf-c-dev protobuf-c-compiler libonnx-dev             # ONNX loading

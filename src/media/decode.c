@@ -705,47 +705,15 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     d->fmt->interrupt_callback.opaque = d;
     if ((rc = open_pipe_io(d, path, err)) < 0)
         goto fail;
-    vfi_ff_error_clear();
     if (!(d->conf = vfi_calloc(1, sizeof(*d->conf)))) {
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    int ret = vfi_confine_open(&d->fmt, path, d->o.archive, d->conf, err);
-    if ((rc = vfi_confine_check(d->conf, err)) < 0)
-        goto fail;
-    if (ret < 0 && d->stalled) {
-        rc = vfi_fail(err, VF_ERR_DECODE, "stalled: nothing could be read for %g s",
-                      d->o.stall_timeout);
-        goto fail;
-    }
-    if (ret < 0) {
-        rc = vfi_fail(
-            err, ret == AVERROR(ENOENT) || ret == AVERROR(EACCES) ? VF_ERR_IO : VF_ERR_DECODE, "%s",
-            ret == AVERROR_INVALIDDATA ? "not a media file FFmpeg can read"
-            : vfi_ff_first_error()[0]  ? vfi_ff_first_error()
-                                       : vfi_ff_err(ret, eb, sizeof(eb)));
-        goto fail;
-    }
     int64_t max_pixels = d->o.max_pixels > 0 ? d->o.max_pixels : VF_DEFAULT_MAX_PIXELS;
-    int max_streams = d->o.max_streams > 0 ? d->o.max_streams : VF_DEFAULT_MAX_STREAMS;
-    if (d->fmt->nb_streams > (unsigned)max_streams) {
-        rc = vfi_fail(err, VF_ERR_DECODE,
-                      "%u streams, more than the %d allowed (--max-streams): not probed",
-                      d->fmt->nb_streams, max_streams);
+    if ((rc = vfi_probe_open(&d->fmt, path, d->o.archive,
+                             d->o.max_streams > 0 ? d->o.max_streams : VF_DEFAULT_MAX_STREAMS,
+                             max_pixels, &d->stalled, d->o.stall_timeout, d->conf, err)) < 0)
         goto fail;
-    }
-    if ((rc = vfi_probe_check_pixels(d->fmt, max_pixels, err)) <
-        0) /* as the container declares them */
-        goto fail;
-    ret = vfi_probe_streams(d->fmt, max_pixels);
-    if ((rc = vfi_confine_check(d->conf, err)) < 0)
-        goto fail;
-    if (ret < 0) {
-        rc = vfi_fail(err, VF_ERR_DECODE, "cannot read stream info: %s",
-                      vfi_ff_first_error()[0] ? vfi_ff_first_error()
-                                              : vfi_ff_err(ret, eb, sizeof(eb)));
-        goto fail;
-    }
     const AVCodec *codec = NULL;
     for (unsigned i = 0; i < d->fmt->nb_streams; i++) {
         const AVStream *st = d->fmt->streams[i];
@@ -805,7 +773,7 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    ret = avcodec_parameters_to_context(d->dec, st->codecpar);
+    int ret = avcodec_parameters_to_context(d->dec, st->codecpar);
     if (ret >= 0 && d->hw_fmt != AV_PIX_FMT_NONE) {
         d->dec->opaque = d;
         d->dec->get_format = pick_format;

@@ -70,6 +70,41 @@ int vfi_probe_streams(AVFormatContext *fmt, int64_t max_pixels)
     return ret;
 }
 
+vf_status vfi_probe_open(AVFormatContext **fmt, const char *path, const vf_archive *archive,
+                         int max_streams, int64_t max_pixels, const int *stalled,
+                         double stall_timeout, vf_confine *conf, vf_err *err)
+{
+    char eb[128];
+    vfi_ff_error_clear();
+    int ret = vfi_confine_open(fmt, path, archive, conf, err);
+    vf_status rc = vfi_confine_check(conf, err);
+    if (rc < 0)
+        return rc;
+    if (ret < 0 && *stalled)
+        return vfi_fail(err, VF_ERR_DECODE, "stalled: nothing could be read for %g s",
+                        stall_timeout);
+    if (ret < 0)
+        return vfi_fail(
+            err, ret == AVERROR(ENOENT) || ret == AVERROR(EACCES) ? VF_ERR_IO : VF_ERR_DECODE, "%s",
+            ret == AVERROR_INVALIDDATA ? "not a media file FFmpeg can read"
+            : vfi_ff_first_error()[0]  ? vfi_ff_first_error()
+                                       : vfi_ff_err(ret, eb, sizeof(eb)));
+    if ((*fmt)->nb_streams > (unsigned)max_streams)
+        return vfi_fail(err, VF_ERR_DECODE,
+                        "%u streams, more than the %d allowed (--max-streams): not probed",
+                        (*fmt)->nb_streams, max_streams);
+    if ((rc = vfi_probe_check_pixels(*fmt, max_pixels, err)) < 0) /* as declared */
+        return rc;
+    ret = vfi_probe_streams(*fmt, max_pixels);
+    if ((rc = vfi_confine_check(conf, err)) < 0)
+        return rc;
+    if (ret < 0)
+        return vfi_fail(err, VF_ERR_DECODE, "cannot read stream info: %s",
+                        vfi_ff_first_error()[0] ? vfi_ff_first_error()
+                                                : vfi_ff_err(ret, eb, sizeof(eb)));
+    return VF_OK;
+}
+
 /* Is the file at path, which FFmpeg could not open, media all the same: named like a media
  * file, or recognised by its content (a copy cut short before its index, say)? */
 static int looks_like_media(const char *path)

@@ -64,6 +64,7 @@ def main():
         print("skip: the ffmpeg CLI makes the clips")
         return SKIP
     sys.path.insert(0, os.path.join(src, "tests", "python"))
+    sys.path.insert(0, os.path.join(src, "scripts"))  # what the export scripts share
     # under a name that is an identifier: TorchScript names the checkpoint's classes after it
     spec = importlib.util.spec_from_file_location(
         "export_clip", os.path.join(src, "scripts", "export-clip.py"))

@@ -22,6 +22,11 @@ int cmd_extract(cli *c, int argc, char **argv)
 {
     if (cli_single_values(c))
         return EXIT_USAGE;
+    if (c->audio_set && c->model_set) {
+        fprintf(stderr, "vidfeat: --audio beside --model is not in this build yet: run one, then "
+                        "the other, with the same -o (each is its own extraction)\n");
+        return EXIT_USAGE;
+    }
     if (c->cfg.calibration_frames && c->cfg.precision != VF_PRECISION_INT8) {
         fprintf(stderr, "vidfeat: --frames is for calibrate and --precision int8\n");
         return EXIT_USAGE;

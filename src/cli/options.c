@@ -19,6 +19,7 @@ enum opt_id {
     OPT_QUIET = 'q',
     OPT_VERBOSE = 'v',
     OPT_MODELS_DIR = 256,
+    OPT_AUDIO,
     OPT_LAYER,
     OPT_DEVICE,
     OPT_BACKEND,
@@ -143,6 +144,7 @@ static int opt_dtype(cli *c, const cli_command *cmd, const opt_def *o, const cha
 static int opt_max_pixels(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
 static int opt_device(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
 static int opt_gpu(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_audio(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
 static int opt_list(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
 static int opt_frames(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
 static int opt_triple(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
@@ -226,6 +228,9 @@ static const opt_def options[] = {
      INT(cfg.max_streams, 1, 1000000)},
     {"model", OPT_MODEL, "NAME|FILE", NETS | CMD_EXPORT | CMD_INDEX,
      "model name (see `vidfeat models`) or ONNX file", NULL, STR_SETS(cfg.model, model_set)},
+    {"audio", OPT_AUDIO, "NAME|FILE", CMD_EXTRACT,
+     "an audio model: a vector per patch of each file's sound (vggish, panns_cnn14)", NULL,
+     CUSTOM(opt_audio)},
     {"models-dir", OPT_MODELS_DIR, "DIR", NETS | CMD_MODELS,
      "look for manifests and ONNX files here first", NULL, STR(cfg.models_dir)},
     {"layer", OPT_LAYER, "NAME", NETS | CMD_EXPORT | CMD_INDEX,
@@ -627,6 +632,15 @@ static int opt_device(cli *c, const cli_command *cmd, const opt_def *o, const ch
         return EXIT_USAGE;
     }
     c->cfg.backend = c->all_devices ? NULL : a;
+    return 0;
+}
+
+/* --audio: the run's model is an audio model (the run checks that it is one). */
+static int opt_audio(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)cmd, (void)o;
+    c->cfg.model = a;
+    c->audio_set = 1;
     return 0;
 }
 

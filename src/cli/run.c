@@ -48,9 +48,11 @@ typedef struct run_ctx {
     int tty;
     double t0;
     atomic_int finished;
-    vf_json *files;   /* --json: a document per file */
-    int json_failed;  /* out of memory while building it */
-    const char *unit; /* what a vector is: "frame", or a clip model's "window" */
+    vf_json *files;  /* --json: a document per file */
+    int json_failed; /* out of memory while building it */
+    /* what a vector is, one and more: "frame", a clip model's "window", an audio model's
+     * "patch" */
+    const char *unit, *units;
 } run_ctx;
 
 /* What a run shows as it goes (--progress; cli.h's PROGRESS_*, auto resolved by then). */
@@ -87,7 +89,7 @@ static int on_progress(void *user, int file, const char *path, int64_t done, int
                        (long long)done);
         if (expected > done)
             cli_printf(stderr, "/%lld", (long long)expected);
-        cli_printf(stderr, " %ss  %.1f %ss/s", r->unit, fps, r->unit);
+        cli_printf(stderr, " %s  %.1f %s/s", r->units, fps, r->units);
         if (expected > done && fps > 0)
             cli_printf(stderr, "  ETA %.0f s", (expected - done) / fps);
         fflush(stderr);
@@ -148,10 +150,10 @@ static void on_file(void *user, int file, const vf_file_result *res)
         r->done++;
         if (shows_lines(r))
             cli_printf(stderr,
-                       "vidfeat: %s: done: %lld %s%s in %.1f s, %.1f %ss/s (decode %.0f%s%s, "
+                       "vidfeat: %s: done: %lld %s in %.1f s, %.1f %s/s (decode %.0f%s%s, "
                        "convert %.0f, infer %.1f, store %.0f)\n",
-                       res->path, (long long)res->frames, r->unit, cli_s(res->frames), res->seconds,
-                       res->seconds > 0 ? res->frames / res->seconds : 0.0, r->unit,
+                       res->path, (long long)res->frames, res->frames == 1 ? r->unit : r->units,
+                       res->seconds, res->seconds > 0 ? res->frames / res->seconds : 0.0, r->units,
                        res->decode_fps, res->hwdec && res->hwdec[0] ? " on " : "",
                        res->hwdec ? res->hwdec : "", res->convert_fps, res->infer_fps,
                        res->store_fps);
@@ -208,7 +210,14 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
     r.t0 = vfi_now_s();
     vf_model_info about;
     vf_pipeline_info(p, &about);
-    r.unit = about.frames ? "window" : "frame";
+    if (c->audio_set && !about.audio_frames) {
+        cli_printf(stderr, "vidfeat: %s takes pictures, not sound: give it with --model\n",
+                   about.name);
+        vf_pipeline_free(&p);
+        return EXIT_USAGE;
+    }
+    r.unit = about.audio_frames ? "patch" : about.frames ? "window" : "frame";
+    r.units = about.audio_frames ? "patches" : about.frames ? "windows" : "frames";
     if (c->json && !(r.files = vfi_json_new_array()))
         r.json_failed = 1;
     cli_catch_interrupts();
@@ -283,9 +292,9 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
             info.name, info.layer, (long long)info.calibration_frames,
             cli_s(info.calibration_frames), r.done, cli_s(r.done), info.int8_scales);
     } else if (!c->calibrate && shows_lines(&r) && rc != VF_ERR_CANCELLED) {
-        cli_printf(stderr, "vidfeat: %d done, %d failed, %d skipped; %lld %s%s in %.1f s -> %s\n",
-                   r.done, r.failed, r.skipped, (long long)r.frames, r.unit, cli_s(r.frames),
-                   seconds, db);
+        cli_printf(stderr, "vidfeat: %d done, %d failed, %d skipped; %lld %s in %.1f s -> %s\n",
+                   r.done, r.failed, r.skipped, (long long)r.frames,
+                   r.frames == 1 ? r.unit : r.units, seconds, db);
     }
     vfi_json_free(&r.files);
     vf_pipeline_free(&p);

@@ -522,6 +522,11 @@ vf_status vf_extractor_infer_rgb(vf_extractor *ex, const uint8_t *pixels, int n,
     return VF_OK;
 }
 
+const vf_audio_spec *vfi_extractor_audio(const vf_extractor *ex)
+{
+    return ex->info.audio_frames ? ex->manifest->audio : NULL;
+}
+
 vf_backend *vfi_extractor_backend(vf_extractor *ex)
 {
     return ex->backend;

@@ -5,6 +5,7 @@
 #define VIDFEAT_EXTRACTOR_H
 
 #include "engine/backend.h"
+#include "engine/manifest.h"
 #include "vidfeat.h"
 
 /* Floats of one input of the network: an image (3 x S x S), a clip's window (3 x T x S x S) or
@@ -16,6 +17,10 @@ static inline size_t vfi_extractor_input_floats(const vf_model_info *in)
     return (size_t)3 * (size_t)(in->frames > 0 ? in->frames : 1) * (size_t)in->input_size *
            (size_t)in->input_size;
 }
+
+/* An audio model's front end and patches (its manifest's "audio"), or NULL for an image or clip
+ * model (borrowed; lives as long as ex). */
+const vf_audio_spec *vfi_extractor_audio(const vf_extractor *ex);
 
 /* The compiled backend of an extractor (borrowed; lives as long as ex). */
 vf_backend *vfi_extractor_backend(vf_extractor *ex);

@@ -331,6 +331,7 @@ static vf_status open_stream(vf_audio *a, vf_err *err)
         a->origin = av_rescale_q(a->fmt->start_time, AV_TIME_BASE_Q, a->tb);
     else if (st->start_time != AV_NOPTS_VALUE)
         a->origin = st->start_time;
+    a->meta.origin = (double)a->origin * av_q2d(a->tb);
     a->meta.duration = st->duration != AV_NOPTS_VALUE ? st->duration * av_q2d(a->tb) : 0.0;
     return VF_OK;
 }

@@ -31,6 +31,7 @@ typedef struct vf_audio_meta {
     char codec[32];
     int in_rate;     /* the stream's sample rate */
     int channels;    /* averaged into one */
+    double origin;   /* seconds: the file's start time, where t is 0 (as vf_video_meta's) */
     double start;    /* seconds: the first sample's time (see above) */
     double duration; /* the stream's declared seconds; 0 when unknown */
 } vf_audio_meta;

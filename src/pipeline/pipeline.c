@@ -61,6 +61,7 @@
 #include "core/path.h"
 #include "media/preprocess.h"
 #include "core/queue.h"
+#include "pipeline/sound.h"
 #include "pipeline/source.h"
 #include "store/record.h"
 #include "store/store.h"
@@ -129,15 +130,87 @@ static vf_status check_root(const vf_pipeline *p, const vf_work *w, vf_err *err)
     return VF_OK;
 }
 
-static int decode_file(lane *ln, vf_work *w)
+/* A file's input: its video decoder, or an audio model's patches of its sound. */
+typedef struct input {
+    vf_decoder *dec;
+    vf_patches *snd;
+} input;
+
+static vf_status open_input(vf_pipeline *p, const char *path, input *in, vf_err *err)
 {
-    vf_pipeline *p = ln->p;
-    const char *path = w->path;
+    if (p->audio) {
+        vf_audio_opts o = {.stall_timeout = p->cfg.stall_timeout,
+                           .cancel = &p->cancel,
+                           .archive = p->root ? &p->archive : NULL,
+                           .max_streams = p->cfg.max_streams};
+        return vfi_patches_open(path, p->audio, o, &in->snd, err);
+    }
     vf_sampling s = {p->cfg.sample_fps, p->cfg.every,    p->cfg.keyframes,
                      p->cfg.start,      p->cfg.duration, p->cfg.max_frames};
     vf_decode_opts dopts = {
         p->cfg.decode_threads, p->cfg.stall_timeout,         &p->cancel,        p->hw,
         p->keep_on_device,     p->root ? &p->archive : NULL, p->cfg.max_pixels, p->cfg.max_streams};
+    return vfi_decoder_open(path, &s, &dopts, &in->dec, err);
+}
+
+/* What the file's record says of its stream: the video's, or its sound's (no picture). */
+static vf_video_meta input_meta(const input *in)
+{
+    if (in->dec)
+        return *vfi_decoder_meta(in->dec);
+    const vf_audio_meta *a = vfi_patches_meta(in->snd);
+    vf_video_meta m = {
+        .stream_index = a->stream_index, .duration = a->duration, .start_time = a->origin};
+    snprintf(m.codec, sizeof(m.codec), "%s", a->codec);
+    return m;
+}
+
+/* The next frame (or patch) of the file into fi: VF_OK, VF_EOF, or a failure. */
+static vf_status next_input(vf_pipeline *p, input *in, frame_item *fi, vf_err *err)
+{
+    if (in->dec)
+        return vfi_decoder_next(in->dec, &fi->f, err);
+    vf_patch where;
+    vf_status rc = vfi_patches_next(in->snd, fi->patch, &where, err);
+    if (rc == VF_OK && p->cfg.max_frames > 0 && where.index >= p->cfg.max_frames)
+        rc = VF_EOF;
+    if (rc == VF_OK) {
+        fi->f.index = where.index;
+        fi->f.pts = where.pts;
+        fi->f.t = where.t;
+        fi->t_end = where.t_end;
+    }
+    return rc;
+}
+
+/* After the input's end (status: how it ended): what END reports of it (items decoded; a note
+ * on what it lacked), and the input closed. */
+static void close_input(input *in, vf_status status, event_item *end, int64_t items)
+{
+    if (in->dec) {
+        int64_t errors;
+        vfi_decoder_counts(in->dec, &end->decoded, &errors);
+        memcpy(end->meta.hwdec, vfi_decoder_meta(in->dec)->hwdec, sizeof(end->meta.hwdec));
+        if (status == VF_EOF)
+            snprintf(end->note, sizeof(end->note), "%s", vfi_decoder_note(in->dec));
+    } else if (in->snd) {
+        end->decoded = items;
+        int64_t errors = vfi_patches_errors(in->snd);
+        if (status == VF_EOF && !items)
+            snprintf(end->note, sizeof(end->note), "its sound (%.2f s) is shorter than a patch",
+                     vfi_patches_seconds(in->snd));
+        else if (status == VF_EOF && errors)
+            snprintf(end->note, sizeof(end->note), "%lld corrupt audio packets skipped",
+                     (long long)errors);
+    }
+    vfi_decoder_free(&in->dec);
+    vfi_patches_free(&in->snd);
+}
+
+static int decode_file(lane *ln, vf_work *w)
+{
+    vf_pipeline *p = ln->p;
+    const char *path = w->path;
     event_item *end = vfi_pl_new_event(p, ITEM_END, w);
     if (!end) {
         vfi_pl_stop(p, VF_ERR_NOMEM, "out of memory");
@@ -146,7 +219,7 @@ static int decode_file(lane *ln, vf_work *w)
     struct stat st;
     memset(&st, 0, sizeof(st));
     end->t_open = vfi_now_s();
-    vf_decoder *dec = NULL;
+    input in = {NULL, NULL};
     vf_err err = {VF_OK, ""};
     vf_status rc;
     if ((rc = check_root(p, w, &err)) < 0)
@@ -161,17 +234,17 @@ static int decode_file(lane *ln, vf_work *w)
     else if (S_ISREG(st.st_mode) && st.st_size == 0) /* pipes and devices have no size */
         rc = vfi_fail(&err, VF_ERR_DECODE, "empty file");
     else
-        rc = vfi_decoder_open(path, &s, &dopts, &dec, &err);
+        rc = open_input(p, path, &in, &err);
     end->size = st.st_size;
     end->mtime = vfi_record_mtime(&st);
     if (rc >= 0) {
         event_item *begin = vfi_pl_new_event(p, ITEM_BEGIN, w);
         if (!begin) {
-            vfi_decoder_free(&dec);
+            close_input(&in, VF_ERR_NOMEM, end, 0);
             vfi_pl_stop(p, VF_ERR_NOMEM, "out of memory");
             return 0;
         }
-        begin->meta = *vfi_decoder_meta(dec);
+        begin->meta = input_meta(&in);
         begin->size = end->size;
         begin->mtime = end->mtime;
         begin->t_open = end->t_open;
@@ -182,22 +255,23 @@ static int decode_file(lane *ln, vf_work *w)
             vfi_log(VF_LOG_INFO, "decode", "%s: %d video streams, using #%d", path,
                     begin->meta.n_video_streams, begin->meta.stream_index);
         if (!push_or_stop(ln->q_frames, begin)) {
-            vfi_decoder_free(&dec);
+            close_input(&in, VF_ERR_CANCELLED, end, 0);
             return 0;
         }
+        int64_t items = 0;
         for (;;) {
             void *slot;
             if (vfi_queue_pop(ln->q_free_frames, &slot) < 0) {
-                vfi_decoder_free(&dec);
+                close_input(&in, VF_ERR_CANCELLED, end, items);
                 return 0;
             }
             frame_item *fi = slot;
             if (p->q_tokens && vfi_queue_pop(p->q_tokens, &slot) < 0) {
-                vfi_decoder_free(&dec);
+                close_input(&in, VF_ERR_CANCELLED, end, items);
                 return 0;
             }
             double t0 = vfi_now_s();
-            rc = vfi_decoder_next(dec, &fi->f, &err);
+            rc = next_input(p, &in, fi, &err);
             end->decode_s += vfi_now_s() - t0;
             if (rc != VF_OK) {
                 vfi_frame_release(&fi->f);
@@ -205,20 +279,16 @@ static int decode_file(lane *ln, vf_work *w)
                 vfi_pl_give_tokens(p, 1);
                 break;
             }
+            items++;
             fi->hdr.work = w;
             if (!push_or_stop(ln->q_frames, fi)) {
-                vfi_decoder_free(&dec);
+                close_input(&in, VF_ERR_CANCELLED, end, items);
                 return 0;
             }
         }
         if (rc == VF_EOF && S_ISREG(st.st_mode))
             rc = check_unchanged(path, &st, &err);
-        int64_t errors;
-        vfi_decoder_counts(dec, &end->decoded, &errors);
-        memcpy(end->meta.hwdec, vfi_decoder_meta(dec)->hwdec, sizeof(end->meta.hwdec));
-        if (rc == VF_EOF)
-            snprintf(end->note, sizeof(end->note), "%s", vfi_decoder_note(dec));
-        vfi_decoder_free(&dec);
+        close_input(&in, rc, end, items);
     }
     end->status = rc == VF_EOF ? VF_OK : rc;
     if (rc < 0)
@@ -520,6 +590,32 @@ static int take_window(lane *ln, batch_item *b, vf_work *work, int at_end, doubl
  * batches; per-file events ride inside them as markers, in order. Frames are handed to the
  * workers with their row, so they convert in parallel and in any order; a batch goes on once
  * its rows are all converted (settled), and so does a file's END (its error and busy time). */
+/* ---- an audio model's patches (sound.h) ------------------------------------------------- */
+
+/* fi's patch into the next row of b (a copy: the decode thread made its values), and fi back to
+ * its pool; 0 when the run is stopping. */
+static int take_patch(lane *ln, batch_item *b, frame_item *fi)
+{
+    vf_pipeline *p = ln->p;
+    const size_t row = row_floats(p);
+    vf_err err = {VF_OK, ""};
+    double t0 = vfi_now_s();
+    if (vfi_backend_copy(vfi_extractor_backend(p->ex), NULL, (float *)b->images + b->n * row,
+                         fi->patch, row * sizeof(float), 1, &err) < 0) {
+        vfi_pl_stop(p, err.code, err.msg);
+        return 0;
+    }
+    b->conv_s[b->n] = vfi_now_s() - t0;
+    b->conv_rc[b->n] = VF_OK;
+    b->index[b->n] = fi->f.index;
+    b->pts[b->n] = fi->f.pts;
+    b->t[b->n] = fi->f.t;
+    b->t_end[b->n] = fi->t_end;
+    b->work[b->n] = fi->hdr.work;
+    b->n++;
+    return vfi_queue_push(ln->q_free_frames, fi) >= 0;
+}
+
 static void *convert_thread(void *arg)
 {
     lane *ln = arg;
@@ -556,6 +652,9 @@ static void *convert_thread(void *arg)
         if (h->kind == ITEM_FRAME && p->info.frames) {
             if (!window_frame(ln, it, rotation) ||
                 !take_window(ln, b, h->work, 0, &busy, &conv_err))
+                return NULL;
+        } else if (h->kind == ITEM_FRAME && p->audio) {
+            if (!take_patch(ln, b, it))
                 return NULL;
         } else if (h->kind == ITEM_FRAME) {
             frame_item *fi = it;
@@ -686,8 +785,10 @@ static void free_run(vf_pipeline *p)
         lane *ln = &lanes[k];
         vfi_queue_free(&ln->q_frames);
         vfi_queue_free(&ln->q_free_frames);
-        for (int i = 0; ln->frames && i < ln->n_frames; i++)
+        for (int i = 0; ln->frames && i < ln->n_frames; i++) {
             vfi_frame_destroy(&ln->frames[i].f);
+            vfi_free(ln->frames[i].patch);
+        }
         vfi_free(ln->frames);
         vfi_free(ln->ring.images);
         vfi_free(ln->ring.index);
@@ -791,6 +892,8 @@ static vf_status make_run(vf_pipeline *p)
                 return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
             ln->frames[i].hdr.kind = ITEM_FRAME;
             ln->frames[i].lane = ln;
+            if (p->audio && !(ln->frames[i].patch = vfi_mallocarray(slot, sizeof(float))))
+                return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
             vfi_queue_push(ln->q_free_frames, &ln->frames[i]);
         }
         if (p->info.frames && make_ring(p, ln) < 0)
@@ -806,7 +909,8 @@ static vf_status make_run(vf_pipeline *p)
         b->index = vfi_mallocarray((size_t)bs, sizeof(int64_t));
         b->pts = vfi_mallocarray((size_t)bs, sizeof(int64_t));
         b->t = vfi_mallocarray((size_t)bs, sizeof(double));
-        if (p->info.frames && !(b->t_end = vfi_mallocarray((size_t)bs, sizeof(double))))
+        if ((p->info.frames || p->audio) &&
+            !(b->t_end = vfi_mallocarray((size_t)bs, sizeof(double))))
             return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory for batch buffers");
         b->work = vfi_mallocarray((size_t)bs, sizeof(*b->work));
         b->conv_rc = vfi_mallocarray((size_t)bs, sizeof(vf_status));
@@ -957,6 +1061,25 @@ static vf_status check_window(vf_pipeline *p, const vf_config *cfg)
     return VF_OK;
 }
 
+/* An audio model takes every patch of a file's sound: the frames' sampling does not apply. */
+static vf_status check_sound(vf_pipeline *p, const vf_config *cfg)
+{
+    const char *which = cfg->sample_fps > 0                   ? "--fps"
+                        : cfg->every > 1                      ? "--every"
+                        : cfg->keyframes                      ? "--keyframes"
+                        : cfg->start > 0 || cfg->duration > 0 ? "--start and --duration"
+                        : cfg->window || cfg->window_stride   ? "--window"
+                        : cfg->no_overlap                     ? "the per-frame baseline"
+                        : cfg->hwdec && *cfg->hwdec && strcmp(cfg->hwdec, "none") ? "--hwdec"
+                                                                                  : NULL;
+    if (which)
+        return vfi_fail(&p->err, VF_ERR_INVALID,
+                        "%s takes every patch of a file's sound (%d log-mel frames, a vector "
+                        "each): %s is for pictures",
+                        p->info.name, p->audio->patch, which);
+    return VF_OK;
+}
+
 vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
 {
     if (!out)
@@ -1005,16 +1128,12 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
         return rc;
     }
     vf_extractor_info(p->ex, &p->info);
-    if (p->info.audio_frames)
-        return vfi_fail(&p->err, VF_ERR_UNSUPPORTED,
-                        "%s takes sound, not pictures: extracting a file's soundtrack (--audio) "
-                        "is not in this build yet (the library runs it on log-mel patches)",
-                        p->info.name);
+    p->audio = vfi_extractor_audio(p->ex);
     vfi_extractor_backend(p->ex)->cancel = &p->cancel;
-    rc = check_window(p, cfg);
+    rc = p->audio ? check_sound(p, cfg) : check_window(p, cfg);
     if (rc < 0)
         return rc;
-    vfi_record_sampling(cfg, p->info.frames, p->sampling, sizeof(p->sampling));
+    vfi_record_sampling(cfg, p->info.frames, p->audio, p->sampling, sizeof(p->sampling));
     vf_preproc_opts *po = &p->po;
     po->size = p->info.input_size;
     po->resize = p->info.resize;
@@ -1040,7 +1159,7 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
     if (!p->pre || !p->cv || !p->scratch)
         return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
     vf_backend *be = vfi_extractor_backend(p->ex);
-    for (int i = 0; i < p->n_conv; i++) {
+    for (int i = 0; !p->audio && i < p->n_conv; i++) { /* patches need no conversion */
         rc = vfi_preproc_create(po, &p->pre[i], &p->err);
         if (rc >= 0 && be->ops->convert)
             rc = be->ops->converter_new(be, &p->cv[i], &p->err);
@@ -1058,7 +1177,8 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
             return rc;
         char sha[65], text_sha[65], prep[256];
         vf_store_model m;
-        rc = vfi_record_model(&p->info, p->cfg.store_f16, &m, sha, prep, sizeof(prep), &p->err);
+        rc = vfi_record_model(&p->info, p->audio, p->cfg.store_f16, &m, sha, prep, sizeof(prep),
+                              &p->err);
         if (rc >= 0)
             rc = vfi_record_text_tower(&p->info, &m, text_sha, &p->err);
         if (rc < 0)
@@ -1068,6 +1188,11 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
             return rc;
     }
     return VF_OK;
+}
+
+const vf_audio_spec *vfi_pl_audio(const vf_pipeline *p)
+{
+    return p->audio;
 }
 
 vf_status vf_pipeline_info(const vf_pipeline *p, vf_model_info *info)

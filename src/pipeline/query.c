@@ -11,7 +11,9 @@
 #include "core/digest.h"
 #include "core/mem.h"
 #include "engine/manifest.h"
+#include "engine/extractor.h"
 #include "pipeline/index.h"
+#include "pipeline/stages.h"
 #include "store/record.h"
 
 /* Grey levels and colours whose uniform images are no evidence of anything: black to white in
@@ -29,11 +31,12 @@ void vfi_query_frames_free(vfi_query_frames *q)
 }
 
 /* Is info's model the one row's vectors came from (file, preprocessing, vector size)? */
-static vf_status check_model(const vf_model_info *info, const vfi_held_model *row, vf_err *err)
+static vf_status check_model(const vf_model_info *info, const vf_audio_spec *audio,
+                             const vfi_held_model *row, vf_err *err)
 {
     char sha[65], prep[256];
     vf_store_model m;
-    vf_status rc = vfi_record_model(info, row->f16, &m, sha, prep, sizeof(prep), err);
+    vf_status rc = vfi_record_model(info, audio, row->f16, &m, sha, prep, sizeof(prep), err);
     if (rc < 0)
         return rc;
     if (strcmp(sha, row->sha) || strcmp(prep, row->prep) || m.dim != row->dim)
@@ -140,7 +143,7 @@ vf_status vfi_query_extract(const vf_config *cfg, const vfi_held_model *row, con
     }
     vf_model_info info;
     vf_pipeline_info(p, &info);
-    if ((rc = check_model(&info, row, err)) < 0)
+    if ((rc = check_model(&info, vfi_pl_audio(p), row, err)) < 0)
         goto done;
     capture cap = {.out = out, .max = max_frames};
     vf_run_hooks hooks = {.user = &cap, .file_done = capture_file, .batch = capture_batch};
@@ -273,7 +276,7 @@ vf_status vfi_query_flat_refs(const vf_config *cfg, const vfi_held_model *row, f
     }
     vf_model_info info;
     vf_extractor_info(ex, &info);
-    if ((rc = check_model(&info, row, err)) < 0)
+    if ((rc = check_model(&info, vfi_extractor_audio(ex), row, err)) < 0)
         goto done;
     /* a clip model's input is a window: the same picture in each of its frames */
     size_t plane = (size_t)info.input_size * (size_t)info.input_size *

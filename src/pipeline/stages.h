@@ -1,7 +1,8 @@
 /*
  * stages.h - a pipeline run's state, shared by the files of its stages (private to pipeline/):
  * pipeline.c (setup and teardown; the decode, convert and infer threads), stage_store.c (the
- * store thread) and stages.c (what every stage calls: stopping the run, events, tokens).
+ * store thread) and stages.c (what every stage calls: stopping the run, events, tokens); and
+ * query.c asks it for an audio model's front end.
  */
 #ifndef VIDFEAT_STAGES_H
 #define VIDFEAT_STAGES_H
@@ -41,7 +42,9 @@ struct lane;
 typedef struct frame_item {
     item hdr;
     struct lane *lane; /* whose pool it belongs to */
-    vf_frame f;
+    vf_frame f;        /* an audio model's patch: its index, pts and t (no picture) */
+    float *patch;      /* an audio model's: the patch's log-mel values (patch x bands), owned */
+    double t_end;      /* and its end time */
     /* the conversion job, set by the convert thread for a worker */
     struct batch_item *b;
     int slot;
@@ -120,6 +123,7 @@ struct vf_pipeline {
     vf_archive archive; /* the root as what inputs may read in (core/path.h), when root is set */
     vf_extractor *ex;
     vf_model_info info;
+    const vf_audio_spec *audio; /* an audio model's front end (the extractor's), or NULL */
     vf_store *store;
     int64_t model_id;
     char sampling[160];
@@ -165,6 +169,10 @@ void vfi_pl_free_event(vf_pipeline *p, event_item *e);
 void vfi_pl_give_tokens(vf_pipeline *p, int n);
 /* The calling helper thread (decode, convert, store) at a lower priority than inference. */
 void vfi_pl_lower_priority(void);
+
+/* For query.c, which checks a model against stored rows: the run's audio model's front end, or
+ * NULL (pipeline.c). */
+const vf_audio_spec *vfi_pl_audio(const vf_pipeline *p);
 /* The store thread (stage_store.c): batches into the database, files' ends reported. */
 void *vfi_pl_store_thread(void *arg);
 

@@ -13,9 +13,16 @@
 
 #define HASH_SPAN 65536 /* bytes from each end of a file in its content hash */
 
-void vfi_record_sampling(const vf_config *c, int frames, char *buf, size_t size)
+void vfi_record_sampling(const vf_config *c, int frames, const vf_audio_spec *audio, char *buf,
+                         size_t size)
 {
     size_t n = 0;
+    if (audio) {
+        n += (size_t)snprintf(buf, size, "sound;patch=%d;hop=%d", audio->patch, audio->patch_hop);
+        if (c->max_frames > 0 && n < size)
+            snprintf(buf + n, size - n, ";max=%lld", (long long)c->max_frames);
+        return;
+    }
     if (c->keyframes)
         n += (size_t)snprintf(buf + n, size - n, "keyframes");
     else if (c->sample_fps > 0)
@@ -44,13 +51,24 @@ int vfi_record_frames(const char *preprocessing)
     return 0;
 }
 
-vf_status vfi_record_model(const vf_model_info *info, int store_f16, vf_store_model *m,
-                           char sha[65], char *prep, size_t prep_size, vf_err *err)
+/* An audio model's preprocessing: the front end, every parameter (logmel.h), and how the
+ * sound reaches it (every channel's mean, libswresample). */
+static void audio_prep(const vf_audio_spec *a, char *prep, size_t size)
 {
-    vf_status rc = vfi_sha256_file_cached(info->path, sha, err);
-    if (rc < 0)
-        return rc;
-    /* conversion= names the definition of a frame's conversion (yuvconv.h) */
+    const vf_logmel_cfg *f = &a->front;
+    snprintf(prep, size,
+             "sound=mean,swr;rate=%d;window=%d;hop=%d;fft=%d;center=%d;power=%d;mels=%d;"
+             "fmin=%g;fmax=%g;scale=%s;triangles=%s;norm=%s;log=%s;offset=%g;patch=%d;bands=%d",
+             f->sample_rate, f->window, f->hop, f->n_fft, f->center, f->power, f->n_mels, f->fmin,
+             f->fmax, f->scale == VF_MEL_HTK ? "htk" : "slaney", f->triangles_in_mel ? "mel" : "hz",
+             f->slaney_norm ? "slaney" : "none", f->log == VF_MEL_DB ? "db" : "ln", f->log_offset,
+             a->patch, f->n_mels);
+}
+
+/* An image or clip model's preprocessing: input, resize, channel order, mean and std, pooling,
+ * and the frame conversion's definition (conversion=: yuvconv.h). */
+static void image_prep(const vf_model_info *info, char *prep, size_t prep_size)
+{
     char resize[64];
     if (info->resize == VF_RESIZE_FIXED_CROP)
         snprintf(resize, sizeof(resize), "resize_crop;to=%dx%d", info->resize_to[0],
@@ -70,6 +88,19 @@ vf_status vfi_record_model(const vf_model_info *info, int store_f16, vf_store_mo
              "std=%g,%g,%g;pooled=%d;conversion=yuvconv-1",
              size, resize, info->channel_order == VF_CHANNELS_RGB ? "RGB" : "BGR", info->mean[0],
              info->mean[1], info->mean[2], info->std[0], info->std[1], info->std[2], info->pooled);
+}
+
+vf_status vfi_record_model(const vf_model_info *info, const vf_audio_spec *audio, int store_f16,
+                           vf_store_model *m, char sha[65], char *prep, size_t prep_size,
+                           vf_err *err)
+{
+    vf_status rc = vfi_sha256_file_cached(info->path, sha, err);
+    if (rc < 0)
+        return rc;
+    if (audio)
+        audio_prep(audio, prep, prep_size);
+    else
+        image_prep(info, prep, prep_size);
     *m = (vf_store_model){info->name,
                           sha,
                           info->layer,

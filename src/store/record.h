@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "core/status.h"
+#include "engine/manifest.h"
 #include "store/store.h"
 #include "vidfeat.h"
 
@@ -80,16 +81,19 @@ int vfi_record_frames(const char *preprocessing);
 
 /* The sampling key an extraction is recorded with: "all", "fps=1", "every=5" or "keyframes",
  * then ";start=S", ";duration=D", ";max=N" when set, and a clip model's (frames > 0)
- * ";window=N;stride=S". Two runs whose keys are equal keep the same frames of a file. */
-void vfi_record_sampling(const vf_config *c, int frames, char *buf, size_t size);
+ * ";window=N;stride=S"; an audio model's (audio not NULL): "sound;patch=P;hop=H" (log-mel
+ * frames), then ";max=N" when set. Two runs whose keys are equal keep the same frames of a file. */
+void vfi_record_sampling(const vf_config *c, int frames, const vf_audio_spec *audio, char *buf,
+                         size_t size);
 
 /* The model row identifying what the vectors mean: the name, the ONNX file's SHA-256, the
- * layer, dimension, dtype and the preprocessing; and whose weights the file has (with the frame
- * conversion's definition, so a version that converts differently starts a new row instead of
- * mixing vectors). *m points into sha and prep, the caller's buffers. VF_ERR_IO when the model file
- * cannot be read. */
-vf_status vfi_record_model(const vf_model_info *info, int store_f16, vf_store_model *m,
-                           char sha[65], char *prep, size_t prep_size, vf_err *err);
+ * layer, dimension, dtype and the preprocessing (an audio model's: its front end, audio); and whose
+ * weights the file has (with the frame conversion's definition, so a version that converts
+ * differently starts a new row instead of mixing vectors). *m points into sha and prep, the
+ * caller's buffers. VF_ERR_IO when the model file cannot be read. */
+vf_status vfi_record_model(const vf_model_info *info, const vf_audio_spec *audio, int store_f16,
+                           vf_store_model *m, char sha[65], char *prep, size_t prep_size,
+                           vf_err *err);
 /* A CLIP model's row also records its text tower (info->text_tower), by its SHA-256 into
  * text_sha (m->text_sha256 then points to it); nothing for other models. VF_ERR_IO when the
  * tower cannot be read. */

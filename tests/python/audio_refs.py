@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """References for test_audio: files with sound made by the ffmpeg CLI, and what their soundtrack
-must give an audio model - every channel averaged (pan, each channel weighted 1/channels),
-resampled by the CLI's aresample (libswresample with its defaults, as vidfeat uses it), as raw
+must give an audio model - every channel averaged (pan on float samples, each channel weighted
+1/channels), resampled by the CLI's aresample (libswresample with its defaults, as vidfeat uses it), as raw
 float32 - with the first sample's time from ffprobe's first audio frame (its pts_time less the
 file's start_time).
 
@@ -66,8 +66,9 @@ def probe(path):
 
 def reference(path, channels, rate, dst):
     mix = "+".join("%.17g*c%d" % (1.0 / channels, k) for k in range(channels))
-    ff("-i", path, "-map", "0:a:0", "-af", "pan=mono|c0=%s,aresample=%d" % (mix, rate),
-       "-f", "f32le", "-c:a", "pcm_f32le", dst)
+    # float first: pan on s16 input would round its sums to 16 bits
+    graph = "aformat=sample_fmts=flt,pan=mono|c0=%s,aresample=%d" % (mix, rate)
+    ff("-i", path, "-map", "0:a:0", "-af", graph, "-f", "f32le", "-c:a", "pcm_f32le", dst)
 
 
 def main():

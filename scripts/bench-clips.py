@@ -62,8 +62,9 @@ def network_alone(a, env):
                             "--batch", str(a.batch), "--images", str(a.batch), "--threads",
                             str(a.threads), "--runs", str(a.runs), "--precision", prec]
                 else:
-                    argv = ["node", os.path.join(HERE, "ort_clip_bench.js"), path, str(frames),
-                            str(size), str(a.batch), str(a.batch), str(a.runs), str(a.threads)]
+                    argv = ["node", os.path.join(HERE, "ort_clip_bench.js"), path,
+                            "3x%dx%dx%d" % (frames, size, size), str(a.batch), str(a.batch),
+                            str(a.runs), str(a.threads)]
                 r = run_json(argv, env)
                 if not r:
                     continue

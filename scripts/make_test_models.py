@@ -122,6 +122,20 @@ class ConvRelu(nn.Module):
         return F.relu(self.conv(x))
 
 
+class ConvWino(nn.Module):
+    """3x3 convolutions on a 16x16 map, the second (32 -> 32 channels) one oneDNN runs by
+    Winograd: at a large plan batch its images' tiles outweigh the layer's fixed scratchpad,
+    so the plan runs it in chunks of images (test_backend_dnnl checks that path)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 32, 3, padding=1)
+        self.c2 = nn.Conv2d(32, 32, 3, padding=1)
+
+    def forward(self, x):
+        return F.avg_pool2d(F.relu(self.c2(F.relu(self.c1(x)))), 4)
+
+
 class ConvGrouped(nn.Module):
     def __init__(self):
         super().__init__()
@@ -751,6 +765,7 @@ def main(fixtures_only=False):
     export("transformer_ops", TransformerOps, (3, 4, 6), 22, opset=17)
     export("vit_patch14", vit_patch14, (3, 56, 56), 23, opset=17)
     export("matmul_per_index", MatmulPerIndex, (3, 4, 6), 28, opset=17)
+    export("conv_wino", ConvWino, (3, 16, 16), 29)
     text_tiny()
     conv_bn_relu()
     conv3d_bn_relu()

@@ -1,19 +1,20 @@
 #!/usr/bin/env node
-// ONNX Runtime (npm onnxruntime-node, CPU) on a clip model: windows per second on seeded
-// pseudo-random windows [BATCH, 3, FRAMES, SIZE, SIZE], for scripts/bench-clips.py. One untimed
-// warm-up run, then RUNS timed runs of WINDOWS windows in batches of BATCH; prints one JSON line
+// ONNX Runtime (npm onnxruntime-node, CPU) on a clip or audio model: inputs per second on seeded
+// pseudo-random inputs [BATCH, ...SHAPE] (a clip model's windows 3x16x112x112, an audio model's
+// patches 1x96x64), for scripts/bench-clips.py and bench-audio.py. One untimed warm-up run, then
+// RUNS timed runs of WINDOWS inputs in batches of BATCH; prints one JSON line
 // {"windows_per_s": median, "runs": [...]}.
 //
-// usage: node scripts/ort_clip_bench.js MODEL.onnx FRAMES SIZE BATCH WINDOWS RUNS THREADS
+// usage: node scripts/ort_clip_bench.js MODEL.onnx SHAPE BATCH WINDOWS RUNS THREADS
 // ORT_NODE_DIR: where onnxruntime-node is (default: ./build/ort/node_modules/onnxruntime-node)
 'use strict';
 const {ort, session, report} = require('./ort_timing.js');
 
 async function main() {
-  const args = process.argv.slice(3).map((s) => parseInt(s, 10));
-  const [frames, size, batch, windows, runs, threads] = args;
+  const shape = process.argv[3].split('x').map((s) => parseInt(s, 10));
+  const [batch, windows, runs, threads] = process.argv.slice(4).map((s) => parseInt(s, 10));
   const sess = await session(process.argv[2], threads);
-  const per = 3 * frames * size * size;
+  const per = shape.reduce((a, b) => a * b, 1);
   const x = new Float32Array(batch * per);
   let seed = 12345;
   for (let i = 0; i < x.length; i++) {
@@ -25,7 +26,7 @@ async function main() {
       const m = Math.min(batch, windows - i);
       const feeds = {};
       feeds[sess.inputNames[0]] =
-          new ort.Tensor('float32', x.subarray(0, m * per), [m, 3, frames, size, size]);
+          new ort.Tensor('float32', x.subarray(0, m * per), [m, ...shape]);
       await sess.run(feeds);
     }
   });

@@ -42,6 +42,7 @@ const char *const op_case_names[] = {
     "transformer_ops",
     "vit_patch14",
     "matmul_per_index",
+    "conv_wino",
     "text_tiny",
     NULL,
 };

@@ -176,9 +176,10 @@ static void child_infer(const vf_config *cfg, int images, int n_runs, bench_resu
     int n = info.batch_size;
     int per_run = images ? images : (n > 32 ? n : 32);
     int calls = (per_run + n - 1) / n;
-    /* a clip model's input is a window of info.frames pictures */
-    size_t in_count =
-        (size_t)n * 3 * (info.frames > 0 ? info.frames : 1) * info.input_size * info.input_size;
+    /* a clip model's input is a window of info.frames pictures, an audio model's a patch */
+    size_t in_count = info.audio_frames ? (size_t)n * info.audio_frames * info.audio_bands
+                                        : (size_t)n * 3 * (info.frames > 0 ? info.frames : 1) *
+                                              info.input_size * info.input_size;
     in = malloc(in_count * sizeof(float));
     out = malloc((size_t)n * info.feature_dim * sizeof(float));
     if (!in || !out) {

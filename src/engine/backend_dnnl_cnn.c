@@ -497,15 +497,24 @@ vf_status vfi_dnnl_conv_op(vf_backend *b, const vf_node *nd)
     const dnnl_memory_desc_t *got_dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     size_t budget = dnnl_memory_desc_get_size(got_dst) / 4;
     if (try_wino && scratch_bytes(pd) > budget) {
+        /* halve the batch while that shrinks the scratchpad: a small map of many channels
+         * (VGGish's 12x8x512) spends it on the transformed weights, whatever the batch, and
+         * chunks of one image would only run slower */
+        dnnl_primitive_desc_t cand = NULL;
         for (int64_t k = 2; k <= c->p->batch && c->p->batch % k == 0; k *= 2) {
+            TRY(conv_pd(b, nd, c->p->batch / k, CONV_WINO, attr, &cand, &w_user, &b_md));
+            size_t was = scratch_bytes(sub_pd ? sub_pd : pd);
+            if (scratch_bytes(cand) > was / 4 * 3) {
+                dnnl_primitive_desc_destroy(cand);
+                break;
+            }
             if (sub_pd)
                 dnnl_primitive_desc_destroy(sub_pd);
-            sub_pd = NULL;
-            TRY(conv_pd(b, nd, c->p->batch / k, CONV_WINO, attr, &sub_pd, &w_user, &b_md));
+            sub_pd = cand;
             if (scratch_bytes(sub_pd) <= budget)
                 break;
         }
-        if (sub_pd && scratch_bytes(sub_pd) < scratch_bytes(pd)) {
+        if (sub_pd) {
             int done = 0;
             TRY(conv_chunked(b, nd, sub_pd, &w_user, &b_md, &done));
             if (done)

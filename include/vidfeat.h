@@ -645,8 +645,9 @@ typedef struct vf_db_model {
     int dim;                   /**< floats per vector */
     int f16;                   /**< stored as float16 (read back as floats) */
     int64_t vectors;           /**< how many it holds, done or not */
-    /** A clip model's frames per window: its vectors are windows (vf_db_vector.t_end set);
-     *  0 for an image model. (Appended in 0.2.) */
+    /** A clip model's frames per window, an audio model's log-mel frames per patch: its
+     *  vectors are spans of time (vf_db_vector.t_end set); 0 for an image model. (Appended in
+     *  0.2.) */
     int frames;
 } vf_db_model;
 

@@ -44,9 +44,11 @@ void vfi_record_sampling(const vf_config *c, int frames, const vf_audio_spec *au
 
 int vfi_record_frames(const char *preprocessing)
 {
-    const char *f = preprocessing ? strstr(preprocessing, ";frames=") : NULL;
+    int sound = preprocessing && !strncmp(preprocessing, "sound=", 6);
+    const char *key = sound ? ";patch=" : ";frames=";
+    const char *f = preprocessing ? strstr(preprocessing, key) : NULL;
     int n = 0;
-    if (f && sscanf(f + 8, "%d", &n) == 1 && n > 0)
+    if (f && sscanf(f + strlen(key), "%d", &n) == 1 && n > 0)
         return n;
     return 0;
 }

@@ -76,7 +76,9 @@
     " coalesce(end_to_end_fps, 0), coalesce(infer_fps, 0), coalesce(device_name, '')"              \
     " FROM runs ORDER BY id"
 
-/* A model row's frames per window (a clip model: its preprocessing's "frames=N"), else 0. */
+/* A model row's frames per vector when its vectors are spans of time (t_end set): a clip
+ * model's frames per window (its preprocessing's "frames=N"), an audio model's log-mel frames
+ * per patch (its preprocessing starts "sound=": its "patch=N"); else 0. */
 int vfi_record_frames(const char *preprocessing);
 
 /* The sampling key an extraction is recorded with: "all", "fps=1", "every=5" or "keyframes",

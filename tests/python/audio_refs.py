@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """References for test_audio: files with sound made by the ffmpeg CLI, and what their soundtrack
 must give an audio model - every channel averaged (pan on float samples, each channel weighted
-1/channels), resampled by the CLI's aresample (libswresample with its defaults, as vidfeat uses it), as raw
-float32 - with the first sample's time from ffprobe's first audio frame (its pts_time less the
-file's start_time).
+1/channels), resampled by the CLI's aresample (libswresample with its defaults, as vidfeat uses
+it), as raw float32 - with the first sample's time from ffprobe's first audio frame (its
+pts_time less the file's start_time).
 
 Files: 5.1 at 48 kHz (each channel a different tone), mono at 8 kHz, stereo 44.1 kHz AAC in MP4
 beside a video, the same starting 0.7 s after the video, one whose sound stops before its

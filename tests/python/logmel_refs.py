@@ -92,7 +92,8 @@ def vggish_logmel(x, c):
 def slaney_mel(f):
     f = np.asarray(f, dtype=np.float64)
     f_sp, step = 200.0 / 3, np.log(6.4) / 27.0
-    return np.where(f < 1000.0, f / f_sp, 1000.0 / f_sp + np.log(np.maximum(f, 1e-30) / 1000.0) / step)
+    high = 1000.0 / f_sp + np.log(np.maximum(f, 1e-30) / 1000.0) / step
+    return np.where(f < 1000.0, f / f_sp, high)
 
 
 def slaney_hz(m):

@@ -64,7 +64,8 @@ typedef struct cli {
     int verbosity;             /* -1 quiet, 0 default, 1 info, 2 debug */
     int calibrate;             /* the calibrate command */
     int model_set;             /* --model given (similar: else the database's model) */
-    int audio_set;             /* --audio given: cfg.model is an audio model */
+    const char *audio;         /* --audio's model, or NULL */
+    int audio_run;             /* the pipeline being run is the audio model's */
     const char *image, *video; /* similar's query */
     double at;
     int at_set, top;

@@ -18,15 +18,38 @@ static int none_exist(const path_list *inputs)
     return 1;
 }
 
+/* The run's models: --model's (or the default), or --audio's alone, or both: the pictures'
+ * extraction, then the sound's of the same inputs (its own pass: the sound decoded once, its
+ * own extraction in the same database; the frame sampling options are the pictures'). */
+static int run_models(cli *c, const path_list *inputs, int status)
+{
+    if (!c->audio || !c->model_set) {
+        if (c->audio) {
+            c->cfg.model = c->audio;
+            c->audio_run = 1;
+        }
+        return cli_run_pipeline(c, inputs, status);
+    }
+    status = cli_run_pipeline(c, inputs, status);
+    if (status == EXIT_INTERRUPTED || status == EXIT_USAGE || status == EXIT_START)
+        return status;
+    vf_config pictures = c->cfg;
+    c->cfg.model = c->audio;
+    c->cfg.layer = NULL;
+    c->cfg.sample_fps = c->cfg.start = c->cfg.duration = 0.0;
+    c->cfg.every = c->cfg.keyframes = c->cfg.window = c->cfg.window_stride = 0;
+    c->cfg.hwdec = NULL;
+    c->audio_run = 1;
+    int sound = cli_run_pipeline(c, inputs, EXIT_OK);
+    c->cfg = pictures;
+    c->audio_run = 0;
+    return sound > status ? sound : status;
+}
+
 int cmd_extract(cli *c, int argc, char **argv)
 {
     if (cli_single_values(c))
         return EXIT_USAGE;
-    if (c->audio_set && c->model_set) {
-        fprintf(stderr, "vidfeat: --audio beside --model is not in this build yet: run one, then "
-                        "the other, with the same -o (each is its own extraction)\n");
-        return EXIT_USAGE;
-    }
     if (c->cfg.calibration_frames && c->cfg.precision != VF_PRECISION_INT8) {
         fprintf(stderr, "vidfeat: --frames is for calibrate and --precision int8\n");
         return EXIT_USAGE;
@@ -35,6 +58,10 @@ int cmd_extract(cli *c, int argc, char **argv)
     int queue = argc < 1 && !c->files_from;
     if (queue && !c->db_set) {
         fprintf(stderr, "vidfeat: no input files (try --help)\n");
+        return EXIT_USAGE;
+    }
+    if (queue && c->audio && c->model_set) {
+        fprintf(stderr, "vidfeat: a queue worker runs one model: --model or --audio\n");
         return EXIT_USAGE;
     }
     if (queue && c->shard_n) {
@@ -56,7 +83,7 @@ int cmd_extract(cli *c, int argc, char **argv)
         cli_free_paths(&inputs);
         return EXIT_FAIL;
     }
-    status = cli_run_pipeline(c, &inputs, status);
+    status = run_models(c, &inputs, status);
     cli_free_paths(&inputs);
     return status;
 }

@@ -229,8 +229,9 @@ static const opt_def options[] = {
     {"model", OPT_MODEL, "NAME|FILE", NETS | CMD_EXPORT | CMD_INDEX,
      "model name (see `vidfeat models`) or ONNX file", NULL, STR_SETS(cfg.model, model_set)},
     {"audio", OPT_AUDIO, "NAME|FILE", CMD_EXTRACT,
-     "an audio model: a vector per patch of each file's sound (vggish, panns_cnn14)", NULL,
-     CUSTOM(opt_audio)},
+     "an audio model: a vector per patch of each file's sound (vggish, panns_cnn14); beside "
+     "--model, after it",
+     NULL, CUSTOM(opt_audio)},
     {"models-dir", OPT_MODELS_DIR, "DIR", NETS | CMD_MODELS,
      "look for manifests and ONNX files here first", NULL, STR(cfg.models_dir)},
     {"layer", OPT_LAYER, "NAME", NETS | CMD_EXPORT | CMD_INDEX,
@@ -635,12 +636,11 @@ static int opt_device(cli *c, const cli_command *cmd, const opt_def *o, const ch
     return 0;
 }
 
-/* --audio: the run's model is an audio model (the run checks that it is one). */
+/* --audio: an audio model, run alone or after --model's (cmd_extract.c). */
 static int opt_audio(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
 {
     (void)cmd, (void)o;
-    c->cfg.model = a;
-    c->audio_set = 1;
+    c->audio = a;
     return 0;
 }
 

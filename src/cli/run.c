@@ -210,7 +210,7 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
     r.t0 = vfi_now_s();
     vf_model_info about;
     vf_pipeline_info(p, &about);
-    if (c->audio_set && !about.audio_frames) {
+    if (c->audio_run && !about.audio_frames) {
         cli_printf(stderr, "vidfeat: %s takes pictures, not sound: give it with --model\n",
                    about.name);
         vf_pipeline_free(&p);

@@ -13,7 +13,9 @@ and each vector the network (PyTorch) on the log-mel frames the published VGGish
 (tests/python/logmel_refs.py, numpy) computes from the ffmpeg CLI's mono 16 kHz samples (pan,
 every channel weighted 1/channels, + aresample): within 1e-4. The video without sound fails with
 one line naming it, the others are done; the short sound is done with no vector and a note. A run
-again skips them all; frame sampling options and a picture model are refused.
+again skips them all; frame sampling options and a picture model are refused. Beside a picture
+model (--model): two extractions in one database, two --json documents, the sound's rows the
+same as alone, the file without sound one line from the sound's run.
 
 usage: test_audio.py VIDFEAT MODELS_DIR
 """
@@ -96,18 +98,20 @@ def reference_samples(path, rate, tmp):
     return np.fromfile(raw, "<f4").astype(np.float64), start
 
 
-def stored(db):
-    """{file name: (status, [(frame_index, t, t_end, vector)])}."""
+def stored(db, model="tiny_audio"):
+    """{file name: (status, [(frame_index, t, t_end, vector)])} of model's extractions."""
     import numpy as np
     con = sqlite3.connect(db)
     out = {}
-    for path, status in con.execute("SELECT v.path, e.status FROM extractions e JOIN videos v"
-                                    " ON v.id = e.video_id"):
+    joins = ("FROM extractions e JOIN videos v ON v.id = e.video_id JOIN models m ON m.id ="
+             " e.model_id")
+    for path, status in con.execute("SELECT v.path, e.status %s WHERE m.name = ?" % joins,
+                                    (model,)):
         out[os.path.basename(path)] = (status, [])
     for path, fi, t, t_end, vec in con.execute(
-            "SELECT v.path, f.frame_index, f.t, f.t_end, f.vec FROM features f JOIN extractions e"
-            " ON e.id = f.extraction_id JOIN videos v ON v.id = e.video_id ORDER BY v.path,"
-            " f.frame_index"):
+            "SELECT v.path, f.frame_index, f.t, f.t_end, f.vec %s JOIN features f ON"
+            " f.extraction_id = e.id WHERE m.name = ? ORDER BY v.path, f.frame_index" % joins,
+            (model,)):
         out[os.path.basename(path)][1].append((fi, t, t_end, np.frombuffer(vec, np.float32)))
     con.close()
     return out
@@ -180,6 +184,31 @@ def main():
                            paths[:1], capture_output=True, text=True)
         check(r.returncode == 2 and "takes pictures, not sound" in r.stderr, r.stderr)
         print("ok a second run skips every file; sampling options and a picture model refused")
+
+        # beside a picture model: the pictures' extraction, then the sound's, in one database
+        both = os.path.join(tmp, "both.db")
+        two = [paths[0], paths[len(names)]]  # av.mp4 and silent.mp4
+        r = subprocess.run([exe, "--model", os.path.join(models_dir, "tiny_cnn.onnx"), "--audio",
+                            "tiny_audio", "--models-dir", tmp, "--backend", "ref", "--batch", "3",
+                            "--fps", "2", "--json", "-o", both] + two,
+                           capture_output=True, text=True)
+        docs = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+        check(len(docs) == 2 and docs[0]["model"] == "tiny_cnn" and
+              docs[1]["model"] == "tiny_audio", "two --json documents: " + r.stdout[:300])
+        check(docs[0]["done"] == 2 and docs[0]["failed"] == 0 and docs[0]["frames"] > 0,
+              "the pictures of both files: %s" % docs[0])
+        check(docs[1]["done"] == 1 and docs[1]["failed"] == 1, "the sound: %s" % docs[1])
+        check(r.returncode == 1 and "silent.mp4: no audio stream" in r.stderr,
+              "the file without sound: one line, exit 1 (%d)" % r.returncode)
+        alone, beside = rows["av.mp4"][1], stored(both)["av.mp4"][1]
+        check(len(alone) == len(beside) and all(
+            a[:3] == b[:3] and (a[3] == b[3]).all() for a, b in zip(alone, beside)),
+            "the sound's rows beside a picture model are the audio-only run's")
+        pictures = stored(both, "tiny_cnn")
+        check(all(s == "done" and len(v) > 0 for s, v in pictures.values()),
+              "the pictures' rows of both files")
+        print("ok beside --model: two extractions in one database, the sound's rows as alone, "
+              "a file without sound one line from the sound's run")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

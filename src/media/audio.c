@@ -108,7 +108,8 @@ static vf_status make_swr(vf_audio *a, const AVFrame *f, vf_err *err)
     if (n < 1 || n > MAX_CHANNELS || f->sample_rate < 1 || f->sample_rate > MAX_IN_RATE)
         return vfi_fail(err, VF_ERR_DECODE, "an audio stream of %d channels at %d Hz: not read", n,
                         f->sample_rate);
-    AVChannelLayout in, mono = AV_CHANNEL_LAYOUT_MONO;
+    /* zeroed: av_channel_layout_copy releases what its destination held first */
+    AVChannelLayout in = {0}, mono = AV_CHANNEL_LAYOUT_MONO;
     if (f->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC)
         av_channel_layout_default(&in, n);
     else if (av_channel_layout_copy(&in, &f->ch_layout) < 0)

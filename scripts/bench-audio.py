@@ -5,6 +5,7 @@ nothing is asserted.
 
     scripts/bench-audio.py [--batch 32] [--runs 3] [--rounds 2] [--threads 2] [--seconds 600]
                            [--models vggish,panns_cnn14] [--no-end-to-end]
+                           [--video-model inception_v3] [--video-fps 1]
 
 Network alone: VGGish on 0.96 s patches [1, 96, 64] and CNN14 on 1 s patches [1, 100, 64],
 batch --batch, patches/s, the median of --rounds x --runs; vidfeat through `vidfeat bench
@@ -15,7 +16,9 @@ batch --batch, patches/s, the median of --rounds x --runs; vidfeat through `vidf
 End to end: a --seconds long file (a 320x240 H.264 video beside stereo 44.1 kHz AAC pink noise,
 made here by the ffmpeg CLI), `vidfeat --audio MODEL` into a new SQLite database: decoding the
 sound, resampling, the log-mel front end, the network, the store; the model's load included.
-Reported as patches/s and as times real time (the sound's seconds over the run's).
+Reported as patches/s and as times real time (the sound's seconds over the run's). Then beside a
+picture model: `vidfeat --model VIDEO_MODEL --fps VIDEO_FPS` on the same file alone, and with
+`--audio vggish` after it in the same command: what the sound's extraction adds to the run.
 """
 import argparse
 import os
@@ -101,6 +104,31 @@ def end_to_end(a):
                 n = json.loads(r.stdout)["files"][0]["frames"]
                 print("| %s | %d s | %s | %.2f | %.1f | %.0fx |" % (
                     name, a.seconds, prec, wall, n / wall, a.seconds / wall), flush=True)
+        beside(a, clip, tmp)
+
+
+def beside(a, clip, tmp):
+    """The picture model alone, then with --audio vggish after it, on the same file."""
+    subprocess.run(["/usr/bin/python3", os.path.join(HERE, "export-torchvision.py"), "--out",
+                    a.model_dir, a.video_model], check=True, capture_output=True)
+    export(a.model_dir, "vggish")
+    walls = {}
+    for label, extra in (("pictures alone", []), ("pictures + vggish", ["--audio", "vggish"])):
+        db = os.path.join(tmp, "beside_%d.db" % len(walls))
+        t0 = time.time()
+        r = subprocess.run([a.vidfeat, "--model", a.video_model, "--fps", str(a.video_fps),
+                            "--models-dir", a.model_dir, "--threads", str(a.threads), "-q",
+                            "-o", db, clip] + extra, capture_output=True, text=True)
+        walls[label] = time.time() - t0
+        if r.returncode != 0:
+            print("%s: %s" % (label, r.stderr.strip()))
+            return
+    alone, both = walls["pictures alone"], walls["pictures + vggish"]
+    print("\n| run (%s --fps %g, %d s file) | seconds |" % (a.video_model, a.video_fps, a.seconds))
+    print("|---|---|")
+    print("| pictures alone | %.1f |" % alone)
+    print("| pictures, then the sound (vggish) | %.1f (+%.1f%%) |" % (both,
+                                                                     100 * (both / alone - 1)))
 
 
 def main():
@@ -114,6 +142,8 @@ def main():
     ap.add_argument("--model-dir", default=os.path.join(ROOT, "build", "bench-models"))
     ap.add_argument("--vidfeat", default=os.path.join(ROOT, "build", "src", "cli", "vidfeat"))
     ap.add_argument("--no-end-to-end", action="store_true")
+    ap.add_argument("--video-model", default="inception_v3")
+    ap.add_argument("--video-fps", type=float, default=1.0)
     a = ap.parse_args()
     a.models = [m for m in a.models.split(",") if m in SHAPES]
     os.makedirs(a.model_dir, exist_ok=True)

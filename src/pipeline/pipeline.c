@@ -134,6 +134,7 @@ static vf_status check_root(const vf_pipeline *p, const vf_work *w, vf_err *err)
 typedef struct input {
     vf_decoder *dec;
     vf_patches *snd;
+    int64_t kept; /* patches handed out */
 } input;
 
 static vf_status open_input(vf_pipeline *p, const char *path, input *in, vf_err *err)
@@ -171,8 +172,13 @@ static vf_status next_input(vf_pipeline *p, input *in, frame_item *fi, vf_err *e
     if (in->dec)
         return vfi_decoder_next(in->dec, &fi->f, err);
     vf_patch where;
-    vf_status rc = vfi_patches_next(in->snd, fi->patch, &where, err);
-    if (rc == VF_OK && p->cfg.max_frames > 0 && where.index >= p->cfg.max_frames)
+    vf_status rc;
+    do /* --start: the patches that start at or after it */
+        rc = vfi_patches_next(in->snd, fi->patch, &where, err);
+    while (rc == VF_OK && where.t < p->cfg.start);
+    if (rc == VF_OK && p->cfg.duration > 0 && where.t >= p->cfg.start + p->cfg.duration)
+        rc = VF_EOF;
+    if (rc == VF_OK && p->cfg.max_frames > 0 && ++in->kept > p->cfg.max_frames)
         rc = VF_EOF;
     if (rc == VF_OK) {
         fi->f.index = where.index;
@@ -219,7 +225,7 @@ static int decode_file(lane *ln, vf_work *w)
     struct stat st;
     memset(&st, 0, sizeof(st));
     end->t_open = vfi_now_s();
-    input in = {NULL, NULL};
+    input in = {NULL, NULL, 0};
     vf_err err = {VF_OK, ""};
     vf_status rc;
     if ((rc = check_root(p, w, &err)) < 0)
@@ -1061,15 +1067,15 @@ static vf_status check_window(vf_pipeline *p, const vf_config *cfg)
     return VF_OK;
 }
 
-/* An audio model takes every patch of a file's sound: the frames' sampling does not apply. */
+/* An audio model takes every patch of a file's sound (those starting from --start, within
+ * --duration): the frames' sampling does not apply. */
 static vf_status check_sound(vf_pipeline *p, const vf_config *cfg)
 {
-    const char *which = cfg->sample_fps > 0                   ? "--fps"
-                        : cfg->every > 1                      ? "--every"
-                        : cfg->keyframes                      ? "--keyframes"
-                        : cfg->start > 0 || cfg->duration > 0 ? "--start and --duration"
-                        : cfg->window || cfg->window_stride   ? "--window"
-                        : cfg->no_overlap                     ? "the per-frame baseline"
+    const char *which = cfg->sample_fps > 0                 ? "--fps"
+                        : cfg->every > 1                    ? "--every"
+                        : cfg->keyframes                    ? "--keyframes"
+                        : cfg->window || cfg->window_stride ? "--window"
+                        : cfg->no_overlap                   ? "the per-frame baseline"
                         : cfg->hwdec && *cfg->hwdec && strcmp(cfg->hwdec, "none") ? "--hwdec"
                                                                                   : NULL;
     if (which)

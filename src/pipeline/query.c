@@ -115,13 +115,13 @@ vf_status vfi_query_extract(const vf_config *cfg, const vfi_held_model *row, con
 {
     memset(out, 0, sizeof(*out));
     out->dim = row->dim;
-    if (!strncmp(row->prep, "sound=", 6))
-        return vfi_fail(err, VF_ERR_UNSUPPORTED,
-                        "the stored %s vectors are of sound: a query by a clip's sound at a time "
-                        "is not in this build yet",
-                        row->name);
     vf_config c = row_config(cfg, row);
-    if (max_frames == 1 && row->frames > 0) {
+    int sound = !strncmp(row->prep, "sound=", 6); /* an audio model's: patches of the sound */
+    if (sound) {                                  /* the frame sampling does not apply */
+        c.sample_fps = 0.0;
+        c.every = c.keyframes = c.window = c.window_stride = 0;
+    }
+    if (max_frames == 1 && row->frames > 0 && !sound) {
         /* a clip model's one vector: the window of frames from `at`, sampled as asked */
         c.batch_size = 1;
         max_frames = row->frames;

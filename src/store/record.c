@@ -17,13 +17,9 @@ void vfi_record_sampling(const vf_config *c, int frames, const vf_audio_spec *au
                          size_t size)
 {
     size_t n = 0;
-    if (audio) {
+    if (audio)
         n += (size_t)snprintf(buf, size, "sound;patch=%d;hop=%d", audio->patch, audio->patch_hop);
-        if (c->max_frames > 0 && n < size)
-            snprintf(buf + n, size - n, ";max=%lld", (long long)c->max_frames);
-        return;
-    }
-    if (c->keyframes)
+    else if (c->keyframes)
         n += (size_t)snprintf(buf + n, size - n, "keyframes");
     else if (c->sample_fps > 0)
         n += (size_t)snprintf(buf + n, size - n, "fps=%g", c->sample_fps);
@@ -37,7 +33,7 @@ void vfi_record_sampling(const vf_config *c, int frames, const vf_audio_spec *au
         n += (size_t)snprintf(buf + n, size - n, ";duration=%g", c->duration);
     if (c->max_frames > 0 && n < size)
         n += (size_t)snprintf(buf + n, size - n, ";max=%lld", (long long)c->max_frames);
-    if (frames > 0 && n < size)
+    if (frames > 0 && !audio && n < size)
         snprintf(buf + n, size - n, ";window=%d;stride=%d", frames,
                  c->window_stride > 0 ? c->window_stride : frames);
 }

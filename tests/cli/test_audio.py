@@ -13,7 +13,9 @@ and each vector the network (PyTorch) on the log-mel frames the published VGGish
 (tests/python/logmel_refs.py, numpy) computes from the ffmpeg CLI's mono 16 kHz samples (pan,
 every channel weighted 1/channels, + aresample): within 1e-4. The video without sound fails with
 one line naming it, the others are done; the short sound is done with no vector and a note. A run
-again skips them all; frame sampling options and a picture model are refused. Beside a picture
+again skips them all; `similar --video COPY --at 1` finds the patch at 1.92 s; --start and
+--duration keep the patches starting within them; --fps, --window and a picture model are
+refused. Beside a picture
 model (--model): two extractions in one database, two --json documents, the sound's rows the
 same as alone, the file without sound one line from the sound's run.
 
@@ -176,6 +178,26 @@ def main():
 
         r = subprocess.run(args + paths, capture_output=True, text=True)
         check("0 done" in r.stderr and "5 skipped" in r.stderr, "a run again: " + r.stderr)
+        # a clip's sound at a time as the query: the first patch starting at or after it
+        copy = os.path.join(tmp, "copy.mp4")
+        shutil.copy(paths[0], copy)
+        r = subprocess.run([exe, "similar", db, "--video", copy, "--at", "1", "-k", "2",
+                            "--models-dir", tmp, "--backend", "ref", "--json"],
+                           capture_output=True, text=True)
+        check(r.returncode == 0, "similar: " + r.stderr)
+        top = json.loads(r.stdout)["neighbours"][0]
+        check(os.path.basename(top["path"]) == "av.mp4" and top["frame_index"] == 2 and
+              top["similarity"] > 0.9999, "similar by the sound at 1 s: %s" % top)
+        # --start and --duration: the patches starting within them
+        part = os.path.join(tmp, "part.db")
+        r = subprocess.run(args[:-1] + [part, "--start", "1", "--duration", "1.5", paths[0]],
+                           capture_output=True, text=True)
+        got = stored(part)["av.mp4"][1]
+        check(r.returncode == 0 and [g[0] for g in got] == [2],
+              "--start 1 --duration 1.5: patch 2 only (%s)" % [g[0] for g in got])
+        print("ok a query by a clip's sound at 1 s finds its patch; --start/--duration keep the "
+              "patches starting within them")
+
         for extra, said in ((["--fps", "1"], "--fps is for pictures"),
                             (["--window", "4"], "--window is for pictures")):
             r = subprocess.run(args + extra + paths[:1], capture_output=True, text=True)

@@ -13,7 +13,7 @@ batch --batch, patches/s, the median of --rounds x --runs; vidfeat through `vidf
 (onnxruntime-node from build/ort, or ORT_NODE_DIR). The files are scripts/export-audio.py's
 (seeded random weights), made in --model-dir.
 
-End to end: a --seconds long file (a 320x240 H.264 video beside stereo 44.1 kHz AAC pink noise,
+End to end: a --seconds long file (a 1280x720 H.264 video beside stereo 44.1 kHz AAC pink noise,
 made here by the ffmpeg CLI), `vidfeat --audio MODEL` into a new SQLite database: decoding the
 sound, resampling, the log-mel front end, the network, the store; the model's load included.
 Reported as patches/s and as times real time (the sound's seconds over the run's). Then beside a
@@ -81,7 +81,7 @@ def end_to_end(a):
     with tempfile.TemporaryDirectory(prefix="vidfeat_bench_audio_") as tmp:
         clip = os.path.join(tmp, "long.mp4")
         subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i",
-                        "testsrc=size=320x240:rate=25", "-f", "lavfi", "-i",
+                        "testsrc=size=1280x720:rate=25", "-f", "lavfi", "-i",
                         "anoisesrc=color=pink:amplitude=0.3:seed=5:sample_rate=44100", "-t",
                         str(a.seconds), "-ac", "2", "-c:v", "libx264", "-preset", "ultrafast",
                         "-pix_fmt", "yuv420p", "-c:a", "aac", clip], check=True)

@@ -1,7 +1,9 @@
 /*
  * test_audio.c - a file's soundtrack for an audio model (media/audio.h) against the ffmpeg CLI
  * (tests/python/audio_refs.py): 5.1 at 48 kHz, mono at 8 kHz, AAC beside a video, a sound
- * starting 0.7 s after its video, one stopping before it, Opus in WebM; each at 16 and 32 kHz.
+ * starting 0.7 s after its video, one stopping before it, Opus in WebM, a file whose timestamps
+ * jump 0.5 s ahead (the gap filled with silence, as aresample's async=1 fills it); each at 16
+ * and 32 kHz.
  * The channels averaged and resampled as the CLI's pan + aresample give them: as many samples,
  * each within 1e-4; the first sample's time is ffprobe's first audio frame's (less the file's
  * start). Read in chunks of any size, the same samples. A video without sound is refused,

@@ -158,12 +158,17 @@ static vf_status room(vf_audio *a, int n, vf_err *err)
     return VF_OK;
 }
 
-/* n input samples through swr (in: the frame's planes, or NULL for silence, or for the flush
- * at the end with n 0) into out. */
+/* n input samples through swr into out: in, the frame's planes; NULL with n > 0, n samples of
+ * silence; NULL with n 0, the flush at the end (what the resampler still holds). */
 static vf_status convert(vf_audio *a, const uint8_t **in, int n, vf_err *err)
 {
-    if (!in && n > 0 && swr_inject_silence(a->swr, n) < 0)
-        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    const uint8_t *none[MAX_CHANNELS] = {NULL};
+    if (!in && n > 0) {
+        if (swr_inject_silence(a->swr, n) < 0)
+            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        in = none; /* then what is ready: swr_convert without input flushes */
+        n = 0;
+    }
     int most = swr_get_out_samples(a->swr, in ? n : 0);
     if (most < 0)
         most = 0;

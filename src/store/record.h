@@ -84,7 +84,8 @@ int vfi_record_frames(const char *preprocessing);
 /* The sampling key an extraction is recorded with: "all", "fps=1", "every=5" or "keyframes",
  * then ";start=S", ";duration=D", ";max=N" when set, and a clip model's (frames > 0)
  * ";window=N;stride=S"; an audio model's (audio not NULL): "sound;patch=P;hop=H" (log-mel
- * frames) instead of the frame sampling, then ";start", ";duration" and ";max" likewise. Two runs whose keys are equal keep the same frames of a file. */
+ * frames) instead of the frame sampling, then ";start", ";duration" and ";max" likewise. Two
+ * runs whose keys are equal keep the same frames of a file. */
 void vfi_record_sampling(const vf_config *c, int frames, const vf_audio_spec *audio, char *buf,
                          size_t size);
 

@@ -7,7 +7,10 @@ pts_time less the file's start_time).
 
 Files: 5.1 at 48 kHz (each channel a different tone), mono at 8 kHz, stereo 44.1 kHz AAC in MP4
 beside a video, the same starting 0.7 s after the video, one whose sound stops before its
-video, Opus in WebM, and a video without sound (refused: "no audio stream").
+video, Opus in WebM, a Matroska file whose timestamps jump 0.5 s ahead after its first second
+(the gap filled with silence: the CLI's aresample told async=1, min_hard_comp=0.02, as
+vidfeat keeps samples to timestamps), and a video without sound (refused: "no audio
+stream").
 
 usage: audio_refs.py OUTDIR   (writes OUTDIR/cases.tsv: file, rate, reference, start or "-",
 the refusal expected or "-"; exit 77 without ffmpeg)
@@ -47,10 +50,12 @@ def make(out):
        p("short_audio.mkv"))
     ff("-f", "lavfi", "-i", "anoisesrc=color=pink:amplitude=0.3:seed=3:sample_rate=48000", "-t",
        "1.4", "-ac", "2", "-c:a", "libopus", p("opus.webm"))
+    ff("-f", "lavfi", "-i", "sine=frequency=440:sample_rate=22050:duration=2", "-af",
+       "asetpts='if(gte(T,1),PTS+0.5/TB,PTS)'", "-c:a", "pcm_s16le", p("gap.mkv"))
     ff("-f", "lavfi", "-i", video, "-t", "1", "-c:v", "libx264", "-pix_fmt", "yuv420p",
        p("silent_video.mp4"))
     names = ["six_48k.wav", "mono_8k.wav", "av_44k.mp4", "late_start.mp4", "short_audio.mkv",
-             "opus.webm"]
+             "opus.webm", "gap.mkv"]
     return [p(n) for n in names], p("silent_video.mp4")
 
 
@@ -68,6 +73,8 @@ def reference(path, channels, rate, dst):
     mix = "+".join("%.17g*c%d" % (1.0 / channels, k) for k in range(channels))
     # float first: pan on s16 input would round its sums to 16 bits
     graph = "aformat=sample_fmts=flt,pan=mono|c0=%s,aresample=%d" % (mix, rate)
+    if os.path.basename(path).startswith("gap"):  # kept to its timestamps, as vidfeat keeps it
+        graph += ":async=1:min_hard_comp=0.02"
     ff("-i", path, "-map", "0:a:0", "-af", graph, "-f", "f32le", "-c:a", "pcm_f32le", dst)
 
 

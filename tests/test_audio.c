@@ -3,7 +3,8 @@
  * (tests/python/audio_refs.py): 5.1 at 48 kHz, mono at 8 kHz, AAC beside a video, a sound
  * starting 0.7 s after its video, one stopping before it, Opus in WebM, a file whose timestamps
  * jump 0.5 s ahead (the gap filled with silence, as aresample's async=1 fills it); each at 16
- * and 32 kHz.
+ * and 32 kHz. Refused, saying why: a video without sound; a file whose timestamps keep jumping
+ * 100 s ahead (the silence to fill them is bounded).
  * The channels averaged and resampled as the CLI's pan + aresample give them: as many samples,
  * each within 1e-4; the first sample's time is ffprobe's first audio frame's (less the file's
  * start). Read in chunks of any size, the same samples. A video without sound is refused,
@@ -92,12 +93,17 @@ int main(int argc, char **argv)
         CHECK(sscanf(line, "%4095[^\t]\t%d\t%4095[^\t]\t%63[^\t]\t%255[^\n]", file, &rate, ref,
                      start, refusal) == 5);
         const char *base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
-        if (strcmp(refusal, "-")) {
+        if (strcmp(refusal, "-")) { /* refused when opened, or while read */
             vf_audio_opts o = {.sample_rate = rate};
             vf_audio *a = NULL;
             vf_err err;
-            CHECK(vfi_audio_open(file, &o, &a, &err) == VF_ERR_DECODE && !a);
-            CHECK_MSG(strstr(err.msg, refusal), "%s: %s", base, err.msg);
+            vf_status rc = vfi_audio_open(file, &o, &a, &err);
+            static float buf[4096];
+            int got;
+            while (rc == VF_OK && (rc = vfi_audio_read(a, buf, 4096, &got, &err)) == VF_OK)
+                ;
+            vfi_audio_free(&a);
+            CHECK_MSG(rc == VF_ERR_DECODE && strstr(err.msg, refusal), "%s: %s", base, err.msg);
             printf("%s: refused: %s\n", base, err.msg);
             n_cases++;
             continue;
@@ -134,7 +140,7 @@ int main(int argc, char **argv)
     fclose(cases);
     CHECK(n_cases > 0);
     printf("ok %d cases: the ffmpeg CLI's samples (worst %.2e), ffprobe's start, any chunks; "
-           "a video without sound refused\n",
+           "a video without sound and endless gaps refused\n",
            n_cases, worst_all);
 
     /* a pipe: refused before it is opened (its sound cannot be read beside its pictures) */

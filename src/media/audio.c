@@ -7,7 +7,8 @@
  * Time is kept to the stream's timestamps on the input side: each frame's presentation time,
  * in input samples since the first frame's, is compared with the samples fed so far. Ahead by
  * more than GAP_S: silence is fed for the difference (at most a second per call, so a long gap
- * costs no memory); behind by more than GAP_S: the frame is dropped. A jump of more than
+ * costs no memory; MAX_FILL_S more than the sound decoded in all, so that gaps cannot cost
+ * unbounded time); behind by more than GAP_S: the frame is dropped. A jump of more than
  * MAX_GAP_S is taken for a broken timestamp, not a gap: counted from there on.
  */
 #include "media/audio.h"
@@ -27,8 +28,11 @@
 #include "media/ffmpeg.h"
 #include "media/probe.h"
 
-#define GAP_S        0.02   /* timestamps this far from the samples are a gap (or an overlap) */
-#define MAX_GAP_S    3600.0 /* a jump larger than this is a broken timestamp */
+#define GAP_S     0.02   /* timestamps this far from the samples are a gap (or an overlap) */
+#define MAX_GAP_S 3600.0 /* a jump larger than this is a broken timestamp */
+/* Silence filled into gaps, in all, at most this many seconds more than the sound decoded: a
+ * file whose timestamps keep jumping ahead would otherwise cost hours of work per frame. */
+#define MAX_FILL_S   600.0
 #define MAX_CHANNELS 64
 #define MAX_IN_RATE  768000
 
@@ -46,6 +50,7 @@ struct vf_audio {
     int64_t first_pts; /* the first frame's, AV_NOPTS_VALUE before it */
     int64_t fed;       /* input samples fed to swr (frames and silence) since the first frame */
     int64_t silence;   /* input samples of silence still to feed */
+    int64_t filled;    /* input samples of silence fed or due, in all */
     int in_rate, in_format, in_channels;
     float *out; /* converted samples not handed out yet: out[pos .. len) */
     int len, pos, cap;
@@ -210,7 +215,14 @@ static vf_status take_frame(vf_audio *a, vf_err *err)
             /* a broken timestamp: go on from here */
             a->first_pts = pts - av_rescale_q(a->fed, (AVRational){1, a->in_rate}, a->tb);
         } else if (ahead > gap) {
-            a->silence += (int64_t)(ahead + 0.5);
+            int64_t n = (int64_t)(ahead + 0.5);
+            if ((double)(a->filled + n) > MAX_FILL_S * a->in_rate + (double)(a->fed - a->filled))
+                return vfi_fail(err, VF_ERR_DECODE,
+                                "its audio timestamps jump ahead by more than it holds sound "
+                                "(%.0f s of gaps): not read",
+                                (double)(a->filled + n) / a->in_rate);
+            a->silence += n;
+            a->filled += n;
         } else if (ahead + f->nb_samples < -gap) {
             return VF_OK; /* all of it is before what was fed already */
         }

@@ -10,7 +10,8 @@ beside a video, the same starting 0.7 s after the video, one whose sound stops b
 video, Opus in WebM, a Matroska file whose timestamps jump 0.5 s ahead after its first second
 (the gap filled with silence: the CLI's aresample told async=1, min_hard_comp=0.02, as
 vidfeat keeps samples to timestamps), and a video without sound (refused: "no audio
-stream").
+stream"); one whose timestamps jump 100 s ahead every frame is refused while read (the silence
+filling gaps is bounded).
 
 usage: audio_refs.py OUTDIR   (writes OUTDIR/cases.tsv: file, rate, reference, start or "-",
 the refusal expected or "-"; exit 77 without ffmpeg)
@@ -54,6 +55,8 @@ def make(out):
        "asetpts='if(gte(T,1),PTS+0.5/TB,PTS)'", "-c:a", "pcm_s16le", p("gap.mkv"))
     ff("-f", "lavfi", "-i", video, "-t", "1", "-c:v", "libx264", "-pix_fmt", "yuv420p",
        p("silent_video.mp4"))
+    ff("-f", "lavfi", "-i", "sine=frequency=440:sample_rate=8000:duration=3", "-af",
+       "asetpts='PTS+N/1024*100/TB'", "-c:a", "pcm_s16le", p("jumpy.mkv"))
     names = ["six_48k.wav", "mono_8k.wav", "av_44k.mp4", "late_start.mp4", "short_audio.mkv",
              "opus.webm", "gap.mkv"]
     return [p(n) for n in names], p("silent_video.mp4")
@@ -96,6 +99,7 @@ def main():
             reference(path, channels, rate, ref)
             rows.append((path, rate, ref, "%.9f" % start, "-"))
     rows.append((silent, 16000, "-", "-", "no audio stream"))
+    rows.append((os.path.join(out, "jumpy.mkv"), 16000, "-", "-", "jump ahead"))
     with open(os.path.join(out, "cases.tsv"), "w") as f:
         for r in rows:
             f.write("\t".join(str(v) for v in r) + "\n")

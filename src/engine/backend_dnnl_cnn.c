@@ -23,7 +23,8 @@ static int f32_flags(const dnnl_ctx *c, const vf_node *nd)
  * (1, KH, KW) Conv3D as a 2-D Winograd convolution over every frame of the batch's clips
  * ([N x T, C, H, W]), nothing else. */
 enum { CONV_DIRECT, CONV_WINO, CONV_FRAMES_WINO };
-/* Output tiles (4x4) a Winograd convolution is asked for with, at least (conv_pd). */
+/* Output tiles (4x4) of a picture a Winograd convolution is asked for with, at least
+ * (conv_pd). */
 #define WINO_MIN_TILES 4
 
 /* The primitive descriptor of convolution node nd for `batch` images, activations and weights
@@ -97,9 +98,11 @@ static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wi
     CHECK(dnnl_memory_desc_init_by_tag(&src_md, rank, xd, sdt, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(&dst_md, rank, yd, ddt, dnnl_format_tag_any));
     /* oneDNN 2.6's Winograd divides by zero planning a convolution of one or two 4x4 output
-     * tiles and many channels (2048 -> 2048 on a 3x2 map at batch 1, CNN14's last block:
-     * SIGFPE); so few tiles gain nothing from it anyway */
-    int64_t tiles = yd[0] * ((yd[rank - 2] + 3) / 4) * ((yd[rank - 1] + 3) / 4);
+     * tiles and many channels (2048 -> 2048 on CNN14's 3x2 map: SIGFPE), and a plan may run a
+     * Winograd layer an image at a time (conv_op's chunks): a map of fewer tiles a picture is
+     * convolved directly at every batch, so that a picture's vector never depends on the batch
+     * it came in (so few tiles gain little from Winograd anyway) */
+    int64_t tiles = ((yd[rank - 2] + 3) / 4) * ((yd[rank - 1] + 3) / 4);
     if (wino == CONV_FRAMES_WINO && tiles < WINO_MIN_TILES)
         return VF_ERR_UNSUPPORTED;
     if (tiles < WINO_MIN_TILES)

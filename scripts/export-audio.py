@@ -38,7 +38,7 @@ import sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from vfexport import mark_weights
+from vfexport import mark_weights, randomize
 
 # frames a patch, bands: the manifests' "patch" and "mels"
 PATCH = {"vggish": (96, 64), "panns_cnn14": (100, 64)}
@@ -102,23 +102,6 @@ class Cnn14(nn.Module):
         x = F.adaptive_max_pool2d(x.unsqueeze(3), 1).flatten(1) + x.mean(dim=2)
         x = F.relu(self.fc1(x))
         return torch.sigmoid(self.fc_audioset(x))
-
-
-def randomize(model, seed):
-    """Seeded weights and distinct BatchNorm statistics (defaults would make them identities)."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, (nn.Conv2d, nn.Linear)):
-                fan_in = m.weight[0].numel()
-                m.weight.normal_(0.0, (2.0 / fan_in) ** 0.5, generator=g)
-                if m.bias is not None:
-                    m.bias.uniform_(-0.1, 0.1, generator=g)
-            elif isinstance(m, nn.BatchNorm2d):
-                m.weight.uniform_(0.5, 1.5, generator=g)
-                m.bias.uniform_(-0.1, 0.1, generator=g)
-                m.running_mean.uniform_(-0.1, 0.1, generator=g)
-                m.running_var.uniform_(0.5, 1.5, generator=g)
 
 
 def read_pca(path):

@@ -34,7 +34,7 @@ import sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from vfexport import mark_weights
+from vfexport import mark_weights, randomize
 
 # the Inception blocks: in channels; 1x1; 3x3 reduce, 3x3; 3x3 reduce, 3x3; pool projection
 BLOCKS = {
@@ -130,23 +130,6 @@ class I3D(nn.Module):
             x = getattr(self, name)(x)
         x = self.logits(self.avg_pool(x))  # [N, classes, T', 1, 1]
         return x.mean(dim=(2, 3, 4))
-
-
-def randomize(model, seed):
-    """Seeded weights and distinct BatchNorm statistics (defaults would make them identities)."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, nn.Conv3d):
-                fan_in = m.weight[0].numel()
-                m.weight.normal_(0.0, (2.0 / fan_in) ** 0.5, generator=g)
-                if m.bias is not None:
-                    m.bias.uniform_(-0.1, 0.1, generator=g)
-            elif isinstance(m, nn.BatchNorm3d):
-                m.weight.uniform_(0.5, 1.5, generator=g)
-                m.bias.uniform_(-0.1, 0.1, generator=g)
-                m.running_mean.uniform_(-0.1, 0.1, generator=g)
-                m.running_var.uniform_(0.5, 1.5, generator=g)
 
 
 def main():

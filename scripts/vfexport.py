@@ -1,5 +1,27 @@
 """What the model export scripts share (export-torchvision.py, export-clip.py, export-i3d.py,
-export-audio.py): marking a file with whose weights it holds."""
+export-audio.py): seeded weights for the CNNs written here, and marking a file with whose
+weights it holds."""
+
+
+def randomize(model, seed):
+    """Seeded weights and distinct BatchNorm statistics (defaults would make them identities):
+    convolutions (2-D and 3-D) and fully connected layers He-normal with small biases, every
+    BatchNorm's scale, shift, mean and variance drawn, in the model's module order."""
+    import torch
+    import torch.nn as nn
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (nn.Conv2d, nn.Conv3d, nn.Linear)):
+                fan_in = m.weight[0].numel()
+                m.weight.normal_(0.0, (2.0 / fan_in) ** 0.5, generator=g)
+                if m.bias is not None:
+                    m.bias.uniform_(-0.1, 0.1, generator=g)
+            elif isinstance(m, (nn.BatchNorm2d, nn.BatchNorm3d)):
+                m.weight.uniform_(0.5, 1.5, generator=g)
+                m.bias.uniform_(-0.1, 0.1, generator=g)
+                m.running_mean.uniform_(-0.1, 0.1, generator=g)
+                m.running_var.uniform_(0.5, 1.5, generator=g)
 
 
 def mark_weights(path, value):

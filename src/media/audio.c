@@ -21,7 +21,6 @@
 #include <libavutil/opt.h>
 #include <libswresample/swresample.h>
 
-#include "core/clock.h"
 #include "core/mem.h"
 #include "media/confine.h"
 #include "media/decode.h"
@@ -56,26 +55,8 @@ struct vf_audio {
     int len, pos, cap;
     int demux_done, decoder_done, flushed;
     int64_t errors;
-    double deadline;
-    int stalled;
+    vf_watchdog watch; /* cancel, and the deadline by which data must come */
 };
-
-static int interrupt_cb(void *opaque)
-{
-    vf_audio *a = opaque;
-    if (a->o.cancel && atomic_load(a->o.cancel))
-        return 1;
-    if (a->deadline > 0 && vfi_now_s() > a->deadline) {
-        a->stalled = 1;
-        return 1;
-    }
-    return 0;
-}
-
-static void rearm(vf_audio *a)
-{
-    a->deadline = a->o.stall_timeout > 0 ? vfi_now_s() + a->o.stall_timeout : 0;
-}
 
 void vfi_audio_free(vf_audio **pa)
 {
@@ -150,16 +131,10 @@ static vf_status room(vf_audio *a, int n, vf_err *err)
         a->len -= a->pos;
         a->pos = 0;
     }
-    if (a->len + n <= a->cap)
-        return VF_OK;
-    int cap = a->cap ? a->cap : 8192;
-    while (cap < a->len + n)
-        cap *= 2;
-    float *p = vfi_realloc(a->out, sizeof(float) * (size_t)cap);
+    float *p = vfi_grow(a->out, &a->cap, a->len + n, sizeof(float));
     if (!p)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     a->out = p;
-    a->cap = cap;
     return VF_OK;
 }
 
@@ -271,7 +246,7 @@ static vf_status fill(vf_audio *a, vf_err *err)
         }
         if (a->demux_done)
             return vfi_fail(err, VF_ERR_DECODE, "the audio decoder did not finish");
-        rearm(a);
+        vfi_watchdog_rearm(&a->watch);
         ret = av_read_frame(a->fmt, a->pkt);
         if (ret == AVERROR_EOF) {
             a->demux_done = 1;
@@ -279,9 +254,9 @@ static vf_status fill(vf_audio *a, vf_err *err)
             continue;
         }
         if (ret < 0) {
-            if (a->stalled)
+            if (a->watch.stalled)
                 return vfi_fail(err, VF_ERR_DECODE, "stalled: nothing could be read for %g s",
-                                a->o.stall_timeout);
+                                a->watch.timeout);
             if (a->o.cancel && atomic_load(a->o.cancel))
                 return vfi_fail(err, VF_ERR_CANCELLED, "cancelled");
             return vfi_fail(err, VF_ERR_DECODE, "reading its audio: %s",
@@ -378,13 +353,13 @@ vf_status vfi_audio_open(const char *path, const vf_audio_opts *opts, vf_audio *
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    a->fmt->interrupt_callback.callback = interrupt_cb;
-    a->fmt->interrupt_callback.opaque = a;
-    rearm(a);
+    a->watch = (vf_watchdog){.cancel = a->o.cancel, .timeout = a->o.stall_timeout};
+    a->fmt->interrupt_callback.callback = vfi_watchdog_interrupt;
+    a->fmt->interrupt_callback.opaque = &a->watch;
+    vfi_watchdog_rearm(&a->watch);
     if ((rc = vfi_probe_open(&a->fmt, path, a->o.archive,
                              a->o.max_streams > 0 ? a->o.max_streams : VF_DEFAULT_MAX_STREAMS,
-                             VF_DEFAULT_MAX_PIXELS, &a->stalled, a->o.stall_timeout, a->conf,
-                             err)) < 0)
+                             VF_DEFAULT_MAX_PIXELS, &a->watch, a->conf, err)) < 0)
         goto fail;
     if ((rc = open_stream(a, err)) < 0)
         goto fail;

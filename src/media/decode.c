@@ -42,7 +42,6 @@
 #include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
 
-#include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "media/confine.h"
@@ -169,8 +168,7 @@ struct vf_decoder {
     int read_error; /* AVERROR from av_read_frame other than EOF */
     int pending;    /* d->pkt holds a packet the decoder refused with EAGAIN */
     vf_decode_opts o;
-    double deadline; /* monotonic seconds by which a frame must come; 0 = no watchdog */
-    int stalled;     /* the interrupt callback fired on the deadline */
+    vf_watchdog watch; /* cancel, and the deadline by which a frame must come */
     /* A FIFO, socket or device is read through our own non-blocking I/O, so that a source with
      * no data at all can still be abandoned (watchdog) or cancelled: FFmpeg's file protocol
      * would sit in read(2). -1 for regular files. */
@@ -330,20 +328,6 @@ static int stream_rotation(const AVStream *st)
     return r < 0 ? r + 360 : r;
 }
 
-/* FFmpeg's I/O checks this between reads, and pipe_read between polls: a cancel or a passed
- * deadline stops a source that trickles data or sends none. */
-static int interrupt_cb(void *opaque)
-{
-    vf_decoder *d = opaque;
-    if (d->o.cancel && atomic_load(d->o.cancel))
-        return 1;
-    if (d->deadline > 0 && vfi_now_s() > d->deadline) {
-        d->stalled = 1;
-        return 1;
-    }
-    return 0;
-}
-
 /* AVIOContext read callback for non-regular files: wait for data in short polls, checking the
  * cancel flag and the watchdog between them. A FIFO whose writer has not opened it yet reads
  * as end of file: before the first byte that means "wait", after it the end. */
@@ -351,7 +335,7 @@ static int pipe_read(void *opaque, uint8_t *buf, int size)
 {
     vf_decoder *d = opaque;
     for (;;) {
-        if (interrupt_cb(d))
+        if (vfi_watchdog_interrupt(&d->watch))
             return AVERROR_EXIT;
         ssize_t n = read(d->fd, buf, (size_t)size);
         if (n > 0) {
@@ -392,11 +376,6 @@ static vf_status open_pipe_io(vf_decoder *d, const char *path, vf_err *err)
     }
     d->fmt->pb = d->pb;
     return VF_OK;
-}
-
-static void rearm(vf_decoder *d)
-{
-    d->deadline = d->o.stall_timeout > 0 ? vfi_now_s() + d->o.stall_timeout : 0;
 }
 
 /* Index entries in [a, b) whose packets are shown (not marked for discarding). */
@@ -682,7 +661,8 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
         d->o = *opts;
     if (d->s.every < 1)
         d->s.every = 1;
-    rearm(d);
+    d->watch = (vf_watchdog){.cancel = d->o.cancel, .timeout = d->o.stall_timeout};
+    vfi_watchdog_rearm(&d->watch);
     vfi_framenum_init(&d->ledger);
     d->last_pos = -1;
     d->seek_entry = -1;
@@ -701,8 +681,8 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    d->fmt->interrupt_callback.callback = interrupt_cb;
-    d->fmt->interrupt_callback.opaque = d;
+    d->fmt->interrupt_callback.callback = vfi_watchdog_interrupt;
+    d->fmt->interrupt_callback.opaque = &d->watch;
     if ((rc = open_pipe_io(d, path, err)) < 0)
         goto fail;
     if (!(d->conf = vfi_calloc(1, sizeof(*d->conf)))) {
@@ -712,7 +692,7 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     int64_t max_pixels = d->o.max_pixels > 0 ? d->o.max_pixels : VF_DEFAULT_MAX_PIXELS;
     if ((rc = vfi_probe_open(&d->fmt, path, d->o.archive,
                              d->o.max_streams > 0 ? d->o.max_streams : VF_DEFAULT_MAX_STREAMS,
-                             max_pixels, &d->stalled, d->o.stall_timeout, d->conf, err)) < 0)
+                             max_pixels, &d->watch, d->conf, err)) < 0)
         goto fail;
     const AVCodec *codec = NULL;
     for (unsigned i = 0; i < d->fmt->nb_streams; i++) {
@@ -997,7 +977,7 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
             d->done = 1;
             return vfi_fail(err, VF_ERR_CANCELLED, "cancelled");
         }
-        if (d->stalled || (d->deadline > 0 && vfi_now_s() > d->deadline)) {
+        if (vfi_watchdog_expired(&d->watch)) {
             d->done = 1;
             return vfi_fail(err, VF_ERR_DECODE,
                             "stalled: no frame decoded for %g s (after %lld frames)",
@@ -1005,7 +985,7 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
         }
         int ret = avcodec_receive_frame(d->dec, d->tmp);
         if (ret >= 0) {
-            rearm(d);
+            vfi_watchdog_rearm(&d->watch);
             int64_t pts = d->tmp->best_effort_timestamp;
             /* A frame without a time, or whose guessed one is not after the previous frame's
              * (a missing pts guessed from a dts that went back): the previous frame's time plus
@@ -1119,7 +1099,7 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
             }
         }
         if (d->skipping == SKIP_HOLDING) {
-            rearm(d); /* reading, not stalled */
+            vfi_watchdog_rearm(&d->watch); /* reading, not stalled */
             if (hold_packet(d) < 0) {
                 d->done = 1;
                 return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
@@ -1130,7 +1110,7 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
             d->skipping = SKIP_NONE;
         if (d->skipping || (d->s.keyframes && d->numbered && !(d->pkt->flags & AV_PKT_FLAG_KEY))) {
             if (d->skipping)
-                rearm(d); /* reading, not stalled */
+                vfi_watchdog_rearm(&d->watch); /* reading, not stalled */
             note_skipped(d, d->pkt);
             av_packet_unref(d->pkt);
             continue;

@@ -16,6 +16,7 @@
 #include <libavutil/parseutils.h>
 #include <libswscale/swscale.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 
 /* FFmpeg's own messages (concealed errors, deprecation notes) go to our log at debug level:
@@ -89,4 +90,26 @@ void vfi_decode_versions(char *buf, size_t size)
     snprintf(buf, size, "libavformat %u.%u.%u, libavcodec %u.%u.%u, libswscale %u.%u.%u", f >> 16,
              (f >> 8) & 255, f & 255, c >> 16, (c >> 8) & 255, c & 255, s >> 16, (s >> 8) & 255,
              s & 255);
+}
+
+void vfi_watchdog_rearm(vf_watchdog *w)
+{
+    w->deadline = w->timeout > 0 ? vfi_now_s() + w->timeout : 0;
+}
+
+int vfi_watchdog_expired(const vf_watchdog *w)
+{
+    return w->stalled || (w->deadline > 0 && vfi_now_s() > w->deadline);
+}
+
+int vfi_watchdog_interrupt(void *opaque)
+{
+    vf_watchdog *w = opaque;
+    if (w->cancel && atomic_load(w->cancel))
+        return 1;
+    if (w->deadline > 0 && vfi_now_s() > w->deadline) {
+        w->stalled = 1;
+        return 1;
+    }
+    return 0;
 }

@@ -5,9 +5,28 @@
 #ifndef VIDFEAT_FFMPEG_H
 #define VIDFEAT_FFMPEG_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "core/status.h"
+
+/* A reader's watchdog, which FFmpeg's I/O checks between reads (its interrupt callback,
+ * vfi_watchdog_interrupt): a cancel flag, and a deadline `timeout` seconds after the last
+ * rearm, so that a source that trickles data or sends none is given up. */
+typedef struct vf_watchdog {
+    const atomic_int *cancel; /* (borrowed, optional) non-zero stops reading at once */
+    double timeout;           /* seconds; 0: no deadline */
+    double deadline;          /* monotonic seconds; 0: none */
+    int stalled;              /* the callback stopped a read on the deadline */
+} vf_watchdog;
+
+/* The deadline timeout seconds from now (none without a timeout). */
+void vfi_watchdog_rearm(vf_watchdog *w);
+/* FFmpeg's interrupt callback (opaque: the watchdog): 1 to stop, when cancelled or past the
+ * deadline (stalled then set), else 0. */
+int vfi_watchdog_interrupt(void *w);
+/* Is the deadline past (or was a read stopped on it)? */
+int vfi_watchdog_expired(const vf_watchdog *w);
 
 /* Route FFmpeg's log into vidfeat's (once per process; any thread may call it). */
 void vfi_ff_log_init(void);

@@ -12,6 +12,7 @@
 #include "media/logmel.h"
 
 #include <fftw3.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -38,7 +39,8 @@ struct vf_logmel {
     float *head;
     int head_len;
     float *buf;
-    int64_t buf_start, buf_len, cap;
+    int64_t buf_start;
+    int buf_len, cap;
     int64_t received; /* samples pushed */
     int ended;
     int64_t next; /* the next frame's number */
@@ -199,21 +201,17 @@ vf_status vfi_logmel_push(vf_logmel *m, const float *x, int64_t n, vf_err *err)
      * length (the last frame's reflection reads a little before its start) */
     int64_t keep = m->next * m->c.hop - m->pad - m->c.n_fft;
     if (keep > m->buf_start && keep - m->buf_start >= m->buf_len / 2) {
-        int64_t drop = keep - m->buf_start < m->buf_len ? keep - m->buf_start : m->buf_len;
+        int drop = keep - m->buf_start < m->buf_len ? (int)(keep - m->buf_start) : m->buf_len;
         memmove(m->buf, m->buf + drop, sizeof(float) * (size_t)(m->buf_len - drop));
         m->buf_len -= drop;
         m->buf_start += drop;
     }
-    if (m->buf_len + n > m->cap) {
-        int64_t cap = m->cap ? m->cap : 4096;
-        while (cap < m->buf_len + n)
-            cap *= 2;
-        float *b = vfi_realloc(m->buf, sizeof(float) * (size_t)cap);
-        if (!b)
-            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-        m->buf = b;
-        m->cap = cap;
-    }
+    float *b = n <= INT_MAX / 2 - m->buf_len
+                   ? vfi_grow(m->buf, &m->cap, m->buf_len + (int)n, sizeof(float))
+                   : NULL;
+    if (!b)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    m->buf = b;
     memcpy(m->buf + m->buf_len, x, sizeof(float) * (size_t)n);
     m->buf_len += n;
     m->received += n;

@@ -71,8 +71,8 @@ int vfi_probe_streams(AVFormatContext *fmt, int64_t max_pixels)
 }
 
 vf_status vfi_probe_open(AVFormatContext **fmt, const char *path, const vf_archive *archive,
-                         int max_streams, int64_t max_pixels, const int *stalled,
-                         double stall_timeout, vf_confine *conf, vf_err *err)
+                         int max_streams, int64_t max_pixels, const vf_watchdog *watch,
+                         vf_confine *conf, vf_err *err)
 {
     char eb[128];
     vfi_ff_error_clear();
@@ -80,9 +80,9 @@ vf_status vfi_probe_open(AVFormatContext **fmt, const char *path, const vf_archi
     vf_status rc = vfi_confine_check(conf, err);
     if (rc < 0)
         return rc;
-    if (ret < 0 && *stalled)
+    if (ret < 0 && watch->stalled)
         return vfi_fail(err, VF_ERR_DECODE, "stalled: nothing could be read for %g s",
-                        stall_timeout);
+                        watch->timeout);
     if (ret < 0)
         return vfi_fail(
             err, ret == AVERROR(ENOENT) || ret == AVERROR(EACCES) ? VF_ERR_IO : VF_ERR_DECODE, "%s",

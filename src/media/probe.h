@@ -33,14 +33,15 @@ vf_status vfi_probe_check_pixels(const struct AVFormatContext *fmt, int64_t max_
 /* avformat_find_stream_info with each probing decoder told the pixel limit (an AVERROR). */
 int vfi_probe_streams(struct AVFormatContext *fmt, int64_t max_pixels);
 
-/* Open path into *fmt (allocated by the caller, its interrupt callback set) and read its
+/* Open path into *fmt (allocated by the caller, its interrupt callback watch's) and read its
  * streams' parameters, with the checks and messages every input gets before a stream is
  * chosen: what it refers to outside the archive (vfi_confine_open, conf), not media, more
  * streams than max_streams, every video stream over max_pixels (as declared, then while
- * probing). *stalled is the interrupt callback's flag for stall_timeout running out. */
+ * probing), a source stopped by watch's deadline. */
 struct vf_confine;
+struct vf_watchdog;
 vf_status vfi_probe_open(struct AVFormatContext **fmt, const char *path, const vf_archive *archive,
-                         int max_streams, int64_t max_pixels, const int *stalled,
-                         double stall_timeout, struct vf_confine *conf, vf_err *err);
+                         int max_streams, int64_t max_pixels, const struct vf_watchdog *watch,
+                         struct vf_confine *conf, vf_err *err);
 
 #endif /* VIDFEAT_PROBE_H */

@@ -37,7 +37,7 @@ import torch.nn as nn
 import torchvision
 
 import mvit_onnx
-from vfexport import mark_weights
+from vfexport import draw_batchnorm, mark_weights
 
 SIZES = {"inception_v3": 299}
 # Exported with a dynamic batch axis always: in a transformer the batch moves between
@@ -90,10 +90,7 @@ def randomize_statistics(model, seed):
             if isinstance(m, (nn.Conv2d, nn.Conv3d, nn.Linear)) and m.bias is not None:
                 m.bias.uniform_(-0.1, 0.1, generator=g)
             elif isinstance(m, (nn.BatchNorm2d, nn.BatchNorm3d)):
-                m.weight.uniform_(0.5, 1.5, generator=g)
-                m.bias.uniform_(-0.1, 0.1, generator=g)
-                m.running_mean.uniform_(-0.1, 0.1, generator=g)
-                m.running_var.uniform_(0.5, 1.5, generator=g)
+                draw_batchnorm(m, g)
 
 
 def check_rewrite(model, x, rewrite):

@@ -18,10 +18,16 @@ def randomize(model, seed):
                 if m.bias is not None:
                     m.bias.uniform_(-0.1, 0.1, generator=g)
             elif isinstance(m, (nn.BatchNorm2d, nn.BatchNorm3d)):
-                m.weight.uniform_(0.5, 1.5, generator=g)
-                m.bias.uniform_(-0.1, 0.1, generator=g)
-                m.running_mean.uniform_(-0.1, 0.1, generator=g)
-                m.running_var.uniform_(0.5, 1.5, generator=g)
+                draw_batchnorm(m, g)
+
+
+def draw_batchnorm(m, g):
+    """A BatchNorm's scale, shift, running mean and variance drawn from generator g (its
+    defaults would make it the identity). Under torch.no_grad()."""
+    m.weight.uniform_(0.5, 1.5, generator=g)
+    m.bias.uniform_(-0.1, 0.1, generator=g)
+    m.running_mean.uniform_(-0.1, 0.1, generator=g)
+    m.running_var.uniform_(0.5, 1.5, generator=g)
 
 
 def mark_weights(path, value):

@@ -178,9 +178,10 @@ static vf_status next_input(vf_pipeline *p, input *in, frame_item *fi, vf_err *e
     while (rc == VF_OK && where.t < p->cfg.start);
     if (rc == VF_OK && p->cfg.duration > 0 && where.t >= p->cfg.start + p->cfg.duration)
         rc = VF_EOF;
-    if (rc == VF_OK && p->cfg.max_frames > 0 && ++in->kept > p->cfg.max_frames)
+    if (rc == VF_OK && p->cfg.max_frames > 0 && in->kept >= p->cfg.max_frames)
         rc = VF_EOF;
     if (rc == VF_OK) {
+        in->kept++;
         fi->f.index = where.index;
         fi->f.pts = where.pts;
         fi->f.t = where.t;
@@ -189,9 +190,9 @@ static vf_status next_input(vf_pipeline *p, input *in, frame_item *fi, vf_err *e
     return rc;
 }
 
-/* After the input's end (status: how it ended): what END reports of it (items decoded; a note
- * on what it lacked), and the input closed. */
-static void close_input(input *in, vf_status status, event_item *end, int64_t items)
+/* After the input's end (status: how it ended): what END reports of it (what was decoded; a
+ * note on what it lacked), and the input closed. */
+static void close_input(input *in, vf_status status, event_item *end)
 {
     if (in->dec) {
         int64_t errors;
@@ -200,9 +201,9 @@ static void close_input(input *in, vf_status status, event_item *end, int64_t it
         if (status == VF_EOF)
             snprintf(end->note, sizeof(end->note), "%s", vfi_decoder_note(in->dec));
     } else if (in->snd) {
-        end->decoded = items;
+        end->decoded = in->kept;
         int64_t errors = vfi_patches_errors(in->snd);
-        if (status == VF_EOF && !items)
+        if (status == VF_EOF && !in->kept)
             snprintf(end->note, sizeof(end->note), "its sound (%.2f s) is shorter than a patch",
                      vfi_patches_seconds(in->snd));
         else if (status == VF_EOF && errors)
@@ -246,7 +247,7 @@ static int decode_file(lane *ln, vf_work *w)
     if (rc >= 0) {
         event_item *begin = vfi_pl_new_event(p, ITEM_BEGIN, w);
         if (!begin) {
-            close_input(&in, VF_ERR_NOMEM, end, 0);
+            close_input(&in, VF_ERR_NOMEM, end);
             vfi_pl_stop(p, VF_ERR_NOMEM, "out of memory");
             return 0;
         }
@@ -261,19 +262,18 @@ static int decode_file(lane *ln, vf_work *w)
             vfi_log(VF_LOG_INFO, "decode", "%s: %d video streams, using #%d", path,
                     begin->meta.n_video_streams, begin->meta.stream_index);
         if (!push_or_stop(ln->q_frames, begin)) {
-            close_input(&in, VF_ERR_CANCELLED, end, 0);
+            close_input(&in, VF_ERR_CANCELLED, end);
             return 0;
         }
-        int64_t items = 0;
         for (;;) {
             void *slot;
             if (vfi_queue_pop(ln->q_free_frames, &slot) < 0) {
-                close_input(&in, VF_ERR_CANCELLED, end, items);
+                close_input(&in, VF_ERR_CANCELLED, end);
                 return 0;
             }
             frame_item *fi = slot;
             if (p->q_tokens && vfi_queue_pop(p->q_tokens, &slot) < 0) {
-                close_input(&in, VF_ERR_CANCELLED, end, items);
+                close_input(&in, VF_ERR_CANCELLED, end);
                 return 0;
             }
             double t0 = vfi_now_s();
@@ -285,16 +285,15 @@ static int decode_file(lane *ln, vf_work *w)
                 vfi_pl_give_tokens(p, 1);
                 break;
             }
-            items++;
             fi->hdr.work = w;
             if (!push_or_stop(ln->q_frames, fi)) {
-                close_input(&in, VF_ERR_CANCELLED, end, items);
+                close_input(&in, VF_ERR_CANCELLED, end);
                 return 0;
             }
         }
         if (rc == VF_EOF && S_ISREG(st.st_mode))
             rc = check_unchanged(path, &st, &err);
-        close_input(&in, rc, end, items);
+        close_input(&in, rc, end);
     }
     end->status = rc == VF_EOF ? VF_OK : rc;
     if (rc < 0)
@@ -592,10 +591,6 @@ static int take_window(lane *ln, batch_item *b, vf_work *work, int at_end, doubl
     return 1;
 }
 
-/* Batches are filled across file boundaries, so an archive of short clips still runs full
- * batches; per-file events ride inside them as markers, in order. Frames are handed to the
- * workers with their row, so they convert in parallel and in any order; a batch goes on once
- * its rows are all converted (settled), and so does a file's END (its error and busy time). */
 /* ---- an audio model's patches (sound.h) ------------------------------------------------- */
 
 /* fi's patch into the next row of b (a copy: the decode thread made its values), and fi back to
@@ -622,6 +617,10 @@ static int take_patch(lane *ln, batch_item *b, frame_item *fi)
     return vfi_queue_push(ln->q_free_frames, fi) >= 0;
 }
 
+/* Batches are filled across file boundaries, so an archive of short clips still runs full
+ * batches; per-file events ride inside them as markers, in order. Frames are handed to the
+ * workers with their row, so they convert in parallel and in any order; a batch goes on once
+ * its rows are all converted (settled), and so does a file's END (its error and busy time). */
 static void *convert_thread(void *arg)
 {
     lane *ln = arg;

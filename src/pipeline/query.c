@@ -116,8 +116,8 @@ vf_status vfi_query_extract(const vf_config *cfg, const vfi_held_model *row, con
     memset(out, 0, sizeof(*out));
     out->dim = row->dim;
     vf_config c = row_config(cfg, row);
-    int sound = !strncmp(row->prep, "sound=", 6); /* an audio model's: patches of the sound */
-    if (sound) {                                  /* the frame sampling does not apply */
+    int sound = vfi_record_is_sound(row->prep); /* an audio model's: patches of the sound */
+    if (sound) {                                /* the frame sampling does not apply */
         c.sample_fps = 0.0;
         c.every = c.keyframes = c.window = c.window_stride = 0;
     }

@@ -38,9 +38,14 @@ void vfi_record_sampling(const vf_config *c, int frames, const vf_audio_spec *au
                  c->window_stride > 0 ? c->window_stride : frames);
 }
 
+int vfi_record_is_sound(const char *preprocessing)
+{
+    return preprocessing && !strncmp(preprocessing, "sound=", 6); /* audio_prep's start */
+}
+
 int vfi_record_frames(const char *preprocessing)
 {
-    int sound = preprocessing && !strncmp(preprocessing, "sound=", 6);
+    int sound = vfi_record_is_sound(preprocessing);
     const char *key = sound ? ";patch=" : ";frames=";
     const char *f = preprocessing ? strstr(preprocessing, key) : NULL;
     int n = 0;

@@ -80,6 +80,8 @@
  * model's frames per window (its preprocessing's "frames=N"), an audio model's log-mel frames
  * per patch (its preprocessing starts "sound=": its "patch=N"); else 0. */
 int vfi_record_frames(const char *preprocessing);
+/* Is a model row's preprocessing an audio model's (its vectors patches of a file's sound)? */
+int vfi_record_is_sound(const char *preprocessing);
 
 /* The sampling key an extraction is recorded with: "all", "fps=1", "every=5" or "keyframes",
  * then ";start=S", ";duration=D", ";max=N" when set, and a clip model's (frames > 0)

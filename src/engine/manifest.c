@@ -227,7 +227,7 @@ static vf_status fill_audio(const vf_json *aj, vf_manifest *m, vf_err *err)
     if (rc >= 0)
         rc = int_member(aj, "audio", "power", 0, 1, 2, path, &c->power, err);
     if (rc >= 0)
-        rc = int_member(aj, "audio", "mels", 0, 1, 1024, path, &c->n_mels, err);
+        rc = int_member(aj, "audio", "mels", 0, 1, VF_MAX_MELS, path, &c->n_mels, err);
     if (rc >= 0)
         rc = int_member(aj, "audio", "patch", 0, 1, 1 << 16, path, &a->patch, err);
     if (rc >= 0)

@@ -19,9 +19,8 @@
 
 #include "core/mem.h"
 
-#define MAX_FFT  65536
-#define MAX_MELS 1024
-#define PI       3.14159265358979323846
+#define MAX_FFT 65536
+#define PI      3.14159265358979323846
 
 struct vf_logmel {
     vf_logmel_cfg c;
@@ -77,7 +76,7 @@ const char *vfi_logmel_check(const vf_logmel_cfg *c)
                "inside; not done here)";
     if (c->power != 1 && c->power != 2)
         return "a power other than 1 (magnitude) or 2";
-    if (c->n_mels < 1 || c->n_mels > MAX_MELS)
+    if (c->n_mels < 1 || c->n_mels > VF_MAX_MELS)
         return "a number of mel bands outside 1 to 1024";
     if (!(c->fmin >= 0 && c->fmin < c->fmax && c->fmax <= c->sample_rate / 2.0))
         return "a band range that is not 0 <= fmin < fmax <= half the sample rate";

@@ -23,6 +23,8 @@ typedef enum vf_mel_log {
     VF_MEL_DB,        /* 10 log10(max(mel, log_offset)) (librosa's power_to_db, ref 1, amin) */
 } vf_mel_log;
 
+#define VF_MAX_MELS 1024 /* mel bands a front end may have */
+
 /* A front end as a model's manifest states it ("audio"). */
 typedef struct vf_logmel_cfg {
     int sample_rate; /* Hz of the signal given */

@@ -83,7 +83,7 @@ static vf_status next_frame(vf_patches *ps, vf_err *err)
 {
     const vf_audio_spec *s = &ps->spec;
     int bands = s->front.n_mels;
-    float scratch[1024];
+    float scratch[VF_MAX_MELS];              /* a frame no patch holds */
     int64_t start = ps->next * s->patch_hop; /* the next patch's first frame */
     for (;;) {
         float *dst = ps->frame >= start ? ps->rows + (size_t)ps->have * bands : scratch;

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "core/json.h"
+#include "core/doc.h"
 
 static void print_line(void *user, const char *text)
 {
@@ -48,60 +48,21 @@ static void put(info_json *j, vf_json *v, const char *sep)
 static void json_summary(void *user, const vf_db_summary *s)
 {
     info_json *j = user;
-    vf_json *o = vfi_json_new_object();
-    int bad = !o;
-    bad |= vfi_json_add_str(o, "database", s->database) < 0;
-    bad |= vfi_json_add_str(o, "engine", s->engine) < 0;
-    bad |= vfi_json_add_int(o, "schema", s->schema) < 0;
-    bad |= vfi_json_add_int(o, "videos", s->videos) < 0;
-    bad |= vfi_json_add_int(o, "models", s->models) < 0;
-    bad |= vfi_json_add_int(o, "done", s->done) < 0;
-    bad |= vfi_json_add_int(o, "failed", s->failed) < 0;
-    bad |= vfi_json_add_int(o, "running", s->running) < 0;
-    bad |= vfi_json_add_int(o, "vectors", s->vectors) < 0;
-    j->bad |= bad;
+    vf_json *o = vfi_doc_summary(s);
     put(j, o, "{\"summary\": ");
 }
 
 static void json_extraction(void *user, const vf_db_extraction *e)
 {
     info_json *j = user;
-    vf_json *o = vfi_json_new_object();
-    int bad = !o;
-    bad |= vfi_json_add_str(o, "path", e->path) < 0;
-    bad |= vfi_json_add_str(o, "status", e->status) < 0;
-    bad |= vfi_json_add_int(o, "frames", e->frames) < 0;
-    bad |= vfi_json_add_real(o, "infer_fps", e->infer_fps, 2) < 0;
-    bad |= vfi_json_add_str(o, "model", e->model) < 0;
-    bad |= vfi_json_add_str(o, "layer", e->layer) < 0;
-    bad |= vfi_json_add_int(o, "dim", e->dim) < 0;
-    bad |= vfi_json_add_str(o, "dtype", e->dtype) < 0;
-    bad |= vfi_json_add_str(o, "sampling", e->sampling) < 0;
-    bad |= vfi_json_add_str(o, "weights", e->weights) < 0; /* null when not known */
-    /* the store's one text column: why a file failed, or a done file's note */
-    int failed = !strcmp(e->status, "failed");
-    bad |= vfi_json_add_str(o, "error", failed ? e->error : NULL) < 0;
-    bad |= vfi_json_add_str(o, "note", failed ? NULL : e->error) < 0;
-    j->bad |= bad;
+    vf_json *o = vfi_doc_extraction(e);
     put(j, o, j->extractions++ ? ", " : ", \"extractions\": [\n");
 }
 
 static void json_run(void *user, const vf_db_bench_run *r)
 {
     info_json *j = user;
-    vf_json *o = vfi_json_new_object();
-    int bad = !o;
-    bad |= vfi_json_add_str(o, "started_at", r->started_at) < 0;
-    bad |= vfi_json_add_str(o, "host", r->host) < 0;
-    bad |= vfi_json_add_str(o, "device", r->device) < 0;
-    bad |= vfi_json_add_str(o, "device_name", r->device_name) < 0;
-    bad |= vfi_json_add_str(o, "precision", r->precision) < 0;
-    bad |= vfi_json_add_int(o, "batch", r->batch_size) < 0;
-    bad |= vfi_json_add_str(o, "mode", r->mode) < 0;
-    bad |= vfi_json_add_str(o, "model", r->model) < 0;
-    bad |= vfi_json_add_real(o, "end_to_end_fps", r->end_to_end_fps, 2) < 0;
-    bad |= vfi_json_add_real(o, "infer_fps", r->infer_fps, 2) < 0;
-    j->bad |= bad;
+    vf_json *o = vfi_doc_bench_run(r);
     if (!j->runs++ && !j->extractions && fputs(", \"extractions\": [\n", stdout) == EOF)
         j->bad = 1;
     put(j, o, j->runs > 1 ? ", " : "], \"benchmark_runs\": [\n");
@@ -149,23 +110,7 @@ static void show_index(void *user, const vf_db_index_info *ix)
         o->n++;
         return;
     }
-    vf_json *v = vfi_json_new_object();
-    int bad = !v;
-    bad |= vfi_json_add_str(v, "path", ix->path) < 0;
-    bad |= vfi_json_add_str(v, "model", ix->model) < 0;
-    bad |= vfi_json_add_str(v, "layer", ix->layer) < 0;
-    bad |= vfi_json_add_str(v, "kind", ix->kind) < 0;
-    bad |= vfi_json_add_int(v, "vectors", ix->vectors) < 0;
-    bad |= vfi_json_add_int(v, "files", ix->files) < 0;
-    bad |= vfi_json_add_str(v, "built_at", ix->built_at) < 0;
-    bad |= vfi_json_add_str(v, "host", ix->host) < 0;
-    bad |= vfi_json_add_bool(v, "present", ix->present) < 0;
-    bad |= vfi_json_add_str(v, "problem", ix->problem) < 0;
-    bad |= vfi_json_add_int(v, "lacks_vectors", ix->lacks_vectors) < 0;
-    bad |= vfi_json_add_int(v, "lacks_files", ix->lacks_files) < 0;
-    bad |= vfi_json_add_int(v, "gone_vectors", ix->gone_vectors) < 0;
-    bad |= vfi_json_add_int(v, "gone_files", ix->gone_files) < 0;
-    o->j->bad |= bad;
+    vf_json *v = vfi_doc_index(ix);
     put(o->j, v, o->n++ ? ", " : "");
 }
 

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "core/json.h"
+#include "core/doc.h"
 
 typedef struct matches_out {
     vf_json *list; /* --json: the matches so far; NULL for the table */
@@ -28,37 +28,16 @@ static void print_match(void *user, const vf_match *m)
                    (long long)m->frames, cli_s(m->frames), m->speed);
         return;
     }
-    vf_json *j = vfi_json_new_object();
-    int bad = vfi_json_push(o->list, j) < 0;
-    bad |= vfi_json_add_str(j, "a", m->a) < 0;
-    bad |= vfi_json_add_real(j, "a_start", m->a_start, 3) < 0;
-    bad |= vfi_json_add_real(j, "a_end", m->a_end, 3) < 0;
-    bad |= vfi_json_add_str(j, "b", m->b) < 0;
-    bad |= vfi_json_add_real(j, "b_start", m->b_start, 3) < 0;
-    bad |= vfi_json_add_real(j, "b_end", m->b_end, 3) < 0;
-    bad |= vfi_json_add_real(j, "score", m->score, 6) < 0;
-    bad |= vfi_json_add_real(j, "speed", m->speed, 3) < 0;
-    bad |= vfi_json_add_int(j, "frames", m->frames) < 0;
-    o->json_failed |= bad;
+    o->json_failed |= vfi_json_push(o->list, vfi_doc_match(m)) < 0;
 }
 
 /* {"matches": [...], "search", "search_ms", "align_ms", "index", "frames", "flat",
  * "flat_known", "pairs", "weights"} on stdout; -1 when it could not be made or written. */
 static int print_json(matches_out *out, const vf_match_stats *st)
 {
-    vf_json *doc = vfi_json_new_object();
-    int bad = out->json_failed;
-    bad |= vfi_json_add(doc, "matches", out->list) < 0;
+    vf_json *doc = vfi_doc_matches(out->list, st);
     out->list = NULL; /* the document has it */
-    bad |= vfi_json_add_str(doc, "search", st->search) < 0;
-    bad |= vfi_json_add_real(doc, "search_ms", st->search_ms, 3) < 0;
-    bad |= vfi_json_add_real(doc, "align_ms", st->align_ms, 3) < 0;
-    bad |= vfi_json_add_str(doc, "index", st->index[0] ? st->index : NULL) < 0;
-    bad |= vfi_json_add_int(doc, "frames", st->frames) < 0;
-    bad |= vfi_json_add_int(doc, "flat", st->flat) < 0;
-    bad |= vfi_json_add_bool(doc, "flat_known", st->flat_known) < 0;
-    bad |= vfi_json_add_int(doc, "pairs", st->pairs) < 0;
-    bad |= vfi_json_add_str(doc, "weights", st->weights[0] ? st->weights : NULL) < 0;
+    int bad = out->json_failed || !doc;
     if (!bad)
         bad = vfi_json_write(stdout, doc, 1) < 0;
     vfi_json_free(&doc);

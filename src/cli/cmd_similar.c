@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "core/json.h"
+#include "core/doc.h"
 
 /* --at further than this from the query frame found is said (seconds) */
 #define AT_NOTE_S 0.5
@@ -43,15 +43,7 @@ static void print_neighbour(void *user, const vf_neighbour *n)
                    (long long)n->frame_index, n->path);
         return;
     }
-    vf_json *h = vfi_json_new_object();
-    int bad = vfi_json_push(o->hits, h) < 0;
-    bad |= vfi_json_add_int(h, "rank", o->rank) < 0;
-    bad |= vfi_json_add_real(h, "similarity", n->similarity, 6) < 0;
-    bad |= vfi_json_add_real(h, "t", n->t, 6) < 0;
-    bad |= vfi_json_add_int(h, "frame_index", n->frame_index) < 0;
-    bad |= vfi_json_add_int(h, "pts", n->pts) < 0;
-    bad |= vfi_json_add_str(h, "path", n->path) < 0;
-    o->json_failed |= bad;
+    o->json_failed |= vfi_json_push(o->hits, vfi_doc_neighbour(n, o->rank)) < 0;
 }
 
 /* {"neighbours": [...], "query": {...}, "search", "search_ms", "index", "candidates",
@@ -60,25 +52,9 @@ static void print_neighbour(void *user, const vf_neighbour *n)
 static int print_json(similar_out *out, const vf_neighbour *src, const char *text,
                       const vf_similar_stats *st)
 {
-    vf_json *doc = vfi_json_new_object(), *q = vfi_json_new_object();
-    int bad = out->json_failed;
-    bad |= vfi_json_add(doc, "neighbours", out->hits) < 0;
+    vf_json *doc = vfi_doc_similar(out->hits, src, text, st);
     out->hits = NULL; /* the document has it */
-    bad |= vfi_json_add(doc, "query", q) < 0;
-    if (text) {
-        bad |= vfi_json_add_str(q, "text", text) < 0;
-        bad |= vfi_json_add_real(doc, "embed_ms", st->embed_ms, 3) < 0;
-    } else {
-        bad |= vfi_json_add_bool(q, "stored", src->stored) < 0;
-        bad |= vfi_json_add_real(q, "t", src->t, 6) < 0;
-        bad |= vfi_json_add_int(q, "frame_index", src->frame_index) < 0;
-        bad |= vfi_json_add_str(q, "path", src->path) < 0;
-    }
-    bad |= vfi_json_add_str(doc, "search", st->search) < 0;
-    bad |= vfi_json_add_real(doc, "search_ms", st->search_ms, 3) < 0;
-    bad |= vfi_json_add_str(doc, "index", st->index[0] ? st->index : NULL) < 0;
-    bad |= vfi_json_add_int(doc, "candidates", st->candidates) < 0;
-    bad |= vfi_json_add_str(doc, "weights", st->weights[0] ? st->weights : NULL) < 0;
+    int bad = out->json_failed || !doc;
     if (!bad) /* a text's document on one line: several texts are JSON lines */
         bad = vfi_json_write(stdout, doc, text ? 0 : 1) < 0;
     vfi_json_free(&doc);

@@ -211,15 +211,14 @@ static vf_status check_pair(const vf_config *cfg, const vfi_held_model *row, con
     return rc;
 }
 
-vf_status vfi_query_texts(const vf_config *cfg, const vfi_held_model *row, const char *db,
-                          const char *const *texts, int n, float **out, double *ms, vf_err *err)
+vf_status vfi_query_text_tower(const vf_config *cfg, const vfi_held_model *row, const char *db,
+                               int batch, vf_text_encoder **out, vf_err *err)
 {
     *out = NULL;
     vf_config c = *cfg;
     c.model = cfg->model ? cfg->model : row->name;
-    c.batch_size = n < cfg->batch_size ? n : cfg->batch_size;
+    c.batch_size = batch < cfg->batch_size ? batch : cfg->batch_size;
     vf_text_encoder *te = NULL;
-    float *vecs = NULL;
     /* the stored vectors' model must be a CLIP model: its manifest names a text tower */
     vf_manifest *m = NULL;
     vf_err merr = {0};
@@ -233,13 +232,25 @@ vf_status vfi_query_texts(const vf_config *cfg, const vfi_held_model *row, const
                       db, row->name, row->layer, row->name);
     else if (rc < 0)
         vfi_fail(err, rc, "%s", te ? vf_text_encoder_errmsg(te) : "out of memory");
-    vf_text_info ti;
     if (rc >= 0) {
+        vf_text_info ti;
         vf_text_encoder_info(te, &ti);
         rc = check_pair(cfg, row, db, &ti, err);
     }
-    if (rc >= 0 && !(vecs = vfi_mallocarray((size_t)n * (size_t)row->dim, sizeof(float))))
-        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (rc < 0)
+        vf_text_encoder_free(&te);
+    *out = te;
+    return rc;
+}
+
+vf_status vfi_query_encode(vf_text_encoder *te, const vfi_held_model *row, const char *const *texts,
+                           int n, float **out, double *ms, vf_err *err)
+{
+    *out = NULL;
+    vf_text_info ti;
+    vf_text_encoder_info(te, &ti);
+    float *vecs = vfi_mallocarray((size_t)n * (size_t)row->dim, sizeof(float));
+    vf_status rc = vecs ? VF_OK : vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     /* a text that is not UTF-8, or holds no words: no query (the ids are made again below) */
     for (int i = 0; rc >= 0 && i < n; i++) {
         int64_t ids[4096];
@@ -256,13 +267,25 @@ vf_status vfi_query_texts(const vf_config *cfg, const vfi_held_model *row, const
     if (rc >= 0 && (rc = vf_text_encode(te, texts, n, vecs)) < 0)
         vfi_fail(err, rc, "%s", vf_text_encoder_errmsg(te));
     *ms = (vfi_now_s() - t0) * 1e3;
-    vf_text_encoder_free(&te);
     if (rc < 0) {
         vfi_free(vecs);
         return rc;
     }
     *out = vecs;
     return VF_OK;
+}
+
+vf_status vfi_query_texts(const vf_config *cfg, const vfi_held_model *row, const char *db,
+                          const char *const *texts, int n, float **out, double *ms, vf_err *err)
+{
+    vf_text_encoder *te = NULL;
+    *out = NULL;
+    *ms = 0.0;
+    vf_status rc = vfi_query_text_tower(cfg, row, db, n, &te, err);
+    if (rc >= 0)
+        rc = vfi_query_encode(te, row, texts, n, out, ms, err);
+    vf_text_encoder_free(&te);
+    return rc;
 }
 
 vf_status vfi_query_flat_refs(const vf_config *cfg, const vfi_held_model *row, float **refs, int *n,

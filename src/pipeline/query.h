@@ -32,15 +32,21 @@ void vfi_query_frames_free(vfi_query_frames *q);
 vf_status vfi_query_extract(const vf_config *cfg, const vfi_held_model *row, const char *path,
                             double at, int64_t max_frames, vfi_query_frames *out, vf_err *err);
 
-/* Texts as queries: each one's embedding by the text tower paired with row's vectors (cfg->model
- * names the CLIP model, else the row's name does), n x row->dim floats into *out (vfi_free it);
- * *ms the time the embedding took. The pair is checked: the tower must be the one the row
- * records, or (none recorded) the image tower beside it must be the file the row's vectors came
- * from. VF_ERR_MODEL (not a CLIP model's image embeddings, another pair, another size),
- * VF_ERR_INVALID (a text that is not UTF-8), vf_text_encoder_create's statuses. */
+/* The text tower paired with row's vectors (cfg->model names the CLIP model, else the row's
+ * name does), made for batches of up to `batch` texts, into *out (vf_text_encoder_free it).
+ * The pair is checked: the tower must be the one the row records, or (none recorded) the image
+ * tower beside it must be the file the row's vectors came from. VF_ERR_MODEL (not a CLIP
+ * model's image embeddings, another pair, another size), vf_text_encoder_create's statuses. */
+vf_status vfi_query_text_tower(const vf_config *cfg, const vfi_held_model *row, const char *db,
+                               int batch, vf_text_encoder **out, vf_err *err);
+/* Texts' embeddings by te (vfi_query_text_tower's for row): n x row->dim floats into *out
+ * (vfi_free it), *ms the time the encoding took. VF_ERR_INVALID (a text that is not UTF-8 or
+ * holds no words). */
+vf_status vfi_query_encode(vf_text_encoder *te, const vfi_held_model *row, const char *const *texts,
+                           int n, float **out, double *ms, vf_err *err);
+/* Both at once, the tower made for these texts and freed. */
 vf_status vfi_query_texts(const vf_config *cfg, const vfi_held_model *row, const char *db,
                           const char *const *texts, int n, float **out, double *ms, vf_err *err);
-
 /* The vectors row's model gives uniform images (black, white, greys, primary and mixed
  * colours), at unit length: *n of them, row->dim floats each, into *refs (vfi_free it). */
 vf_status vfi_query_flat_refs(const vf_config *cfg, const vfi_held_model *row, float **refs, int *n,

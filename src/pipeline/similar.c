@@ -5,11 +5,14 @@
  * stored vectors came from. The search: a search index's candidates (index.h) when one covers the
  * model row, ranked by their exact cosine against the vectors the database holds (so scores are
  * exact, and a frame the database no longer holds is never returned); else the store's scan of
- * every vector (vfi_store_nearest).
+ * every vector (vfi_store_nearest). A session (session.h) keeps the row, the index and the text
+ * tower for many queries; vf_db_similar is a session of one query.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -18,6 +21,7 @@
 #include "pipeline/held.h"
 #include "pipeline/index.h"
 #include "pipeline/query.h"
+#include "pipeline/session.h"
 #include "store/rank.h"
 #include "store/record.h"
 #include "store/store.h"
@@ -25,6 +29,27 @@
 #define DEFAULT_K      10
 #define MAX_K          100000
 #define MAX_CANDIDATES VF_STORE_MAX_REFS
+/* seconds between looks for a newer index file (or one where there was none) */
+#define INDEX_RECHECK_S 5.0
+
+struct vfi_session {
+    char *db;
+    vf_config cfg; /* its strings the session's own (strs) */
+    char *strs[5];
+    char *index_path; /* the index named at open, or NULL */
+    vfi_held rows;
+    const vfi_held_model *row;
+    /* ix, its file's identity and when it was looked for: read-locked by each query, written
+     * when the index is looked for again; ann_lock: ix's ANN index searched by one at a time */
+    pthread_rwlock_t index_rw;
+    pthread_mutex_t ann_lock, check_lock;
+    vfi_index *ix;
+    int index_looked; /* 1 once looked for (ix may still be NULL: none) */
+    double index_checked;
+    struct stat index_st;
+    pthread_mutex_t text_lock; /* te: made once, used by one query at a time */
+    vf_text_encoder *te;
+};
 
 /* The vector of the frame of `path` at `at` seconds, extracted now with the row's model. */
 static vf_status extract_query(const vf_config *cfg, const vfi_held_model *row, const char *path,
@@ -71,9 +96,10 @@ static vf_status rank_candidate(void *user, int i, const char *path, const vf_st
     return VF_OK;
 }
 
-static vf_status search_index(vf_store *s, vfi_index *ix, const vfi_held_model *row, const float *q,
-                              int k, int probe, const vf_store_ref *skip, const hit_relay *out,
-                              int64_t *candidates, vf_err *err)
+static vf_status search_index(vf_store *s, vfi_index *ix, pthread_mutex_t *lock,
+                              const vfi_held_model *row, const float *q, int k, int probe,
+                              const vf_store_ref *skip, const hit_relay *out, int64_t *candidates,
+                              vf_err *err)
 {
     int want = VFI_INDEX_CANDIDATES(k), n = 0;
     if (want < k)
@@ -85,7 +111,9 @@ static vf_status search_index(vf_store *s, vfi_index *ix, const vfi_held_model *
         refs && unit && r.rank && r.paths ? VF_OK : vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     if (rc >= 0) {
         vfi_index_unit(q, row->dim, unit);
+        pthread_mutex_lock(lock);
         rc = vfi_index_search(ix, unit, want, probe, skip, refs, &n, err);
+        pthread_mutex_unlock(lock);
     }
     if (rc >= 0)
         rc = vfi_store_vectors_at(s, row->id, row->f16, row->dim, refs, n, rank_candidate, &r, err);
@@ -112,9 +140,10 @@ static vf_status search_index(vf_store *s, vfi_index *ix, const vfi_held_model *
 }
 
 /* The k stored vectors nearest q (an index's candidates, else the scan), skip left out. */
-static vf_status search(vf_store *s, vfi_index *ix, const vfi_held_model *row, const float *q,
-                        int k, int probe, const vf_store_ref *skip, const hit_relay *out,
-                        vf_similar_stats *stats, vf_err *err)
+static vf_status search(vf_store *s, vfi_index *ix, pthread_mutex_t *lock,
+                        const vfi_held_model *row, const float *q, int k, int probe,
+                        const vf_store_ref *skip, const hit_relay *out, vf_similar_stats *stats,
+                        vf_err *err)
 {
     vf_status rc;
     *stats = (vf_similar_stats){.search = "exact"};
@@ -123,7 +152,7 @@ static vf_status search(vf_store *s, vfi_index *ix, const vfi_held_model *row, c
     if (ix) {
         snprintf(stats->search, sizeof(stats->search), "index %s", vfi_index_kind(ix));
         snprintf(stats->index, sizeof(stats->index), "%s", vfi_index_path(ix));
-        rc = search_index(s, ix, row, q, k, probe, skip, out, &stats->candidates, err);
+        rc = search_index(s, ix, lock, row, q, k, probe, skip, out, &stats->candidates, err);
     } else {
         rc = vfi_store_nearest(s, row->id, row->f16, q, row->dim, k, skip, relay_hit, (void *)out,
                                err);
@@ -132,30 +161,216 @@ static vf_status search(vf_store *s, vfi_index *ix, const vfi_held_model *row, c
     return rc;
 }
 
-/* Each text's neighbours in turn: the texts embedded at once, then searched one by one. */
-static vf_status similar_texts(vf_store *s, const vfi_held_model *row, const char *db,
-                               const vf_config *cfg, const vf_similar_query *q,
-                               void (*hit)(void *user, const vf_neighbour *n), void *user,
+/* ---- the session ---------------------------------------------------------------------------- */
+
+vf_status vfi_session_open(const char *db, const vf_config *cfg, const char *index,
+                           vfi_session **out, vf_err *err)
+{
+    *out = NULL;
+    vfi_session *ss = vfi_calloc(1, sizeof(*ss));
+    if (!ss)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    pthread_rwlock_init(&ss->index_rw, NULL);
+    pthread_mutex_init(&ss->ann_lock, NULL);
+    pthread_mutex_init(&ss->check_lock, NULL);
+    pthread_mutex_init(&ss->text_lock, NULL);
+    ss->cfg = *cfg;
+    const char **fields[] = {&ss->cfg.model, &ss->cfg.models_dir, &ss->cfg.layer, &ss->cfg.backend,
+                             &ss->cfg.int8_scales};
+    int nomem = !(ss->db = vfi_strdup(db)) || (index && !(ss->index_path = vfi_strdup(index)));
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        if (*fields[i] && !(*fields[i] = ss->strs[i] = vfi_strdup(*fields[i])))
+            nomem = 1;
+    vf_status rc = nomem ? vfi_fail(err, VF_ERR_NOMEM, "out of memory") : VF_OK;
+    vf_store *s = NULL;
+    if (rc >= 0)
+        rc = vfi_store_open(db, VF_STORE_READ, &s, err);
+    if (rc >= 0)
+        rc = vfi_held_read(s, &ss->rows, err);
+    if (rc >= 0)
+        rc = vfi_held_choose(&ss->rows, &ss->cfg, db, &ss->row, err);
+    vfi_store_close(&s);
+    if (rc < 0) {
+        vfi_session_free(&ss);
+        return rc;
+    }
+    *out = ss;
+    return VF_OK;
+}
+
+const vfi_held_model *vfi_session_row(const vfi_session *ss)
+{
+    return ss->row;
+}
+
+void vfi_session_free(vfi_session **ps)
+{
+    vfi_session *ss = *ps;
+    if (!ss)
+        return;
+    vfi_index_free(&ss->ix);
+    vf_text_encoder_free(&ss->te);
+    vfi_held_free(&ss->rows);
+    for (size_t i = 0; i < sizeof(ss->strs) / sizeof(ss->strs[0]); i++)
+        vfi_free(ss->strs[i]);
+    vfi_free(ss->index_path);
+    vfi_free(ss->db);
+    pthread_rwlock_destroy(&ss->index_rw);
+    pthread_mutex_destroy(&ss->ann_lock);
+    pthread_mutex_destroy(&ss->check_lock);
+    pthread_mutex_destroy(&ss->text_lock);
+    vfi_free(ss);
+    *ps = NULL;
+}
+
+/* Has the index file changed (or gone) since it was opened? */
+static int index_changed(const vfi_session *ss)
+{
+    struct stat st;
+    if (stat(vfi_index_path(ss->ix), &st) != 0)
+        return 1;
+    return st.st_ino != ss->index_st.st_ino || st.st_dev != ss->index_st.st_dev ||
+           st.st_size != ss->index_st.st_size || st.st_mtim.tv_sec != ss->index_st.st_mtim.tv_sec ||
+           st.st_mtim.tv_nsec != ss->index_st.st_mtim.tv_nsec;
+}
+
+/* The index to search (looked for the first time, and again every INDEX_RECHECK_S when its file
+ * changed or there was none), read-locked in ss->index_rw on success: the caller unlocks. */
+static vf_status session_index(vfi_session *ss, vf_store *s, vfi_index **ix, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    pthread_mutex_lock(&ss->check_lock); /* one thread looks; the others search meanwhile */
+    double now = vfi_now_s();
+    if (!ss->index_looked || now - ss->index_checked >= INDEX_RECHECK_S) {
+        pthread_rwlock_rdlock(&ss->index_rw);
+        int look = !ss->index_looked || !ss->ix || index_changed(ss);
+        pthread_rwlock_unlock(&ss->index_rw);
+        vfi_index *fresh = NULL;
+        if (look && (rc = vfi_index_find(s, ss->row, ss->index_path, &fresh, err)) >= 0) {
+            pthread_rwlock_wrlock(&ss->index_rw);
+            vfi_index_free(&ss->ix);
+            ss->ix = fresh;
+            if (fresh && stat(vfi_index_path(fresh), &ss->index_st) != 0)
+                memset(&ss->index_st, 0, sizeof(ss->index_st));
+            ss->index_looked = 1;
+            pthread_rwlock_unlock(&ss->index_rw);
+        }
+        ss->index_checked = now;
+    }
+    pthread_mutex_unlock(&ss->check_lock);
+    if (rc < 0)
+        return rc;
+    pthread_rwlock_rdlock(&ss->index_rw);
+    *ix = ss->ix;
+    return VF_OK;
+}
+
+/* The texts' embeddings by the session's text tower (made at the first text query). */
+static vf_status session_texts(vfi_session *ss, const vf_similar_query *q, float **vecs, double *ms,
                                vf_err *err)
 {
+    vf_status rc = VF_OK;
+    pthread_mutex_lock(&ss->text_lock);
+    if (!ss->te)
+        rc = vfi_query_text_tower(&ss->cfg, ss->row, ss->db, q->n_texts, &ss->te, err);
+    if (rc >= 0)
+        rc = vfi_query_encode(ss->te, ss->row, q->texts, q->n_texts, vecs, ms, err);
+    pthread_mutex_unlock(&ss->text_lock);
+    return rc;
+}
+
+/* VF_ERR_INVALID unless q is one query (an image, a video or texts) that can be answered. */
+static vf_status check_query(const vf_similar_query *q, void (*hit)(void *, const vf_neighbour *),
+                             vf_err *err)
+{
+    int k = q && q->k ? q->k : DEFAULT_K;
+    int n_texts = q ? q->n_texts : 0;
+    if (!q || !hit || (!!q->image + !!q->video + (n_texts > 0)) != 1 || n_texts < 0 ||
+        (n_texts && !q->texts) || k < 1 || k > MAX_K || !(q->at >= 0.0) || !isfinite(q->at) ||
+        q->probe < 0)
+        return vfi_fail(err, VF_ERR_INVALID,
+                        "similar: a database, a hit callback, one query (an image, a video or "
+                        "texts), a time >= 0 and 1..%d neighbours are needed",
+                        MAX_K);
+    for (int i = 0; i < n_texts; i++)
+        if (!q->texts[i])
+            return vfi_fail(err, VF_ERR_INVALID, "similar: text %d is NULL", i);
+    return VF_OK;
+}
+
+vf_status vfi_session_stored(vfi_session *ss, const char *path, double t, vf_store_ref *ref,
+                             int *found, vf_err *err)
+{
+    vf_store *s = NULL;
+    *found = 0;
+    float *vec = vfi_mallocarray((size_t)ss->row->dim, sizeof(float));
+    vf_status rc = vec ? vfi_store_open(ss->db, VF_STORE_READ, &s, err)
+                       : vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (rc >= 0)
+        rc = vfi_store_vector_at(s, ss->row->id, ss->row->f16, path, t, vec, ss->row->dim, ref,
+                                 found, err);
+    vfi_store_close(&s);
+    vfi_free(vec);
+    return rc;
+}
+
+vf_status vfi_session_similar(vfi_session *ss, const vf_similar_query *q, int stored_only,
+                              void (*hit)(void *user, const vf_neighbour *n), void *user,
+                              vf_neighbour *src_out, vf_err *err)
+{
+    vf_status rc = check_query(q, hit, err);
+    if (rc < 0)
+        return rc;
     int k = q->k ? q->k : DEFAULT_K;
+    int n_texts = q->n_texts;
+    const vfi_held_model *row = ss->row;
+    vf_store *s = NULL;
     float *vecs = NULL;
     double embed_ms = 0.0;
+    vf_neighbour src = {0};
+    vf_store_ref ref = {0};
+    int found = 0, locked = 0;
     vfi_index *ix = NULL;
-    vf_status rc = vfi_query_texts(cfg, row, db, q->texts, q->n_texts, &vecs, &embed_ms, err);
-    if (rc >= 0 && VFI_INDEX_CANDIDATES(k) <= MAX_CANDIDATES && !q->exact)
-        rc = vfi_index_find(s, row, q->index, &ix, err);
-    for (int i = 0; rc >= 0 && i < q->n_texts; i++) {
+    rc = vfi_store_open(ss->db, VF_STORE_READ, &s, err);
+    if (rc < 0)
+        return rc;
+    if (n_texts) {
+        rc = session_texts(ss, q, &vecs, &embed_ms, err);
+    } else if (!(vecs = vfi_mallocarray((size_t)row->dim, sizeof(float)))) {
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    } else {
+        /* a file the database holds: its stored vector, and the hits leave that frame out */
+        const char *path = q->image ? q->image : q->video;
+        double at = q->image ? 0.0 : q->at;
+        rc = vfi_store_vector_at(s, row->id, row->f16, path, at, vecs, row->dim, &ref, &found, err);
+        if (rc >= 0 && found)
+            src = (vf_neighbour){path, ref.frame_index, ref.pts, ref.t, 1.0, 1, 0};
+        else if (rc >= 0 && stored_only)
+            rc = vfi_fail(err, VF_ERR_STORE, "%s: no %s vectors of it in %s", path, row->name,
+                          ss->db);
+        else if (rc >= 0)
+            rc = extract_query(&ss->cfg, row, path, at, vecs, &src, err);
+        if (rc >= 0 && src_out)
+            *src_out = src;
+    }
+    /* an index proposes at most MAX_CANDIDATES: a larger k is the scan's */
+    if (rc >= 0 && VFI_INDEX_CANDIDATES(k) <= MAX_CANDIDATES && !q->exact) {
+        rc = session_index(ss, s, &ix, err);
+        locked = rc >= 0;
+    }
+    for (int i = 0; rc >= 0 && i < (n_texts ? n_texts : 1); i++) {
         vf_similar_stats stats;
         hit_relay out = {hit, user, i};
-        rc = search(s, ix, row, vecs + (size_t)i * (size_t)row->dim, k, q->probe, NULL, &out,
-                    &stats, err);
+        rc = search(s, ix, &ss->ann_lock, row, vecs + (size_t)i * (size_t)row->dim, k, q->probe,
+                    found ? &ref : NULL, &out, &stats, err);
         stats.embed_ms = embed_ms;
         if (rc >= 0 && q->stats)
             q->stats[i] = stats;
     }
-    vfi_index_free(&ix);
+    if (locked)
+        pthread_rwlock_unlock(&ss->index_rw);
     vfi_free(vecs);
+    vfi_store_close(&s);
     return rc;
 }
 
@@ -164,75 +379,16 @@ vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_simi
                         vf_neighbour *query_out, char *errbuf, size_t errbuf_size)
 {
     vf_err err = {0};
-    vf_status rc = VF_OK;
-    vf_store *s = NULL;
-    vfi_held rows = {0};
-    vfi_index *ix = NULL;
-    float *vec = NULL;
-    int k = q && q->k ? q->k : DEFAULT_K;
-    int n_texts = q ? q->n_texts : 0;
-    if (!db_path || !cfg || !q || !hit || (!!q->image + !!q->video + (n_texts > 0)) != 1 ||
-        n_texts < 0 || (n_texts && !q->texts) || k < 1 || k > MAX_K || !(q->at >= 0.0) ||
-        !isfinite(q->at) || q->probe < 0) {
-        rc = vfi_fail(&err, VF_ERR_INVALID,
-                      "similar: a database, a hit callback, one query (an image, a video or "
-                      "texts), a time >= 0 and 1..%d neighbours are needed",
-                      MAX_K);
-        goto done;
+    vfi_session *ss = NULL;
+    vf_status rc = check_query(q, hit, &err);
+    if (rc >= 0 && (!db_path || !cfg))
+        rc = vfi_fail(&err, VF_ERR_INVALID, "similar: a database and a configuration are needed");
+    else if (rc >= 0 && (rc = vfi_session_open(db_path, cfg, q->index, &ss, &err)) >= 0) {
+        vfi_held_warn_weights(ss->row, db_path);
+        rc = vfi_session_similar(ss, q, 0, hit, user, query_out, &err);
     }
-    for (int i = 0; i < n_texts; i++)
-        if (!q->texts[i]) {
-            rc = vfi_fail(&err, VF_ERR_INVALID, "similar: text %d is NULL", i);
-            goto done;
-        }
-    rc = vfi_store_open(db_path, VF_STORE_READ, &s, &err);
-    if (rc < 0)
-        goto done;
-    rc = vfi_held_read(s, &rows, &err);
-    const vfi_held_model *row = NULL;
-    if (rc >= 0)
-        rc = vfi_held_choose(&rows, cfg, db_path, &row, &err);
-    if (rc < 0)
-        goto done;
-    vfi_held_warn_weights(row, db_path);
-    if (n_texts) {
-        rc = similar_texts(s, row, db_path, cfg, q, hit, user, &err);
-        goto done;
-    }
-    if (!(vec = vfi_mallocarray((size_t)row->dim, sizeof(float)))) {
-        rc = vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    /* a file the database holds: its stored vector, and the hits leave that frame out */
-    const char *path = q->image ? q->image : q->video;
-    double at = q->image ? 0.0 : q->at;
-    vf_store_ref ref = {0};
-    vf_neighbour src = {0};
-    int found = 0;
-    rc = vfi_store_vector_at(s, row->id, row->f16, path, at, vec, row->dim, &ref, &found, &err);
-    if (rc < 0)
-        goto done;
-    if (found)
-        src = (vf_neighbour){path, ref.frame_index, ref.pts, ref.t, 1.0, 1, 0};
-    else if ((rc = extract_query(cfg, row, path, at, vec, &src, &err)) < 0)
-        goto done;
-    if (query_out)
-        *query_out = src;
-    /* an index proposes at most MAX_CANDIDATES: a larger k is the scan's */
-    if (VFI_INDEX_CANDIDATES(k) <= MAX_CANDIDATES && !q->exact &&
-        (rc = vfi_index_find(s, row, q->index, &ix, &err)) < 0)
-        goto done;
-    vf_similar_stats stats;
-    hit_relay out = {hit, user, 0};
-    rc = search(s, ix, row, vec, k, q->probe, found ? &ref : NULL, &out, &stats, &err);
-    if (q->stats)
-        *q->stats = stats;
-done:
     if (rc < 0 && errbuf && errbuf_size)
         snprintf(errbuf, errbuf_size, "%s", err.msg);
-    vfi_free(vec);
-    vfi_index_free(&ix);
-    vfi_held_free(&rows);
-    vfi_store_close(&s);
+    vfi_session_free(&ss);
     return rc;
 }

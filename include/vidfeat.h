@@ -805,6 +805,47 @@ VF_API vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const 
                                void (*match)(void *user, const vf_match *m), void *user,
                                char *errbuf, size_t errbuf_size);
 
+/* ---- a web page over a database (appended in 0.2; docs/serve.md) ---------------------------- */
+
+/** How vf_server_start serves a database. */
+typedef struct vf_serve_opts {
+    /** Files are served (played, thumbnailed) only when the database holds vectors of them and
+     *  they are under this directory, links resolved; a recorded relative path is relative to
+     *  it. NULL: the current directory. */
+    const char *root;
+    const char *bind; /**< the address to listen on; NULL: 127.0.0.1 (this machine only) */
+    int port;         /**< 0: any free port (vf_server_port says which) */
+    /** The token a client must present (a cookie the page sets from ?token=, or a header
+     *  "Authorization: Bearer TOKEN") when bind is not a loopback address; NULL: one is made at
+     *  random (vf_server_token). With a loopback bind a token given here is required too. */
+    const char *token;
+    /** 1: no token off loopback either (anyone who reaches the port can search and watch). */
+    int no_auth;
+    int64_t max_upload;  /**< bytes of an uploaded query image; 0: 32 MiB */
+    int64_t thumb_cache; /**< bytes of thumbnails kept in memory; 0: 64 MiB */
+} vf_serve_opts;
+
+typedef struct vf_server vf_server;
+
+/**
+ * Serve db over HTTP: the page (search by words, by an uploaded image, "more like this", reused
+ * footage, the archive's progress) and its JSON API, whose documents are the command line's
+ * --json ones (docs/serve.md). The database is opened read-only, per request, so runs may write
+ * it meanwhile. cfg chooses the model row as vf_db_similar's (cfg->model, cfg->layer) and the
+ * backend, threads and models_dir for queries that need the model. Returns once listening; the
+ * server runs on threads of its own until vf_server_stop.
+ * @return VF_OK; VF_ERR_INVALID (options), VF_ERR_IO (cannot listen), VF_ERR_STORE (the
+ *         database). The message is in errbuf.
+ */
+VF_API vf_status vf_server_start(const char *db, const vf_config *cfg, const vf_serve_opts *o,
+                                 vf_server **out, char *errbuf, size_t errbuf_size);
+/** The port it listens on. */
+VF_API int vf_server_port(const vf_server *srv);
+/** The token clients must present, or NULL when none is asked. Borrowed. */
+VF_API const char *vf_server_token(const vf_server *srv);
+/** Stop serving: requests running are finished, connections closed, uploads removed. */
+VF_API void vf_server_stop(vf_server **psrv);
+
 /** 1 if FFmpeg can open path and it has a video stream (probes the content, not the name);
  *  0 for text files FFmpeg would read as text art (.nfo, some .txt). */
 VF_API int vf_probe_media(const char *path);

@@ -22,6 +22,8 @@ PACKAGES=(
     libhdf5-dev                                                   # vidfeat export --format hdf5
     libicu-dev zlib1g-dev                                         # CLIP's tokenizer (Unicode, .gz)
     libfftw3-dev                                                  # audio models' front end (FFT)
+    libmicrohttpd-dev libturbojpeg0-dev                           # vidfeat serve: HTTP, thumbnails
+    chromium chromium-driver python3-selenium                     # its tests, in a real browser
     python3-regex                                                 # its reference in the tests
     libfaiss-dev libopenblas-dev g++                              # the search index (FAISS, C++)
     python3 python3-numpy python3-onnx python3-torch python3-torchvision  # model export, refs

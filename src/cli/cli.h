@@ -33,6 +33,7 @@ enum {
     CMD_INDEX = 1 << 9,
     CMD_MATCHES = 1 << 10,
     CMD_EMBED = 1 << 11,
+    CMD_SERVE = 1 << 12,
 };
 
 #define MAX_LIST 16
@@ -89,6 +90,10 @@ typedef struct cli {
     int n_texts;
     cli_query queries[MAX_QUERIES]; /* embed: --text and --image, in order */
     int n_queries;
+    const char *bind;       /* serve --bind ADDR */
+    int port;               /* serve --port N */
+    const char *token_file; /* serve --token-file F */
+    int no_auth;            /* serve --no-auth */
 } cli;
 
 /* One subcommand: its name, the bit its options are marked with, what its --help shows, and
@@ -133,6 +138,7 @@ int cmd_export(cli *c, int argc, char **argv);
 int cmd_index(cli *c, int argc, char **argv);
 int cmd_matches(cli *c, int argc, char **argv);
 int cmd_embed(cli *c, int argc, char **argv);
+int cmd_serve(cli *c, int argc, char **argv);
 
 /* ---- cmd_embed.c -------------------------------------------------------------------------- */
 

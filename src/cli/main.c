@@ -37,6 +37,8 @@ const cli_command cli_commands[] = {
      "a search index over the stored vectors, for similar (or brought up to date)", cmd_index},
     {"export", CMD_EXPORT, "export DB [--format npy|hdf5|csv] [-o PATH] [--model M --layer L]",
      "the stored vectors as .npy files, one HDF5 file or CSV", cmd_export},
+    {"serve", CMD_SERVE, "serve DB [--root DIR] [--bind ADDR] [--port N] [options]",
+     "a web page over the database: search, play, reused footage, progress", cmd_serve},
     {"embed", CMD_EMBED, "embed --text T | --image F ... [--model M] [--json | -o OUT.npy]",
      "a CLIP model's embeddings of texts and images, for other systems", cmd_embed},
 };
@@ -87,7 +89,7 @@ static int unknown_command(const char *word)
  * (search/ann.h): they start again, at once, with OPENBLAS_CORETYPE set to the CPU's kind. */
 static void blas_kernels(const cli_command *cmd, char **argv)
 {
-    if (!(cmd->bit & (CMD_INDEX | CMD_SIMILAR | CMD_MATCHES)))
+    if (!(cmd->bit & (CMD_INDEX | CMD_SIMILAR | CMD_MATCHES | CMD_SERVE)))
         return;
     vf_search_restart(argv);
 }

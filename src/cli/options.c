@@ -80,11 +80,16 @@ enum opt_id {
     OPT_MIN_DURATION,
     OPT_MIN_SIMILARITY,
     OPT_TEXT,
+    OPT_BIND,
+    OPT_PORT,
+    OPT_TOKEN_FILE,
+    OPT_NO_AUTH,
 };
 
 /* Which commands take an option. */
-#define RUNS  (CMD_EXTRACT | CMD_CALIBRATE | CMD_BENCH)      /* those that run the pipeline */
-#define NETS  (RUNS | CMD_SIMILAR | CMD_MATCHES | CMD_EMBED) /* those that open a network */
+#define RUNS (CMD_EXTRACT | CMD_CALIBRATE | CMD_BENCH) /* those that run the pipeline */
+#define NETS                                                                                       \
+    (RUNS | CMD_SIMILAR | CMD_MATCHES | CMD_EMBED | CMD_SERVE) /* those that open a network */
 #define ALL   (NETS | CMD_INFO | CMD_MODELS | CMD_ENQUEUE | CMD_MERGE | CMD_EXPORT | CMD_INDEX)
 #define CLIPS (RUNS | CMD_SIMILAR | CMD_MATCHES) /* those that sample a file's frames */
 
@@ -167,9 +172,22 @@ static const opt_def options[] = {
     {"format", OPT_FORMAT, "npy|hdf5|csv", CMD_EXPORT,
      "what to write (default: from -o's extension, .h5/.hdf5 or .csv, else npy)", NULL,
      STR(format)},
-    {"root", OPT_ROOT, "DIR", CMD_EXTRACT | CMD_ENQUEUE,
-     "record files by their path under DIR (machines mounting an archive elsewhere agree)", NULL,
+    {"root", OPT_ROOT, "DIR", CMD_EXTRACT | CMD_ENQUEUE | CMD_SERVE,
+     "record files by their path under DIR (machines mounting an archive elsewhere agree)",
+     PER_CMD({CMD_SERVE, "serve only files under DIR (default: the current directory); "
+                         "recorded relative paths are under it"}),
      STR(cfg.root)},
+    {"bind", OPT_BIND, "ADDR", CMD_SERVE,
+     "listen on ADDR (default 127.0.0.1: this machine only; others need the token)", NULL,
+     STR(bind)},
+    {"port", OPT_PORT, "N", CMD_SERVE, "listen on port N (default 8765; 0: any free port)", NULL,
+     INT(port, 0, 65535)},
+    {"token-file", OPT_TOKEN_FILE, "FILE", CMD_SERVE,
+     "the token clients must give, read from FILE (default: made at random, printed once)", NULL,
+     STR(token_file)},
+    {"no-auth", OPT_NO_AUTH, NULL, CMD_SERVE,
+     "ask no token even off loopback (anyone reaching the port can search and watch)", NULL,
+     FLAG(no_auth)},
     {"follow-links-outside", OPT_LINKS_OUTSIDE, NULL, CMD_EXTRACT | CMD_ENQUEUE,
      "with --root: read files through symbolic links that lead out of DIR (refused by default)",
      NULL, FLAG(cfg.follow_links_outside)},

@@ -24,8 +24,9 @@ typedef struct vfi_session vfi_session;
  * the database records, where it is on this machine). The database's errors (VF_ERR_STORE). */
 vf_status vfi_session_open(const char *db, const vf_config *cfg, const char *index,
                            vfi_session **out, vf_err *err);
-/* The model row searched (borrowed from the session). */
+/* The model row searched, and the configuration (its strings the session's): borrowed. */
 const vfi_held_model *vfi_session_row(const vfi_session *s);
+const vf_config *vfi_session_config(const vfi_session *s);
 /* vf_db_similar's query on the session (q->index is the session's; q->exact, q->probe, q->k as
  * there): the hits through hit, best first, and where the query came from into *src (may be
  * NULL). stored_only: a video must be one the database holds vectors of (VF_ERR_STORE if not),

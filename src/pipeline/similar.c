@@ -203,6 +203,11 @@ const vfi_held_model *vfi_session_row(const vfi_session *ss)
     return ss->row;
 }
 
+const vf_config *vfi_session_config(const vfi_session *ss)
+{
+    return &ss->cfg;
+}
+
 void vfi_session_free(vfi_session **ps)
 {
     vfi_session *ss = *ps;

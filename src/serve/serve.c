@@ -65,7 +65,7 @@ struct vf_server {
     char *token;
     char *upload_dir; /* a private directory for uploaded queries */
     int64_t max_upload;
-    vf_config cfg; /* strings borrowed from the session's copy */
+    vf_config cfg; /* the session's (its strings borrowed from it) */
     vfi_session *session;
     vfs_thumbs *thumbs;
     pthread_mutex_t upload_lock;  /* one uploaded query extracted at a time */
@@ -319,6 +319,18 @@ static vf_status save_upload(vf_server *srv, const uint8_t *data, size_t len, ch
     return VF_OK;
 }
 
+/* msg with the upload's temporary name said as "the upload" (its name means nothing to the
+ * page, and the server's directories are none of its business). */
+static void unname_upload(char *msg, const char *upload)
+{
+    char *at = strstr(msg, upload);
+    if (!at)
+        return;
+    char rest[sizeof(((vf_err *)0)->msg)];
+    snprintf(rest, sizeof(rest), "%s", at + strlen(upload));
+    snprintf(at, sizeof(((vf_err *)0)->msg) - (size_t)(at - msg), "the upload%s", rest);
+}
+
 static void api_similar(vf_server *srv, vfs_req *r)
 {
     int k = arg_k(r, 24);
@@ -349,8 +361,10 @@ static void api_similar(vf_server *srv, vfs_req *r)
             pthread_mutex_unlock(&srv->upload_lock);
             unlink(upload);
             src.path = "upload";
-            if (rc == VF_ERR_DECODE || rc == VF_ERR_IO) /* its name means nothing to the page */
+            if (rc == VF_ERR_DECODE || rc == VF_ERR_IO)
                 snprintf(err.msg, sizeof(err.msg), "the upload is not a picture vidfeat reads");
+            else if (rc < 0)
+                unname_upload(err.msg, upload);
         }
     } else {
         double t = arg_t(r);
@@ -630,11 +644,11 @@ vf_status vf_server_start(const char *db, const vf_config *cfg, const vf_serve_o
         rc = vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
         goto done;
     }
-    if ((rc = vfi_session_open(db, cfg, NULL, &srv->session, &err)) < 0)
+    vf_config scfg = *cfg;
+    scfg.root = NULL; /* the queries it extracts are uploads, not archive files */
+    if ((rc = vfi_session_open(db, &scfg, NULL, &srv->session, &err)) < 0)
         goto done;
-    srv->cfg = *cfg;
-    srv->cfg.model = vfi_session_row(srv->session)->name; /* the row chosen, by name */
-    srv->cfg.layer = vfi_session_row(srv->session)->layer;
+    srv->cfg = *vfi_session_config(srv->session);
     if ((rc = vfs_thumbs_create(o->thumb_cache ? o->thumb_cache : DEFAULT_THUMB_CACHE, &srv->thumbs,
                                 &err)) < 0)
         goto done;

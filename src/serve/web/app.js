@@ -53,11 +53,16 @@ function show(view) {
 
 // ---- search ----
 
+// The hits as cards, in the API's order; a stored query frame ("more like this") first.
 function showHits(doc, what) {
   const grid = $('results');
   grid.replaceChildren();
-  const hits = doc.neighbours || [];
-  $('search-info').textContent = hits.length + ' frames like ' + what + ' (' + doc.search +
+  const hits = (doc.neighbours || []).slice();
+  const query = doc.query;
+  if (query && query.stored)
+    hits.unshift({path: query.path, t: query.t, frame_index: query.frame_index, similarity: 1,
+                  query: true});
+  $('search-info').textContent = doc.neighbours.length + ' frames like ' + what + ' (' + doc.search +
     ', ' + doc.search_ms.toFixed(1) + ' ms)' +
     (doc.weights === 'random weights' ? ': random weights, these mean nothing' : '');
   for (const h of hits) {
@@ -66,7 +71,8 @@ function showHits(doc, what) {
     img.addEventListener('click', () => play(h.path, h.t));
     const more = el('button', {type: 'button', class: 'more', textContent: 'More like this'});
     more.addEventListener('click', () => moreLike(h.path, h.t));
-    const card = el('div', {'class': 'card', 'data-path': h.path, 'data-t': String(h.t)}, img,
+    const card = el('div', {'class': h.query ? 'card query' : 'card', 'data-path': h.path,
+                            'data-t': String(h.t)}, img,
                     el('div', {class: 'meta'}, el('div', {class: 'name', textContent: h.path}),
                        el('div', {textContent: seconds(h.t) + ' · frame ' + h.frame_index +
                                                ' · ' + h.similarity.toFixed(3)})),
@@ -119,9 +125,11 @@ function strip(path, t) {
   for (let dt = -4; dt <= 4; dt += 1) {
     const at = t + dt;
     if (at < 0) continue;
-    s.append(el('figure', {class: dt === 0 ? 'at' : ''},
-                el('img', {src: thumbUrl(path, at), alt: seconds(at)}),
-                el('figcaption', {textContent: seconds(at)})));
+    const img = el('img', {src: thumbUrl(path, at), alt: seconds(at)});
+    const fig = el('figure', {class: dt === 0 ? 'at' : ''}, img,
+                   el('figcaption', {textContent: seconds(at)}));
+    img.addEventListener('error', () => fig.remove()); // past the end of the file
+    s.append(fig);
   }
   $('video').hidden = true;
   s.hidden = false;

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-from vfcheck import SKIP, check, features, library_infer, rel_err
+from vfcheck import SKIP, check, export_clip, features, library_infer, rel_err
 
 try:
     import numpy as np
@@ -53,10 +53,7 @@ def main():
     try:
         models = os.path.join(tmp, "models")
         os.makedirs(models)
-        r = subprocess.run([sys.executable, os.path.join(src, "scripts", "export-clip.py"),
-                            "--out", models], capture_output=True, text=True, timeout=600)
-        check(r.returncode == 0, "export-clip: %s" % r.stderr[-2000:])
-        shutil.copy(os.path.join(src, "models", "clip_vit_b32.json"), models)
+        export_clip(src, models)
         clip = os.path.join(tmp, "clip.mp4")
         subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i",
                         "testsrc2=size=320x240:rate=10:duration=2", "-pix_fmt", "yuv420p",

@@ -1,19 +1,22 @@
 #!/usr/bin/python3
-"""Least privilege on PostgreSQL (docs/archives.md "PostgreSQL roles"), on a real server: its two SQL
+"""Least privilege on PostgreSQL (docs/archives.md "PostgreSQL roles"), on a real server: its SQL
 blocks run as written; password authentication on, the passwords in a PGPASSFILE, not in URIs
 (no warning line); the owner role makes the tables (enqueue); the worker role does a whole run,
 reads it back (info, export), and cannot create, drop or truncate a table, enqueue, or read
-another schema; a grant taken away is said as such, naming the role; a worker on a database
-whose tables are not made yet says it may not make them.
+another schema; the reader role serves the page's API (vidfeat serve: status, similar, matches,
+thumbnails) and cannot write; a grant taken away is said as such, naming the role; a worker on a
+database whose tables are not made yet says it may not make them.
 
 usage: test_pg_roles.py VIDFEAT MODELS_DIR SAMPLES_DIR docs/archives.md
 """
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 
 from vfcheck import check, SKIP
 
@@ -23,6 +26,32 @@ def readme_sql(readme, name):
     m = re.search(r"```sql\n-- vidfeat: %s\n(.*?)```" % re.escape(name), text, re.S)
     check(m, "%s has no SQL block '%s'" % (readme, name))
     return m.group(1)
+
+
+def check_reader(exe, env, pg, archive, as_role, readme):
+    """vidfeat serve as the reader role: the API answers; the role cannot write."""
+    from serveproc import Server
+    grants = as_role("vidfeat_owner", readme_sql(readme, "reader grants"))
+    check(grants.returncode == 0, "reader grants: %s" % grants.stderr)
+    reader = "postgresql://vidfeat_reader@127.0.0.1:%d/archive" % pg.port
+    clip = os.path.join(archive, "testsrc_64x48.mp4")
+    with Server(exe, reader, "--root", archive, env=env) as s:
+        for url in ("/api/status", "/api/similar?" + urllib.parse.urlencode(
+                {"path": clip, "t": 0.1, "k": 3}), "/api/matches",
+                    "/api/thumb?" + urllib.parse.urlencode({"path": clip, "t": 0.1})):
+            st, _, body = s.get(url)
+            check(st == 200, "serve as the reader: %s: %d %s" % (url, st, body[:300]))
+        status = json.loads(s.get("/api/status")[2])
+        check(status["summary"]["done"] == 2, "the reader's status: %s" % status)
+        code, err = s.stop()
+        check(code == 0, "serve as the reader: exit %d %s" % (code, err))
+    for sql in ("DELETE FROM features", "INSERT INTO queue (path) VALUES ('x.mp4')",
+                "UPDATE extractions SET status = 'failed'", "CREATE TABLE mine (x int)"):
+        r = as_role("vidfeat_reader", sql)
+        check(r.returncode != 0 and "permission denied" in r.stderr,
+              "the reader could: %s (%r)" % (sql, r.stderr))
+    print("ok vidfeat serve as README's reader role: status, similar, matches, thumbnails; "
+          "the role cannot write")
 
 
 def main():
@@ -40,7 +69,8 @@ def main():
             pg.psql("postgres", "CREATE DATABASE archive")
             pg.psql("archive", readme_sql(readme, "roles"))
             pg.psql("postgres", "ALTER ROLE vidfeat_owner PASSWORD 'owner-pw';"
-                    " ALTER ROLE vidfeat_worker PASSWORD 'worker-pw'")
+                    " ALTER ROLE vidfeat_worker PASSWORD 'worker-pw';"
+                    " ALTER ROLE vidfeat_reader PASSWORD 'reader-pw'")
             # passwords required of everyone but the test's own superuser
             hba = os.path.join(pg.data, "pg_hba.conf")
             with open(hba, "w") as f:
@@ -50,7 +80,9 @@ def main():
             passfile = os.path.join(tmp, "pgpass")
             with open(passfile, "w") as f:
                 f.write("127.0.0.1:%d:archive:vidfeat_owner:owner-pw\n"
-                        "127.0.0.1:%d:archive:vidfeat_worker:worker-pw\n" % (pg.port, pg.port))
+                        "127.0.0.1:%d:archive:vidfeat_worker:worker-pw\n"
+                        "127.0.0.1:%d:archive:vidfeat_reader:reader-pw\n"
+                        % (pg.port, pg.port, pg.port))
             os.chmod(passfile, 0o600)
             env = dict(os.environ, PGPASSFILE=passfile)
             owner = "postgresql://vidfeat_owner@127.0.0.1:%d/archive" % pg.port
@@ -96,6 +128,8 @@ def main():
                 r = run(*args)
                 check(r.returncode == 0 and r.stderr == "", "%s: %r" % (args[0], r.stderr))
             print("ok the worker role does a whole queue run and reads it back (info, export)")
+
+            check_reader(exe, env, pg, archive, as_role, readme)
 
             pg.psql("archive", "CREATE SCHEMA other; CREATE TABLE other.secrets (x int)")
             for sql in ("DROP TABLE features", "TRUNCATE features", "CREATE TABLE mine (x int)",

@@ -26,11 +26,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.parse
 
 from serveproc import Server
-from vfcheck import SKIP, check, ff
+from vfcheck import SKIP, check, export_clip, ff
 
 VOCAB = "bpe_simple_vocab_16e6.txt.gz"
 HOSTILE = '<img src=x onerror="window.pwned=1">.webm'
@@ -127,10 +126,7 @@ def main():
     try:
         models = os.path.join(tmp, "models")
         os.makedirs(models)
-        r = subprocess.run([sys.executable, os.path.join(src, "scripts", "export-clip.py"),
-                            "--out", models], capture_output=True, text=True, timeout=600)
-        check(r.returncode == 0, "export-clip: %s" % r.stderr[-2000:])
-        shutil.copy(os.path.join(src, "models", "clip_vit_b32.json"), models)
+        export_clip(src, models)
         words = os.path.exists(os.path.join(build_models, VOCAB))
         if words:
             shutil.copy(os.path.join(build_models, VOCAB), models)

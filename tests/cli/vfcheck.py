@@ -45,6 +45,16 @@ def nvidia_driver_loads():
         return False
 
 
+def export_clip(src, models):
+    """CLIP ViT-B/32's towers (seeded random weights) by scripts/export-clip.py into models, with
+    the manifest beside them; a failure fails the test."""
+    r = subprocess.run([sys.executable, os.path.join(src, "scripts", "export-clip.py"), "--out",
+                        models], capture_output=True, text=True, timeout=600)
+    check(r.returncode == 0, "export-clip: %s" % r.stderr[-2000:])
+    import shutil
+    shutil.copy(os.path.join(src, "models", "clip_vit_b32.json"), models)
+
+
 def fail(msg):
     print("FAIL:", msg)
     sys.exit(1)

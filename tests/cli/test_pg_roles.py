@@ -34,7 +34,7 @@ def check_reader(exe, env, pg, archive, as_role, readme):
     grants = as_role("vidfeat_owner", readme_sql(readme, "reader grants"))
     check(grants.returncode == 0, "reader grants: %s" % grants.stderr)
     reader = "postgresql://vidfeat_reader@127.0.0.1:%d/archive" % pg.port
-    clip = os.path.join(archive, "testsrc_64x48.mp4")
+    clip = "testsrc_64x48.mp4"  # as recorded: relative to --root
     with Server(exe, reader, "--root", archive, env=env) as s:
         for url in ("/api/status", "/api/similar?" + urllib.parse.urlencode(
                 {"path": clip, "t": 0.1, "k": 3}), "/api/matches",

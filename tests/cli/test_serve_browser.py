@@ -90,6 +90,11 @@ def shot(d, name):
         d.save_screenshot(os.path.join(out, "serve-%s.png" % name))
 
 
+def clear_grid(d):
+    """Empty the grid, so that only the next search's cards fill it."""
+    d.execute_script("document.getElementById('results').replaceChildren()")
+
+
 def check_grid(d, want, what):
     """The grid shows want's (path, t) in order, every thumbnail loaded."""
     wait(d, lambda: len(cards(d)) == len(want) and all(c[2] for c in cards(d)),
@@ -166,7 +171,8 @@ def main():
                 check_grid(d, want, "words")
                 shot(d, "search")
                 print("ok words typed: %d thumbnails in the API's order" % len(want))
-            # an uploaded image
+            # an uploaded image (the grid emptied first: the words' grid must not pass for it)
+            clear_grid(d)
             d.find_element("id", "upload").send_keys(png)
             st, _, body = s.get("/api/similar?k=24", data=open(png, "rb").read(), method="POST")
             check(st == 200, "upload: %d" % st)
@@ -204,8 +210,9 @@ def main():
             d.find_element("id", "player-close").click()
             # more like this: the clicked frame first, then the API's hits
             path, t = cards(d)[1][0], cards(d)[1][1]
-            d.execute_script("document.querySelectorAll('#results .card')[1]"
-                             ".querySelector('.more').click()")
+            d.execute_script(  # the grid emptied first, then the button of the card it held
+                "const b = document.querySelectorAll('#results .card')[1].querySelector('.more');"
+                "document.getElementById('results').replaceChildren(); b.click();")
             doc = api(s, "/api/similar?" + urllib.parse.urlencode({"path": path, "t": t, "k": 24}))
             want = [(doc["query"]["path"], doc["query"]["t"])] + [
                 (h["path"], h["t"]) for h in doc["neighbours"]]

@@ -504,6 +504,8 @@ typedef struct vf_db_summary {
     int64_t videos, models;
     int64_t done, failed, running; /* extractions by status (running: unfinished) */
     int64_t vectors;
+    /** Files queued (vf_db_enqueue) that no extraction has started yet. (Appended in 0.2.) */
+    int64_t pending;
 } vf_db_summary;
 
 /** One extraction: a file by one model and layer with one sampling. */

@@ -742,7 +742,7 @@ class Database:
             doc["summary"] = {"database": _text(s.database), "engine": _text(s.engine),
                               "schema": s.schema, "videos": s.videos, "models": s.models,
                               "done": s.done, "failed": s.failed, "running": s.running,
-                              "vectors": s.vectors}
+                              "vectors": s.vectors, "pending": s.pending}
 
         def on_extraction(u, e):
             e = e.contents

@@ -191,6 +191,7 @@ class DbSummary(Structure):
         ("failed", c_int64),
         ("running", c_int64),
         ("vectors", c_int64),
+        ("pending", c_int64),
     ]
 
 

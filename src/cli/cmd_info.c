@@ -2,7 +2,7 @@
  * cmd_info.c - vidfeat info: what a database holds, as text or (--json) as one JSON document:
  *
  *   {"summary": {"database", "engine", "schema", "videos", "models", "done", "failed",
- *                "running", "vectors"},
+ *                "running", "vectors", "pending"},
  *    "extractions": [{"path", "status", "frames", "infer_fps", "model", "layer", "dim", "dtype",
  *                     "sampling", "weights", "error", "note"}, ...],
  *    "benchmark_runs": [{"started_at", "host", "device", "device_name", "precision", "batch",
@@ -121,10 +121,13 @@ static void text_summary(void *user, const vf_db_summary *s)
     cli_printf(
         stdout,
         "%lld video%s, %lld model%s, extractions: %lld done, %lld failed, %lld unfinished; %lld "
-        "vector%s\n",
+        "vector%s",
         (long long)s->videos, cli_s(s->videos), (long long)s->models, cli_s(s->models),
         (long long)s->done, (long long)s->failed, (long long)s->running, (long long)s->vectors,
         cli_s(s->vectors));
+    if (s->pending) /* queued files no worker has started */
+        cli_printf(stdout, "; %lld queued, not started", (long long)s->pending);
+    cli_printf(stdout, "\n");
 }
 
 int cmd_info(cli *c, int argc, char **argv)

@@ -97,6 +97,7 @@ vf_json *vfi_doc_summary(const vf_db_summary *s)
     bad |= vfi_json_add_int(o, "failed", s->failed) < 0;
     bad |= vfi_json_add_int(o, "running", s->running) < 0;
     bad |= vfi_json_add_int(o, "vectors", s->vectors) < 0;
+    bad |= vfi_json_add_int(o, "pending", s->pending) < 0;
     return done(o, bad);
 }
 

@@ -26,8 +26,8 @@ vf_json *vfi_doc_match(const vf_match *m);
  * "flat", "flat_known", "pairs", "weights"}; list is taken over, also on failure. */
 vf_json *vfi_doc_matches(vf_json *list, const vf_match_stats *st);
 /* info's records: {"database", "engine", "schema", "videos", "models", "done", "failed",
- * "running", "vectors"}; {"path", "status", "frames", "infer_fps", "model", "layer", "dim",
- * "dtype", "sampling", "weights", "error", "note"}; {"started_at", "host", "device",
+ * "running", "vectors", "pending"}; {"path", "status", "frames", "infer_fps", "model", "layer",
+ * "dim", "dtype", "sampling", "weights", "error", "note"}; {"started_at", "host", "device",
  * "device_name", "precision", "batch", "mode", "model", "end_to_end_fps", "infer_fps"};
  * {"path", "model", "layer", "kind", "vectors", "files", "built_at", "host", "present",
  * "problem", "lacks_vectors", "lacks_files", "gone_vectors", "gone_files"}. */

@@ -12,16 +12,11 @@
 #include <string.h>
 
 #include "core/mem.h"
+#include "core/vecmath.h"
 
 /* filter_plane is nearly all of the time: built for AVX-512 and AVX2 too (gathers, wider
- * vectors) and chosen at load time, where the compiler can. Without floating-point
- * contraction (ISO C mode), every version computes the same floats. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&       \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define VF_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define VF_VECTOR_CLONES
-#endif
+ * vectors: VF_VECTOR_CLONES, core/vecmath.h). Without floating-point contraction (ISO C mode),
+ * every version computes the same floats. */
 
 /* One axis's taps for every output pixel: the clamped source index of each tap and its weight,
  * `taps` per output (unused ones weigh 0 on a repeated index, which adds exactly nothing), and

@@ -7,6 +7,7 @@ extern "C" {
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/status.h"
+#include "core/vecmath.h"
 }
 #include "search/ann.h"
 #include "search/faiss_file.h"
@@ -253,9 +254,8 @@ vf_status vfi_ann_train(vf_ann *a, int64_t n, const float *x, vf_err *err)
  * Debian's FAISS is built without SIMD: its loop for this (fvec_L2sqr_ny_nearest_y_transposed)
  * runs scalar, a third of the time adding to an IVF-PQ index (perf, 300,000 x 1280-d). The same
  * nearest codeword, up to the rounding of a tie. */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void
-pq_encode(const float *ct, size_t M, size_t dsub, const float *x, size_t n, uint8_t *codes,
-          size_t stride)
+VF_VECTOR_CLONES static void pq_encode(const float *ct, size_t M, size_t dsub, const float *x,
+                                       size_t n, uint8_t *codes, size_t stride)
 {
     const size_t K = 256;
     float dis[256];

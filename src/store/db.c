@@ -4,6 +4,7 @@
  * merging (vidfeat merge).
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "core/mem.h"
 #include "core/path.h"
@@ -42,6 +43,9 @@ static void describe_summary(void *user, const vf_db_summary *s)
              (long long)s->videos, s->videos == 1 ? "" : "s", (long long)s->models,
              s->models == 1 ? "" : "s", (long long)s->done, (long long)s->failed,
              (long long)s->running, (long long)s->vectors, s->vectors == 1 ? "" : "s");
+    if (s->pending) /* queued files no worker has started */
+        snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "; %lld queued, not started",
+                 (long long)s->pending);
     d->line(d->user, buf);
     d->line(d->user, "status   frames  infer/s  model (layer, dim, dtype, sampling)  path");
 }

@@ -43,12 +43,19 @@
 /* What vf_db_inspect reads, the same SQL in both stores: the counts (one row), every
  * extraction with its model (each store appends its ORDER BY: by path in byte order, then model)
  * and the benchmark runs in the order they were recorded. */
-#define VFI_INSPECT_COUNTS_SQL                                                                     \
+/* vf_db_summary's counts of a database at schema `version`: files queued (schema 3) and not
+ * started by any model are the pending ones (older schemas have no queue: 0). */
+#define VFI_INSPECT_COUNTS_SQL_AT(version)                                                         \
+    ((version) >= 3 ? VFI_INSPECT_COUNTS_SQL(VFI_INSPECT_PENDING_SQL) : VFI_INSPECT_COUNTS_SQL("0"))
+#define VFI_INSPECT_COUNTS_SQL(pending)                                                            \
     "SELECT (SELECT count(*) FROM videos), (SELECT count(*) FROM models),"                         \
     " (SELECT count(*) FROM extractions WHERE status = 'done'),"                                   \
     " (SELECT count(*) FROM extractions WHERE status = 'failed'),"                                 \
     " (SELECT count(*) FROM extractions WHERE status = 'running'),"                                \
-    " (SELECT count(*) FROM features)"
+    " (SELECT count(*) FROM features), " pending
+#define VFI_INSPECT_PENDING_SQL                                                                    \
+    "(SELECT count(*) FROM queue q WHERE NOT EXISTS (SELECT 1 FROM videos v"                       \
+    " JOIN extractions e ON e.video_id = v.id WHERE v.path = q.path))"
 #define VFI_INSPECT_EXTRACTIONS_SQL(weights)                                                       \
     "SELECT e.status, e.frames, coalesce(e.infer_fps, 0), m.name, m.layer, m.dim, m.dtype,"        \
     " e.sampling, v.path, e.error, " weights " FROM extractions e"                                 \

@@ -399,11 +399,11 @@ vf_status vfi_sql_inspect(vf_store *s, const char *database, const char *engine,
     vf_status rc = vfi_sql_exec(s, s->ops->sql->snapshot, "reading", err);
     if (rc < 0)
         return rc;
-    rc = vfi_sql_prepare(s, VFI_INSPECT_COUNTS_SQL, "reading", &q, err);
+    rc = vfi_sql_prepare(s, VFI_INSPECT_COUNTS_SQL_AT(version), "reading", &q, err);
     if (rc >= 0 && vfi_sql_step(q)) {
-        int64_t *counts[] = {&sum.videos, &sum.models,  &sum.done,
-                             &sum.failed, &sum.running, &sum.vectors};
-        for (int i = 0; i < 6; i++)
+        int64_t *counts[] = {&sum.videos,  &sum.models,  &sum.done,   &sum.failed,
+                             &sum.running, &sum.vectors, &sum.pending};
+        for (int i = 0; i < (int)(sizeof(counts) / sizeof(counts[0])); i++)
             *counts[i] = vfi_sql_col_int64(q, i);
         if (v->summary)
             v->summary(v->user, &sum);

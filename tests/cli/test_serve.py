@@ -20,6 +20,7 @@ test_serve_browser.py's.
   --token-file's token is used and not printed; --no-auth asks none; loopback asks none;
 - a run writing the same database meanwhile: 8 clients asking at once are all answered, the run
   finishes, and the status then counts its file;
+- a file queued and not started counts as pending (the status and info);
 - SIGTERM stops it (exit 0); a missing database exits 3; bad options exit 2.
 
 usage: test_serve.py VIDFEAT MODEL_ONNX
@@ -301,6 +302,15 @@ def main():
             check(not os.listdir(tmpdir), "the upload directory is removed: %s" % os.listdir(tmpdir))
         print("ok SIGTERM stops it (exit 0), its upload directory removed")
         check_tokens(exe, db, root, a, tmp)
+        # a queued file no worker has started is pending, on the page as in info
+        r = run(exe, "enqueue", "-o", db, unrecorded)
+        check(r.returncode == 0, r.stderr)
+        with Server(exe, db, "--root", root) as s:
+            summary = json.loads(s.get("/api/status")[2])["summary"]
+            check(summary["pending"] == 1, "pending: %s" % summary)
+        r = run(exe, "info", db, "--summary")
+        check("; 1 queued, not started" in r.stdout, r.stdout)
+        print("ok a queued file not started is pending (status, info)")
 
         r = run(exe, "serve", os.path.join(tmp, "missing.db"))
         check(r.returncode == 3 and len(r.stderr.splitlines()) == 1, "missing: %d %s" % (

@@ -234,6 +234,7 @@ async function refreshStatus() {
                             doc.model + ' ' + doc.layer}),
       el('div', {class: 'numbers'}, number('files done', s.done, 'st-done'),
          number('failed', s.failed, 'st-failed'), number('unfinished', s.running, 'st-running'),
+         number('queued, not started', s.pending, 'st-pending'),
          number('vectors', s.vectors, 'st-vectors'), number('vectors/s', rate, 'st-rate'),
          number('files/min', files, 'st-files-rate')),
       table('failed files', doc.failed, [['file', 'path'], ['why', 'error']]),

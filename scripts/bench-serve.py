@@ -3,24 +3,24 @@
 with the CPU's name; nothing is asserted.
 
     scripts/bench-serve.py [--build DIR] [--vectors 1000000] [--dim 512] [--clients 50]
-                           [--seconds 30]
+                           [--seconds 20]
 
 1. An SQLite archive of N synthetic DIM-d vectors (100 frames a file, around 1,000 scenes:
    vfbench.write_archive), plus ten 60 s 1280x720 H.264 clips made by ffmpeg recorded under the
    same model (one vector every 0.5 s), and `vidfeat index` over them (the kind it chooses).
-2. `vidfeat serve` on it, and CLIENTS threads asking at once for SECONDS: "more like this"
-   (/api/similar, a random stored frame, 24 hits, through the index) and thumbnails
-   (/api/thumb, a random time of a random clip: decoded on demand unless the cache holds it),
-   half each, over keep-alive connections; meanwhile a worker extracts clips into the same
-   database (the tiny CNN, again and again with --force), so the server reads while it writes.
-3. Latency per request kind as the clients see it: p50, p99, max, requests/s; errors; and the
-   worker's runs (each must succeed).
+2. `vidfeat serve` on it, loaded by wrk (Debian's `wrk`: a C client, so that the clients cost
+   little of the machine) with CLIENTS connections for SECONDS each time:
+   - "more like this" alone (/api/similar: a random stored frame, 24 hits, through the index);
+   - thumbnails alone, cold (/api/thumb: a random clip at a random millisecond, so nearly every
+     one is decoded: a seek to the key frame before it, frames decoded up to it, JPEG);
+   - thumbnails alone, warm (the 24 of one page of results, asked again and again: the cache);
+   - the issue's mix: half the connections "more like this", half cold thumbnails, while a
+     worker extracts clips into the same database again and again (the tiny CNN, --force).
+3. Per request kind: requests/s, latency p50, p90, p99, max (wrk's), errors; the worker's runs.
 """
 import argparse
-import http.client
 import json
 import os
-import random
 import shutil
 import signal
 import sqlite3
@@ -79,10 +79,12 @@ def main():
     ap.add_argument("--vectors", type=int, default=1000000)
     ap.add_argument("--dim", type=int, default=512)
     ap.add_argument("--clients", type=int, default=50)
-    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--seconds", type=int, default=20)
     a = ap.parse_args()
     vidfeat = os.path.join(a.build, "src", "cli", "vidfeat")
-    print("# %s, %d cores; %s vectors of %d; %d clients for %.0f s, a worker writing" % (
+    if not shutil.which("wrk"):
+        sys.exit("bench-serve: needs wrk (apt-get install wrk)")
+    print("# %s, %d cores; %s vectors of %d; %d connections for %d s each" % (
         vfbench.cpu_name(), os.cpu_count(), "{:,}".format(a.vectors), a.dim, a.clients,
         a.seconds), flush=True)
     with tempfile.TemporaryDirectory(prefix="vidfeat_bench_serve_") as tmp:
@@ -103,75 +105,112 @@ def main():
         srv = subprocess.Popen([vidfeat, "serve", db, "--model", "bench", "--port", "0",
                                 "--root", "/"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
-        url = srv.stdout.readline().strip()
-        host, port = url[len("http://"):].rstrip("/").rsplit(":", 1)
+        url = srv.stdout.readline().strip().rstrip("/")
         files = a.vectors // 100
-        stop = time.time() + a.seconds
-        lat = {"similar": [], "thumb": []}
-        errors = []
-        lock = threading.Lock()
-
-        def client(seed):
-            rng = random.Random(seed)
-            conn = http.client.HTTPConnection(host, int(port), timeout=60)
-            while time.time() < stop:
-                if rng.random() < 0.5:
-                    kind_ = "similar"
-                    q = {"path": "/archive/bench/f%07d.mp4" % rng.randrange(files),
-                         "t": rng.randrange(100) / 25.0, "k": 24}
-                else:
-                    kind_ = "thumb"
-                    q = {"path": rng.choice(clips), "t": rng.randrange(CLIP_S * 2) / 2.0}
-                t1 = time.perf_counter()
-                try:
-                    conn.request("GET", "/api/%s?%s" % (kind_, urllib.parse.urlencode(q)))
-                    resp = conn.getresponse()
-                    resp.read()
-                    ok = resp.status == 200
-                except (OSError, http.client.HTTPException) as e:
-                    ok = False
-                    conn.close()
-                    conn = http.client.HTTPConnection(host, int(port), timeout=60)
-                    resp = e
-                ms = (time.perf_counter() - t1) * 1e3
-                with lock:
-                    if ok:
-                        lat[kind_].append(ms)
-                    else:
-                        errors.append("%s: %s" % (kind_, getattr(resp, "status", resp)))
-            conn.close()
-
-        runs = []
-
-        def worker():
-            sample = os.path.join(ROOT, "samples", "one_gop_12s.mp4")
-            while time.time() < stop:
-                w = subprocess.run([vidfeat, "--model", os.path.join(ROOT, "models",
-                                                                      "tiny_cnn.onnx"),
-                                    "--force", "-q", "-o", db, sample], capture_output=True,
-                                   text=True)
-                runs.append(w.returncode)
-
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(a.clients)]
-        writer = threading.Thread(target=worker)
-        writer.start()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        writer.join()
+        scripts = write_lua(tmp, files, clips)
+        print("| load | request | connections | requests/s | p50 ms | p90 ms | p99 ms | max ms |"
+              " errors |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for load, runs in (("alone", [("similar", a.clients)]),
+                           ("alone", [("thumb_cold", a.clients)]),
+                           ("alone", [("thumb_warm", a.clients)]),
+                           ("mixed, a worker writing", [("similar", a.clients // 2),
+                                                        ("thumb_cold", a.clients // 2)])):
+            worker = None
+            if load.startswith("mixed"):
+                worker = Worker(vidfeat, db, a.seconds)
+            procs = [(kind, n, subprocess.Popen(
+                ["wrk", "-t1", "-c%d" % n, "-d%ds" % a.seconds, "--timeout", "30s", "--latency",
+                 "-s", scripts[kind], url], stdout=subprocess.PIPE, text=True))
+                for kind, n in runs]
+            for kind, n, p in procs:
+                out = p.communicate()[0]
+                r = parse_wrk(out)
+                print("| %s | %s | %d | %.1f | %s | %s | %s | %s | %d |" % (
+                    load, LABELS[kind], n, r["rps"], r["50%"], r["90%"], r["99%"], r["max"],
+                    r["errors"]), flush=True)
+            if worker:
+                runs_done = worker.join()
+                print("# the worker meanwhile: %d runs, exit statuses %s" % (
+                    len(runs_done), sorted(set(runs_done))))
         srv.send_signal(signal.SIGTERM)
         srv.wait(timeout=30)
-        print("| request | requests | per s | p50 ms | p99 ms | max ms |")
-        print("|---|---|---|---|---|---|")
-        for k, v in lat.items():
-            print("| %s | %d | %.1f | %.1f | %.1f | %.1f |" % (
-                "more like this (/api/similar, index %s)" % kind if k == "similar" else
-                "thumbnail (/api/thumb, 720p H.264)", len(v), len(v) / a.seconds, pct(v, 50),
-                pct(v, 99), max(v) if v else float("nan")))
-        print("# errors: %d%s; the worker's runs meanwhile: %d, exit statuses %s" % (
-            len(errors), (" (" + "; ".join(sorted(set(errors))[:5]) + ")") if errors else "",
-            len(runs), sorted(set(runs))))
+
+
+LABELS = {"similar": "more like this (index)", "thumb_cold": "thumbnail, cold (720p H.264)",
+          "thumb_warm": "thumbnail, warm (cached)"}
+
+
+def write_lua(tmp, files, clips):
+    """wrk scripts, one per request kind: each request a random one of its kind."""
+    quoted = ", ".join('"%s"' % urllib.parse.quote(c) for c in clips)
+    bodies = {
+        "similar": 'local f = math.random(0, %d)\n'
+                   '  local t = math.random(0, 99) / 25\n'
+                   '  return wrk.format("GET", string.format('
+                   '"/api/similar?path=/archive/bench/f%%07d.mp4&t=%%g&k=24", f, t))' % (files - 1),
+        "thumb_cold": 'local c = clips[math.random(1, #clips)]\n'
+                      '  local t = math.random(0, %d) / 1000\n'  # within the last frame's time
+                      '  return wrk.format("GET", string.format("/api/thumb?path=%%s&t=%%.3f", c, t))'
+                      % (CLIP_S * 1000 - 100),
+        "thumb_warm": 'local i = math.random(0, 23)\n'
+                      '  local c = clips[i % #clips + 1]\n'
+                      '  return wrk.format("GET", string.format("/api/thumb?path=%s&t=%.3f", c,'
+                      ' 2.5 * i))',
+    }
+    out = {}
+    for kind, body in bodies.items():
+        out[kind] = os.path.join(tmp, kind + ".lua")
+        with open(out[kind], "w") as f:
+            f.write("clips = {%s}\nmath.randomseed(%d)\nrequest = function()\n  %s\nend\n"
+                    % (quoted, len(kind), body))
+    return out
+
+
+def ms(text):
+    """wrk's '12.34ms', '1.20s', '850.00us' in milliseconds, as text."""
+    for unit, f in (("us", 1e-3), ("ms", 1.0), ("s", 1e3), ("m", 6e4)):
+        if text.endswith(unit):
+            return "%.1f" % (float(text[:-len(unit)]) * f)
+    return text
+
+
+def parse_wrk(out):
+    r = {"rps": 0.0, "errors": 0, "max": "-"}
+    for line in out.splitlines():
+        w = line.split()
+        if len(w) == 2 and w[0] in ("50%", "75%", "90%", "99%"):
+            r[w[0]] = ms(w[1])
+        elif w[:1] == ["Latency"] and len(w) >= 4:
+            r["max"] = ms(w[3])
+        elif line.startswith("Requests/sec:"):
+            r["rps"] = float(w[1])
+        elif line.strip().startswith("Non-2xx"):
+            r["errors"] += int(w[-1])
+        elif line.strip().startswith("Socket errors"):
+            r["errors"] += sum(int(x.strip(",")) for x in w[3::2])
+    return r
+
+
+class Worker:
+    """A worker extracting a clip into the database again and again for `seconds`."""
+
+    def __init__(self, vidfeat, db, seconds):
+        self.runs = []
+        self.stop = time.time() + seconds
+        self.t = threading.Thread(target=self.loop, args=(vidfeat, db))
+        self.t.start()
+
+    def loop(self, vidfeat, db):
+        sample = os.path.join(ROOT, "samples", "one_gop_12s.mp4")
+        while time.time() < self.stop:
+            w = subprocess.run([vidfeat, "--model", os.path.join(ROOT, "models", "tiny_cnn.onnx"),
+                                "--force", "-q", "-o", db, sample], capture_output=True)
+            self.runs.append(w.returncode)
+
+    def join(self):
+        self.t.join()
+        return self.runs
 
 
 if __name__ == "__main__":

@@ -4,10 +4,11 @@
  * made once, then shared by every query. vf_db_similar is one such session for one query.
  *
  * Any thread may query a session at once (the index and the text tower are used by one at a
- * time, under the session's locks; each query opens its own read-only view of the database, so
- * a run writing to it meanwhile is never blocked). The index is looked for again, at most every
- * few seconds, when its file changed or none was found, so that one built or brought up to date
- * while the session is open is used.
+ * time, under the session's locks; each query reads the database through a read-only
+ * connection of its own, taken from the few the session keeps, so a run writing to it meanwhile
+ * is never blocked, and each query sees what was committed before it). The index is looked for
+ * again, at most every few seconds, when its file changed or none was found, so that one built
+ * or brought up to date while the session is open is used.
  */
 #ifndef VIDFEAT_SESSION_H
 #define VIDFEAT_SESSION_H

@@ -29,6 +29,8 @@
 #define DEFAULT_K      10
 #define MAX_K          100000
 #define MAX_CANDIDATES VF_STORE_MAX_REFS
+/* read-only connections a session keeps for its queries, at most */
+#define POOL_SIZE 16
 /* seconds between looks for a newer index file (or one where there was none) */
 #define INDEX_RECHECK_S 5.0
 
@@ -49,6 +51,11 @@ struct vfi_session {
     struct stat index_st;
     pthread_mutex_t text_lock; /* te: made once, used by one query at a time */
     vf_text_encoder *te;
+    /* read-only connections no query is using, kept for the next (opening one costs more than
+     * most queries: the schema is checked) */
+    pthread_mutex_t pool_lock;
+    vf_store *pool[POOL_SIZE];
+    int n_pool;
 };
 
 /* The vector of the frame of `path` at `at` seconds, extracted now with the row's model. */
@@ -174,6 +181,7 @@ vf_status vfi_session_open(const char *db, const vf_config *cfg, const char *ind
     pthread_mutex_init(&ss->ann_lock, NULL);
     pthread_mutex_init(&ss->check_lock, NULL);
     pthread_mutex_init(&ss->text_lock, NULL);
+    pthread_mutex_init(&ss->pool_lock, NULL);
     ss->cfg = *cfg;
     const char **fields[] = {&ss->cfg.model, &ss->cfg.models_dir, &ss->cfg.layer, &ss->cfg.backend,
                              &ss->cfg.int8_scales};
@@ -215,6 +223,8 @@ void vfi_session_free(vfi_session **ps)
         return;
     vfi_index_free(&ss->ix);
     vf_text_encoder_free(&ss->te);
+    for (int i = 0; i < ss->n_pool; i++)
+        vfi_store_close(&ss->pool[i]);
     vfi_held_free(&ss->rows);
     for (size_t i = 0; i < sizeof(ss->strs) / sizeof(ss->strs[0]); i++)
         vfi_free(ss->strs[i]);
@@ -224,8 +234,35 @@ void vfi_session_free(vfi_session **ps)
     pthread_mutex_destroy(&ss->ann_lock);
     pthread_mutex_destroy(&ss->check_lock);
     pthread_mutex_destroy(&ss->text_lock);
+    pthread_mutex_destroy(&ss->pool_lock);
     vfi_free(ss);
     *ps = NULL;
+}
+
+/* A read-only connection to the session's database: a kept one, else a new one. */
+static vf_status take_store(vfi_session *ss, vf_store **s, vf_err *err)
+{
+    *s = NULL;
+    pthread_mutex_lock(&ss->pool_lock);
+    if (ss->n_pool)
+        *s = ss->pool[--ss->n_pool];
+    pthread_mutex_unlock(&ss->pool_lock);
+    return *s ? VF_OK : vfi_store_open(ss->db, VF_STORE_READ, s, err);
+}
+
+/* Give a connection back after a query: kept when the query went well (a failure may have
+ * been the connection's) and there is room, else closed. */
+static void give_store(vfi_session *ss, vf_store **s, vf_status rc)
+{
+    if (!*s)
+        return;
+    pthread_mutex_lock(&ss->pool_lock);
+    if (rc >= 0 && ss->n_pool < POOL_SIZE) {
+        ss->pool[ss->n_pool++] = *s;
+        *s = NULL;
+    }
+    pthread_mutex_unlock(&ss->pool_lock);
+    vfi_store_close(s);
 }
 
 /* Has the index file changed (or gone) since it was opened? */
@@ -309,12 +346,11 @@ vf_status vfi_session_stored(vfi_session *ss, const char *path, double t, vf_sto
     vf_store *s = NULL;
     *found = 0;
     float *vec = vfi_mallocarray((size_t)ss->row->dim, sizeof(float));
-    vf_status rc = vec ? vfi_store_open(ss->db, VF_STORE_READ, &s, err)
-                       : vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    vf_status rc = vec ? take_store(ss, &s, err) : vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     if (rc >= 0)
         rc = vfi_store_vector_at(s, ss->row->id, ss->row->f16, path, t, vec, ss->row->dim, ref,
                                  found, err);
-    vfi_store_close(&s);
+    give_store(ss, &s, rc);
     vfi_free(vec);
     return rc;
 }
@@ -334,9 +370,9 @@ vf_status vfi_session_similar(vfi_session *ss, const vf_similar_query *q, int st
     double embed_ms = 0.0;
     vf_neighbour src = {0};
     vf_store_ref ref = {0};
-    int found = 0, locked = 0;
+    int found = 0, locked = 0, sound = 1;
     vfi_index *ix = NULL;
-    rc = vfi_store_open(ss->db, VF_STORE_READ, &s, err);
+    rc = take_store(ss, &s, err);
     if (rc < 0)
         return rc;
     if (n_texts) {
@@ -348,6 +384,7 @@ vf_status vfi_session_similar(vfi_session *ss, const vf_similar_query *q, int st
         const char *path = q->image ? q->image : q->video;
         double at = q->image ? 0.0 : q->at;
         rc = vfi_store_vector_at(s, row->id, row->f16, path, at, vecs, row->dim, &ref, &found, err);
+        sound = rc >= 0;
         if (rc >= 0 && found)
             src = (vf_neighbour){path, ref.frame_index, ref.pts, ref.t, 1.0, 1, 0};
         else if (rc >= 0 && stored_only)
@@ -368,6 +405,7 @@ vf_status vfi_session_similar(vfi_session *ss, const vf_similar_query *q, int st
         hit_relay out = {hit, user, i};
         rc = search(s, ix, &ss->ann_lock, row, vecs + (size_t)i * (size_t)row->dim, k, q->probe,
                     found ? &ref : NULL, &out, &stats, err);
+        sound &= rc >= 0;
         stats.embed_ms = embed_ms;
         if (rc >= 0 && q->stats)
             q->stats[i] = stats;
@@ -375,7 +413,7 @@ vf_status vfi_session_similar(vfi_session *ss, const vf_similar_query *q, int st
     if (locked)
         pthread_rwlock_unlock(&ss->index_rw);
     vfi_free(vecs);
-    vfi_store_close(&s);
+    give_store(ss, &s, sound ? VF_OK : VF_ERR_STORE); /* a failed read: the connection goes */
     return rc;
 }
 

@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@ struct vfs_http {
     struct MHD_Daemon *daemon;
     vfs_http_opts o;
     int port;
+    atomic_int bodies; /* bodies being read or held now */
 };
 
 struct vfs_req {
@@ -31,6 +33,7 @@ struct vfs_req {
     const char *method, *path;
     uint8_t *body;
     size_t len, cap;
+    int counted; /* one of h->bodies */
     int replied;
     enum MHD_Result result;
 };
@@ -64,26 +67,6 @@ const uint8_t *vfs_req_body(const vfs_req *r, size_t *len)
 {
     *len = r->len;
     return r->body;
-}
-
-int vfs_req_loopback(const vfs_req *r)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(r->c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (!ci || !ci->client_addr)
-        return 0;
-    const struct sockaddr *sa = ci->client_addr;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-    }
-    if (sa->sa_family == AF_INET6) {
-        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-        if (IN6_IS_ADDR_LOOPBACK(a))
-            return 1;
-        return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
-    }
-    return 0;
 }
 
 /* Add "Name: value" lines to a response; -1 when one is malformed or cannot be added. */
@@ -210,13 +193,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *con_cls = r;
         const char *cl =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > h->o.max_body) { /* refused before it is read */
-            char msg[96];
-            int len =
-                snprintf(msg, sizeof(msg), "a request body is at most %zu bytes\n", h->o.max_body);
+        const char *te =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+        int has_body = (cl && strtoull(cl, NULL, 10) > 0) || te;
+        if (has_body &&
+            (strcmp(url, h->o.body_path) || (cl && strtoull(cl, NULL, 10) > h->o.max_body))) {
+            char msg[128]; /* refused before it is read */
+            int len = snprintf(msg, sizeof(msg), "a request body is at most %zu bytes, to %s\n",
+                               h->o.max_body, h->o.body_path);
             vfs_reply(r, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain; charset=utf-8", msg, (size_t)len,
                       NULL);
             return r->result;
+        }
+        if (has_body) {
+            r->counted = 1;
+            if (atomic_fetch_add(&h->bodies, 1) >= h->o.max_bodies) {
+                static const char busy[] = "busy: too many uploads at once, try again\n";
+                vfs_reply(r, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", busy,
+                          sizeof(busy) - 1, (const char *const[]){"Retry-After: 1", NULL});
+                return r->result;
+            }
         }
         return MHD_YES;
     }
@@ -255,9 +251,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls, (void)c, (void)toe;
+    (void)c, (void)toe;
+    vfs_http *h = cls;
     vfs_req *r = *con_cls;
     if (r) {
+        if (r->counted)
+            atomic_fetch_sub(&h->bodies, 1);
         vfi_free(r->body);
         vfi_free(r);
     }

@@ -23,6 +23,10 @@ typedef struct vfs_http_opts {
     const char *bind; /* an IPv4 or IPv6 address ("127.0.0.1", "::1", "0.0.0.0") */
     int port;         /* 0: any free port (vfs_http_port says which) */
     size_t max_body;  /* a larger request body is refused (413) without being read */
+    /* the one path whose requests may have a body (others' are refused, 413, unread), and how
+     * many such bodies may be read into memory at once (more: 503 until one is done) */
+    const char *body_path;
+    int max_bodies;
     int max_connections;
     int timeout_s; /* an idle connection is closed after this */
     /* "Name: value" lines added to every reply (security headers); borrowed for the server's
@@ -48,8 +52,6 @@ const char *vfs_req_header(const vfs_req *r, const char *name);
 const char *vfs_req_cookie(const vfs_req *r, const char *name);
 /* The body (may be NULL when empty) and its length. */
 const uint8_t *vfs_req_body(const vfs_req *r, size_t *len);
-/* 1 when the client connected from a loopback address. */
-int vfs_req_loopback(const vfs_req *r);
 
 /* ---- replies: one per request; extra (may be NULL) is NULL-terminated "Name: value" ---- */
 /* status with len bytes of data (copied) of type. */

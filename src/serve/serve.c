@@ -45,6 +45,7 @@
 #define DEFAULT_THUMB_CACHE (64 << 20)
 #define MAX_K               1000
 #define MAX_LISTED          50 /* failed and unfinished files the status lists */
+#define MAX_UPLOADS         4  /* uploads held in memory at once */
 #define MAX_CONNECTIONS     256
 #define TIMEOUT_S           60
 #define TOKEN_COOKIE        "vidfeat_token"
@@ -655,6 +656,8 @@ vf_status vf_server_start(const char *db, const vf_config *cfg, const vf_serve_o
     vfs_http_opts ho = {.bind = bind,
                         .port = o->port,
                         .max_body = (size_t)srv->max_upload,
+                        .body_path = "/api/similar",
+                        .max_bodies = MAX_UPLOADS,
                         .max_connections = MAX_CONNECTIONS,
                         .timeout_s = TIMEOUT_S,
                         .headers = security_headers,

@@ -153,7 +153,9 @@ vf_status vfi_sql_models(vf_store *s, vf_store_model_fn row, void *user, vf_err 
 
 /* The video id stored for path, or for another name of the same file (0: none): the name
  * extractions record (vfi_path_absolute), the path as given (databases from before names were
- * absolute), or any stored path that realpath resolves to the same file. */
+ * absolute), each looked up by the path's index first; else any stored path that realpath
+ * resolves to the same file (every video of the model read: an archive's worth, so only when the
+ * names are not there). */
 static vf_status find_video(vf_store *s, int64_t model_id, const char *path, int64_t *video,
                             vf_err *err)
 {
@@ -163,14 +165,25 @@ static vf_status find_video(vf_store *s, int64_t model_id, const char *path, int
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     vf_sql *q;
     vf_status rc = vfi_sql_prepare(s,
-                                   "SELECT DISTINCT v.id, v.path, v.path IN (?2, ?3) AS named"
-                                   " FROM videos v JOIN extractions e ON e.video_id = v.id"
-                                   " WHERE e.model_id = ?1 ORDER BY named DESC, v.id",
+                                   "SELECT v.id FROM videos v WHERE v.path IN (?2, ?3) AND EXISTS"
+                                   " (SELECT 1 FROM extractions e WHERE e.video_id = v.id AND"
+                                   " e.model_id = ?1) ORDER BY v.id LIMIT 1",
                                    "reading videos", &q, err);
     if (rc >= 0) {
         vfi_sql_int64(q, 1, model_id);
         vfi_sql_text(q, 2, name ? name : path);
         vfi_sql_text(q, 3, path);
+        if (vfi_sql_step(q))
+            *video = vfi_sql_col_int64(q, 0);
+        rc = vfi_sql_finish(q, err);
+    }
+    if (rc >= 0 && !*video)
+        rc = vfi_sql_prepare(s,
+                             "SELECT DISTINCT v.id, v.path FROM videos v JOIN extractions e ON"
+                             " e.video_id = v.id WHERE e.model_id = ?1 ORDER BY v.id",
+                             "reading videos", &q, err);
+    if (rc >= 0 && !*video) {
+        vfi_sql_int64(q, 1, model_id);
         char *want = realpath(path, NULL);
         while (!*video && vfi_sql_step(q)) {
             if (vfi_rank_same_file(vfi_sql_col_text(q, 1), path, name, want))

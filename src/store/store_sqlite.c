@@ -230,13 +230,54 @@ static vf_status read_vec(sq_store *s, sqlite3_stmt *st, int col, int f16, int d
     return VF_OK;
 }
 
+/* The extractions vectors_at has looked up lately: whether each is a done extraction of the
+ * model, and its file's path (candidates come by similarity, a file's frames often together). */
+#define SEEN_EXTRACTIONS 64
+typedef struct seen_ext {
+    int64_t id;
+    char *path; /* NULL: not a done extraction of the model */
+} seen_ext;
+
+/* The path of extraction ext when it is a done one of model_id, else NULL; remembered in seen
+ * (n of them, the oldest replaced at *next). *failed: 1 when SQLite failed, 2 out of memory. */
+static const char *extraction_path(sqlite3_stmt *st, int64_t ext, int64_t model_id, seen_ext *seen,
+                                   int *n, int *next, int *failed)
+{
+    for (int i = 0; i < *n; i++)
+        if (seen[i].id == ext)
+            return seen[i].path;
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, ext);
+    sqlite3_bind_int64(st, 2, model_id);
+    int r = sqlite3_step(st);
+    char *path = NULL;
+    if (r == SQLITE_ROW && !(path = vfi_strdup((const char *)sqlite3_column_text(st, 0))))
+        *failed = 2;
+    else if (r != SQLITE_ROW && r != SQLITE_DONE)
+        *failed = 1;
+    if (*failed)
+        return NULL;
+    int slot = *n;
+    if (*n < SEEN_EXTRACTIONS) {
+        (*n)++;
+    } else {
+        slot = *next;
+        *next = (*next + 1) % SEEN_EXTRACTIONS;
+        vfi_free(seen[slot].path);
+    }
+    seen[slot] = (seen_ext){ext, path};
+    return path;
+}
+
 static vf_status sq_vectors_at(vf_store *store, int64_t model_id, int f16, int dim,
                                const vf_store_ref *refs, int n, vf_store_ref_fn fn, void *user,
                                vf_err *err)
 {
     sq_store *s = (sq_store *)store;
     vf_status rc = VF_OK;
-    sqlite3_stmt *st = NULL;
+    sqlite3_stmt *st = NULL, *ext_st = NULL;
+    seen_ext seen[SEEN_EXTRACTIONS] = {{0, NULL}};
+    int n_seen = 0, next = 0, failed = 0;
     float *v = vfi_mallocarray((size_t)(dim > 0 ? dim : 1), sizeof(float));
     if (!v)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
@@ -245,17 +286,29 @@ static vf_status sq_vectors_at(vf_store *store, int64_t model_id, int f16, int d
         return rc;
     }
     CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "SELECT f.pts, f.t, f.vec, v.path FROM features f JOIN extractions"
-                                 " e ON e.id = f.extraction_id JOIN videos v ON v.id = e.video_id"
-                                 " WHERE f.extraction_id = ?1 AND f.frame_index = ?2 AND"
-                                 " e.model_id = ?3 AND e.status = 'done'",
+                                 "SELECT v.path FROM extractions e JOIN videos v ON v.id ="
+                                 " e.video_id WHERE e.id = ?1 AND e.model_id = ?2 AND"
+                                 " e.status = 'done'",
+                                 -1, &ext_st, NULL),
+              "reading extractions");
+    CHECK_SQL(sqlite3_prepare_v2(s->db,
+                                 "SELECT pts, t, vec FROM features WHERE extraction_id = ?1 AND"
+                                 " frame_index = ?2",
                                  -1, &st, NULL),
               "reading features");
     for (int i = 0; i < n && rc >= 0; i++) {
+        const char *path =
+            extraction_path(ext_st, refs[i].extraction, model_id, seen, &n_seen, &next, &failed);
+        if (failed) {
+            rc = failed == 2 ? vfi_fail(err, VF_ERR_NOMEM, "out of memory")
+                             : vfi_sq_fail(s, err, "reading extractions");
+            break;
+        }
+        if (!path)
+            continue; /* gone, or not done */
         sqlite3_reset(st);
         sqlite3_bind_int64(st, 1, refs[i].extraction);
         sqlite3_bind_int64(st, 2, refs[i].frame_index);
-        sqlite3_bind_int64(st, 3, model_id);
         int r = sqlite3_step(st);
         if (r == SQLITE_DONE)
             continue; /* gone */
@@ -267,11 +320,14 @@ static vf_status sq_vectors_at(vf_store *store, int64_t model_id, int f16, int d
         ref.pts = sqlite3_column_int64(st, 0);
         ref.t = sqlite3_column_double(st, 1);
         TRY(read_vec(s, st, 2, f16, dim, v, err));
-        TRY(fn(user, i, (const char *)sqlite3_column_text(st, 3), &ref, v));
+        TRY(fn(user, i, path, &ref, v));
     }
 fail:
     sqlite3_finalize(st);
+    sqlite3_finalize(ext_st);
     vfi_sq_exec(s, "COMMIT", NULL);
+    for (int i = 0; i < n_seen; i++)
+        vfi_free(seen[i].path);
     vfi_free(v);
     return rc;
 }
@@ -287,6 +343,7 @@ static vf_status open_write(const char *path, vf_store **out, vf_err *err)
     sq_store *s = new_store(path);
     if (!s)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    vfi_sq_configure();
     if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
         SQLITE_OK) {
         rc = vfi_sq_fail(s, err, "cannot open");

@@ -3,6 +3,7 @@
  * migrations that make it, a database from elsewhere checked against it and opened
  * defensively, and the helpers every statement uses.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,12 +281,27 @@ done:
     return rc;
 }
 
+static void configure(void)
+{
+    /* SQLite's memory statistics take one process-wide mutex at every allocation: with many
+     * threads reading at once (vidfeat serve) that mutex was most of the time. vidfeat reads no
+     * statistics. (A program that started SQLite first keeps its setting: SQLITE_MISUSE.) */
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
+void vfi_sq_configure(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, configure);
+}
+
 /* Open s->path read-only into s->db and read its schema version into *version: a vidfeat
  * database has one of at least 1. s->db is left for the caller to close, also on failure. */
 vf_status vfi_sq_open_readonly(sq_store *s, int *version, vf_err *err)
 {
     vf_status rc = VF_OK;
     sqlite3_stmt *st = NULL;
+    vfi_sq_configure();
     if (sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
         return vfi_fail(err, VF_ERR_STORE, "%s: cannot open (%s)", s->path,
                         s->db ? sqlite3_errmsg(s->db) : "out of memory");

@@ -59,6 +59,9 @@ vf_status vfi_sq_migrate(sq_store *s, vf_err *err);
 vf_status vfi_sq_check_schema(sq_store *s, int version, vf_err *err);
 /* Open s->path read-only (defensively, its schema checked); its version into *version. */
 vf_status vfi_sq_open_readonly(sq_store *s, int *version, vf_err *err);
+/* SQLite configured for vidfeat (once per process, before the first connection): no memory
+ * statistics, whose process-wide mutex every allocation takes. */
+void vfi_sq_configure(void);
 
 /* ---- leased work (store_sqlite_work.c): vf_store_ops entries ---- */
 vf_status vfi_sq_clock(vf_store *store, double *now, vf_err *err);

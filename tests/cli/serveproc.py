@@ -37,15 +37,20 @@ class Server:
         except urllib.error.HTTPError as e:
             return e.code, e.headers, e.read()
 
+    def start_body(self, path, length):
+        """A connection that has POSTed path's headers announcing length bytes, none sent."""
+        host, port = self.url[len("http://"):].rsplit(":", 1)
+        conn = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=60)
+        conn.putrequest("POST", path)
+        conn.putheader("Content-Length", str(length))
+        conn.endheaders()
+        return conn
+
     def announce(self, path, length):
         """POST path announcing a body of length bytes without sending it: the status the server
         answers the headers with."""
-        host, port = self.url[len("http://"):].rsplit(":", 1)
-        conn = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=60)
+        conn = self.start_body(path, length)
         try:
-            conn.putrequest("POST", path)
-            conn.putheader("Content-Length", str(length))
-            conn.endheaders()
             return conn.getresponse().status
         finally:
             conn.close()

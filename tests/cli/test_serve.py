@@ -14,7 +14,8 @@ test_serve_browser.py's.
   /etc/passwd, directories, unknown URLs: 404; a missing path 400; DELETE 405; every reply
   carries the Content-Security-Policy (no inline script) and nosniff;
 - an uploaded image finds its frame (its neighbourhood first); a body over the bound is 413; a
-  file that is not a picture is one line, 400; nothing is left in the upload directory;
+  file that is not a picture is one line, 400; a body to another URL is 413 and a fifth upload
+  at once 503, unread; nothing is left in the upload directory;
 - the token: off loopback (--bind 0.0.0.0) a request without it is 401, with the bearer header
   or the cookie that /?token= sets (HttpOnly, SameSite=Strict) it is answered; a wrong one 401;
   --token-file's token is used and not printed; --no-auth asks none; loopback asks none;
@@ -32,9 +33,10 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.parse
 
-from serveproc import Server
+from serveproc import Server, wait_until
 from vfcheck import SKIP, check, ff
 
 try:
@@ -183,12 +185,24 @@ def check_upload(s, a, tmp, upload_dirs):
           "the frame's neighbourhood first: %s" % hits)
     st = s.announce("/api/similar", 33 << 20)
     check(st == 413, "a body over the bound: %d" % st)
+    st = s.announce("/api/status", 1000)
+    check(st == 413, "a body to another URL: %d" % st)
+    held = [s.start_body("/api/similar", 1 << 20) for _ in range(4)]  # four uploads under way
+    time.sleep(0.3)
+    st = s.announce("/api/similar", 1 << 20)
+    for conn in held:
+        conn.close()
+    check(st == 503, "a fifth upload at once: %d" % st)
+    check(wait_until(lambda: s.get("/api/similar?k=1", data=open(png, "rb").read(),
+                                   method="POST")[0] == 200, 10),
+          "uploads answered again once the four are gone")
     st, _, body = s.get("/api/similar", data=b"not a picture at all\n" * 50, method="POST")
     check(st == 400 and "error" in json.loads(body), "not a picture: %d %s" % (st, body))
     check(len(json.loads(body)["error"].splitlines()) == 1, body)
     for d in upload_dirs():
         check(not os.listdir(d), "uploads left in %s: %s" % (d, os.listdir(d)))
-    print("ok upload: the frame found, 413 over the bound, 400 for a non-picture, nothing kept")
+    print("ok upload: the frame found, 413 over the bound or to another URL, 503 for a fifth at "
+          "once, 400 for a non-picture, nothing kept")
 
 
 def check_tokens(exe, db, root, a, tmp):

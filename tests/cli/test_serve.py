@@ -138,7 +138,11 @@ def check_video(s, a):
     check(st == 206 and body == data[-50:], "a suffix range: %d" % st)
     st, h, body = s.get("/api/video" + q(path=a), headers={"Range": "bytes=%d-" % len(data)})
     check(st == 416 and h["Content-Range"] == "bytes */%d" % len(data), "past the end: %d" % st)
-    print("ok video: whole, ranges (206), past the end (416)")
+    for bad, want in (("bytes=abc", 200), ("bytes=5-2", 200), ("bytes=0-0,5-6", 200),
+                      ("items=0-5", 200), ("bytes=-0", 416), ("bytes=99999999999999999999-", 200)):
+        st, h, body = s.get("/api/video" + q(path=a), headers={"Range": bad})
+        check(st == want and (st != 200 or body == data), "Range %s: %d" % (bad, st))
+    print("ok video: whole, ranges (206), past the end (416), malformed ranges the whole file")
 
 
 def check_doors(s, root, outside, link, unrecorded):

@@ -14,7 +14,7 @@ whatever they mean):
 - the reuse view shows the API's matches, each with thumbnails of both sides; the archive view
   shows the status's counts and the file that failed, with why;
 - off loopback the page asks the token: without it 401, with /?token= the page works (cookie).
-Screenshots of each view are written to $VIDFEAT_SCREENSHOTS when set (README's pictures).
+Screenshots of each view are written to $VIDFEAT_SCREENSHOTS when set (docs/serve.md).
 Without CLIP's vocabulary (../shared) the words are not searched and the test says so and
 skips after the rest.
 

@@ -52,17 +52,8 @@ def add_clips(vidfeat, db, tmp, dim):
     model_id = con.execute("SELECT id FROM models WHERE name = 'bench'").fetchone()[0]
     rng = np.random.default_rng(5)
     for p in paths:
-        vid = con.execute("INSERT INTO videos (path, size, mtime) VALUES (?, 1, 1)",
-                          (p,)).lastrowid
-        n = CLIP_S * 2
-        ext = con.execute("INSERT INTO extractions (id, video_id, model_id, sampling, status,"
-                          " precision, frames) VALUES ((SELECT last + 1 FROM extraction_ids), ?,"
-                          " ?, 'all', 'done', 'f32', ?) RETURNING id",
-                          (vid, model_id, n)).fetchone()[0]
-        vecs = rng.standard_normal((n, dim)).astype("<f4")
-        con.executemany("INSERT INTO features (extraction_id, frame_index, pts, t, vec) VALUES"
-                        " (?, ?, ?, ?, ?)",
-                        [(ext, i, i, i / 2.0, vecs[i].tobytes()) for i in range(n)])
+        vfbench.add_file(con, model_id, p, rng.standard_normal((CLIP_S * 2, dim)).astype("<f4"),
+                         2.0)
     con.commit()
     con.close()
     return paths

@@ -80,17 +80,23 @@ def write_archive(vidfeat, db, n, dim, model, seed, per_file=100, planted=None):
         step = max(1, files // len(planted))
         plant_at = {i * step: p for i, p in enumerate(planted) if i * step < files}
     for f in range(files):
-        vid = con.execute("INSERT INTO videos (path, size, mtime) VALUES (?, 1, 1)",
-                          ("/archive/bench/f%07d.mp4" % f,)).lastrowid
-        ext = con.execute("INSERT INTO extractions (id, video_id, model_id, sampling, status,"
-                          " precision, frames) VALUES ((SELECT last + 1 FROM extraction_ids), ?,"
-                          " ?, 'all', 'done', 'f32', ?) RETURNING id",
-                          (vid, model_id, per_file)).fetchone()[0]
         centre = plant_at[f] if f in plant_at else scenes[f % 1000]
         centre = centre + 0.35 * rng.standard_normal(dim).astype("<f4")
         vecs = centre + 0.2 * rng.standard_normal((per_file, dim)).astype("<f4")
-        con.executemany("INSERT INTO features (extraction_id, frame_index, pts, t, vec) VALUES"
-                        " (?, ?, ?, ?, ?)",
-                        [(ext, i, i, i / 25.0, vecs[i].tobytes()) for i in range(per_file)])
+        add_file(con, model_id, "/archive/bench/f%07d.mp4" % f, vecs, 25.0)
     con.commit()
     con.close()
+
+
+def add_file(con, model_id, path, vecs, fps):
+    """A done extraction of path under model_id in an open SQLite connection: vecs (float32 rows)
+    as its frames 0, 1, ... at fps frames a second."""
+    vid = con.execute("INSERT INTO videos (path, size, mtime) VALUES (?, 1, 1)",
+                      (path,)).lastrowid
+    ext = con.execute("INSERT INTO extractions (id, video_id, model_id, sampling, status,"
+                      " precision, frames) VALUES ((SELECT last + 1 FROM extraction_ids), ?,"
+                      " ?, 'all', 'done', 'f32', ?) RETURNING id",
+                      (vid, model_id, len(vecs))).fetchone()[0]
+    con.executemany("INSERT INTO features (extraction_id, frame_index, pts, t, vec) VALUES"
+                    " (?, ?, ?, ?, ?)",
+                    [(ext, i, i, i / fps, vecs[i].tobytes()) for i in range(len(vecs))])

@@ -195,9 +195,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         const char *te =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-        int has_body = (cl && strtoull(cl, NULL, 10) > 0) || te;
-        if (has_body &&
-            (strcmp(url, h->o.body_path) || (cl && strtoull(cl, NULL, 10) > h->o.max_body))) {
+        unsigned long long length = cl ? strtoull(cl, NULL, 10) : 0;
+        int has_body = length > 0 || te;
+        if (has_body && (strcmp(url, h->o.body_path) || length > h->o.max_body)) {
             char msg[128]; /* refused before it is read */
             int len = snprintf(msg, sizeof(msg), "a request body is at most %zu bytes, to %s\n",
                                h->o.max_body, h->o.body_path);

@@ -82,14 +82,14 @@ static void reply_text(vfs_req *r, int status, const char *msg)
               (const char *const[]){"Cache-Control: no-store", NULL});
 }
 
-/* {"error": msg} with status. */
-static void reply_error(vfs_req *r, int status, const char *msg)
+/* doc (taken over, also on failure) as the reply with status; NULL or bad (a member that could
+ * not be added): out of memory. */
+static void reply_json(vfs_req *r, int status, vf_json *doc, int bad)
 {
-    vf_json *o = vfi_json_new_object();
     char *text = NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    int ok = f && vfi_json_add_str(o, "error", msg) == 0 && vfi_json_write(f, o, 0) == 0;
+    FILE *f = doc && !bad ? open_memstream(&text, &len) : NULL;
+    int ok = f && vfi_json_write(f, doc, 0) == 0;
     if (f)
         fclose(f);
     if (ok)
@@ -98,25 +98,14 @@ static void reply_error(vfs_req *r, int status, const char *msg)
     else
         reply_text(r, 500, "out of memory\n");
     free(text); /* open_memstream's */
-    vfi_json_free(&o);
+    vfi_json_free(&doc);
 }
 
-/* doc (taken over) as the reply; NULL: out of memory. */
-static void reply_doc(vfs_req *r, vf_json *doc)
+/* {"error": msg} with status. */
+static void reply_error(vfs_req *r, int status, const char *msg)
 {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = doc ? open_memstream(&text, &len) : NULL;
-    int ok = f && vfi_json_write(f, doc, 0) == 0;
-    if (f)
-        fclose(f);
-    if (ok)
-        vfs_reply(r, 200, "application/json", text, len,
-                  (const char *const[]){"Cache-Control: no-store", NULL});
-    else
-        reply_text(r, 500, "out of memory\n");
-    free(text); /* open_memstream's */
-    vfi_json_free(&doc);
+    vf_json *o = vfi_json_new_object();
+    reply_json(r, status, o, vfi_json_add_str(o, "error", msg) < 0);
 }
 
 /* The HTTP status of a failed call's status. */
@@ -292,7 +281,7 @@ static void api_search(vf_server *srv, vfs_req *r)
         return;
     }
     vf_json *doc = vfi_doc_similar(h.list, NULL, text, &st);
-    reply_doc(r, h.bad ? (vfi_json_free(&doc), NULL) : doc);
+    reply_json(r, 200, doc, h.bad);
 }
 
 /* The uploaded image written to a new file of the private directory; its name into path. */
@@ -384,7 +373,7 @@ static void api_similar(vf_server *srv, vfs_req *r)
         return;
     }
     vf_json *doc = vfi_doc_similar(h.list, &src, NULL, &st);
-    reply_doc(r, h.bad ? (vfi_json_free(&doc), NULL) : doc);
+    reply_json(r, 200, doc, h.bad);
 }
 
 static void on_match(void *user, const vf_match *m)
@@ -419,7 +408,7 @@ static void api_matches(vf_server *srv, vfs_req *r)
         return;
     }
     vf_json *doc = vfi_doc_matches(h.list, &st);
-    reply_doc(r, h.bad ? (vfi_json_free(&doc), NULL) : doc);
+    reply_json(r, 200, doc, h.bad);
 }
 
 /* ---- the archive's progress ---- */
@@ -477,7 +466,7 @@ static void api_status(vf_server *srv, vfs_req *r)
     d.bad |= vfi_json_add(d.doc, "indexes", d.indexes) < 0;
     d.bad |= vfi_json_add_str(d.doc, "model", vfi_session_row(srv->session)->name) < 0;
     d.bad |= vfi_json_add_str(d.doc, "layer", vfi_session_row(srv->session)->layer) < 0;
-    reply_doc(r, d.bad ? (vfi_json_free(&d.doc), NULL) : d.doc);
+    reply_json(r, 200, d.doc, d.bad);
 }
 
 /* ---- the door ---- */

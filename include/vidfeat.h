@@ -581,6 +581,12 @@ typedef struct vf_similar_query {
      *  recorded text tower, or else the image tower beside it, must be the stored vectors'. */
     const char *const *texts;
     int n_texts;
+
+    /* ---- sound (appended in 0.2) ---- */
+    /** 1: search the database's vectors of sound (an audio model's, chosen among those rows only:
+     *  the one there is, or the vf_config's model and layer); video and at then name the patch of
+     *  the file's soundtrack starting nearest at (stored, else heard now). */
+    int sound;
 } vf_similar_query;
 
 /** How vf_db_similar searched. */

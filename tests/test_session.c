@@ -116,7 +116,7 @@ int main(void)
                   want[i].n, st.search);
     }
     vf_err e = {0};
-    CHECK_OK(vfi_session_open(db, &qcfg, NULL, &session, &e), e.msg);
+    CHECK_OK(vfi_session_open(db, &qcfg, 0, NULL, &session, &e), e.msg);
     stop_at = vfi_now_s() + RUN_S;
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++)

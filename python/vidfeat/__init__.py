@@ -871,7 +871,8 @@ class Database:
                 layer: Optional[str] = None, models_dir: Optional[PathLike] = None,
                 device: str = "cpu", precision: str = "f32",
                 fps: Optional[float] = None,
-                text: Union[str, Sequence[str], None] = None) -> Any:
+                text: Union[str, Sequence[str], None] = None,
+                audio_at: Union[float, str, None] = None) -> Any:
         """The stored frames most like a query frame (``image``, or ``video`` at ``at``
         seconds), best first: the ``vidfeat similar --json`` document as a dict
         (``neighbours``, ``query``, ``search``, ``search_ms``, ``index``, ``candidates``,
@@ -879,7 +880,9 @@ class Database:
         were made for tests and their similarities mean nothing - also logged as a warning).
         ``video`` without ``at``: where that clip's footage is, as matches(video=...).
         ``text``: words (a CLIP model's vectors): the document of ``similar --text`` (``query``
-        {"text"}, ``embed_ms``); several texts, a list of them."""
+        {"text"}, ``embed_ms``); several texts, a list of them. ``audio_at`` (instead of ``at``):
+        the sound of ``video`` at that time, among the database's vectors of sound (an audio
+        model's, chosen without ``model`` where it holds one), as ``similar --audio-at``."""
         if text is not None:
             if image is not None or video is not None:
                 raise UsageError("similar: give text, image or video, not several",
@@ -889,6 +892,11 @@ class Database:
         if (image is None) == (video is None):
             raise UsageError("similar: give image=FILE, or video=FILE (and at=SECONDS)",
                              C.ERR_INVALID)
+        if audio_at is not None:
+            if at is not None or video is None:
+                raise UsageError("similar: audio_at is a time into video's sound (not with at)",
+                                 C.ERR_INVALID)
+            at = audio_at
         if video is not None and at is None:  # a whole clip: where its footage is
             return self.matches(video=video, k=k, exact=exact, probe=probe, index=index,
                                 model=model, layer=layer, models_dir=models_dir, device=device,
@@ -899,6 +907,7 @@ class Database:
         q = C.SimilarQuery()
         q.image, q.video = _bytes(image), _bytes(video)
         q.at = _seconds("at", at) if at is not None else 0.0
+        q.sound = 1 if audio_at is not None else 0
         q.k = _count("k", k, 1, 100000)
         q.exact = 1 if exact else 0
         q.probe = _count("probe", probe, 0, 1 << 30)

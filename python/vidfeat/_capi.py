@@ -263,6 +263,7 @@ class SimilarQuery(Structure):
         ("stats", POINTER(SimilarStats)),
         ("texts", POINTER(c_char_p)),
         ("n_texts", c_int),
+        ("sound", c_int),
     ]
 
 

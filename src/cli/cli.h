@@ -70,6 +70,7 @@ typedef struct cli {
     const char *image, *video; /* similar's query */
     double at;
     int at_set, top;
+    int at_sound; /* --audio-at: at is into --video's soundtrack, the database's sound searched */
     int explicit_cmd;       /* the command was named (else extract, the default) */
     const char *files_from; /* --files-from FILE|- */
     int nul_separated;      /* -0: --files-from's paths end with NUL, not newline */

@@ -148,7 +148,7 @@ int cmd_similar(cli *c, int argc, char **argv)
     if (argc != 1 || !c->image == !c->video || (c->image && c->at_set) || !query[0] ||
         n_images > 1 || c->n_texts) {
         cli_printf(stderr, "vidfeat: similar: expected one database and --image FILE, --video FILE "
-                           "[--at T] or --text TEXT...\n");
+                           "[--at T | --audio-at T] or --text TEXT...\n");
         return EXIT_USAGE;
     }
     if (c->video && !c->at_set) /* a whole clip: where its footage is */
@@ -164,6 +164,7 @@ int cmd_similar(cli *c, int argc, char **argv)
     vf_similar_query q = {.image = c->image,
                           .video = c->video,
                           .at = c->at,
+                          .sound = c->at_sound,
                           .k = c->top,
                           .exact = c->exact,
                           .probe = c->probe,

@@ -60,6 +60,7 @@ enum opt_id {
     OPT_IMAGE,
     OPT_VIDEO,
     OPT_AT,
+    OPT_AUDIO_AT,
     OPT_TOP = 'k',
     OPT_NUL = '0',
     OPT_ROOT = 400,
@@ -150,6 +151,7 @@ static int opt_max_pixels(cli *c, const cli_command *cmd, const opt_def *o, cons
 static int opt_device(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
 static int opt_gpu(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
 static int opt_audio(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_audio_at(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
 static int opt_list(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
 static int opt_frames(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
 static int opt_triple(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
@@ -294,6 +296,9 @@ static const opt_def options[] = {
      "frames like this video's frame at --at, or (no --at) where its footage is",
      PER_CMD({CMD_MATCHES, "only this file's footage"}), STR(video)},
     {"at", OPT_AT, "T", CMD_SIMILAR, "time into --video (as --start)", NULL, TIME_SETS(at, at_set)},
+    {"audio-at", OPT_AUDIO_AT, "T", CMD_SIMILAR,
+     "sound like --video's at T: the database's vectors of sound searched (an audio model's)", NULL,
+     CUSTOM(opt_audio_at)},
     {"top", OPT_TOP, "N", CMD_SIMILAR | CMD_MATCHES,
      "how many to list (default 10 frames; a whole clip's matches: all)",
      PER_CMD({CMD_MATCHES, "how many matches to list (default all)"}), INT(top, 1, 100000)},
@@ -659,6 +664,15 @@ static int opt_audio(cli *c, const cli_command *cmd, const opt_def *o, const cha
 {
     (void)cmd, (void)o;
     c->audio = a;
+    return 0;
+}
+
+static int opt_audio_at(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)cmd;
+    if (time_option(o->name, a, &c->at) < 0)
+        return EXIT_USAGE;
+    c->at_set = c->at_sound = 1;
     return 0;
 }
 

@@ -71,7 +71,7 @@ static void list_rows(const vfi_held *l, char *buf, size_t size)
 }
 
 /* The one row cfg selects. */
-vf_status vfi_held_choose(const vfi_held *l, const vf_config *cfg, const char *db,
+vf_status vfi_held_choose(const vfi_held *l, const vf_config *cfg, int sound_only, const char *db,
                           const vfi_held_model **out, vf_err *err)
 {
     /* rows record a model file by the name the extractor gives it */
@@ -80,8 +80,11 @@ vf_status vfi_held_choose(const vfi_held *l, const vf_config *cfg, const char *d
     const char *name = "(any)";
     if (cfg->model)
         name = vfi_model_file_name(cfg->model, &len);
-    int n = 0;
+    int n = 0, sounds = 0;
     for (int i = 0; i < l->n; i++) {
+        if (sound_only && !vfi_record_is_sound(l->v[i].prep))
+            continue;
+        sounds++;
         if ((!cfg->model || (strlen(l->v[i].name) == len && !strncmp(l->v[i].name, name, len))) &&
             (!cfg->layer || !strcmp(l->v[i].layer, cfg->layer))) {
             *out = &l->v[i];
@@ -93,6 +96,12 @@ vf_status vfi_held_choose(const vfi_held *l, const vf_config *cfg, const char *d
     if (!l->n)
         return vfi_fail(err, VF_ERR_STORE, "%s: holds no feature vectors", db);
     list_rows(l, held, sizeof(held));
+    if (sound_only && !sounds)
+        return vfi_fail(
+            err, VF_ERR_STORE,
+            "%s: holds no vectors of sound (vidfeat --audio MODEL makes them); it holds "
+            "%s",
+            db, held);
     if (!n)
         return vfi_fail(err, VF_ERR_STORE, "%s: no vectors of model %.*s%s%s; it holds %s", db,
                         (int)len, name, cfg->layer ? ", layer " : "", cfg->layer ? cfg->layer : "",

@@ -33,9 +33,10 @@ typedef struct vfi_held {
 vf_status vfi_held_read(vf_store *s, vfi_held *h, vf_err *err);
 void vfi_held_free(vfi_held *h);
 
-/* The one row cfg selects (its model by the name the extractor gives a file, its layer), or
- * VF_ERR_STORE naming what db holds: no vectors, none of that model, or several to choose from. */
-vf_status vfi_held_choose(const vfi_held *h, const vf_config *cfg, const char *db,
+/* The one row cfg selects (its model by the name the extractor gives a file, its layer; with
+ * sound_only, among audio models' rows only), or VF_ERR_STORE naming what db holds: no vectors,
+ * none of that model (or no sound), or several to choose from. */
+vf_status vfi_held_choose(const vfi_held *h, const vf_config *cfg, int sound_only, const char *db,
                           const vfi_held_model **out, vf_err *err);
 
 /* A done extraction of a row, and how many vectors it holds. */

@@ -531,7 +531,7 @@ vf_status vf_db_index(const char *db_path, const vf_config *cfg, const vf_index_
     }
     if ((rc = vfi_store_open(db_path, VF_STORE_READ, &s, &err)) < 0 ||
         (rc = vfi_held_read(s, &rows, &err)) < 0 ||
-        (rc = vfi_held_choose(&rows, cfg, db_path, &row, &err)) < 0)
+        (rc = vfi_held_choose(&rows, cfg, 0, db_path, &row, &err)) < 0)
         goto done;
     if (o->path)
         path = vfi_path_absolute(o->path);

@@ -557,7 +557,7 @@ vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const vf_matc
     const vfi_held_model *row = NULL;
     if ((rc = vfi_store_open(db_path, VF_STORE_READ, &s, &err)) < 0 ||
         (rc = vfi_held_read(s, &rows, &err)) < 0 ||
-        (rc = vfi_held_choose(&rows, cfg, db_path, &row, &err)) < 0)
+        (rc = vfi_held_choose(&rows, cfg, 0, db_path, &row, &err)) < 0)
         goto done;
     vfi_held_warn_weights(row, db_path);
     snprintf(st.weights, sizeof(st.weights), "%s", row->weights ? row->weights : "");

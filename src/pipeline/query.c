@@ -1,9 +1,11 @@
 /*
  * query.c - frames of a file the database does not hold, extracted now with the stored vectors'
- * model, and the vectors that model gives images showing nothing (query.h).
+ * model, and the vectors that model gives images (or sounds) showing nothing (query.h).
  */
 #include "pipeline/query.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,6 +14,7 @@
 #include "core/mem.h"
 #include "engine/manifest.h"
 #include "engine/extractor.h"
+#include "media/logmel.h"
 #include "pipeline/index.h"
 #include "pipeline/stages.h"
 #include "store/record.h"
@@ -21,6 +24,9 @@
 #define GREY_STEPS 17
 #define N_COLOURS  27
 #define N_REFS     (GREY_STEPS + N_COLOURS)
+/* Sounds that are no evidence of anything: digital silence, and hiss (white noise) at -70, -60,
+ * -50 and -40 dB of full scale (RMS), as silent stretches of two unrelated recordings hold. */
+#define N_SOUND_REFS 5
 
 void vfi_query_frames_free(vfi_query_frames *q)
 {
@@ -288,6 +294,70 @@ vf_status vfi_query_texts(const vf_config *cfg, const vfi_held_model *row, const
     return rc;
 }
 
+/* Uniform pictures into images (n_refs of the model's inputs): greys, then colours. */
+static void picture_refs(const vf_model_info *info, float *images)
+{
+    /* a clip model's input is a window: the same picture in each of its frames */
+    size_t plane = (size_t)info->input_size * (size_t)info->input_size *
+                   (size_t)(info->frames > 0 ? info->frames : 1);
+    for (int i = 0; i < N_REFS; i++) {
+        float rgb[3];
+        if (i < GREY_STEPS) {
+            float g = i == GREY_STEPS - 1 ? 255.0f : 16.0f * (float)i;
+            rgb[0] = rgb[1] = rgb[2] = g;
+        } else {
+            int k = i - GREY_STEPS;
+            rgb[0] = 127.5f * (float)(k % 3);
+            rgb[1] = 127.5f * (float)(k / 3 % 3);
+            rgb[2] = 127.5f * (float)(k / 9);
+        }
+        for (int ch = 0; ch < 3; ch++) {
+            float pixel = rgb[info->channel_order == VF_CHANNELS_BGR ? 2 - ch : ch];
+            float value = (pixel - info->mean[ch]) / info->std[ch];
+            float *p = images + ((size_t)i * 3 + (size_t)ch) * plane;
+            for (size_t j = 0; j < plane; j++)
+                p[j] = value;
+        }
+    }
+}
+
+/* Silence and hiss through the model's own front end into patches (N_SOUND_REFS of them,
+ * patch x bands each). The noise is the same on every run (a fixed LCG), uniform, so that its
+ * RMS is its peak / sqrt(3). VF_ERR_NOMEM. */
+static vf_status sound_refs(const vf_audio_spec *a, float *patches, vf_err *err)
+{
+    enum { BLOCK = 4096 };
+    float block[BLOCK];
+    const size_t per = (size_t)a->patch * (size_t)a->front.n_mels;
+    for (int i = 0; i < N_SOUND_REFS; i++) {
+        double rms = i ? pow(10.0, (-80.0 + 10.0 * i) / 20.0) : 0.0; /* -70 .. -40 dB */
+        uint32_t lcg = 12345u;
+        vf_logmel *m = NULL;
+        vf_status rc = vfi_logmel_new(&a->front, &m, err);
+        if (rc < 0)
+            return rc;
+        float *out = patches + (size_t)i * per;
+        int got = 0;
+        while (got < a->patch) {
+            if (vfi_logmel_next(m, out + (size_t)got * (size_t)a->front.n_mels)) {
+                got++;
+                continue;
+            }
+            for (int j = 0; j < BLOCK; j++) {
+                lcg = lcg * 1664525u + 1013904223u;
+                double u = (double)(lcg >> 8) / (double)(1u << 24) * 2.0 - 1.0; /* [-1, 1) */
+                block[j] = (float)(u * rms * sqrt(3.0));
+            }
+            if ((rc = vfi_logmel_push(m, block, BLOCK, err)) < 0) {
+                vfi_logmel_free(&m);
+                return rc;
+            }
+        }
+        vfi_logmel_free(&m);
+    }
+    return VF_OK;
+}
+
 vf_status vfi_query_flat_refs(const vf_config *cfg, const vfi_held_model *row, float **refs, int *n,
                               vf_err *err)
 {
@@ -304,45 +374,31 @@ vf_status vfi_query_flat_refs(const vf_config *cfg, const vfi_held_model *row, f
     }
     vf_model_info info;
     vf_extractor_info(ex, &info);
-    if ((rc = check_model(&info, vfi_extractor_audio(ex), row, err)) < 0)
+    const vf_audio_spec *audio = vfi_extractor_audio(ex);
+    if ((rc = check_model(&info, audio, row, err)) < 0)
         goto done;
-    /* a clip model's input is a window: the same picture in each of its frames */
-    size_t plane = (size_t)info.input_size * (size_t)info.input_size *
-                   (size_t)(info.frames > 0 ? info.frames : 1);
-    images = vfi_mallocarray((size_t)N_REFS * 3 * plane, sizeof(float));
-    out = vfi_mallocarray((size_t)N_REFS * (size_t)row->dim, sizeof(float));
+    int n_refs = audio ? N_SOUND_REFS : N_REFS;
+    images = vfi_mallocarray((size_t)n_refs, vfi_extractor_input_floats(&info) * sizeof(float));
+    out = vfi_mallocarray((size_t)n_refs * (size_t)row->dim, sizeof(float));
     if (!images || !out) {
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         goto done;
     }
-    for (int i = 0; i < N_REFS; i++) {
-        float rgb[3];
-        if (i < GREY_STEPS) {
-            float g = i == GREY_STEPS - 1 ? 255.0f : 16.0f * (float)i;
-            rgb[0] = rgb[1] = rgb[2] = g;
-        } else {
-            int k = i - GREY_STEPS;
-            rgb[0] = 127.5f * (float)(k % 3);
-            rgb[1] = 127.5f * (float)(k / 3 % 3);
-            rgb[2] = 127.5f * (float)(k / 9);
-        }
-        for (int ch = 0; ch < 3; ch++) {
-            float pixel = rgb[info.channel_order == VF_CHANNELS_BGR ? 2 - ch : ch];
-            float value = (pixel - info.mean[ch]) / info.std[ch];
-            float *p = images + ((size_t)i * 3 + (size_t)ch) * plane;
-            for (size_t j = 0; j < plane; j++)
-                p[j] = value;
-        }
-    }
-    if ((rc = vf_extractor_infer(ex, images, N_REFS, out)) < 0) {
+    if (audio)
+        rc = sound_refs(audio, images, err);
+    else
+        picture_refs(&info, images);
+    if (rc < 0)
+        goto done;
+    if ((rc = vf_extractor_infer(ex, images, n_refs, out)) < 0) {
         vfi_fail(err, rc, "%s", vf_extractor_errmsg(ex));
         goto done;
     }
-    for (int i = 0; i < N_REFS; i++)
+    for (int i = 0; i < n_refs; i++)
         vfi_index_unit(out + (size_t)i * (size_t)row->dim, row->dim,
                        out + (size_t)i * (size_t)row->dim);
     *refs = out;
-    *n = N_REFS;
+    *n = n_refs;
     out = NULL;
 done:
     vfi_free(images);

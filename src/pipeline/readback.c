@@ -40,7 +40,7 @@ vf_status vf_db_read_vectors(const char *db_path, const vf_config *cfg,
     }
     if ((rc = vfi_store_open(db_path, VF_STORE_READ, &s, &err)) < 0 ||
         (rc = vfi_held_read(s, &rows, &err)) < 0 ||
-        (rc = vfi_held_choose(&rows, cfg, db_path, &row, &err)) < 0)
+        (rc = vfi_held_choose(&rows, cfg, 0, db_path, &row, &err)) < 0)
         goto done;
     vf_db_model m = {row->name, row->layer, row->sha,     row->prep,
                      row->dim,  row->f16,   row->vectors, row->frames};

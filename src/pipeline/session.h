@@ -21,9 +21,10 @@
 typedef struct vfi_session vfi_session;
 
 /* Open db (read-only) for searches of the model row cfg chooses (cfg->model, cfg->layer: as
- * vf_db_similar's; cfg is copied, its strings too); index: the index file to use (NULL: the one
- * the database records, where it is on this machine). The database's errors (VF_ERR_STORE). */
-vf_status vfi_session_open(const char *db, const vf_config *cfg, const char *index,
+ * vf_db_similar's; sound_only: among audio models' rows, as vf_similar_query.sound; cfg is
+ * copied, its strings too); index: the index file to use (NULL: the one the database records,
+ * where it is on this machine). The database's errors (VF_ERR_STORE). */
+vf_status vfi_session_open(const char *db, const vf_config *cfg, int sound_only, const char *index,
                            vfi_session **out, vf_err *err);
 /* The model row searched, and the configuration (its strings the session's): borrowed. */
 const vfi_held_model *vfi_session_row(const vfi_session *s);

@@ -170,7 +170,7 @@ static vf_status search(vf_store *s, vfi_index *ix, pthread_mutex_t *lock,
 
 /* ---- the session ---------------------------------------------------------------------------- */
 
-vf_status vfi_session_open(const char *db, const vf_config *cfg, const char *index,
+vf_status vfi_session_open(const char *db, const vf_config *cfg, int sound_only, const char *index,
                            vfi_session **out, vf_err *err)
 {
     *out = NULL;
@@ -196,7 +196,7 @@ vf_status vfi_session_open(const char *db, const vf_config *cfg, const char *ind
     if (rc >= 0)
         rc = vfi_held_read(s, &ss->rows, err);
     if (rc >= 0)
-        rc = vfi_held_choose(&ss->rows, &ss->cfg, db, &ss->row, err);
+        rc = vfi_held_choose(&ss->rows, &ss->cfg, sound_only, db, &ss->row, err);
     vfi_store_close(&s);
     if (rc < 0) {
         vfi_session_free(&ss);
@@ -426,7 +426,7 @@ vf_status vf_db_similar(const char *db_path, const vf_config *cfg, const vf_simi
     vf_status rc = check_query(q, hit, &err);
     if (rc >= 0 && (!db_path || !cfg))
         rc = vfi_fail(&err, VF_ERR_INVALID, "similar: a database and a configuration are needed");
-    else if (rc >= 0 && (rc = vfi_session_open(db_path, cfg, q->index, &ss, &err)) >= 0) {
+    else if (rc >= 0 && (rc = vfi_session_open(db_path, cfg, q->sound, q->index, &ss, &err)) >= 0) {
         vfi_held_warn_weights(ss->row, db_path);
         rc = vfi_session_similar(ss, q, 0, hit, user, query_out, &err);
     }

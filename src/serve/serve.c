@@ -636,7 +636,7 @@ vf_status vf_server_start(const char *db, const vf_config *cfg, const vf_serve_o
     }
     vf_config scfg = *cfg;
     scfg.root = NULL; /* the queries it extracts are uploads, not archive files */
-    if ((rc = vfi_session_open(db, &scfg, NULL, &srv->session, &err)) < 0)
+    if ((rc = vfi_session_open(db, &scfg, 0, NULL, &srv->session, &err)) < 0)
         goto done;
     srv->cfg = *vfi_session_config(srv->session);
     if ((rc = vfs_thumbs_create(o->thumb_cache ? o->thumb_cache : DEFAULT_THUMB_CACHE, &srv->thumbs,

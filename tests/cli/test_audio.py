@@ -17,9 +17,13 @@ again skips them all; `similar --video COPY --at 1` finds the patch at 1.92 s; -
 --duration keep the patches starting within them; --fps, --window and a picture model are
 refused. Beside a picture
 model (--model): two extractions in one database, two --json documents, the sound's rows the
-same as alone, the file without sound one line from the sound's run.
+same as alone, the file without sound one line from the sound's run; `similar --audio-at 1`
+there finds the patch at 1.92 s without --model (--at needs it), and on a database of pictures
+only says, in one line, that it holds no sound.
 
-usage: test_audio.py VIDFEAT MODELS_DIR
+usage: test_audio.py VIDFEAT MODELS_DIR [--no-library]
+  --no-library: Python's similar(audio_at=) is not run (a sanitized libvidfeat.so cannot be
+  loaded into Python)
 """
 import json
 import os
@@ -120,7 +124,7 @@ def stored(db, model="tiny_audio"):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4) or sys.argv[3:] not in ([], ["--no-library"]):
         print(__doc__)
         return 2
     exe, models_dir = sys.argv[1], sys.argv[2]
@@ -229,8 +233,41 @@ def main():
         pictures = stored(both, "tiny_cnn")
         check(all(s == "done" and len(v) > 0 for s, v in pictures.values()),
               "the pictures' rows of both files")
+        # --audio-at: the sound's rows chosen without naming the model, the patch from T
+        query = [exe, "similar", both, "--video", copy, "--models-dir", tmp, "--backend", "ref",
+                 "--json", "-k", "1"]
+        r = subprocess.run(query + ["--audio-at", "1"], capture_output=True, text=True)
+        check(r.returncode == 0, "similar --audio-at: " + r.stderr)
+        top = json.loads(r.stdout)["neighbours"][0]
+        check(os.path.basename(top["path"]) == "av.mp4" and top["frame_index"] == 2 and
+              top["similarity"] > 0.9999, "similar --audio-at 1 beside pictures: %s" % top)
+        r = subprocess.run(query + ["--at", "1"], capture_output=True, text=True)
+        check(r.returncode == 3 and "several models" in r.stderr,
+              "--at without --model beside pictures: choose (%d) %s" % (r.returncode, r.stderr))
+        pictures_only = os.path.join(tmp, "pictures.db")
+        r = subprocess.run([exe, "--model", os.path.join(models_dir, "tiny_cnn.onnx"),
+                            "--backend", "ref", "--fps", "1", "-o", pictures_only, paths[0]],
+                           capture_output=True, text=True)
+        check(r.returncode == 0, "pictures only: " + r.stderr)
+        r = subprocess.run([exe, "similar", pictures_only, "--video", copy, "--audio-at", "1",
+                            "--models-dir", tmp], capture_output=True, text=True)
+        check(r.returncode == 3 and "holds no vectors of sound" in r.stderr and
+              len(r.stderr.strip().splitlines()) == 1,
+              "--audio-at on pictures only: one line (%d) %s" % (r.returncode, r.stderr))
         print("ok beside --model: two extractions in one database, the sound's rows as alone, "
-              "a file without sound one line from the sound's run")
+              "a file without sound one line from the sound's run; --audio-at picks the sound")
+        if "--no-library" in sys.argv[3:]:
+            print("note: the Python part is left to the default build (a sanitized library)")
+            return 0
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(exe))),
+                                        "python"))
+        import vidfeat
+        doc = vidfeat.Database(both).similar(video=copy, audio_at=1, k=1, models_dir=tmp,
+                                             device="ref")
+        top = doc["neighbours"][0]
+        check(os.path.basename(top["path"]) == "av.mp4" and top["frame_index"] == 2,
+              "python similar(audio_at=1): %s" % top)
+        print("ok python: Database.similar(video=, audio_at=) as --audio-at")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

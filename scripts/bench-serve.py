@@ -3,7 +3,7 @@
 with the CPU's name; nothing is asserted.
 
     scripts/bench-serve.py [--build DIR] [--vectors 1000000] [--dim 512] [--clients 50]
-                           [--seconds 20]
+                           [--seconds 20] [--dir DIR] [--only KIND,...]
 
 1. An SQLite archive of N synthetic DIM-d vectors (100 frames a file, around 1,000 scenes:
    vfbench.write_archive), plus ten 60 s 1280x720 H.264 clips made by ffmpeg recorded under the
@@ -17,6 +17,10 @@ with the CPU's name; nothing is asserted.
    - the issue's mix: half the connections "more like this", half cold thumbnails, while a
      worker extracts clips into the same database again and again (the tiny CNN, --force).
 3. Per request kind: requests/s, latency p50, p90, p99, max (wrk's), errors; the worker's runs.
+
+--dir DIR keeps the archive, its clips and index in DIR and reuses them when a run before made
+them there (a million vectors take minutes to write and index); --only runs some of the loads
+(similar, thumb_cold, thumb_warm, mixed).
 """
 import argparse
 import json
@@ -71,6 +75,8 @@ def main():
     ap.add_argument("--dim", type=int, default=512)
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument("--dir")
+    ap.add_argument("--only", default="similar,thumb_cold,thumb_warm,mixed")
     a = ap.parse_args()
     vidfeat = os.path.join(a.build, "src", "cli", "vidfeat")
     if not shutil.which("wrk"):
@@ -78,20 +84,33 @@ def main():
     print("# %s, %d cores; %s vectors of %d; %d connections for %d s each" % (
         vfbench.cpu_name(), os.cpu_count(), "{:,}".format(a.vectors), a.dim, a.clients,
         a.seconds), flush=True)
-    with tempfile.TemporaryDirectory(prefix="vidfeat_bench_serve_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="vidfeat_bench_serve_") as scratch:
+        tmp = a.dir or scratch
+        os.makedirs(tmp, exist_ok=True)
         db = os.path.join(tmp, "archive.db")
-        t0 = time.time()
-        vfbench.write_archive(vidfeat, db, a.vectors, a.dim,
-                              {"name": "bench", "file_sha256": "none", "layer": "pool",
-                               "preprocessing": "bench"}, 11)
-        clips = add_clips(vidfeat, db, tmp, a.dim)
-        r = subprocess.run([vidfeat, "index", db, "--model", "bench", "--json"],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit("vidfeat index: " + r.stderr)
-        kind = json.loads(r.stdout)["kind"]
-        print("# archive written and indexed (%s) in %.0f s" % (kind, time.time() - t0),
-              flush=True)
+        made = os.path.join(tmp, "made.json")  # what a run before left here
+        want = {"vectors": a.vectors, "dim": a.dim}
+        if a.dir and os.path.exists(made) and json.load(open(made)).get("for") == want:
+            clips = json.load(open(made))["clips"]
+            print("# archive of a run before reused (%s)" % tmp, flush=True)
+        else:
+            for name in os.listdir(tmp):
+                if name.startswith("archive.db") or name.startswith("clip"):
+                    os.unlink(os.path.join(tmp, name))
+            t0 = time.time()
+            vfbench.write_archive(vidfeat, db, a.vectors, a.dim,
+                                  {"name": "bench", "file_sha256": "none", "layer": "pool",
+                                   "preprocessing": "bench"}, 11)
+            clips = add_clips(vidfeat, db, tmp, a.dim)
+            r = subprocess.run([vidfeat, "index", db, "--model", "bench", "--json"],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                sys.exit("vidfeat index: " + r.stderr)
+            kind = json.loads(r.stdout)["kind"]
+            print("# archive written and indexed (%s) in %.0f s" % (kind, time.time() - t0),
+                  flush=True)
+            with open(made, "w") as f:
+                json.dump({"for": want, "clips": clips}, f)
 
         srv = subprocess.Popen([vidfeat, "serve", db, "--model", "bench", "--port", "0",
                                 "--root", "/"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -107,6 +126,8 @@ def main():
                            ("alone", [("thumb_warm", a.clients)]),
                            ("mixed, a worker writing", [("similar", a.clients // 2),
                                                         ("thumb_cold", a.clients // 2)])):
+            if ("mixed" if load.startswith("mixed") else runs[0][0]) not in a.only.split(","):
+                continue
             worker = None
             if load.startswith("mixed"):
                 worker = Worker(vidfeat, db, a.seconds)

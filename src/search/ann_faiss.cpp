@@ -426,11 +426,13 @@ vf_status vfi_ann_search_many(vf_ann *a, int64_t n, const float *q, int k, int p
         const char *name = vfi_ann_probe_name(a);
         if (probe > 0 && name)
             faiss::ParameterSpace().set_index_parameter(a->index, name, probe);
-        /* an IVF shares its threads out by query; fewer queries than threads (similar's one
-         * frame) share the probed lists instead: 1.7x faster for one query on 2 cores
-         * (3.3 -> 1.95 ms at 200,000 x 1280-d, nprobe 128, AMD EPYC) */
+        /* an IVF shares its threads out by query (mode 3: FAISS's default, 0, shares them only
+         * in IndexIVF::search, and search_preassigned, which search_ivf_budget calls, then runs
+         * on one thread); fewer queries than threads (similar's one frame) share the probed lists
+         * instead: 1.7x faster for one query on 2 cores (3.3 -> 1.95 ms at 200,000 x 1280-d,
+         * nprobe 128, AMD EPYC) */
         if (faiss::IndexIVF *ivf = faiss::ivflib::try_extract_index_ivf(a->index))
-            ivf->parallel_mode = n < omp_get_max_threads() ? 1 : 0;
+            ivf->parallel_mode = n < omp_get_max_threads() ? 1 : 3;
         idx_t *labels = reinterpret_cast<idx_t *>(ids);
         a->codes_read = -1;
         if (!search_ivf_budget(a->index, (idx_t)n, q, k, dist, labels, &a->codes_read)) {

@@ -20,8 +20,10 @@ panns_cnn14: PANNs' CNN14 (Kong et al. 2020) on 1 s patches of 100 frames x 64 b
   layer of 2048 with ReLU (the embedding), and 527 AudioSet classes through a sigmoid.
 
 With --checkpoint FILE the weights are the file's (a state dict by this script's names: the
-PyTorch ports' own for VGGish - features.N, embeddings.N - and PANNs' Cnn14_mAP=0.431.pth for
-CNN14, its spectrogram and log-mel extractor's buffers ignored); without, seeded random weights
+PyTorch ports' own for VGGish - features.N, embeddings.N, as torchvggish's release of the
+TensorFlow weights, vggish-10086976.pth, whose name's digits its SHA-256 must start with - and
+PANNs' Cnn14_mAP=0.431.pth for CNN14, its spectrogram and log-mel extractor's buffers ignored);
+without, seeded random weights
 of the same shapes, which is what the tests run (no checkpoint can be downloaded on the machines
 that build vidfeat).
 
@@ -38,7 +40,7 @@ import sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from vfexport import mark_weights, randomize
+from vfexport import load_checkpoint, mark_weights, randomize
 
 # frames a patch, bands: the manifests' "patch" and "mels"
 PATCH = {"vggish": (96, 64), "panns_cnn14": (100, 64)}
@@ -135,7 +137,7 @@ def main():
     torch.manual_seed(a.seed)
     model = VGGish(read_pca(a.pca) if a.pca else None) if a.model == "vggish" else Cnn14()
     if a.checkpoint:
-        state = torch.load(a.checkpoint, map_location="cpu")
+        state = load_checkpoint(a.checkpoint, "export-audio")
         state = state.get("model", state)  # PANNs' checkpoints hold {"model": state dict}
         missing, unexpected = model.load_state_dict(state, strict=False)
         extractor = [k for k in unexpected if k.split(".")[0] in ("spectrogram_extractor",

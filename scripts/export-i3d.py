@@ -34,7 +34,7 @@ import sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from vfexport import mark_weights, randomize
+from vfexport import load_checkpoint, mark_weights, randomize
 
 # the Inception blocks: in channels; 1x1; 3x3 reduce, 3x3; 3x3 reduce, 3x3; pool projection
 BLOCKS = {
@@ -151,7 +151,7 @@ def main():
     torch.manual_seed(a.seed)
     model = I3D(a.classes)
     if a.checkpoint:
-        state = torch.load(a.checkpoint, map_location="cpu")
+        state = load_checkpoint(a.checkpoint, "export-i3d")
         missing, unexpected = model.load_state_dict(state, strict=False)
         if missing or unexpected:
             sys.exit("export-i3d: %s does not fit: missing %s, unexpected %s"

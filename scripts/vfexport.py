@@ -1,6 +1,10 @@
 """What the model export scripts share (export-torchvision.py, export-clip.py, export-i3d.py,
-export-audio.py): seeded weights for the CNNs written here, and marking a file with whose
-weights it holds."""
+export-audio.py): seeded weights for the CNNs written here, reading a released checkpoint, and
+marking a file with whose weights it holds."""
+import hashlib
+import os
+import re
+import sys
 
 
 def randomize(model, seed):
@@ -39,3 +43,20 @@ def mark_weights(path, value):
     assert len(entry) < 128  # one-byte lengths
     with open(path, "ab") as f:
         f.write(bytes([(14 << 3) | 2, len(entry)]) + entry)
+
+
+def load_checkpoint(path, script):
+    """torch.load of a released checkpoint, on the CPU. A name in torch.hub's form, NAME-HEX.EXT
+    (torchvggish's vggish-10086976.pth, torchvision's r2plus1d_18-91a641e6.pth), says how its
+    SHA-256 starts: a file whose SHA-256 does not start so is refused (damaged, or another)."""
+    import torch
+    m = re.search(r"-([0-9a-f]{8,64})\.[^.]+$", os.path.basename(path))
+    if m:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        if not h.hexdigest().startswith(m.group(1)):
+            sys.exit("%s: %s: its SHA-256 starts %s, not %s as its name says (a damaged or "
+                     "another file)" % (script, path, h.hexdigest()[:len(m.group(1))], m.group(1)))
+    return torch.load(path, map_location="cpu")

@@ -18,7 +18,7 @@ made here by the ffmpeg CLI), `vidfeat --audio MODEL` into a new SQLite database
 sound, resampling, the log-mel front end, the network, the store; the model's load included.
 Reported as patches/s and as times real time (the sound's seconds over the run's). Then beside a
 picture model: `vidfeat --model VIDEO_MODEL --fps VIDEO_FPS` on the same file alone, and with
-`--audio vggish` after it in the same command: what the sound's extraction adds to the run.
+`--audio vggish` beside it in the same command: what the sound's extraction adds to the run.
 """
 import argparse
 import os
@@ -127,7 +127,7 @@ def beside(a, clip, tmp):
     print("\n| run (%s --fps %g, %d s file) | seconds |" % (a.video_model, a.video_fps, a.seconds))
     print("|---|---|")
     print("| pictures alone | %.1f |" % alone)
-    print("| pictures, then the sound (vggish) | %.1f (+%.1f%%) |" % (both,
+    print("| pictures and the sound (vggish), side by side | %.1f (+%.1f%%) |" % (both,
                                                                      100 * (both / alone - 1)))
 
 

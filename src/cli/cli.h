@@ -71,6 +71,9 @@ typedef struct cli {
     double at;
     int at_set, top;
     int at_sound; /* --audio-at: at is into --video's soundtrack, the database's sound searched */
+    /* Where a run (cli_run_pipeline) writes its lines (err) and documents (out): stderr and
+     * stdout, or buffers (the sound's run beside the pictures', shown after them). */
+    FILE *out, *err;
     int explicit_cmd;       /* the command was named (else extract, the default) */
     const char *files_from; /* --files-from FILE|- */
     int nul_separated;      /* -0: --files-from's paths end with NUL, not newline */

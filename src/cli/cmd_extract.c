@@ -3,8 +3,11 @@
  * network into the database; with a database and no inputs, of the files queued in it.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -18,9 +21,31 @@ static int none_exist(const path_list *inputs)
     return 1;
 }
 
-/* The run's models: --model's (or the default), or --audio's alone, or both: the pictures'
- * extraction, then the sound's of the same inputs (its own pass: the sound decoded once, its
- * own extraction in the same database; the frame sampling options are the pictures'). */
+/* The sound's run beside the pictures': its own cli (the pictures' options less their frame
+ * sampling), its lines and documents into buffers. */
+typedef struct sound_run {
+    cli c;
+    const path_list *inputs;
+    char *out, *err; /* the buffers */
+    size_t out_len, err_len;
+    int status;
+} sound_run;
+
+static void *run_sound(void *arg)
+{
+    sound_run *s = arg;
+    s->status = cli_run_pipeline(&s->c, s->inputs, EXIT_OK);
+    fflush(s->c.out);
+    fflush(s->c.err);
+    return NULL;
+}
+
+/* The run's models: --model's (or the default), or --audio's alone, or both: the pictures' and
+ * the sound's extractions of the same inputs at the same time, each its own (the sound decoded
+ * once, on its own pass; the frame sampling options are the pictures'). The sound's network runs
+ * on one thread: beside the pictures' it fills the time their run leaves the CPUs idle (decoding,
+ * waiting for the store) instead of adding its own. What the sound's run says is shown after the
+ * pictures' run ends, as if it had run then. */
 static int run_models(cli *c, const path_list *inputs, int status)
 {
     if (!c->audio || !c->model_set) {
@@ -30,20 +55,46 @@ static int run_models(cli *c, const path_list *inputs, int status)
         }
         return cli_run_pipeline(c, inputs, status);
     }
+    sound_run s = {.c = *c, .inputs = inputs, .status = EXIT_OK};
+    s.c.cfg.model = c->audio;
+    s.c.cfg.layer = NULL;
+    s.c.cfg.sample_fps = s.c.cfg.start = s.c.cfg.duration = 0.0;
+    s.c.cfg.every = s.c.cfg.keyframes = s.c.cfg.window = s.c.cfg.window_stride = 0;
+    s.c.cfg.hwdec = NULL;
+    s.c.cfg.n_threads = 1;
+    s.c.audio_run = 1;
+    if (s.c.progress == PROGRESS_BAR || (s.c.progress == PROGRESS_AUTO && isatty(STDERR_FILENO)))
+        s.c.progress = PROGRESS_LINES; /* one bar on the terminal: the pictures' */
+    s.c.out = open_memstream(&s.out, &s.out_len);
+    s.c.err = open_memstream(&s.err, &s.err_len);
+    pthread_t t;
+    int running = s.c.out && s.c.err && pthread_create(&t, NULL, run_sound, &s) == 0;
     status = cli_run_pipeline(c, inputs, status);
-    if (status == EXIT_INTERRUPTED || status == EXIT_USAGE || status == EXIT_START)
-        return status;
-    vf_config pictures = c->cfg;
-    c->cfg.model = c->audio;
-    c->cfg.layer = NULL;
-    c->cfg.sample_fps = c->cfg.start = c->cfg.duration = 0.0;
-    c->cfg.every = c->cfg.keyframes = c->cfg.window = c->cfg.window_stride = 0;
-    c->cfg.hwdec = NULL;
-    c->audio_run = 1;
-    int sound = cli_run_pipeline(c, inputs, EXIT_OK);
-    c->cfg = pictures;
-    c->audio_run = 0;
-    return sound > status ? sound : status;
+    if (running) {
+        pthread_join(t, NULL);
+    } else { /* no buffers or thread: the sound's run after the pictures' */
+        if (s.c.out)
+            fclose(s.c.out);
+        if (s.c.err)
+            fclose(s.c.err);
+        free(s.out);
+        free(s.err);
+        s.out = s.err = NULL;
+        s.c.out = stdout;
+        s.c.err = stderr;
+        if (status != EXIT_INTERRUPTED)
+            s.status = cli_run_pipeline(&s.c, inputs, EXIT_OK);
+    }
+    if (running) {
+        fclose(s.c.out);
+        fclose(s.c.err);
+        fwrite(s.out, 1, s.out_len, stdout);
+        fflush(stdout);
+        fwrite(s.err, 1, s.err_len, stderr);
+        free(s.out);
+        free(s.err);
+    }
+    return s.status > status ? s.status : status;
 }
 
 int cmd_extract(cli *c, int argc, char **argv)

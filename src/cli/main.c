@@ -123,6 +123,8 @@ int main(int argc, char **argv)
     memset(&c, 0, sizeof(c));
     c.cfg = vf_config_default();
     c.runs = 5;
+    c.out = stdout;
+    c.err = stderr;
     if (argc < 2) {
         cli_usage(NULL, 1, stderr);
         return EXIT_USAGE;

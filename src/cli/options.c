@@ -250,7 +250,7 @@ static const opt_def options[] = {
      "model name (see `vidfeat models`) or ONNX file", NULL, STR_SETS(cfg.model, model_set)},
     {"audio", OPT_AUDIO, "NAME|FILE", CMD_EXTRACT,
      "an audio model: a vector per patch of each file's sound (vggish, panns_cnn14); beside "
-     "--model, after it",
+     "--model, side by side with it",
      NULL, CUSTOM(opt_audio)},
     {"models-dir", OPT_MODELS_DIR, "DIR", NETS | CMD_MODELS,
      "look for manifests and ONNX files here first", NULL, STR(cfg.models_dir)},

@@ -82,17 +82,17 @@ static int on_progress(void *user, int file, const char *path, int64_t done, int
         double fps = el > 0 ? total / el : 0;
         const char *base = strrchr(path, '/');
         if (r->n_files) /* a queue worker does not know how many files it will get */
-            cli_printf(stderr, "\r\033[K[%d/%d] %s  %lld", file + 1, r->n_files,
+            cli_printf(r->c->err, "\r\033[K[%d/%d] %s  %lld", file + 1, r->n_files,
                        base ? base + 1 : path, (long long)done);
         else
-            cli_printf(stderr, "\r\033[K[%d] %s  %lld", file + 1, base ? base + 1 : path,
+            cli_printf(r->c->err, "\r\033[K[%d] %s  %lld", file + 1, base ? base + 1 : path,
                        (long long)done);
         if (expected > done)
-            cli_printf(stderr, "/%lld", (long long)expected);
-        cli_printf(stderr, " %s  %.1f %s/s", r->units, fps, r->units);
+            cli_printf(r->c->err, "/%lld", (long long)expected);
+        cli_printf(r->c->err, " %s  %.1f %s/s", r->units, fps, r->units);
         if (expected > done && fps > 0)
-            cli_printf(stderr, "  ETA %.0f s", (expected - done) / fps);
-        fflush(stderr);
+            cli_printf(r->c->err, "  ETA %.0f s", (expected - done) / fps);
+        fflush(r->c->err);
     }
     return interrupted;
 }
@@ -135,21 +135,21 @@ static void on_file(void *user, int file, const vf_file_result *res)
     run_ctx *r = user;
     (void)file;
     if (shows_bar(r))
-        cli_printf(stderr, "\r\033[K");
+        cli_printf(r->c->err, "\r\033[K");
     if (res->skipped) {
         r->skipped++;
         if (shows_lines(r))
-            cli_printf(stderr, "vidfeat: %s: skipped: already done\n", res->path);
+            cli_printf(r->c->err, "vidfeat: %s: skipped: already done\n", res->path);
     } else if (res->status == VF_ERR_LEASE) { /* not a failure: another worker has it */
         r->dropped++;
-        cli_printf(stderr, "vidfeat: %s: dropped: %s\n", res->path, res->error);
+        cli_printf(r->c->err, "vidfeat: %s: dropped: %s\n", res->path, res->error);
     } else if (res->status < 0) {
         r->failed++;
-        cli_printf(stderr, "vidfeat: %s: %s\n", res->path, res->error);
+        cli_printf(r->c->err, "vidfeat: %s: %s\n", res->path, res->error);
     } else {
         r->done++;
         if (shows_lines(r))
-            cli_printf(stderr,
+            cli_printf(r->c->err,
                        "vidfeat: %s: done: %lld %s in %.1f s, %.1f %s/s (decode %.0f%s%s, "
                        "convert %.0f, infer %.1f, store %.0f)\n",
                        res->path, (long long)res->frames, res->frames == 1 ? r->unit : r->units,
@@ -158,13 +158,13 @@ static void on_file(void *user, int file, const vf_file_result *res)
                        res->hwdec ? res->hwdec : "", res->convert_fps, res->infer_fps,
                        res->store_fps);
         if (res->note && res->note[0] && r->c->verbosity >= 0)
-            cli_printf(stderr, "vidfeat: %s: warning: %s\n", res->path, res->note);
+            cli_printf(r->c->err, "vidfeat: %s: warning: %s\n", res->path, res->note);
     }
     if (res->status != VF_ERR_LEASE) /* a dropped file's rows are the new holder's to replace */
         r->frames += res->frames;
     if (r->c->progress == PROGRESS_JSON) {
         vf_json *f = file_json(res);
-        if (!f || vfi_json_write(stdout, f, 0) < 0 || fflush(stdout) != 0)
+        if (!f || vfi_json_write(r->c->out, f, 0) < 0 || fflush(r->c->out) != 0)
             r->json_failed = 1;
         vfi_json_free(&f);
     }
@@ -195,7 +195,7 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
     vf_pipeline *p = NULL;
     vf_status rc = vf_pipeline_create(&c->cfg, &p);
     if (rc < 0) {
-        cli_printf(stderr, "vidfeat: %s\n", p ? vf_pipeline_errmsg(p) : vf_status_str(rc));
+        cli_printf(c->err, "vidfeat: %s\n", p ? vf_pipeline_errmsg(p) : vf_status_str(rc));
         vf_pipeline_free(&p);
         return rc == VF_ERR_INVALID ? EXIT_USAGE : EXIT_START;
     }
@@ -204,14 +204,14 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
     r.c = c;
     r.p = p;
     r.n_files = inputs->n;
-    r.tty = isatty(STDERR_FILENO);
+    r.tty = c->err == stderr && isatty(STDERR_FILENO);
     if (c->progress == PROGRESS_AUTO || (c->progress == PROGRESS_BAR && !r.tty))
         c->progress = r.tty ? PROGRESS_BAR : PROGRESS_LINES;
     r.t0 = vfi_now_s();
     vf_model_info about;
     vf_pipeline_info(p, &about);
     if (c->audio_run && !about.audio_frames) {
-        cli_printf(stderr, "vidfeat: %s takes pictures, not sound: give it with --model\n",
+        cli_printf(c->err, "vidfeat: %s takes pictures, not sound: give it with --model\n",
                    about.name);
         vf_pipeline_free(&p);
         return EXIT_USAGE;
@@ -234,13 +234,13 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
         rc = VF_OK; /* stopped by on_progress */
     } else if (rc == VF_ERR_CANCELLED) {
         if (r.tty)
-            cli_printf(stderr, "\r\033[K");
-        cli_printf(stderr,
+            cli_printf(c->err, "\r\033[K");
+        cli_printf(c->err,
                    "vidfeat: interrupted: %d file%s done, vectors written so far are kept\n",
                    r.done, cli_s(r.done));
         status = EXIT_INTERRUPTED;
     } else if (rc < 0) {
-        cli_printf(stderr, "vidfeat: %s\n", vf_pipeline_errmsg(p));
+        cli_printf(c->err, "vidfeat: %s\n", vf_pipeline_errmsg(p));
         status = EXIT_FAIL;
     }
     if (r.failed && status != EXIT_INTERRUPTED)
@@ -250,7 +250,7 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
     char db[1024]; /* the database as it may be shown: no password */
     vf_db_display(c->cfg.db_path, db, sizeof(db)); /* "" without one (calibrate) */
     if (c->calibrate && !info.int8_scales) {
-        cli_printf(stderr, "vidfeat: calibrate: %s\n",
+        cli_printf(c->err, "vidfeat: calibrate: %s\n",
                    info.calibration_frames || r.frames ? "the scales could not be saved (see above)"
                                                        : "no frame to calibrate on");
         status = EXIT_FAIL;
@@ -279,20 +279,20 @@ int cli_run_pipeline(cli *c, const path_list *inputs, int status)
                                                        : "ok") < 0;
         bad |= vfi_json_add(s, "files", r.files) < 0;
         r.files = NULL; /* the summary has it */
-        if (bad || vfi_json_write(stdout, s, 0) < 0) {
-            cli_printf(stderr, "vidfeat: the --json summary could not be %s\n",
+        if (bad || vfi_json_write(c->out, s, 0) < 0) {
+            cli_printf(c->err, "vidfeat: the --json summary could not be %s\n",
                        bad ? "made (out of memory)" : "written");
             status = EXIT_FAIL;
         }
         vfi_json_free(&s);
     } else if (c->calibrate && info.int8_scales && c->verbosity >= 0) {
         cli_printf(
-            stderr,
+            c->err,
             "vidfeat: int8 scales of %s (%s) calibrated on %lld frame%s of %d file%s -> %s\n",
             info.name, info.layer, (long long)info.calibration_frames,
             cli_s(info.calibration_frames), r.done, cli_s(r.done), info.int8_scales);
     } else if (!c->calibrate && shows_lines(&r) && rc != VF_ERR_CANCELLED) {
-        cli_printf(stderr, "vidfeat: %d done, %d failed, %d skipped; %lld %s in %.1f s -> %s\n",
+        cli_printf(c->err, "vidfeat: %d done, %d failed, %d skipped; %lld %s in %.1f s -> %s\n",
                    r.done, r.failed, r.skipped, (long long)r.frames,
                    r.frames == 1 ? r.unit : r.units, seconds, db);
     }

@@ -56,6 +56,10 @@ vf_status vfi_ann_search(vf_ann *a, const float *q, int k, int probe, int64_t *i
  * ids and dist (k each) for q's row i. */
 vf_status vfi_ann_search_many(vf_ann *a, int64_t n, const float *q, int k, int probe, int64_t *ids,
                               float *dist, vf_err *err);
+/* The same through FAISS's own scan of an IVF's lists, where vidfeat scans them itself (its
+ * IVF-PQ: ann_faiss.cpp): the oracle of that scan, for tests. */
+vf_status vfi_ann_search_many_faiss(vf_ann *a, int64_t n, const float *q, int k, int probe,
+                                    int64_t *ids, float *dist, vf_err *err);
 /* Vectors held. */
 int64_t vfi_ann_count(const vf_ann *a);
 /* The dimension of the vectors it takes. */

@@ -35,8 +35,6 @@ static void *run_sound(void *arg)
 {
     sound_run *s = arg;
     s->status = cli_run_pipeline(&s->c, s->inputs, EXIT_OK);
-    fflush(s->c.out);
-    fflush(s->c.err);
     return NULL;
 }
 
@@ -70,29 +68,23 @@ static int run_models(cli *c, const path_list *inputs, int status)
     pthread_t t;
     int running = s.c.out && s.c.err && pthread_create(&t, NULL, run_sound, &s) == 0;
     status = cli_run_pipeline(c, inputs, status);
-    if (running) {
+    if (running)
         pthread_join(t, NULL);
-    } else { /* no buffers or thread: the sound's run after the pictures' */
-        if (s.c.out)
-            fclose(s.c.out);
-        if (s.c.err)
-            fclose(s.c.err);
-        free(s.out);
-        free(s.err);
-        s.out = s.err = NULL;
-        s.c.out = stdout;
-        s.c.err = stderr;
-        if (status != EXIT_INTERRUPTED)
-            s.status = cli_run_pipeline(&s.c, inputs, EXIT_OK);
-    }
-    if (running) {
+    if (s.c.out)
         fclose(s.c.out);
+    if (s.c.err)
         fclose(s.c.err);
+    if (running) { /* what the sound's run said, after the pictures' */
         fwrite(s.out, 1, s.out_len, stdout);
         fflush(stdout);
         fwrite(s.err, 1, s.err_len, stderr);
-        free(s.out);
-        free(s.err);
+    }
+    free(s.out);
+    free(s.err);
+    if (!running && status != EXIT_INTERRUPTED) { /* no buffers or thread: after the pictures' */
+        s.c.out = stdout;
+        s.c.err = stderr;
+        s.status = cli_run_pipeline(&s.c, inputs, EXIT_OK);
     }
     return s.status > status ? s.status : status;
 }

@@ -80,11 +80,11 @@ vf_status vfi_held_choose(const vfi_held *l, const vf_config *cfg, int sound_onl
     const char *name = "(any)";
     if (cfg->model)
         name = vfi_model_file_name(cfg->model, &len);
-    int n = 0, sounds = 0;
+    int n = 0, of_kind = 0; /* rows that match; rows of the kind asked (sound_only: sound) */
     for (int i = 0; i < l->n; i++) {
         if (sound_only && !vfi_record_is_sound(l->v[i].prep))
             continue;
-        sounds++;
+        of_kind++;
         if ((!cfg->model || (strlen(l->v[i].name) == len && !strncmp(l->v[i].name, name, len))) &&
             (!cfg->layer || !strcmp(l->v[i].layer, cfg->layer))) {
             *out = &l->v[i];
@@ -96,12 +96,11 @@ vf_status vfi_held_choose(const vfi_held *l, const vf_config *cfg, int sound_onl
     if (!l->n)
         return vfi_fail(err, VF_ERR_STORE, "%s: holds no feature vectors", db);
     list_rows(l, held, sizeof(held));
-    if (sound_only && !sounds)
-        return vfi_fail(
-            err, VF_ERR_STORE,
-            "%s: holds no vectors of sound (vidfeat --audio MODEL makes them); it holds "
-            "%s",
-            db, held);
+    if (sound_only && !of_kind)
+        return vfi_fail(err, VF_ERR_STORE,
+                        "%s: holds no vectors of sound (vidfeat --audio MODEL makes them); it "
+                        "holds %s",
+                        db, held);
     if (!n)
         return vfi_fail(err, VF_ERR_STORE, "%s: no vectors of model %.*s%s%s; it holds %s", db,
                         (int)len, name, cfg->layer ? ", layer " : "", cfg->layer ? cfg->layer : "",

@@ -330,7 +330,8 @@ static vf_status sound_refs(const vf_audio_spec *a, float *patches, vf_err *err)
     float block[BLOCK];
     const size_t per = (size_t)a->patch * (size_t)a->front.n_mels;
     for (int i = 0; i < N_SOUND_REFS; i++) {
-        double rms = i ? pow(10.0, (-80.0 + 10.0 * i) / 20.0) : 0.0; /* -70 .. -40 dB */
+        /* peak: the RMS -70 .. -40 dB of full scale x sqrt(3) */
+        double peak = i ? pow(10.0, (-80.0 + 10.0 * i) / 20.0) * sqrt(3.0) : 0.0;
         uint32_t lcg = 12345u;
         vf_logmel *m = NULL;
         vf_status rc = vfi_logmel_new(&a->front, &m, err);
@@ -346,7 +347,7 @@ static vf_status sound_refs(const vf_audio_spec *a, float *patches, vf_err *err)
             for (int j = 0; j < BLOCK; j++) {
                 lcg = lcg * 1664525u + 1013904223u;
                 double u = (double)(lcg >> 8) / (double)(1u << 24) * 2.0 - 1.0; /* [-1, 1) */
-                block[j] = (float)(u * rms * sqrt(3.0));
+                block[j] = (float)(u * peak);
             }
             if ((rc = vfi_logmel_push(m, block, BLOCK, err)) < 0) {
                 vfi_logmel_free(&m);

@@ -454,11 +454,41 @@ static int64_t scan_lists(const faiss::IndexIVFPQ *pq, const float *ip, const id
     return read;
 }
 
+/* One query x's nearest k into dist and ids (nearest first) from its lists (keys and coarse:
+ * nprobe of them); split: the lists shared among the threads, a heap each, merged. Codes read. */
+static int64_t scan_query(const faiss::IndexIVFPQ *pq, const float *x, const idx_t *keys,
+                          const float *coarse, size_t nprobe, idx_t k, bool split, float *dist,
+                          idx_t *ids)
+{
+    const size_t M = pq->pq.M;
+    std::vector<float> ip(M * 256);
+    piece_products(pq->pq.transposed_centroids.data(), M, pq->pq.dsub, x, ip.data());
+    faiss::maxheap_heapify(k, dist, ids);
+    int64_t read = 0;
+    if (!split) {
+        read = scan_lists(pq, ip.data(), keys, coarse, nprobe, 0, 1, k, dist, ids);
+    } else {
+#pragma omp parallel reduction(+ : read)
+        {
+            const size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
+            std::vector<float> hd((size_t)k);
+            std::vector<idx_t> hi((size_t)k);
+            faiss::maxheap_heapify(k, hd.data(), hi.data());
+            read = scan_lists(pq, ip.data(), keys, coarse, nprobe, t, nt, k, hd.data(), hi.data());
+#pragma omp critical
+            for (idx_t i = 0; i < k; i++)
+                if (hi[(size_t)i] >= 0 && hd[(size_t)i] < dist[0])
+                    faiss::maxheap_replace_top(k, dist, ids, hd[(size_t)i], hi[(size_t)i]);
+        }
+    }
+    faiss::maxheap_reorder(k, dist, ids);
+    return read;
+}
+
 /* search_preassigned's work for an IVF-PQ of the kind above: keys and coarse (n x nprobe; a key
  * of -1 is skipped) the lists of each query xt, their centroids' distances; into dist and ids
  * (n x k, nearest first). The queries shared out among the threads, or, fewer queries than
- * threads, each query's lists (a heap a thread, merged). false (nothing done) for any other
- * IVF. */
+ * threads, each query's lists. false (nothing done) for any other IVF. */
 static bool scan_ivfpq(const faiss::IndexIVF *ivf, idx_t n, const float *xt, idx_t k, size_t nprobe,
                        const idx_t *keys, const float *coarse, float *dist, idx_t *ids,
                        int64_t *codes_read)
@@ -469,44 +499,19 @@ static bool scan_ivfpq(const faiss::IndexIVF *ivf, idx_t n, const float *xt, idx
         pq->pq.code_size != pq->pq.M || pq->polysemous_ht != 0 ||
         pq->precomputed_table.size() != ivf->nlist * pq->pq.M * 256)
         return false;
-    const size_t M = pq->pq.M, dsub = pq->pq.dsub, d = (size_t)ivf->d;
-    const float *ct = pq->pq.transposed_centroids.data();
+    const size_t d = (size_t)ivf->d;
     int64_t read = 0;
     if (n >= omp_get_max_threads()) {
 #pragma omp parallel for reduction(+ : read)
-        for (idx_t q = 0; q < n; q++) {
-            std::vector<float> ip(M * 256);
-            float *qd = dist + q * k;
-            idx_t *qi = ids + q * k;
-            faiss::maxheap_heapify(k, qd, qi);
-            piece_products(ct, M, dsub, xt + (size_t)q * d, ip.data());
-            read += scan_lists(pq, ip.data(), keys + (size_t)q * nprobe,
-                               coarse + (size_t)q * nprobe, nprobe, 0, 1, k, qd, qi);
-            faiss::maxheap_reorder(k, qd, qi);
-        }
-    } else {
-        std::vector<float> ip(M * 256);
-        for (idx_t q = 0; q < n; q++) {
-            float *qd = dist + q * k;
-            idx_t *qi = ids + q * k;
-            faiss::maxheap_heapify(k, qd, qi);
-            piece_products(ct, M, dsub, xt + (size_t)q * d, ip.data());
-#pragma omp parallel reduction(+ : read)
-            {
-                const size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
-                std::vector<float> hd((size_t)k);
-                std::vector<idx_t> hi((size_t)k);
-                faiss::maxheap_heapify(k, hd.data(), hi.data());
-                read +=
-                    scan_lists(pq, ip.data(), keys + (size_t)q * nprobe,
-                               coarse + (size_t)q * nprobe, nprobe, t, nt, k, hd.data(), hi.data());
-#pragma omp critical
-                for (idx_t i = 0; i < k; i++)
-                    if (hi[(size_t)i] >= 0 && hd[(size_t)i] < qd[0])
-                        faiss::maxheap_replace_top(k, qd, qi, hd[(size_t)i], hi[(size_t)i]);
-            }
-            faiss::maxheap_reorder(k, qd, qi);
-        }
+        for (idx_t q = 0; q < n; q++)
+            read += scan_query(pq, xt + (size_t)q * d, keys + (size_t)q * nprobe,
+                               coarse + (size_t)q * nprobe, nprobe, k, false, dist + q * k,
+                               ids + q * k);
+    } else { /* not inside a parallel region: a nested team is made anew each time */
+        for (idx_t q = 0; q < n; q++)
+            read +=
+                scan_query(pq, xt + (size_t)q * d, keys + (size_t)q * nprobe,
+                           coarse + (size_t)q * nprobe, nprobe, k, true, dist + q * k, ids + q * k);
     }
     *codes_read = read;
     return true;

@@ -90,8 +90,9 @@ def main():
         db = os.path.join(tmp, "archive.db")
         made = os.path.join(tmp, "made.json")  # what a run before left here
         want = {"vectors": a.vectors, "dim": a.dim}
-        if a.dir and os.path.exists(made) and json.load(open(made)).get("for") == want:
-            clips = json.load(open(made))["clips"]
+        before = json.load(open(made)) if a.dir and os.path.exists(made) else {}
+        if before.get("for") == want:
+            clips = before["clips"]
             print("# archive of a run before reused (%s)" % tmp, flush=True)
         else:
             for name in os.listdir(tmp):

@@ -15,12 +15,18 @@ with the CPU's name; nothing is asserted.
      one is decoded: a seek to the key frame before it, frames decoded up to it, JPEG);
    - thumbnails alone, warm (the 24 of one page of results, asked again and again: the cache);
    - the issue's mix: half the connections "more like this", half cold thumbnails, while a
-     worker extracts clips into the same database again and again (the tiny CNN, --force).
+     worker extracts clips into the same database again and again (the tiny CNN, --force);
+   - the same mix as people use a page: each connection waits 0.5-1.5 s (1 s on average)
+     after each answer before asking again (wrk's delay()), the worker writing meanwhile.
+   The loads without pauses keep every connection waiting for an answer all the time: they
+   measure the machine at its limit, where a request's latency is mostly its place in line.
+   Each search load is preceded by 5 s of the same load, not counted (the index loaded, the
+   pages of the archive read once), the warm thumbnails by one request for each of them.
 3. Per request kind: requests/s, latency p50, p90, p99, max (wrk's), errors; the worker's runs.
 
 --dir DIR keeps the archive, its clips and index in DIR and reuses them when a run before made
 them there (a million vectors take minutes to write and index); --only runs some of the loads
-(similar, thumb_cold, thumb_warm, mixed).
+(similar, thumb_cold, thumb_warm, mixed, people).
 """
 import argparse
 import json
@@ -34,6 +40,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import urllib.request
 
 import vfbench
 
@@ -76,7 +83,7 @@ def main():
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--dir")
-    ap.add_argument("--only", default="similar,thumb_cold,thumb_warm,mixed")
+    ap.add_argument("--only", default="similar,thumb_cold,thumb_warm,mixed,people")
     a = ap.parse_args()
     vidfeat = os.path.join(a.build, "src", "cli", "vidfeat")
     if not shutil.which("wrk"):
@@ -122,16 +129,23 @@ def main():
         print("| load | request | connections | requests/s | p50 ms | p90 ms | p99 ms | max ms |"
               " errors |")
         print("|---|---|---|---|---|---|---|---|---|")
-        for load, runs in (("alone", [("similar", a.clients)]),
-                           ("alone", [("thumb_cold", a.clients)]),
-                           ("alone", [("thumb_warm", a.clients)]),
-                           ("mixed, a worker writing", [("similar", a.clients // 2),
-                                                        ("thumb_cold", a.clients // 2)])):
-            if ("mixed" if load.startswith("mixed") else runs[0][0]) not in a.only.split(","):
+        half = [("similar", a.clients // 2), ("thumb_cold", a.clients - a.clients // 2)]
+        for name, load, runs in (("similar", "alone", [("similar", a.clients)]),
+                                 ("thumb_cold", "alone", [("thumb_cold", a.clients)]),
+                                 ("thumb_warm", "alone", [("thumb_warm", a.clients)]),
+                                 ("mixed", "mixed, a worker writing", half),
+                                 ("people", "people (1 s pauses), a worker writing",
+                                  [(kind + "_paused", n) for kind, n in half])):
+            if name not in a.only.split(","):
                 continue
-            worker = None
-            if load.startswith("mixed"):
-                worker = Worker(vidfeat, db, a.seconds)
+            if name == "thumb_warm":
+                for i in range(24):  # the page's thumbnails, each made once
+                    urllib.request.urlopen(url + "/api/thumb?" + urllib.parse.urlencode(
+                        {"path": clips[i % len(clips)], "t": "%.3f" % (2.5 * i)})).read()
+            if any(kind.startswith("similar") for kind, _ in runs):
+                subprocess.run(["wrk", "-t1", "-c%d" % a.clients, "-d5s", "-s", scripts["similar"],
+                                url], stdout=subprocess.DEVNULL, check=True)
+            worker = Worker(vidfeat, db, a.seconds) if "worker" in load else None
             procs = [(kind, n, subprocess.Popen(
                 ["wrk", "-t1", "-c%d" % n, "-d%ds" % a.seconds, "--timeout", "30s", "--latency",
                  "-s", scripts[kind], url], stdout=subprocess.PIPE, text=True))
@@ -151,7 +165,9 @@ def main():
 
 
 LABELS = {"similar": "more like this (index)", "thumb_cold": "thumbnail, cold (720p H.264)",
-          "thumb_warm": "thumbnail, warm (cached)"}
+          "thumb_warm": "thumbnail, warm (cached)",
+          "similar_paused": "more like this (index)",
+          "thumb_cold_paused": "thumbnail, cold (720p H.264)"}
 
 
 def write_lua(tmp, files, clips):
@@ -171,12 +187,14 @@ def write_lua(tmp, files, clips):
                       '  return wrk.format("GET", string.format("/api/thumb?path=%s&t=%.3f", c,'
                       ' 2.5 * i))',
     }
+    pause = "delay = function()\n  return math.random(500, 1500)\nend\n"
     out = {}
-    for kind, body in bodies.items():
+    for kind, body in list(bodies.items()) + [(k + "_paused", bodies[k])
+                                              for k in ("similar", "thumb_cold")]:
         out[kind] = os.path.join(tmp, kind + ".lua")
         with open(out[kind], "w") as f:
-            f.write("clips = {%s}\nmath.randomseed(%d)\nrequest = function()\n  %s\nend\n"
-                    % (quoted, len(kind), body))
+            f.write("clips = {%s}\nmath.randomseed(%d)\nrequest = function()\n  %s\nend\n%s"
+                    % (quoted, len(kind), body, pause if kind.endswith("_paused") else ""))
     return out
 
 

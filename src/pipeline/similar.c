@@ -18,6 +18,7 @@
 #include "core/clock.h"
 #include "core/mem.h"
 #include "core/status.h"
+#include "core/turns.h"
 #include "pipeline/held.h"
 #include "pipeline/index.h"
 #include "pipeline/query.h"
@@ -42,9 +43,11 @@ struct vfi_session {
     vfi_held rows;
     const vfi_held_model *row;
     /* ix, its file's identity and when it was looked for: read-locked by each query, written
-     * when the index is looked for again; ann_lock: ix's ANN index searched by one at a time */
+     * when the index is looked for again; ann_turns: ix's ANN index searched by one query at a
+     * time (its parameters are set on it), in the order the queries came */
     pthread_rwlock_t index_rw;
-    pthread_mutex_t ann_lock, check_lock;
+    vf_turns ann_turns;
+    pthread_mutex_t check_lock;
     vfi_index *ix;
     int index_looked; /* 1 once looked for (ix may still be NULL: none) */
     double index_checked;
@@ -103,7 +106,7 @@ static vf_status rank_candidate(void *user, int i, const char *path, const vf_st
     return VF_OK;
 }
 
-static vf_status search_index(vf_store *s, vfi_index *ix, pthread_mutex_t *lock,
+static vf_status search_index(vf_store *s, vfi_index *ix, vf_turns *turns,
                               const vfi_held_model *row, const float *q, int k, int probe,
                               const vf_store_ref *skip, const hit_relay *out, int64_t *candidates,
                               vf_err *err)
@@ -118,9 +121,9 @@ static vf_status search_index(vf_store *s, vfi_index *ix, pthread_mutex_t *lock,
         refs && unit && r.rank && r.paths ? VF_OK : vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     if (rc >= 0) {
         vfi_index_unit(q, row->dim, unit);
-        pthread_mutex_lock(lock);
+        vfi_turns_enter(turns);
         rc = vfi_index_search(ix, unit, want, probe, skip, refs, &n, err);
-        pthread_mutex_unlock(lock);
+        vfi_turns_leave(turns);
     }
     if (rc >= 0)
         rc = vfi_store_vectors_at(s, row->id, row->f16, row->dim, refs, n, rank_candidate, &r, err);
@@ -147,10 +150,9 @@ static vf_status search_index(vf_store *s, vfi_index *ix, pthread_mutex_t *lock,
 }
 
 /* The k stored vectors nearest q (an index's candidates, else the scan), skip left out. */
-static vf_status search(vf_store *s, vfi_index *ix, pthread_mutex_t *lock,
-                        const vfi_held_model *row, const float *q, int k, int probe,
-                        const vf_store_ref *skip, const hit_relay *out, vf_similar_stats *stats,
-                        vf_err *err)
+static vf_status search(vf_store *s, vfi_index *ix, vf_turns *turns, const vfi_held_model *row,
+                        const float *q, int k, int probe, const vf_store_ref *skip,
+                        const hit_relay *out, vf_similar_stats *stats, vf_err *err)
 {
     vf_status rc;
     *stats = (vf_similar_stats){.search = "exact"};
@@ -159,7 +161,7 @@ static vf_status search(vf_store *s, vfi_index *ix, pthread_mutex_t *lock,
     if (ix) {
         snprintf(stats->search, sizeof(stats->search), "index %s", vfi_index_kind(ix));
         snprintf(stats->index, sizeof(stats->index), "%s", vfi_index_path(ix));
-        rc = search_index(s, ix, lock, row, q, k, probe, skip, out, &stats->candidates, err);
+        rc = search_index(s, ix, turns, row, q, k, probe, skip, out, &stats->candidates, err);
     } else {
         rc = vfi_store_nearest(s, row->id, row->f16, q, row->dim, k, skip, relay_hit, (void *)out,
                                err);
@@ -178,7 +180,7 @@ vf_status vfi_session_open(const char *db, const vf_config *cfg, int sound_only,
     if (!ss)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     pthread_rwlock_init(&ss->index_rw, NULL);
-    pthread_mutex_init(&ss->ann_lock, NULL);
+    vfi_turns_init(&ss->ann_turns, 1);
     pthread_mutex_init(&ss->check_lock, NULL);
     pthread_mutex_init(&ss->text_lock, NULL);
     pthread_mutex_init(&ss->pool_lock, NULL);
@@ -231,7 +233,7 @@ void vfi_session_free(vfi_session **ps)
     vfi_free(ss->index_path);
     vfi_free(ss->db);
     pthread_rwlock_destroy(&ss->index_rw);
-    pthread_mutex_destroy(&ss->ann_lock);
+    vfi_turns_destroy(&ss->ann_turns);
     pthread_mutex_destroy(&ss->check_lock);
     pthread_mutex_destroy(&ss->text_lock);
     pthread_mutex_destroy(&ss->pool_lock);
@@ -403,7 +405,7 @@ vf_status vfi_session_similar(vfi_session *ss, const vf_similar_query *q, int st
     for (int i = 0; rc >= 0 && i < (n_texts ? n_texts : 1); i++) {
         vf_similar_stats stats;
         hit_relay out = {hit, user, i};
-        rc = search(s, ix, &ss->ann_lock, row, vecs + (size_t)i * (size_t)row->dim, k, q->probe,
+        rc = search(s, ix, &ss->ann_turns, row, vecs + (size_t)i * (size_t)row->dim, k, q->probe,
                     found ? &ref : NULL, &out, &stats, err);
         sound &= rc >= 0;
         stats.embed_ms = embed_ms;

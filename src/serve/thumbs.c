@@ -1,7 +1,10 @@
 /*
- * thumbs.c - the thumbnail cache (thumbs.h): entries keyed by path and time (to the
- * millisecond), in a list searched linearly (a cache of 64 MiB holds a few thousand), each
- * stamped when last used.
+ * thumbs.c - the thumbnail cache (thumbs.h). Entries are keyed by path and time (to the
+ * millisecond) in a chained hash table and kept on a list from the most to the least recently
+ * used, so a look-up and a drop cost the same at any size. An entry is being made, made (its
+ * JPEG) or failed (its message: the same file fails the same way again). A request for an entry
+ * being made waits for it rather than decoding the same frame again; requests that must decode
+ * take turns (turns.h), so none waits behind later ones.
  */
 #include <math.h>
 #include <pthread.h>
@@ -10,6 +13,8 @@
 
 #include "core/cpus.h"
 #include "core/mem.h"
+#include "core/strmap.h"
+#include "core/turns.h"
 #include "media/decode.h"
 #include "media/picture.h"
 #include "serve/jpeg.h"
@@ -17,38 +22,61 @@
 
 #define JPEG_QUALITY 85
 #define STALL_S      10.0 /* a file that decodes nothing for this long fails */
+#define ENTRY_BYTES  8192 /* a thumbnail's usual size: how many buckets a bound calls for */
+
+enum { MAKING, MADE, FAILED };
 
 typedef struct entry {
     char *path;
     int64_t ms;
-    uint8_t *jpeg;
-    size_t len;
-    uint64_t used;
+    uint64_t hash;
+    int state;
+    uint8_t *data;               /* MADE: the JPEG; FAILED: the message (a string) */
+    size_t len;                  /* of data */
+    vf_status failure;           /* FAILED: its status */
+    struct entry *chain;         /* the next in its bucket */
+    struct entry *newer, *older; /* the use list; MAKING entries are not on it */
 } entry;
 
 struct vfs_thumbs {
     pthread_mutex_t lock;
-    pthread_cond_t slot; /* signalled when a decode ends */
-    entry *v;
-    int n, cap;
-    int64_t bytes, max_bytes;
-    uint64_t clock;
-    int decoding, max_decoding;
+    pthread_cond_t changed; /* an entry made or failed */
+    entry **bucket;
+    size_t n_buckets;       /* a power of two */
+    entry *newest, *oldest; /* the use list */
+    int64_t max_bytes;
+    vfs_thumbs_counts counts;
+    vf_turns decoders; /* as many decode at once as there are cores, in the order asked */
 };
 
 vf_status vfs_thumbs_create(int64_t bytes, vfs_thumbs **out, vf_err *err)
 {
     vfs_thumbs *c = vfi_calloc(1, sizeof(*c));
-    if (!c)
+    size_t n = 64;
+    while (n < (1u << 20) && (int64_t)n * ENTRY_BYTES < bytes)
+        n *= 2;
+    if (c)
+        c->bucket = vfi_calloc(n, sizeof(*c->bucket));
+    if (!c || !c->bucket) {
+        vfi_free(c);
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
     pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->slot, NULL);
+    pthread_cond_init(&c->changed, NULL);
+    c->n_buckets = n;
     c->max_bytes = bytes;
     vf_cpu_budget b;
     vfi_cpu_budget(&b);
-    c->max_decoding = b.cpus;
+    vfi_turns_init(&c->decoders, b.cpus);
     *out = c;
     return VF_OK;
+}
+
+static void entry_free(entry *e)
+{
+    vfi_free(e->path);
+    vfi_free(e->data);
+    vfi_free(e);
 }
 
 void vfs_thumbs_free(vfs_thumbs **pc)
@@ -56,62 +84,81 @@ void vfs_thumbs_free(vfs_thumbs **pc)
     vfs_thumbs *c = *pc;
     if (!c)
         return;
-    for (int i = 0; i < c->n; i++) {
-        vfi_free(c->v[i].path);
-        vfi_free(c->v[i].jpeg);
-    }
-    vfi_free(c->v);
+    for (size_t i = 0; i < c->n_buckets; i++)
+        for (entry *e = c->bucket[i], *next; e; e = next) {
+            next = e->chain;
+            entry_free(e);
+        }
+    vfi_free(c->bucket);
     pthread_mutex_destroy(&c->lock);
-    pthread_cond_destroy(&c->slot);
+    pthread_cond_destroy(&c->changed);
+    vfi_turns_destroy(&c->decoders);
     vfi_free(c);
     *pc = NULL;
 }
 
-/* A copy of the cached picture into *jpeg: 1 found, 0 not, -1 out of memory. Locked. */
-static int lookup(vfs_thumbs *c, const char *path, int64_t ms, uint8_t **jpeg, size_t *len)
+void vfs_thumbs_count(vfs_thumbs *c, vfs_thumbs_counts *out)
 {
-    for (int i = 0; i < c->n; i++)
-        if (c->v[i].ms == ms && !strcmp(c->v[i].path, path)) {
-            c->v[i].used = ++c->clock;
-            if (!(*jpeg = vfi_malloc(c->v[i].len)))
-                return -1;
-            memcpy(*jpeg, c->v[i].jpeg, c->v[i].len);
-            *len = c->v[i].len;
-            return 1;
-        }
-    return 0;
+    pthread_mutex_lock(&c->lock);
+    *out = c->counts;
+    pthread_mutex_unlock(&c->lock);
 }
 
-/* Keep a copy of the picture, dropping the least recently used ones to stay within the bound.
- * Locked; nothing kept when out of memory (it is a cache). */
-static void keep(vfs_thumbs *c, const char *path, int64_t ms, const uint8_t *jpeg, size_t len)
+static uint64_t key_hash(const char *path, int64_t ms)
 {
-    if ((int64_t)len > c->max_bytes)
-        return;
-    while (c->n && c->bytes + (int64_t)len > c->max_bytes) {
-        int old = 0;
-        for (int i = 1; i < c->n; i++)
-            if (c->v[i].used < c->v[old].used)
-                old = i;
-        c->bytes -= (int64_t)c->v[old].len;
-        vfi_free(c->v[old].path);
-        vfi_free(c->v[old].jpeg);
-        c->v[old] = c->v[--c->n];
-    }
-    entry e = {vfi_strdup(path), ms, vfi_malloc(len), len, ++c->clock};
-    entry *v = e.path && e.jpeg ? vfi_grow(c->v, &c->cap, c->n + 1, sizeof(*v)) : NULL;
-    if (!v) {
-        vfi_free(e.path);
-        vfi_free(e.jpeg);
-        return;
-    }
-    memcpy(e.jpeg, jpeg, len);
-    c->v = v;
-    c->v[c->n++] = e;
-    c->bytes += (int64_t)len;
+    return vfi_hash_str(path) ^ ((uint64_t)ms * 0x9e3779b97f4a7c15u);
 }
 
-/* Decode the frame at t and make its JPEG. */
+static entry *find(const vfs_thumbs *c, const char *path, int64_t ms, uint64_t hash)
+{
+    for (entry *e = c->bucket[hash & (c->n_buckets - 1)]; e; e = e->chain)
+        if (e->hash == hash && e->ms == ms && !strcmp(e->path, path))
+            return e;
+    return NULL;
+}
+
+static void unchain(vfs_thumbs *c, const entry *e)
+{
+    entry **p = &c->bucket[e->hash & (c->n_buckets - 1)];
+    while (*p != e)
+        p = &(*p)->chain;
+    *p = e->chain;
+}
+
+static void unlist(vfs_thumbs *c, entry *e)
+{
+    *(e->newer ? &e->newer->older : &c->newest) = e->older;
+    *(e->older ? &e->older->newer : &c->oldest) = e->newer;
+    e->newer = e->older = NULL;
+}
+
+static void list_newest(vfs_thumbs *c, entry *e)
+{
+    e->older = c->newest;
+    e->newer = NULL;
+    *(c->newest ? &c->newest->newer : &c->oldest) = e;
+    c->newest = e;
+}
+
+static int64_t entry_bytes(const entry *e)
+{
+    return (int64_t)(e->len + strlen(e->path) + sizeof(*e));
+}
+
+/* Drop the least recently used entries until the kept ones fit the bound. Locked. */
+static void shrink(vfs_thumbs *c)
+{
+    while (c->oldest && c->counts.bytes > c->max_bytes) {
+        entry *e = c->oldest;
+        unlist(c, e);
+        unchain(c, e);
+        c->counts.bytes -= entry_bytes(e);
+        c->counts.kept--;
+        entry_free(e);
+    }
+}
+
+/* Decode the frame at t and make its JPEG; a failure's line names the file. */
 static vf_status make(const char *path, double t, uint8_t **jpeg, size_t *len, vf_err *err)
 {
     vf_sampling s = {.start = t, .max_frames = 1};
@@ -136,6 +183,60 @@ static vf_status make(const char *path, double t, uint8_t **jpeg, size_t *len, v
     vfi_free(rgb);
     vfi_frame_destroy(&f);
     vfi_decoder_free(&d);
+    if (rc < 0 && !strstr(err->msg, path)) {
+        vf_err bare = *err; /* the decoder's lines leave the file to their caller */
+        rc = vfi_fail(err, rc, "%s: %s", path, bare.msg);
+    }
+    return rc;
+}
+
+/* A made or failed entry's answer: a copy of its JPEG, or its failure. Locked. */
+static vf_status answer(vfs_thumbs *c, entry *e, uint8_t **jpeg, size_t *len, vf_err *err)
+{
+    unlist(c, e);
+    list_newest(c, e);
+    c->counts.served++;
+    if (e->state == FAILED)
+        return vfi_fail(err, e->failure, "%s", (const char *)e->data);
+    if (!(*jpeg = vfi_malloc(e->len)))
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    memcpy(*jpeg, e->data, e->len);
+    *len = e->len;
+    return VF_OK;
+}
+
+/* Make the entry's picture: decoded unlocked when a decoder's turn comes, then the entry made
+ * or failed and kept, and the requests waiting for it woken. Entered and left locked. */
+static vf_status make_entry(vfs_thumbs *c, entry *e, uint8_t **jpeg, size_t *len, vf_err *err)
+{
+    pthread_mutex_unlock(&c->lock);
+    vf_err mine = {0};
+    vfi_turns_enter(&c->decoders);
+    vf_status rc = make(e->path, (double)e->ms / 1000.0, jpeg, len, &mine);
+    vfi_turns_leave(&c->decoders);
+    size_t kept = rc >= 0 ? *len : strlen(mine.msg) + 1;
+    uint8_t *copy = vfi_malloc(kept);
+    if (copy)
+        memcpy(copy, rc >= 0 ? (const void *)*jpeg : (const void *)mine.msg, kept);
+    pthread_mutex_lock(&c->lock);
+    c->counts.made++;
+    c->counts.served++;
+    if (!copy) {
+        unchain(c, e); /* out of memory for the kept copy: answered, not kept */
+        entry_free(e);
+    } else {
+        e->state = rc >= 0 ? MADE : FAILED;
+        e->data = copy;
+        e->len = kept;
+        e->failure = rc;
+        list_newest(c, e);
+        c->counts.bytes += entry_bytes(e);
+        c->counts.kept++;
+        shrink(c);
+    }
+    pthread_cond_broadcast(&c->changed);
+    if (rc < 0 && err)
+        *err = mine;
     return rc;
 }
 
@@ -145,21 +246,26 @@ vf_status vfs_thumbs_get(vfs_thumbs *c, const char *path, double t, uint8_t **jp
     *jpeg = NULL;
     *len = 0;
     int64_t ms = (int64_t)llround(t * 1000.0);
+    uint64_t hash = key_hash(path, ms);
     pthread_mutex_lock(&c->lock);
-    int hit = lookup(c, path, ms, jpeg, len);
-    while (!hit && c->decoding >= c->max_decoding)
-        pthread_cond_wait(&c->slot, &c->lock);
-    if (!hit)
-        c->decoding++;
-    pthread_mutex_unlock(&c->lock);
-    if (hit)
-        return hit > 0 ? VF_OK : vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    vf_status rc = make(path, (double)ms / 1000.0, jpeg, len, err);
-    pthread_mutex_lock(&c->lock);
-    c->decoding--;
-    pthread_cond_signal(&c->slot);
-    if (rc >= 0)
-        keep(c, path, ms, *jpeg, *len);
+    entry *e;
+    while ((e = find(c, path, ms, hash)) && e->state == MAKING)
+        pthread_cond_wait(&c->changed, &c->lock); /* another request is making it */
+    vf_status rc;
+    if (e)
+        rc = answer(c, e, jpeg, len, err);
+    else if (!(e = vfi_calloc(1, sizeof(*e))) || !(e->path = vfi_strdup(path))) {
+        vfi_free(e);
+        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    } else {
+        e->ms = ms;
+        e->hash = hash;
+        e->state = MAKING;
+        entry **b = &c->bucket[hash & (c->n_buckets - 1)];
+        e->chain = *b;
+        *b = e; /* found from now on: requests for it wait for it */
+        rc = make_entry(c, e, jpeg, len, err);
+    }
     pthread_mutex_unlock(&c->lock);
     return rc;
 }

@@ -2,7 +2,8 @@
  * thumbs.h - thumbnails of an archive's frames for the page: the frame at a time, decoded on
  * demand (a seek to the key frame before it, then decoding up to it), made small and upright
  * (picture.h), encoded as JPEG (jpeg.h), and kept in memory up to a bound, the least recently
- * used dropped first. Any thread; at most as many decode at once as the machine has cores.
+ * used dropped first. Any thread; at most as many decode at once as the machine has cores, in
+ * the order their requests came, and a frame asked for again while it is being made is made once.
  */
 #ifndef VIDFEAT_THUMBS_H
 #define VIDFEAT_THUMBS_H
@@ -24,6 +25,13 @@ vf_status vfs_thumbs_create(int64_t bytes, vfs_thumbs **out, vf_err *err);
  * pictures, a damaged file), VF_ERR_NOMEM. */
 vf_status vfs_thumbs_get(vfs_thumbs *c, const char *path, double t, uint8_t **jpeg, size_t *len,
                          vf_err *err);
+typedef struct vfs_thumbs_counts {
+    int64_t made;   /* pictures decoded (or failed) */
+    int64_t served; /* requests answered */
+    int64_t kept;   /* entries kept now */
+    int64_t bytes;  /* what they hold, counted against the bound */
+} vfs_thumbs_counts;
+void vfs_thumbs_count(vfs_thumbs *c, vfs_thumbs_counts *out);
 void vfs_thumbs_free(vfs_thumbs **pc);
 
 #endif /* VIDFEAT_THUMBS_H */

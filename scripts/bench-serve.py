@@ -139,9 +139,8 @@ def main():
             if name not in a.only.split(","):
                 continue
             if name == "thumb_warm":
-                for i in range(24):  # the page's thumbnails, each made once
-                    urllib.request.urlopen(url + "/api/thumb?" + urllib.parse.urlencode(
-                        {"path": clips[i % len(clips)], "t": "%.3f" % (2.5 * i)})).read()
+                for path in warm_thumbs(clips):  # each made once
+                    urllib.request.urlopen(url + path).read()
             if any(kind.startswith("similar") for kind, _ in runs):
                 subprocess.run(["wrk", "-t1", "-c%d" % a.clients, "-d5s", "-s", scripts["similar"],
                                 url], stdout=subprocess.DEVNULL, check=True)
@@ -154,7 +153,7 @@ def main():
                 out = p.communicate()[0]
                 r = parse_wrk(out)
                 print("| %s | %s | %d | %.1f | %s | %s | %s | %s | %d |" % (
-                    load, LABELS[kind], n, r["rps"], r["50%"], r["90%"], r["99%"], r["max"],
+                    load, LABELS[kind.replace("_paused", "")], n, r["rps"], r["50%"], r["90%"], r["99%"], r["max"],
                     r["errors"]), flush=True)
             if worker:
                 runs_done = worker.join()
@@ -165,9 +164,13 @@ def main():
 
 
 LABELS = {"similar": "more like this (index)", "thumb_cold": "thumbnail, cold (720p H.264)",
-          "thumb_warm": "thumbnail, warm (cached)",
-          "similar_paused": "more like this (index)",
-          "thumb_cold_paused": "thumbnail, cold (720p H.264)"}
+          "thumb_warm": "thumbnail, warm (cached)"}
+
+
+def warm_thumbs(clips):
+    """The warm load's requests: the 24 thumbnails of one page of results."""
+    return ["/api/thumb?" + urllib.parse.urlencode({"path": clips[i % len(clips)],
+                                                   "t": "%.3f" % (2.5 * i)}) for i in range(24)]
 
 
 def write_lua(tmp, files, clips):
@@ -182,19 +185,18 @@ def write_lua(tmp, files, clips):
                       '  local t = math.random(0, %d) / 1000\n'  # within the last frame's time
                       '  return wrk.format("GET", string.format("/api/thumb?path=%%s&t=%%.3f", c, t))'
                       % (CLIP_S * 1000 - 100),
-        "thumb_warm": 'local i = math.random(0, 23)\n'
-                      '  local c = clips[i % #clips + 1]\n'
-                      '  return wrk.format("GET", string.format("/api/thumb?path=%s&t=%.3f", c,'
-                      ' 2.5 * i))',
+        "thumb_warm": 'return wrk.format("GET", warm[math.random(1, #warm)])',
     }
+    warm = ", ".join('"%s"' % u for u in warm_thumbs(clips))
     pause = "delay = function()\n  return math.random(500, 1500)\nend\n"
     out = {}
     for kind, body in list(bodies.items()) + [(k + "_paused", bodies[k])
                                               for k in ("similar", "thumb_cold")]:
         out[kind] = os.path.join(tmp, kind + ".lua")
         with open(out[kind], "w") as f:
-            f.write("clips = {%s}\nmath.randomseed(%d)\nrequest = function()\n  %s\nend\n%s"
-                    % (quoted, len(kind), body, pause if kind.endswith("_paused") else ""))
+            f.write("clips = {%s}\nwarm = {%s}\nmath.randomseed(%d)\n"
+                    "request = function()\n  %s\nend\n%s"
+                    % (quoted, warm, len(kind), body, pause if kind.endswith("_paused") else ""))
     return out
 
 

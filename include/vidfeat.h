@@ -64,6 +64,10 @@ typedef enum vf_precision {
     VF_PRECISION_INT8 = 4, /**< 8-bit convolutions and inner products (CPU, AMX/VNNI), scales
                                 from a calibration file (vf_config.int8_scales) or calibrated
                                 on the first frames the network sees */
+    VF_PRECISION_AUTO = 5, /**< bf16 where this CPU has bf16 instructions, runs the model at
+                                least 10% faster in it and its bf16 features keep a cosine of
+                                0.999 to f32's (measured once per model and machine, kept in the
+                                plan cache); f32 otherwise. vf_model_info.precision says which. */
 } vf_precision;
 
 /** Order of the colour channels the network expects in its input tensor. */
@@ -196,6 +200,14 @@ typedef struct vf_config {
      *  side by side). Smaller overlaps them (each frame is still decoded and converted once);
      *  larger leaves frames out. */
     int window_stride;
+
+    /* ---- what one input may cost, continued (appended in 0.3; docs/security.md) ---- */
+    /** Seconds of picture or sound a file may run, read as it is decoded; past it the file
+     *  fails, named, as a file that stops decoding midway does (a small file can hold hours of
+     * silence or of a still picture: decoding them is work in proportion to their time, not their
+     *  size). 0: the default, an hour plus an hour per megabyte of the file (no bound where
+     *  its size is unknown); < 0: no bound. */
+    double max_duration;
 } vf_config;
 
 /** An opened model: the network compiled for one backend, batch size and precision. */
@@ -211,12 +223,12 @@ typedef enum vf_weights_kind {
 
 /** What an extractor expects and produces. Strings are borrowed from the extractor. */
 typedef struct vf_model_info {
-    const char *name;    /**< manifest name, or the ONNX file's base name */
-    const char *path;    /**< the ONNX file that was loaded */
-    const char *layer;   /**< the feature layer's name as requested or defaulted */
-    const char *tensor;  /**< the graph tensor the features come from */
-    const char *backend; /**< backend actually used: "dnnl", "ref", "cuda" */
-    vf_precision precision;
+    const char *name;       /**< manifest name, or the ONNX file's base name */
+    const char *path;       /**< the ONNX file that was loaded */
+    const char *layer;      /**< the feature layer's name as requested or defaulted */
+    const char *tensor;     /**< the graph tensor the features come from */
+    const char *backend;    /**< backend actually used: "dnnl", "ref", "cuda" */
+    vf_precision precision; /**< the one it runs in: never VF_PRECISION_AUTO (auto's choice) */
     int batch_size;
     int input_size;  /**< the network's input is [N, 3, input_size, input_size] */
     int feature_dim; /**< floats per image in the output */
@@ -251,6 +263,10 @@ typedef struct vf_model_info {
     int audio_frames;
     int audio_bands;
     int sample_rate;
+    /** Asked for VF_PRECISION_AUTO: why precision is what it is ("bf16: 2.1 ms an image against
+     *  f32's 4.3 ms, worst cosine 0.99962"); NULL when a precision was asked. (Appended after
+     *  sample_rate.) */
+    const char *precision_why;
 } vf_model_info;
 
 /** The default configuration (thread-safe, no allocation). */
@@ -330,8 +346,8 @@ typedef struct vf_text_info {
 /**
  * Open a text encoder. cfg->model names a CLIP model (a manifest with a "text" section, such as
  * "clip_vit_b32", or either of its ONNX files); a text tower file no manifest names runs token
- * ids only (vf_text_encode_ids). cfg->backend, precision (f32 or bf16), batch_size, n_threads
- * and models_dir apply as for images.
+ * ids only (vf_text_encode_ids). cfg->backend, precision (f32 or bf16; auto runs f32),
+ * batch_size, n_threads and models_dir apply as for images.
  * @param out  receives the encoder, also on failure (but VF_ERR_NOMEM and a NULL cfg), for
  *             vf_text_encoder_errmsg(); free it with vf_text_encoder_free() either way.
  * @return VF_OK; VF_ERR_INVALID (bad option, a model without a text tower), VF_ERR_IO (the tower
@@ -794,6 +810,9 @@ typedef struct vf_match {
     double score;   /**< the mean cosine of the matching frames */
     double speed;   /**< b's seconds per a's second (1: the same speed) */
     int64_t frames; /**< a's frames that matched */
+    /** Each file's extent as extracted: its last stored frame's time (seconds), so that a
+     *  segment can be drawn against the whole file (appended in 0.2). */
+    double a_length, b_length;
 } vf_match;
 
 /**
@@ -831,6 +850,10 @@ typedef struct vf_serve_opts {
     int no_auth;
     int64_t max_upload;  /**< bytes of an uploaded query image; 0: 32 MiB */
     int64_t thumb_cache; /**< bytes of thumbnails kept in memory; 0: 64 MiB */
+    /** Requests are answered only when addressed (their Host) to bind's address (any of the
+     *  machine's when bind is 0.0.0.0 or ::), to localhost, or to one of these host names,
+     *  comma-separated (a name of this machine that browsers use); NULL: none. Others: 403. */
+    const char *allow_hosts;
 } vf_serve_opts;
 
 typedef struct vf_server vf_server;
@@ -986,17 +1009,46 @@ VF_API const char *vf_version(void);
 /** Write the compiled-in backends and library versions into buf, one "name: value" per line
  *  (truncated to size). Returns buf. Any thread. */
 VF_API char *vf_build_info(char *buf, size_t size);
-/** 1 if the named feature is compiled in ("dnnl", "cuda", "ref", "bf16"), else 0. Any thread. */
+/** 1 if the named feature is compiled in ("dnnl", "cuda", "ref"), or for "bf16" if this CPU runs
+ *  bf16 on the CPU backend (AVX512-BF16 or AMX, under the cap VIDFEAT_ISA or ONEDNN_MAX_CPU_ISA
+ *  sets), else 0. Any thread. */
 VF_API int vf_has_feature(const char *name);
 /** Parse a precision's name, case-insensitive: "f32" (or "fp32", "float32"), "bf16"
- *  ("bfloat16"), "f16" ("fp16", "float16"), "tf32", "int8" ("i8"). VF_ERR_INVALID for anything
- *  else. */
+ *  ("bfloat16"), "f16" ("fp16", "float16"), "tf32", "int8" ("i8"), "auto". VF_ERR_INVALID for
+ *  anything else. */
 VF_API vf_status vf_precision_parse(const char *text, vf_precision *out);
-/** The name of each of the five precisions: "f32", "bf16", "f16", "tf32", "int8". */
+/** The name of each precision: "f32", "bf16", "f16", "tf32", "int8", "auto". */
 VF_API const char *vf_precision_str(vf_precision p);
 
 /** "official", "other file", "random weights" or "unknown". */
 VF_API const char *vf_weights_str(vf_weights_kind w);
+
+/* ---- the JSON documents (appended in 0.2; docs/output.md) ------------------------------------ */
+
+/** A record the callbacks above give, as the command's --json writes it. */
+typedef enum vf_doc_kind {
+    VF_DOC_NEIGHBOUR = 0,  /**< a vf_neighbour (vf_db_similar), at place rank (from 1) */
+    VF_DOC_MATCH = 1,      /**< a vf_match (vf_db_matches) */
+    VF_DOC_SUMMARY = 2,    /**< a vf_db_summary (vf_db_inspect) */
+    VF_DOC_EXTRACTION = 3, /**< a vf_db_extraction (vf_db_inspect) */
+    VF_DOC_BENCH_RUN = 4,  /**< a vf_db_bench_run (vf_db_inspect) */
+    VF_DOC_INDEX = 5,      /**< a vf_db_index_info (vf_db_indexes) */
+    VF_DOC_MATCHES = 6,    /**< a vf_match_stats: matches' document, its "matches" empty */
+} vf_doc_kind;
+
+/**
+ * The JSON text of @p record (of @p kind; rank for a neighbour) as the command's --json gives
+ * it: one object on one line, names that are not UTF-8 escaped losslessly (docs/output.md), so
+ * that a binding reading records through callbacks says exactly what the command says. A new
+ * string (vf_doc_free), or NULL when out of memory or for an unknown kind. Any thread.
+ */
+VF_API char *vf_doc_json(vf_doc_kind kind, const void *record, int rank);
+/** similar's document with its "neighbours" empty: the query is {"text": text} (and
+ *  "embed_ms" is set) when text is given, else src's. As vf_doc_json. */
+VF_API char *vf_doc_similar_json(const vf_neighbour *src, const char *text,
+                                 const vf_similar_stats *stats);
+/** Free a vf_doc_json / vf_doc_similar_json string (NULL: nothing). */
+VF_API void vf_doc_free(char *text);
 
 /** Log levels, most severe first. */
 enum { VF_LOG_ERROR = 0, VF_LOG_WARNING = 1, VF_LOG_INFO = 2, VF_LOG_DEBUG = 3 };

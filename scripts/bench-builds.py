@@ -71,7 +71,7 @@ def main():
     for m in models:
         if not os.path.exists(os.path.join(a.model_dir, m + ".onnx")):
             subprocess.run(["/usr/bin/python3", os.path.join(HERE, "export-torchvision.py"),
-                            "--out", a.model_dir, m], check=True)
+                            "--out", a.model_dir, "--dynamic-batch", m], check=True)
     builds = [("old", old), ("new", a.new_vidfeat)]
     rev = subprocess.run(["git", "rev-parse", "--short", a.old], cwd=ROOT, capture_output=True,
                          text=True).stdout.strip()

@@ -50,7 +50,7 @@ def main():
     for m in models:
         if not os.path.exists(os.path.join(a.model_dir, m + ".onnx")):
             subprocess.run(["/usr/bin/python3", os.path.join(HERE, "export-torchvision.py"),
-                            "--out", a.model_dir, m], check=True)
+                            "--out", a.model_dir, "--dynamic-batch", m], check=True)
 
     def vidfeat(prec):
         return lambda path: [a.vidfeat, "bench", "--infer-only", "--json", "--model", path,

@@ -4,7 +4,7 @@
 run with --help appended, which the command reads after every other option, so that an unknown
 option, a value it refuses or an unknown command fails it; each scripts/ program they name
 exists and is executable; and every long option any command's --help lists (the option table,
-src/cli/options.c) is named in the man page, docs/vidfeat.1.
+src/cli/options.c) is named in the man page, docs/vidfeat.1, and in docs/commands.md's tables.
 
 usage: check-doc-commands.py VIDFEAT SOURCE_DIR      (exit 0: all parse; 1: the ones that do not)
 """
@@ -58,7 +58,8 @@ def segments(line):
 
 
 def man_page_gaps(exe, page, cwd):
-    """Long options some command's --help lists that the man page does not name."""
+    """Long options some command's --help lists that the man page, or docs/commands.md's
+    tables, do not name."""
     r = subprocess.run([exe], capture_output=True, text=True, cwd=cwd, timeout=60)
     lines = r.stderr.splitlines()
     start = lines.index("commands:") + 1 if "commands:" in lines else len(lines)
@@ -78,6 +79,12 @@ def man_page_gaps(exe, page, cwd):
     text = open(page, encoding="utf-8").read()
     gaps = ["docs/vidfeat.1: --%s (a long option) is not in the man page" % o
             for o in sorted(options) if "\\-\\-" + o.replace("-", "\\-") not in text]
+    # docs/commands.md: in a table row (a line starting with "|"), as --NAME not followed by
+    # another letter of a longer option's name
+    rows = "\n".join(l for l in open(os.path.join(os.path.dirname(page), "commands.md"),
+                                      encoding="utf-8") if l.startswith("|"))
+    gaps += ["docs/commands.md: --%s (a long option) is in no table there" % o for o in
+             sorted(options) if not re.search(r"--%s(?![a-z0-9-])" % re.escape(o), rows)]
     if len(commands) < 5 or len(options) < 20:
         gaps.append("the commands and options could not be read from vidfeat's help")
     return gaps

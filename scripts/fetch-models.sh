@@ -31,23 +31,31 @@ for name in "${names[@]}"; do
     if [ ! -f "$manifest" ]; then
         echo "fetch-models: $name: no $manifest" >&2; status=1; continue
     fi
-    # file url sha256 size [licence licence-url licence-sha256]: the model's, or its vocabulary's
-    read -r file url sha size lic lic_url lic_sha < <(/usr/bin/env python3 -c 'import json,sys
+    # file url sha256 size [licence licence-url licence-sha256], then on a line of its own what
+    # to do without a download: the model's, or its vocabulary's
+    { read -r file url sha size lic lic_url lic_sha; IFS= read -r instead; } < <(/usr/bin/env python3 -c 'import json,sys
 m = json.load(open(sys.argv[1]))
+dest = sys.argv[3]
 if sys.argv[2] == "1":
     t = m.get("text") or {}
     print(t.get("vocab") or "-", t.get("vocab_url") or "-", t.get("vocab_sha256") or "-", "-",
           t.get("vocab_licence") or "-", t.get("vocab_licence_url") or "-",
           t.get("vocab_licence_sha256") or "-")
+    print("copy %s (CLIP'"'"'s byte-pair vocabulary, from openai/CLIP'"'"'s repository, MIT licence) "
+          "into %s" % (t.get("vocab") or "the vocabulary", dest))
 else:
     print(m["file"], m.get("url") or "-", m.get("sha256") or "-", m.get("size") or "-",
-          "-", "-", "-")' "$manifest" "$vocab")
+          "-", "-", "-")
+    made = m.get("export") or ""
+    where = m.get("source") or m.get("description") or m["name"]
+    print(("make it with: " + made) if made else
+          "it is %s: copy your %s into %s (or a --models-dir)" % (where, m["file"], dest))' "$manifest" "$vocab" "$dir")
     if [ "$vocab" = 1 ] && [ "$file" = "-" ]; then
         echo "fetch-models: $name: the manifest names no tokenizer vocabulary (not a CLIP" \
              "model)" >&2; status=1; continue
     fi
     if [ "$url" = "-" ]; then
-        echo "fetch-models: $name: the manifest has no download address" >&2; status=1; continue
+        echo "fetch-models: $name: no address serves $file; $instead" >&2; status=1; continue
     fi
     out=$dir/$file
     if [ -f "$out" ] && [ "$sha" != "-" ] && [ "$(sha256sum "$out" | cut -d' ' -f1)" = "$sha" ]; then
@@ -65,9 +73,8 @@ else:
     progress=(--no-progress-meter)
     [ -t 2 ] && progress=(--progress-bar)
     if ! curl -fL --retry 3 "${progress[@]}" -C - -o "$part" "$url"; then
-        echo "fetch-models: $name: download failed (run again to resume $part);" \
-             "scripts/export-torchvision.py $name makes the same architecture, with random" \
-             "weights where the torchvision weights are not cached" >&2
+        echo "fetch-models: $name: the download failed (run again to resume $part); or" \
+             "$instead" >&2
         status=1; continue
     fi
     got_size=$(stat -c %s "$part")

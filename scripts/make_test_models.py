@@ -263,6 +263,28 @@ class Binary(nn.Module):
         return w * pooled + y
 
 
+class PRelus(nn.Module):
+    """PRelu as PyTorch exports it: a slope per channel over an image ([C, 1, 1], negative and
+    above 1 among them), one slope for all (LeakyRelu's form) and a slope per feature over rows
+    ([C])."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 6, 3, padding=1)
+        self.per_channel = nn.PReLU(6)
+        self.one = nn.PReLU()
+        self.fc = nn.Linear(6 * 5 * 5, 7)
+        self.rows = nn.PReLU(7)
+        with torch.no_grad():
+            self.per_channel.weight.copy_(torch.linspace(-0.5, 1.5, 6))
+            self.one.weight.fill_(0.3)
+            self.rows.weight.copy_(torch.linspace(0.1, 2.0, 7))
+
+    def forward(self, x):
+        y = self.one(self.per_channel(self.conv(x)) - 0.2)
+        return torch.cat([y.flatten(1), self.rows(self.fc(y.flatten(1)))], 1)
+
+
 class ConcatSoftmax(nn.Module):
     def __init__(self):
         super().__init__()
@@ -577,6 +599,22 @@ def same_upper():
     write_golden("same_upper", x.numpy(), y.numpy())
 
 
+def bf16_cancel():
+    """Two 1x1 convolutions that add 1000 and take it away again: exact in f32, but between
+    them bf16 (8 significant bits: a step of 4 at 1000) loses the picture itself. What
+    --precision auto must measure and refuse (f32 kept); no golden, the test compares f32."""
+    eye = np.eye(3, dtype=np.float32).reshape(3, 3, 1, 1)
+    inits = [numpy_helper.from_array(eye, "w1"),
+             numpy_helper.from_array(np.full(3, 1000, np.float32), "b1"),
+             numpy_helper.from_array(eye.copy(), "w2"),
+             numpy_helper.from_array(np.full(3, -1000, np.float32), "b2")]
+    nodes = [helper.make_node("Conv", ["input", "w1", "b1"], ["up"], name="up"),
+             helper.make_node("Conv", ["up", "w2", "b2"], ["down"], name="down"),
+             helper.make_node("Flatten", ["down"], ["output"], name="flat")]
+    model = helper_model("bf16_cancel", nodes, inits, ["N", 3, 8, 8])
+    onnx.save(model, os.path.join(OPS, "bf16_cancel.onnx"))
+
+
 def external_data():
     """A Gemm whose weights live in an external-data file beside the model."""
     rng = seeded(32)
@@ -632,6 +670,17 @@ def bad_models():
     save("unsupported_ops", m, "VF_ERR_UNSUPPORTED",
          "unsupported operators: LSTM (node 'l1' and 2 others), GRU (node 'g1'), "
          "com.microsoft.FusedConv (node 'f1')")
+
+    # torch.onnx.export's loops and sequences (torchvision's MViT): refused, pointing at the
+    # export script that writes the model without them
+    m = helper_model("s", [helper.make_node("SequenceEmpty", [], ["seq"], name="/SequenceEmpty"),
+                           helper.make_node("SequenceInsert", ["seq", "input"], ["seq2"],
+                                            name="/SequenceInsert"),
+                           helper.make_node("ConcatFromSequence", ["seq2"], ["output"], axis=0,
+                                            name="/ConcatFromSequence")],
+                     [], ["N", 3, 4, 4])
+    save("sequence_ops", m, "VF_ERR_UNSUPPORTED",
+         "scripts/export-torchvision.py mvit_v2_s")
 
     m = helper_model("c", [helper.make_node("Relu", ["b"], ["a"], name="r1"),
                            helper.make_node("Relu", ["a"], ["b"], name="r2"),
@@ -766,11 +815,13 @@ def main(fixtures_only=False):
     export("vit_patch14", vit_patch14, (3, 56, 56), 23, opset=17)
     export("matmul_per_index", MatmulPerIndex, (3, 4, 6), 28, opset=17)
     export("conv_wino", ConvWino, (3, 16, 16), 29)
+    export("prelu", PRelus, (4, 5, 5), 30)
     text_tiny()
     conv_bn_relu()
     conv3d_bn_relu()
     lrn()
     same_upper()
+    bf16_cancel()
     external_data()
     bad_models()
     print("wrote", OPS, GOLD, BAD)

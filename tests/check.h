@@ -61,6 +61,7 @@
 
 #define SKIP(...)                                                                                  \
     do {                                                                                           \
+        fflush(stdout); /* what the test printed first, before the reason, not into it */          \
         fprintf(stderr, "skipped: ");                                                              \
         fprintf(stderr, __VA_ARGS__);                                                              \
         fputc('\n', stderr);                                                                       \

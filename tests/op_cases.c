@@ -43,6 +43,7 @@ const char *const op_case_names[] = {
     "vit_patch14",
     "matmul_per_index",
     "conv_wino",
+    "prelu",
     "text_tiny",
     NULL,
 };

@@ -4,8 +4,10 @@
  * shifted line finds similar frames too. A copy is the film's vectors at other times with noise
  * (re-encoding). Checked: a copy inserted at an offset and sampled at another frame rate is one
  * segment with the right times (within 0.5 s) and speed 1; a copy sped up 4% (PAL) has speed
- * 1.04; a clip shown twice is two segments; unrelated films, frames marked flat, and a copy
- * shorter than the minimum duration give none.
+ * 1.04; a clip shown twice is two segments; sound patches reused at an offset that is no multiple
+ * of the patch, pairs of them just below the threshold, are one span whose ends are within a
+ * patch of the truth; unrelated films, frames marked flat, and a copy shorter than the minimum
+ * duration give none.
  */
 #include <math.h>
 #include <stdio.h>
@@ -166,6 +168,50 @@ int main(void)
     CHECK_NEAR(seg[0].a_start, 3, 0.5);
     CHECK_NEAR(seg[1].a_start, 3, 0.5);
     CHECK(fabs(seg[0].b_start - seg[1].b_start) > 15);
+
+    printf("sound: 22 s of 0.96 s patches reused 7.3 s in (no multiple of the patch), re-encoded,"
+           " a patch or two in places just below the threshold:\n");
+    {
+        static file pa, pb;
+        pa.n = pb.n = 0;
+        append(&pa, &source, 0, 40, 1 / 0.96, 0, 1, 0, &seed); /* patches at 0, 0.96, ... */
+        append(&pb, &other, 0, 7.3, 1 / 0.96, 0, 1, 0, &seed);
+        int64_t first = pb.n;
+        append(&pb, &source, 7.3, 22, 1 / 0.96, 10, 1, 0.2, &seed); /* source's 10-32 s */
+        int64_t last = pb.n;
+        append(&pb, &other, 29.3, 6, 1 / 0.96, 20, 1, 0, &seed);
+        /* patches that straddle a change in the sound look less alike: runs of two and three
+         * of them pushed just below the threshold (a cosine of about 0.75 with their
+         * counterpart), 3 patches of full likeness between */
+        for (int64_t k = first + 3, run = 2; k + run < last - 2; k += run + 3, run = 5 - run)
+            for (int64_t q = k; q < k + run; q++) {
+                float *v = pb.vec + q * DIM, e[DIM];
+                for (int j = 0; j < DIM; j++)
+                    e[j] = (float)gauss(&seed);
+                unit(e);
+                for (int j = 0; j < DIM; j++)
+                    v[j] += 0.85f * e[j];
+                unit(v);
+            }
+        CHECK_MSG(align(&pa, &pb, 2, seg) == 1, "the reused sound in pieces, not one span");
+        CHECK_NEAR(seg[0].a_start, 10, 0.96);
+        CHECK_NEAR(seg[0].a_end, 32 - 0.96, 0.96);
+        CHECK_NEAR(seg[0].b_start, 7.3, 0.96);
+        CHECK_NEAR(seg[0].b_end, 29.3 - 0.96, 0.96);
+        CHECK_NEAR(seg[0].speed, 1, 0.01);
+    }
+
+    printf("a copy of 10-20 s with half a second dropped at 15 s (12 frames/s):\n");
+    b.n = 0;
+    append(&b, &other, 0, 6, 12, 0, 1, 0, &seed);
+    append(&b, &source, 6, 5, 12, 10, 1, 0.2, &seed);      /* source 10-15 */
+    append(&b, &source, 11, 4.5, 12, 15.5, 1, 0.2, &seed); /* source 15.5-20 */
+    append(&b, &other, 15.5, 6, 12, 20, 1, 0, &seed);
+    CHECK_MSG(align(&a, &b, 2, seg) == 1, "the copy with a cut in two pieces, not one span");
+    CHECK_NEAR(seg[0].a_start, 10, 0.5);
+    CHECK_NEAR(seg[0].a_end, 20, 0.5);
+    CHECK_NEAR(seg[0].b_start, 6, 0.5);
+    CHECK_NEAR(seg[0].b_end, 15.5, 0.5);
 
     printf("unrelated films:\n");
     b.n = 0;

@@ -65,7 +65,18 @@ int main(void)
 {
     char msg[1024];
     golden("cpu", VF_PRECISION_F32);
-    golden("cpu", VF_PRECISION_BF16);
+    int bf16 = vf_has_feature("bf16");
+    if (bf16) {
+        golden("cpu", VF_PRECISION_BF16);
+    } else { /* refused at once, in the user's words */
+        vf_config c16 = tiny_config();
+        c16.backend = "cpu";
+        c16.precision = VF_PRECISION_BF16;
+        CHECK_EQ(try_create(c16, msg, sizeof(msg)), VF_ERR_UNSUPPORTED);
+        CHECK_MSG(strstr(msg, "AVX512-BF16 or AMX") && strstr(msg, "--precision f32") &&
+                      !strstr(msg, "oneDNN"),
+                  "bf16 refused with: %s", msg);
+    }
     golden("ref", VF_PRECISION_F32);
     golden("auto", VF_PRECISION_F32);
 
@@ -185,5 +196,8 @@ int main(void)
     vf_model_list_free(&list);
     CHECK(list == NULL);
     printf("api checks passed\n");
+    if (!bf16)
+        SKIP("bf16 on the CPU: this CPU, under its ISA cap, has no AVX512-BF16 or AMX (the rest "
+             "passed; the refusal was checked)");
     return 0;
 }

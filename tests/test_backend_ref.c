@@ -39,6 +39,7 @@ static void refused_when_planned(void)
 int main(void)
 {
     refused_when_planned();
+    int seen[VF_OP_COUNT_] = {0}; /* every operator of op_list.h is in some case's graph */
     for (int i = 0; op_case_names[i]; i++) {
         const char *name = op_case_names[i];
         op_golden gold;
@@ -53,10 +54,17 @@ int main(void)
                       optimize ? "optimized" : "as loaded", e);
             printf("%-18s %-9s %d nodes  rel err %.2e\n", name, optimize ? "optimized" : "loaded",
                    g->n_nodes, e);
+            for (int k = 0; k < g->n_nodes; k++)
+                seen[g->nodes[k].op] = 1;
             free(y);
             vfi_graph_free(&g);
         }
         op_golden_free(&gold);
     }
+    /* so that each backend's test, which runs every case, fails on an operator its table lacks */
+    for (int op = 0; op < VF_OP_COUNT_; op++)
+        CHECK_MSG(seen[op], "no operator case holds %s: add one (tests/op_cases.c)",
+                  vfi_op_name((vf_op)op));
+    printf("every one of the %d operators is in a case\n", (int)VF_OP_COUNT_);
     return 0;
 }

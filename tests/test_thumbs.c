@@ -44,6 +44,9 @@ static int64_t made(vfs_thumbs *c)
     return counts(c).made;
 }
 
+/* The archive the pictures are read from: the samples' directory. */
+static vf_archive samples;
+
 /* A picture of SMALL at t, checked to be a JPEG, freed; returns its size. */
 static size_t get(vfs_thumbs *c, double t)
 {
@@ -60,7 +63,7 @@ static void many_at_once(void)
 {
     vfs_thumbs *c = NULL;
     vf_err err = {0};
-    CHECK_OK(vfs_thumbs_create(64 << 20, &c, &err), err.msg);
+    CHECK_OK(vfs_thumbs_create(64 << 20, &samples, &c, &err), err.msg);
     pthread_barrier_t go;
     pthread_barrier_init(&go, NULL, N_AT_ONCE);
     asker a[N_AT_ONCE];
@@ -89,7 +92,7 @@ static void kept_and_failed(void)
 {
     vfs_thumbs *c = NULL;
     vf_err err = {0};
-    CHECK_OK(vfs_thumbs_create(64 << 20, &c, &err), err.msg);
+    CHECK_OK(vfs_thumbs_create(64 << 20, &samples, &c, &err), err.msg);
     get(c, 0.5);
     get(c, 1.0);
     get(c, 0.5);
@@ -108,9 +111,16 @@ static void kept_and_failed(void)
     }
     CHECK_EQ(made(c), 3);
     CHECK_EQ(counts(c).kept, 3); /* the failure is kept too */
+    /* a file outside the archive is refused when opened, and that is not kept: it may be a
+     * link swapped in for a moment */
+    vf_err out = {0};
+    CHECK_EQ(vfs_thumbs_get(c, VF_SAMPLES_DIR "/../README.md", 1.0, &jpeg, &len, &out),
+             VF_ERR_DENIED);
+    CHECK_MSG(strstr(out.msg, "outside the archive") != NULL, "%s", out.msg);
+    CHECK_EQ(counts(c).kept, 3);
     vfs_thumbs_free(&c);
 
-    CHECK_OK(vfs_thumbs_create(1, &c, &err), err.msg); /* keeps nothing */
+    CHECK_OK(vfs_thumbs_create(1, &samples, &c, &err), err.msg); /* keeps nothing */
     get(c, 0.5);
     get(c, 0.5);
     CHECK_EQ(made(c), 2);
@@ -123,7 +133,7 @@ static void least_recent_dropped(void)
 {
     vfs_thumbs *c = NULL;
     vf_err err = {0};
-    CHECK_OK(vfs_thumbs_create(64 << 20, &c, &err), err.msg);
+    CHECK_OK(vfs_thumbs_create(64 << 20, &samples, &c, &err), err.msg);
     int64_t cost[3];
     for (int i = 0; i < 3; i++) {
         int64_t before = counts(c).bytes;
@@ -132,7 +142,7 @@ static void least_recent_dropped(void)
         CHECK(cost[i] > 0);
     }
     vfs_thumbs_free(&c);
-    CHECK_OK(vfs_thumbs_create(cost[0] + cost[1] + cost[2] / 2, &c, &err), err.msg);
+    CHECK_OK(vfs_thumbs_create(cost[0] + cost[1] + cost[2] / 2, &samples, &c, &err), err.msg);
     get(c, 0.2); /* A */
     get(c, 0.6); /* B */
     get(c, 0.2); /* A used again: B is the least recent */
@@ -148,9 +158,12 @@ static void least_recent_dropped(void)
 
 int main(void)
 {
+    vf_err err = {0};
+    CHECK_OK(vfi_archive_init(&samples, VF_SAMPLES_DIR, 0, &err), err.msg);
     many_at_once();
     kept_and_failed();
     least_recent_dropped();
+    vfi_archive_clear(&samples);
     puts("test_thumbs: ok");
     return 0;
 }

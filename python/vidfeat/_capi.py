@@ -98,6 +98,7 @@ class Config(Structure):
         ("max_streams", c_int),
         ("window", c_int),
         ("window_stride", c_int),
+        ("max_duration", c_double),
     ]
 
 
@@ -128,6 +129,7 @@ class ModelInfo(Structure):
         ("audio_frames", c_int),
         ("audio_bands", c_int),
         ("sample_rate", c_int),
+        ("precision_why", c_char_p),
     ]
 
 
@@ -389,6 +391,8 @@ class Match(Structure):
         ("score", c_double),
         ("speed", c_double),
         ("frames", c_int64),
+        ("a_length", c_double),
+        ("b_length", c_double),
     ]
 
 
@@ -487,6 +491,24 @@ vf_precision_parse = _fn("vf_precision_parse", c_int, c_char_p, POINTER(c_int))
 vf_precision_str = _fn("vf_precision_str", c_char_p, c_int)
 vf_weights_str = _fn("vf_weights_str", c_char_p, c_int)
 vf_set_log_callback = _fn("vf_set_log_callback", None, LOG_FN, c_void_p, c_int)
+
+# vf_doc_kind: the records whose JSON text vf_doc_json gives
+DOC_NEIGHBOUR, DOC_MATCH, DOC_SUMMARY, DOC_EXTRACTION, DOC_BENCH_RUN, DOC_INDEX, DOC_MATCHES = \
+    range(7)
+vf_doc_json = _fn("vf_doc_json", c_void_p, c_int, c_void_p, c_int)
+vf_doc_similar_json = _fn("vf_doc_similar_json", c_void_p, POINTER(Neighbour), c_char_p,
+                          POINTER(SimilarStats))
+vf_doc_free = _fn("vf_doc_free", None, c_void_p)
+
+
+def doc_text(text):
+    """The text a vf_doc_* call made (a c_void_p result), as bytes, freed; None for NULL."""
+    if not text:
+        return None
+    try:
+        return ctypes.string_at(text)
+    finally:
+        vf_doc_free(text)
 
 
 def _check_layout():

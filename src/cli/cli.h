@@ -94,10 +94,11 @@ typedef struct cli {
     int n_texts;
     cli_query queries[MAX_QUERIES]; /* embed: --text and --image, in order */
     int n_queries;
-    const char *bind;       /* serve --bind ADDR */
-    int port;               /* serve --port N */
-    const char *token_file; /* serve --token-file F */
-    int no_auth;            /* serve --no-auth */
+    const char *bind;        /* serve --bind ADDR */
+    int port;                /* serve --port N */
+    const char *token_file;  /* serve --token-file F */
+    int no_auth;             /* serve --no-auth */
+    const char *allow_hosts; /* serve --allow-host NAMES */
 } cli;
 
 /* One subcommand: its name, the bit its options are marked with, what its --help shows, and

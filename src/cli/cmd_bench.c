@@ -30,6 +30,7 @@
 #include "cli/plot.h"
 #include "core/clock.h"
 #include "core/cpus.h"
+#include "core/isa.h"
 #include "core/json.h"
 
 #define MAX_RUNS 1000 /* --runs limit, checked by the option parser */
@@ -47,6 +48,7 @@ typedef struct bench_result {
     char hwdec[16];        /* the device that decoded the file ("cuda"); empty for the CPU */
     int feature_dim, threads;
     vf_weights_kind weights;
+    vf_precision precision; /* the one run: what --precision auto chose */
     int64_t frames;
     double e2e_fps, decode_fps, convert_fps, infer_fps, store_fps;
     double setup_s, first_call_s;
@@ -79,6 +81,7 @@ static void copy_info(bench_result *r, const vf_model_info *info)
     snprintf(r->device_name, sizeof(r->device_name), "%s", info->device ? info->device : "");
     r->feature_dim = info->feature_dim;
     r->weights = info->weights;
+    r->precision = info->precision;
 }
 
 /* ---- in the child ---------------------------------------------------------------------- */
@@ -311,11 +314,11 @@ static int measure(const cli *c, const vf_config *cfg, enum bench_mode mode, int
     return 0;
 }
 
-/* The CPU's model name, core count and the vector units that matter here. */
+/* The CPU's model name, core count and the vector instructions in use (core/isa.h: capped by
+ * VIDFEAT_ISA or ONEDNN_MAX_CPU_ISA, said so). */
 static void cpu_name(char *buf, size_t size)
 {
     char model[256] = "CPU", line[4096];
-    int avx512 = 0, amx = 0;
     FILE *f = fopen("/proc/cpuinfo", "r");
     while (f && fgets(line, sizeof(line), f)) {
         char *v = strchr(line, ':');
@@ -325,17 +328,20 @@ static void cpu_name(char *buf, size_t size)
         v[strcspn(v, "\n")] = '\0';
         if (!strncmp(line, "model name", 10)) {
             snprintf(model, sizeof(model), "%s", v);
-        } else if (!strncmp(line, "flags", 5)) {
-            avx512 = strstr(v, "avx512f") != NULL;
-            amx = strstr(v, "amx_bf16") != NULL;
             break;
         }
     }
     if (f)
         fclose(f);
+    vf_isa isa;
+    vf_err err = {VF_OK, ""};
+    char desc[96] = "?";
+    if (vfi_isa_get(&isa, &err) == VF_OK)
+        vfi_isa_describe(&isa, desc, sizeof(desc));
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    snprintf(buf, size, "%.200s (%ld CPU%s%s%s)", model, cores, cores == 1 ? "" : "s",
-             avx512 ? ", AVX-512" : "", amx ? ", AMX" : "");
+    snprintf(buf, size, "%.120s (%ld CPU%s, %.60s%s%.24s)", model, cores, cores == 1 ? "" : "s",
+             desc, err.code == VF_OK && isa.cap ? ", capped by " : "",
+             err.code == VF_OK && isa.cap ? isa.cap : "");
 }
 
 /* What a row ran on, by name: the GPU's, or the CPU's. */
@@ -570,6 +576,8 @@ int cmd_bench(cli *c, int argc, char **argv)
                                           : MODE_PIPELINE;
                 measure(c, &cfg, row->mode, n_rows > 0, (const char *const *)argv, argc, &row->r);
                 bench_result *r = &row->r;
+                if (r->status >= 0)
+                    row->precision = r->precision; /* auto's choice */
                 if (r->status < 0) {
                     int unavailable =
                         r->status == VF_ERR_NOT_BUILT || r->status == VF_ERR_NO_DEVICE;

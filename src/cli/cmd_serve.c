@@ -54,7 +54,8 @@ int cmd_serve(cli *c, int argc, char **argv)
                        .bind = c->bind,
                        .port = c->port ? c->port : DEFAULT_PORT,
                        .token = token[0] ? token : NULL,
-                       .no_auth = c->no_auth};
+                       .no_auth = c->no_auth,
+                       .allow_hosts = c->allow_hosts};
     /* the signals are waited for below, so they must not end the process first */
     sigset_t stop;
     sigemptyset(&stop);

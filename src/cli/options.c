@@ -47,6 +47,7 @@ enum opt_id {
     OPT_WINDOW_STRIDE,
     OPT_MAX_PIXELS,
     OPT_MAX_STREAMS,
+    OPT_MAX_DURATION,
     OPT_FORCE,
     OPT_DTYPE,
     OPT_QUEUE_DEPTH,
@@ -85,6 +86,7 @@ enum opt_id {
     OPT_PORT,
     OPT_TOKEN_FILE,
     OPT_NO_AUTH,
+    OPT_ALLOW_HOST,
 };
 
 /* Which commands take an option. */
@@ -148,6 +150,7 @@ static int opt_lease(cli *c, const cli_command *cmd, const opt_def *o, const cha
 static int opt_max_frames(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
 static int opt_dtype(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
 static int opt_max_pixels(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
+static int opt_max_duration(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
 static int opt_device(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
 static int opt_gpu(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
 static int opt_audio(cli *c, const cli_command *cmd, const opt_def *o, const char *a);
@@ -187,6 +190,10 @@ static const opt_def options[] = {
     {"token-file", OPT_TOKEN_FILE, "FILE", CMD_SERVE,
      "the token clients must give, read from FILE (default: made at random, printed once)", NULL,
      STR(token_file)},
+    {"allow-host", OPT_ALLOW_HOST, "NAME[,NAME...]", CMD_SERVE,
+     "also answer requests addressed to these names of this machine (default: its address and "
+     "localhost only)",
+     NULL, STR(allow_hosts)},
     {"no-auth", OPT_NO_AUTH, NULL, CMD_SERVE,
      "ask no token even off loopback (anyone reaching the port can search and watch)", NULL,
      FLAG(no_auth)},
@@ -246,6 +253,10 @@ static const opt_def options[] = {
     {"max-streams", OPT_MAX_STREAMS, "N", NETS,
      "fail a file with more than N streams, before probing them (default 64)", NULL,
      INT(cfg.max_streams, 1, 1000000)},
+    {"max-duration", OPT_MAX_DURATION, "D", NETS,
+     "fail a file whose picture or sound runs past D (as --start; default an hour plus an hour "
+     "per MB of the file; 0: no bound)",
+     NULL, CUSTOM(opt_max_duration)},
     {"model", OPT_MODEL, "NAME|FILE", NETS | CMD_EXPORT | CMD_INDEX,
      "model name (see `vidfeat models`) or ONNX file", NULL, STR_SETS(cfg.model, model_set)},
     {"audio", OPT_AUDIO, "NAME|FILE", CMD_EXTRACT,
@@ -262,8 +273,9 @@ static const opt_def options[] = {
      STR(cfg.backend)},
     {"gpu", OPT_GPU, NULL, NETS, "same as --device gpu", NULL, CUSTOM(opt_gpu)},
     {"batch", OPT_BATCH, "N", RUNS, "images per forward pass (default 32)", NULL, CUSTOM(opt_list)},
-    {"precision", OPT_PRECISION, "f32|bf16|int8|f16|tf32", NETS,
-     "arithmetic precision (default f32; f16 and tf32 on the GPU)", NULL, CUSTOM(opt_list)},
+    {"precision", OPT_PRECISION, "f32|bf16|int8|f16|tf32|auto", NETS,
+     "arithmetic precision (default f32; f16, tf32 on the GPU; auto: bf16 where faster, as good)",
+     NULL, CUSTOM(opt_list)},
     {"threads", OPT_THREADS, "N", NETS, "compute threads (default: all cores)", NULL,
      INT(cfg.n_threads, 0, 1024)},
     {"int8-scales", OPT_INT8_SCALES, "FILE", NETS,
@@ -643,6 +655,16 @@ static int opt_max_pixels(cli *c, const cli_command *cmd, const opt_def *o, cons
     return 0;
 }
 
+static int opt_max_duration(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
+{
+    (void)cmd, (void)o;
+    double v;
+    if (time_option("max-duration", a, &v) < 0)
+        return EXIT_USAGE;
+    c->cfg.max_duration = v > 0.0 ? v : -1.0; /* 0: no bound */
+    return 0;
+}
+
 static int opt_device(cli *c, const cli_command *cmd, const opt_def *o, const char *a)
 {
     (void)o;
@@ -707,7 +729,7 @@ static int opt_list(cli *c, const cli_command *cmd, const opt_def *o, const char
         }
         if (!batch && vf_precision_parse(item, &c->precisions[*n]) < 0) {
             fprintf(stderr,
-                    "vidfeat: --precision: expected f32, bf16, int8, f16 or tf32, not '%s'\n",
+                    "vidfeat: --precision: expected f32, bf16, int8, f16, tf32 or auto, not '%s'\n",
                     item);
             return EXIT_USAGE;
         }

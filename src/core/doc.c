@@ -2,6 +2,9 @@
  * doc.c - the JSON records of what vidfeat found (doc.h): one builder per record, shared by the
  * command line and vidfeat serve.
  */
+#define _XOPEN_SOURCE 700 /* open_memstream */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/doc.h"
@@ -64,6 +67,8 @@ vf_json *vfi_doc_match(const vf_match *m)
     bad |= vfi_json_add_real(j, "score", m->score, 6) < 0;
     bad |= vfi_json_add_real(j, "speed", m->speed, 3) < 0;
     bad |= vfi_json_add_int(j, "frames", m->frames) < 0;
+    bad |= vfi_json_add_real(j, "a_length", m->a_length, 3) < 0;
+    bad |= vfi_json_add_real(j, "b_length", m->b_length, 3) < 0;
     return done(j, bad);
 }
 
@@ -155,4 +160,60 @@ vf_json *vfi_doc_index(const vf_db_index_info *ix)
     bad |= vfi_json_add_int(v, "gone_vectors", ix->gone_vectors) < 0;
     bad |= vfi_json_add_int(v, "gone_files", ix->gone_files) < 0;
     return done(v, bad);
+}
+
+/* ---- the public calls (vidfeat.h): a record's text ---- */
+
+/* o as one line of JSON text (without its newline) in a new string; o freed. */
+static char *as_text(vf_json *o)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = o ? open_memstream(&text, &len) : NULL;
+    int bad = !f || vfi_json_write(f, o, 0) < 0;
+    if (f && fclose(f) != 0)
+        bad = 1;
+    vfi_json_free(&o);
+    if (bad || !text) {
+        free(text);
+        return NULL;
+    }
+    if (len && text[len - 1] == '\n')
+        text[len - 1] = '\0';
+    return text;
+}
+
+char *vf_doc_json(vf_doc_kind kind, const void *record, int rank)
+{
+    if (!record)
+        return NULL;
+    switch (kind) {
+    case VF_DOC_NEIGHBOUR:
+        return as_text(vfi_doc_neighbour(record, rank));
+    case VF_DOC_MATCH:
+        return as_text(vfi_doc_match(record));
+    case VF_DOC_SUMMARY:
+        return as_text(vfi_doc_summary(record));
+    case VF_DOC_EXTRACTION:
+        return as_text(vfi_doc_extraction(record));
+    case VF_DOC_BENCH_RUN:
+        return as_text(vfi_doc_bench_run(record));
+    case VF_DOC_INDEX:
+        return as_text(vfi_doc_index(record));
+    case VF_DOC_MATCHES:
+        return as_text(vfi_doc_matches(vfi_json_new_array(), record));
+    }
+    return NULL;
+}
+
+char *vf_doc_similar_json(const vf_neighbour *src, const char *text, const vf_similar_stats *stats)
+{
+    if (!stats || (!text && !src))
+        return NULL;
+    return as_text(vfi_doc_similar(vfi_json_new_array(), text ? NULL : src, text, stats));
+}
+
+void vf_doc_free(char *text)
+{
+    free(text); /* open_memstream's */
 }

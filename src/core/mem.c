@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #ifdef VF_TEST_HOOKS
 #include <stdatomic.h>
@@ -110,4 +112,15 @@ char *vfi_strdup(const char *s)
     if (d)
         memcpy(d, s, n);
     return d;
+}
+
+double vfi_mem_usable(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    double phys = pages > 0 && size > 0 ? (double)pages * (double)size : 0.0;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (phys <= 0.0 || (double)rl.rlim_cur < phys))
+        phys = (double)rl.rlim_cur;
+    return phys;
 }

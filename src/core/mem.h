@@ -25,6 +25,11 @@ void *vfi_grow(void *ptr, int *cap, int need, size_t elem_size);
 /* strdup through vfi_malloc; NULL in, NULL out. */
 char *vfi_strdup(const char *s);
 
+/* Bytes of memory this process may use: the machine's (physical pages), or less where its
+ * address-space limit (RLIMIT_AS) says so; 0 when unknown. For refusing, before allocating, a
+ * working set that cannot fit (a batch, every vector of an archive). */
+double vfi_mem_usable(void);
+
 /* Test hook: make the n-th allocation from now fail (n >= 1), 0 to disable. Returns the number of
  * allocations counted since the last call. Not thread-safe by design: tests call it between runs.
  * Compiled to a no-op unless VF_TEST_HOOKS is defined. */

@@ -8,10 +8,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/mem.h"
@@ -164,6 +167,93 @@ int vfi_archive_holds(const vf_archive *a, const char *path, char **real)
     }
     free(resolved);
     return inside;
+}
+
+/* rel (relative, no ".." or "." components, no empty ones) opened beneath the directory dfd
+ * without following any link, one component at a time: openat2's RESOLVE_BENEATH and
+ * RESOLVE_NO_SYMLINKS where the kernel has them (Linux 5.6), else a walk of openat with
+ * O_NOFOLLOW. -1 with errno (ELOOP: a component is a link). */
+static int open_no_links(int dfd, const char *rel, int flags)
+{
+#ifdef SYS_openat2
+    struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC | O_NOCTTY),
+                           .resolve =
+                               RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+    long fd = syscall(SYS_openat2, dfd, rel, &how, sizeof(how));
+    if (fd >= 0 || (errno != ENOSYS && errno != EPERM)) /* EPERM: a filter that forbids it */
+        return (int)fd;
+#endif
+    int cur = dfd;
+    const char *p = rel;
+    for (;;) {
+        size_t n = strcspn(p, "/");
+        char name[NAME_MAX + 1];
+        if (n == 0 || n > NAME_MAX || (n == 1 && p[0] == '.') ||
+            (n == 2 && p[0] == '.' && p[1] == '.')) {
+            if (cur != dfd)
+                close(cur);
+            errno = EINVAL;
+            return -1;
+        }
+        memcpy(name, p, n);
+        name[n] = '\0';
+        int last = p[n] == '\0';
+        int next = openat(cur, name,
+                          last ? flags | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY
+                               : O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int e = errno;
+        if (cur != dfd)
+            close(cur);
+        if (next < 0) {
+            errno = e;
+            return -1;
+        }
+        if (last)
+            return next;
+        cur = next;
+        p += n + 1;
+    }
+}
+
+int vfi_archive_open(const vf_archive *a, const char *path, int flags, int *fd)
+{
+    *fd = -1;
+    char *real = NULL;
+    int inside = vfi_archive_holds(a, path, &real);
+    if (inside <= 0) {
+        vfi_free(real);
+        if (inside < 0)
+            errno = ENOMEM;
+        return inside;
+    }
+    if (!real) {
+        errno = ENOENT;
+        return -1;
+    }
+    int rc = -1;
+    size_t root_len = a->real ? strlen(a->real) : 0;
+    if (a->real && vfi_path_within(real, a->real)) {
+        /* the name just resolved, opened beneath the archive with no link followed: a link
+         * swapped in since the check fails the open instead of leading out */
+        const char *rel = real + root_len; /* "" (the directory itself), or "/a/b" */
+        if (*rel == '/')
+            rel++;
+        int dfd = open(a->real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            *fd = *rel ? open_no_links(dfd, rel, flags) : openat(dfd, ".", flags | O_CLOEXEC);
+            int e = errno;
+            close(dfd);
+            errno = e;
+        }
+    } else { /* outside, through a link the user let lead out (links_outside) */
+        *fd = open(real, flags | O_CLOEXEC | O_NOCTTY);
+    }
+    if (*fd >= 0)
+        rc = 1;
+    int e = errno;
+    vfi_free(real);
+    errno = e;
+    return rc;
 }
 
 char *vfi_cache_path(const char *name)

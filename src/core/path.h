@@ -46,6 +46,15 @@ void vfi_archive_clear(vf_archive *a);
  * gets path as the file system resolves it (a new string), NULL when it does not exist. */
 int vfi_archive_holds(const vf_archive *a, const char *path, char **real);
 
+/* path, when inside a, opened with open(2)'s flags (O_RDONLY, O_NONBLOCK, ...) into *fd: the name
+ * resolved and checked as vfi_archive_holds does, then that resolved name opened beneath the
+ * archive's directory following no link at all, so a link swapped in after the check (a
+ * directory or the file exchanged for a link out) makes the open fail (ELOOP) instead of
+ * leading out; reading the descriptor, never the name again, reads what was checked. Outside
+ * through a link links_outside allows: the resolved name, opened as it is. 1 opened; 0 outside
+ * (*fd -1); -1 with errno (ENOENT, ELOOP, EACCES, ENOMEM, ...). */
+int vfi_archive_open(const vf_archive *a, const char *path, int flags, int *fd);
+
 /* $XDG_CACHE_HOME/vidfeat/name, else $HOME/.cache/vidfeat/name (absolute variables only): a new
  * string (vfi_free), or NULL when neither is set or out of memory. The directory may not exist. */
 char *vfi_cache_path(const char *name);

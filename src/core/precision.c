@@ -1,7 +1,7 @@
 /*
- * precision.c - the library's version, the names of the five precisions (f32, bf16, f16, tf32,
- * int8) and of the kinds of model weights, which every layer uses: the backends, the store's
- * records, the command line.
+ * precision.c - the library's version, the names of the precisions (f32, bf16, f16, tf32, int8,
+ * and auto, which the extractor resolves to f32 or bf16) and of the kinds of model weights,
+ * which every layer uses: the backends, the store's records, the command line.
  */
 #include <string.h>
 #include <strings.h>
@@ -30,6 +30,8 @@ const char *vf_precision_str(vf_precision p)
         return "tf32";
     case VF_PRECISION_INT8:
         return "int8";
+    case VF_PRECISION_AUTO:
+        return "auto";
     }
     return "?";
 }
@@ -67,6 +69,10 @@ vf_status vf_precision_parse(const char *text, vf_precision *out)
     }
     if (text && (!strcasecmp(text, "int8") || !strcasecmp(text, "i8"))) {
         *out = VF_PRECISION_INT8;
+        return VF_OK;
+    }
+    if (text && !strcasecmp(text, "auto")) {
+        *out = VF_PRECISION_AUTO;
         return VF_OK;
     }
     if (text && !strcasecmp(text, "tf32")) {

@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/path.h"
+#include "core/tree.h"
 
 /* "auto" tries them in this order; ref is never picked by "auto". */
 static const vf_backend_entry registry[] = {
@@ -81,9 +82,10 @@ static vf_status load_module(const vf_backend_entry *e, void **handle, const vf_
         vfi_installed_path(VF_MODULES_FROM_LIB, VF_MODULES_FROM_BIN, moved, sizeof(moved));
     /* $VIDFEAT_MODULE_DIR alone; else this build tree's (run from it), the installation's where
      * it is now (moved with its prefix), where it was installed */
-    const char *dirs[] = {env && env[0]                      ? env
-                          : vfi_running_under(VF_BUILD_TREE) ? VF_BUILD_MODULE_DIR
-                                                             : VF_INSTALL_MODULE_DIR,
+    const vf_tree *tree = vfi_build_tree();
+    const char *dirs[] = {env && env[0] ? env
+                          : tree        ? tree->modules
+                                        : VF_INSTALL_MODULE_DIR,
                           env && env[0] ? NULL
                           : have_moved  ? moved
                                         : VF_INSTALL_MODULE_DIR,
@@ -162,7 +164,11 @@ vf_status vfi_backend_open(const char *name, const vf_backend_opts *opts, vf_bac
                 vfi_log(VF_LOG_INFO, "backend", "auto: using %s", registry[i].name);
                 return rc;
             }
-            if (first.code == VF_OK)
+            /* the error told is the first backend's that is there but refused the run (the CPU
+             * backend refusing bf16 says more than a GPU that is not there) */
+            int absent = err->code == VF_ERR_NO_DEVICE || err->code == VF_ERR_NOT_BUILT;
+            int first_absent = first.code == VF_ERR_NO_DEVICE || first.code == VF_ERR_NOT_BUILT;
+            if (first.code == VF_OK || (first_absent && !absent))
                 first = *err;
             vfi_log(VF_LOG_INFO, "backend", "auto: %s not usable: %s", registry[i].name, err->msg);
         }

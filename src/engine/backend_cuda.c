@@ -57,7 +57,7 @@
 #include "core/mem.h"
 #include "core/status.h"
 #include "engine/backend.h"
-#include "engine/backend_cuda.h"
+#include "engine/backend_cuda_int.h"
 #include "engine/cuda_kernels.h"
 
 /* ---- probe / init / destroy ---------------------------------------------------------------- */
@@ -123,7 +123,7 @@ static void cuda_destroy(vf_backend *b)
     if (c->stream)
         cudaStreamSynchronize(c->stream);
     for (int i = 0; i < c->n_steps; i++) {
-        step *s = &c->steps[i];
+        cstep *s = &c->steps[i];
         for (int k = 0; k < MAX_VIEWS; k++)
             vfi_cuda_destroy_view(&s->v[k]);
         if (s->wd)
@@ -168,27 +168,6 @@ static void cuda_destroy(vf_backend *b)
 
 /* ---- prepare -------------------------------------------------------------------------------- */
 
-/* The operators cuDNN runs (backend_cuda_cnn.c), indexed by operator; the others, and any
- * operator on tensors cuDNN's steps cannot take, run on vidfeat's kernels (backend_cuda_ops.c:
- * vfi_cuda_on_kernels). */
-static const vfi_cuda_lowering cudnn_lowerings[VF_OP_COUNT_] = {
-    [VF_OP_CONV] = vfi_cuda_conv_op,
-    [VF_OP_FC] = vfi_cuda_fc_op,
-    [VF_OP_ACT] = vfi_cuda_act_op,
-    [VF_OP_POOL] = vfi_cuda_pool_op,
-    [VF_OP_BINARY] = vfi_cuda_binary_op,
-    [VF_OP_CONCAT] = vfi_cuda_concat_op,
-    [VF_OP_SOFTMAX] = vfi_cuda_softmax_op,
-    [VF_OP_LRN] = vfi_cuda_lrn_op,
-    [VF_OP_PAD] = vfi_cuda_pad_op,
-    [VF_OP_REDUCE_MEAN] = vfi_cuda_reduce_op,
-    [VF_OP_TRANSPOSE] = vfi_cuda_transpose_op,
-    [VF_OP_RESHAPE] = vfi_cuda_reshape_op,
-    [VF_OP_GATHER] = vfi_cuda_gather_op,
-    [VF_OP_POOL3D] = vfi_cuda_pool3d_op,
-    [VF_OP_CONV3D] = vfi_cuda_conv3d_op,
-};
-
 /* Every operator runs on cuDNN or on the kernels; what either cannot do in a given node is
  * refused here when this says so (a Pool3D or Conv3D window cuDNN cannot take), else as the node is
  * lowered. */
@@ -197,33 +176,32 @@ static vf_status cuda_supports(vf_backend *b, const vf_graph *g, const vf_node *
     (void)b;
     if ((unsigned)nd->op >= VF_OP_COUNT_)
         return VF_ERR_UNSUPPORTED;
-    if (nd->op == VF_OP_POOL3D) /* what cuDNN's N-d pooling takes */
-        return vfi_cuda_pool3d_supports(g, nd, err);
-    if (nd->op == VF_OP_CONV3D) /* and its N-d convolution */
-        return vfi_cuda_conv3d_supports(g, nd, err);
-    return cudnn_lowerings[nd->op] || vfi_cuda_kernel_supports(nd) ? VF_OK : VF_ERR_UNSUPPORTED;
+    const vfi_cuda_op *row = &vfi_cuda_ops[nd->op];
+    if (row->supports) /* what cuDNN's N-d pooling and convolution take */
+        return row->supports(g, nd, err);
+    return row->cudnn || row->kernel ? VF_OK : VF_ERR_UNSUPPORTED;
 }
 
 static vf_status add_node(vf_backend *b, const vf_node *nd)
 {
     if (vfi_cuda_on_kernels(b->ctx, nd))
         return vfi_cuda_kernel_op(b, nd);
+    const vfi_cuda_op *row = &vfi_cuda_ops[nd->op];
     /* the operators that read NHWC choose their layout; the others get NCHW inputs */
-    int any_layout = nd->op == VF_OP_CONV || nd->op == VF_OP_POOL || nd->op == VF_OP_ACT ||
-                     nd->op == VF_OP_BINARY || nd->op == VF_OP_CONCAT;
-    for (int i = 0; i < nd->n_inputs && !any_layout; i++) {
+    for (int i = 0; i < nd->n_inputs && !(row->flags & CUDA_OP_ANY_LAYOUT); i++) {
         vf_status rc = vfi_cuda_to_layout(b, nd->inputs[i], 0);
         if (rc < 0)
             return rc;
     }
-    if ((unsigned)nd->op >= VF_OP_COUNT_ || !cudnn_lowerings[nd->op])
+    if (!row->cudnn)
         return vfi_cuda_unsupported(b, "operator of this kind");
-    return cudnn_lowerings[nd->op](b, nd);
+    vf_status rc = row->cudnn(b, nd);
+    return rc == VFI_CUDA_ON_KERNELS ? vfi_cuda_kernel_op(b, nd) : rc;
 }
 
 /* The shape key of a convolution for the algorithm cache. */
 /* What a convolution's algorithm depends on, 2-D or 3-D: its views, filter and window. */
-static void conv_key(const step *s, int key[CONV_KEY])
+static void conv_key(const cstep *s, int key[CONV_KEY])
 {
     memset(key, 0, CONV_KEY * sizeof(int));
     for (int i = 0; i < 5; i++) {
@@ -255,7 +233,7 @@ static vf_status search_algos(vf_backend *b)
         cap = free_mem / 4;
     CU(cudaMalloc(&trial, cap ? cap : 1));
     for (int i = 0; i < c->n_steps; i++) {
-        step *s = &c->steps[i];
+        cstep *s = &c->steps[i];
         if (s->kind != ST_CONV)
             continue;
         c->node = s->node >= 0 ? c->g->nodes[s->node].name : NULL;
@@ -437,7 +415,7 @@ static vf_status set_batch(vf_backend *b, int n)
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     for (int i = 0; i < c->n_steps; i++) {
-        step *s = &c->steps[i];
+        cstep *s = &c->steps[i];
         for (int k = 0; k < MAX_VIEWS; k++) {
             if (s->v[k].d && s->v[k].batched)
                 TRY(vfi_cuda_set_view(b, &s->v[k], n));
@@ -456,7 +434,7 @@ fail:
     return rc;
 }
 
-static vf_status run_step(vf_backend *b, const step *s, int n)
+static vf_status run_step(vf_backend *b, const cstep *s, int n)
 {
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
@@ -566,7 +544,7 @@ static vf_status run_batch(vf_backend *b, const float *in, const void *dev_in, f
             cudaStreamSynchronize(c->stream);
             return vfi_fail(&b->err, VF_ERR_CANCELLED, "cancelled");
         }
-        const step *s = &c->steps[i];
+        const cstep *s = &c->steps[i];
         c->node = s->node >= 0 ? c->g->nodes[s->node].name : NULL;
         TRY(run_step(b, s, n));
     }

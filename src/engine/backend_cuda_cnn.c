@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/mem.h"
-#include "engine/backend_cuda.h"
+#include "engine/backend_cuda_int.h"
 
 /* ---- ops ------------------------------------------------------------------------------------ */
 
@@ -115,7 +115,7 @@ fail:
 
 /* A convolution step s (writing pre) finished: bias and ReLU fused into its call (fuse), else
  * its bias as a step of its own and act's steps from pre into y. s is sealed here. */
-static vf_status conv_epilogue(vf_backend *b, step *s, int fuse, int pre, int y, const vf_act *act)
+static vf_status conv_epilogue(vf_backend *b, cstep *s, int fuse, int pre, int y, const vf_act *act)
 {
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
@@ -127,14 +127,14 @@ static vf_status conv_epilogue(vf_backend *b, step *s, int fuse, int pre, int y,
     }
     vfi_cuda_seal(c, s);
     if (s->bias >= 0) {
-        step *t;
+        cstep *t;
         int bias = s->bias;
         s->bias = -1; /* the conv call adds nothing; a bias step follows */
         TRY(vfi_cuda_new_step(b, ST_BIAS, -1, pre, &t));
         s = NULL; /* the step array may have moved */
         t->bias = bias;
         t->n_views = 3;
-        const step *conv = &c->steps[c->n_steps - 2];
+        const cstep *conv = &c->steps[c->n_steps - 2];
         t->v[1] = conv->v[1];
         t->v[2] = conv->v[2];
         t->v[1].d = t->v[2].d = NULL;
@@ -180,7 +180,7 @@ vf_status vfi_cuda_conv_op(vf_backend *b, const vf_node *nd)
     int pre = y; /* what the convolution writes; the activation then goes pre -> y */
     if (!vfi_cuda_act_in_place(&p->act))
         TRY(vfi_cuda_temp_like(b, &yview, &pre));
-    step *s;
+    cstep *s;
     TRY(vfi_cuda_new_step(b, ST_CONV, x, pre, &s));
     TRY(vfi_cuda_upload_filter(b, nd->inputs[1], nhwc, &s->w));
     if (nd->n_inputs > 2) {
@@ -262,7 +262,7 @@ vf_status vfi_cuda_conv3d_op(vf_backend *b, const vf_node *nd)
     int pre = y; /* what the convolution writes; the activation then goes pre -> y */
     if (!vfi_cuda_act_in_place(&w.act))
         TRY(vfi_cuda_temp_like(b, &yview, &pre));
-    step *s;
+    cstep *s;
     TRY(vfi_cuda_new_step(b, ST_CONV, c->vbuf[nd->inputs[0]], pre, &s));
     TRY(vfi_cuda_upload_filter(b, nd->inputs[1], 0, &s->w));
     if (nd->n_inputs > 2) {
@@ -313,7 +313,7 @@ vf_status vfi_cuda_fc_op(vf_backend *b, const vf_node *nd)
     pre = y;
     if (!vfi_cuda_act_in_place(&nd->p.fc.act))
         TRY(vfi_cuda_temp_like(b, &yview, &pre));
-    step *s;
+    cstep *s;
     TRY(vfi_cuda_new_step(b, ST_GEMM, c->vbuf[nd->inputs[0]], pre, &s));
     s->m = (int)wv->dims[0];
     s->k = (int)wv->dims[1];
@@ -324,7 +324,7 @@ vf_status vfi_cuda_fc_op(vf_backend *b, const vf_node *nd)
     tview y4 = {0};
     TRY(vfi_cuda_dense_view(b, &y4, 4, d4, 1, c->act_dt));
     if (nd->n_inputs > 2) {
-        step *t;
+        cstep *t;
         int bias;
         TRY(vfi_cuda_upload_value(b, nd->inputs[2], 0, &bias));
         TRY(vfi_cuda_new_step(b, ST_BIAS, -1, pre, &t));
@@ -354,7 +354,7 @@ vf_status vfi_cuda_act_op(vf_backend *b, const vf_node *nd)
     TRY(out_buf(b, nd, &yview, &y));
     TRY(vfi_cuda_act_steps(b, &nd->p.act, c->vbuf[nd->inputs[0]], y, &yview));
     if (nd->p.act.kind == VF_ACT_NONE) {
-        step *s;
+        cstep *s;
         TRY(vfi_cuda_copy_step(b, c->vbuf[nd->inputs[0]], 0, &yview, y, 0, &yview, &s));
     }
 fail:
@@ -416,7 +416,7 @@ vf_status vfi_cuda_pool_op(vf_backend *b, const vf_node *nd)
     }
     c->vlay[nd->output] = (unsigned char)nhwc;
     TRY(out_buf(b, nd, &yview, &y));
-    step *s;
+    cstep *s;
     TRY(vfi_cuda_new_step(b, ST_POOL, x, y, &s));
     s->n_views = 3;
     s->v[0] = xview;
@@ -476,7 +476,7 @@ vf_status vfi_cuda_pool3d_op(vf_backend *b, const vf_node *nd)
     c->vlay[nd->output] = 0;
     int y;
     TRY(out_buf(b, nd, &yview, &y));
-    step *s;
+    cstep *s;
     TRY(vfi_cuda_new_step(b, ST_POOL, c->vbuf[nd->inputs[0]], y, &s));
     s->n_views = 3;
     TRY(vfi_cuda_value_view(b, &s->v[0], xv));
@@ -520,11 +520,11 @@ vf_status vfi_cuda_binary_op(vf_backend *b, const vf_node *nd)
     tview yview = {0}, bview = {0};
     float a1 = 1.0f, a2 = 1.0f;
     if (yv->rank > 5)
-        return vfi_cuda_kernel_op(b, nd);
+        return VFI_CUDA_ON_KERNELS;
     /* cudnnOpTensor broadcasts only its second operand: the full-size one goes first. */
     if (vfi_value_numel(&g->values[i0]) < vfi_value_numel(yv)) {
         if (kind == VF_BIN_DIV)
-            return vfi_cuda_kernel_op(b, nd); /* division broadcasting its first operand */
+            return VFI_CUDA_ON_KERNELS; /* division broadcasting its first operand */
         int t = i0;
         i0 = i1;
         i1 = t;
@@ -536,8 +536,7 @@ vf_status vfi_cuda_binary_op(vf_backend *b, const vf_node *nd)
     const vf_value *av = &g->values[i0], *bv = &g->values[i1];
     if (vfi_value_numel(av) != vfi_value_numel(yv) || !av->is_batched ||
         (bv->is_batched && kind == VF_BIN_DIV))
-        return vfi_cuda_kernel_op(b,
-                                  nd); /* both operands broadcast, or a division by an activation */
+        return VFI_CUDA_ON_KERNELS; /* both operands broadcast, or a division by an activation */
     /* NHWC when the first operand is and the second reads the same either way or is full-size */
     int nhwc = c->vlay[i0] && yv->rank == 4 &&
                (vfi_cuda_layout_free(bv) ||
@@ -575,7 +574,7 @@ static vf_status memcpy2d_step(vf_backend *b, int x, size_t x_off, size_t spitch
 {
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
-    step *s;
+    cstep *s;
     TRY(vfi_cuda_new_step(b, ST_MEMCPY2D, x, y, &s));
     s->x_off = x_off;
     s->y_off = y_off;
@@ -717,9 +716,9 @@ vf_status vfi_cuda_softmax_op(vf_backend *b, const vf_node *nd)
     for (int d = axis + 1; d < xv->rank; d++)
         inner *= xv->dims[d];
     if (outer != 1)
-        return vfi_cuda_kernel_op(b, nd); /* dimensions between the batch and its axis */
+        return VFI_CUDA_ON_KERNELS; /* dimensions between the batch and its axis */
     TRY(out_buf(b, nd, &yview, &y));
-    step *s;
+    cstep *s;
     TRY(vfi_cuda_new_step(b, ST_SOFTMAX, c->vbuf[nd->inputs[0]], y, &s));
     s->n_views = 1;
     int64_t dims[4] = {1, xv->dims[axis], inner, 1};
@@ -741,7 +740,7 @@ vf_status vfi_cuda_lrn_op(vf_backend *b, const vf_node *nd)
         return vfi_cuda_unsupported(
             b, "LRN with these parameters (size <= 16, bias >= 1e-5, beta >= 0.01)");
     TRY(out_buf(b, nd, &yview, &y));
-    step *s;
+    cstep *s;
     TRY(vfi_cuda_new_step(b, ST_LRN, c->vbuf[nd->inputs[0]], y, &s));
     s->n_views = 1;
     s->v[0] = yview;
@@ -764,7 +763,7 @@ vf_status vfi_cuda_reduce_op(vf_backend *b, const vf_node *nd)
     if (xv->rank > 8)
         return vfi_cuda_unsupported(b, "reduction over a tensor of this rank");
     TRY(out_buf(b, nd, &yview, &y));
-    step *s;
+    cstep *s;
     TRY(vfi_cuda_new_step(b, ST_REDUCE, c->vbuf[nd->inputs[0]], y, &s));
     s->n_views = 3;
     TRY(vfi_cuda_value_view(b, &s->v[0], xv));

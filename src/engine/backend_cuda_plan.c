@@ -1,5 +1,5 @@
 /*
- * backend_cuda_plan.c - building the CUDA backend's steps (backend_cuda.h): library failures as
+ * backend_cuda_plan.c - building the CUDA backend's steps (backend_cuda_int.h): library failures as
  * messages, buffers and steps with their lifetimes, cuDNN tensor views, constants uploaded in
  * the activation type, activations as steps, copies, fills and conversions. Below every
  * operator's lowering; knows nothing of operators.
@@ -11,22 +11,39 @@
 
 #include "core/half.h"
 #include "core/mem.h"
-#include "engine/backend_cuda.h"
+#include "engine/backend_cuda_int.h"
 #include "engine/cuda_kernels.h"
 
 /* ---- errors --------------------------------------------------------------------------------- */
 
-/* A library call failed: the library's own words, the node being prepared or run, the place
- * (the source file's name without its directories, and the line). */
+/* A failed library call as b->err in the user's words (the node, what failed, what to do), never
+ * the library's (its call, status, our file and line: the module has no log of its own to put
+ * them in; a debugger sees them here). */
 static vf_status lib_fail(vf_backend *b, vf_status code, const char *lib, const char *what,
                           const char *text, const char *file, int line)
 {
     const cuda_ctx *c = b->ctx;
     const char *node = c && c->node ? c->node : NULL;
-    const char *base = strrchr(file, '/');
-    return vfi_fail(&b->err, code, "%s: %s failed: %s%s%s%s [%s:%d]", lib, what, text,
-                    node ? " at node '" : "", node ? node : "", node ? "'" : "",
-                    base ? base + 1 : file, line);
+    (void)lib, (void)what, (void)text, (void)file, (void)line;
+    char at[320] = "";
+    if (node)
+        snprintf(at, sizeof(at), "node '%.250s': ", node);
+    switch (code) {
+    case VF_ERR_NOMEM:
+        return vfi_fail(&b->err, code,
+                        "%sthe GPU ran out of memory: run smaller batches (--batch) or on the CPU "
+                        "(--device cpu)",
+                        at);
+    case VF_ERR_UNSUPPORTED:
+        return vfi_fail(&b->err, code,
+                        "%sthe GPU backend cannot run this layer in this form or precision: run "
+                        "it in f32 (--precision f32) or on the CPU (--device cpu)",
+                        at);
+    default:
+        return vfi_fail(&b->err, code,
+                        "%sthe GPU failed: run again with -v -v and report the lines it prints",
+                        at);
+    }
 }
 
 vf_status vfi_cuda_fail(vf_backend *b, cudaError_t e, const char *what, const char *file, int line)
@@ -63,7 +80,7 @@ vf_status vfi_cuda_unsupported(vf_backend *b, const char *what)
 
 /* ---- buffers and steps ---------------------------------------------------------------------- */
 
-vf_status vfi_cuda_new_buf(vf_backend *b, enum buf_kind kind, size_t size, int *out)
+vf_status vfi_cuda_new_buf(vf_backend *b, enum cbuf_kind kind, size_t size, int *out)
 {
     cuda_ctx *c = b->ctx;
     void *grown = vfi_grow(c->bufs, &c->cap_bufs, c->n_bufs + 1, sizeof(cbuf));
@@ -116,14 +133,14 @@ void *vfi_cuda_buf_ptr(const cuda_ctx *c, int buf)
 
 /* A new step of `kind` reading buffer x and writing y (-1: none); the caller sets the rest of its
  * operands, then calls vfi_cuda_seal(). */
-vf_status vfi_cuda_new_step(vf_backend *b, enum step_kind kind, int x, int y, step **out)
+vf_status vfi_cuda_new_step(vf_backend *b, enum step_kind kind, int x, int y, cstep **out)
 {
     cuda_ctx *c = b->ctx;
-    void *grown = vfi_grow(c->steps, &c->cap_steps, c->n_steps + 1, sizeof(step));
+    void *grown = vfi_grow(c->steps, &c->cap_steps, c->n_steps + 1, sizeof(cstep));
     if (!grown)
         return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
     c->steps = grown;
-    step *s = &c->steps[c->n_steps++];
+    cstep *s = &c->steps[c->n_steps++];
     memset(s, 0, sizeof(*s));
     s->kind = kind;
     s->node = -1;
@@ -137,7 +154,7 @@ vf_status vfi_cuda_new_step(vf_backend *b, enum step_kind kind, int x, int y, st
 }
 
 /* Record the lifetimes of a finished step's operands. */
-void vfi_cuda_seal(cuda_ctx *c, const step *s)
+void vfi_cuda_seal(cuda_ctx *c, const cstep *s)
 {
     int at = (int)(s - c->steps);
     int ops[] = {s->x, s->x2, s->x3, s->y, s->w, s->bias};
@@ -248,7 +265,7 @@ static vf_status upload(vf_backend *b, const float *data, size_t count, int inve
         else
             ((float *)host)[i] = v;
     }
-    int buf;
+    int buf = -1;
     TRY(vfi_cuda_new_buf(b, BUF_CONST, count * c->es, &buf));
     CU(cudaMalloc(&c->bufs[buf].dev, count ? count * c->es : 1));
     CU(cudaMemcpy(c->bufs[buf].dev, host, count * c->es, cudaMemcpyHostToDevice));
@@ -329,7 +346,7 @@ static vf_status cudnn_act(vf_backend *b, int x, int y, const tview *shape,
 {
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
-    step *s;
+    cstep *s = NULL;
     TRY(vfi_cuda_new_step(b, ST_ACT, x, y, &s));
     s->v[0] = *shape;
     s->v[0].d = NULL;
@@ -349,7 +366,7 @@ vf_status vfi_cuda_optensor(vf_backend *b, cudnnOpTensorOp_t op, int x, float a1
 {
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
-    step *s;
+    cstep *s = NULL;
     TRY(vfi_cuda_new_step(b, ST_OPTENSOR, x, y, &s));
     s->x2 = x2;
     s->alpha1 = a1;
@@ -408,7 +425,7 @@ static vf_status act_kernel(vf_backend *b, const vf_act *act, int x, int y, cons
 {
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
-    step *s;
+    cstep *s = NULL;
     TRY(vfi_cuda_new_step(b, ST_ACTK, x, y, &s));
     s->act = *act;
     s->per_sample = 1;
@@ -423,7 +440,7 @@ fail:
 vf_status vfi_cuda_act_steps(vf_backend *b, const vf_act *act, int x, int y, const tview *shape)
 {
     vf_status rc = VF_OK;
-    int k0, k1, t;
+    int k0 = -1, k1 = -1, t = -1;
     switch (act->kind) {
     case VF_ACT_NONE:
         break;
@@ -472,11 +489,11 @@ fail:
 
 /* y view <- x view (same dims; any strides, dtypes, byte offsets). */
 vf_status vfi_cuda_copy_step(vf_backend *b, int x, size_t x_off, const tview *xv, int y,
-                             size_t y_off, const tview *yv, step **out)
+                             size_t y_off, const tview *yv, cstep **out)
 {
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
-    step *s;
+    cstep *s = NULL;
     TRY(vfi_cuda_new_step(b, ST_COPY, x, y, &s));
     s->x_off = x_off;
     s->y_off = y_off;
@@ -498,7 +515,7 @@ vf_status vfi_cuda_fill_step(vf_backend *b, int y, const tview *yv, float value)
 {
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
-    step *s;
+    cstep *s = NULL;
     TRY(vfi_cuda_new_step(b, ST_FILL, -1, y, &s));
     s->fill = value;
     s->n_views = 1;
@@ -523,7 +540,7 @@ vf_status vfi_cuda_padded_copy(vf_backend *b, int x, const tview *xv, int nhwc, 
     TRY(vfi_cuda_dense_view(b, pv, 4, dims, 1, c->act_dt));
     if (nhwc)
         TRY(vfi_cuda_nhwc_view(b, pv));
-    int y;
+    int y = -1;
     TRY(vfi_cuda_new_buf(b, BUF_ARENA, (size_t)pv->strides[0] * (size_t)c->max_batch * c->es, &y));
     TRY(vfi_cuda_fill_step(b, y, pv, value));
     tview inner = *pv; /* the interior: x's dims with the padded strides */
@@ -553,7 +570,7 @@ vf_status vfi_cuda_to_layout(vf_backend *b, int vi, int nhwc)
     }
     vf_status rc = VF_OK;
     tview from = {0}, to = {0};
-    int y;
+    int y = -1;
     TRY(vfi_cuda_act_view(b, &from, vi));
     TRY(vfi_cuda_value_view(b, &to, v));
     if (nhwc)
@@ -575,7 +592,7 @@ vf_status vfi_cuda_convert_step(vf_backend *b, int x, int y, int64_t per_sample,
 {
     cuda_ctx *c = b->ctx;
     vf_status rc = VF_OK;
-    step *s;
+    cstep *s = NULL;
     TRY(vfi_cuda_new_step(b, ST_CONVERT, x, y, &s));
     s->per_sample = per_sample;
     s->to_half = to_half;

@@ -29,13 +29,17 @@
 #include <string.h>
 
 #include "core/arena.h"
+#include "core/clock.h"
 #include "core/cpus.h"
+#include "core/json.h"
+#include "core/path.h"
 #include "engine/backend.h"
+#include "engine/plan_cache.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/status.h"
 #define VF_DNNL_FILE "backend_dnnl.c"
-#include "engine/backend_dnnl.h"
+#include "engine/backend_dnnl_int.h"
 
 /* ---- probe / init / destroy ---------------------------------------------------------------- */
 
@@ -43,6 +47,48 @@ static vf_status dnnl_probe(vf_err *err)
 {
     (void)err;
     return VF_OK; /* oneDNN runs on any x86-64 CPU; it picks its kernels at run time */
+}
+
+/* The instructions this backend may use: the CPU's under VIDFEAT_ISA's cap (isa.h), handed to
+ * oneDNN before its first kernel is made (it keeps the first cap a process sets: later ones
+ * must agree), then lowered to what oneDNN says it uses, which ONEDNN_MAX_CPU_ISA may cap on
+ * its own. Into c->isa. */
+static vf_status use_isa(vf_backend *b)
+{
+    dnnl_ctx *c = b->ctx;
+    vf_status rc = vfi_isa_get(&c->isa, &b->err);
+    if (rc < 0)
+        return rc;
+    if (c->isa.cap && !strncmp(c->isa.cap, "VIDFEAT_ISA", 11)) { /* oneDNN reads its own */
+        dnnl_cpu_isa_t cap = c->isa.level >= VF_ISA_AVX512 ? dnnl_cpu_isa_avx512_core_bf16
+                             : c->isa.level == VF_ISA_AVX2 ? dnnl_cpu_isa_avx2
+                                                           : dnnl_cpu_isa_sse41;
+        dnnl_set_max_cpu_isa(cap); /* refused when already set: checked below */
+    }
+    unsigned eff = (unsigned)dnnl_get_effective_cpu_isa();
+#define HAS_(isa) ((eff & (unsigned)(isa)) == (unsigned)(isa))
+    vf_isa_level dl = HAS_(dnnl_cpu_isa_avx512_core_amx) ? VF_ISA_AMX
+                      : HAS_(dnnl_cpu_isa_avx512_core)   ? VF_ISA_AVX512
+                      : HAS_(dnnl_cpu_isa_avx2)          ? VF_ISA_AVX2
+                                                         : VF_ISA_GENERIC;
+    if (!HAS_(dnnl_cpu_isa_avx512_core_bf16))
+        c->isa.features &= ~(unsigned)VF_ISA_F_AVX512_BF16;
+    if (!HAS_(dnnl_cpu_isa_avx512_core_vnni))
+        c->isa.features &= ~(unsigned)VF_ISA_F_AVX512_VNNI;
+#undef HAS_
+    if (dl < VF_ISA_AMX)
+        c->isa.features &= ~(unsigned)(VF_ISA_F_AMX_BF16 | VF_ISA_F_AMX_INT8);
+    if (dl > c->isa.level && c->isa.cap)
+        vfi_log(VF_LOG_WARNING, "dnnl",
+                "%s came after this process's first oneDNN kernel: oneDNN goes on with %s",
+                c->isa.cap, vfi_isa_name(dl));
+    else if (dl < c->isa.level)
+        c->isa.level = dl;
+    char desc[96];
+    vfi_isa_describe(&c->isa, desc, sizeof(desc));
+    vfi_log(VF_LOG_INFO, "dnnl", "%s: %s%s%s", c->isa.cpu, desc, c->isa.cap ? ", capped by " : "",
+            c->isa.cap ? c->isa.cap : "");
+    return VF_OK;
 }
 
 static vf_status dnnl_init(vf_backend *b, const vf_backend_opts *opts)
@@ -69,7 +115,23 @@ static vf_status dnnl_init(vf_backend *b, const vf_backend_opts *opts)
         vfi_log(VF_LOG_INFO, "dnnl", "%d compute thread%s (%s)", c->n_threads,
                 c->n_threads == 1 ? "" : "s", cpus.limit);
     }
+    if ((rc = use_isa(b)) < 0)
+        return rc;
+    if (opts->precision == VF_PRECISION_BF16 && !vfi_isa_has_bf16(&c->isa)) {
+        if (c->isa.cap)
+            return vfi_fail(&b->err, VF_ERR_UNSUPPORTED,
+                            "bf16 needs AVX512-BF16 or AMX, which %s leaves out: run in f32 "
+                            "(--precision f32), or without that cap",
+                            c->isa.cap);
+        return vfi_fail(&b->err, VF_ERR_UNSUPPORTED,
+                        "bf16 needs a CPU with AVX512-BF16 or AMX, and this one (%s) has "
+                        "neither: run in f32 (--precision f32)",
+                        c->isa.cpu);
+    }
     c->act_dt = opts->precision == VF_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
+    const char *prof = getenv("VIDFEAT_PROFILE");
+    if (prof && prof[0] && !(c->profile_path = vfi_strdup(prof)))
+        return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
     const char *wino = getenv("VIDFEAT_DNNL_WINOGRAD");
     c->winograd = opts->precision == VF_PRECISION_F32 && !(wino && !strcmp(wino, "0"));
     CHECK(dnnl_engine_create(&c->engine, dnnl_cpu, 0));
@@ -78,7 +140,7 @@ fail:
     return rc;
 }
 
-static void destroy_plan(plan *p)
+static void destroy_plan(dplan *p)
 {
     for (int i = 0; i < p->n_steps; i++) {
         if (p->steps[i].prim)
@@ -97,11 +159,65 @@ static void destroy_plan(plan *p)
     vfi_free(p->vbuf);
 }
 
+/* VIDFEAT_PROFILE: the full plan's steps, each with its node, operator, implementation, runs,
+ * milliseconds in all and the node's arithmetic per run (GFLOP, as written: vfi_node_flops), as
+ * JSON to c->profile_path (scripts/profile-layers.py reads it). A failure to write is logged. */
+static void write_profile(const dnnl_ctx *c)
+{
+    const dplan *q = &c->plans[0];
+    vf_json *doc = vfi_json_new_object(), *steps = vfi_json_new_array();
+    char isa[96];
+    vfi_isa_describe(&c->isa, isa, sizeof(isa));
+    int bad = vfi_json_add(doc, "steps", steps) < 0; /* taken over, also on failure */
+    bad = bad || vfi_json_add_str(doc, "cpu", c->isa.cpu) < 0 ||
+          vfi_json_add_str(doc, "isa", isa) < 0 || vfi_json_add_str(doc, "cap", c->isa.cap) < 0 ||
+          vfi_json_add_int(doc, "threads", c->n_threads) < 0 ||
+          vfi_json_add_int(doc, "batch", q->batch) < 0 ||
+          vfi_json_add_str(doc, "precision",
+                           c->int8                  ? "int8"
+                           : c->act_dt == dnnl_bf16 ? "bf16"
+                                                    : "f32") < 0;
+    for (int i = 0; !bad && i < q->n_steps; i++) {
+        const dstep *st = &q->steps[i];
+        const vf_node *nd = st->node >= 0 ? &c->g->nodes[st->node] : NULL;
+        vf_json *o = vfi_json_new_object();
+        const char *impl = st->impl ? st->impl : st->host ? "vidfeat" : st->prim ? "?" : "fill";
+        bad |= !o || vfi_json_add_str(o, "node", nd ? nd->name : NULL) < 0 ||
+               vfi_json_add_str(o, "op", nd ? vfi_op_name(nd->op) : NULL) < 0 ||
+               vfi_json_add_str(o, "impl", impl) < 0 ||
+               vfi_json_add_bool(o, "last", st->value >= 0) < 0 ||
+               vfi_json_add_int(o, "calls", c->step_calls[i]) < 0 ||
+               vfi_json_add_real(o, "ms", c->step_s[i] * 1e3, 4) < 0 ||
+               vfi_json_add_real(
+                   o, "gflop",
+                   nd && st->value >= 0 ? vfi_node_flops(c->g, nd) * q->batch / 1e9 : 0.0, 6) < 0 ||
+               vfi_json_push(steps, o) < 0;
+    }
+    FILE *f = NULL;
+    char *tmp = NULL;
+    vf_err err = {VF_OK, ""};
+    if (bad || vfi_replace_open(c->profile_path, &f, &tmp, &err) < 0) {
+        bad = 1;
+    } else {
+        vfi_json_write(f, doc, 1); /* a write error shows in ferror(f): the file is not kept */
+        bad = vfi_replace_close(f, tmp, c->profile_path, &err) < 0;
+    }
+    if (bad)
+        vfi_log(VF_LOG_WARNING, "dnnl", "VIDFEAT_PROFILE=%s: not written%s%s", c->profile_path,
+                err.msg[0] ? ": " : "", err.msg);
+    vfi_json_free(&doc);
+}
+
 static void dnnl_destroy(vf_backend *b)
 {
     dnnl_ctx *c = b->ctx;
     if (!c)
         return;
+    if (c->profile_path && c->step_s)
+        write_profile(c);
+    vfi_free(c->profile_path);
+    vfi_free(c->step_s);
+    vfi_free(c->step_calls);
     for (int i = 0; i < MAX_PLANS; i++)
         destroy_plan(&c->plans[i]);
     vfi_free(c->arena);
@@ -152,6 +268,7 @@ static const vfi_dnnl_lowering lowerings[VF_OP_COUNT_] = {
     [VF_OP_TAKE] = vfi_dnnl_take_op,
     [VF_OP_POOL3D] = vfi_dnnl_pool_op,
     [VF_OP_CONV3D] = vfi_dnnl_conv_op,
+    [VF_OP_PRELU] = vfi_dnnl_prelu_op,
 };
 
 static vf_status dnnl_supports(vf_backend *b, const vf_graph *g, const vf_node *nd, vf_err *err)
@@ -165,7 +282,7 @@ static vf_status dnnl_supports(vf_backend *b, const vf_graph *g, const vf_node *
 static vf_status plan_arena(vf_backend *b)
 {
     dnnl_ctx *c = b->ctx;
-    plan *q = c->p;
+    dplan *q = c->p;
     vfi_arena_item *items = vfi_mallocarray((size_t)q->n_bufs + 1, sizeof(*items));
     int *which = vfi_mallocarray((size_t)q->n_bufs + 1, sizeof(int));
     vf_status rc = items && which ? VF_OK : VF_ERR_NOMEM;
@@ -198,7 +315,7 @@ static vf_status bind(vf_backend *b)
         if (c->p->arena_size > c->arena_size)
             c->arena_size = c->p->arena_size;
     }
-    const plan *big = &c->plans[0]; /* the largest batch, so the largest staging */
+    const dplan *big = &c->plans[0]; /* the largest batch, so the largest staging */
     c->arena = vfi_aligned_alloc(VF_TENSOR_ALIGN, c->arena_size ? c->arena_size : 64);
     c->scratch = vfi_aligned_alloc(VF_TENSOR_ALIGN, c->scratch_size ? c->scratch_size : 64);
     c->stage_in = vfi_aligned_alloc(VF_TENSOR_ALIGN, big->in_size);
@@ -208,7 +325,7 @@ static vf_status bind(vf_backend *b)
                         c->arena_size);
     memset(c->stage_in, 0, big->in_size);
     for (int k = 0; k < c->n_plans; k++) {
-        plan *q = &c->plans[k];
+        dplan *q = &c->plans[k];
         for (int i = 0; i < q->n_bufs; i++) {
             dbuf *d = &q->bufs[i];
             if (d->mem)
@@ -227,7 +344,7 @@ static vf_status bind(vf_backend *b)
             CHECK(dnnl_memory_create(&d->mem, &d->md, c->engine, handle));
         }
         for (int i = 0; i < q->n_steps; i++) {
-            step *st = &q->steps[i];
+            dstep *st = &q->steps[i];
             for (int j = 0; j < st->n_args; j++) {
                 st->args[j].arg = st->arg_kind[j];
                 st->args[j].memory = q->bufs[st->arg_buf[j]].mem;
@@ -315,7 +432,7 @@ static vf_status build_plan(vf_backend *b)
     for (int i = 0; i < g->n_nodes; i++) {
         const vf_node *nd = &g->nodes[i];
         int first_step = c->p->n_steps;
-        c->node = nd->name;
+        c->node = nd;
         rc = lowerings[nd->op](b, nd);
         if (rc < 0)
             goto fail;
@@ -353,6 +470,14 @@ static vf_status build_all(vf_backend *b)
     TRY(bind(b));
     c->p = &c->plans[0];
     TRY(make_summary(b));
+    if (c->profile_path) { /* the full plan's steps, timed from now on */
+        vfi_free(c->step_s);
+        vfi_free(c->step_calls);
+        c->step_s = vfi_calloc((size_t)c->p->n_steps + 1, sizeof(double));
+        c->step_calls = vfi_calloc((size_t)c->p->n_steps + 1, sizeof(int64_t));
+        if (!c->step_s || !c->step_calls)
+            rc = vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
+    }
 fail:
     return rc;
 }
@@ -391,7 +516,10 @@ static vf_status dnnl_prepare(vf_backend *b, vf_graph *g, int max_batch)
     }
     if (c->act_dt == dnnl_bf16)
         TRY(vfi_dnnl_plan_bf16(b));
-    TRY(build_all(b));
+    rc = build_all(b);
+    /* opened when a layer first asked it; out of memory writing it fails the plan (as any) */
+    if (vfi_plan_cache_close(&c->plans_cache, &b->err) < 0 && rc >= 0)
+        rc = VF_ERR_NOMEM;
 fail:
     c->node = NULL;
     return rc;
@@ -421,13 +549,17 @@ static vf_status requantize(vf_backend *b)
     c->arena_size = c->scratch_size = 0;
     c->release_weights = b->opts.release_weights;
     c->calibrating = 0;
-    TRY(build_all(b));
+    rc = build_all(b);
+    if (vfi_plan_cache_close(&c->plans_cache, &b->err) < 0 && rc >= 0)
+        rc = VF_ERR_NOMEM;
+    if (rc < 0)
+        goto fail;
 fail:
     c->node = NULL;
     return rc;
 }
 
-static void fill(dnnl_ctx *c, const plan *q, const step *s)
+static void fill(dnnl_ctx *c, const dplan *q, const dstep *s)
 {
     const dbuf *d = &q->bufs[s->fill_buf];
     void *p = (char *)c->arena + d->offset;
@@ -446,30 +578,49 @@ static void fill(dnnl_ctx *c, const plan *q, const step *s)
 }
 
 /* Run n <= q->batch images through plan q. */
-static vf_status run_plan(vf_backend *b, const plan *q, const void *in, float *out, int n)
+
+/* Host step s of plan q for its first n inputs (the rest of the batch as padding): its
+ * lowering's runner, over its buffers' memory. */
+static vf_status run_host(vf_backend *b, const dplan *q, const dstep *s, int n)
+{
+    dnnl_ctx *c = b->ctx;
+    void *data[MAX_ARGS] = {NULL};
+    for (int i = 0; i < s->n_args; i++)
+        dnnl_memory_get_data_handle(q->bufs[s->arg_buf[i]].mem, &data[i]);
+    return s->run_host(b, &c->g->nodes[s->host - 1], s, data, n, q->batch);
+}
+
+static vf_status run_plan(vf_backend *b, const dplan *q, const void *in, float *out, int n)
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
     /* The plan reads and writes fixed staging buffers (views of the input need a fixed
      * address); copying one batch in and the features out costs under 1% of a forward pass. */
     memcpy(c->stage_in, in, q->in_size / (size_t)q->batch * (size_t)n);
+    int timed = c->step_s && q == &c->plans[0];
     for (int i = 0; i < q->n_steps; i++) {
-        const step *s = &q->steps[i];
+        const dstep *s = &q->steps[i];
         if (b->cancel && atomic_load(b->cancel)) {
             dnnl_stream_wait(c->stream);
             return vfi_fail(&b->err, VF_ERR_CANCELLED, "cancelled");
         }
+        double t0 = timed ? vfi_now_s() : 0.0;
         if (s->host) {
             CHECK(dnnl_stream_wait(c->stream));
-            TRY(vfi_dnnl_run_host(b, q, s, n));
-            continue;
-        }
-        if (!s->prim) {
+            TRY(run_host(b, q, s, n));
+        } else if (!s->prim) {
             fill(c, q, s);
-            continue;
+        } else {
+            CHECK(dnnl_primitive_execute(s->prim, c->stream, s->n_args + (s->scratch ? 1 : 0),
+                                         s->args));
         }
-        CHECK(
-            dnnl_primitive_execute(s->prim, c->stream, s->n_args + (s->scratch ? 1 : 0), s->args));
+        if (timed) {
+            CHECK(dnnl_stream_wait(c->stream));
+            c->step_s[i] += vfi_now_s() - t0;
+            c->step_calls[i]++;
+        }
+        if (s->host || !s->prim)
+            continue;
         if (c->calibrating && s->value >= 0) { /* int8: record the range of what it wrote */
             CHECK(dnnl_stream_wait(c->stream));
             c->vmax[s->value] =
@@ -487,7 +638,7 @@ fail:
 static vf_status observe(vf_backend *b, const float *in, float *out, int n)
 {
     dnnl_ctx *c = b->ctx;
-    const plan *q = &c->plans[0];
+    const dplan *q = &c->plans[0];
     const vf_graph *g = c->g;
     size_t in_count = q->in_size / sizeof(float) / (size_t)q->batch * (size_t)n;
     for (size_t i = 0; i < in_count; i++) {
@@ -507,7 +658,7 @@ static vf_status observe(vf_backend *b, const float *in, float *out, int n)
 static vf_status dnnl_run(vf_backend *b, const void *in, float *out, int n)
 {
     dnnl_ctx *c = b->ctx;
-    const plan *full = &c->plans[0];
+    const dplan *full = &c->plans[0];
     if (n < 1 || n > full->batch)
         return vfi_fail(&b->err, VF_ERR_INVALID, "batch of %d (plan is for up to %d)", n,
                         full->batch);
@@ -525,7 +676,7 @@ static vf_status dnnl_run(vf_backend *b, const void *in, float *out, int n)
         }
         return rc;
     }
-    const plan *part = c->n_plans > 1 ? &c->plans[1] : NULL;
+    const dplan *part = c->n_plans > 1 ? &c->plans[1] : NULL;
     int chunks = part ? (n + part->batch - 1) / part->batch : 0;
     if (!part || chunks * part->batch >= full->batch)
         return run_plan(b, full, in, out, n);

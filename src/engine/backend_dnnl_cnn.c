@@ -1,130 +1,22 @@
 /*
  * backend_dnnl_cnn.c - the oneDNN lowering of the operators convolutional networks brought:
  * convolutions (Winograd where it pays, in chunks of images where its scratchpad would not fit,
- * int8 with per-channel scales), inner products, activations, pooling, binary operators
+ * int8 with per-channel scales; vidfeat's own kernels where backend_dnnl_own.c measures them
+ * faster), inner products, activations, pooling, binary operators
  * (broadcasting), concatenation, softmax and LRN, padding, reductions, relayouts and gathers.
  * Each reads its node and adds buffers and steps to the plan being built (backend_dnnl_plan.c);
  * backend_dnnl.c's table calls them by operator.
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/mem.h"
+#include "engine/dwconv.h"
 #define VF_DNNL_FILE "backend_dnnl_cnn.c"
-#include "engine/backend_dnnl.h"
-
-static int f32_flags(const dnnl_ctx *c, const vf_node *nd)
-{
-    return c->f32node ? c->f32node[nd - c->g->nodes] : 0;
-}
-
-/* conv_pd's algorithms: direct; Winograd where oneDNN has it for the shape, else direct; a
- * (1, KH, KW) Conv3D as a 2-D Winograd convolution over every frame of the batch's clips
- * ([N x T, C, H, W]), nothing else. */
-enum { CONV_DIRECT, CONV_WINO, CONV_FRAMES_WINO };
-/* Output tiles (4x4) of a picture a Winograd convolution is asked for with, at least
- * (conv_pd). */
-#define WINO_MIN_TILES 4
-
-/* The primitive descriptor of convolution node nd for `batch` images, activations and weights
- * in whatever layout oneDNN prefers, by algorithm `wino` (above); in int8 when plan_int8 chose
- * it for nd. The weights' and bias' user layouts go to *w_user, *b_md. */
-static vf_status conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wino,
-                         const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *out,
-                         dnnl_memory_desc_t *w_user, dnnl_memory_desc_t *b_md)
-{
-    dnnl_ctx *c = b->ctx;
-    dnnl_data_type_t sdt = c->act_dt, wdt = c->act_dt, ddt = c->act_dt;
-    if (f32_flags(c, nd) & F32_COMPUTE)
-        sdt = wdt = ddt = dnnl_f32; /* oneDNN has no f32 convolution writing bf16 */
-    if (f32_flags(c, nd) & F32_OUTPUT)
-        ddt = dnnl_f32;
-    if (c->vdt &&
-        vfi_dnnl_runs_int8(c, nd)) { /* quantized source, s8 weights, the output as wanted */
-        sdt = c->qdt[nd->inputs[0]];
-        wdt = dnnl_s8;
-        ddt = c->vdt[nd->output];
-    }
-    const vf_graph *g = c->g;
-    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
-    const vf_value *wv = &g->values[nd->inputs[1]];
-    vf_status rc = VF_OK;
-    vf_conv_window cw;
-    vfi_conv_window(g, nd, &cw);
-    int rank = 2 + cw.ax.n; /* [N, C, (T,) H, W] */
-    dnnl_memory_desc_t src_md, w_md, dst_md;
-    dnnl_dims_t xd, yd, wd, bd, strides, dil, pl, pr;
-    vfi_dnnl_value_dims(c, xv, xd);
-    vfi_dnnl_value_dims(c, yv, yd);
-    xd[0] = yd[0] = batch;
-    int grouped = cw.group > 1;
-    int64_t oc = wv->dims[0];
-    if (grouped) { /* [G, OC / G, IC / G, (KT,) KH, KW] */
-        wd[0] = cw.group;
-        wd[1] = oc / cw.group;
-        memcpy(wd + 2, wv->dims + 1, (size_t)(rank - 1) * sizeof(int64_t));
-    } else {
-        memcpy(wd, wv->dims, (size_t)rank * sizeof(int64_t));
-    }
-    bd[0] = oc;
-    for (int a = 0; a < cw.ax.n; a++) {
-        strides[a] = cw.ax.stride[a];
-        dil[a] = cw.ax.dilation[a] - 1;
-        pl[a] = cw.ax.pad_begin[a];
-        pr[a] = cw.ax.pad_end[a];
-    }
-    dnnl_format_tag_t user_tag =
-        cw.ax.n == 3 ? (grouped ? dnnl_goidhw : dnnl_oidhw) : (grouped ? dnnl_goihw : dnnl_oihw);
-    if (wino == CONV_FRAMES_WINO) { /* [N, C, T, H, W] as [N x T, C, H, W]; KT is 1 */
-        dnnl_dims_t x2 = {xd[0] * xd[2], xd[1], xd[3], xd[4]},
-                    y2 = {yd[0] * yd[2], yd[1], yd[3], yd[4]}, w2 = {wd[0], wd[1], wd[3], wd[4]};
-        memcpy(xd, x2, sizeof(x2));
-        memcpy(yd, y2, sizeof(y2));
-        memcpy(wd, w2, sizeof(w2));
-        for (int a = 0; a < 2; a++) {
-            strides[a] = strides[a + 1];
-            dil[a] = dil[a + 1];
-            pl[a] = pl[a + 1];
-            pr[a] = pr[a + 1];
-        }
-        rank = 4;
-        user_tag = dnnl_oihw;
-    }
-    CHECK(dnnl_memory_desc_init_by_tag(&w_md, rank + grouped, wd, wdt, dnnl_format_tag_any));
-    CHECK(dnnl_memory_desc_init_by_tag(w_user, rank + grouped, wd,
-                                       wdt == dnnl_s8 ? dnnl_s8 : dnnl_f32, user_tag));
-    CHECK(dnnl_memory_desc_init_by_tag(b_md, 1, bd, dnnl_f32, dnnl_a));
-    CHECK(dnnl_memory_desc_init_by_tag(&src_md, rank, xd, sdt, dnnl_format_tag_any));
-    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, rank, yd, ddt, dnnl_format_tag_any));
-    /* oneDNN 2.6's Winograd divides by zero planning a convolution of one or two 4x4 output
-     * tiles and many channels (2048 -> 2048 on CNN14's 3x2 map: SIGFPE), and a plan may run a
-     * Winograd layer an image at a time (conv_op's chunks): a map of fewer tiles a picture is
-     * convolved directly at every batch, so that a picture's vector never depends on the batch
-     * it came in (so few tiles gain little from Winograd anyway) */
-    int64_t tiles = ((yd[rank - 2] + 3) / 4) * ((yd[rank - 1] + 3) / 4);
-    if (wino == CONV_FRAMES_WINO && tiles < WINO_MIN_TILES)
-        return VF_ERR_UNSUPPORTED;
-    if (tiles < WINO_MIN_TILES)
-        wino = CONV_DIRECT;
-    dnnl_status_t s = dnnl_unimplemented;
-    int last = wino == CONV_FRAMES_WINO ? 1 : 2;
-    for (int attempt = wino != CONV_DIRECT ? 0 : 1; attempt < last && s != dnnl_success;
-         attempt++) {
-        dnnl_convolution_desc_t cd;
-        dnnl_alg_kind_t alg = attempt == 0 ? dnnl_convolution_winograd : dnnl_convolution_direct;
-        s = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, alg, &src_md,
-                                                       &w_md, nd->n_inputs > 2 ? b_md : NULL,
-                                                       &dst_md, strides, dil, pl, pr);
-        if (s == dnnl_success)
-            s = dnnl_primitive_desc_create(out, &cd, attr, c->engine, NULL);
-    }
-    if (s != dnnl_success && wino == CONV_FRAMES_WINO)
-        return VF_ERR_UNSUPPORTED; /* not an error: the caller convolves the clip directly */
-    CHECK(s);
-fail:
-    return rc;
-}
+#include "engine/backend_dnnl_int.h"
 
 static size_t scratch_bytes(const_dnnl_primitive_desc_t pd)
 {
@@ -319,7 +211,7 @@ static vf_status conv_int8(vf_backend *b, const vf_node *nd)
     float ys = out_scale(c, nd->output);
     TRY(quantize_wb(b, nd, c->vscale[nd->inputs[0]], ys, &q));
     TRY(int8_attr(b, &nd->p.conv.act, ys, &q, &attr));
-    TRY(conv_pd(b, nd, c->p->batch, CONV_DIRECT, attr, &pd, &w_user, &b_md));
+    TRY(vfi_dnnl_conv_pd(b, nd, c->p->batch, CONV_DIRECT, attr, &pd, &w_user, &b_md));
     TRY(weighted_step(b, nd, pd, q.w, q.bias, &w_user, src_scale(c, nd->inputs[0])));
 fail:
     qparams_free(&q);
@@ -388,7 +280,7 @@ static vf_status conv_frames(vf_backend *b, const vf_node *nd, const vf_conv_win
     dnnl_primitive_desc_t pd = NULL, sub_pd = NULL;
     dnnl_memory_desc_t w_user, b_md, x2, y2, x5, y5;
     int64_t t = xv->dims[2], clips = c->p->batch;
-    vf_status rc = conv_pd(b, nd, clips, CONV_FRAMES_WINO, attr, &pd, &w_user, &b_md);
+    vf_status rc = vfi_dnnl_conv_pd(b, nd, clips, CONV_FRAMES_WINO, attr, &pd, &w_user, &b_md);
     if (rc == VF_ERR_UNSUPPORTED)
         return VF_OK;
     if (rc < 0)
@@ -396,7 +288,7 @@ static vf_status conv_frames(vf_backend *b, const vf_node *nd, const vf_conv_win
     size_t budget =
         dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0)) / 4;
     while (scratch_bytes(pd) > budget && clips % 2 == 0) {
-        if (conv_pd(b, nd, clips / 2, CONV_FRAMES_WINO, attr, &sub_pd, &w_user, &b_md) < 0)
+        if (vfi_dnnl_conv_pd(b, nd, clips / 2, CONV_FRAMES_WINO, attr, &sub_pd, &w_user, &b_md) < 0)
             break; /* the whole batch's, then */
         dnnl_primitive_desc_destroy(pd);
         pd = sub_pd;
@@ -437,6 +329,21 @@ static int depthwise3d(const vf_graph *g, const vf_node *nd, const vf_conv_windo
            g->values[nd->inputs[1]].dims[0] == channels;
 }
 
+/* A host step's work: the depthwise 3-D convolution of node nd over its first n clips, on the
+ * buffers input, weights, output, bias (when it has one), channels last (dwconv.h). */
+static vf_status run_dw3d(vf_backend *b, const vf_node *nd, const dstep *s, void *const *data,
+                          int n, int64_t batch)
+{
+    dnnl_ctx *c = b->ctx;
+    (void)s, (void)batch;
+    vf_conv_window cw;
+    vfi_conv_window(c->g, nd, &cw);
+    const vf_value *xv = &c->g->values[nd->inputs[0]], *yv = &c->g->values[nd->output];
+    vfi_dwconv3d_nlc(&cw, n, xv->dims[1], xv->dims + 2, yv->dims + 2, data[0], data[1],
+                     nd->n_inputs > 2 ? data[3] : NULL, data[2]);
+    return VF_OK;
+}
+
 /* A depthwise Conv3D as a host step (dwconv.h): f32, channels last in and out, whatever the
  * activation type (the step's neighbours convert). */
 static vf_status conv_dw3d_host(vf_backend *b, const vf_node *nd)
@@ -462,7 +369,7 @@ static vf_status conv_dw3d_host(vf_backend *b, const vf_node *nd)
     TRY(vfi_dnnl_new_buf(b, &ymd, BUF_ARENA, &bufs[2]));
     if (nd->n_inputs > 2)
         TRY(vfi_dnnl_upload_const(b, &g->values[nd->inputs[2]], &b_md, &b_md, &bufs[n_bufs++]));
-    TRY(vfi_dnnl_add_host(b, nd, n_bufs, bufs));
+    TRY(vfi_dnnl_add_host(b, nd, run_dw3d, n_bufs, bufs));
     c->p->vbuf[nd->output] = bufs[2];
 fail:
     return rc;
@@ -496,7 +403,12 @@ vf_status vfi_dnnl_conv_op(vf_backend *b, const vf_node *nd)
     int try_wino = c->winograd && cw.ax.n == 2 && cw.group == 1 && wv->dims[2] == 3 &&
                    wv->dims[3] == 3 && cw.ax.stride[0] == 1 && cw.ax.stride[1] == 1 &&
                    cw.ax.dilation[0] == 1 && cw.ax.dilation[1] == 1;
-    TRY(conv_pd(b, nd, c->p->batch, try_wino ? CONV_WINO : CONV_DIRECT, attr, &pd, &w_user, &b_md));
+    int own = 0;
+    TRY(vfi_dnnl_conv_own(b, nd, &cw, attr, try_wino, &own));
+    if (own)
+        goto fail; /* finished: only the cleanup is left */
+    TRY(vfi_dnnl_conv_pd(b, nd, c->p->batch, try_wino ? CONV_WINO : CONV_DIRECT, attr, &pd, &w_user,
+                         &b_md));
     const dnnl_memory_desc_t *got_dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     size_t budget = dnnl_memory_desc_get_size(got_dst) / 4;
     if (try_wino && scratch_bytes(pd) > budget) {
@@ -505,7 +417,7 @@ vf_status vfi_dnnl_conv_op(vf_backend *b, const vf_node *nd)
          * chunks of one image would only run slower */
         dnnl_primitive_desc_t cand = NULL;
         for (int64_t k = 2; k <= c->p->batch && c->p->batch % k == 0; k *= 2) {
-            TRY(conv_pd(b, nd, c->p->batch / k, CONV_WINO, attr, &cand, &w_user, &b_md));
+            TRY(vfi_dnnl_conv_pd(b, nd, c->p->batch / k, CONV_WINO, attr, &cand, &w_user, &b_md));
             size_t was = scratch_bytes(sub_pd ? sub_pd : pd);
             if (scratch_bytes(cand) > was / 4 * 3) {
                 dnnl_primitive_desc_destroy(cand);
@@ -539,6 +451,10 @@ fail:
 /* An inner product, in f32 / bf16, or in int8 when plan_int8 chose it. */
 vf_status vfi_dnnl_fc_op(vf_backend *b, const vf_node *nd)
 {
+    int own;
+    vf_status orc = vfi_dnnl_fc_own(b, nd, &own); /* AVX2: one order of sums for every row */
+    if (orc < 0 || own)
+        return orc;
     dnnl_ctx *c = b->ctx;
     const vf_graph *g = c->g;
     const vf_value *wv = &g->values[nd->inputs[1]];

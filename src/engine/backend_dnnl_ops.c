@@ -1,17 +1,16 @@
 /*
  * backend_dnnl_ops.c - the oneDNN lowering of the operators transformers brought: MatMul (the
  * linear layers over tokens and attention's two products, oneDNN's matmul), LayerNormalization,
- * slices of activations and broadcasts (Expand). Each takes its inputs in plain row-major
- * layout (what these models' activations are in) and writes a plain output. A text tower's
- * operators oneDNN 2.6 lacks (a lookup by token ids, argmax, each image's row) are host steps:
- * loops of ours over plain buffers, between the primitives. The plan and its helpers are
- * backend_dnnl.c's (backend_dnnl.h).
+ * slices of activations and broadcasts (Expand), and PRelu. Each but PRelu takes its inputs in
+ * plain row-major layout (what these models' activations are in) and writes a plain output. A text
+ * tower's operators oneDNN 2.6 lacks (a lookup by token ids, argmax, each image's row) are host
+ * steps: loops of ours over plain buffers, between the primitives. The plan and its helpers are
+ * backend_dnnl.c's (backend_dnnl_int.h).
  */
 #include <string.h>
 
 #define VF_DNNL_FILE "backend_dnnl_ops.c"
-#include "engine/backend_dnnl.h"
-#include "engine/dwconv.h"
+#include "engine/backend_dnnl_int.h"
 #include "engine/ids_ops.h"
 
 /* Value v's buffer as a plain row-major buffer of type dt. */
@@ -293,6 +292,49 @@ fail:
     return rc;
 }
 
+/* PRelu on oneDNN's prelu primitive, the activation in whatever layout it has (a convolution's
+ * blocked one too), the slope aligned to its rank with leading 1s in the layout the primitive
+ * picks; int8 activations are read as f32 (the slope is not quantized). */
+vf_status vfi_dnnl_prelu_op(vf_backend *b, const vf_node *nd)
+{
+    dnnl_ctx *c = b->ctx;
+    const vf_graph *g = c->g;
+    const vf_value *xv = &g->values[nd->inputs[0]], *sv = &g->values[nd->inputs[1]];
+    vf_status rc = VF_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    int x = c->p->vbuf[nd->inputs[0]], w, y;
+    if (vfi_dnnl_is_int8(c->p->bufs[x].md.data_type))
+        TRY(plain_as(b, nd->inputs[0], dnnl_f32, &x));
+    const dnnl_memory_desc_t *xmd = &c->p->bufs[x].md;
+    vf_value aligned = *sv;
+    aligned.rank = xv->rank;
+    for (int i = 0; i < xv->rank; i++) {
+        int j = i - (xv->rank - sv->rank);
+        aligned.dims[i] = j >= 0 ? sv->dims[j] : 1;
+    }
+    dnnl_memory_desc_t user, any;
+    TRY(vfi_dnnl_plain_md(b, &aligned, dnnl_f32, &user));
+    CHECK(dnnl_memory_desc_init_by_tag(&any, xmd->ndims, user.dims, xmd->data_type,
+                                       dnnl_format_tag_any));
+    dnnl_prelu_desc_t desc;
+    CHECK(dnnl_prelu_forward_desc_init(&desc, dnnl_forward_inference, xmd, &any));
+    TRY(vfi_dnnl_make_attr(b, NULL, &attr));
+    CHECK(dnnl_primitive_desc_create(&pd, &desc, attr, c->engine, NULL));
+    TRY(vfi_dnnl_upload_const(b, sv, &user,
+                              dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &w));
+    TRY(vfi_dnnl_new_buf(b, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), BUF_ARENA, &y));
+    int kinds[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, bufs[3] = {x, w, y};
+    TRY(vfi_dnnl_add_step(b, pd, 3, kinds, bufs));
+    c->p->vbuf[nd->output] = y;
+fail:
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
 /* ---- a text tower's host steps ------------------------------------------------------------ */
 
 /* A host step's output: plain f32 that the host step writes, then the node's output buffer in
@@ -321,6 +363,42 @@ static vf_status host_result(vf_backend *b, const vf_node *nd, int f32_buf)
     return rc;
 }
 
+/* The host steps' work (ids_ops.h): the whole batch is computed (the padding rows from
+ * earlier inputs, or zeros: ids the table has); an index out of range fails only in the first
+ * n rows. */
+static vf_status run_lookup(vf_backend *b, const vf_node *nd, const dstep *s, void *const *data,
+                            int n, int64_t batch)
+{
+    dnnl_ctx *c = b->ctx;
+    (void)s;
+    const vf_value *xv = &c->g->values[nd->inputs[0]], *tv = &c->g->values[nd->inputs[1]];
+    int64_t per = vfi_value_sample_numel(xv);
+    return vfi_ids_lookup(nd, data[0], per * batch, per * n, data[1], tv->dims[0],
+                          vfi_value_numel(tv) / tv->dims[0], data[2], &b->err);
+}
+
+static vf_status run_argmax(vf_backend *b, const vf_node *nd, const dstep *s, void *const *data,
+                            int n, int64_t batch)
+{
+    dnnl_ctx *c = b->ctx;
+    (void)s, (void)n;
+    int64_t outer, len, inner;
+    vfi_ids_split(c->g, nd, batch, &outer, &len, &inner);
+    vfi_ids_argmax(data[0], c->g->values[nd->inputs[0]].dtype == VF_DTYPE_I64, outer, len, inner,
+                   data[1]);
+    return VF_OK;
+}
+
+static vf_status run_take(vf_backend *b, const vf_node *nd, const dstep *s, void *const *data,
+                          int n, int64_t batch)
+{
+    dnnl_ctx *c = b->ctx;
+    (void)s;
+    int64_t outer, len, inner;
+    vfi_ids_split(c->g, nd, batch, &outer, &len, &inner);
+    return vfi_ids_take(nd, data[0], data[1], batch, n, outer, len, inner, data[2], &b->err);
+}
+
 vf_status vfi_dnnl_lookup_op(vf_backend *b, const vf_node *nd)
 {
     dnnl_ctx *c = b->ctx;
@@ -333,7 +411,7 @@ vf_status vfi_dnnl_lookup_op(vf_backend *b, const vf_node *nd)
     TRY(vfi_dnnl_upload_const(b, tv, &md, &md, &table));
     TRY(host_output(b, nd, &out));
     int bufs[3] = {c->p->vbuf[nd->inputs[0]], table, out};
-    TRY(vfi_dnnl_add_host(b, nd, 3, bufs));
+    TRY(vfi_dnnl_add_host(b, nd, run_lookup, 3, bufs));
     TRY(host_result(b, nd, out));
 fail:
     return rc;
@@ -353,7 +431,7 @@ vf_status vfi_dnnl_argmax_op(vf_backend *b, const vf_node *nd)
     TRY(vfi_dnnl_bytes_md(b, &c->g->values[nd->output], &md));
     TRY(vfi_dnnl_new_buf(b, &md, BUF_ARENA, &out));
     int bufs[2] = {x, out};
-    TRY(vfi_dnnl_add_host(b, nd, 2, bufs));
+    TRY(vfi_dnnl_add_host(b, nd, run_argmax, 2, bufs));
     c->p->vbuf[nd->output] = out;
 fail:
     return rc;
@@ -367,56 +445,8 @@ vf_status vfi_dnnl_take_op(vf_backend *b, const vf_node *nd)
     TRY(plain_as(b, nd->inputs[0], dnnl_f32, &x));
     TRY(host_output(b, nd, &out));
     int bufs[3] = {x, c->p->vbuf[nd->inputs[1]], out};
-    TRY(vfi_dnnl_add_host(b, nd, 3, bufs));
+    TRY(vfi_dnnl_add_host(b, nd, run_take, 3, bufs));
     TRY(host_result(b, nd, out));
 fail:
     return rc;
-}
-
-static void *buf_data(const plan *q, int k)
-{
-    void *p = NULL;
-    dnnl_memory_get_data_handle(q->bufs[k].mem, &p);
-    return p;
-}
-
-/* The whole batch of the plan is computed (the padding rows from earlier inputs, or zeros: ids
- * the table has); an index out of range fails only in the first n rows (ids_ops.h). */
-vf_status vfi_dnnl_run_host(vf_backend *b, const plan *q, const step *s, int n)
-{
-    dnnl_ctx *c = b->ctx;
-    const vf_node *nd = &c->g->nodes[s->host - 1];
-    const vf_value *xv = &c->g->values[nd->inputs[0]];
-    int64_t outer, len, inner;
-    switch (nd->op) {
-    case VF_OP_LOOKUP: {
-        const vf_value *tv = &c->g->values[nd->inputs[1]];
-        int64_t per = vfi_value_sample_numel(xv);
-        return vfi_ids_lookup(
-            nd, buf_data(q, s->arg_buf[0]), per * q->batch, per * n, buf_data(q, s->arg_buf[1]),
-            tv->dims[0], vfi_value_numel(tv) / tv->dims[0], buf_data(q, s->arg_buf[2]), &b->err);
-    }
-    case VF_OP_ARGMAX:
-        vfi_ids_split(c->g, nd, q->batch, &outer, &len, &inner);
-        vfi_ids_argmax(buf_data(q, s->arg_buf[0]), xv->dtype == VF_DTYPE_I64, outer, len, inner,
-                       buf_data(q, s->arg_buf[1]));
-        return VF_OK;
-    case VF_OP_TAKE:
-        vfi_ids_split(c->g, nd, q->batch, &outer, &len, &inner);
-        return vfi_ids_take(nd, buf_data(q, s->arg_buf[0]), buf_data(q, s->arg_buf[1]), q->batch, n,
-                            outer, len, inner, buf_data(q, s->arg_buf[2]), &b->err);
-    case VF_OP_CONV3D: { /* depthwise (backend_dnnl_cnn.c): the first n clips */
-        vf_conv_window cw;
-        vfi_conv_window(c->g, nd, &cw);
-        const vf_value *yv = &c->g->values[nd->output];
-        vfi_dwconv3d_nlc(&cw, n, xv->dims[1], xv->dims + 2, yv->dims + 2,
-                         buf_data(q, s->arg_buf[0]), buf_data(q, s->arg_buf[1]),
-                         nd->n_inputs > 2 ? buf_data(q, s->arg_buf[3]) : NULL,
-                         buf_data(q, s->arg_buf[2]));
-        return VF_OK;
-    }
-    default:
-        return vfi_fail(&b->err, VF_ERR_INTERNAL, "node '%s': no host step for %s", nd->name,
-                        vfi_op_name(nd->op));
-    }
 }

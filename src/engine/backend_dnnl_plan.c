@@ -1,16 +1,19 @@
 /*
- * backend_dnnl_plan.c - building a oneDNN plan (backend_dnnl.h): buffers and views, steps of
+ * backend_dnnl_plan.c - building a oneDNN plan (backend_dnnl_int.h): buffers and views, steps of
  * primitives, fills and host steps, descriptors of values, reorders (cached: a tensor read by
  * four Inception branches is reordered once), weights uploaded in the layout their primitive
- * chose, post-op attributes. Below every operator's lowering; knows nothing of operators.
+ * chose, post-op attributes. Below every operator's lowering; knows nothing of operators but
+ * the convolution's primitive descriptor, which its two lowerings share (backend_dnnl_cnn.c's
+ * and backend_dnnl_own.c's timing of oneDNN's candidate).
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/mem.h"
 #define VF_DNNL_FILE "backend_dnnl_plan.c"
-#include "engine/backend_dnnl.h"
+#include "engine/backend_dnnl_int.h"
 
 static const char *dnnl_status_text(dnnl_status_t s)
 {
@@ -33,23 +36,74 @@ static const char *dnnl_status_text(dnnl_status_t s)
     return "unknown status";
 }
 
-/* Translate a oneDNN failure into b->err, naming the node being prepared. */
+/* "[1, 64, 56, 56]" of value v (the batch as N), into buf. */
+static void dims_text(const vf_value *v, char *buf, size_t size)
+{
+    int n = snprintf(buf, size, "[");
+    for (int d = 0; d < v->rank && n >= 0 && (size_t)n < size; d++) {
+        int batch = v->is_batched && d == v->batch_axis;
+        if (batch)
+            n += snprintf(buf + n, size - (size_t)n, "%sN", d ? ", " : "");
+        else
+            n +=
+                snprintf(buf + n, size - (size_t)n, "%s%lld", d ? ", " : "", (long long)v->dims[d]);
+    }
+    if (n >= 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, "]");
+}
+
 vf_status vfi_dnnl_fail(vf_backend *b, dnnl_status_t s, const char *what, const char *file,
                         int line)
 {
     dnnl_ctx *c = b->ctx;
-    vf_status code = s == dnnl_out_of_memory   ? VF_ERR_NOMEM
-                     : s == dnnl_unimplemented ? VF_ERR_UNSUPPORTED
-                                               : VF_ERR_BACKEND;
-    if (c && c->node)
-        return vfi_fail(&b->err, code, "node '%s': oneDNN %s: %s (%s:%d)", c->node, what,
-                        dnnl_status_text(s), file, line);
-    return vfi_fail(&b->err, code, "oneDNN %s: %s (%s:%d)", what, dnnl_status_text(s), file, line);
+    vfi_log(VF_LOG_DEBUG, "dnnl", "%s: %s (%s:%d)", what, dnnl_status_text(s), file, line);
+    char node[640] = "";
+    if (c && c->node) {
+        const vf_node *nd = c->node;
+        char in[96] = "", out[96] = "";
+        dims_text(&c->g->values[nd->inputs[0]], in, sizeof(in));
+        dims_text(&c->g->values[nd->output], out, sizeof(out));
+        snprintf(node, sizeof(node), "node '%.200s' (%.40s, %s -> %s): ", nd->name,
+                 vfi_op_name(nd->op), in, out);
+    }
+    const char *prec = c && c->int8 ? "int8" : c && c->act_dt == dnnl_bf16 ? "bf16" : "f32";
+    char isa[96] = "this CPU";
+    if (c)
+        vfi_isa_describe(&c->isa, isa, sizeof(isa));
+    switch (s) {
+    case dnnl_out_of_memory:
+        return vfi_fail(&b->err, VF_ERR_NOMEM,
+                        "%sout of memory planning the network: run smaller batches (--batch)",
+                        node);
+    case dnnl_unimplemented:
+        if (strcmp(prec, "f32"))
+            return vfi_fail(
+                &b->err, VF_ERR_UNSUPPORTED,
+                "%sthe CPU backend has no %s kernel for this layer on this CPU (%s): run in f32 "
+                "(--precision f32)",
+                node, prec, isa);
+        return vfi_fail(
+            &b->err, VF_ERR_UNSUPPORTED,
+            "%sthe CPU backend has no kernel for this layer's form on this CPU (%s): the "
+            "reference backend (--backend ref) runs it, slowly",
+            node, isa);
+    case dnnl_invalid_arguments:
+        return vfi_fail(&b->err, VF_ERR_MODEL,
+                        "%sthe CPU backend cannot take this layer's sizes (its window, strides or "
+                        "padding against its input): the model file may be damaged; the "
+                        "reference backend (--backend ref) tells whether it runs at all",
+                        node);
+    default:
+        return vfi_fail(&b->err, VF_ERR_BACKEND,
+                        "%sthe CPU backend failed inside its library: run again with -v -v "
+                        "and report the lines it prints",
+                        node);
+    }
 }
 
 /* ---- buffers and steps ---------------------------------------------------------------------- */
 
-vf_status vfi_dnnl_new_buf(vf_backend *b, const dnnl_memory_desc_t *md_in, enum buf_kind kind,
+vf_status vfi_dnnl_new_buf(vf_backend *b, const dnnl_memory_desc_t *md_in, enum dbuf_kind kind,
                            int *out)
 {
     dnnl_ctx *c = b->ctx;
@@ -98,14 +152,15 @@ vf_status vfi_dnnl_add_step(vf_backend *b, const_dnnl_primitive_desc_t pd, int n
 {
     dnnl_ctx *c = b->ctx;
     vf_status rc = VF_OK;
-    void *grown = vfi_grow(c->p->steps, &c->p->cap_steps, c->p->n_steps + 1, sizeof(step));
+    void *grown = vfi_grow(c->p->steps, &c->p->cap_steps, c->p->n_steps + 1, sizeof(dstep));
     if (!grown)
         return vfi_fail(&b->err, VF_ERR_NOMEM, "out of memory");
     c->p->steps = grown;
-    step *s = &c->p->steps[c->p->n_steps];
+    dstep *s = &c->p->steps[c->p->n_steps];
     memset(s, 0, sizeof(*s));
     s->fill_buf = -1;
     s->value = -1;
+    s->node = c->node ? (int)(c->node - c->g->nodes) : -1;
     if (pd) {
         CHECK(dnnl_primitive_create(&s->prim, pd));
         const char *impl = NULL;
@@ -138,22 +193,26 @@ vf_status vfi_dnnl_add_fill(vf_backend *b, int buf, float value)
     if (rc < 0)
         return rc;
     dnnl_ctx *c = b->ctx;
-    step *s = &c->p->steps[c->p->n_steps - 1];
+    dstep *s = &c->p->steps[c->p->n_steps - 1];
     s->fill_buf = buf;
     s->fill_value = value;
     touch(c, buf, c->p->n_steps - 1);
     return VF_OK;
 }
 
-vf_status vfi_dnnl_add_host(vf_backend *b, const vf_node *nd, int n, const int *bufs)
+vf_status vfi_dnnl_add_host(vf_backend *b, const vf_node *nd, vfi_dnnl_host_fn run, int n,
+                            const int *bufs)
 {
     dnnl_ctx *c = b->ctx;
     if (n > MAX_ARGS)
         return vfi_fail(&b->err, VF_ERR_INTERNAL, "a host step of %d buffers", n);
     int kinds[MAX_ARGS] = {0};
     vf_status rc = vfi_dnnl_add_step(b, NULL, n, kinds, bufs);
-    if (rc >= 0)
-        c->p->steps[c->p->n_steps - 1].host = 1 + (int)(nd - c->g->nodes);
+    if (rc >= 0) {
+        dstep *s = &c->p->steps[c->p->n_steps - 1];
+        s->host = 1 + (int)(nd - c->g->nodes);
+        s->run_host = run;
+    }
     return rc;
 }
 
@@ -415,7 +474,7 @@ vf_status vfi_dnnl_upload_data(vf_backend *b, const vf_value *v, const void *dat
     dbuf *d = &c->p->bufs[idx];
     d->value = vi;
     for (int k = 0; k < MAX_PLANS; k++) {
-        const plan *q = &c->plans[k];
+        const dplan *q = &c->plans[k];
         for (int i = 0; q != c->p && i < q->n_bufs; i++) {
             const dbuf *o = &q->bufs[i];
             void *handle = NULL;
@@ -475,6 +534,113 @@ vf_status vfi_dnnl_eltwise_step(vf_backend *b, int x, int y, dnnl_alg_kind_t alg
     CHECK(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, alg, &c->p->bufs[x].md, alpha,
                                          beta));
     rc = vfi_dnnl_src_dst_step(b, x, y, &ed);
+fail:
+    return rc;
+}
+
+/* ---- convolutions' primitive descriptors (backend_dnnl_cnn.c's, backend_dnnl_own.c's) ---- */
+
+static int f32_flags(const dnnl_ctx *c, const vf_node *nd)
+{
+    return c->f32node ? c->f32node[nd - c->g->nodes] : 0;
+}
+
+/* Output tiles (4x4) of a picture a Winograd convolution is asked for with, at least
+ * (conv_pd). */
+#define WINO_MIN_TILES 4
+
+vf_status vfi_dnnl_conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wino,
+                           const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *out,
+                           dnnl_memory_desc_t *w_user, dnnl_memory_desc_t *b_md)
+{
+    dnnl_ctx *c = b->ctx;
+    dnnl_data_type_t sdt = c->act_dt, wdt = c->act_dt, ddt = c->act_dt;
+    if (f32_flags(c, nd) & F32_COMPUTE)
+        sdt = wdt = ddt = dnnl_f32; /* oneDNN has no f32 convolution writing bf16 */
+    if (f32_flags(c, nd) & F32_OUTPUT)
+        ddt = dnnl_f32;
+    if (c->vdt &&
+        vfi_dnnl_runs_int8(c, nd)) { /* quantized source, s8 weights, the output as wanted */
+        sdt = c->qdt[nd->inputs[0]];
+        wdt = dnnl_s8;
+        ddt = c->vdt[nd->output];
+    }
+    const vf_graph *g = c->g;
+    const vf_value *xv = &g->values[nd->inputs[0]], *yv = &g->values[nd->output];
+    const vf_value *wv = &g->values[nd->inputs[1]];
+    vf_status rc = VF_OK;
+    vf_conv_window cw;
+    vfi_conv_window(g, nd, &cw);
+    int rank = 2 + cw.ax.n; /* [N, C, (T,) H, W] */
+    dnnl_memory_desc_t src_md, w_md, dst_md;
+    dnnl_dims_t xd, yd, wd, bd, strides, dil, pl, pr;
+    vfi_dnnl_value_dims(c, xv, xd);
+    vfi_dnnl_value_dims(c, yv, yd);
+    xd[0] = yd[0] = batch;
+    int grouped = cw.group > 1;
+    int64_t oc = wv->dims[0];
+    if (grouped) { /* [G, OC / G, IC / G, (KT,) KH, KW] */
+        wd[0] = cw.group;
+        wd[1] = oc / cw.group;
+        memcpy(wd + 2, wv->dims + 1, (size_t)(rank - 1) * sizeof(int64_t));
+    } else {
+        memcpy(wd, wv->dims, (size_t)rank * sizeof(int64_t));
+    }
+    bd[0] = oc;
+    for (int a = 0; a < cw.ax.n; a++) {
+        strides[a] = cw.ax.stride[a];
+        dil[a] = cw.ax.dilation[a] - 1;
+        pl[a] = cw.ax.pad_begin[a];
+        pr[a] = cw.ax.pad_end[a];
+    }
+    dnnl_format_tag_t user_tag =
+        cw.ax.n == 3 ? (grouped ? dnnl_goidhw : dnnl_oidhw) : (grouped ? dnnl_goihw : dnnl_oihw);
+    if (wino == CONV_FRAMES_WINO) { /* [N, C, T, H, W] as [N x T, C, H, W]; KT is 1 */
+        dnnl_dims_t x2 = {xd[0] * xd[2], xd[1], xd[3], xd[4]},
+                    y2 = {yd[0] * yd[2], yd[1], yd[3], yd[4]}, w2 = {wd[0], wd[1], wd[3], wd[4]};
+        memcpy(xd, x2, sizeof(x2));
+        memcpy(yd, y2, sizeof(y2));
+        memcpy(wd, w2, sizeof(w2));
+        for (int a = 0; a < 2; a++) {
+            strides[a] = strides[a + 1];
+            dil[a] = dil[a + 1];
+            pl[a] = pl[a + 1];
+            pr[a] = pr[a + 1];
+        }
+        rank = 4;
+        user_tag = dnnl_oihw;
+    }
+    CHECK(dnnl_memory_desc_init_by_tag(&w_md, rank + grouped, wd, wdt, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(w_user, rank + grouped, wd,
+                                       wdt == dnnl_s8 ? dnnl_s8 : dnnl_f32, user_tag));
+    CHECK(dnnl_memory_desc_init_by_tag(b_md, 1, bd, dnnl_f32, dnnl_a));
+    CHECK(dnnl_memory_desc_init_by_tag(&src_md, rank, xd, sdt, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&dst_md, rank, yd, ddt, dnnl_format_tag_any));
+    /* oneDNN 2.6's Winograd divides by zero planning a convolution of one or two 4x4 output
+     * tiles and many channels (2048 -> 2048 on CNN14's 3x2 map: SIGFPE), and a plan may run a
+     * Winograd layer an image at a time (conv_op's chunks): a map of fewer tiles a picture is
+     * convolved directly at every batch, so that a picture's vector never depends on the batch
+     * it came in (so few tiles gain little from Winograd anyway) */
+    int64_t tiles = ((yd[rank - 2] + 3) / 4) * ((yd[rank - 1] + 3) / 4);
+    if (wino == CONV_FRAMES_WINO && tiles < WINO_MIN_TILES)
+        return VF_ERR_UNSUPPORTED;
+    if (tiles < WINO_MIN_TILES)
+        wino = CONV_DIRECT;
+    dnnl_status_t s = dnnl_unimplemented;
+    int last = wino == CONV_FRAMES_WINO ? 1 : 2;
+    for (int attempt = wino != CONV_DIRECT ? 0 : 1; attempt < last && s != dnnl_success;
+         attempt++) {
+        dnnl_convolution_desc_t cd;
+        dnnl_alg_kind_t alg = attempt == 0 ? dnnl_convolution_winograd : dnnl_convolution_direct;
+        s = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, alg, &src_md,
+                                                       &w_md, nd->n_inputs > 2 ? b_md : NULL,
+                                                       &dst_md, strides, dil, pl, pr);
+        if (s == dnnl_success)
+            s = dnnl_primitive_desc_create(out, &cd, attr, c->engine, NULL);
+    }
+    if (s != dnnl_success && wino == CONV_FRAMES_WINO)
+        return VF_ERR_UNSUPPORTED; /* not an error: the caller convolves the clip directly */
+    CHECK(s);
 fail:
     return rc;
 }

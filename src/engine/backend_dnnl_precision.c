@@ -3,7 +3,7 @@
  * plan, which convolutions and inner products run in int8 and how every value is stored and
  * scaled, from the ranges observed while calibrating; in a bf16 plan, the few convolutions
  * that compute in f32 because bf16 costs them most. The plan and its helpers are
- * backend_dnnl.c's (backend_dnnl.h).
+ * backend_dnnl.c's (backend_dnnl_int.h).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 #include "core/mem.h"
 #include "core/status.h"
 #define VF_DNNL_FILE "backend_dnnl_precision.c"
-#include "engine/backend_dnnl.h"
+#include "engine/backend_dnnl_int.h"
 
 int vfi_dnnl_runs_int8(const dnnl_ctx *c, const vf_node *nd)
 {
@@ -114,10 +114,7 @@ vf_status vfi_dnnl_plan_int8(vf_backend *b)
         const vf_node *nd = &g->nodes[i];
         int y = nd->output;
         c->i8node[i] = wants_int8(b, nd, nonneg);
-        const vf_act *a = nd->op == VF_OP_CONV  ? &nd->p.conv.act
-                          : nd->op == VF_OP_FC  ? &nd->p.fc.act
-                          : nd->op == VF_OP_ACT ? &nd->p.act
-                                                : NULL;
+        const vf_act *a = vfi_node_act_const(nd);
         if (a) {
             nonneg[y] = act_nonneg(a);
         } else if (passes_scale(nd)) {
@@ -181,7 +178,7 @@ done:
 
 /* Largest |x| over the first n images of buffer k (all of it when the batch is not its
  * outermost dimension); non-finite values are ignored. */
-float vfi_dnnl_buffer_max(const plan *q, int k, int n)
+float vfi_dnnl_buffer_max(const dplan *q, int k, int n)
 {
     const dbuf *d = &q->bufs[k];
     void *h = NULL;

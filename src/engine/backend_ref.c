@@ -228,9 +228,16 @@ static float binary_apply(vf_binary_kind k, float a, float b)
     return 0.0f;
 }
 
-/* Elementwise with numpy broadcasting; either operand may be a constant. */
+/* PRelu's: the slope b where a is negative. */
+static float prelu_apply(vf_binary_kind k, float a, float b)
+{
+    (void)k;
+    return a < 0.0f ? a * b : a;
+}
+
+/* y = f(kind, a, b) elementwise with numpy broadcasting; either operand may be a constant. */
 static void binary(const vf_node *nd, const vf_graph *g, const float *a, const float *b, float *y,
-                   int n)
+                   int n, float (*f)(vf_binary_kind, float, float), vf_binary_kind kind)
 {
     const vf_value *av = &g->values[nd->inputs[0]], *bv = &g->values[nd->inputs[1]];
     const vf_value *yv = &g->values[nd->output];
@@ -244,8 +251,7 @@ static void binary(const vf_node *nd, const vf_graph *g, const float *a, const f
     vfi_dims_broadcast_strides(rank, bv->rank, db, sb);
     int64_t total = vfi_dims_numel(rank, dims);
     for (int64_t k = 0; k < total; k++) {
-        y[k] = binary_apply(nd->p.binary, a[vfi_dims_offset(rank, idx, sa)],
-                            b[vfi_dims_offset(rank, idx, sb)]);
+        y[k] = f(kind, a[vfi_dims_offset(rank, idx, sa)], b[vfi_dims_offset(rank, idx, sb)]);
         vfi_dims_next(rank, dims, idx);
     }
 }
@@ -547,7 +553,13 @@ static vf_status k_reshape(const ref_step *s)
 
 static vf_status k_binary(const ref_step *s)
 {
-    binary(s->nd, s->c->g, s->x, arg(s, 1), s->y, s->n);
+    binary(s->nd, s->c->g, s->x, arg(s, 1), s->y, s->n, binary_apply, s->nd->p.binary);
+    return VF_OK;
+}
+
+static vf_status k_prelu(const ref_step *s)
+{
+    binary(s->nd, s->c->g, s->x, arg(s, 1), s->y, s->n, prelu_apply, VF_BIN_MUL);
     return VF_OK;
 }
 
@@ -614,6 +626,7 @@ static const ref_kernel kernels[VF_OP_COUNT_] = {
     [VF_OP_TAKE] = k_take,
     [VF_OP_POOL3D] = k_pool,
     [VF_OP_CONV3D] = k_conv,
+    [VF_OP_PRELU] = k_prelu,
 };
 
 static vf_status ref_supports(vf_backend *b, const vf_graph *g, const vf_node *nd, vf_err *err)

@@ -123,6 +123,7 @@ __global__ void binary_k(vfk_broadcast s, int64_t n, int op, const T *a, const T
            op == VF_BIN_ADD   ? u + v
            : op == VF_BIN_SUB ? u - v
            : op == VF_BIN_MUL ? u * v
+           : op == VFK_PRELU  ? (u < 0.0f ? u * v : u)
                               : u / v);
     }
 }

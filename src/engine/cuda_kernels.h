@@ -49,7 +49,9 @@ typedef struct vfk_strided {
 cudaError_t vfk_copy(const vfk_strided *s, size_t es, const void *x, void *y, cudaStream_t stream);
 
 /* y (dense over dims) = a op b, a read through strides ast, b through bst (numpy
- * broadcasting: stride 0 where an operand has 1 or nothing); op a vf_binary_kind. */
+ * broadcasting: stride 0 where an operand has 1 or nothing); op a vf_binary_kind, or VFK_PRELU
+ * (a where a >= 0, else a * b). */
+enum { VFK_PRELU = 16 };
 typedef struct vfk_broadcast {
     int rank;
     int64_t dims[VF_MAX_DIMS], ast[VF_MAX_DIMS], bst[VF_MAX_DIMS];

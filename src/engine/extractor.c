@@ -24,6 +24,7 @@
 #include "core/path.h"
 #include "engine/onnx.h"
 #include "engine/passes.h"
+#include "engine/precision_auto.h"
 
 #define MAX_BATCH                  4096
 #define DEFAULT_CALIBRATION_FRAMES 32
@@ -38,10 +39,11 @@ struct vf_extractor {
     vf_backend *backend;
     vf_model_info info;
     vf_err err;
-    vf_int8_file *int8; /* int8 with a calibration file: where its scales come from and go */
-    int calibrating;    /* int8: the backend has not quantized yet */
-    vf_preproc *pre;    /* vf_extractor_infer_rgb's conversion, made on its first call */
-    float *rgb_batch;   /* and its batch of converted images (batch_size slots) */
+    vf_int8_file *int8;      /* int8 with a calibration file: where its scales come from and go */
+    int calibrating;         /* int8: the backend has not quantized yet */
+    vf_preproc *pre;         /* vf_extractor_infer_rgb's conversion, made on its first call */
+    float *rgb_batch;        /* and its batch of converted images (batch_size slots) */
+    char precision_why[160]; /* VF_PRECISION_AUTO: why it runs the precision it does */
 };
 
 vf_config vf_config_default(void)
@@ -207,6 +209,31 @@ static void report_weights(vf_extractor *ex)
                 ex->model_path, ex->manifest->name, ex->manifest->path);
 }
 
+/* The least the backend holds for a batch (its input and largest activation, a batch of each)
+ * against the memory this process may use: a batch too large is refused before any of it is
+ * allocated, rather than committed (the machine swapping) and failed. */
+#define ACTIVATION_MEMORY_SHARE 0.5
+
+static vf_status check_batch_memory(vf_extractor *ex, int batch)
+{
+    const vf_graph *g = ex->graph;
+    double largest = 0.0;
+    for (int i = 0; i < g->n_values; i++) {
+        if (g->values[i].data)
+            continue; /* a weight: not per image */
+        double n = (double)vfi_value_sample_numel(&g->values[i]);
+        largest = n > largest ? n : largest;
+    }
+    double per = ((double)vfi_value_sample_numel(&g->values[g->input]) + largest) * sizeof(float);
+    double usable = vfi_mem_usable();
+    if (usable <= 0.0 || batch * per <= ACTIVATION_MEMORY_SHARE * usable)
+        return VF_OK;
+    return vfi_fail(&ex->err, VF_ERR_NOMEM,
+                    "%s: a batch of %d takes at least %.1f GB of activations, more than half of "
+                    "the %.1f GB this process may use: a smaller batch is needed (--batch)",
+                    ex->model_path, batch, batch * per / 1e9, usable / 1e9);
+}
+
 static vf_status check_config(const vf_config *cfg, vf_err *err)
 {
     if (!cfg->model || !*cfg->model)
@@ -216,7 +243,7 @@ static vf_status check_config(const vf_config *cfg, vf_err *err)
                         MAX_BATCH);
     if (cfg->n_threads < 0 || cfg->n_threads > 1024)
         return vfi_fail(err, VF_ERR_INVALID, "thread count %d is not in 0..1024", cfg->n_threads);
-    if ((unsigned)cfg->precision > VF_PRECISION_INT8)
+    if ((unsigned)cfg->precision > VF_PRECISION_AUTO)
         return vfi_fail(err, VF_ERR_INVALID, "unknown precision %d", (int)cfg->precision);
     if (cfg->input_size < 0 || cfg->input_size > 8192)
         return vfi_fail(err, VF_ERR_INVALID, "input size %d is not in 1..8192", cfg->input_size);
@@ -250,7 +277,8 @@ static void fill_info(vf_extractor *ex, const vf_config *cfg, int pooled)
     in->layer = ex->layer;
     in->backend = ex->backend->ops->name;
     in->device = ex->backend->ops->device_name ? ex->backend->ops->device_name(ex->backend) : NULL;
-    in->precision = cfg->precision;
+    in->precision = ex->backend->opts.precision;
+    in->precision_why = cfg->precision == VF_PRECISION_AUTO ? ex->precision_why : NULL;
     in->batch_size = cfg->batch_size;
     if (m && m->audio) { /* [N, 1, frames, bands] */
         in->audio_frames = (int)iv->dims[2];
@@ -384,6 +412,8 @@ vf_status vf_extractor_create(const vf_config *cfg, vf_extractor **out)
                         "%s: layer '%s' gives %lld values, the manifest says %d", ex->model_path,
                         spec->name, (long long)dim, spec->dim);
 
+    if ((rc = check_batch_memory(ex, cfg->batch_size)) < 0)
+        return rc;
     float *ranges = NULL;
     rc = setup_int8(ex, cfg, &ranges);
     if (rc < 0)
@@ -392,9 +422,18 @@ vf_status vf_extractor_create(const vf_config *cfg, vf_extractor **out)
     if (calib_frames <= 0)
         calib_frames = cfg->batch_size > DEFAULT_CALIBRATION_FRAMES ? cfg->batch_size
                                                                     : DEFAULT_CALIBRATION_FRAMES;
+    vf_precision precision = cfg->precision;
+    if (precision == VF_PRECISION_AUTO) {
+        vfi_auto_model am = {ex->model_path, cfg->backend, cfg->batch_size, cfg->n_threads};
+        rc = vfi_precision_auto(ex->graph, &am, &precision, ex->precision_why,
+                                sizeof(ex->precision_why), &ex->err);
+        if (rc < 0)
+            return rc;
+        vfi_log(VF_LOG_INFO, "engine", "%s: precision auto: %s", ex->model_name, ex->precision_why);
+    }
     vf_backend_opts bo = {.release_weights = 1, /* the graph is this extractor's alone */
                           .n_threads = cfg->n_threads,
-                          .precision = cfg->precision,
+                          .precision = precision,
                           .int8_ranges = ranges,
                           .calibration_images = calib_frames};
     rc = vfi_backend_open(cfg->backend ? cfg->backend : "auto", &bo, &ex->backend, &ex->err);

@@ -159,7 +159,7 @@ vf_status vfi_graph_add_const(vf_graph *g, const char *name, vf_dtype dtype, int
     vf_status rc = vfi_dims_check(rank, dims, name, err);
     if (rc < 0)
         return rc;
-    int idx;
+    int idx = -1;
     rc = new_value(g, name, &idx, err);
     if (rc < 0)
         return rc;
@@ -301,43 +301,81 @@ vf_status vfi_graph_add_node(vf_graph *g, vf_op op, const char *node_name, const
     return VF_OK;
 }
 
+/* The axes of a window held as per-axis arrays of n entries (a 3-D node's: pads holds the n
+ * beginnings, then the n ends). */
+static void axes_from(vf_axes *ax, int n, const int *kernel, const int *stride, const int *dilation,
+                      const int *pads)
+{
+    ax->n = n;
+    for (int a = 0; a < n; a++) {
+        ax->kernel[a] = kernel[a];
+        ax->stride[a] = stride[a];
+        ax->dilation[a] = dilation[a];
+        ax->pad_begin[a] = pads[a];
+        ax->pad_end[a] = pads[a + n];
+    }
+}
+
+/* The 2-D and 3-D nodes' parameters share a union, and their arrays sit at the same offsets:
+ * read through one loop with `three ? p3->kernel[a] : p2->win.kernel[a]`, GCC -O3 merged the
+ * two loads into one through the int[2] member and, that read being past its end at a = 2,
+ * ran the loop twice for a 3-D window too (its third axis left 0: every Conv3D and Pool3D
+ * refused when planned). Each kind is read through its own declared arrays, whole. */
 void vfi_conv_window(const vf_graph *g, const vf_node *nd, vf_conv_window *w)
 {
     (void)g;
-    int three = nd->op == VF_OP_CONV3D;
-    const vf_conv_params *p2 = &nd->p.conv;
-    const vf_conv3d_params *p3 = &nd->p.conv3d;
     memset(w, 0, sizeof(*w));
-    w->ax.n = three ? 3 : 2;
-    w->group = three ? p3->group : p2->group;
-    w->act = three ? p3->act : p2->act;
-    for (int a = 0; a < w->ax.n; a++) {
-        w->ax.kernel[a] = three ? p3->kernel[a] : p2->win.kernel[a];
-        w->ax.stride[a] = three ? p3->stride[a] : p2->win.stride[a];
-        w->ax.dilation[a] = three ? p3->dilation[a] : p2->win.dilation[a];
-        w->ax.pad_begin[a] = three ? p3->pads[a] : p2->win.pads[a];
-        w->ax.pad_end[a] = three ? p3->pads[a + 3] : p2->win.pads[a + 2];
+    if (nd->op == VF_OP_CONV3D) {
+        const vf_conv3d_params *p = &nd->p.conv3d;
+        axes_from(&w->ax, 3, p->kernel, p->stride, p->dilation, p->pads);
+        w->group = p->group;
+        w->act = p->act;
+    } else {
+        const vf_conv_params *p = &nd->p.conv;
+        axes_from(&w->ax, 2, p->win.kernel, p->win.stride, p->win.dilation, p->win.pads);
+        w->group = p->group;
+        w->act = p->act;
     }
 }
 
 void vfi_pool_window(const vf_graph *g, const vf_node *nd, vf_pool_window *w)
 {
     const vf_value *x = &g->values[nd->inputs[0]];
-    int three = nd->op == VF_OP_POOL3D;
-    const vf_pool_params *p2 = &nd->p.pool;
-    const vf_pool3d_params *p3 = &nd->p.pool3d;
+    int global;
     memset(w, 0, sizeof(*w));
-    w->ax.n = three ? 3 : 2;
-    w->kind = three ? p3->kind : p2->kind;
-    w->count_include_pad = three ? p3->count_include_pad : p2->count_include_pad;
-    int global = three ? p3->global : p2->global;
-    for (int a = 0; a < w->ax.n; a++) {
-        w->ax.kernel[a] = global ? x->dims[2 + a] : three ? p3->kernel[a] : p2->win.kernel[a];
-        w->ax.stride[a] = global ? 1 : three ? p3->stride[a] : p2->win.stride[a];
-        w->ax.dilation[a] = global ? 1 : three ? p3->dilation[a] : p2->win.dilation[a];
-        w->ax.pad_begin[a] = global ? 0 : three ? p3->pads[a] : p2->win.pads[a];
-        w->ax.pad_end[a] = global ? 0 : three ? p3->pads[a + 3] : p2->win.pads[a + 2];
+    if (nd->op == VF_OP_POOL3D) {
+        const vf_pool3d_params *p = &nd->p.pool3d;
+        axes_from(&w->ax, 3, p->kernel, p->stride, p->dilation, p->pads);
+        w->kind = p->kind;
+        w->count_include_pad = p->count_include_pad;
+        global = p->global;
+    } else {
+        const vf_pool_params *p = &nd->p.pool;
+        axes_from(&w->ax, 2, p->win.kernel, p->win.stride, p->win.dilation, p->win.pads);
+        w->kind = p->kind;
+        w->count_include_pad = p->count_include_pad;
+        global = p->global;
     }
+    for (int a = 0; global && a < w->ax.n; a++) { /* the whole plane (volume), unpadded */
+        w->ax.kernel[a] = x->dims[2 + a];
+        w->ax.stride[a] = w->ax.dilation[a] = 1;
+        w->ax.pad_begin[a] = w->ax.pad_end[a] = 0;
+    }
+}
+
+double vfi_node_flops(const vf_graph *g, const vf_node *nd)
+{
+    const vf_value *y = &g->values[nd->output], *a = &g->values[nd->inputs[0]];
+    double out = (double)vfi_value_sample_numel(y), products = 0.0;
+    if (nd->op == VF_OP_CONV || nd->op == VF_OP_CONV3D) { /* a filter's weights */
+        const vf_value *w = &g->values[nd->inputs[1]];    /* [OC, IC / group, taps...] */
+        products = 1.0;
+        for (int d = 1; d < w->rank; d++)
+            products *= (double)w->dims[d];
+    } else if (nd->op == VF_OP_FC || nd->op == VF_OP_MATMUL) { /* the inner dimension */
+        products = (double)a->dims[a->rank - 1];
+    }
+    return 2.0 * out * products;
 }
 
 int vfi_graph_count_uses(const vf_graph *g, int v)
@@ -443,7 +481,7 @@ vf_status vfi_graph_token_mean(vf_graph *g, int tokens, int *out, vf_err *err)
     sp->start[1] = 1;
     sp->count[1] = t->dims[1] - 1;
     snprintf(name, sizeof(name), "%s/vidfeat_patches", t->name);
-    int patches;
+    int patches = -1;
     vf_status rc = vfi_graph_add_node(g, VF_OP_SLICE, name, &tokens, 1, sp, name, &patches, err);
     if (rc < 0)
         return rc;

@@ -346,6 +346,10 @@ void vfi_conv_window(const vf_graph *g, const vf_node *nd, vf_conv_window *w);
 
 /* The window of POOL or POOL3D node nd into *w. */
 void vfi_pool_window(const vf_graph *g, const vf_node *nd, vf_pool_window *w);
+/* The arithmetic of node nd for one sample, in floating-point operations (a multiply-add is 2):
+ * convolutions, fully connected layers and matrix products as written (a Winograd kernel does
+ * fewer); 0 for the other operators. */
+double vfi_node_flops(const vf_graph *g, const vf_node *nd);
 
 /* Number of nodes reading value v, plus one if v is the graph output. */
 int vfi_graph_count_uses(const vf_graph *g, int v);
@@ -373,6 +377,10 @@ vf_status vfi_dims_check(int rank, const int64_t *dims, const char *name, vf_err
 
 /* Apply a fused activation to one float (shared by the reference backend and the folding code). */
 float vfi_act_apply(const vf_act *act, float x);
+/* The activation applied to node nd's output: an Act node's own, the one fused into a Conv,
+ * Conv3D, fully connected or MatMul node; NULL for any other operator. */
+vf_act *vfi_node_act(vf_node *nd);
+const vf_act *vfi_node_act_const(const vf_node *nd);
 
 /* Bytes per element of a dtype. */
 size_t vfi_dtype_size(vf_dtype dtype);

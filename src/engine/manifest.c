@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/path.h"
+#include "core/tree.h"
 #include "engine/onnx.h"
 
 #define MAX_MANIFEST_SIZE (1 << 20)
@@ -70,11 +71,10 @@ static vf_status read_triple(const vf_json *in, const char *key, float *out, con
 {
     const vf_json *a = vfi_json_get(in, key);
     if (vfi_json_array_len(a) != 3)
-        return vfi_fail(err, VF_ERR_INVALID, "%s: input.%s must be an array of 3 numbers", path,
-                        key);
+        return vfi_fail(err, VF_ERR_MODEL, "%s: input.%s must be an array of 3 numbers", path, key);
     for (int i = 0; i < 3; i++) {
         if (!vfi_json_float(vfi_json_at(a, (size_t)i), &out[i]))
-            return vfi_fail(err, VF_ERR_INVALID, "%s: input.%s must hold numbers", path, key);
+            return vfi_fail(err, VF_ERR_MODEL, "%s: input.%s must hold numbers", path, key);
     }
     return VF_OK;
 }
@@ -85,8 +85,8 @@ static vf_status int_member(const vf_json *j, const char *section, const char *k
 {
     double v = vfi_json_num(j, key, def);
     if (!(v >= lo && v <= hi) || v != (double)(int)v)
-        return vfi_fail(err, VF_ERR_INVALID, "%s: %s.%s must be an integer in %d..%d", path,
-                        section, key, lo, hi);
+        return vfi_fail(err, VF_ERR_MODEL, "%s: %s.%s must be an integer in %d..%d", path, section,
+                        key, lo, hi);
     *out = (int)v;
     return VF_OK;
 }
@@ -105,7 +105,7 @@ static vf_status fill_text(const vf_json *j, vf_manifest *m, vf_err *err)
     if (!tj)
         return VF_OK;
     if (!vfi_json_is_object(tj))
-        return vfi_fail(err, VF_ERR_INVALID, "%s: \"text\" must be an object", m->path);
+        return vfi_fail(err, VF_ERR_MODEL, "%s: \"text\" must be an object", m->path);
     vf_text_spec *t = m->text = vfi_calloc(1, sizeof(*t));
     if (!t || dup_member(tj, "file", &t->file) < 0 || dup_member(tj, "tensor", &t->tensor) < 0 ||
         dup_member(tj, "vocab", &t->vocab) < 0 ||
@@ -114,9 +114,9 @@ static vf_status fill_text(const vf_json *j, vf_manifest *m, vf_err *err)
         dup_member(tj, "vocab_licence", &t->vocab_licence) < 0)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     if (!t->file || !t->vocab)
-        return vfi_fail(err, VF_ERR_INVALID, "%s: text.file and text.vocab are required", m->path);
+        return vfi_fail(err, VF_ERR_MODEL, "%s: text.file and text.vocab are required", m->path);
     if (!bare_name(t->file) || !bare_name(t->vocab) || !bare_name(t->vocab_licence))
-        return vfi_fail(err, VF_ERR_INVALID, "%s: text files must be bare file names", m->path);
+        return vfi_fail(err, VF_ERR_MODEL, "%s: text files must be bare file names", m->path);
     vf_status rc =
         int_member(tj, "text", "vocab_size", 49408, 515, 1 << 20, m->path, &t->vocab_size, err);
     if (rc >= 0)
@@ -132,11 +132,11 @@ static vf_status fill_input(const vf_json *in, vf_manifest *m, vf_err *err)
     const char *path = m->path;
     double size = vfi_json_num(in, "size", 0);
     if (!(size >= 1 && size <= 8192)) /* NaN too: the (int) below needs a number in range */
-        return vfi_fail(err, VF_ERR_INVALID, "%s: input.size must be 1..8192", path);
+        return vfi_fail(err, VF_ERR_MODEL, "%s: input.size must be 1..8192", path);
     m->input_size = (int)size;
     double frames = vfi_json_num(in, "frames", 0); /* a clip model's window; 0: not one */
     if (!(frames >= 0 && frames <= 4096))
-        return vfi_fail(err, VF_ERR_INVALID, "%s: input.frames must be 0..4096", path);
+        return vfi_fail(err, VF_ERR_MODEL, "%s: input.frames must be 0..4096", path);
     m->frames = (int)frames;
     const char *order = vfi_json_str(in, "channel_order", "RGB");
     if (!strcasecmp(order, "RGB"))
@@ -144,7 +144,7 @@ static vf_status fill_input(const vf_json *in, vf_manifest *m, vf_err *err)
     else if (!strcasecmp(order, "BGR"))
         m->channel_order = VF_CHANNELS_BGR;
     else
-        return vfi_fail(err, VF_ERR_INVALID, "%s: channel_order must be RGB or BGR", path);
+        return vfi_fail(err, VF_ERR_MODEL, "%s: channel_order must be RGB or BGR", path);
     const char *resize = vfi_json_str(in, "resize", "stretch");
     if (!strcmp(resize, "stretch")) {
         m->resize = VF_RESIZE_STRETCH;
@@ -152,7 +152,7 @@ static vf_status fill_input(const vf_json *in, vf_manifest *m, vf_err *err)
         m->resize = VF_RESIZE_SHORT_CROP;
         double s = vfi_json_num(in, "resize_short", m->input_size);
         if (!(s >= m->input_size && s <= 16384))
-            return vfi_fail(err, VF_ERR_INVALID, "%s: resize_short must be >= size", path);
+            return vfi_fail(err, VF_ERR_MODEL, "%s: resize_short must be >= size", path);
         m->resize_short = (int)s;
     } else if (!strcmp(resize, "resize_crop")) {
         /* torchvision's video recipe: scaled to [height, width], then the centre crop */
@@ -162,12 +162,12 @@ static vf_status fill_input(const vf_json *in, vf_manifest *m, vf_err *err)
         if (vfi_json_array_len(to) != 2 || !vfi_json_float(vfi_json_at(to, 0), &hw[0]) ||
             !vfi_json_float(vfi_json_at(to, 1), &hw[1]) || !(hw[0] >= m->input_size) ||
             !(hw[1] >= m->input_size) || !(hw[0] <= 16384) || !(hw[1] <= 16384))
-            return vfi_fail(err, VF_ERR_INVALID,
+            return vfi_fail(err, VF_ERR_MODEL,
                             "%s: resize_crop needs resize_to: [height, width], each >= size", path);
         m->resize_to[0] = (int)hw[0];
         m->resize_to[1] = (int)hw[1];
     } else {
-        return vfi_fail(err, VF_ERR_INVALID,
+        return vfi_fail(err, VF_ERR_MODEL,
                         "%s: resize must be stretch, short_side_crop or resize_crop", path);
     }
     vf_status rc = read_triple(in, "mean", m->mean, path, err);
@@ -177,7 +177,7 @@ static vf_status fill_input(const vf_json *in, vf_manifest *m, vf_err *err)
         return rc;
     for (int i = 0; i < 3; i++) {
         if (!(m->std[i] > 0))
-            return vfi_fail(err, VF_ERR_INVALID, "%s: input.std must be positive", path);
+            return vfi_fail(err, VF_ERR_MODEL, "%s: input.std must be positive", path);
     }
     return VF_OK;
 }
@@ -208,7 +208,7 @@ static vf_status fill_audio(const vf_json *aj, vf_manifest *m, vf_err *err)
                              *const logs[] = {"ln", "db", NULL};
     const char *path = m->path;
     if (!vfi_json_is_object(aj))
-        return vfi_fail(err, VF_ERR_INVALID, "%s: \"audio\" must be an object", path);
+        return vfi_fail(err, VF_ERR_MODEL, "%s: \"audio\" must be an object", path);
     vf_audio_spec *a = m->audio = vfi_calloc(1, sizeof(*a));
     if (!a)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
@@ -238,7 +238,7 @@ static vf_status fill_audio(const vf_json *aj, vf_manifest *m, vf_err *err)
     int scale = choice(aj, "mel_scale", scales, -1), axis = choice(aj, "triangles", axes, -1),
         norm = choice(aj, "norm", norms, 0), log = choice(aj, "log", logs, -1);
     if (scale < 0 || axis < 0 || norm < 0 || log < 0 || c->center < 0)
-        return vfi_fail(err, VF_ERR_INVALID,
+        return vfi_fail(err, VF_ERR_MODEL,
                         "%s: audio needs mel_scale (htk, slaney), triangles (hz, mel) and log "
                         "(ln, db); norm is none or slaney, center true or false",
                         path);
@@ -251,7 +251,7 @@ static vf_status fill_audio(const vf_json *aj, vf_manifest *m, vf_err *err)
     c->log_offset = vfi_json_num(aj, "log_offset", -1);
     const char *why = vfi_logmel_check(c);
     if (*why)
-        return vfi_fail(err, VF_ERR_INVALID, "%s: audio: %s", path, why);
+        return vfi_fail(err, VF_ERR_MODEL, "%s: audio: %s", path, why);
     return VF_OK;
 }
 
@@ -263,20 +263,20 @@ static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
         dup_member(j, "url", &m->url) < 0 || dup_member(j, "export", &m->export_hint) < 0)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     if (!m->name || !m->file)
-        return vfi_fail(err, VF_ERR_INVALID, "%s: \"name\" and \"file\" are required", path);
+        return vfi_fail(err, VF_ERR_MODEL, "%s: \"name\" and \"file\" are required", path);
     if (!bare_name(m->file)) /* else it would read as "not found" where it was never looked for */
-        return vfi_fail(err, VF_ERR_INVALID,
+        return vfi_fail(err, VF_ERR_MODEL,
                         "%s: \"file\" must be a bare file name, found beside the manifest or in "
                         "the models directories, not '%s'",
                         path, m->file);
     double bytes = vfi_json_num(j, "size", 0);
     if (!(bytes >= 0 && bytes <= (double)INT64_MAX)) /* NaN too */
-        return vfi_fail(err, VF_ERR_INVALID, "%s: \"size\" must be a byte count", path);
+        return vfi_fail(err, VF_ERR_MODEL, "%s: \"size\" must be a byte count", path);
     m->size = (int64_t)bytes;
     const vf_json *in = vfi_json_get(j, "input"), *aj = vfi_json_get(j, "audio");
     vf_status rc;
     if (aj && in)
-        return vfi_fail(err, VF_ERR_INVALID,
+        return vfi_fail(err, VF_ERR_MODEL,
                         "%s: an audio model has \"audio\" and an image model \"input\", not both",
                         path);
     if (aj)
@@ -284,13 +284,13 @@ static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
     else if (vfi_json_is_object(in))
         rc = fill_input(in, m, err);
     else
-        rc = vfi_fail(err, VF_ERR_INVALID, "%s: \"input\" object is required", path);
+        rc = vfi_fail(err, VF_ERR_MODEL, "%s: \"input\" object is required", path);
     if (rc < 0)
         return rc;
     const vf_json *layers = vfi_json_get(j, "layers");
     long n_layers = vfi_json_array_len(layers);
     if (n_layers < 1 || n_layers > 64)
-        return vfi_fail(err, VF_ERR_INVALID, "%s: \"layers\" must list 1..64 layers", path);
+        return vfi_fail(err, VF_ERR_MODEL, "%s: \"layers\" must list 1..64 layers", path);
     m->layers = vfi_calloc((size_t)n_layers, sizeof(*m->layers));
     if (!m->layers)
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
@@ -300,11 +300,11 @@ static vf_status fill_manifest(const vf_json *j, vf_manifest *m, vf_err *err)
         if (dup_member(l, "name", &s->name) < 0 || dup_member(l, "tensor", &s->tensor) < 0)
             return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         if (!s->name || !s->tensor)
-            return vfi_fail(err, VF_ERR_INVALID, "%s: each layer needs \"name\" and \"tensor\"",
+            return vfi_fail(err, VF_ERR_MODEL, "%s: each layer needs \"name\" and \"tensor\"",
                             path);
         double dim = vfi_json_num(l, "dim", 0); /* 0: not stated */
         if (!(dim >= 0 && dim <= 1 << 24))
-            return vfi_fail(err, VF_ERR_INVALID, "%s: layer %s: dim must be 0..16777216", path,
+            return vfi_fail(err, VF_ERR_MODEL, "%s: layer %s: dim must be 0..16777216", path,
                             s->name);
         s->dim = (int)dim;
     }
@@ -316,6 +316,8 @@ vf_status vfi_manifest_load(const char *path, vf_manifest **out, vf_err *err)
     vf_json *j = NULL;
     vf_manifest *m = NULL;
     vf_status rc = vfi_json_load(path, MAX_MANIFEST_SIZE, &j, err);
+    if (rc == VF_ERR_INVALID) /* not JSON, or too large: a model that cannot be loaded */
+        rc = err->code = VF_ERR_MODEL;
     if (rc < 0)
         return rc;
     if (!vfi_json_get(j, "vidfeat_manifest")) {
@@ -364,9 +366,10 @@ int vfi_models_search_path(const char *models_dir, const char **dirs, char *env_
     if (used < env_size &&
         vfi_installed_path(VF_MODELS_FROM_LIB, VF_MODELS_FROM_BIN, env_buf + used, env_size - used))
         dirs[n++] = env_buf + used;
-    if (vfi_running_under(VF_BUILD_TREE)) { /* not once installed */
-        dirs[n++] = VF_SOURCE_MODELS_DIR;
-        dirs[n++] = VF_BUILD_MODELS_DIR; /* what the build ships beside them (CLIP's vocabulary) */
+    const vf_tree *tree = vfi_build_tree(); /* never once installed */
+    if (tree) {
+        dirs[n++] = tree->source_models;
+        dirs[n++] = tree->build_models;
     }
     dirs[n++] = VF_INSTALL_MODELS_DIR;
     return n;
@@ -421,7 +424,7 @@ vf_status vfi_manifest_foreach(const char *models_dir,
             vf_manifest *m = NULL;
             vf_err err;
             rc = vfi_manifest_load(path, &m, &err);
-            if (rc == VF_ERR_INVALID)
+            if (rc == VF_ERR_MODEL)
                 vfi_log(VF_LOG_WARNING, "models", "%s", err.msg);
             if (rc == VF_ERR_NOMEM)
                 break;

@@ -12,7 +12,7 @@
  * are reported rather than followed.
  *
  * Conversion walks the nodes in topological order, each through its operator's handler
- * (onnx_ops.h; by family in onnx_math.c, onnx_layout.c, onnx_consts.c, onnx_cnn.c and
+ * (onnx_handlers.h; by family in onnx_math.c, onnx_layout.c, onnx_consts.c, onnx_cnn.c and
  * onnx_ops.c). Shape arithmetic (Shape, Gather, Concat, Unsqueeze, ... on constants) is
  * evaluated as it is loaded (onnx_fold.c), with the batch size kept symbolic
  * (VF_DIM_BATCH), so that models exported with a fixed batch of 1, or computing a flatten from
@@ -160,6 +160,7 @@ static const onnx_op onnx_ops[] = {
     {"Neg", vfi_onnx_neg},
     {"Not", vfi_onnx_not},
     {"Pad", vfi_onnx_pad},
+    {"PRelu", vfi_onnx_prelu},
     {"Pow", vfi_onnx_pow},
     {"Range", vfi_onnx_range},
     {"Reciprocal", vfi_onnx_reciprocal},
@@ -228,12 +229,33 @@ static int same_op(const Onnx__NodeProto *m, const char *op, const char *dom)
     return m->op_type && !strcmp(m->op_type, op) && !strcmp(op_domain(m), dom);
 }
 
+/* What torch.onnx.export writes for a model's Python control flow (torchvision's MViT has
+ * some): operators that have a better answer than "unsupported". */
+static const char *const control_ops[] = {"Loop",
+                                          "If",
+                                          "Scan",
+                                          "SequenceEmpty",
+                                          "SequenceInsert",
+                                          "SequenceAt",
+                                          "SequenceConstruct",
+                                          "ConcatFromSequence",
+                                          "SplitToSequence"};
+#define CONTROL_HINT                                                                               \
+    "; loops and sequences are Python control flow that torch.onnx.export kept: a model vidfeat "  \
+    "knows has an export script that writes it without them (MViT: "                               \
+    "scripts/export-torchvision.py mvit_v2_s)"
+
 static vf_status check_operators(loader *L)
 {
     Onnx__GraphProto *gp = L->gp;
     size_t kinds = 0, listed = 0, len = 0;
+    int looped = 0;
+    for (size_t i = 0; i < gp->n_node && !looped; i++)
+        for (size_t k = 0; k < sizeof(control_ops) / sizeof(control_ops[0]) && !looped; k++)
+            looped = same_op(gp->node[i], control_ops[k], "");
     char *msg = L->err->msg;
-    const size_t cap = sizeof(L->err->msg), tail = 32; /* room for ", and N more" */
+    /* room for ", and N more" (and the hint) */
+    const size_t cap = sizeof(L->err->msg), tail = 32 + (looped ? sizeof(CONTROL_HINT) : 0);
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *n = gp->node[i];
         if (find_op(n))
@@ -266,7 +288,9 @@ static vf_status check_operators(loader *L)
     if (!kinds)
         return VF_OK;
     if (listed < kinds)
-        snprintf(msg + len, cap - len, ", and %zu more", kinds - listed);
+        len += (size_t)snprintf(msg + len, cap - len, ", and %zu more", kinds - listed);
+    if (looped && len < cap)
+        snprintf(msg + len, cap - len, "%s", CONTROL_HINT);
     L->err->code = VF_ERR_UNSUPPORTED;
     return VF_ERR_UNSUPPORTED;
 }

@@ -4,13 +4,13 @@
  * of clips [N, C, T, H, W] as Pool3D), Gemm and MatMul
  * with constant weights as a fully connected layer (MatMul of activations as it is), and
  * BatchNormalization as a depthwise 1x1 convolution the passes fold into the one before. Handlers
- * of onnx.c's table, through the loader's interface (onnx_ops.h).
+ * of onnx.c's table, through the loader's interface (onnx_handlers.h).
  */
 #include <math.h>
 #include <string.h>
 
 #include "core/mem.h"
-#include "engine/onnx_ops.h"
+#include "engine/onnx_handlers.h"
 
 /* Storage for n floats (at least one), or NULL. */
 static float *floats(int64_t n)

@@ -2,12 +2,12 @@
  * onnx_consts.c - loading the ONNX operators that make constants: Shape (the batch size kept as
  * its stand-in, VF_DIM_BATCH), Constant, ConstantOfShape (over the batch: an Expand), Cast, and
  * Identity and Dropout (another name for their input). Handlers of onnx.c's table, on
- * onnx_ops.h's API.
+ * onnx_handlers.h's API.
  */
 #include <string.h>
 
 #include "core/mem.h"
-#include "engine/onnx_ops.h"
+#include "engine/onnx_handlers.h"
 
 vf_status vfi_onnx_shape(vfi_onnx_loader *L)
 {

@@ -2,13 +2,13 @@
  * onnx_fold.c - shape arithmetic and constant subgraphs evaluated at load (the loader's folds):
  * Reshape, elementwise arithmetic with numpy broadcasting, Gather, Concat and Transpose of
  * constants, computed here into new constants, with the batch size kept symbolic in int64 shape
- * arithmetic (vfi_dim_batch). Through the loader's interface (onnx_ops.h); onnx.c's handlers
+ * arithmetic (vfi_dim_batch). Through the loader's interface (onnx_handlers.h); onnx.c's handlers
  * call these when every input is a constant.
  */
 #include <string.h>
 
 #include "core/mem.h"
-#include "engine/onnx_ops.h"
+#include "engine/onnx_handlers.h"
 
 /* Storage for n elements of dtype (at least one), or NULL. */
 static void *elems(int64_t n, vf_dtype dtype)

@@ -2,13 +2,13 @@
  * onnx_layout.c - loading the ONNX operators that move elements: Reshape, Flatten, Squeeze,
  * Unsqueeze, Transpose, Gather, Concat, Pad and Slice. On constants they are folded
  * (onnx_fold.c); on activations they become graph nodes that keep the batch where the images
- * are. Handlers of onnx.c's table, on onnx_ops.h's API.
+ * are. Handlers of onnx.c's table, on onnx_handlers.h's API.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "core/mem.h"
-#include "engine/onnx_ops.h"
+#include "engine/onnx_handlers.h"
 
 /* Reshape of an activation to `target` resolved against the input (0: copy, -1: infer, an
  * element standing for a multiple of the batch: where the batch goes). The batch lands in the

@@ -1,13 +1,13 @@
 /*
  * onnx_loader.h - the ONNX loader's state, shared by the two files that see protobuf-c: onnx.c
  * (reading the file, the operator table, the graph-level steps) and onnx_node.c (the node being
- * converted and the API operator handlers use, onnx_ops.h). Nothing else includes it.
+ * converted and the API operator handlers use, onnx_handlers.h). Nothing else includes it.
  */
 #ifndef VIDFEAT_ONNX_LOADER_H
 #define VIDFEAT_ONNX_LOADER_H
 
 #include "core/strmap.h"
-#include "engine/onnx_ops.h"
+#include "engine/onnx_handlers.h"
 #include "onnx.pb-c.h"
 
 typedef struct loader {

@@ -1,14 +1,14 @@
 /*
  * onnx_math.c - loading the ONNX operators that compute elementwise or along one axis:
- * activations (Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Clip), arithmetic (Add,
- * Sub, Mul, Div, Sum of two; folded when both operands are constants), Softmax, LRN and
- * ReduceMean. Handlers of onnx.c's table, on onnx_ops.h's API.
+ * activations (Relu, LeakyRelu, PRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Clip), arithmetic
+ * (Add, Sub, Mul, Div, Sum of two; folded when both operands are constants), Softmax, LRN and
+ * ReduceMean. Handlers of onnx.c's table, on onnx_handlers.h's API.
  */
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
-#include "engine/onnx_ops.h"
+#include "engine/onnx_handlers.h"
 
 static vf_status act_node(vfi_onnx_loader *L, vf_act_kind kind, float alpha, float beta)
 {
@@ -53,6 +53,36 @@ vf_status vfi_onnx_relu(vfi_onnx_loader *L)
 vf_status vfi_onnx_leaky_relu(vfi_onnx_loader *L)
 {
     return act_node(L, VF_ACT_RELU, vfi_onnx_attr_float(L, "alpha", 0.01f), 0.0f);
+}
+
+/* PRelu: x where x >= 0, else x times its slope (a constant broadcast to x: one per channel, as
+ * PyTorch's nn.PReLU exports it [C, 1, 1]); one slope for all is LeakyRelu. */
+vf_status vfi_onnx_prelu(vfi_onnx_loader *L)
+{
+    int in[2];
+    vf_status rc = vfi_onnx_input(L, 0, &in[0]);
+    if (rc >= 0)
+        rc = vfi_onnx_input(L, 1, &in[1]);
+    if (rc < 0)
+        return rc;
+    if (in[0] < 0 || in[1] < 0)
+        return vfi_onnx_fail(L, VF_ERR_MODEL, "missing input");
+    const vf_value *x = vfi_onnx_value(L, in[0]), *slope = vfi_onnx_value(L, in[1]);
+    if (!slope->data || slope->dtype != VF_DTYPE_F32)
+        return vfi_onnx_fail(L, VF_ERR_UNSUPPORTED, "a slope that is not a float constant");
+    if (slope->rank > x->rank)
+        return vfi_onnx_fail(L, VF_ERR_MODEL, "a slope of rank %d for an input of rank %d",
+                             slope->rank, x->rank);
+    for (int i = 0; i < slope->rank; i++) {
+        int64_t d = slope->dims[i], want = x->dims[x->rank - slope->rank + i];
+        if (d != 1 && d != want)
+            return vfi_onnx_fail(L, VF_ERR_MODEL, "the slope does not broadcast to the input");
+    }
+    if (vfi_value_numel(slope) == 1) {
+        vf_act a = {VF_ACT_RELU, *(const float *)slope->data, 0.0f};
+        return vfi_onnx_add_node(L, VF_OP_ACT, &in[0], 1, &a, 0);
+    }
+    return vfi_onnx_add_node(L, VF_OP_PRELU, in, 2, NULL, 0);
 }
 
 vf_status vfi_onnx_sigmoid(vfi_onnx_loader *L)

@@ -1,5 +1,5 @@
 /*
- * onnx_node.c - the node being converted, as operator handlers see it (onnx_ops.h): its inputs
+ * onnx_node.c - the node being converted, as operator handlers see it (onnx_handlers.h): its inputs
  * (initializers decoded into graph constants when first used, external data read from inside the
  * model's directory only), attributes, outputs, node-named failures, and adding graph nodes and
  * constants. Every handler is on this API; only this file and onnx.c see protobuf-c.
@@ -103,29 +103,32 @@ static void *alloc_elems(int64_t numel, vf_dtype dtype)
 static vf_status open_external(loader *L, const char *path, uint64_t need, const char *tensor,
                                FILE **out)
 {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return vfi_fail(L->err, errno == ELOOP ? VF_ERR_MODEL : VF_ERR_IO,
-                        "%s: %s (external data of '%s')", path,
-                        errno == ELOOP ? "a symbolic link: external data must be a regular file "
-                                         "in the model's directory"
-                                       : strerror(errno),
-                        tensor);
     struct stat st;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+        return vfi_fail(L->err, VF_ERR_MODEL,
+                        "%s: a symbolic link: external data must be a regular file in the model's "
+                        "directory (external data of '%s')",
+                        path, tensor);
+    /* opened inside the model's directory following no link (path.h), so the file checked is
+     * the one read, whatever is swapped into its name meanwhile */
     vf_archive dir;
-    int inside = -1;
-    if (vfi_archive_init(&dir, L->base_dir, 0, L->err) == VF_OK) {
-        inside = vfi_archive_holds(&dir, path, NULL); /* links in its path resolved */
-        vfi_archive_clear(&dir);
-    }
+    int fd = -1, inside = -1;
+    if (vfi_archive_init(&dir, L->base_dir, 0, L->err) < 0)
+        return VF_ERR_NOMEM;
+    inside = vfi_archive_open(&dir, path, O_RDONLY | O_NONBLOCK, &fd);
+    int e = errno;
+    vfi_archive_clear(&dir);
+    if (inside == 0 || (inside < 0 && e == ELOOP))
+        return vfi_fail(L->err, VF_ERR_MODEL,
+                        "%s: leaves the model's directory through a link (external data of '%s')",
+                        path, tensor);
+    if (inside < 0)
+        return vfi_fail(L->err, e == ENOMEM ? VF_ERR_NOMEM : VF_ERR_IO,
+                        "%s: %s (external data of '%s')", path, strerror(e), tensor);
     vf_status rc = VF_OK;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         rc = vfi_fail(L->err, VF_ERR_MODEL, "%s: not a regular file (external data of '%s')", path,
                       tensor);
-    else if (inside <= 0)
-        rc = vfi_fail(L->err, VF_ERR_MODEL,
-                      "%s: leaves the model's directory through a link (external data of '%s')",
-                      path, tensor);
     else if ((uint64_t)st.st_size < need)
         rc = vfi_fail(L->err, VF_ERR_MODEL, "%s: %lld bytes, shorter than the %llu that '%s' needs",
                       path, (long long)st.st_size, (unsigned long long)need, tensor);
@@ -193,6 +196,97 @@ static vf_status read_external(loader *L, const Onnx__TensorProto *t, size_t wan
 
 /* ---- initializers ---------------------------------------------------------------------------- */
 
+/* Bytes an element of ONNX data type dt takes in raw data; 0 for a type not read here. */
+static size_t elem_size(int dt)
+{
+    switch (dt) {
+    case VF_ONNX_DT_FLOAT:
+    case VF_ONNX_DT_INT32:
+        return 4;
+    case VF_ONNX_DT_INT64:
+    case VF_ONNX_DT_DOUBLE:
+        return 8;
+    case VF_ONNX_DT_FLOAT16:
+        return 2;
+    case VF_ONNX_DT_UINT8:
+    case VF_ONNX_DT_INT8:
+    case VF_ONNX_DT_BOOL:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* n elements of type dt from raw bytes (elem_size each, little-endian) into data: float32 for
+ * the floating types, int64 for the others. */
+static void from_bytes(int dt, const uint8_t *raw, int64_t n, void *data)
+{
+    float *f = data;
+    int64_t *q = data;
+    size_t in_size = elem_size(dt);
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *src = raw + (size_t)i * in_size;
+        switch (dt) {
+        case VF_ONNX_DT_FLOAT:
+            memcpy(&f[i], src, 4);
+            break;
+        case VF_ONNX_DT_DOUBLE: {
+            double d;
+            memcpy(&d, src, 8);
+            f[i] = (float)d;
+            break;
+        }
+        case VF_ONNX_DT_FLOAT16: {
+            uint16_t h;
+            memcpy(&h, src, 2);
+            f[i] = vfi_f16_to_f32(h);
+            break;
+        }
+        case VF_ONNX_DT_INT64:
+            memcpy(&q[i], src, 8);
+            break;
+        case VF_ONNX_DT_INT32: {
+            int32_t v;
+            memcpy(&v, src, 4);
+            q[i] = v;
+            break;
+        }
+        case VF_ONNX_DT_INT8:
+            q[i] = (int8_t)src[0];
+            break;
+        default:
+            q[i] = src[0];
+            break;
+        }
+    }
+}
+
+/* The same from the message's typed fields (counted against n by the caller). */
+static void from_typed(int dt, const Onnx__TensorProto *t, int64_t n, void *data)
+{
+    float *f = data;
+    int64_t *q = data;
+    for (int64_t i = 0; i < n; i++) {
+        switch (dt) {
+        case VF_ONNX_DT_FLOAT:
+            f[i] = t->float_data[i];
+            break;
+        case VF_ONNX_DT_DOUBLE:
+            f[i] = (float)t->double_data[i];
+            break;
+        case VF_ONNX_DT_FLOAT16:
+            f[i] = vfi_f16_to_f32((uint16_t)t->int32_data[i]);
+            break;
+        case VF_ONNX_DT_INT64:
+            q[i] = t->int64_data[i];
+            break;
+        default:
+            q[i] = t->int32_data[i];
+            break;
+        }
+    }
+}
+
 /* Decode a TensorProto into a new buffer (float32 or int64) with its rank and dims. A FLOAT
  * tensor's raw bytes are taken over from the message instead of copied. `name` is for messages. */
 static vf_status tensor_decode(loader *L, Onnx__TensorProto *t, const char *name,
@@ -209,28 +303,10 @@ static vf_status tensor_decode(loader *L, Onnx__TensorProto *t, const char *name
         n *= dims[i];
     }
     int dt = t->has_data_type ? t->data_type : 0;
-    size_t in_size;
-    switch (dt) {
-    case VF_ONNX_DT_FLOAT:
-    case VF_ONNX_DT_INT32:
-        in_size = 4;
-        break;
-    case VF_ONNX_DT_INT64:
-    case VF_ONNX_DT_DOUBLE:
-        in_size = 8;
-        break;
-    case VF_ONNX_DT_FLOAT16:
-        in_size = 2;
-        break;
-    case VF_ONNX_DT_UINT8:
-    case VF_ONNX_DT_INT8:
-    case VF_ONNX_DT_BOOL:
-        in_size = 1;
-        break;
-    default:
+    size_t in_size = elem_size(dt);
+    if (!in_size)
         return vfi_fail(L->err, VF_ERR_UNSUPPORTED, "tensor '%s' has unsupported data type %d",
                         name, dt);
-    }
     vf_dtype dtype = (dt == VF_ONNX_DT_FLOAT || dt == VF_ONNX_DT_FLOAT16 || dt == VF_ONNX_DT_DOUBLE)
                          ? VF_DTYPE_F32
                          : VF_DTYPE_I64;
@@ -268,22 +344,11 @@ static vf_status tensor_decode(loader *L, Onnx__TensorProto *t, const char *name
 
     /* Typed values are counted before anything is allocated: a declared shape alone must
      * not make the loader ask for gigabytes. */
-    size_t have = 0;
     if (!raw) {
-        switch (dt) {
-        case VF_ONNX_DT_FLOAT:
-            have = t->n_float_data;
-            break;
-        case VF_ONNX_DT_DOUBLE:
-            have = t->n_double_data;
-            break;
-        case VF_ONNX_DT_INT64:
-            have = t->n_int64_data;
-            break;
-        default:
-            have = t->n_int32_data;
-            break;
-        }
+        size_t have = dt == VF_ONNX_DT_FLOAT    ? t->n_float_data
+                      : dt == VF_ONNX_DT_DOUBLE ? t->n_double_data
+                      : dt == VF_ONNX_DT_INT64  ? t->n_int64_data
+                                                : t->n_int32_data;
         if (have != (size_t)n)
             return vfi_fail(L->err, VF_ERR_MODEL,
                             "tensor '%s': %zu values stored for %lld elements", name, have,
@@ -294,63 +359,10 @@ static vf_status tensor_decode(loader *L, Onnx__TensorProto *t, const char *name
         vfi_free(owned);
         return vfi_fail(L->err, VF_ERR_NOMEM, "out of memory for tensor '%s'", name);
     }
-    float *f = data;
-    int64_t *q = data;
-    for (int64_t i = 0; i < n; i++) {
-        if (raw) {
-            const uint8_t *src = raw + (size_t)i * in_size;
-            switch (dt) {
-            case VF_ONNX_DT_FLOAT:
-                memcpy(&f[i], src, 4);
-                break;
-            case VF_ONNX_DT_DOUBLE: {
-                double d;
-                memcpy(&d, src, 8);
-                f[i] = (float)d;
-                break;
-            }
-            case VF_ONNX_DT_FLOAT16: {
-                uint16_t h;
-                memcpy(&h, src, 2);
-                f[i] = vfi_f16_to_f32(h);
-                break;
-            }
-            case VF_ONNX_DT_INT64:
-                memcpy(&q[i], src, 8);
-                break;
-            case VF_ONNX_DT_INT32: {
-                int32_t v;
-                memcpy(&v, src, 4);
-                q[i] = v;
-                break;
-            }
-            case VF_ONNX_DT_INT8:
-                q[i] = (int8_t)src[0];
-                break;
-            default:
-                q[i] = src[0];
-                break;
-            }
-        } else {
-            switch (dt) {
-            case VF_ONNX_DT_FLOAT:
-                f[i] = t->float_data[i];
-                break;
-            case VF_ONNX_DT_DOUBLE:
-                f[i] = (float)t->double_data[i];
-                break;
-            case VF_ONNX_DT_FLOAT16:
-                f[i] = vfi_f16_to_f32((uint16_t)t->int32_data[i]);
-                break;
-            case VF_ONNX_DT_INT64:
-                q[i] = t->int64_data[i];
-                break;
-            default:
-                q[i] = t->int32_data[i];
-                break;
-            }
-        }
-    }
+    if (raw)
+        from_bytes(dt, raw, n, data);
+    else
+        from_typed(dt, t, n, data);
     vfi_free(owned);
     *data_out = data;
     return VF_OK;
@@ -446,7 +458,8 @@ static vf_status normalize_axis(loader *L, int64_t axis, int rank, int *out)
     return VF_OK;
 }
 
-/* ---- the API of operator handlers (onnx_ops.h) ------------------------------------------------
+/* ---- the API of operator handlers (onnx_handlers.h)
+ * ------------------------------------------------
  */
 
 int64_t vfi_onnx_opset(const vfi_onnx_loader *L)

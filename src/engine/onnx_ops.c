@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/mem.h"
-#include "engine/onnx_ops.h"
+#include "engine/onnx_handlers.h"
 
 #define FAIL(L, code, ...) vfi_onnx_fail(L, code, __VA_ARGS__)
 
@@ -91,7 +91,7 @@ static vf_status fold_consts(vfi_onnx_loader *L, fold_kind kind, int n_in)
         return FAIL(L, VF_ERR_NOMEM, "out of memory");
     int fmod_attr = kind == CMP_MOD && vfi_onnx_attr_int(L, "fmod", 0) != 0;
     for (int64_t e = 0; e < total; e++) {
-        int64_t o[3];
+        int64_t o[3] = {0, 0, 0};
         for (int k = 0; k < n_in; k++)
             o[k] = vfi_dims_offset(rank, idx, st[k]);
         const int64_t *ai = a->data, *bi = b->data;
@@ -270,7 +270,7 @@ vf_status vfi_onnx_neg(vfi_onnx_loader *L)
 
 vf_status vfi_onnx_pow(vfi_onnx_loader *L)
 {
-    double e;
+    double e = 0.0;
     vf_status rc = scalar_input(L, 1, &e, NULL);
     if (rc < 0)
         return rc;

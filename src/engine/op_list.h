@@ -20,6 +20,7 @@
  *   POOL3D      x [N, C, T, H, W]; the same over a clip's time, height and width
  *   CONV3D      x [N, C, T, H, W], W [OC, IC/group, KT, KH, KW] (constant), optional B [OC]
  *   BINARY      a, b (either may be a constant); add, sub, mul, div with broadcasting
+ *   PRELU       x, slope (a constant broadcast to x): x where x >= 0, else x * slope
  *   CONCAT      x1, x2, ... along a non-batch axis
  *   SOFTMAX     x, along a non-batch axis
  *   LRN         x [N, C, H, W], across channels
@@ -68,7 +69,8 @@
     X(ARGMAX,      "ArgMax",             argmax,    argmax,    VF_OPF_IDS_ANY)        \
     X(TAKE,        "Take",               axis,      take,      VF_OPF_IDS_IN1)        \
     X(POOL3D,      "Pool3D",             pool3d,    pool3d,    VF_OPF_IMAGE)          \
-    X(CONV3D,      "Conv3D",             conv3d,    conv3d,    VF_OPF_IMAGE)
+    X(CONV3D,      "Conv3D",             conv3d,    conv3d,    VF_OPF_IMAGE)          \
+    X(PRELU,       "PRelu",              none,      binary,    0)
 /* clang-format on */
 
 #endif /* VIDFEAT_OP_LIST_H */

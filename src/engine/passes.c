@@ -444,10 +444,8 @@ static void fuse_activations(vf_graph *g)
         if (pi < 0 || vfi_graph_count_uses(g, a->inputs[0]) != 1)
             continue;
         vf_node *p = &g->nodes[pi];
-        vf_act *slot = p->op == VF_OP_CONV     ? &p->p.conv.act
-                       : p->op == VF_OP_CONV3D ? &p->p.conv3d.act
-                       : p->op == VF_OP_FC     ? &p->p.fc.act
-                                               : NULL;
+        /* not into another Act, nor a MatMul (its own pass fuses what it takes) */
+        vf_act *slot = p->op == VF_OP_ACT || p->op == VF_OP_MATMUL ? NULL : vfi_node_act(p);
         if (!slot || slot->kind != VF_ACT_NONE)
             continue;
         *slot = a->p.act;

@@ -3,6 +3,7 @@
  * and indices, the batch size's stand-ins in shape constants, limits, and a fused activation
  * on one float. Pure functions of their arguments, below everything else of the engine.
  */
+#include <stddef.h>
 #include <stdio.h>
 
 #include "engine/graph.h"
@@ -143,6 +144,29 @@ vf_status vfi_dims_check(int rank, const int64_t *dims, const char *name, vf_err
         n *= dims[i];
     }
     return VF_OK;
+}
+
+/* Where each operator that applies an activation to its output keeps it. */
+static const struct {
+    vf_op op;
+    size_t offset;
+} act_slots[] = {
+    {VF_OP_ACT, offsetof(vf_node, p.act)},           {VF_OP_CONV, offsetof(vf_node, p.conv.act)},
+    {VF_OP_CONV3D, offsetof(vf_node, p.conv3d.act)}, {VF_OP_FC, offsetof(vf_node, p.fc.act)},
+    {VF_OP_MATMUL, offsetof(vf_node, p.matmul.act)},
+};
+
+vf_act *vfi_node_act(vf_node *nd)
+{
+    for (size_t i = 0; i < sizeof(act_slots) / sizeof(act_slots[0]); i++)
+        if (act_slots[i].op == nd->op)
+            return (vf_act *)((char *)nd + act_slots[i].offset);
+    return NULL;
+}
+
+const vf_act *vfi_node_act_const(const vf_node *nd)
+{
+    return vfi_node_act((vf_node *)nd);
 }
 
 float vfi_act_apply(const vf_act *act, float x)

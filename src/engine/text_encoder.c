@@ -188,7 +188,8 @@ vf_status vf_text_encoder_create(const vf_config *cfg, vf_text_encoder **out)
                         MAX_BATCH);
     if (cfg->n_threads < 0 || cfg->n_threads > 1024)
         return vfi_fail(err, VF_ERR_INVALID, "thread count %d is not in 0..1024", cfg->n_threads);
-    if (cfg->precision != VF_PRECISION_F32 && cfg->precision != VF_PRECISION_BF16)
+    if (cfg->precision != VF_PRECISION_F32 && cfg->precision != VF_PRECISION_BF16 &&
+        cfg->precision != VF_PRECISION_AUTO)
         return vfi_fail(err, VF_ERR_INVALID, "a text tower runs in f32 or bf16, not %s",
                         vf_precision_str(cfg->precision));
     vf_status rc = resolve(te, cfg);
@@ -219,8 +220,11 @@ vf_status vf_text_encoder_create(const vf_config *cfg, vf_text_encoder **out)
         return vfi_fail(err, VF_ERR_MODEL, "%s gives %d values; %s says text.dim is %d", te->path,
                         te->dim, te->manifest->path, te->manifest->text->dim);
 
-    vf_backend_opts bo = {
-        .release_weights = 1, .n_threads = cfg->n_threads, .precision = cfg->precision};
+    vf_backend_opts bo = {.release_weights = 1,
+                          .n_threads = cfg->n_threads,
+                          /* a few words a query: auto runs them in f32, not worth a measure */
+                          .precision = cfg->precision == VF_PRECISION_AUTO ? VF_PRECISION_F32
+                                                                           : cfg->precision};
     rc = vfi_backend_open(cfg->backend ? cfg->backend : "auto", &bo, &te->backend, err);
     if (rc < 0)
         return rc;

@@ -34,6 +34,13 @@
 #define MAX_FILL_S   600.0
 #define MAX_CHANNELS 64
 #define MAX_IN_RATE  768000
+/* Below this a stream's rate is no sound a model hears: refused, not resampled into hours (a
+ * 64 KB file at 1 Hz is 9 hours of samples). Telephony's 8000 Hz is far above it. */
+#define MIN_IN_RATE 1000
+/* Output samples one call of the resampler makes at most; what the input holds beyond that
+ * waits in the resampler (input samples, the decoded frame's size), drained as it is read. So
+ * that memory is this, not a frame's samples times the rate ratio, whatever the frame. */
+#define CHUNK 65536
 
 struct vf_audio {
     vf_audio_opts o;
@@ -53,6 +60,7 @@ struct vf_audio {
     int in_rate, in_format, in_channels;
     float *out; /* converted samples not handed out yet: out[pos .. len) */
     int len, pos, cap;
+    int pending; /* the last conversion filled its CHUNK: the resampler may hold more */
     int demux_done, decoder_done, flushed;
     int64_t errors;
     vf_watchdog watch; /* cancel, and the deadline by which data must come */
@@ -91,9 +99,12 @@ int64_t vfi_audio_errors(const vf_audio *a)
 static vf_status make_swr(vf_audio *a, const AVFrame *f, vf_err *err)
 {
     int n = f->ch_layout.nb_channels;
-    if (n < 1 || n > MAX_CHANNELS || f->sample_rate < 1 || f->sample_rate > MAX_IN_RATE)
-        return vfi_fail(err, VF_ERR_DECODE, "an audio stream of %d channels at %d Hz: not read", n,
-                        f->sample_rate);
+    if (n < 1 || n > MAX_CHANNELS || f->sample_rate < MIN_IN_RATE || f->sample_rate > MAX_IN_RATE)
+        return vfi_fail(err, VF_ERR_DECODE,
+                        "an audio stream of %d channel%s at %d Hz: not read (sound is 1 to %d "
+                        "channels at %d to %d Hz)",
+                        n, n == 1 ? "" : "s", f->sample_rate, MAX_CHANNELS, MIN_IN_RATE,
+                        MAX_IN_RATE);
     /* zeroed: av_channel_layout_copy releases what its destination held first */
     AVChannelLayout in = {0}, mono = AV_CHANNEL_LAYOUT_MONO;
     if (f->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC)
@@ -138,32 +149,45 @@ static vf_status room(vf_audio *a, int n, vf_err *err)
     return VF_OK;
 }
 
-/* n input samples through swr into out: in, the frame's planes; NULL with n > 0, n samples of
- * silence; NULL with n 0, the flush at the end (what the resampler still holds). */
-static vf_status convert(vf_audio *a, const uint8_t **in, int n, vf_err *err)
+/* n input samples through swr into out, at most CHUNK of output a call (a->pending says the
+ * resampler may hold more): in, the frame's planes; NULL with n > 0, n samples of silence; NULL
+ * with n 0, the flush at the end (what the resampler still holds); `drain` (in and n ignored),
+ * more of what it holds. */
+static vf_status convert(vf_audio *a, const uint8_t **in, int n, int drain, vf_err *err)
 {
     const uint8_t *none[MAX_CHANNELS] = {NULL};
-    if (!in && n > 0) {
+    if (drain) {
+        in = none; /* no input, not the flush: what is ready */
+        n = 0;
+    } else if (!in && n > 0) {
         if (swr_inject_silence(a->swr, n) < 0)
             return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         in = none; /* then what is ready: swr_convert without input flushes */
         n = 0;
     }
-    int most = swr_get_out_samples(a->swr, in ? n : 0);
-    if (most < 0)
-        most = 0;
-    vf_status rc = room(a, most + 1, err);
+    vf_status rc = room(a, CHUNK, err);
     if (rc < 0)
         return rc;
     uint8_t *dst = (uint8_t *)(a->out + a->len);
-    int got = swr_convert(a->swr, &dst, most + 1, in, in ? n : 0);
+    int got = swr_convert(a->swr, &dst, CHUNK, in, in ? n : 0);
     if (got < 0) {
         char eb[128];
         return vfi_fail(err, VF_ERR_DECODE, "cannot resample its audio: %s",
                         vfi_ff_err(got, eb, sizeof(eb)));
     }
     a->len += got;
+    a->pending = got == CHUNK;
     return VF_OK;
+}
+
+/* What the resampler holds, all of it into out (before its input changes: a new resampler, a
+ * gap's silence). */
+static vf_status drain_all(vf_audio *a, vf_err *err)
+{
+    vf_status rc = VF_OK;
+    while (a->pending && rc >= 0)
+        rc = convert(a, NULL, 0, 1, err);
+    return rc;
 }
 
 /* The decoded frame a->frame into out, kept to its timestamp (above). */
@@ -173,7 +197,8 @@ static vf_status take_frame(vf_audio *a, vf_err *err)
     vf_status rc = VF_OK;
     if (!a->swr || f->sample_rate != a->in_rate || f->format != a->in_format ||
         f->ch_layout.nb_channels != a->in_channels) {
-        if (a->swr && (rc = convert(a, NULL, 0, err)) < 0) /* the old one's tail */
+        if (a->swr && ((rc = drain_all(a, err)) < 0 || (rc = convert(a, NULL, 0, 0, err)) < 0 ||
+                       (rc = drain_all(a, err)) < 0)) /* the old one's tail */
             return rc;
         if ((rc = make_swr(a, f, err)) < 0)
             return rc;
@@ -204,12 +229,13 @@ static vf_status take_frame(vf_audio *a, vf_err *err)
     }
     while (a->silence > 0 && rc >= 0) { /* the gap first */
         int n = a->silence > a->in_rate ? a->in_rate : (int)a->silence;
-        rc = convert(a, NULL, n, err);
+        if ((rc = drain_all(a, err)) >= 0)
+            rc = convert(a, NULL, n, 0, err);
         a->silence -= n;
         a->fed += n;
     }
-    if (rc >= 0)
-        rc = convert(a, (const uint8_t **)f->extended_data, f->nb_samples, err);
+    if (rc >= 0 && (rc = drain_all(a, err)) >= 0)
+        rc = convert(a, (const uint8_t **)f->extended_data, f->nb_samples, 0, err);
     a->fed += f->nb_samples;
     return rc;
 }
@@ -219,11 +245,17 @@ static vf_status fill(vf_audio *a, vf_err *err)
 {
     char eb[128];
     while (a->pos == a->len) {
+        if (a->pending) { /* more of what the resampler holds (of the flush too, at the end) */
+            vf_status rc = a->flushed ? convert(a, NULL, 0, 0, err) : convert(a, NULL, 0, 1, err);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
         if (a->decoder_done) {
             if (a->flushed || !a->swr)
                 return VF_EOF;
             a->flushed = 1;
-            vf_status rc = convert(a, NULL, 0, err); /* the resampler's last samples */
+            vf_status rc = convert(a, NULL, 0, 0, err); /* the resampler's last samples */
             if (rc < 0)
                 return rc;
             continue;
@@ -305,9 +337,12 @@ static vf_status open_stream(vf_audio *a, vf_err *err)
         a->fmt->streams[i]->discard = (int)i == si ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
     const AVCodecParameters *par = st->codecpar;
     if (par->ch_layout.nb_channels > MAX_CHANNELS || par->sample_rate > MAX_IN_RATE ||
-        par->sample_rate < 0)
-        return vfi_fail(err, VF_ERR_DECODE, "an audio stream of %d channels at %d Hz: not read",
-                        par->ch_layout.nb_channels, par->sample_rate);
+        par->sample_rate < 0 || (par->sample_rate > 0 && par->sample_rate < MIN_IN_RATE))
+        return vfi_fail(err, VF_ERR_DECODE,
+                        "an audio stream of %d channel%s at %d Hz: not read (sound is 1 to %d "
+                        "channels at %d to %d Hz)",
+                        par->ch_layout.nb_channels, par->ch_layout.nb_channels == 1 ? "" : "s",
+                        par->sample_rate, MAX_CHANNELS, MIN_IN_RATE, MAX_IN_RATE);
     char eb[128];
     int ret;
     if (!(a->dec = avcodec_alloc_context3(codec)))

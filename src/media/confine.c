@@ -4,7 +4,10 @@
  * The file opened, and what its format refers to only inside the archive. Every file a
  * demuxer opens goes through its context's io_open; ours (confined_open) lets through the
  * input's own address and, through the file protocol (or the crypto protocol over it, for
- * HLS's encrypted segments), files inside the archive, opened by their resolved name. Inline
+ * HLS's encrypted segments), files inside the archive, each opened once beneath it following no
+ * link (vfi_archive_open) and read by FFmpeg through that descriptor (/proc/self/fd/N), so a
+ * link swapped in after the check cannot lead the read out; the input itself is opened so too,
+ * when the caller gives an archive, and its checks here read the same descriptor. Inline
  * data: addresses read nothing. Anything else is refused and remembered, so the input fails
  * naming it. The protocol whitelist (copied by FFmpeg into every context a demuxer makes) keeps
  * every other protocol out, also where a nested context has FFmpeg's own io_open.
@@ -17,10 +20,13 @@
 #include "media/confine.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <libavutil/avstring.h>
 #include <libavutil/bprint.h>
@@ -52,14 +58,28 @@ static int has_protocol(const char *url)
     return (n > 0 && url[n] == ':') || av_strstart(url, "subfile,", NULL);
 }
 
+/* A descriptor's address made here (file: or crypto+file: over /proc/self/fd/N) opened as
+ * FFmpeg's own io_open would, but without its "Opening ... for reading" line, which it writes at
+ * info level for every address that is not the input's own name. */
+static int open_descriptor(AVFormatContext *s, AVIOContext **pb, const char *url, int flags,
+                           AVDictionary **options)
+{
+    return avio_open2(pb, url, flags, &s->interrupt_callback, options);
+}
+
 static int confined_open(AVFormatContext *s, AVIOContext **pb, const char *url, int flags,
                          AVDictionary **options)
 {
     vf_confine *c = s->opaque;
     if (!c || !c->io_open_default) /* a nested context that did not carry ours: never */
         return AVERROR(EPERM);
-    if (!strcmp(url, c->url) && !(flags & AVIO_FLAG_WRITE))
-        return c->io_open_default(s, pb, url, flags, options);
+    if (!strcmp(url, c->url) && !(flags & AVIO_FLAG_WRITE)) { /* the input: its descriptor */
+        if (c->fd < 0)
+            return c->io_open_default(s, pb, url, flags, options);
+        char own[64];
+        snprintf(own, sizeof(own), "file:/proc/self/fd/%d", c->fd);
+        return open_descriptor(s, pb, own, flags, options);
+    }
     if (av_strstart(url, "data:", NULL) && !(flags & AVIO_FLAG_WRITE))
         return c->io_open_default(s, pb, url, flags, options);
     const char *inner = url, *path = NULL;
@@ -72,46 +92,67 @@ static int confined_open(AVFormatContext *s, AVIOContext **pb, const char *url, 
     }
     if (!path[0])
         return AVERROR(ENOENT);
-    char *real = NULL;
-    int inside = vfi_archive_holds(c->archive, path, &real);
-    if (inside < 0)
-        return AVERROR(ENOMEM);
-    if (!inside) {
-        vfi_free(real);
+    int fd;
+    int inside = vfi_archive_open(c->archive, path, O_RDONLY | O_NONBLOCK, &fd);
+    if (inside == 0) {
         refuse(c, "refers to a file outside the archive", url);
         return AVERROR(EPERM);
     }
-    if (!real) /* inside, but not there: a missing file, as FFmpeg would find it */
-        return AVERROR(ENOENT);
-    /* the name just checked, not one whose links could be changed before FFmpeg follows them */
-    char *open_url = av_asprintf("%sfile:%s", crypto ? "crypto+" : "", real);
-    vfi_free(real);
-    if (!open_url)
-        return AVERROR(ENOMEM);
-    int ret = c->io_open_default(s, pb, open_url, flags, options);
-    av_free(open_url);
+    if (inside < 0 && errno == ELOOP) {
+        refuse(c, "refers to a file whose name changed to lead out of the archive", url);
+        return AVERROR(EPERM);
+    }
+    if (inside < 0) /* not there (as FFmpeg would find it), unreadable, out of memory */
+        return AVERROR(errno);
+    /* FFmpeg reads the descriptor just opened and checked, not a name whose links could be
+     * changed before it follows them */
+    char open_url[64];
+    snprintf(open_url, sizeof(open_url), "%sfile:/proc/self/fd/%d", crypto ? "crypto+" : "", fd);
+    int ret = open_descriptor(s, pb, open_url, flags, options);
+    close(fd);
     return ret;
 }
 
-/* The start of the file at path, up to size - 1 bytes, NUL-terminated; 0 when unreadable. */
-static size_t file_head(const char *path, char *buf, size_t size)
+/* The start of the file open on fd, up to size - 1 bytes, NUL-terminated; 0 when unreadable. */
+static size_t fd_head(int fd, char *buf, size_t size)
 {
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(buf, 1, size - 1, f) : 0;
-    if (f)
-        fclose(f);
+    size_t n = 0;
+    while (n < size - 1) {
+        ssize_t r = pread(fd, buf + n, size - 1 - n, (off_t)n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
     buf[n] = '\0';
     return n;
+}
+
+/* The same of the file at path (O_NONBLOCK: a FIFO named so does not hang the probe). */
+static size_t file_head(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    size_t n = fd >= 0 ? fd_head(fd, buf, size) : 0;
+    if (fd >= 0)
+        close(fd);
+    buf[n] = '\0';
+    return n;
+}
+
+/* What FFmpeg would read a file with, given its first bytes: *score how sure it is. */
+static const AVInputFormat *probe_bytes(const char *path, char *head, size_t n, int *score)
+{
+    AVProbeData pd = {path, (unsigned char *)head, (int)n, NULL};
+    *score = 0;
+    return av_probe_input_format2(&pd, 1, score);
 }
 
 const AVInputFormat *vfi_probe_head(const char *path, int *score)
 {
     char head[4096 + AVPROBE_PADDING_SIZE];
     memset(head, 0, sizeof(head));
-    size_t n = file_head(path, head, 4096 + 1);
-    AVProbeData pd = {path, (unsigned char *)head, (int)n, NULL};
-    *score = 0;
-    return av_probe_input_format2(&pd, 1, score);
+    return probe_bytes(path, head, file_head(path, head, 4096 + 1), score);
 }
 
 /* Would FFmpeg read the file at path as a list of other files? */
@@ -131,9 +172,14 @@ static int is_list_of_files(const char *path)
  * FFmpeg's token (quotes and backslashes), names relative to the list's directory. */
 static vf_status check_concat_list(vf_confine *c, const char *path, vf_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd = dup(c->fd); /* the list FFmpeg will read, read from the start */
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
         return VF_OK; /* FFmpeg says why, when it opens it */
+    }
+    rewind(f);
     const char *slash = strrchr(path, '/');
     int dir_len = slash ? (int)(slash - path + 1) : 0;
     char *line = NULL;
@@ -186,18 +232,42 @@ static char *format_allowlist(void)
     return s;
 }
 
-/* The refused demuxer FFmpeg would read path with, by its content, or NULL. */
-static const char *refused_format(const char *path)
+/* The refused demuxer FFmpeg would read the input with, by its content, or NULL. */
+static const char *refused_format(const vf_confine *c, const char *path)
 {
+    char head[4096 + AVPROBE_PADDING_SIZE];
+    memset(head, 0, sizeof(head));
     int score;
-    const AVInputFormat *f = vfi_probe_head(path, &score);
+    const AVInputFormat *f = probe_bytes(path, head, fd_head(c->fd, head, 4096 + 1), &score);
     return f && av_match_list(f->name, REFUSED_FORMATS, ',') > 0 ? f->name : NULL;
+}
+
+/* The input opened once, into c->fd, for FFmpeg and the checks here to read: inside the caller's
+ * archive (a link swapped in since the caller's check makes it fail), or as the user named it
+ * (no archive: nothing to be inside of). 0, or FFmpeg's code having refused it (c->refused). */
+static int open_input(vf_confine *c, const char *path, const vf_archive *archive)
+{
+    int opened = -1;
+    if (archive)
+        opened = vfi_archive_open(archive, path, O_RDONLY | O_NONBLOCK, &c->fd);
+    else if ((c->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)) >= 0)
+        opened = 1;
+    if (opened == 0 || (opened < 0 && errno == ELOOP)) {
+        refuse(c,
+               opened == 0 ? "is outside the archive"
+                           : "changed while it was opened: a link in its name now leads out of "
+                             "the archive",
+               path);
+        return AVERROR(EPERM);
+    }
+    return opened < 0 ? AVERROR(errno) : 0;
 }
 
 int vfi_confine_open(AVFormatContext **fmt, const char *path, const vf_archive *archive,
                      vf_confine *c, vf_err *err)
 {
     memset(c, 0, sizeof(*c));
+    c->fd = -1;
     if (!*fmt && !(*fmt = avformat_alloc_context()))
         return AVERROR(ENOMEM);
     if ((*fmt)->pb) /* the caller's I/O, also if this returns before FFmpeg would mark it */
@@ -215,13 +285,16 @@ int vfi_confine_open(AVFormatContext **fmt, const char *path, const vf_archive *
     }
     if (!(c->url = av_asprintf("file:%s", path)))
         return AVERROR(ENOMEM);
+    int ret = (*fmt)->pb ? 0 : open_input(c, path, archive);
+    if (ret < 0)
+        return ret;
     char head[sizeof(CONCAT_MAGIC)];
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
-        file_head(path, head, sizeof(head)) == sizeof(head) - 1 && !strcmp(head, CONCAT_MAGIC) &&
-        check_concat_list(c, path, err) < 0)
+    int regular = c->fd >= 0 && fstat(c->fd, &st) == 0 && S_ISREG(st.st_mode);
+    if (regular && fd_head(c->fd, head, sizeof(head)) == sizeof(head) - 1 &&
+        !strcmp(head, CONCAT_MAGIC) && check_concat_list(c, path, err) < 0)
         return AVERROR(ENOMEM);
-    const char *banned = S_ISREG(st.st_mode) ? refused_format(path) : NULL;
+    const char *banned = regular ? refused_format(c, path) : NULL;
     if (banned)
         refuse(c,
                "not read: FFmpeg's demuxer for it opens the files it lists beyond vidfeat's "
@@ -234,7 +307,7 @@ int vfi_confine_open(AVFormatContext **fmt, const char *path, const vf_archive *
     (*fmt)->opaque = c;
     AVDictionary *opts = NULL;
     char *formats = format_allowlist();
-    int ret =
+    ret =
         formats ? av_dict_set(&opts, "protocol_whitelist", ALLOWED_PROTOCOLS, 0) : AVERROR(ENOMEM);
     if (ret >= 0)
         ret = av_dict_set(&opts, "format_whitelist", formats, AV_DICT_DONT_STRDUP_VAL);
@@ -250,6 +323,9 @@ int vfi_confine_open(AVFormatContext **fmt, const char *path, const vf_archive *
 
 void vfi_confine_clear(vf_confine *c)
 {
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
     vfi_archive_clear(&c->own);
     av_freep(&c->url);
 }

@@ -19,6 +19,7 @@ typedef struct vf_confine {
     vf_archive own;            /* the file's directory, when no archive was given */
     const vf_archive *archive; /* own or the caller's */
     char *url;                 /* the input's own address: "file:" + path */
+    int fd;                    /* the input, opened once (read by FFmpeg as /proc/self/fd/N); -1 */
     char refused[256];         /* the first reference refused, as written; "" none */
     const char *why;           /* what is wrong with it */
     int (*io_open_default)(AVFormatContext *s, AVIOContext **pb, const char *url, int flags,
@@ -27,8 +28,10 @@ typedef struct vf_confine {
 
 /* Open path into *fmt (allocated, with pb already set for a pipe, or NULL) under the rule: the
  * archive (NULL: the file's own directory, links not followed out of it) bounds what it may
- * read. Returns FFmpeg's code; a reference refused, before opening or while reading, is in
- * c->refused (vfi_confine_check). */
+ * read. The file itself is opened once, inside the archive when one is given (so a link swapped
+ * into its name after the caller checked it is refused, not followed), and every check and
+ * FFmpeg read that descriptor. Returns FFmpeg's code; a reference refused, before opening or
+ * while reading, is in c->refused (vfi_confine_check). */
 int vfi_confine_open(AVFormatContext **fmt, const char *path, const vf_archive *archive,
                      vf_confine *c, vf_err *err);
 void vfi_confine_clear(vf_confine *c);

@@ -363,8 +363,17 @@ static vf_status open_pipe_io(vf_decoder *d, const char *path, vf_err *err)
     struct stat st;
     if (stat(path, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
         return VF_OK;
-    d->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (d->fd < 0)
+    /* inside the archive when there is one, no link followed (path.h): the name checked is
+     * the one read */
+    int opened = d->o.archive ? vfi_archive_open(d->o.archive, path, O_RDONLY | O_NONBLOCK, &d->fd)
+                 : (d->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) >= 0 ? 1
+                                                                                : -1;
+    if (opened == 0 || (opened < 0 && errno == ELOOP))
+        return vfi_fail(err, VF_ERR_DENIED, "%s",
+                        opened == 0 ? "is outside the archive"
+                                    : "changed while it was opened: a link in its name now leads "
+                                      "out of the archive");
+    if (opened < 0)
         return vfi_fail(err, errno == ENOENT || errno == EACCES ? VF_ERR_IO : VF_ERR_DECODE, "%s",
                         strerror(errno));
     uint8_t *buf = av_malloc(PIPE_IO_BUFFER);
@@ -647,10 +656,126 @@ static vf_status read_ahead(vf_decoder *d, int64_t pts, vf_err *err)
     return VF_OK;
 }
 
+/* vfi_decoder_open's phases. The video stream to decode (*si) and its decoder (*codec): the best
+ * one that is not cover art; none, text read as pictures, or a codec this FFmpeg lacks fail. */
+static vf_status find_stream(vf_decoder *d, const AVCodec **codec_out, int *si_out, vf_err *err)
+{
+    const AVCodec *codec = NULL;
+    vf_status rc = VF_OK;
+    for (unsigned i = 0; i < d->fmt->nb_streams; i++) {
+        const AVStream *st = d->fmt->streams[i];
+        d->meta.n_video_streams += st->codecpar->codec_type == AVMEDIA_TYPE_VIDEO &&
+                                   !(st->disposition & AV_DISPOSITION_ATTACHED_PIC);
+    }
+    int si = av_find_best_stream(d->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    if (si >= 0 && (d->fmt->streams[si]->disposition & AV_DISPOSITION_ATTACHED_PIC) &&
+        d->meta.n_video_streams == 0)
+        si = AVERROR_STREAM_NOT_FOUND; /* cover art of an audio file is not a video */
+    if (si == AVERROR_STREAM_NOT_FOUND || d->meta.n_video_streams == 0)
+        return vfi_fail(err, VF_ERR_DECODE, "no video stream (%u stream%s, none of them video)",
+                        d->fmt->nb_streams, d->fmt->nb_streams == 1 ? "" : "s");
+    if (si >= 0 && vfi_probe_text_art(d->fmt->streams[si]->codecpar))
+        return vfi_fail(err, VF_ERR_DECODE,
+                        "not a video or image file (FFmpeg reads it as text: %s)",
+                        d->fmt->iformat->name);
+    if (si < 0 || !codec) {
+        const AVStream *st = d->fmt->streams[si >= 0 ? si : 0];
+        const AVCodecParameters *par = st->codecpar;
+        char tag[AV_FOURCC_MAX_STRING_SIZE] = "";
+        if (par->codec_tag)
+            av_fourcc_make_string(tag, par->codec_tag);
+        if (par->codec_id == AV_CODEC_ID_NONE)
+            rc = vfi_fail(err, VF_ERR_UNSUPPORTED, "unsupported video codec%s%s%s",
+                          tag[0] ? " (FourCC '" : " (unknown to FFmpeg)", tag, tag[0] ? "')" : "");
+        else
+            rc = vfi_fail(err, VF_ERR_UNSUPPORTED,
+                          "unsupported video codec: this FFmpeg has no decoder for %s",
+                          avcodec_get_name(par->codec_id));
+        return rc;
+    }
+    *codec_out = codec;
+    *si_out = si;
+    return VF_OK;
+}
+
+/* The decoder of stream st opened (on the hardware device where one is given and can), threads
+ * and the pixel bound set; a frame size it cannot use fails. */
+static vf_status open_codec(vf_decoder *d, const char *path, const AVCodec *codec, AVStream *st,
+                            int64_t max_pixels, vf_err *err)
+{
+    char eb[AV_ERROR_MAX_STRING_SIZE];
+    vf_status rc = VF_OK;
+    d->dec = avcodec_alloc_context3(codec);
+    d->pkt = av_packet_alloc();
+    d->tmp = av_frame_alloc();
+    if (!d->dec || !d->pkt || !d->tmp)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    snprintf(d->meta.codec, sizeof(d->meta.codec), "%s", codec->name);
+    d->hw_fmt = d->o.hw ? vfi_hwdev_format(codec, d->o.hw) : AV_PIX_FMT_NONE;
+    if (d->o.hw && d->hw_fmt == AV_PIX_FMT_NONE)
+        vfi_log(VF_LOG_INFO, "decode",
+                "%s: this FFmpeg cannot decode %s on %s: decoding on the CPU", path, codec->name,
+                vfi_hwdev_name(d->o.hw));
+    if (d->hw_fmt != AV_PIX_FMT_NONE && !(d->sw = av_frame_alloc()))
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    int ret = avcodec_parameters_to_context(d->dec, st->codecpar);
+    if (ret >= 0 && d->hw_fmt != AV_PIX_FMT_NONE) {
+        d->dec->opaque = d;
+        d->dec->get_format = pick_format;
+        if (!(d->dec->hw_device_ctx = av_buffer_ref(vfi_hwdev_context(d->o.hw))))
+            ret = AVERROR(ENOMEM);
+    }
+    if (ret >= 0) {
+        d->dec->thread_count = d->o.threads;
+        /* the device decodes one frame at a time; frame threads would only hold more of its
+         * surfaces */
+        d->dec->thread_type =
+            d->hw_fmt != AV_PIX_FMT_NONE ? FF_THREAD_SLICE : FF_THREAD_FRAME | FF_THREAD_SLICE;
+        d->dec->pkt_timebase = st->time_base;
+        d->dec->max_pixels = max_pixels;
+        ret = avcodec_open2(d->dec, codec, NULL);
+    }
+    if (ret < 0)
+        return vfi_fail(err, VF_ERR_DECODE, "cannot open the %s decoder: %s", codec->name,
+                        vfi_ff_err(ret, eb, sizeof(eb)));
+    if (st->codecpar->width < 1 || st->codecpar->height < 1 || st->codecpar->width > 32768 ||
+        st->codecpar->height > 32768) {
+        /* the decoder's own reason where it gave one ("Picture size 65535x65535 is invalid"):
+         * the size it read is then not known here (0x0) */
+        if (!st->codecpar->width && vfi_ff_first_error()[0])
+            rc = vfi_fail(err, VF_ERR_DECODE, "unusable frame size: %s", vfi_ff_first_error());
+        else
+            rc = vfi_fail(err, VF_ERR_DECODE, "unusable frame size %dx%d", st->codecpar->width,
+                          st->codecpar->height);
+        return rc;
+    }
+    return VF_OK;
+}
+
+/* What the file says of stream st (index si): size, rotation, pixel format, rate, duration,
+ * frames, start, into d->meta. */
+static void fill_meta(vf_decoder *d, const AVStream *st, int si)
+{
+    vf_video_meta *m = &d->meta;
+    m->width = st->codecpar->width;
+    m->height = st->codecpar->height;
+    m->rotation = stream_rotation(st);
+    m->stream_index = si;
+    const char *pf = av_get_pix_fmt_name((enum AVPixelFormat)st->codecpar->format);
+    snprintf(m->pix_fmt, sizeof(m->pix_fmt), "%s", pf ? pf : "unknown");
+    AVRational fr =
+        st->avg_frame_rate.num && st->avg_frame_rate.den ? st->avg_frame_rate : st->r_frame_rate;
+    m->frame_rate = fr.num && fr.den ? av_q2d(fr) : 0.0;
+    m->duration = d->fmt->duration != AV_NOPTS_VALUE ? d->fmt->duration / (double)AV_TIME_BASE
+                  : st->duration != AV_NOPTS_VALUE   ? st->duration * av_q2d(d->tb)
+                                                     : 0.0;
+    m->nb_frames = st->nb_frames > 0 ? st->nb_frames : 0;
+    m->start_time = d->origin * av_q2d(d->tb);
+}
+
 vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
                            const vf_decode_opts *opts, vf_decoder **out, vf_err *err)
 {
-    char eb[AV_ERROR_MAX_STRING_SIZE];
     vf_status rc = VF_OK;
     vfi_ff_log_init();
     vf_decoder *d = vfi_calloc(1, sizeof(*d));
@@ -695,40 +820,9 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
                              max_pixels, &d->watch, d->conf, err)) < 0)
         goto fail;
     const AVCodec *codec = NULL;
-    for (unsigned i = 0; i < d->fmt->nb_streams; i++) {
-        const AVStream *st = d->fmt->streams[i];
-        d->meta.n_video_streams += st->codecpar->codec_type == AVMEDIA_TYPE_VIDEO &&
-                                   !(st->disposition & AV_DISPOSITION_ATTACHED_PIC);
-    }
-    int si = av_find_best_stream(d->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
-    if (si >= 0 && (d->fmt->streams[si]->disposition & AV_DISPOSITION_ATTACHED_PIC) &&
-        d->meta.n_video_streams == 0)
-        si = AVERROR_STREAM_NOT_FOUND; /* cover art of an audio file is not a video */
-    if (si == AVERROR_STREAM_NOT_FOUND || d->meta.n_video_streams == 0) {
-        rc = vfi_fail(err, VF_ERR_DECODE, "no video stream (%u stream%s, none of them video)",
-                      d->fmt->nb_streams, d->fmt->nb_streams == 1 ? "" : "s");
+    int si = -1;
+    if ((rc = find_stream(d, &codec, &si, err)) < 0)
         goto fail;
-    }
-    if (si >= 0 && vfi_probe_text_art(d->fmt->streams[si]->codecpar)) {
-        rc = vfi_fail(err, VF_ERR_DECODE, "not a video or image file (FFmpeg reads it as text: %s)",
-                      d->fmt->iformat->name);
-        goto fail;
-    }
-    if (si < 0 || !codec) {
-        const AVStream *st = d->fmt->streams[si >= 0 ? si : 0];
-        const AVCodecParameters *par = st->codecpar;
-        char tag[AV_FOURCC_MAX_STRING_SIZE] = "";
-        if (par->codec_tag)
-            av_fourcc_make_string(tag, par->codec_tag);
-        if (par->codec_id == AV_CODEC_ID_NONE)
-            rc = vfi_fail(err, VF_ERR_UNSUPPORTED, "unsupported video codec%s%s%s",
-                          tag[0] ? " (FourCC '" : " (unknown to FFmpeg)", tag, tag[0] ? "')" : "");
-        else
-            rc = vfi_fail(err, VF_ERR_UNSUPPORTED,
-                          "unsupported video codec: this FFmpeg has no decoder for %s",
-                          avcodec_get_name(par->codec_id));
-        goto fail;
-    }
     AVStream *st = d->fmt->streams[si];
     if ((int64_t)st->codecpar->width * st->codecpar->height > max_pixels) {
         rc = vfi_probe_pixels_refused(st->codecpar, max_pixels, err);
@@ -736,56 +830,8 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     }
     for (unsigned i = 0; i < d->fmt->nb_streams; i++)
         d->fmt->streams[i]->discard = (int)i == si ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
-    d->dec = avcodec_alloc_context3(codec);
-    d->pkt = av_packet_alloc();
-    d->tmp = av_frame_alloc();
-    if (!d->dec || !d->pkt || !d->tmp) {
-        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if ((rc = open_codec(d, path, codec, st, max_pixels, err)) < 0)
         goto fail;
-    }
-    snprintf(d->meta.codec, sizeof(d->meta.codec), "%s", codec->name);
-    d->hw_fmt = d->o.hw ? vfi_hwdev_format(codec, d->o.hw) : AV_PIX_FMT_NONE;
-    if (d->o.hw && d->hw_fmt == AV_PIX_FMT_NONE)
-        vfi_log(VF_LOG_INFO, "decode",
-                "%s: this FFmpeg cannot decode %s on %s: decoding on the CPU", path, codec->name,
-                vfi_hwdev_name(d->o.hw));
-    if (d->hw_fmt != AV_PIX_FMT_NONE && !(d->sw = av_frame_alloc())) {
-        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
-    int ret = avcodec_parameters_to_context(d->dec, st->codecpar);
-    if (ret >= 0 && d->hw_fmt != AV_PIX_FMT_NONE) {
-        d->dec->opaque = d;
-        d->dec->get_format = pick_format;
-        if (!(d->dec->hw_device_ctx = av_buffer_ref(vfi_hwdev_context(d->o.hw))))
-            ret = AVERROR(ENOMEM);
-    }
-    if (ret >= 0) {
-        d->dec->thread_count = d->o.threads;
-        /* the device decodes one frame at a time; frame threads would only hold more of its
-         * surfaces */
-        d->dec->thread_type =
-            d->hw_fmt != AV_PIX_FMT_NONE ? FF_THREAD_SLICE : FF_THREAD_FRAME | FF_THREAD_SLICE;
-        d->dec->pkt_timebase = st->time_base;
-        d->dec->max_pixels = max_pixels;
-        ret = avcodec_open2(d->dec, codec, NULL);
-    }
-    if (ret < 0) {
-        rc = vfi_fail(err, VF_ERR_DECODE, "cannot open the %s decoder: %s", codec->name,
-                      vfi_ff_err(ret, eb, sizeof(eb)));
-        goto fail;
-    }
-    if (st->codecpar->width < 1 || st->codecpar->height < 1 || st->codecpar->width > 32768 ||
-        st->codecpar->height > 32768) {
-        /* the decoder's own reason where it gave one ("Picture size 65535x65535 is invalid"):
-         * the size it read is then not known here (0x0) */
-        if (!st->codecpar->width && vfi_ff_first_error()[0])
-            rc = vfi_fail(err, VF_ERR_DECODE, "unusable frame size: %s", vfi_ff_first_error());
-        else
-            rc = vfi_fail(err, VF_ERR_DECODE, "unusable frame size %dx%d", st->codecpar->width,
-                          st->codecpar->height);
-        goto fail;
-    }
 
     d->tb = st->time_base;
     int64_t fmt_start = d->fmt->start_time;
@@ -797,21 +843,7 @@ vf_status vfi_decoder_open(const char *path, const vf_sampling *sampling,
     if (d->s.keyframes && d->numbered)
         d->dec->skip_frame = AVDISCARD_NONKEY;
 
-    vf_video_meta *m = &d->meta;
-    m->width = st->codecpar->width;
-    m->height = st->codecpar->height;
-    m->rotation = stream_rotation(st);
-    m->stream_index = si;
-    const char *pf = av_get_pix_fmt_name((enum AVPixelFormat)st->codecpar->format);
-    snprintf(m->pix_fmt, sizeof(m->pix_fmt), "%s", pf ? pf : "unknown");
-    AVRational fr =
-        st->avg_frame_rate.num && st->avg_frame_rate.den ? st->avg_frame_rate : st->r_frame_rate;
-    m->frame_rate = fr.num && fr.den ? av_q2d(fr) : 0.0;
-    m->duration = d->fmt->duration != AV_NOPTS_VALUE ? d->fmt->duration / (double)AV_TIME_BASE
-                  : st->duration != AV_NOPTS_VALUE   ? st->duration * av_q2d(d->tb)
-                                                     : 0.0;
-    m->nb_frames = st->nb_frames > 0 ? st->nb_frames : 0;
-    m->start_time = d->origin * av_q2d(d->tb);
+    fill_meta(d, st, si);
 
     d->next_t = d->s.start;
     d->start_pending = d->s.start > 0.0; /* once the first packet says if frames are numbered */
@@ -964,6 +996,172 @@ static vf_status end_of_stream(vf_decoder *d, vf_err *err)
     return VF_EOF;
 }
 
+/* vfi_decoder_next's steps return VF_OK (a frame in f), VF_EOF, an error, or AGAIN: go round
+ * again. Each that ends the input is final: the caller marks the decoder done. */
+#define AGAIN 2 /* beside VF_OK and VF_EOF (1) */
+
+/* The frame the decoder gave (in d->tmp): timed, numbered and sampled; kept into f (VF_OK),
+ * dropped (AGAIN), or past the window (VF_EOF). */
+static vf_status take_frame(vf_decoder *d, vf_frame *f, vf_err *err)
+{
+    vfi_watchdog_rearm(&d->watch);
+    int64_t pts = d->tmp->best_effort_timestamp;
+    /* A frame without a time, or whose guessed one is not after the previous frame's
+     * (a missing pts guessed from a dts that went back): the previous frame's time plus
+     * a frame's duration, so that t only increases. */
+    if (d->last_pts != AV_NOPTS_VALUE && (pts == AV_NOPTS_VALUE || pts <= d->last_pts))
+        pts = ts_add(d->last_pts, frame_ticks(d));
+    else if (pts == AV_NOPTS_VALUE)
+        pts = d->origin;
+    double t = ts_seconds(d, pts);
+    d->last_pts = pts;
+    d->errors_before_last = d->errors;
+    int64_t ordinal = d->decoded++;
+    int64_t index;
+    vf_status nrc =
+        number_frame(d, ordinal, d->tmp->pts != AV_NOPTS_VALUE ? d->tmp->pts : pts, &index, err);
+    if (nrc < 0) {
+        av_frame_unref(d->tmp);
+        return nrc;
+    }
+    int keep = d->s.keyframes && !d->numbered && !d->tmp->key_frame
+                   ? 0 /* every frame decoded: only the key frames are kept */
+                   : sample(d, t, ordinal);
+    if (keep < 0) {
+        av_frame_unref(d->tmp);
+        return VF_EOF;
+    }
+    if (!keep) {
+        av_frame_unref(d->tmp);
+        plan_skip(d, t);
+        return AGAIN;
+    }
+    if (d->hw_fmt != AV_PIX_FMT_NONE && d->tmp->format == d->hw_fmt) {
+        vf_status rc = d->o.keep_on_device ? VF_OK : download(d, err);
+        if (rc < 0)
+            return rc;
+        snprintf(d->meta.hwdec, sizeof(d->meta.hwdec), "%s", vfi_hwdev_name(d->o.hw));
+    }
+    av_frame_unref(f->av);
+    av_frame_move_ref(f->av, d->tmp);
+    f->pts = pts;
+    f->t = t;
+    f->index = index;
+    d->kept++;
+    if (d->s.max_frames > 0 && d->kept >= d->s.max_frames)
+        d->done = 1;
+    plan_skip(d, t);
+    return VF_OK;
+}
+
+/* The decoder wants input: the packet it refused last, the next packet read (skipped, held
+ * or sent), or the end (it is flushed). */
+static vf_status feed(vf_decoder *d, vf_err *err)
+{
+    int ret;
+    if (d->flushing)
+        return vfi_fail(err, VF_ERR_INTERNAL, "decoder wants input after flush");
+    if (d->pending) {
+        set_skip(d, d->pkt);
+        ret = avcodec_send_packet(d->dec, d->pkt);
+        if (ret == AVERROR(EAGAIN))
+            return vfi_fail(err, VF_ERR_INTERNAL, "decoder neither takes nor gives");
+        d->pending = 0;
+        av_packet_unref(d->pkt);
+        if (ret < 0 && d->errors++ == 0)
+            av_strerror(ret, d->first_error, sizeof(d->first_error));
+        return AGAIN;
+    }
+    ret = next_packet(d);
+    if (ret == AVERROR_EXIT)
+        return AGAIN; /* interrupted: the checks at the top of the loop say why */
+    if (ret == AVERROR(ENOMEM))
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (ret < 0 && d->skipping == SKIP_HOLDING && d->held.n) {
+        /* the end came first: the last group of pictures is decoded, then the end met */
+        if (release_held(d) < 0)
+            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        d->ahead_end = ret;
+        return AGAIN;
+    }
+    if (ret < 0) {
+        if (ret != AVERROR_EOF && ret != AVERROR(EAGAIN))
+            d->read_error = ret;
+        d->flushing = 1;
+        avcodec_send_packet(d->dec, NULL);
+        return AGAIN;
+    }
+    if (d->start_pending) {
+        d->start_pending = 0;
+        if (skip_ahead(d, d->s.start)) {
+            av_packet_unref(d->pkt); /* before the seek: counted, not decoded */
+            return AGAIN;
+        }
+    }
+    if (d->skipping == SKIP_HOLDING) {
+        vfi_watchdog_rearm(&d->watch); /* reading, not stalled */
+        if (hold_packet(d) < 0)
+            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        return AGAIN;
+    }
+    if (d->skipping && skip_ends(d, d->pkt))
+        d->skipping = SKIP_NONE;
+    if (d->skipping || (d->s.keyframes && d->numbered && !(d->pkt->flags & AV_PKT_FLAG_KEY))) {
+        if (d->skipping)
+            vfi_watchdog_rearm(&d->watch); /* reading, not stalled */
+        note_skipped(d, d->pkt);
+        av_packet_unref(d->pkt);
+        return AGAIN;
+    }
+    set_skip(d, d->pkt);
+    ret = avcodec_send_packet(d->dec, d->pkt);
+    if (ret == AVERROR(EAGAIN)) {
+        d->pending = 1; /* receive first, then send it again */
+        return AGAIN;
+    }
+    av_packet_unref(d->pkt);
+    if (ret < 0 && d->errors++ == 0) /* a corrupt packet: FFmpeg conceals what it can */
+        av_strerror(ret, d->first_error, sizeof(d->first_error));
+    /* Given only key frames, a decoder may show them out of order (H.264's picture order
+     * counts assume the frames between): each is drained on its own, then the decoder
+     * starts afresh at the next. */
+    if (d->s.keyframes && d->numbered && ret >= 0) {
+        avcodec_send_packet(d->dec, NULL);
+        d->key_drain = 1;
+    }
+    return AGAIN;
+}
+
+/* One step: the input's checks, then a frame from the decoder, or its end, or input for it. */
+static vf_status step(vf_decoder *d, vf_frame *f, vf_err *err)
+{
+    if (d->o.cancel && atomic_load(d->o.cancel))
+        return vfi_fail(err, VF_ERR_CANCELLED, "cancelled");
+    if (vfi_watchdog_expired(&d->watch))
+        return vfi_fail(err, VF_ERR_DECODE,
+                        "stalled: no frame decoded for %g s (after %lld frames)",
+                        d->o.stall_timeout, (long long)d->decoded);
+    int ret = avcodec_receive_frame(d->dec, d->tmp);
+    if (ret >= 0)
+        return take_frame(d, f, err);
+    if (ret == AVERROR_EOF && d->key_drain) { /* the key frame is out: on to the next */
+        avcodec_flush_buffers(d->dec);
+        d->key_drain = 0;
+        return AGAIN;
+    }
+    if (ret == AVERROR_EOF)
+        return end_of_stream(d, err);
+    if (ret != AVERROR(EAGAIN)) {
+        /* One frame the decoder could not make (a frame-threaded decoder says so here,
+         * others when the packet is sent): FFmpeg conceals what it can; keep going, as
+         * its command line does. Where the stream ends counts in end_of_stream. */
+        if (d->errors++ == 0)
+            av_strerror(ret, d->first_error, sizeof(d->first_error));
+        return AGAIN;
+    }
+    return feed(d, err);
+}
+
 vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
 {
     for (;;) {
@@ -973,163 +1171,11 @@ vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)
         }
         if (d->done)
             return VF_EOF;
-        if (d->o.cancel && atomic_load(d->o.cancel)) {
+        vf_status rc = step(d, f, err);
+        if (rc == AGAIN)
+            continue;
+        if (rc != VF_OK)
             d->done = 1;
-            return vfi_fail(err, VF_ERR_CANCELLED, "cancelled");
-        }
-        if (vfi_watchdog_expired(&d->watch)) {
-            d->done = 1;
-            return vfi_fail(err, VF_ERR_DECODE,
-                            "stalled: no frame decoded for %g s (after %lld frames)",
-                            d->o.stall_timeout, (long long)d->decoded);
-        }
-        int ret = avcodec_receive_frame(d->dec, d->tmp);
-        if (ret >= 0) {
-            vfi_watchdog_rearm(&d->watch);
-            int64_t pts = d->tmp->best_effort_timestamp;
-            /* A frame without a time, or whose guessed one is not after the previous frame's
-             * (a missing pts guessed from a dts that went back): the previous frame's time plus
-             * a frame's duration, so that t only increases. */
-            if (d->last_pts != AV_NOPTS_VALUE && (pts == AV_NOPTS_VALUE || pts <= d->last_pts))
-                pts = ts_add(d->last_pts, frame_ticks(d));
-            else if (pts == AV_NOPTS_VALUE)
-                pts = d->origin;
-            double t = ts_seconds(d, pts);
-            d->last_pts = pts;
-            d->errors_before_last = d->errors;
-            int64_t ordinal = d->decoded++;
-            int64_t index;
-            vf_status nrc = number_frame(
-                d, ordinal, d->tmp->pts != AV_NOPTS_VALUE ? d->tmp->pts : pts, &index, err);
-            if (nrc < 0) {
-                av_frame_unref(d->tmp);
-                d->done = 1;
-                return nrc;
-            }
-            int keep = d->s.keyframes && !d->numbered && !d->tmp->key_frame
-                           ? 0 /* every frame decoded: only the key frames are kept */
-                           : sample(d, t, ordinal);
-            if (keep < 0) {
-                av_frame_unref(d->tmp);
-                d->done = 1;
-                return VF_EOF;
-            }
-            if (!keep) {
-                av_frame_unref(d->tmp);
-                plan_skip(d, t);
-                continue;
-            }
-            if (d->hw_fmt != AV_PIX_FMT_NONE && d->tmp->format == d->hw_fmt) {
-                vf_status rc = d->o.keep_on_device ? VF_OK : download(d, err);
-                if (rc < 0) {
-                    d->done = 1;
-                    return rc;
-                }
-                snprintf(d->meta.hwdec, sizeof(d->meta.hwdec), "%s", vfi_hwdev_name(d->o.hw));
-            }
-            av_frame_unref(f->av);
-            av_frame_move_ref(f->av, d->tmp);
-            f->pts = pts;
-            f->t = t;
-            f->index = index;
-            d->kept++;
-            if (d->s.max_frames > 0 && d->kept >= d->s.max_frames)
-                d->done = 1;
-            plan_skip(d, t);
-            return VF_OK;
-        }
-        if (ret == AVERROR_EOF && d->key_drain) { /* the key frame is out: on to the next */
-            avcodec_flush_buffers(d->dec);
-            d->key_drain = 0;
-            continue;
-        }
-        if (ret == AVERROR_EOF) {
-            d->done = 1;
-            return end_of_stream(d, err);
-        }
-        if (ret != AVERROR(EAGAIN)) {
-            /* One frame the decoder could not make (a frame-threaded decoder says so here,
-             * others when the packet is sent): FFmpeg conceals what it can; keep going, as
-             * its command line does. Where the stream ends counts in end_of_stream. */
-            if (d->errors++ == 0)
-                av_strerror(ret, d->first_error, sizeof(d->first_error));
-            continue;
-        }
-        if (d->flushing)
-            return vfi_fail(err, VF_ERR_INTERNAL, "decoder wants input after flush");
-        if (d->pending) {
-            set_skip(d, d->pkt);
-            ret = avcodec_send_packet(d->dec, d->pkt);
-            if (ret == AVERROR(EAGAIN))
-                return vfi_fail(err, VF_ERR_INTERNAL, "decoder neither takes nor gives");
-            d->pending = 0;
-            av_packet_unref(d->pkt);
-            if (ret < 0 && d->errors++ == 0)
-                av_strerror(ret, d->first_error, sizeof(d->first_error));
-            continue;
-        }
-        ret = next_packet(d);
-        if (ret == AVERROR_EXIT)
-            continue; /* interrupted: the checks at the top of the loop say why */
-        if (ret == AVERROR(ENOMEM)) {
-            d->done = 1;
-            return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-        }
-        if (ret < 0 && d->skipping == SKIP_HOLDING && d->held.n) {
-            /* the end came first: the last group of pictures is decoded, then the end met */
-            if (release_held(d) < 0) {
-                d->done = 1;
-                return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-            }
-            d->ahead_end = ret;
-            continue;
-        }
-        if (ret < 0) {
-            if (ret != AVERROR_EOF && ret != AVERROR(EAGAIN))
-                d->read_error = ret;
-            d->flushing = 1;
-            avcodec_send_packet(d->dec, NULL);
-            continue;
-        }
-        if (d->start_pending) {
-            d->start_pending = 0;
-            if (skip_ahead(d, d->s.start)) {
-                av_packet_unref(d->pkt); /* before the seek: counted, not decoded */
-                continue;
-            }
-        }
-        if (d->skipping == SKIP_HOLDING) {
-            vfi_watchdog_rearm(&d->watch); /* reading, not stalled */
-            if (hold_packet(d) < 0) {
-                d->done = 1;
-                return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-            }
-            continue;
-        }
-        if (d->skipping && skip_ends(d, d->pkt))
-            d->skipping = SKIP_NONE;
-        if (d->skipping || (d->s.keyframes && d->numbered && !(d->pkt->flags & AV_PKT_FLAG_KEY))) {
-            if (d->skipping)
-                vfi_watchdog_rearm(&d->watch); /* reading, not stalled */
-            note_skipped(d, d->pkt);
-            av_packet_unref(d->pkt);
-            continue;
-        }
-        set_skip(d, d->pkt);
-        ret = avcodec_send_packet(d->dec, d->pkt);
-        if (ret == AVERROR(EAGAIN)) {
-            d->pending = 1; /* receive first, then send it again */
-            continue;
-        }
-        av_packet_unref(d->pkt);
-        if (ret < 0 && d->errors++ == 0) /* a corrupt packet: FFmpeg conceals what it can */
-            av_strerror(ret, d->first_error, sizeof(d->first_error));
-        /* Given only key frames, a decoder may show them out of order (H.264's picture order
-         * counts assume the frames between): each is drained on its own, then the decoder
-         * starts afresh at the next. */
-        if (d->s.keyframes && d->numbered && ret >= 0) {
-            avcodec_send_packet(d->dec, NULL);
-            d->key_drain = 1;
-        }
+        return rc;
     }
 }

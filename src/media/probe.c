@@ -75,6 +75,7 @@ vf_status vfi_probe_open(AVFormatContext **fmt, const char *path, const vf_archi
                          vf_confine *conf, vf_err *err)
 {
     char eb[128];
+    vfi_ff_log_init(); /* FFmpeg's lines into vidfeat's log, whichever opener comes first */
     vfi_ff_error_clear();
     int ret = vfi_confine_open(fmt, path, archive, conf, err);
     vf_status rc = vfi_confine_check(conf, err);

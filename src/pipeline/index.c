@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "vidfeat.h"
@@ -38,9 +39,14 @@
 #define TRAIN_BYTES (512.0 * 1024 * 1024) /* the training sample's floats at most */
 #define TRAIN_MAX   262144
 #define BATCH_BYTES (64 * 1024 * 1024) /* vectors added at once */
-#define HNSW_EF     128
-#define PQ_BYTES    64 /* a vector's code in the compact kind: 64 bytes + its 8-byte id */
-#define PCA_DIM     256
+/* An index file that differs from its record while it is being made again: looked at again
+ * every RECORD_WAIT_NS, up to RECORD_TRIES times, when it changed in the last RECENTLY_S. */
+#define RECORD_TRIES   40
+#define RECORD_WAIT_NS 50000000L
+#define RECENTLY_S     10.0
+#define HNSW_EF        128
+#define PQ_BYTES       64 /* a vector's code in the compact kind: 64 bytes + its 8-byte id */
+#define PCA_DIM        256
 
 /* ---- a vector's id ------------------------------------------------------------------------- */
 
@@ -173,8 +179,10 @@ static void pick_clear(index_pick *p)
 /* The file at path is the one the database recorded (sha256; NULL: none recorded, as for an
  * index built before schema 8): an index file is untrusted input, and one changed since - an id
  * map pointing elsewhere - would rank the wrong frames. Hashed through the digest cache, so an
- * unchanged file is read once. */
-static vf_status check_recorded(const char *path, const char *sha256, vf_err *err)
+ * unchanged file is read once. *changed (when not NULL): the file's status-change time (epoch
+ * seconds) when it differs, else left as it was. */
+static vf_status check_recorded_at(const char *path, const char *sha256, double *changed,
+                                   vf_err *err)
 {
     struct stat st;
     if (!sha256)
@@ -187,6 +195,8 @@ static vf_status check_recorded(const char *path, const char *sha256, vf_err *er
     vf_status rc = vfi_sha256_file_cached(path, hex, err);
     if (rc < 0)
         return rc;
+    if (strcmp(hex, sha256) && changed) /* when it was last replaced or written */
+        *changed = (double)st.st_ctim.tv_sec + 1e-9 * (double)st.st_ctim.tv_nsec;
     if (strcmp(hex, sha256))
         return vfi_fail(err, VF_ERR_STORE,
                         "%s: not the index the database recorded (its SHA-256 differs: changed "
@@ -195,22 +205,39 @@ static vf_status check_recorded(const char *path, const char *sha256, vf_err *er
     return VF_OK;
 }
 
+static vf_status check_recorded(const char *path, const char *sha256, vf_err *err)
+{
+    return check_recorded_at(path, sha256, NULL, err);
+}
+
 /* The index to search for row: the one `path` names, else the first the database records for
  * the row whose file is here; *ix NULL: none. One that is there but unusable fails. */
 vf_status vfi_index_find(vf_store *s, const vfi_held_model *row, const char *path, vfi_index **ix,
                          vf_err *err)
 {
     *ix = NULL;
-    index_pick pick = {path, NULL, NULL, 0};
-    vf_status rc = vfi_store_indexes(s, row->id, pick_index, &pick, err);
-    if (rc >= 0 && !pick.nomem && path && !pick.path && !(pick.path = vfi_strdup(path)))
-        pick.nomem = 1; /* named, but not recorded: nothing to check it against */
-    if (rc >= 0 && pick.nomem)
-        rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    if (rc >= 0 && pick.path &&
-        ((rc = check_recorded(pick.path, pick.sha256, err)) < 0 ||
-         (rc = vfi_index_open(pick.path, row, 1, ix, err)) < 0) &&
-        rc != VF_ERR_NOMEM && !strstr(err->msg, "--exact"))
+    index_pick pick;
+    vf_status rc;
+    for (int tries = 0;; tries++) {
+        pick = (index_pick){path, NULL, NULL, 0};
+        rc = vfi_store_indexes(s, row->id, pick_index, &pick, err);
+        if (rc >= 0 && !pick.nomem && path && !pick.path && !(pick.path = vfi_strdup(path)))
+            pick.nomem = 1; /* named, but not recorded: nothing to check it against */
+        if (rc >= 0 && pick.nomem)
+            rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+        double changed = -1.0;
+        if (rc >= 0 && pick.path)
+            rc = check_recorded_at(pick.path, pick.sha256, &changed, err);
+        /* vidfeat index renames a new file into place a moment before it records it: a file
+         * that differs, replaced in the last seconds, is given that moment */
+        if (rc >= 0 || changed < 0 || tries >= RECORD_TRIES || vfi_epoch_s() - changed > RECENTLY_S)
+            break;
+        pick_clear(&pick);
+        nanosleep(&(struct timespec){0, RECORD_WAIT_NS}, NULL);
+    }
+    if (rc >= 0 && pick.path && (rc = vfi_index_open(pick.path, row, 1, ix, err)) >= 0)
+        rc = VF_OK;
+    if (rc < 0 && rc != VF_ERR_NOMEM && pick.path && !strstr(err->msg, "--exact"))
         snprintf(err->msg + strlen(err->msg), sizeof(err->msg) - strlen(err->msg),
                  " (vidfeat index --rebuild makes it anew; --exact searches without it)");
     pick_clear(&pick);
@@ -507,18 +534,125 @@ void vf_search_restart(char **argv)
     vfi_ann_blas_restart(argv);
 }
 
+/* vf_db_index's phases. What the database no longer holds done leaves ix: removed, or hidden
+ * where the index cannot remove (counted in rep->removed either way). */
+static vf_status drop_gone(vfi_index *ix, const listing *done, vf_index_report *rep, vf_err *err)
+{
+    for (int64_t i = 0; i < ix->n_ext; i++) {
+        ext_entry *e = &ix->ext[i];
+        if (in_listing(done, e->id) || (e->flags & FLAG_HIDDEN))
+            continue;
+        int64_t removed = 0;
+        vf_err why;
+        vf_status rc = vfi_ann_remove_range(ix->ann, e->id << EXT_BITS, (e->id + 1) << EXT_BITS,
+                                            &removed, &why);
+        if (rc == VF_ERR_UNSUPPORTED) {
+            e->flags |= FLAG_HIDDEN;
+            rep->removed += e->vectors;
+            continue;
+        }
+        if (rc < 0)
+            return vfi_fail(err, rc, "%s: %s", ix->path, why.msg);
+        rep->removed += removed;
+        e->vectors = -1; /* dropped below */
+    }
+    int64_t kept = 0;
+    for (int64_t i = 0; i < ix->n_ext; i++)
+        if (ix->ext[i].vectors >= 0)
+            ix->ext[kept++] = ix->ext[i];
+    ix->n_ext = kept;
+    return VF_OK;
+}
+
+/* The done extractions ix does not hold, their vectors read from s and added (rep->added,
+ * rep->add_s). */
+static vf_status add_lacking(vf_store *s, const vfi_held_model *row, const listing *done,
+                             const vf_index_opts *o, vfi_index *ix, vf_index_report *rep,
+                             vf_err *err)
+{
+    listing lacks = {0};
+    for (int64_t i = 0; i < done->n && !lacks.nomem; i++)
+        if (!vfi_index_ext_find(ix, done->v[i].id))
+            list_ext(&lacks, done->v[i].id, done->v[i].vectors);
+    if (lacks.nomem) {
+        vfi_free(lacks.v);
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    }
+    if (!lacks.n)
+        return VF_OK;
+    double t1 = vfi_now_s();
+    int64_t batch = BATCH_BYTES / ((int64_t)row->dim * 4);
+    pass p = {.row = row,
+              .want_from = &lacks,
+              .ix = ix,
+              .err = err,
+              .o = o,
+              .of = lacks.vectors,
+              .cap = batch < 1 ? 1 : batch,
+              .cur_ext = -1};
+    p.buf = vfi_mallocarray((size_t)p.cap * (size_t)row->dim, sizeof(float));
+    p.ids = vfi_mallocarray((size_t)p.cap, sizeof(int64_t));
+    vf_status rc = p.buf && p.ids ? VF_OK : vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    if (rc >= 0)
+        rc = vfi_store_vectors(s, row->id, row->f16, row->dim, want_listed, take_vector, &p, err);
+    if (rc >= 0)
+        rc = flush_batch(&p);
+    rep->added = p.total;
+    rep->add_s = vfi_now_s() - t1;
+    vfi_free(lacks.v);
+    vfi_free(p.buf);
+    vfi_free(p.ids);
+    if (rc >= 0)
+        qsort(ix->ext, (size_t)ix->n_ext, sizeof(*ix->ext), vfi_index_ext_cmp);
+    return rc;
+}
+
+/* ix written whole to its file, then recorded in the database (its reader *s closed first, for
+ * the writer), for similar to find; rep gets the path, kind, size and counts. */
+static vf_status write_and_record(const char *db_path, vf_store **s, const vfi_held_model *row,
+                                  vfi_index *ix, vf_index_report *rep, vf_err *err)
+{
+    char shown[512];
+    vfi_store_display(db_path, shown, sizeof(shown));
+    vf_status rc = vfi_index_write(ix, row, ix->path, shown, &rep->bytes, err);
+    if (rc < 0)
+        return rc;
+    char now[32], host[256] = "";
+    vfi_now_iso(now, sizeof(now));
+    gethostname(host, sizeof(host) - 1);
+    char sha[65];
+    if ((rc = vfi_sha256_file_cached(ix->path, sha, err)) < 0) /* as written, renamed into place */
+        return rc;
+    vf_store_index rec = {ix->path, row->id, ix->kind, vfi_index_vectors(ix), vfi_index_files(ix),
+                          now,      host,    sha};
+    vfi_store_close(s);
+    vf_store *w = NULL;
+    if ((rc = vfi_store_open(db_path, VF_STORE_WRITE, &w, err)) < 0 ||
+        (rc = vfi_store_index_put(w, &rec, err)) < 0) {
+        snprintf(err->msg + strlen(err->msg), sizeof(err->msg) - strlen(err->msg),
+                 " (the index %s is written but not recorded: similar needs --index)", ix->path);
+        vfi_store_close(&w);
+        return rc;
+    }
+    vfi_store_close(&w);
+    snprintf(rep->path, sizeof(rep->path), "%s", ix->path);
+    snprintf(rep->kind, sizeof(rep->kind), "%s", ix->kind);
+    rep->vectors = rec.vectors;
+    rep->files = rec.files;
+    return VF_OK;
+}
+
 vf_status vf_db_index(const char *db_path, const vf_config *cfg, const vf_index_opts *o,
                       vf_index_report *out, char *errbuf, size_t errbuf_size)
 {
     vf_err err = {0};
     vf_status rc = VF_OK;
-    vf_store *s = NULL, *w = NULL;
+    vf_store *s = NULL;
     vfi_held rows = {0};
     const vfi_held_model *row = NULL;
     vfi_index *ix = NULL;
     listing done = {0};
     char *path = NULL;
-    pass p = {0};
     vf_index_opts none = {0};
     vf_index_report rep;
     memset(&rep, 0, sizeof(rep));
@@ -591,109 +725,20 @@ vf_status vf_db_index(const char *db_path, const vf_config *cfg, const vf_index_
                             &rep.train_s, &err)) < 0)
             goto done;
     }
-    /* what the database no longer holds done goes: removed, or hidden where it cannot be */
-    for (int64_t i = 0; i < ix->n_ext; i++) {
-        ext_entry *e = &ix->ext[i];
-        if (in_listing(&done, e->id) || (e->flags & FLAG_HIDDEN))
-            continue;
-        int64_t removed = 0;
-        vf_err why;
-        rc = vfi_ann_remove_range(ix->ann, e->id << EXT_BITS, (e->id + 1) << EXT_BITS, &removed,
-                                  &why);
-        if (rc == VF_ERR_UNSUPPORTED) {
-            e->flags |= FLAG_HIDDEN;
-            rep.removed += e->vectors;
-            rc = VF_OK;
-            continue;
-        }
-        if (rc < 0) {
-            rc = vfi_fail(&err, rc, "%s: %s", path, why.msg);
-            goto done;
-        }
-        rep.removed += removed;
-        e->vectors = -1; /* dropped below */
-    }
-    int64_t kept = 0;
-    for (int64_t i = 0; i < ix->n_ext; i++)
-        if (ix->ext[i].vectors >= 0)
-            ix->ext[kept++] = ix->ext[i];
-    ix->n_ext = kept;
-    /* what it lacks: the done extractions it does not hold */
-    listing lacks = {0};
-    for (int64_t i = 0; i < done.n; i++) {
-        if (vfi_index_ext_find(ix, done.v[i].id))
-            continue;
-        if (list_ext(&lacks, done.v[i].id, done.v[i].vectors), lacks.nomem) {
-            vfi_free(lacks.v);
-            rc = vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-    }
-    if (lacks.n) {
-        double t1 = vfi_now_s();
-        int64_t batch = BATCH_BYTES / ((int64_t)row->dim * 4);
-        p = (pass){.row = row,
-                   .want_from = &lacks,
-                   .ix = ix,
-                   .err = &err,
-                   .o = o,
-                   .of = lacks.vectors,
-                   .cap = batch < 1 ? 1 : batch,
-                   .cur_ext = -1};
-        p.buf = vfi_mallocarray((size_t)p.cap * (size_t)row->dim, sizeof(float));
-        p.ids = vfi_mallocarray((size_t)p.cap, sizeof(int64_t));
-        rc = p.buf && p.ids ? VF_OK : vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
-        if (rc >= 0)
-            rc = vfi_store_vectors(s, row->id, row->f16, row->dim, want_listed, take_vector, &p,
-                                   &err);
-        if (rc >= 0)
-            rc = flush_batch(&p);
-        rep.added = p.total;
-        rep.add_s = vfi_now_s() - t1;
-        vfi_free(lacks.v);
-        if (rc < 0)
-            goto done;
-        qsort(ix->ext, (size_t)ix->n_ext, sizeof(*ix->ext), vfi_index_ext_cmp);
-    } else {
-        vfi_free(lacks.v);
-    }
-    char shown[512];
-    vfi_store_display(db_path, shown, sizeof(shown));
-    if ((rc = vfi_index_write(ix, row, path, shown, &rep.bytes, &err)) < 0)
+    if ((rc = drop_gone(ix, &done, &rep, &err)) < 0 ||
+        (rc = add_lacking(s, row, &done, o, ix, &rep, &err)) < 0 ||
+        (rc = write_and_record(db_path, &s, row, ix, &rep, &err)) < 0)
         goto done;
-    /* recorded in the database, for similar to find */
-    char now[32], host[256] = "";
-    vfi_now_iso(now, sizeof(now));
-    gethostname(host, sizeof(host) - 1);
-    char sha[65];
-    if ((rc = vfi_sha256_file_cached(path, sha, &err)) < 0) /* as written, renamed into place */
-        goto done;
-    vf_store_index rec = {path, row->id, ix->kind, vfi_index_vectors(ix), vfi_index_files(ix),
-                          now,  host,    sha};
-    vfi_store_close(&s);
-    if ((rc = vfi_store_open(db_path, VF_STORE_WRITE, &w, &err)) < 0 ||
-        (rc = vfi_store_index_put(w, &rec, &err)) < 0) {
-        snprintf(err.msg + strlen(err.msg), sizeof(err.msg) - strlen(err.msg),
-                 " (the index %s is written but not recorded: similar needs --index)", path);
-        goto done;
-    }
-    snprintf(rep.path, sizeof(rep.path), "%s", path);
-    snprintf(rep.kind, sizeof(rep.kind), "%s", ix->kind);
-    rep.vectors = rec.vectors;
-    rep.files = rec.files;
 done:
     rep.seconds = vfi_now_s() - t0;
     if (out)
         *out = rep;
     if (rc < 0 && errbuf && errbuf_size)
         snprintf(errbuf, errbuf_size, "%s", err.msg);
-    vfi_free(p.buf);
-    vfi_free(p.ids);
     vfi_free(done.v);
     vfi_free(path);
     vfi_index_free(&ix);
     vfi_held_free(&rows);
-    vfi_store_close(&w);
     vfi_store_close(&s);
     return rc;
 }

@@ -134,6 +134,38 @@ int64_t vfi_index_files(const vfi_index *ix)
     return n;
 }
 
+/* The ANN index's ids against the table of what it covers: each must be of an extraction the
+ * table holds, as many of each as the table says, so that what a search answers is a row the
+ * index covers, never nothing because the file said so. */
+typedef struct id_check {
+    const vfi_index *ix;
+    int64_t *count; /* per table entry: its ids seen */
+} id_check;
+
+static int check_id(void *user, int64_t id)
+{
+    id_check *c = user;
+    const ext_entry *e = vfi_index_ext_find(c->ix, id >> 32);
+    if (!e)
+        return 1;
+    int64_t *n = &c->count[e - c->ix->ext];
+    return ++*n > e->vectors;
+}
+
+/* 0 when every id is of an extraction the table covers, as many as it says; 1 when not; -1 out
+ * of memory. */
+static int ids_outside(const vfi_index *ix)
+{
+    id_check c = {ix, vfi_calloc((size_t)ix->n_ext + 1, sizeof(int64_t))};
+    if (!c.count)
+        return -1;
+    int rc = vfi_ann_each_id(ix->ann, check_id, &c);
+    for (int i = 0; !rc && i < ix->n_ext; i++)
+        rc = c.count[i] != ix->ext[i].vectors;
+    vfi_free(c.count);
+    return rc;
+}
+
 /* Does the header describe the model row `row`? (The row's id, file, layer, size, dtype and
  * preprocessing: an index copied beside another database, or of another layer, does not.) */
 static vf_status check_model(const vf_json *m, const vfi_held_model *row, const char *path,
@@ -241,6 +273,15 @@ vf_status vfi_index_open(const char *path, const vfi_held_model *row, int with_a
             rc = vfi_fail(err, VF_ERR_STORE,
                           "%s: a damaged index (it holds %lld vectors, its table says %lld)", path,
                           (long long)vfi_ann_count(ix->ann), (long long)held);
+            goto fail;
+        }
+        int outside = ids_outside(ix);
+        if (outside) {
+            rc = outside < 0 ? vfi_fail(err, VF_ERR_NOMEM, "out of memory")
+                             : vfi_fail(err, VF_ERR_STORE,
+                                        "%s: a damaged index (its vectors name rows it does not "
+                                        "cover); vidfeat index builds it again",
+                                        path);
             goto fail;
         }
     }

@@ -231,7 +231,7 @@ static vf_status load(vf_store *s, const vfi_held_model *row, const int64_t *wan
                       int64_t frames, int copies, vec_set *set, vf_err *err)
 {
     double bytes = (double)frames * row->dim * sizeof(float);
-    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    double phys = vfi_mem_usable();
     if (phys > 0 && copies * bytes > MEMORY_SHARE * phys)
         return vfi_fail(err, VF_ERR_NOMEM,
                         "%lld vectors of %d floats (%.1f GB, %d cop%s) are more than this "
@@ -467,9 +467,17 @@ static vf_status align_pairs(candidate *c, int64_t n, const vec_set *as, const v
                 break;
             }
             out->v = grown;
-            out->v[out->n++] =
-                (vf_match){a->path,      b->path,      seg[k].a_start, seg[k].a_end, seg[k].b_start,
-                           seg[k].b_end, seg[k].score, seg[k].speed,   seg[k].frames};
+            out->v[out->n++] = (vf_match){a->path,
+                                          b->path,
+                                          seg[k].a_start,
+                                          seg[k].a_end,
+                                          seg[k].b_start,
+                                          seg[k].b_end,
+                                          seg[k].score,
+                                          seg[k].speed,
+                                          seg[k].frames,
+                                          a->n ? as->t[a->first + a->n - 1] : 0.0,
+                                          b->n ? bs->t[b->first + b->n - 1] : 0.0};
         }
     }
     vfi_free(seg);
@@ -502,7 +510,7 @@ static vf_status query_set(vf_store *s, const vf_config *cfg, const vfi_held_mod
     int found = 0;
     vf_status rc = probe ? VF_OK : vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     if (rc >= 0)
-        rc = vfi_store_vector_at(s, row->id, row->f16, video, 0.0, probe, row->dim, &ref, &found,
+        rc = vfi_store_vector_at(s, row->id, row->f16, video, 0, 0.0, probe, row->dim, &ref, &found,
                                  err);
     vfi_free(probe);
     if (rc < 0)
@@ -523,6 +531,39 @@ static vf_status query_set(vf_store *s, const vf_config *cfg, const vfi_held_mod
     }
     vfi_query_frames_free(&f);
     return rc;
+}
+
+/* An exact index in memory of the archive's vectors (arch), beside them: twice their size. */
+static vf_status exact_index(const vfi_held_model *row, const vec_set *arch, vfi_index **ix,
+                             vf_err *err)
+{
+    vf_store_ref *ids = vfi_mallocarray((size_t)arch->n + 1, sizeof(*ids));
+    if (!ids)
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < arch->n_f; i++)
+        for (int64_t k = arch->f[i].first; k < arch->f[i].first + arch->f[i].n; k++)
+            ids[k] = (vf_store_ref){arch->f[i].ext, arch->frame[k], 0, 0.0};
+    vf_status rc = vfi_index_memory(row->dim, arch->n, arch->vec, ids, ix, err);
+    vfi_free(ids);
+    return rc;
+}
+
+/* The candidates' b frames, read as the files they name (b), from their indexes to their
+ * positions in b, with exact cosines; those under `least`, or showing nothing, dropped. */
+static void exact_b(candidates *c, const vec_set *qs, const vec_set *b, double least)
+{
+    int64_t kept = 0;
+    for (int64_t i = 0; i < c->n; i++) {
+        const vec_file *f = set_find(b, c->v[i].b_ext);
+        int64_t pos = f ? set_frame(b, f, c->v[i].b) : -1;
+        if (pos < 0 || b->flat[pos])
+            continue;
+        c->v[i].b = pos;
+        c->v[i].sim = (float)cosine(qs->vec + c->v[i].a * qs->dim, b->vec + pos * b->dim, b->dim);
+        if (c->v[i].sim >= least)
+            c->v[kept++] = c->v[i];
+    }
+    c->n = kept;
 }
 
 vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const vf_match_query *q,
@@ -579,20 +620,8 @@ vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const vf_matc
         rc = load(s, row, NULL, 0, all_vectors, ix ? 1 : 2, &arch, &err);
     if (rc < 0)
         goto done;
-    if (!ix) {
-        vf_store_ref *ids = vfi_mallocarray((size_t)arch.n + 1, sizeof(*ids));
-        if (!ids) {
-            rc = vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        for (int i = 0; i < arch.n_f; i++)
-            for (int64_t k = arch.f[i].first; k < arch.f[i].first + arch.f[i].n; k++)
-                ids[k] = (vf_store_ref){arch.f[i].ext, arch.frame[k], 0, 0.0};
-        rc = vfi_index_memory(row->dim, arch.n, arch.vec, ids, &ix, &err);
-        vfi_free(ids);
-        if (rc < 0)
-            goto done;
-    }
+    if (!ix && (rc = exact_index(row, &arch, &ix, &err)) < 0)
+        goto done;
     /* frames that show nothing, by the model's own vectors of uniform images */
     int n_refs = 0;
     vf_err why = {0};
@@ -639,20 +668,8 @@ vf_status vf_db_matches(const char *db_path, const vf_config *cfg, const vf_matc
             goto done;
         b = &bs;
     }
-    if (b == &bs) { /* b's frames from their indexes to their positions, exact cosines */
-        int64_t kept = 0;
-        for (int64_t i = 0; i < c.n; i++) {
-            const vec_file *f = set_find(b, c.v[i].b_ext);
-            int64_t pos = f ? set_frame(b, f, c.v[i].b) : -1;
-            if (pos < 0 || b->flat[pos])
-                continue;
-            c.v[i].b = pos;
-            c.v[i].sim = (float)cosine(qs.vec + c.v[i].a * qs.dim, b->vec + pos * b->dim, b->dim);
-            if (c.v[i].sim >= o.min_similarity - EXACT_SLACK)
-                c.v[kept++] = c.v[i];
-        }
-        c.n = kept;
-    }
+    if (b == &bs)
+        exact_b(&c, &qs, &bs, o.min_similarity - EXACT_SLACK);
     if (c.n > 1) /* none: c.v may be NULL, which qsort may not be given */
         qsort(c.v, (size_t)c.n, sizeof(*c.v), cmp_candidate);
     if ((rc = align_pairs(c.v, c.n, queries, b, &o, &out, &st.pairs, &err)) < 0)

@@ -134,11 +134,28 @@ static vf_status check_root(const vf_pipeline *p, const vf_work *w, vf_err *err)
 typedef struct input {
     vf_decoder *dec;
     vf_patches *snd;
-    int64_t kept; /* patches handed out */
+    int64_t kept;    /* patches handed out */
+    double limit_s;  /* the time it may run (max_duration); 0: no bound */
+    int limit_given; /* limit_s is the config's, not the default by size */
 } input;
+
+#define DEFAULT_DURATION_S (3600.0) /* an hour, and an hour a megabyte of the file */
+
+/* How long the file at path may run: the config's bound, else the default one by its size. */
+static double duration_limit(const vf_pipeline *p, const char *path)
+{
+    if (p->cfg.max_duration != 0.0)
+        return p->cfg.max_duration > 0.0 ? p->cfg.max_duration : 0.0;
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0.0; /* its size unknown (a stream, a device): no bound of its own */
+    return DEFAULT_DURATION_S * (1.0 + (double)st.st_size / 1e6);
+}
 
 static vf_status open_input(vf_pipeline *p, const char *path, input *in, vf_err *err)
 {
+    in->limit_s = duration_limit(p, path);
+    in->limit_given = p->cfg.max_duration > 0.0;
     if (p->audio) {
         vf_audio_opts o = {.stall_timeout = p->cfg.stall_timeout,
                            .cancel = &p->cancel,
@@ -166,11 +183,28 @@ static vf_video_meta input_meta(const input *in)
     return m;
 }
 
+/* A frame or patch at t (seconds into the file) past the file's bound fails it. */
+static vf_status within_limit(const input *in, double t, vf_err *err)
+{
+    if (in->limit_s <= 0.0 || !(t > in->limit_s))
+        return VF_OK;
+    int h = (int)(in->limit_s / 3600.0), m = (int)(in->limit_s / 60.0) % 60;
+    return vfi_fail(err, VF_ERR_DECODE,
+                    "runs past %d:%02d:%02.0f of picture or sound, %s: not read further "
+                    "(--max-duration sets the bound)",
+                    h, m, in->limit_s - 3600.0 * h - 60.0 * m,
+                    in->limit_given ? "the bound given"
+                                    : "more than its size allows (an hour, and an hour a "
+                                      "megabyte of the file)");
+}
+
 /* The next frame (or patch) of the file into fi: VF_OK, VF_EOF, or a failure. */
 static vf_status next_input(vf_pipeline *p, input *in, frame_item *fi, vf_err *err)
 {
-    if (in->dec)
-        return vfi_decoder_next(in->dec, &fi->f, err);
+    if (in->dec) {
+        vf_status rc = vfi_decoder_next(in->dec, &fi->f, err);
+        return rc == VF_OK ? within_limit(in, fi->f.t, err) : rc;
+    }
     vf_patch where;
     vf_status rc;
     do /* --start: the patches that start at or after it */
@@ -180,6 +214,8 @@ static vf_status next_input(vf_pipeline *p, input *in, frame_item *fi, vf_err *e
         rc = VF_EOF;
     if (rc == VF_OK && p->cfg.max_frames > 0 && in->kept >= p->cfg.max_frames)
         rc = VF_EOF;
+    if (rc == VF_OK)
+        rc = within_limit(in, where.t, err);
     if (rc == VF_OK) {
         in->kept++;
         fi->f.index = where.index;
@@ -226,7 +262,7 @@ static int decode_file(lane *ln, vf_work *w)
     struct stat st;
     memset(&st, 0, sizeof(st));
     end->t_open = vfi_now_s();
-    input in = {NULL, NULL, 0};
+    input in = {.dec = NULL};
     vf_err err = {VF_OK, ""};
     vf_status rc;
     if ((rc = check_root(p, w, &err)) < 0)
@@ -351,18 +387,6 @@ static void *decode_thread(void *arg)
 
 /* ---- convert thread and its workers ----------------------------------------------------- */
 
-/* Floats of one converted picture (3 x S x S). */
-static size_t slot_floats(const vf_pipeline *p)
-{
-    return (size_t)3 * p->info.input_size * p->info.input_size;
-}
-
-/* Floats of one row of a batch: a picture, or a clip model's window of them. */
-static size_t row_floats(const vf_pipeline *p)
-{
-    return vfi_extractor_input_floats(&p->info);
-}
-
 /* The batch being filled, taken from the free pool when needed; NULL when stopping. */
 static batch_item *current_batch(lane *ln, batch_item **b)
 {
@@ -396,7 +420,7 @@ typedef struct convert_worker {
 static vf_status convert_frame(vf_pipeline *p, convert_worker *w, frame_item *fi, vf_err *err)
 {
     vf_backend *be = vfi_extractor_backend(p->ex);
-    const size_t slot = slot_floats(p);
+    const size_t slot = vfi_pl_slot_floats(p);
     float *row = (float *)fi->b->images + (size_t)fi->slot * slot;
     vf_status rc;
     if (be->ops->convert && !fi->b->host) {
@@ -451,24 +475,13 @@ static void *convert_worker_thread(void *arg)
     }
 }
 
-/* Wait until the workers are done with b; 0 when the run is stopping. */
-static int wait_converted(vf_pipeline *p, batch_item *b)
-{
-    pthread_mutex_lock(&p->conv_lock);
-    while (b->pending > 0 && !atomic_load(&p->cancel))
-        pthread_cond_wait(&p->conv_done, &p->conv_lock);
-    int done = b->pending == 0;
-    pthread_mutex_unlock(&p->conv_lock);
-    return done;
-}
-
 /* After wait_converted: account the rows converted since the last settle (all of the current
  * file: every END settles) to *busy, and drop the ones that failed - their rows, their
  * per-frame-baseline tokens - keeping the first error in *file_err. 0 when the rows could not
  * be moved (the run is then stopping). */
 static int settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err)
 {
-    const size_t slot = row_floats(p);
+    const size_t slot = vfi_pl_row_floats(p);
     vf_backend *be = vfi_extractor_backend(p->ex);
     int dropped = 0;
     for (int i = b->settled; i < b->n; i++) {
@@ -510,113 +523,6 @@ static int settle(vf_pipeline *p, batch_item *b, double *busy, vf_err *file_err)
     return 1;
 }
 
-/* ---- a clip model's windows (window.h) ------------------------------------------------- */
-
-/* Hand fi to the workers to be converted into its slot of the lane's ring; a frame no window
- * holds goes back to the pool unconverted. 0 when the run is stopping. */
-static int window_frame(lane *ln, frame_item *fi, int rotation)
-{
-    int slot = vfi_windows_add(&ln->win);
-    if (slot < 0) {
-        vfi_frame_release(&fi->f);
-        return vfi_queue_push(ln->q_free_frames, fi) >= 0;
-    }
-    batch_item *r = &ln->ring;
-    fi->b = r;
-    fi->slot = slot;
-    fi->rotation = rotation;
-    r->index[slot] = fi->f.index;
-    r->pts[slot] = fi->f.pts;
-    r->t[slot] = fi->f.t;
-    pthread_mutex_lock(&ln->p->conv_lock);
-    r->pending++;
-    pthread_mutex_unlock(&ln->p->conv_lock);
-    return vfi_queue_push(ln->p->q_jobs, fi) >= 0;
-}
-
-/* The window ready after the frames so far (at_end: the file has ended; at most one is ready
- * at a time), once its frames are converted, as the next row of b: the row holds its frames,
- * its index, pts and time its first frame's, its end time its last frame's. A window with a
- * frame that failed to convert is left out, the error kept in *file_err. 0 when the run is
- * stopping. */
-static int take_window(lane *ln, batch_item *b, vf_work *work, int at_end, double *busy,
-                       vf_err *file_err)
-{
-    vf_pipeline *p = ln->p;
-    batch_item *r = &ln->ring;
-    vf_window_span span;
-    if (!vfi_windows_next(&ln->win, at_end, &span))
-        return 1;
-    if (!wait_converted(p, r))
-        return 0;
-    int failed = 0;
-    for (int k = 0; k < span.count; k++) {
-        int slot = vfi_windows_slot(&ln->win, span.first + k);
-        if (span.first + k >= ln->ring_accounted) /* the stage's time, each frame once */
-            *busy += r->conv_s[slot] / p->n_conv;
-        failed |= r->conv_rc[slot] < 0;
-    }
-    if (span.first + span.count > ln->ring_accounted)
-        ln->ring_accounted = span.first + span.count;
-    if (failed) {
-        if (file_err->code == VF_OK)
-            *file_err = r->err; /* the file fails; its other windows still count */
-        vfi_err_clear(&r->err);
-        return 1;
-    }
-    vf_backend *be = vfi_extractor_backend(p->ex);
-    float *row = (float *)b->images + (size_t)b->n * row_floats(p);
-    size_t plane = slot_floats(p) / 3;
-    if (vfi_backend_input_host(be)) {
-        vfi_windows_put(&ln->win, &span, r->images, plane, row);
-    } else {
-        vf_err err = {VF_OK, ""};
-        vfi_windows_put(&ln->win, &span, r->images, plane, ln->window_row);
-        if (vfi_backend_copy(be, NULL, row, ln->window_row, row_floats(p) * sizeof(float), 0,
-                             &err) < 0) {
-            vfi_pl_stop(p, err.code, err.msg);
-            return 0;
-        }
-    }
-    int first = vfi_windows_slot(&ln->win, span.first);
-    int last = vfi_windows_slot(&ln->win, span.first + span.count - 1);
-    b->index[b->n] = r->index[first];
-    b->pts[b->n] = r->pts[first];
-    b->t[b->n] = r->t[first];
-    b->t_end[b->n] = r->t[last];
-    b->work[b->n] = work;
-    b->conv_rc[b->n] = VF_OK;
-    b->conv_s[b->n] = 0.0;
-    b->n++;
-    return 1;
-}
-
-/* ---- an audio model's patches (sound.h) ------------------------------------------------- */
-
-/* fi's patch into the next row of b (a copy: the decode thread made its values), and fi back to
- * its pool; 0 when the run is stopping. */
-static int take_patch(lane *ln, batch_item *b, frame_item *fi)
-{
-    vf_pipeline *p = ln->p;
-    const size_t row = row_floats(p);
-    vf_err err = {VF_OK, ""};
-    double t0 = vfi_now_s();
-    if (vfi_backend_copy(vfi_extractor_backend(p->ex), NULL, (float *)b->images + b->n * row,
-                         fi->patch, row * sizeof(float), 1, &err) < 0) {
-        vfi_pl_stop(p, err.code, err.msg);
-        return 0;
-    }
-    b->conv_s[b->n] = vfi_now_s() - t0;
-    b->conv_rc[b->n] = VF_OK;
-    b->index[b->n] = fi->f.index;
-    b->pts[b->n] = fi->f.pts;
-    b->t[b->n] = fi->f.t;
-    b->t_end[b->n] = fi->t_end;
-    b->work[b->n] = fi->hdr.work;
-    b->n++;
-    return vfi_queue_push(ln->q_free_frames, fi) >= 0;
-}
-
 /* Batches are filled across file boundaries, so an archive of short clips still runs full
  * batches; per-file events ride inside them as markers, in order. Frames are handed to the
  * workers with their row, so they convert in parallel and in any order; a batch goes on once
@@ -640,7 +546,7 @@ static void *convert_thread(void *arg)
         item *h = it;
         if (h->kind == ITEM_FLUSH) {
             vfi_pl_free_event(p, it);
-            if (b && (!wait_converted(p, b) || !settle(p, b, &busy, &conv_err)))
+            if (b && (!vfi_pl_wait_converted(p, b) || !settle(p, b, &busy, &conv_err)))
                 return NULL;
             if (b && (b->n || b->n_marks)) {
                 if (vfi_queue_push(p->q_batches, b) < 0)
@@ -655,11 +561,11 @@ static void *convert_thread(void *arg)
             return NULL;
         }
         if (h->kind == ITEM_FRAME && p->info.frames) {
-            if (!window_frame(ln, it, rotation) ||
-                !take_window(ln, b, h->work, 0, &busy, &conv_err))
+            if (!vfi_pl_window_frame(ln, it, rotation) ||
+                !vfi_pl_take_window(ln, b, h->work, 0, &busy, &conv_err))
                 return NULL;
         } else if (h->kind == ITEM_FRAME && p->audio) {
-            if (!take_patch(ln, b, it))
+            if (!vfi_pl_take_patch(ln, b, it))
                 return NULL;
         } else if (h->kind == ITEM_FRAME) {
             frame_item *fi = it;
@@ -686,10 +592,10 @@ static void *convert_thread(void *arg)
                 ln->ring_accounted = 0;
             } else if (h->kind == ITEM_END) {
                 /* a clip model: the file's last window, then no frame of it left converting */
-                if (p->info.frames && (!take_window(ln, b, h->work, 1, &busy, &conv_err) ||
-                                       !wait_converted(p, &ln->ring)))
+                if (p->info.frames && (!vfi_pl_take_window(ln, b, h->work, 1, &busy, &conv_err) ||
+                                       !vfi_pl_wait_converted(p, &ln->ring)))
                     return NULL;
-                if (!wait_converted(p, b) || !settle(p, b, &busy, &conv_err))
+                if (!vfi_pl_wait_converted(p, b) || !settle(p, b, &busy, &conv_err))
                     return NULL;
                 e->convert_s = busy;
                 if (conv_err.code < 0 && e->status >= 0) {
@@ -701,7 +607,7 @@ static void *convert_thread(void *arg)
             b->marks[b->n_marks++].event = e;
         }
         if (b->n == p->info.batch_size || b->n_marks == MAX_MARKS) {
-            if (!wait_converted(p, b) || !settle(p, b, &busy, &conv_err))
+            if (!vfi_pl_wait_converted(p, b) || !settle(p, b, &busy, &conv_err))
                 return NULL;
             if (b->n == p->info.batch_size || b->n_marks == MAX_MARKS) { /* none dropped */
                 if (vfi_queue_push(p->q_batches, b) < 0)
@@ -710,7 +616,7 @@ static void *convert_thread(void *arg)
             }
         }
     }
-    if (b && (!wait_converted(p, b) || !settle(p, b, &busy, &conv_err)))
+    if (b && (!vfi_pl_wait_converted(p, b) || !settle(p, b, &busy, &conv_err)))
         return NULL;
     if (b && (b->n || b->n_marks)) {
         if (vfi_queue_push(p->q_batches, b) < 0)
@@ -842,7 +748,7 @@ static vf_status make_ring(vf_pipeline *p, lane *ln)
     r->hdr.kind = ITEM_BATCH;
     r->host = 1;
     r->lane = ln->id;
-    r->images = vfi_aligned_alloc(VF_TENSOR_ALIGN, n * slot_floats(p) * sizeof(float));
+    r->images = vfi_aligned_alloc(VF_TENSOR_ALIGN, n * vfi_pl_slot_floats(p) * sizeof(float));
     r->index = vfi_mallocarray(n, sizeof(int64_t));
     r->pts = vfi_mallocarray(n, sizeof(int64_t));
     r->t = vfi_mallocarray(n, sizeof(double));
@@ -851,7 +757,8 @@ static vf_status make_ring(vf_pipeline *p, lane *ln)
     if (!r->images || !r->index || !r->pts || !r->t || !r->conv_rc || !r->conv_s)
         return VF_ERR_NOMEM;
     if (!vfi_backend_input_host(vfi_extractor_backend(p->ex)) &&
-        !(ln->window_row = vfi_aligned_alloc(VF_TENSOR_ALIGN, row_floats(p) * sizeof(float))))
+        !(ln->window_row =
+              vfi_aligned_alloc(VF_TENSOR_ALIGN, vfi_pl_row_floats(p) * sizeof(float))))
         return VF_ERR_NOMEM;
     ln->win.frames = p->info.frames;
     ln->win.stride = p->window_stride;
@@ -863,7 +770,7 @@ static vf_status make_run(vf_pipeline *p)
 {
     int depth = p->cfg.queue_depth > 0 ? p->cfg.queue_depth : DEFAULT_QUEUE_DEPTH;
     int bs = p->info.batch_size, dim = p->info.feature_dim;
-    size_t slot = row_floats(p);
+    size_t slot = vfi_pl_row_floats(p);
     /* one lane per file at most; the per-frame baseline takes one frame at a time */
     int files = p->source->size_hint;
     p->n_lanes = p->cfg.no_overlap                      ? 1
@@ -1085,6 +992,33 @@ static vf_status check_sound(vf_pipeline *p, const vf_config *cfg)
     return VF_OK;
 }
 
+/* The batch inputs a run holds (make_run's pools, for as many lanes as it may open, and the
+ * windows' rings) against the memory this process may use: a batch too large is refused as
+ * the run starts, saying what fits, rather than committed (the machine swapping) and failed
+ * midway. */
+#define BATCH_MEMORY_SHARE 0.5 /* of the usable memory the batch inputs may take */
+
+static vf_status check_batch_memory(vf_pipeline *p)
+{
+    int depth = p->cfg.queue_depth > 0 ? p->cfg.queue_depth : DEFAULT_QUEUE_DEPTH;
+    double batches = depth + 2 + p->lanes_wanted;
+    double row = (double)vfi_pl_row_floats(p) * sizeof(float);
+    double ring = p->info.frames ? (double)p->lanes_wanted * p->info.frames *
+                                       (double)vfi_pl_slot_floats(p) * sizeof(float)
+                                 : 0.0;
+    double need = batches * p->info.batch_size * row + ring, usable = vfi_mem_usable();
+    if (usable <= 0.0 || need <= BATCH_MEMORY_SHARE * usable)
+        return VF_OK;
+    double fits = (BATCH_MEMORY_SHARE * usable - ring) / (batches * row);
+    const char *what = p->info.frames ? "windows" : p->audio ? "patches" : "frames";
+    return vfi_fail(&p->err, VF_ERR_NOMEM,
+                    "%s: a batch of %d %s: the %.0f batches in flight take %.1f GB, more than "
+                    "half of the %.1f GB this process may use; a batch of %d or fewer fits "
+                    "(--batch)",
+                    p->info.path ? p->info.path : "the model", p->info.batch_size, what, batches,
+                    need / 1e9, usable / 1e9, fits < 1.0 ? 0 : (int)fits);
+}
+
 vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
 {
     if (!out)
@@ -1106,7 +1040,7 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
         cfg->convert_threads > MAX_CONVERT_THREADS || cfg->decoders < 0 ||
         cfg->decoders > MAX_LANES || !(cfg->stall_timeout >= 0) || cfg->max_pixels < 0 ||
         cfg->max_streams < 0 || !isfinite(cfg->sample_fps) || !isfinite(cfg->start) ||
-        !isfinite(cfg->duration))
+        !isfinite(cfg->duration) || !isfinite(cfg->max_duration))
         return vfi_fail(&p->err, VF_ERR_INVALID, "invalid sampling or queue settings");
     if (cfg->db_path && !(p->db_path = vfi_strdup(cfg->db_path)))
         return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
@@ -1171,11 +1105,14 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
         if (rc < 0)
             return rc;
         if (!vfi_backend_input_host(be) &&
-            !(p->scratch[i] = vfi_aligned_alloc(VF_TENSOR_ALIGN, slot_floats(p) * sizeof(float))))
+            !(p->scratch[i] =
+                  vfi_aligned_alloc(VF_TENSOR_ALIGN, vfi_pl_slot_floats(p) * sizeof(float))))
             return vfi_fail(&p->err, VF_ERR_NOMEM, "out of memory");
     }
     /* NVDEC's frames are converted where they are when the backend can read them there */
     p->keep_on_device = p->hw && be->ops->convert && !vfi_backend_input_host(be);
+    if ((rc = check_batch_memory(p)) < 0)
+        return rc;
     if (p->db_path) {
         rc = vfi_store_open(p->db_path, VF_STORE_WRITE, &p->store, &p->err);
         if (rc < 0)

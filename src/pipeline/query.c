@@ -281,19 +281,6 @@ vf_status vfi_query_encode(vf_text_encoder *te, const vfi_held_model *row, const
     return VF_OK;
 }
 
-vf_status vfi_query_texts(const vf_config *cfg, const vfi_held_model *row, const char *db,
-                          const char *const *texts, int n, float **out, double *ms, vf_err *err)
-{
-    vf_text_encoder *te = NULL;
-    *out = NULL;
-    *ms = 0.0;
-    vf_status rc = vfi_query_text_tower(cfg, row, db, n, &te, err);
-    if (rc >= 0)
-        rc = vfi_query_encode(te, row, texts, n, out, ms, err);
-    vf_text_encoder_free(&te);
-    return rc;
-}
-
 /* Uniform pictures into images (n_refs of the model's inputs): greys, then colours. */
 static void picture_refs(const vf_model_info *info, float *images)
 {

@@ -44,9 +44,6 @@ vf_status vfi_query_text_tower(const vf_config *cfg, const vfi_held_model *row, 
  * holds no words). */
 vf_status vfi_query_encode(vf_text_encoder *te, const vfi_held_model *row, const char *const *texts,
                            int n, float **out, double *ms, vf_err *err);
-/* Both at once, the tower made for these texts and freed. */
-vf_status vfi_query_texts(const vf_config *cfg, const vfi_held_model *row, const char *db,
-                          const char *const *texts, int n, float **out, double *ms, vf_err *err);
 /* The vectors row's model gives what shows nothing, at unit length: an image or clip model's of
  * uniform images (black, white, greys, primary and mixed colours), an audio model's of silence
  * and of hiss at -70 to -40 dB of full scale (through its own front end). *n of them, row->dim

@@ -36,8 +36,9 @@ const vf_config *vfi_session_config(const vfi_session *s);
 vf_status vfi_session_similar(vfi_session *s, const vf_similar_query *q, int stored_only,
                               void (*hit)(void *user, const vf_neighbour *n), void *user,
                               vf_neighbour *src, vf_err *err);
-/* Does the database hold vectors of the session's row for the file stored as path (or another
- * name of it)? *found, and the one nearest t into *ref. */
+/* Does the database hold vectors of the session's row for the file stored as path (that name:
+ * one indexed look-up, whatever the archive's size, the file system not asked)? *found, and the
+ * one nearest t into *ref. */
 vf_status vfi_session_stored(vfi_session *s, const char *path, double t, vf_store_ref *ref,
                              int *found, vf_err *err);
 void vfi_session_free(vfi_session **ps);

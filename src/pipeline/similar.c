@@ -94,12 +94,14 @@ typedef struct reranking {
     vf_rank *rank;
     char **paths; /* by candidate */
     int nomem;
+    int found; /* candidates the database holds */
 } reranking;
 
 static vf_status rank_candidate(void *user, int i, const char *path, const vf_store_ref *ref,
                                 const float *vec)
 {
     reranking *r = user;
+    r->found++;
     vfi_rank_offer(r->rank, ref, vec);
     if (!r->paths[i] && !(r->paths[i] = vfi_strdup(path)))
         r->nomem = 1;
@@ -116,7 +118,7 @@ static vf_status search_index(vf_store *s, vfi_index *ix, vf_turns *turns,
         want = k;
     vf_store_ref *refs = vfi_mallocarray((size_t)want, sizeof(*refs));
     float *unit = vfi_mallocarray((size_t)row->dim, sizeof(float));
-    reranking r = {vfi_rank_create(q, row->dim, k), vfi_calloc((size_t)want, sizeof(char *)), 0};
+    reranking r = {vfi_rank_create(q, row->dim, k), vfi_calloc((size_t)want, sizeof(char *)), 0, 0};
     vf_status rc =
         refs && unit && r.rank && r.paths ? VF_OK : vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     if (rc >= 0) {
@@ -129,6 +131,13 @@ static vf_status search_index(vf_store *s, vfi_index *ix, vf_turns *turns,
         rc = vfi_store_vectors_at(s, row->id, row->f16, row->dim, refs, n, rank_candidate, &r, err);
     if (rc >= 0 && r.nomem)
         rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    /* candidates of extractions it covers, none of them rows of the database: its ids were
+     * not made from this database (a crafted or foreign file), not an index to answer by */
+    if (rc >= 0 && n > 0 && !r.found)
+        rc = vfi_fail(err, VF_ERR_STORE,
+                      "%s: a damaged index (its vectors name no row of the database); vidfeat "
+                      "index builds it again",
+                      vfi_index_path(ix));
     *candidates = n;
     for (int i = 0; rc >= 0 && i < vfi_rank_count(r.rank); i++) {
         double sim;
@@ -350,7 +359,7 @@ vf_status vfi_session_stored(vfi_session *ss, const char *path, double t, vf_sto
     float *vec = vfi_mallocarray((size_t)ss->row->dim, sizeof(float));
     vf_status rc = vec ? take_store(ss, &s, err) : vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     if (rc >= 0)
-        rc = vfi_store_vector_at(s, ss->row->id, ss->row->f16, path, t, vec, ss->row->dim, ref,
+        rc = vfi_store_vector_at(s, ss->row->id, ss->row->f16, path, 1, t, vec, ss->row->dim, ref,
                                  found, err);
     give_store(ss, &s, rc);
     vfi_free(vec);
@@ -385,7 +394,9 @@ vf_status vfi_session_similar(vfi_session *ss, const vf_similar_query *q, int st
         /* a file the database holds: its stored vector, and the hits leave that frame out */
         const char *path = q->image ? q->image : q->video;
         double at = q->image ? 0.0 : q->at;
-        rc = vfi_store_vector_at(s, row->id, row->f16, path, at, vecs, row->dim, &ref, &found, err);
+        /* the server's (stored_only): the name as stored, one look-up, nothing resolved */
+        rc = vfi_store_vector_at(s, row->id, row->f16, path, stored_only, at, vecs, row->dim, &ref,
+                                 &found, err);
         sound = rc >= 0;
         if (rc >= 0 && found)
             src = (vf_neighbour){path, ref.frame_index, ref.pts, ref.t, 1.0, 1, 0};

@@ -1,7 +1,8 @@
 /*
  * stages.h - a pipeline run's state, shared by the files of its stages (private to pipeline/):
- * pipeline.c (setup and teardown; the decode, convert and infer threads), stage_store.c (the
- * store thread) and stages.c (what every stage calls: stopping the run, events, tokens); and
+ * pipeline.c (setup and teardown; the decode, convert and infer threads), stage_rows.c (the
+ * convert stage's windows and patches), stage_store.c (the store thread) and stages.c (what
+ * every stage calls: stopping the run, events, tokens); and
  * query.c asks it for an audio model's front end.
  */
 #ifndef VIDFEAT_STAGES_H
@@ -169,6 +170,23 @@ void vfi_pl_free_event(vf_pipeline *p, event_item *e);
 void vfi_pl_give_tokens(vf_pipeline *p, int n);
 /* The calling helper thread (decode, convert, store) at a lower priority than inference. */
 void vfi_pl_lower_priority(void);
+
+/* stage_rows.c, for the convert thread. Floats of one converted picture (3 x S x S), and of one
+ * row of a batch (a picture, a clip model's window of them, an audio model's patch). */
+size_t vfi_pl_slot_floats(const vf_pipeline *p);
+size_t vfi_pl_row_floats(const vf_pipeline *p);
+/* Wait until the convert workers are done with b; 0 when the run is stopping. */
+int vfi_pl_wait_converted(vf_pipeline *p, batch_item *b);
+/* A clip model: fi handed to the workers to be converted into its slot of the lane's ring (a
+ * frame no window holds goes back to the pool unconverted); then the window ready after the
+ * frames so far (at_end: the file has ended) as the next row of b, once its frames are
+ * converted, a window with a frame that failed left out (the error in *file_err), the stage's
+ * time to *busy. An audio model: fi's patch as the next row of b, fi back to its pool. Each 0
+ * when the run is stopping. */
+int vfi_pl_window_frame(lane *ln, frame_item *fi, int rotation);
+int vfi_pl_take_window(lane *ln, batch_item *b, vf_work *work, int at_end, double *busy,
+                       vf_err *file_err);
+int vfi_pl_take_patch(lane *ln, batch_item *b, frame_item *fi);
 
 /* For query.c, which checks a model against stored rows: the run's audio model's front end, or
  * NULL (pipeline.c). */

@@ -16,17 +16,21 @@
 /* A fitted speed this close to 1 is 1: matched frames' times scatter by a frame or so, which
  * over a few seconds tilts a fit by up to three percent; speed changes made on purpose (PAL's 4%)
  * are larger. */
-#define SPEED_SNAP       0.03
-#define REFINE_ROUNDS    4    /* fits of a line to its matches, the last snapping to 1 */
-#define CANDIDATE_GAP    0.15 /* a candidate's estimate may be this far below min_similarity */
-#define MIN_FRAMES       3    /* matched frames a segment needs, whatever its duration */
-#define MIN_DENSITY      0.5  /* of a segment's frames (not flat) that must match */
-#define OTHER_SPEED_VOTE 1.5  /* how much more vote another speed than 1 needs */
+#define SPEED_SNAP    0.03
+#define REFINE_ROUNDS 4    /* fits of a line to its matches, the last snapping to 1 */
+#define CANDIDATE_GAP 0.15 /* a candidate's estimate may be this far below min_similarity */
+#define MIN_FRAMES    3    /* matched frames a segment needs, whatever its duration */
+/* Inside a run of matches, a frame this far below min_similarity on the line (its counterpart
+ * still the best near it) is evidence that carries the run across: a patch of sound straddling
+ * a change, a frame blurred by re-encoding. It never starts or ends a segment. */
+#define BRIDGE_GAP       0.15
+#define MIN_DENSITY      0.5 /* of a segment's frames (not flat) that must match */
+#define OTHER_SPEED_VOTE 1.5 /* how much more vote another speed than 1 needs */
 /* A frame's counterpart must be the best match near the line: no frame PEAK_S seconds away, in a
  * or in b, may match it better by more than PEAK_SLACK. Within a slow pan a shifted line finds
  * similar frames too, but the frames nearer the true counterpart match better. */
 #define PEAK_S     2.0
-#define PEAK_SLACK 0.02
+#define PEAK_SLACK 0.01
 
 static int cmp_double(const void *x, const void *y)
 {
@@ -212,6 +216,34 @@ static int cmp_segment(const void *x, const void *y)
     return cmp_double(&((const vfi_segment *)x)->a_start, &((const vfi_segment *)y)->a_start);
 }
 
+/* Pieces of one copy that lines found apart (a stretch cut short by a dropped second, a run the
+ * line lost and a shifted line took up) as the one span a person names: in a's time order, a
+ * piece that follows another at the same speed, its start in a and in b within `gap` of where the
+ * other ends (overlap included), and its offset within `gap` of the other's, joins it. */
+static int join_pieces(vfi_segment *s, int n, double gap)
+{
+    qsort(s, (size_t)n, sizeof(*s), cmp_segment);
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        vfi_segment *p = kept ? &s[kept - 1] : NULL;
+        const vfi_segment *q = &s[i];
+        double off_p = p ? p->b_start - p->speed * p->a_start : 0;
+        double off_q = q->b_start - q->speed * q->a_start;
+        if (p && fabs(p->speed - q->speed) < 1e-6 && q->a_start - p->a_end <= gap &&
+            q->b_start - p->b_end <= gap && q->b_end > p->b_start && fabs(off_q - off_p) <= gap) {
+            double w = (double)p->frames + (double)q->frames;
+            p->score = (p->score * (double)p->frames + q->score * (double)q->frames) / w;
+            p->frames += q->frames;
+            p->a_end = fmax(p->a_end, q->a_end);
+            p->b_end = fmax(p->b_end, q->b_end);
+            p->b_start = fmin(p->b_start, q->b_start);
+            continue;
+        }
+        s[kept++] = *q;
+    }
+    return kept;
+}
+
 vf_status vfi_align(const vfi_align_file *a, const vfi_align_file *b, vfi_align_hit *hits,
                     int64_t n, const vfi_align_opts *o, vfi_segment *out, int max_out, int *n_out,
                     vf_err *err)
@@ -270,26 +302,36 @@ vf_status vfi_align(const vfi_align_file *a, const vfi_align_file *b, vfi_align_
             if (last)
                 break;
         }
-        /* runs of matching frames, gaps of at most `gap`, most of their frames matching */
+        /* runs of matching frames, gaps of at most `gap` (between matches, or frames nearly
+         * matching that bridge: BRIDGE_GAP), most of their frames matching; a run starts and
+         * ends at a match */
+        const double bridge = o->min_similarity - BRIDGE_GAP;
+        const double reach = gap + 0.25 * step_a; /* the times' rounding never decides */
         for (int64_t i = 0; i < a->n && *n_out < max_out;) {
             if (sim[i] < o->min_similarity) {
                 i++;
                 continue;
             }
-            int64_t first = i, last = i, matched = 1, evidence = 1;
-            double total = sim[i];
-            for (int64_t j = i + 1; j < a->n && a->t[j] - a->t[last] <= gap; j++) {
+            int64_t first = i, last = i, held = i, matched = 1, evidence = 1, bridged = 0;
+            double total = sim[i], bridged_total = 0;
+            for (int64_t j = i + 1; j < a->n && a->t[j] - a->t[held] <= reach; j++) {
                 if (a->flat && a->flat[j])
                     continue;
                 evidence++;
                 if (sim[j] >= o->min_similarity) {
-                    last = j;
-                    matched++;
-                    total += sim[j];
+                    last = held = j;
+                    matched += 1 + bridged; /* the bridge is the segment's now */
+                    total += sim[j] + bridged_total;
+                    bridged = 0;
+                    bridged_total = 0;
+                } else if (sim[j] >= bridge) {
+                    held = j; /* carries the run on, counted if a match follows */
+                    bridged++;
+                    bridged_total += sim[j];
                 }
             }
             /* frames counted past the last match are not the segment's */
-            for (int64_t j = last + 1; j < a->n && a->t[j] - a->t[last] <= gap; j++)
+            for (int64_t j = last + 1; j < a->n && a->t[j] - a->t[held] <= reach; j++)
                 if (!(a->flat && a->flat[j]))
                     evidence--;
             i = last + 1;
@@ -320,7 +362,7 @@ vf_status vfi_align(const vfi_align_file *a, const vfi_align_file *b, vfi_align_
             break;
         m = kept;
     }
-    qsort(out, (size_t)*n_out, sizeof(*out), cmp_segment);
+    *n_out = join_pieces(out, *n_out, gap);
 done:
     vfi_free(scratch);
     vfi_free(votes);

@@ -62,6 +62,9 @@ vf_status vfi_ann_search_many_faiss(vf_ann *a, int64_t n, const float *q, int k,
                                     int64_t *ids, float *dist, vf_err *err);
 /* Vectors held. */
 int64_t vfi_ann_count(const vf_ann *a);
+/* Every id it holds given to fn in turn; the first nonzero fn returns ends the walk and is
+ * returned (0 when all were seen). What a file's ids name is its reader's to check. */
+int vfi_ann_each_id(const vf_ann *a, int (*fn)(void *user, int64_t id), void *user);
 /* The dimension of the vectors it takes. */
 int vfi_ann_dim(const vf_ann *a);
 /* The vectors or codes the last search compared with its queries, all of them together (IVF: the

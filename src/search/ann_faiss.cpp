@@ -790,6 +790,38 @@ static const char *check_index(const faiss::Index *ix, int depth)
     return "an index of a kind vidfeat does not make";
 }
 
+/* The ids ix answers with, each given to fn in turn (the first nonzero it returns ends the
+ * walk): an id map's, an IVF's lists', else the positions 0..ntotal-1 (flat, HNSW). */
+static int ids_of(const faiss::Index *ix, int (*fn)(void *, int64_t), void *user)
+{
+    if (const faiss::IndexIDMap *m = dynamic_cast<const faiss::IndexIDMap *>(ix)) {
+        for (idx_t id : m->id_map)
+            if (int rc = fn(user, (int64_t)id))
+                return rc;
+        return 0;
+    }
+    if (const faiss::IndexPreTransform *t = dynamic_cast<const faiss::IndexPreTransform *>(ix))
+        return ids_of(t->index, fn, user);
+    if (const faiss::IndexIVF *ivf = dynamic_cast<const faiss::IndexIVF *>(ix)) {
+        const faiss::ArrayInvertedLists *lists =
+            dynamic_cast<const faiss::ArrayInvertedLists *>(ivf->invlists);
+        for (size_t l = 0; lists && l < lists->nlist; l++)
+            for (idx_t id : lists->ids[l])
+                if (int rc = fn(user, (int64_t)id))
+                    return rc;
+        return 0;
+    }
+    for (idx_t i = 0; i < ix->ntotal; i++)
+        if (int rc = fn(user, (int64_t)i))
+            return rc;
+    return 0;
+}
+
+int vfi_ann_each_id(const vf_ann *a, int (*fn)(void *user, int64_t id), void *user)
+{
+    return ids_of(a->index, fn, user);
+}
+
 vf_status vfi_ann_read(FILE *f, vf_ann **out, vf_err *err)
 {
     *out = nullptr;

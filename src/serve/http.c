@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -33,7 +35,9 @@ struct vfs_req {
     const char *method, *path;
     uint8_t *body;
     size_t len, cap;
-    int counted; /* one of h->bodies */
+    size_t announced;  /* the body's Content-Length (0: none said) */
+    double body_until; /* when the body must be in (a monotonic time), once it is being read */
+    int counted;       /* one of h->bodies */
     int replied;
     enum MHD_Result result;
 };
@@ -179,6 +183,50 @@ void vfs_reply_file(vfs_req *r, int fd, int64_t size, const char *type)
     queue(r, ranged ? MHD_HTTP_PARTIAL_CONTENT : MHD_HTTP_OK, resp, type, extra);
 }
 
+/* A body must come at BODY_RATE bytes a second after a grace of BODY_GRACE_S, and with no pause
+ * longer than BODY_IDLE_S (the connection's idle timeout is reset by every byte: a client
+ * trickling a byte now and then would hold an upload's slot for ever). */
+#define BODY_RATE    (64 << 10)
+#define BODY_GRACE_S 5.0
+#define BODY_IDLE_S  10
+
+typedef struct framing {
+    int lengths, lengths_differ, encodings;
+    const char *length;
+} framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    framing *f = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        f->lengths_differ |= f->length && strcmp(f->length, value ? value : "");
+        f->length = value ? value : "";
+        f->lengths++;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        f->encodings++;
+    }
+    return MHD_YES;
+}
+
+/* Is the request's framing ambiguous (RFC 9112 6.3): a Content-Length said twice, or with a
+ * Transfer-Encoding? Such a request is refused and its connection closed, never read on: two
+ * readers of it (a proxy in front, this server) could cut it into different requests. */
+static int ambiguous(struct MHD_Connection *c)
+{
+    framing f = {0, 0, 0, NULL};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
+    return f.lengths > 1 || (f.lengths && f.encodings) || f.encodings > 1;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -191,6 +239,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_NO;
         *r = (vfs_req){.h = h, .c = c, .method = method, .path = url, .result = MHD_YES};
         *con_cls = r;
+        if (ambiguous(c)) {
+            static const char msg[] = "a request's length must be said once, one way\n";
+            vfs_reply(r, MHD_HTTP_BAD_REQUEST, "text/plain; charset=utf-8", msg, sizeof(msg) - 1,
+                      (const char *const[]){"Connection: close", NULL});
+            return r->result;
+        }
+        if (h->o.admit && !h->o.admit(h->o.user, r)) { /* refused before any body is read */
+            if (!r->replied)
+                vfs_reply(r, MHD_HTTP_FORBIDDEN, "text/plain; charset=utf-8", "forbidden\n", 10,
+                          NULL);
+            return r->result;
+        }
         const char *cl =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         const char *te =
@@ -206,6 +266,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return r->result;
         }
         if (has_body) {
+            r->announced = (size_t)length;
+            r->body_until = now_s() + BODY_GRACE_S + (double)length / BODY_RATE;
+            MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)BODY_IDLE_S);
             r->counted = 1;
             if (atomic_fetch_add(&h->bodies, 1) >= h->o.max_bodies) {
                 static const char busy[] = "busy: too many uploads at once, try again\n";
@@ -221,6 +284,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0;
         if (r->replied)
             return MHD_YES;
+        if (now_s() > r->body_until) { /* slower than BODY_RATE: its slot goes to another */
+            static const char slow[] = "the body came too slowly\n";
+            vfs_reply(r, MHD_HTTP_REQUEST_TIMEOUT, "text/plain; charset=utf-8", slow,
+                      sizeof(slow) - 1, (const char *const[]){"Connection: close", NULL});
+            return r->result;
+        }
         if (n > h->o.max_body - r->len) { /* a body without a length, or longer than it said */
             vfs_reply(r, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain; charset=utf-8",
                       "request body too large\n", 23, NULL);
@@ -301,7 +370,8 @@ vf_status vfs_http_start(const vfs_http_opts *o, vfs_http **out, vf_err *err)
     errno = 0;
     h->daemon = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h,
                                  MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_CONNECTION_LIMIT,
-                                 (unsigned)o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+                                 (unsigned)o->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                 (unsigned)o->max_per_client, MHD_OPTION_CONNECTION_TIMEOUT,
                                  (unsigned)o->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
                                  h, MHD_OPTION_EXTERNAL_LOGGER, on_log, h, MHD_OPTION_END);
     if (!h->daemon) {

@@ -4,9 +4,10 @@
  * a request body read into memory up to a bound, and replies from memory or from an open file
  * (one byte range: HTTP range requests, so that a browser can seek in a video).
  *
- * The handler is called once per request, on the connection's thread, with the whole body; it
- * must reply (vfs_reply_*) before it returns (else the server answers 500). Every reply carries
- * the server's fixed headers (vfs_http_opts.headers).
+ * A request is first shown to admit (its headers only: the door, where a refusal costs no body),
+ * then to the handler, once, on the connection's thread, with the whole body; the handler must
+ * reply (vfs_reply_*) before it returns (else the server answers 500). Every reply carries the
+ * server's fixed headers (vfs_http_opts.headers).
  */
 #ifndef VIDFEAT_HTTP_H
 #define VIDFEAT_HTTP_H
@@ -28,10 +29,14 @@ typedef struct vfs_http_opts {
     const char *body_path;
     int max_bodies;
     int max_connections;
-    int timeout_s; /* an idle connection is closed after this */
+    int max_per_client; /* connections from one address at once (0: no limit) */
+    int timeout_s;      /* an idle connection is closed after this (a body's: sooner) */
     /* "Name: value" lines added to every reply (security headers); borrowed for the server's
      * life, NULL-terminated */
     const char *const *headers;
+    /* (optional) called once a request's headers are in, before its body is read: 1 lets it
+     * go on to the handler; 0 means it has replied (a refusal), and the body is never read */
+    int (*admit)(void *user, vfs_req *r);
     void (*handler)(void *user, vfs_req *r);
     void *user;
 } vfs_http_opts;

@@ -12,11 +12,16 @@
  *   GET  /api/video?path=P             the file itself, with byte ranges
  *
  * Only files the database holds vectors of and that lie under the root (links resolved) are
- * read; every other URL answers 404 and nothing lists a directory. Off loopback a token is asked
- * (a cookie the page sets from ?token=, or a bearer header), compared in constant time. The
+ * read; every other URL answers 404 and nothing lists a directory. Each request is shown to the
+ * door (admit) before its body is read: only names of this server's (its address, localhost,
+ * --allow-host's) are answered, other sites' pages may load the page but not call the API, and
+ * off loopback a token is asked (a cookie the page sets from ?token=, or a bearer header),
+ * compared in constant time. The
  * database is opened read-only by each request (session.h), so runs writing it are not blocked.
  */
 #define _DEFAULT_SOURCE /* realpath, mkdtemp */
+#include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -47,8 +52,12 @@
 #define MAX_LISTED          50 /* failed and unfinished files the status lists */
 #define MAX_UPLOADS         4  /* uploads held in memory at once */
 #define MAX_CONNECTIONS     256
+#define MAX_PER_CLIENT      32 /* a browser opens 6 to 10 at most */
 #define TIMEOUT_S           60
-#define TOKEN_COOKIE        "vidfeat_token"
+#define TOKEN_COOKIE                                                                               \
+    "vidfeat_token_" /* and the port: a cookie is scoped to a host,                                \
+                      * not its port (RFC 6265 8.5), so two servers                                \
+                      * of one machine keep their tokens apart */
 
 static const char *const security_headers[] = {
     "Content-Security-Policy: default-src 'none'; script-src 'self'; style-src 'self'; "
@@ -61,8 +70,13 @@ static const char *const security_headers[] = {
     NULL};
 
 struct vf_server {
+    char bind[64];     /* the address listened on ("localhost" as 127.0.0.1) */
+    int bind_any;      /* it is 0.0.0.0 or ::: every address of this machine */
+    char *allow_hosts; /* more names answered, comma-separated (--allow-host), or NULL */
     char *db;
-    char *root; /* realpath of the root */
+    char *db_real;      /* its real path, or NULL */
+    char *root;         /* realpath of the root */
+    vf_archive archive; /* the root, as files are opened beneath it (path.h) */
     char *token;
     char *upload_dir; /* a private directory for uploaded queries */
     int64_t max_upload;
@@ -106,6 +120,33 @@ static void reply_error(vfs_req *r, int status, const char *msg)
 {
     vf_json *o = vfi_json_new_object();
     reply_json(r, status, o, vfi_json_add_str(o, "error", msg) < 0);
+}
+
+/* Every from in msg (of size bytes) said as to, as far as msg has room. */
+static void say_as(char *msg, size_t size, const char *from, const char *to)
+{
+    size_t nf = from ? strlen(from) : 0, nt = strlen(to);
+    for (char *at = nf ? strstr(msg, from) : NULL; at; at = strstr(at + nt, from)) {
+        size_t rest = strlen(at + nf);
+        if ((size_t)(at - msg) + nt + rest >= size)
+            return;
+        memmove(at + nt, at + nf, rest + 1);
+        memcpy(at, to, nt);
+    }
+}
+
+/* A failed call's message (msg, of size bytes) told to the page: the server's own paths are
+ * none of its business, so the database is "the database", the archive's files are named as
+ * the page names them (beneath the root) and the private upload directory is not named. */
+static void reply_failed(const vf_server *srv, vfs_req *r, int status, char *msg, size_t size)
+{
+    char root[PATH_MAX + 1];
+    snprintf(root, sizeof(root), "%s/", srv->root);
+    say_as(msg, size, srv->upload_dir, "the server's upload directory");
+    say_as(msg, size, srv->db_real, "the database");
+    say_as(msg, size, srv->db, "the database");
+    say_as(msg, size, root, "");
+    reply_error(r, status, msg);
 }
 
 /* The HTTP status of a failed call's status. */
@@ -165,22 +206,20 @@ static int open_archive_file(vf_server *srv, vfs_req *r, const char *path, int *
     int found = 0;
     vf_err err = {0};
     if (vfi_session_stored(srv->session, path, 0.0, &ref, &found, &err) < 0) {
-        reply_error(r, 500, err.msg);
+        reply_failed(srv, r, 500, err.msg, sizeof(err.msg));
         return -1;
     }
     char joined[PATH_MAX];
     int n = path[0] == '/' ? snprintf(joined, sizeof(joined), "%s", path)
                            : snprintf(joined, sizeof(joined), "%s/%s", srv->root, path);
-    size_t root_len = strlen(srv->root);
-    if (!found || n < 0 || (size_t)n >= sizeof(joined) || !realpath(joined, real) ||
-        strncmp(real, srv->root, root_len) ||
-        (real[root_len] != '/' && !(root_len == 1 && srv->root[0] == '/'))) {
-        reply_error(r, 404, "no such file in this archive");
-        return -1;
-    }
     struct stat st;
-    *fd = open(real, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (*fd < 0 || fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *fd = -1;
+    /* opened beneath the root following no link: one swapped in after the name was resolved
+     * makes the open fail, so what is read is what was checked (the descriptor, never the name
+     * again) */
+    if (!found || n < 0 || (size_t)n >= sizeof(joined) ||
+        vfi_archive_open(&srv->archive, joined, O_RDONLY | O_NONBLOCK, fd) <= 0 ||
+        !realpath(joined, real) || fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         if (*fd >= 0)
             close(*fd);
         reply_error(r, 404, "no such file in this archive");
@@ -229,13 +268,13 @@ static void api_thumb(vf_server *srv, vfs_req *r)
     char real[PATH_MAX];
     if (open_archive_file(srv, r, vfs_req_arg(r, "path"), &fd, &size, real) < 0)
         return;
-    close(fd); /* the decoder opens it by name, confined to its directory */
+    close(fd); /* the decoder opens it again beneath the root, no link followed (thumbs.h) */
     uint8_t *jpeg = NULL;
     size_t len = 0;
     vf_err err = {0};
     vf_status rc = vfs_thumbs_get(srv->thumbs, real, t, &jpeg, &len, &err);
     if (rc < 0) {
-        reply_error(r, rc == VF_ERR_NOMEM ? 503 : 404, err.msg);
+        reply_failed(srv, r, rc == VF_ERR_NOMEM ? 503 : 404, err.msg, sizeof(err.msg));
         return;
     }
     vfs_reply(r, 200, "image/jpeg", jpeg, len,
@@ -277,7 +316,7 @@ static void api_search(vf_server *srv, vfs_req *r)
     vf_status rc = vfi_session_similar(srv->session, &q, 1, on_hit, &h, NULL, &err);
     if (rc < 0) {
         vfi_json_free(&h.list);
-        reply_error(r, http_status(rc), err.msg);
+        reply_failed(srv, r, http_status(rc), err.msg, sizeof(err.msg));
         return;
     }
     vf_json *doc = vfi_doc_similar(h.list, NULL, text, &st);
@@ -351,10 +390,17 @@ static void api_similar(vf_server *srv, vfs_req *r)
             pthread_mutex_unlock(&srv->upload_lock);
             unlink(upload);
             src.path = "upload";
-            if (rc == VF_ERR_DECODE || rc == VF_ERR_IO)
+            if (rc == VF_ERR_DECODE || rc == VF_ERR_IO) {
                 snprintf(err.msg, sizeof(err.msg), "the upload is not a picture vidfeat reads");
-            else if (rc < 0)
+            } else if (rc == VF_ERR_DENIED) { /* a playlist or list: the client's mistake */
+                rc = VF_ERR_INVALID;
+                snprintf(err.msg, sizeof(err.msg),
+                         "the upload refers to other files: a picture is needed, not a list");
+            } else if (rc < 0) {
                 unname_upload(err.msg, upload);
+                if (strstr(err.msg, srv->upload_dir)) /* a file beside it: still private */
+                    snprintf(err.msg, sizeof(err.msg), "the upload could not be searched");
+            }
         }
     } else {
         double t = arg_t(r);
@@ -369,7 +415,7 @@ static void api_similar(vf_server *srv, vfs_req *r)
     }
     if (rc < 0) {
         vfi_json_free(&h.list);
-        reply_error(r, rc == VF_ERR_STORE ? 404 : http_status(rc), err.msg);
+        reply_failed(srv, r, rc == VF_ERR_STORE ? 404 : http_status(rc), err.msg, sizeof(err.msg));
         return;
     }
     vf_json *doc = vfi_doc_similar(h.list, &src, NULL, &st);
@@ -391,7 +437,10 @@ static void api_matches(vf_server *srv, vfs_req *r)
         vf_store_ref ref;
         int found = 0;
         if (vfi_session_stored(srv->session, path, 0.0, &ref, &found, &err) < 0 || !found) {
-            reply_error(r, found ? 500 : 404, found ? err.msg : "no such file in this archive");
+            if (found)
+                reply_failed(srv, r, 500, err.msg, sizeof(err.msg));
+            else
+                reply_error(r, 404, "no such file in this archive");
             return;
         }
     }
@@ -404,7 +453,7 @@ static void api_matches(vf_server *srv, vfs_req *r)
     pthread_mutex_unlock(&srv->matches_lock);
     if (rc < 0) {
         vfi_json_free(&h.list);
-        reply_error(r, http_status(rc), msg);
+        reply_failed(srv, r, http_status(rc), msg, sizeof(msg));
         return;
     }
     vf_json *doc = vfi_doc_matches(h.list, &st);
@@ -458,7 +507,7 @@ static void api_status(vf_server *srv, vfs_req *r)
         vfi_json_free(&d.failed);
         vfi_json_free(&d.running);
         vfi_json_free(&d.indexes);
-        reply_error(r, http_status(rc), msg);
+        reply_failed(srv, r, http_status(rc), msg, sizeof(msg));
         return;
     }
     d.bad |= vfi_json_add(d.doc, "failed", d.failed) < 0;
@@ -481,12 +530,90 @@ static int same_secret(const char *a, const char *b)
     return diff == 0;
 }
 
+/* The name of a Host header's value ("name", "name:port", "[v6]", "[v6]:port") into name: the
+ * brackets and port dropped, lower case, without a trailing dot. 0, or -1 when malformed. */
+static int host_name(const char *host, char *name, size_t size)
+{
+    const char *end;
+    if (host[0] == '[') { /* an IPv6 literal */
+        host++;
+        if (!(end = strchr(host, ']')) || (end[1] && end[1] != ':'))
+            return -1;
+    } else {
+        end = strchr(host, ':');
+        if (!end)
+            end = host + strlen(host);
+        else if (strchr(end + 1, ':'))
+            return -1;
+    }
+    const char *port = *end == ']' ? end + 1 : end;
+    if (*port == ':' && (!port[1] || strspn(port + 1, "0123456789") != strlen(port + 1)))
+        return -1;
+    size_t n = (size_t)(end - host);
+    if (n && host[n - 1] == '.')
+        n--;
+    if (!n || n >= size)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)host[i];
+        if (!(isalnum(ch) || ch == '.' || ch == '-' || ch == ':' || ch == '_'))
+            return -1;
+        name[i] = (char)tolower(ch);
+    }
+    name[n] = '\0';
+    return 0;
+}
+
+/* An IP address literal's bytes (4 or 16) into addr; 0 when name is not one. */
+static int ip_bytes(const char *name, unsigned char addr[16])
+{
+    if (inet_pton(AF_INET, name, addr) == 1)
+        return 4;
+    if (inet_pton(AF_INET6, name, addr) == 1)
+        return 16;
+    return 0;
+}
+
+/* Is the name a request is addressed to (its Host header) one this server answers? Its own
+ * address (any address of the machine when it listens on all), localhost, and the names given
+ * with --allow-host. A page on another site whose name an attacker points at this machine (DNS
+ * rebinding) shares the server's origin, so only the name tells it apart. */
+static int host_allowed(const vf_server *srv, const char *host)
+{
+    char name[256];
+    if (!host || host_name(host, name, sizeof(name)) < 0)
+        return 0;
+    if (!strcmp(name, "localhost"))
+        return 1;
+    unsigned char a[16], b[16];
+    int la = ip_bytes(name, a);
+    if (la) {
+        int lb = ip_bytes(srv->bind, b);
+        return srv->bind_any || (la == lb && !memcmp(a, b, (size_t)la));
+    }
+    for (const char *p = srv->allow_hosts; p && *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == strlen(name) && !strncasecmp(p, name, n))
+            return 1;
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
+/* Does the Origin a browser sent (if any) name this server as the request reached it? */
+static int same_origin(const char *origin, const char *host)
+{
+    return !origin || (!strncasecmp(origin, "http://", 7) && !strcasecmp(origin + 7, host));
+}
+
 /* 1 when the request may go on; else replied (401, or the page's redirect setting the cookie). */
 static int admitted(vf_server *srv, vfs_req *r)
 {
     if (!srv->token)
         return 1;
-    const char *cookie = vfs_req_cookie(r, TOKEN_COOKIE);
+    char cookie_name[32];
+    snprintf(cookie_name, sizeof(cookie_name), TOKEN_COOKIE "%d", vf_server_port(srv));
+    const char *cookie = vfs_req_cookie(r, cookie_name);
     const char *auth = vfs_req_header(r, "Authorization");
     if ((cookie && same_secret(cookie, srv->token)) ||
         (auth && !strncmp(auth, "Bearer ", 7) && same_secret(auth + 7, srv->token)))
@@ -495,7 +622,7 @@ static int admitted(vf_server *srv, vfs_req *r)
     if (given && !strcmp(vfs_req_path(r), "/") && same_secret(given, srv->token)) {
         char cookie_line[256];
         snprintf(cookie_line, sizeof(cookie_line),
-                 "Set-Cookie: " TOKEN_COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict", srv->token);
+                 "Set-Cookie: %s=%s; Path=/; HttpOnly; SameSite=Strict", cookie_name, srv->token);
         const char *extra[] = {cookie_line, "Location: /", "Cache-Control: no-store", NULL};
         vfs_reply(r, 303, "text/plain; charset=utf-8", "", 0, extra);
         return 0;
@@ -505,18 +632,41 @@ static int admitted(vf_server *srv, vfs_req *r)
     return 0;
 }
 
+/* The door, shown each request's headers before its body is read (http.h's admit): the name it
+ * is addressed to, where it comes from (a cross-origin page may only load the page itself), the
+ * method, the token. 1 lets it in; 0 having replied. */
+static int admit(void *user, vfs_req *r)
+{
+    vf_server *srv = user;
+    const char *method = vfs_req_method(r), *host = vfs_req_header(r, "Host");
+    if (!host_allowed(srv, host)) {
+        char msg[256];
+        snprintf(msg, sizeof(msg),
+                 "this server answers requests addressed to %s or localhost; vidfeat serve "
+                 "--allow-host NAME lets it answer another name of this machine\n",
+                 srv->bind_any ? "its addresses" : srv->bind);
+        reply_text(r, 403, msg);
+        return 0;
+    }
+    int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    if (!get && strcmp(method, "POST")) {
+        vfs_reply(r, 405, "text/plain; charset=utf-8", "method not allowed\n", 19,
+                  (const char *const[]){"Allow: GET, HEAD, POST", NULL});
+        return 0;
+    }
+    if (!(get && vfs_asset_find(vfs_req_path(r))) &&
+        !same_origin(vfs_req_header(r, "Origin"), host)) {
+        reply_text(r, 403, "requests from other sites' pages are refused\n");
+        return 0;
+    }
+    return admitted(srv, r);
+}
+
 static void handle(void *user, vfs_req *r)
 {
     vf_server *srv = user;
     const char *method = vfs_req_method(r), *path = vfs_req_path(r);
     int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-    if (!get && strcmp(method, "POST")) {
-        vfs_reply(r, 405, "text/plain; charset=utf-8", "method not allowed\n", 19,
-                  (const char *const[]){"Allow: GET, HEAD, POST", NULL});
-        return;
-    }
-    if (!admitted(srv, r))
-        return;
     const vfs_asset *a = get ? vfs_asset_find(path) : NULL;
     if (a)
         vfs_reply(r, 200, a->type, a->data, a->len,
@@ -616,6 +766,8 @@ vf_status vf_server_start(const char *db, const vf_config *cfg, const vf_serve_o
         rc = vfi_fail(&err, VF_ERR_INVALID, "serve: --root %s is not a directory", root);
         goto done;
     }
+    if ((rc = vfi_archive_init(&srv->archive, srv->root, 0, &err)) < 0)
+        goto done;
     if (o->token || (!o->no_auth && !loopback_bind(bind)))
         srv->token = o->token ? vfi_strdup(o->token) : make_token(&err);
     if ((o->token || (!o->no_auth && !loopback_bind(bind))) && !srv->token) {
@@ -634,22 +786,40 @@ vf_status vf_server_start(const char *db, const vf_config *cfg, const vf_serve_o
         rc = vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
         goto done;
     }
+    srv->db_real = realpath(db, NULL); /* NULL too when the name is all there is */
     vf_config scfg = *cfg;
     scfg.root = NULL; /* the queries it extracts are uploads, not archive files */
     if ((rc = vfi_session_open(db, &scfg, 0, NULL, &srv->session, &err)) < 0)
         goto done;
     srv->cfg = *vfi_session_config(srv->session);
-    if ((rc = vfs_thumbs_create(o->thumb_cache ? o->thumb_cache : DEFAULT_THUMB_CACHE, &srv->thumbs,
-                                &err)) < 0)
+    if ((rc = vfs_thumbs_create(o->thumb_cache ? o->thumb_cache : DEFAULT_THUMB_CACHE,
+                                &srv->archive, &srv->thumbs, &err)) < 0)
         goto done;
+    snprintf(srv->bind, sizeof(srv->bind), "%s", strcmp(bind, "localhost") ? bind : DEFAULT_BIND);
+    srv->bind_any = !strcmp(srv->bind, "0.0.0.0") || !strcmp(srv->bind, "::");
+    if (o->allow_hosts) {
+        for (const char *c = o->allow_hosts; *c; c++)
+            if (!(isalnum((unsigned char)*c) || *c == '.' || *c == '-' || *c == ',')) {
+                rc = vfi_fail(&err, VF_ERR_INVALID,
+                              "serve: --allow-host takes host names (letters, digits, '.', '-'), "
+                              "comma-separated");
+                goto done;
+            }
+        if (!(srv->allow_hosts = vfi_strdup(o->allow_hosts))) {
+            rc = vfi_fail(&err, VF_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+    }
     vfs_http_opts ho = {.bind = bind,
                         .port = o->port,
                         .max_body = (size_t)srv->max_upload,
                         .body_path = "/api/similar",
                         .max_bodies = MAX_UPLOADS,
                         .max_connections = MAX_CONNECTIONS,
+                        .max_per_client = MAX_PER_CLIENT,
                         .timeout_s = TIMEOUT_S,
                         .headers = security_headers,
+                        .admit = admit,
                         .handler = handle,
                         .user = srv};
     if (!strcmp(bind, "localhost"))
@@ -688,8 +858,11 @@ void vf_server_stop(vf_server **psrv)
         rmdir(srv->upload_dir); /* each upload was removed after its query */
     vfi_free(srv->upload_dir);
     vfi_free(srv->token);
+    vfi_free(srv->allow_hosts);
+    vfi_archive_clear(&srv->archive);
     free(srv->root); /* realpath's */
     vfi_free(srv->db);
+    free(srv->db_real);
     pthread_mutex_destroy(&srv->upload_lock);
     pthread_mutex_destroy(&srv->matches_lock);
     vfi_free(srv);

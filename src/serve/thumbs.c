@@ -46,10 +46,11 @@ struct vfs_thumbs {
     entry *newest, *oldest; /* the use list */
     int64_t max_bytes;
     vfs_thumbs_counts counts;
-    vf_turns decoders; /* as many decode at once as there are cores, in the order asked */
+    vf_turns decoders;         /* as many decode at once as there are cores, in the order asked */
+    const vf_archive *archive; /* what a decoder may read (borrowed) */
 };
 
-vf_status vfs_thumbs_create(int64_t bytes, vfs_thumbs **out, vf_err *err)
+vf_status vfs_thumbs_create(int64_t bytes, const vf_archive *archive, vfs_thumbs **out, vf_err *err)
 {
     vfs_thumbs *c = vfi_calloc(1, sizeof(*c));
     size_t n = 64;
@@ -65,6 +66,7 @@ vf_status vfs_thumbs_create(int64_t bytes, vfs_thumbs **out, vf_err *err)
     pthread_cond_init(&c->changed, NULL);
     c->n_buckets = n;
     c->max_bytes = bytes;
+    c->archive = archive;
     vf_cpu_budget b;
     vfi_cpu_budget(&b);
     vfi_turns_init(&c->decoders, b.cpus);
@@ -159,10 +161,13 @@ static void shrink(vfs_thumbs *c)
 }
 
 /* Decode the frame at t and make its JPEG; a failure's line names the file. */
-static vf_status make(const char *path, double t, uint8_t **jpeg, size_t *len, vf_err *err)
+static vf_status make(const vf_archive *archive, const char *path, double t, uint8_t **jpeg,
+                      size_t *len, vf_err *err)
 {
     vf_sampling s = {.start = t, .max_frames = 1};
-    vf_decode_opts o = {.threads = 1, .stall_timeout = STALL_S};
+    /* the file opened inside the archive, following no link (confine.h): one swapped in since
+     * the server's check fails the decode instead of showing a frame of what it leads to */
+    vf_decode_opts o = {.threads = 1, .stall_timeout = STALL_S, .archive = archive};
     vf_decoder *d = NULL;
     vf_frame f = {0};
     uint8_t *rgb = NULL;
@@ -212,7 +217,7 @@ static vf_status make_entry(vfs_thumbs *c, entry *e, uint8_t **jpeg, size_t *len
     pthread_mutex_unlock(&c->lock);
     vf_err mine = {0};
     vfi_turns_enter(&c->decoders);
-    vf_status rc = make(e->path, (double)e->ms / 1000.0, jpeg, len, &mine);
+    vf_status rc = make(c->archive, e->path, (double)e->ms / 1000.0, jpeg, len, &mine);
     vfi_turns_leave(&c->decoders);
     size_t kept = rc >= 0 ? *len : strlen(mine.msg) + 1;
     uint8_t *copy = vfi_malloc(kept);
@@ -221,8 +226,12 @@ static vf_status make_entry(vfs_thumbs *c, entry *e, uint8_t **jpeg, size_t *len
     pthread_mutex_lock(&c->lock);
     c->counts.made++;
     c->counts.served++;
-    if (!copy) {
-        unchain(c, e); /* out of memory for the kept copy: answered, not kept */
+    /* a failure that may not last (the file missing, unreadable, or its name changed under
+     * the decoder: a link swapped in) is answered, not kept for later requests */
+    int passing = rc == VF_ERR_IO || rc == VF_ERR_DENIED || rc == VF_ERR_NOMEM;
+    if (!copy || passing) {
+        vfi_free(copy);
+        unchain(c, e); /* (or out of memory for the kept copy) */
         entry_free(e);
     } else {
         e->state = rc >= 0 ? MADE : FAILED;

@@ -11,14 +11,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/path.h"
 #include "core/status.h"
 
 #define VFS_THUMB_SIDE 320 /* pixels of a thumbnail's longer side, at most */
 
 typedef struct vfs_thumbs vfs_thumbs;
 
-/* A cache of at most `bytes` of JPEG. */
-vf_status vfs_thumbs_create(int64_t bytes, vfs_thumbs **out, vf_err *err);
+/* A cache of at most `bytes` of JPEG, of frames of files inside archive (borrowed for the
+ * cache's life): each opened beneath it following no link. */
+vf_status vfs_thumbs_create(int64_t bytes, const vf_archive *archive, vfs_thumbs **out,
+                            vf_err *err);
 /* The frame of the file at path (already checked to be the archive's) shown at t seconds (the
  * first at or after t) as a JPEG: a copy into *jpeg
  * (vfi_free it), *len bytes. VF_ERR_DECODE / VF_ERR_IO naming what failed (a sound without

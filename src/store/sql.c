@@ -22,11 +22,18 @@ vf_status vfi_sql_exec(vf_store *s, const char *sql, const char *what, vf_err *e
 {
     vf_sql *q;
     vf_status rc = vfi_sql_prepare(s, sql, what, &q, err);
-    if (rc < 0)
-        return rc;
-    while (vfi_sql_step(q))
-        ;
-    return vfi_sql_finish(q, err);
+    return rc < 0 ? rc : vfi_sql_run(q, err);
+}
+
+vf_status vfi_sql_one_int64(vf_store *s, vf_sql *q, const char *what, int64_t *out, vf_err *err)
+{
+    int got = vfi_sql_step(q);
+    if (got)
+        *out = vfi_sql_col_int64(q, 0);
+    vf_status rc = vfi_sql_finish(q, err);
+    if (rc >= 0 && !got)
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: %s: no row", s->ops->sql->label(s), what);
+    return rc;
 }
 
 vf_status vfi_sql_model(vf_store *s, const vf_store_model *m, int64_t *model_id, vf_err *err)
@@ -49,13 +56,7 @@ vf_status vfi_sql_model(vf_store *s, const vf_store_model *m, int64_t *model_id,
     vfi_sql_text(q, 6, m->preprocessing);
     vfi_sql_text(q, 7, m->weights);
     vfi_sql_text(q, 8, m->text_sha256);
-    int got = vfi_sql_step(q);
-    if (got)
-        *model_id = vfi_sql_col_int64(q, 0);
-    rc = vfi_sql_finish(q, err);
-    if (rc >= 0 && !got)
-        rc = vfi_fail(err, VF_ERR_STORE, "%s: recording the model: no row", s->ops->sql->label(s));
-    return rc;
+    return vfi_sql_one_int64(s, q, "recording the model", model_id, err);
 }
 
 vf_status vfi_sql_is_done(vf_store *s, const vf_store_file *f, int64_t model_id,
@@ -122,8 +123,7 @@ vf_status vfi_sql_add_run(vf_store *s, const vf_run_record *r, const char *versi
         else
             vfi_sql_text(q, i++, NULL); /* not measured */
     }
-    vfi_sql_step(q);
-    return vfi_sql_finish(q, err);
+    return vfi_sql_run(q, err);
 }
 
 vf_status vfi_sql_models(vf_store *s, vf_store_model_fn row, void *user, vf_err *err)
@@ -156,8 +156,8 @@ vf_status vfi_sql_models(vf_store *s, vf_store_model_fn row, void *user, vf_err 
  * absolute), each looked up by the path's index first; else any stored path that realpath
  * resolves to the same file (every video of the model read: an archive's worth, so only when the
  * names are not there). */
-static vf_status find_video(vf_store *s, int64_t model_id, const char *path, int64_t *video,
-                            vf_err *err)
+static vf_status find_video(vf_store *s, int64_t model_id, const char *path, int by_name,
+                            int64_t *video, vf_err *err)
 {
     char *name = vfi_path_absolute(path); /* NULL for "" */
     *video = 0;
@@ -177,12 +177,12 @@ static vf_status find_video(vf_store *s, int64_t model_id, const char *path, int
             *video = vfi_sql_col_int64(q, 0);
         rc = vfi_sql_finish(q, err);
     }
-    if (rc >= 0 && !*video)
+    if (rc >= 0 && !*video && !by_name)
         rc = vfi_sql_prepare(s,
                              "SELECT DISTINCT v.id, v.path FROM videos v JOIN extractions e ON"
                              " e.video_id = v.id WHERE e.model_id = ?1 ORDER BY v.id",
                              "reading videos", &q, err);
-    if (rc >= 0 && !*video) {
+    if (rc >= 0 && !*video && !by_name) {
         vfi_sql_int64(q, 1, model_id);
         char *want = realpath(path, NULL);
         while (!*video && vfi_sql_step(q)) {
@@ -196,12 +196,13 @@ static vf_status find_video(vf_store *s, int64_t model_id, const char *path, int
     return rc;
 }
 
-vf_status vfi_sql_vector_at(vf_store *s, int64_t model_id, int f16, const char *path, double t,
-                            float *vec, int dim, vf_store_ref *ref, int *found, vf_err *err)
+vf_status vfi_sql_vector_at(vf_store *s, int64_t model_id, int f16, const char *path, int by_name,
+                            double t, float *vec, int dim, vf_store_ref *ref, int *found,
+                            vf_err *err)
 {
     int64_t video;
     *found = 0;
-    vf_status rc = find_video(s, model_id, path, &video, err);
+    vf_status rc = find_video(s, model_id, path, by_name, &video, err);
     if (rc < 0 || !video)
         return rc;
     vf_sql *q;
@@ -372,8 +373,7 @@ vf_status vfi_sql_index_put(vf_store *s, const vf_store_index *ix, vf_err *err)
     vfi_sql_text(q, 6, ix->built_at);
     vfi_sql_text(q, 7, ix->host);
     vfi_sql_text(q, 8, ix->sha256);
-    vfi_sql_step(q);
-    return vfi_sql_finish(q, err);
+    return vfi_sql_run(q, err);
 }
 
 vf_status vfi_sql_indexes(vf_store *s, int64_t model_id, vf_store_index_fn fn, void *user,

@@ -4,6 +4,9 @@
  * driver sends $N), its parameters bound, stepped a row at a time, its columns read by type. The
  * first failure sticks to the statement (its message names the database and what was being
  * done) and steps after it find no row, so a caller checks once, when it finishes the statement.
+ * Reads (sql.c) and the writes of an extraction (sql_write.c) are written once above the
+ * drivers; leased work and a batch's bulk write are each driver's own, on the same calls where
+ * the dialects allow.
  *
  * Each SQL store provides a driver (vf_store_ops.sql: store_sqlite.c, store_pg.c); the queries
  * that read the same in both dialects are written once above them (sql.c). What both dialects
@@ -59,6 +62,17 @@ typedef struct vf_sql_driver {
     vf_status (*finish)(vf_sql *q, vf_err *err);
     /* The statement that begins a read-only transaction seeing one snapshot. */
     const char *snapshot;
+    /* The statement that begins a write transaction (taking the write lock at once, where the
+     * database has one). */
+    const char *write;
+    /* A new extraction's id, as SQL: never one given before. */
+    const char *new_extraction_id;
+    /* What a fence's SELECT of its lease row ends with to hold the row until the transaction
+     * ends ("" where the write lock already does). */
+    const char *hold_row;
+    /* Now, in seconds since 1970, as SQL: the clock leases are timed by, where that is the
+     * server's; NULL where it is this machine's (the value is bound). */
+    const char *epoch_now;
     /* The schema version of the store's database (store.h: older ones are read too). */
     int (*schema)(vf_store *s);
     /* The database as messages name it. */
@@ -117,8 +131,19 @@ static inline vf_status vfi_sql_finish(vf_sql *q, vf_err *err)
     return q ? q->drv->finish(q, err) : VF_OK;
 }
 
+/* Run a bound statement to its end (no rows wanted) and free it: vfi_sql_finish's result. */
+static inline vf_status vfi_sql_run(vf_sql *q, vf_err *err)
+{
+    while (vfi_sql_step(q))
+        ;
+    return vfi_sql_finish(q, err);
+}
+
 /* Run sql once (no rows wanted): BEGIN, COMMIT, ... */
 vf_status vfi_sql_exec(vf_store *s, const char *sql, const char *what, vf_err *err);
+/* Run bound statement q of store s, whose one row holds an integer (an id RETURNING gives),
+ * into *out, and free it; no row is a failure naming `what`. */
+vf_status vfi_sql_one_int64(vf_store *s, vf_sql *q, const char *what, int64_t *out, vf_err *err);
 
 /* ---- the calls written once for every SQL store (sql.c): vf_store_ops entries ---- */
 vf_status vfi_sql_model(vf_store *s, const vf_store_model *m, int64_t *model_id, vf_err *err);
@@ -126,8 +151,9 @@ vf_status vfi_sql_is_done(vf_store *s, const vf_store_file *f, int64_t model_id,
                           const char *sampling, const char *precision, int *done, vf_err *err);
 vf_status vfi_sql_add_run(vf_store *s, const vf_run_record *r, const char *version, vf_err *err);
 vf_status vfi_sql_models(vf_store *s, vf_store_model_fn row, void *user, vf_err *err);
-vf_status vfi_sql_vector_at(vf_store *s, int64_t model_id, int f16, const char *path, double t,
-                            float *vec, int dim, vf_store_ref *ref, int *found, vf_err *err);
+vf_status vfi_sql_vector_at(vf_store *s, int64_t model_id, int f16, const char *path, int by_name,
+                            double t, float *vec, int dim, vf_store_ref *ref, int *found,
+                            vf_err *err);
 vf_status vfi_sql_nearest(vf_store *s, int64_t model_id, int f16, const float *q, int dim, int k,
                           const vf_store_ref *skip, vf_store_hit_fn hit, void *user, vf_err *err);
 vf_status vfi_sql_vectors(vf_store *s, int64_t model_id, int f16, int dim, vf_store_want_fn want,
@@ -135,6 +161,24 @@ vf_status vfi_sql_vectors(vf_store *s, int64_t model_id, int f16, int dim, vf_st
 vf_status vfi_sql_index_put(vf_store *s, const vf_store_index *ix, vf_err *err);
 vf_status vfi_sql_indexes(vf_store *s, int64_t model_id, vf_store_index_fn fn, void *user,
                           vf_err *err);
+
+/* ---- the writes every SQL store makes the same way (sql_write.c) ---- */
+
+/* Inside a write transaction: VF_OK while fence (NULL: none) is still this worker's claim (the
+ * lease row held until the transaction ends), VF_ERR_LEASE when it has moved on. *finished (may
+ * be NULL) is set instead when the claim already ended with this token (a finish repeated
+ * after its reply was lost). */
+vf_status vfi_sql_fence(vf_store *s, const vf_store_lease *fence, int *finished, vf_err *err);
+/* vf_store_ops.begin and .finish, each one transaction (a driver that reconnects repeats them:
+ * each is safe to repeat). */
+vf_status vfi_sql_begin(vf_store *s, const vf_store_video *v, int64_t model_id,
+                        const char *sampling, const vf_store_run *run, const vf_store_lease *fence,
+                        int64_t *ext_id, vf_err *err);
+vf_status vfi_sql_end(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int end,
+                      const char *error, const double *stage_fps, vf_err *err);
+/* Inside a batch's transaction: the extraction's running frame count raised by n (finish sets
+ * it from the rows). */
+vf_status vfi_sql_count_frames(vf_store *s, int64_t ext_id, int n, vf_err *err);
 
 /* What the database holds (vf_db_inspect), from an open store, in one snapshot: the summary
  * (database and engine as given), each extraction, each benchmark run. */

@@ -112,10 +112,11 @@ vf_status vfi_store_models(vf_store *s, vf_store_model_fn row, void *user, vf_er
     return s->ops->models(s, row, user, err);
 }
 
-vf_status vfi_store_vector_at(vf_store *s, int64_t model_id, int f16, const char *path, double t,
-                              float *vec, int dim, vf_store_ref *ref, int *found, vf_err *err)
+vf_status vfi_store_vector_at(vf_store *s, int64_t model_id, int f16, const char *path, int by_name,
+                              double t, float *vec, int dim, vf_store_ref *ref, int *found,
+                              vf_err *err)
 {
-    return s->ops->vector_at(s, model_id, f16, path, t, vec, dim, ref, found, err);
+    return s->ops->vector_at(s, model_id, f16, path, by_name, t, vec, dim, ref, found, err);
 }
 
 vf_status vfi_store_nearest(vf_store *s, int64_t model_id, int f16, const float *q, int dim, int k,

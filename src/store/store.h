@@ -185,7 +185,7 @@ typedef void (*vf_store_hit_fn)(void *user, const char *path, const vf_store_ref
 struct vf_store_ops {
     const char *name;
     /* (NULL: not an SQL store) the driver of sql.h, through which the reads written once for
-     * every SQL store (reads.c) run */
+     * every SQL store (sql.c) run */
     const struct vf_sql_driver *sql;
     /* 1 when target (what the user gave as -o) names a store of this kind */
     int (*claims)(const char *target);
@@ -225,8 +225,9 @@ struct vf_store_ops {
                        int64_t *merged, vf_err *err);
 
     vf_status (*models)(vf_store *s, vf_store_model_fn row, void *user, vf_err *err);
-    vf_status (*vector_at)(vf_store *s, int64_t model_id, int f16, const char *path, double t,
-                           float *vec, int dim, vf_store_ref *ref, int *found, vf_err *err);
+    vf_status (*vector_at)(vf_store *s, int64_t model_id, int f16, const char *path, int by_name,
+                           double t, float *vec, int dim, vf_store_ref *ref, int *found,
+                           vf_err *err);
     vf_status (*nearest)(vf_store *s, int64_t model_id, int f16, const float *q, int dim, int k,
                          const vf_store_ref *skip, vf_store_hit_fn hit, void *user, vf_err *err);
     vf_status (*vectors)(vf_store *s, int64_t model_id, int f16, int dim, vf_store_want_fn want,
@@ -347,10 +348,13 @@ vf_status vfi_store_merge(vf_store *s, const char *from, vf_store_conflict_fn co
 vf_status vfi_store_models(vf_store *s, vf_store_model_fn row, void *user, vf_err *err);
 
 /* The vector of model_id (stored as float16 when f16) nearest time t (seconds) in the video
- * stored as `path`, or as another name of the same file, into vec (dim floats) and *ref;
- * *found = 0 when there is none. */
-vf_status vfi_store_vector_at(vf_store *s, int64_t model_id, int f16, const char *path, double t,
-                              float *vec, int dim, vf_store_ref *ref, int *found, vf_err *err);
+ * stored as `path` into vec (dim floats) and *ref; *found = 0 when there is none. Unless
+ * by_name, also as another name of the same file (a link, a relative name): every stored name
+ * of the model is then resolved when path's is not there, a cost that grows with the archive and
+ * a look at the file system a server's client must not have (by_name: one indexed look-up). */
+vf_status vfi_store_vector_at(vf_store *s, int64_t model_id, int f16, const char *path, int by_name,
+                              double t, float *vec, int dim, vf_store_ref *ref, int *found,
+                              vf_err *err);
 
 /* The k vectors of model_id (float16 when f16) with the highest cosine similarity to q (dim
  * floats), best first (ties: by extraction, then frame), each passed to hit() with its video's

@@ -176,9 +176,9 @@ static vf_status pg_open(const char *uri, vf_store_mode mode, vf_store **out, vf
         PQsetNoticeProcessor(s->conn, vfi_pg_on_notice, s); /* kept by PQreset */
     if (!s->conn || PQstatus(s->conn) != CONNECTION_OK) {
         char why[512];
-        rc = vfi_fail(err, VF_ERR_STORE, "%s: cannot connect: %s", s->name,
-                      vfi_pg_pq_message(s->conn ? PQerrorMessage(s->conn) : "out of memory", why,
-                                        sizeof(why)));
+        vfi_pg_pq_message(s->conn ? PQerrorMessage(s->conn) : "out of memory", why, sizeof(why));
+        vfi_pg_scrub(uri, why, sizeof(why)); /* libpq quotes a URI it cannot read */
+        rc = vfi_fail(err, VF_ERR_STORE, "%s: cannot connect: %s", s->name, why);
         goto fail;
     }
     TRY(vfi_pg_session_settings(s, err)); /* the temporary tables come once the schema is there */
@@ -225,95 +225,6 @@ static vf_status pg_open(const char *uri, vf_store_mode mode, vf_store **out, vf
     return VF_OK;
 fail:
     pg_close(&s->base);
-    return rc;
-}
-
-/* Inside a transaction: VF_OK while fence (NULL: none) is still this worker's claim (the row
- * is then locked against a claim until the transaction ends), VF_ERR_LEASE when it has moved
- * on. *finished (may be NULL) is set when the claim already ended with this token (a finish
- * whose reply was lost with the connection). */
-static vf_status check_fence(pg_store *s, const vf_store_lease *fence, int *finished, vf_err *err)
-{
-    if (finished)
-        *finished = 0;
-    if (!fence)
-        return VF_OK;
-    char id[24], token[24];
-    snprintf(id, sizeof(id), "%lld", (long long)fence->id);
-    snprintf(token, sizeof(token), "%lld", (long long)fence->token);
-    const char *p[] = {id, token};
-    PGresult *res;
-    vf_status rc =
-        vfi_pg_query(s, "SELECT state FROM leases WHERE id = $1 AND token = $2 FOR SHARE", 2, p,
-                     "reading the lease", &res, err);
-    if (rc < 0)
-        return rc;
-    const char *state = PQntuples(res) ? PQgetvalue(res, 0, 0) : "";
-    if (!strcmp(state, "claimed"))
-        rc = VF_OK;
-    else if (finished && (!strcmp(state, "done") || !strcmp(state, "failed")))
-        *finished = 1;
-    else
-        rc = vfi_fail(err, VF_ERR_LEASE, "%s: the lease ran out and another worker has the file",
-                      s->name);
-    PQclear(res);
-    return rc;
-}
-
-static vf_status begin_once(pg_store *s, const vf_store_video *v, int64_t model_id,
-                            const char *sampling, const vf_store_run *run,
-                            const vf_store_lease *fence, int64_t *ext_id, vf_err *err)
-{
-    char size[24], mtime[40], duration[40], width[16], height[16], rotation[16], rate[40],
-        model[24], batch[16], now[32], video[24];
-    snprintf(size, sizeof(size), "%lld", (long long)v->size);
-    snprintf(mtime, sizeof(mtime), "%.17g", v->mtime);
-    snprintf(duration, sizeof(duration), "%.17g", v->duration);
-    snprintf(width, sizeof(width), "%d", v->width);
-    snprintf(height, sizeof(height), "%d", v->height);
-    snprintf(rotation, sizeof(rotation), "%d", v->rotation);
-    snprintf(rate, sizeof(rate), "%.17g", v->frame_rate);
-    snprintf(model, sizeof(model), "%lld", (long long)model_id);
-    snprintf(batch, sizeof(batch), "%d", run->batch_size);
-    vfi_now_iso(now, sizeof(now));
-    const char *pv[] = {v->path, size,   mtime,    v->content_hash, duration,
-                        width,   height, rotation, v->codec,        rate};
-    PGresult *res = NULL;
-    vf_status rc = vfi_pg_exec(s, "BEGIN", "starting a transaction", err);
-    if (rc < 0)
-        return rc;
-    TRY(check_fence(s, fence, NULL, err));
-    TRY(vfi_pg_query(
-        s,
-        "INSERT INTO videos (path, size, mtime, content_hash, duration, width, height,"
-        " rotation, codec, frame_rate) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-        " ON CONFLICT (path) DO UPDATE SET size = $2, mtime = $3, content_hash = $4,"
-        " duration = $5, width = $6, height = $7, rotation = $8, codec = $9,"
-        " frame_rate = $10 RETURNING id",
-        10, pv, "recording the video", &res, err));
-    snprintf(video, sizeof(video), "%s", PQgetvalue(res, 0, 0));
-    PQclear(res);
-    res = NULL;
-    /* An earlier attempt (unfinished, failed or forced) goes, with its vectors. */
-    const char *pd[] = {video, model, sampling};
-    TRY(vfi_pg_query(
-        s, "DELETE FROM extractions WHERE video_id = $1 AND model_id = $2 AND sampling = $3", 3, pd,
-        "removing an old extraction", NULL, err));
-    const char *pe[] = {video, model, sampling, run->device, run->precision, batch, now};
-    TRY(vfi_pg_query(
-        s,
-        "INSERT INTO extractions (video_id, model_id, sampling, status, device, precision,"
-        " batch_size, started_at) VALUES ($1, $2, $3, 'running', $4, $5, $6, $7)"
-        " RETURNING id",
-        7, pe, "starting the extraction", &res, err));
-    *ext_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-    PQclear(res);
-    res = NULL;
-    TRY(vfi_pg_exec(s, "COMMIT", "starting the extraction", err));
-    return VF_OK;
-fail:
-    PQclear(res);
-    vfi_pg_exec(s, "ROLLBACK", NULL, NULL);
     return rc;
 }
 
@@ -410,14 +321,10 @@ static vf_status batch_once(pg_store *s, int64_t ext_id, const vf_store_lease *f
             PQclear(res);
         }
     }
-    char id[24], count[16];
-    snprintf(id, sizeof(id), "%lld", (long long)ext_id);
-    snprintf(count, sizeof(count), "%d", n);
-    const char *pu[] = {id, count};
     /* the fence after the COPY (into this session's own table): the lease row is locked only
      * for the last few statements */
     if (rc >= 0)
-        rc = check_fence(s, fence, NULL, err);
+        rc = vfi_sql_fence(&s->base, fence, NULL, err);
     if (rc >= 0)
         rc = vfi_pg_exec(s,
                          "INSERT INTO features (extraction_id, frame_index, pts, t, t_end, vec)"
@@ -428,8 +335,7 @@ static vf_status batch_once(pg_store *s, int64_t ext_id, const vf_store_lease *f
                          "writing features", err);
     /* the frames column follows the rows while it runs; finish sets it from the rows */
     if (rc >= 0)
-        rc = vfi_pg_query(s, "UPDATE extractions SET frames = frames + $2 WHERE id = $1", 2, pu,
-                          "counting frames", NULL, err);
+        rc = vfi_sql_count_frames(&s->base, ext_id, n, err);
     if (rc >= 0)
         rc = vfi_pg_exec(s, "TRUNCATE batch_in", "writing features", err);
     if (rc >= 0)
@@ -440,64 +346,12 @@ static vf_status batch_once(pg_store *s, int64_t ext_id, const vf_store_lease *f
     return rc;
 }
 
-/* A measured rate as text, or NULL for "not measured". */
-static const char *rate_text(double v, char *buf, size_t size)
-{
-    if (!vfi_record_measured(v))
-        return NULL;
-    snprintf(buf, size, "%.17g", v);
-    return buf;
-}
-
-static vf_status finish_once(pg_store *s, int64_t ext_id, const vf_store_lease *fence, int end,
-                             const char *error, const double *stage_fps, vf_err *err)
-{
-    int ok = end == VF_END_DONE;
-    char id[24], now[32], rates[4][40], lease[24], token[24];
-    snprintf(id, sizeof(id), "%lld", (long long)ext_id);
-    vfi_now_iso(now, sizeof(now));
-    const char *p[8] = {id, ok ? "done" : "failed", error && *error ? error : NULL, now};
-    for (int i = 0; i < 4; i++)
-        p[4 + i] = rate_text(stage_fps ? stage_fps[i] : 0.0, rates[i], sizeof(rates[i]));
-    vf_status rc = vfi_pg_exec(s, "BEGIN", "starting a transaction", err);
-    if (rc < 0)
-        return rc;
-    int finished = 0;
-    TRY(check_fence(s, fence, &finished, err));
-    if (finished) /* this finish was committed before the connection went */
-        return vfi_pg_exec(s, "COMMIT", "finishing the extraction", err);
-    if (end == VF_END_REFUSED)
-        TRY(vfi_pg_query(s, "DELETE FROM features WHERE extraction_id = $1", 1, p,
-                         "removing the extraction's vectors", NULL, err));
-    /* The count comes from the rows actually written, so "done" always matches them. */
-    TRY(vfi_pg_query(s,
-                     "UPDATE extractions SET status = $2, error = $3, finished_at = $4,"
-                     " decode_fps = $5, convert_fps = $6, infer_fps = $7, store_fps = $8, frames ="
-                     " (SELECT count(*) FROM features WHERE extraction_id = $1) WHERE id = $1",
-                     8, p, "finishing the extraction", NULL, err));
-    if (fence) { /* the lease ends with the extraction */
-        snprintf(lease, sizeof(lease), "%lld", (long long)fence->id);
-        snprintf(token, sizeof(token), "%lld", (long long)fence->token);
-        const char *pl[] = {lease, token, p[1], p[2]};
-        TRY(vfi_pg_query(
-            s,
-            "UPDATE leases SET state = $3, owner = NULL, expires = NULL, attempts = 0,"
-            " finished_at = extract(epoch FROM clock_timestamp()), error = $4 WHERE id ="
-            " $1 AND token = $2",
-            4, pl, "ending the lease", NULL, err));
-    }
-    return vfi_pg_exec(s, "COMMIT", "finishing the extraction", err);
-fail:
-    vfi_pg_exec(s, "ROLLBACK", NULL, NULL);
-    return rc;
-}
-
 static vf_status pg_begin(vf_store *store, const vf_store_video *v, int64_t model_id,
                           const char *sampling, const vf_store_run *run,
                           const vf_store_lease *fence, int64_t *ext_id, vf_err *err)
 {
     pg_store *s = (pg_store *)store;
-    RETRYING(s, begin_once(s, v, model_id, sampling, run, fence, ext_id, err));
+    RETRYING(s, vfi_sql_begin(store, v, model_id, sampling, run, fence, ext_id, err));
 }
 
 static vf_status pg_batch(vf_store *store, int64_t ext_id, const vf_store_lease *fence, int n,
@@ -512,7 +366,7 @@ static vf_status pg_finish(vf_store *store, int64_t ext_id, const vf_store_lease
                            const char *error, const double *stage_fps, vf_err *err)
 {
     pg_store *s = (pg_store *)store;
-    RETRYING(s, finish_once(s, ext_id, fence, end, error, stage_fps, err));
+    RETRYING(s, vfi_sql_end(store, ext_id, fence, end, error, stage_fps, err));
 }
 
 /* refs' extractions and frame indexes as two bigint[] literals, in new strings */

@@ -46,6 +46,39 @@ char *vfi_pg_display_name(const char *uri)
     return vfi_strdup(buf);
 }
 
+/* The passwords a URI holds as written, read without libpq (which cannot read a malformed one,
+ * and then quotes it): the userinfo's after its ':' (postgresql://user:PASSWORD@...) and each
+ * password=VALUE of the query. Up to max, each [start, start + len) of uri; how many. */
+static int written_passwords(const char *uri, const char **start, size_t *len, int max)
+{
+    int n = 0;
+    const char *rest = strstr(uri, "://");
+    if (!rest)
+        return 0;
+    rest += 3;
+    /* the userinfo: up to the last '@' before the path or query (a password's own '@' is
+     * percent-encoded), else the first '@' at all (a URI malformed after it) */
+    const char *end = rest + strcspn(rest, "/?"), *at = NULL;
+    for (const char *q = rest; q < end; q++)
+        if (*q == '@')
+            at = q;
+    if (!at)
+        at = strchr(rest, '@');
+    const char *colon = at ? memchr(rest, ':', (size_t)(at - rest)) : NULL;
+    if (colon && n < max && at > colon + 1) {
+        start[n] = colon + 1;
+        len[n++] = (size_t)(at - colon - 1);
+    }
+    for (const char *q = strchr(uri, '?'); q && n < max; q = strchr(q + 1, '&')) {
+        const char *kv = q + 1;
+        if (!strncmp(kv, "password=", 9) && kv[9] && kv[9] != '&') {
+            start[n] = kv + 9;
+            len[n++] = strcspn(kv + 9, "&");
+        }
+    }
+    return n;
+}
+
 int vfi_pg_has_password(const char *uri)
 {
     PQconninfoOption *opts = PQconninfoParse(uri, NULL);
@@ -53,7 +86,54 @@ int vfi_pg_has_password(const char *uri)
     for (PQconninfoOption *o = opts; o && o->keyword; o++)
         found |= !strcmp(o->keyword, "password") && o->val && o->val[0];
     PQconninfoFree(opts);
-    return found;
+    const char *start[4];
+    size_t len[4];
+    return found || written_passwords(uri, start, len, 4) > 0; /* a URI libpq cannot read too */
+}
+
+/* s with every copy of the n bytes at what replaced by "(password)", in place (size bytes). */
+static void blot(char *s, size_t size, const char *what, size_t n)
+{
+    static const char mask[] = "(password)";
+    if (!n)
+        return;
+    char needle[256];
+    if (n >= sizeof(needle))
+        n = sizeof(needle) - 1; /* the start of a password longer than this is masked */
+    memcpy(needle, what, n);
+    needle[n] = '\0';
+    for (char *at = s; (at = strstr(at, needle)) != NULL;) {
+        size_t tail = strlen(at + n) + 1, m = sizeof(mask) - 1;
+        if ((size_t)(at - s) + m + tail > size)
+            tail = size - (size_t)(at - s) - m; /* cut at the end rather than overflow */
+        memmove(at + m, at + n, tail);
+        memcpy(at, mask, m);
+        s[size - 1] = '\0';
+        at += m;
+    }
+}
+
+void vfi_pg_scrub(const char *uri, char *msg, size_t size)
+{
+    const char *start[4];
+    size_t len[4];
+    int n = written_passwords(uri, start, len, 4);
+    for (int i = 0; i < n; i++) {
+        blot(msg, size, start[i], len[i]);
+        char plain[256]; /* and as libpq decodes it (%xx), where it could */
+        size_t k = 0;
+        for (size_t j = 0; j < len[i] && k + 1 < sizeof(plain); j++) {
+            const char *c = start[i] + j;
+            unsigned v;
+            if (*c == '%' && j + 2 < len[i] + 1 && sscanf(c + 1, "%2x", &v) == 1 && v) {
+                plain[k++] = (char)v;
+                j += 2;
+            } else {
+                plain[k++] = *c;
+            }
+        }
+        blot(msg, size, plain, k);
+    }
 }
 
 void vfi_pg_display(const char *uri, char *buf, size_t size)
@@ -620,6 +700,10 @@ const vf_sql_driver vfi_pg_driver = {
     .vec = sql_vec,
     .finish = sql_finish,
     .snapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+    .write = "BEGIN",
+    .new_extraction_id = "DEFAULT",
+    .hold_row = " FOR SHARE", /* a claim of the file waits until the write is over */
+    .epoch_now = "extract(epoch FROM clock_timestamp())", /* the server's: every worker's */
     .schema = sql_schema,
     .label = sql_label,
 };

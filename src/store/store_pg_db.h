@@ -46,6 +46,9 @@ typedef struct pg_store {
 /* The URI without its password (and any option that may carry one), in a new string. */
 char *vfi_pg_display_name(const char *uri);
 int vfi_pg_has_password(const char *uri);
+/* msg (size bytes) with every copy of a password uri holds, as written or percent-decoded,
+ * replaced by "(password)": libpq quotes the parts of a URI it cannot read in its message. */
+void vfi_pg_scrub(const char *uri, char *msg, size_t size);
 void vfi_pg_display(const char *uri, char *buf, size_t size);
 /* libpq's message, first line only (it ends with a newline, and may add hints). */
 const char *vfi_pg_pq_message(const char *msg, char *buf, size_t size);

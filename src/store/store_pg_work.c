@@ -16,18 +16,18 @@
 #include "core/path.h"
 #include "core/utf8.h"
 #include "store/record.h"
+#include "store/sql.h"
 #include "store/store_pg_db.h"
 
 static vf_status clock_once(pg_store *s, double *now, vf_err *err)
 {
-    PGresult *res;
-    vf_status rc = vfi_pg_query(s, "SELECT extract(epoch FROM clock_timestamp())::float8", 0, NULL,
-                                "reading the clock", &res, err);
-    if (rc >= 0) {
-        *now = strtod(PQgetvalue(res, 0, 0), NULL);
-        PQclear(res);
-    }
-    return rc;
+    vf_sql *q;
+    vf_status rc = vfi_sql_prepare(&s->base, "SELECT extract(epoch FROM clock_timestamp())::float8",
+                                   "reading the clock", &q, err);
+    if (rc < 0)
+        return rc;
+    *now = vfi_sql_step(q) ? vfi_sql_col_real(q, 0) : 0.0;
+    return vfi_sql_finish(q, err);
 }
 
 vf_status vfi_pg_clock(vf_store *store, double *now, vf_err *err)

@@ -1,7 +1,8 @@
 /*
  * store_sqlite.c - see store_sqlite.h. WAL journal, synchronous=NORMAL (a crash or kill -9
  * never corrupts the file and loses at most the batch being written), a 5 s busy timeout for
- * another writer, prepared statements reused for every batch. An extraction is marked done only
+ * another writer, a batch's statement prepared once and stepped for each row (the writes that
+ * read the same in PostgreSQL are sql_write.c's). An extraction is marked done only
  * by the statement that records its frame count, after every batch is committed, so a database
  * can never show a done extraction with frames missing.
  */
@@ -32,8 +33,6 @@ static void sq_close(vf_store *store)
     sq_store *s = (sq_store *)store;
     if (!s)
         return;
-    sqlite3_finalize(s->ins_feature);
-    sqlite3_finalize(s->add_frames);
     sqlite3_close(s->db);
     vfi_free(s->path);
     vfi_free(s);
@@ -134,6 +133,13 @@ static vf_status sql_vec(vf_sql *b, int col, int f16, int dim, float *out)
     return rc;
 }
 
+/* Parameter i: n bytes (a stored vector), copied when copy, else kept until the next step. The
+ * SQLite store's own: PostgreSQL's batch is a COPY. */
+static void bind_blob(vf_sql *b, int i, const void *bytes, int n, int copy)
+{
+    sqlite3_bind_blob(((sq_sql *)b)->st, i, bytes, n, copy ? SQLITE_TRANSIENT : SQLITE_STATIC);
+}
+
 static vf_status sql_finish(vf_sql *b, vf_err *err)
 {
     sq_sql *q = (sq_sql *)b;
@@ -168,6 +174,10 @@ static const vf_sql_driver sq_driver = {
     .vec = sql_vec,
     .finish = sql_finish,
     .snapshot = "BEGIN", /* a WAL reader sees the database as it was when it began */
+    .write = "BEGIN IMMEDIATE",
+    .new_extraction_id = NEXT_EXTRACTION_ID,
+    .hold_row = "",    /* BEGIN IMMEDIATE holds the whole database */
+    .epoch_now = NULL, /* leases are timed by this machine's clock (vfi_sq_clock) */
     .schema = sql_schema,
     .label = sql_label,
 };
@@ -401,14 +411,6 @@ static vf_status open_write(const char *path, vf_store **out, vf_err *err)
     if (version < VF_STORE_SCHEMA_VERSION && (rc = vfi_sq_migrate(s, err)) < 0)
         goto fail;
     s->version = VF_STORE_SCHEMA_VERSION;
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "INSERT OR REPLACE INTO features (extraction_id, frame_index, "
-                                 "pts, t, vec, t_end) VALUES (?, ?, ?, ?, ?, ?)",
-                                 -1, &s->ins_feature, NULL),
-              "prepare");
-    CHECK_SQL(sqlite3_prepare_v2(s->db, "UPDATE extractions SET frames = frames + ? WHERE id = ?",
-                                 -1, &s->add_frames, NULL),
-              "prepare");
     *out = &s->base;
     return VF_OK;
 fail:
@@ -416,253 +418,55 @@ fail:
     return rc;
 }
 
-/* Inside a write transaction: VF_OK while fence (NULL: none) is still this worker's claim,
- * VF_ERR_LEASE when the lease has moved on (the worker must drop the file). */
-static vf_status check_fence(sq_store *s, const vf_store_lease *fence, vf_err *err)
-{
-    if (!fence)
-        return VF_OK;
-    sqlite3_stmt *st = NULL;
-    vf_status rc = VF_OK;
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "SELECT 1 FROM leases WHERE id = ? AND token = ? AND state = "
-                                 "'claimed'",
-                                 -1, &st, NULL),
-              "prepare");
-    sqlite3_bind_int64(st, 1, fence->id);
-    sqlite3_bind_int64(st, 2, fence->token);
-    int r = sqlite3_step(st);
-    if (r == SQLITE_DONE)
-        rc = vfi_fail(err, VF_ERR_LEASE, "%s: the lease ran out and another worker has the file",
-                      s->path);
-    else if (r != SQLITE_ROW)
-        rc = vfi_sq_fail(s, err, "reading the lease");
-fail:
-    sqlite3_finalize(st);
-    return rc;
-}
-
-static vf_status sq_begin(vf_store *store, const vf_store_video *v, int64_t model_id,
-                          const char *sampling, const vf_store_run *run,
-                          const vf_store_lease *fence, int64_t *ext_id, vf_err *err)
-{
-    sq_store *s = (sq_store *)store;
-    vf_status rc = VF_OK;
-    sqlite3_stmt *st = NULL;
-    char now[32];
-    vfi_now_iso(now, sizeof(now));
-    if ((rc = vfi_sq_exec(s, "BEGIN IMMEDIATE", err)) < 0)
-        return rc;
-    if ((rc = check_fence(s, fence, err)) < 0)
-        goto fail;
-    CHECK_SQL(sqlite3_prepare_v2(
-                  s->db,
-                  "INSERT INTO videos (path, size, mtime, content_hash, duration, width, height, "
-                  "rotation, codec, frame_rate) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
-                  "ON CONFLICT (path) DO UPDATE SET size = ?2, mtime = ?3, content_hash = ?4, "
-                  "duration = ?5, width = ?6, height = ?7, rotation = ?8, codec = ?9, "
-                  "frame_rate = ?10 RETURNING id",
-                  -1, &st, NULL),
-              "prepare");
-    sqlite3_bind_text(st, 1, v->path, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, v->size);
-    sqlite3_bind_double(st, 3, v->mtime);
-    sqlite3_bind_text(st, 4, v->content_hash, -1, SQLITE_STATIC);
-    sqlite3_bind_double(st, 5, v->duration);
-    sqlite3_bind_int(st, 6, v->width);
-    sqlite3_bind_int(st, 7, v->height);
-    sqlite3_bind_int(st, 8, v->rotation);
-    sqlite3_bind_text(st, 9, v->codec, -1, SQLITE_STATIC);
-    sqlite3_bind_double(st, 10, v->frame_rate);
-    if (sqlite3_step(st) != SQLITE_ROW) {
-        rc = vfi_sq_fail(s, err, "recording the video");
-        goto fail;
-    }
-    int64_t video_id = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    st = NULL;
-    /* An earlier attempt (unfinished, failed or forced) goes, with its vectors. */
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "DELETE FROM extractions WHERE video_id = ? AND model_id = ? "
-                                 "AND sampling = ?",
-                                 -1, &st, NULL),
-              "prepare");
-    sqlite3_bind_int64(st, 1, video_id);
-    sqlite3_bind_int64(st, 2, model_id);
-    sqlite3_bind_text(st, 3, sampling, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) != SQLITE_DONE) {
-        rc = vfi_sq_fail(s, err, "removing an old extraction");
-        goto fail;
-    }
-    sqlite3_finalize(st);
-    st = NULL;
-    CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                 "INSERT INTO extractions (id, video_id, model_id, sampling, "
-                                 "status, device, precision, batch_size, started_at) VALUES "
-                                 "(" NEXT_EXTRACTION_ID ", ?, ?, ?, 'running', ?, ?, ?, ?) "
-                                 "RETURNING id",
-                                 -1, &st, NULL),
-              "prepare");
-    sqlite3_bind_int64(st, 1, video_id);
-    sqlite3_bind_int64(st, 2, model_id);
-    sqlite3_bind_text(st, 3, sampling, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, run->device, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 5, run->precision, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 6, run->batch_size);
-    sqlite3_bind_text(st, 7, now, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) != SQLITE_ROW) {
-        rc = vfi_sq_fail(s, err, "starting the extraction");
-        goto fail;
-    }
-    *ext_id = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    st = NULL;
-    if ((rc = vfi_sq_exec(s, "COMMIT", err)) < 0)
-        goto fail;
-    return VF_OK;
-fail:
-    sqlite3_finalize(st);
-    vfi_sq_exec(s, "ROLLBACK", NULL);
-    return rc;
-}
-
 static vf_status sq_batch(vf_store *store, int64_t ext_id, const vf_store_lease *fence, int n,
                           int dim, int f16, const int64_t *frame_index, const int64_t *pts,
                           const double *t, const double *t_end, const float *vecs, vf_err *err)
 {
-    sq_store *s = (sq_store *)store;
-    vf_status rc = VF_OK;
     uint16_t *half = NULL;
     if (f16 && !(half = vfi_mallocarray((size_t)dim, sizeof(uint16_t))))
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
-    if ((rc = vfi_sq_exec(s, "BEGIN IMMEDIATE", err)) < 0)
+    vf_sql *q = NULL;
+    vf_status rc = vfi_sql_exec(store, "BEGIN IMMEDIATE", "starting a transaction", err);
+    if (rc < 0)
         goto out;
-    if ((rc = check_fence(s, fence, err)) < 0) {
-        vfi_sq_exec(s, "ROLLBACK", NULL);
-        goto out;
-    }
+    if ((rc = vfi_sql_fence(store, fence, NULL, err)) < 0 ||
+        (rc = vfi_sql_prepare(store,
+                              "INSERT OR REPLACE INTO features (extraction_id, frame_index, pts,"
+                              " t, vec, t_end) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                              "writing features", &q, err)) < 0)
+        goto rollback;
     for (int i = 0; i < n; i++) {
-        sqlite3_stmt *st = s->ins_feature;
         const float *v = vecs + (size_t)i * dim;
-        sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, ext_id);
-        sqlite3_bind_int64(st, 2, frame_index[i]);
-        sqlite3_bind_int64(st, 3, pts[i]);
-        sqlite3_bind_double(st, 4, t[i]);
-        if (t_end)
-            sqlite3_bind_double(st, 6, t_end[i]);
-        else
-            sqlite3_bind_null(st, 6);
+        vfi_sql_reset(q);
+        vfi_sql_int64(q, 1, ext_id);
+        vfi_sql_int64(q, 2, frame_index[i]);
+        vfi_sql_int64(q, 3, pts[i]);
+        vfi_sql_double(q, 4, t[i]);
         if (f16) {
             for (int k = 0; k < dim; k++)
                 half[k] = vfi_f32_to_f16(v[k]);
-            sqlite3_bind_blob(st, 5, half, dim * 2, SQLITE_TRANSIENT);
+            bind_blob(q, 5, half, dim * 2, 1);
         } else {
-            sqlite3_bind_blob(st, 5, v, dim * 4, SQLITE_STATIC); /* x86-64: little-endian */
+            bind_blob(q, 5, v, dim * 4, 0); /* x86-64: little-endian */
         }
-        if (sqlite3_step(st) != SQLITE_DONE) {
-            rc = vfi_sq_fail(s, err, "writing features");
-            sqlite3_reset(st);
-            vfi_sq_exec(s, "ROLLBACK", NULL);
-            goto out;
-        }
+        if (t_end)
+            vfi_sql_double(q, 6, t_end[i]);
+        else
+            vfi_sql_text(q, 6, NULL); /* a frame's vector */
+        vfi_sql_step(q);
     }
-    sqlite3_reset(s->ins_feature);
+    rc = vfi_sql_finish(q, err);
+    q = NULL;
     /* the extraction's frames column follows the rows while it runs (an interrupted one then
      * says how far it got); vfi_store_finish sets it from the rows themselves */
-    sqlite3_bind_int(s->add_frames, 1, n);
-    sqlite3_bind_int64(s->add_frames, 2, ext_id);
-    if (sqlite3_step(s->add_frames) != SQLITE_DONE)
-        rc = vfi_sq_fail(s, err, "counting frames");
-    sqlite3_reset(s->add_frames);
-    if (rc < 0) {
-        vfi_sq_exec(s, "ROLLBACK", NULL);
+    if (rc >= 0 && (rc = vfi_sql_count_frames(store, ext_id, n, err)) >= 0 &&
+        (rc = vfi_sql_exec(store, "COMMIT", "writing features", err)) >= 0)
         goto out;
-    }
-    if ((rc = vfi_sq_exec(s, "COMMIT", err)) < 0)
-        vfi_sq_exec(s, "ROLLBACK", NULL);
+rollback:
+    vfi_sql_finish(q, NULL);
+    vfi_sql_exec(store, "ROLLBACK", "rolling back", NULL);
 out:
     vfi_free(half);
-    return rc;
-}
-
-/* A measured rate, or NULL for "not measured" (0, negative or not finite). */
-static void bind_rate(sqlite3_stmt *st, int i, double v)
-{
-    if (vfi_record_measured(v))
-        sqlite3_bind_double(st, i, v);
-    else
-        sqlite3_bind_null(st, i);
-}
-
-static vf_status sq_finish(vf_store *store, int64_t ext_id, const vf_store_lease *fence, int end,
-                           const char *error, const double *stage_fps, vf_err *err)
-{
-    int ok = end == VF_END_DONE;
-    sq_store *s = (sq_store *)store;
-    vf_status rc = VF_OK;
-    sqlite3_stmt *st = NULL;
-    char now[32];
-    vfi_now_iso(now, sizeof(now));
-    if ((rc = vfi_sq_exec(s, "BEGIN IMMEDIATE", err)) < 0)
-        return rc;
-    if ((rc = check_fence(s, fence, err)) < 0)
-        goto fail;
-    if (end == VF_END_REFUSED) {
-        char sql[80];
-        snprintf(sql, sizeof(sql), "DELETE FROM features WHERE extraction_id = %lld",
-                 (long long)ext_id);
-        if ((rc = vfi_sq_exec(s, sql, err)) < 0)
-            goto fail;
-    }
-    /* The count comes from the rows actually written, so "done" always matches them. */
-    CHECK_SQL(sqlite3_prepare_v2(
-                  s->db,
-                  "UPDATE extractions SET status = ?2, error = ?3, finished_at = ?4, "
-                  "decode_fps = ?5, convert_fps = ?6, infer_fps = ?7, store_fps = ?8, frames = "
-                  "(SELECT count(*) FROM features WHERE extraction_id = ?1) WHERE id = ?1",
-                  -1, &st, NULL),
-              "prepare");
-    sqlite3_bind_int64(st, 1, ext_id);
-    sqlite3_bind_text(st, 2, ok ? "done" : "failed", -1, SQLITE_STATIC);
-    if (error && *error)
-        sqlite3_bind_text(st, 3, error, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, 3);
-    sqlite3_bind_text(st, 4, now, -1, SQLITE_STATIC);
-    for (int i = 0; i < 4; i++)
-        bind_rate(st, 5 + i, stage_fps ? stage_fps[i] : 0.0);
-    if (sqlite3_step(st) != SQLITE_DONE) {
-        rc = vfi_sq_fail(s, err, "finishing the extraction");
-        goto fail;
-    }
-    sqlite3_finalize(st);
-    st = NULL;
-    if (fence) { /* the lease ends with the extraction */
-        CHECK_SQL(sqlite3_prepare_v2(s->db,
-                                     "UPDATE leases SET state = ?3, owner = NULL, expires = NULL,"
-                                     " attempts = 0, finished_at = ?4, error = ?5 WHERE id = ?1"
-                                     " AND token = ?2",
-                                     -1, &st, NULL),
-                  "prepare");
-        sqlite3_bind_int64(st, 1, fence->id);
-        sqlite3_bind_int64(st, 2, fence->token);
-        sqlite3_bind_text(st, 3, ok ? "done" : "failed", -1, SQLITE_STATIC);
-        sqlite3_bind_double(st, 4, vfi_epoch_s());
-        vfi_sq_bind_text(st, 5, error && *error ? error : NULL);
-        if (sqlite3_step(st) != SQLITE_DONE) {
-            rc = vfi_sq_fail(s, err, "ending the lease");
-            goto fail;
-        }
-        sqlite3_finalize(st);
-        st = NULL;
-    }
-    if ((rc = vfi_sq_exec(s, "COMMIT", err)) < 0)
-        goto fail;
-    return VF_OK;
-fail:
-    sqlite3_finalize(st);
-    vfi_sq_exec(s, "ROLLBACK", NULL);
     return rc;
 }
 
@@ -709,9 +513,9 @@ const vf_store_ops vfi_store_sqlite = {
     .version = sq_version,
     .model = vfi_sql_model,
     .is_done = vfi_sql_is_done,
-    .begin = sq_begin,
+    .begin = vfi_sql_begin,
     .batch = sq_batch,
-    .finish = sq_finish,
+    .finish = vfi_sql_end,
     .add_run = vfi_sql_add_run,
     .clock = vfi_sq_clock,
     .enqueue = vfi_sq_enqueue,

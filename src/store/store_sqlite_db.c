@@ -208,8 +208,10 @@ static void squeeze(const char *in, char *out, size_t size)
 
 /*
  * The schema of s->db is vidfeat's own at version (>= 1): every table vidfeat's migrations make
- * is a table there (not a view, which could be an endless query), and every trigger there is
- * one of vidfeat's, as vidfeat writes it (a trigger runs on vidfeat's own writes). Tables,
+ * is a table there (not a view, which could be an endless query), every view they make is that
+ * view, as vidfeat writes it (`frames` is read by info, similar, matches and export), and every
+ * trigger there is one of vidfeat's, as vidfeat writes it (a trigger runs on vidfeat's own
+ * writes). Tables,
  * indexes and views a user added beside vidfeat's are left alone: vidfeat never reads them.
  * The reference is made by running the migrations on an empty database in memory.
  */
@@ -228,7 +230,7 @@ vf_status vfi_sq_check_schema(sq_store *s, int version, vf_err *err)
             rc = vfi_fail(err, VF_ERR_INTERNAL, "schema %d: %s", v + 1, sqlite3_errmsg(ref));
             goto done;
         }
-    if (sqlite3_prepare_v2(ref, "SELECT name, sql FROM sqlite_master WHERE type = ?1 AND name = ?2",
+    if (sqlite3_prepare_v2(ref, "SELECT type, sql FROM sqlite_master WHERE name = ?1 AND type = ?2",
                            -1, &mine, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(s->db,
                            "SELECT type, name, sql FROM main.sqlite_master WHERE type = 'trigger'"
@@ -238,11 +240,11 @@ vf_status vfi_sq_check_schema(sq_store *s, int version, vf_err *err)
                       sqlite3_errmsg(s->db));
         goto done;
     }
-    /* the names of vidfeat's tables, as a JSON array for the query above */
+    /* the names of vidfeat's tables and views, as a JSON array for the query above */
     char names[1024] = "[";
     sqlite3_stmt *tables = NULL;
-    if (sqlite3_prepare_v2(ref, "SELECT name FROM sqlite_master WHERE type = 'table'", -1, &tables,
-                           NULL) == SQLITE_OK)
+    if (sqlite3_prepare_v2(ref, "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')",
+                           -1, &tables, NULL) == SQLITE_OK)
         while (sqlite3_step(tables) == SQLITE_ROW)
             snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s\"%s\"",
                      names[1] ? "," : "", (const char *)sqlite3_column_text(tables, 0));
@@ -253,25 +255,31 @@ vf_status vfi_sq_check_schema(sq_store *s, int version, vf_err *err)
     while ((r = sqlite3_step(theirs)) == SQLITE_ROW) {
         const char *type = (const char *)sqlite3_column_text(theirs, 0);
         const char *name = (const char *)sqlite3_column_text(theirs, 1);
-        int trigger = type && !strcmp(type, "trigger");
         sqlite3_reset(mine);
-        sqlite3_bind_text(mine, 1, trigger ? "trigger" : "table", -1, SQLITE_STATIC);
-        sqlite3_bind_text(mine, 2, name ? name : "", -1, SQLITE_TRANSIENT);
-        int known = sqlite3_step(mine) == SQLITE_ROW;
-        if (known && trigger) { /* the same statement */
+        sqlite3_bind_text(mine, 1, name ? name : "", -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(mine, 2, type ? type : "", -1, SQLITE_TRANSIENT);
+        /* vidfeat's object of that name and type (a table and a trigger may share a name); a
+         * view or trigger as written */
+        const char *want =
+            sqlite3_step(mine) == SQLITE_ROW ? (const char *)sqlite3_column_text(mine, 0) : NULL;
+        int known = want && type && !strcmp(want, type);
+        if (known && strcmp(type, "table")) {
             squeeze((const char *)sqlite3_column_text(mine, 1), a, sizeof(a));
             squeeze((const char *)sqlite3_column_text(theirs, 2), b, sizeof(b));
             known = !strcmp(a, b);
         }
-        if (!known || !type || (!trigger && strcmp(type, "table"))) {
+        /* the first object of the wrong kind is named before one whose text differs (a table
+         * renamed away rewrites the views that read it) */
+        if (!known && (rc >= 0 || !want)) {
             rc = vfi_fail(err, VF_ERR_STORE,
                           "%s: not vidfeat's schema: %s '%s' is not what vidfeat made (a "
                           "database changed by hand or by someone else; not read)",
                           s->path, type ? type : "object", name ? name : "");
-            goto done;
+            if (!want)
+                goto done;
         }
     }
-    if (r != SQLITE_DONE)
+    if (rc >= 0 && r != SQLITE_DONE)
         rc = vfi_fail(err, VF_ERR_STORE, "%s: %s (%s)", s->path, vfi_sq_read_problem(s->db),
                       sqlite3_errmsg(s->db));
 done:

@@ -16,8 +16,6 @@
 typedef struct sq_store {
     vf_store base; /* first: what the interface hands around */
     sqlite3 *db;
-    sqlite3_stmt *ins_feature;
-    sqlite3_stmt *add_frames; /* the running count, in the batch's transaction */
     char *path;
     int want; /* claims come from the temporary table want (a list), not every lease of the key */
     int version; /* the schema's (a database opened for writing is brought to the newest) */

@@ -12,6 +12,83 @@
 #include "store/record.h"
 #include "store/store_sqlite_db.h"
 
+/* The files done in both with other vectors (counts, frames, times or values), told to
+ * conflict(); the same vectors are one extraction. */
+static vf_status report_conflicts(sq_store *s, vf_store_conflict_fn conflict, void *user,
+                                  vf_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    vf_status rc = VF_OK;
+    TRY(vfi_sq_prepare(
+        s,
+        "SELECT p.path, p.sampling, (SELECT count(*) FROM src.features a WHERE"
+        " a.extraction_id = p.old) != (SELECT count(*) FROM features b WHERE"
+        " b.extraction_id = p.new) OR EXISTS (SELECT 1 FROM src.features a LEFT JOIN"
+        " features b ON b.extraction_id = p.new AND b.frame_index = a.frame_index WHERE"
+        " a.extraction_id = p.old AND (b.vec IS NULL OR b.vec != a.vec OR b.t != a.t))"
+        " FROM pairs p WHERE p.new IS NOT NULL",
+        &st, err));
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW)
+        if (sqlite3_column_int(st, 2) && conflict)
+            conflict(user, (const char *)sqlite3_column_text(st, 0),
+                     (const char *)sqlite3_column_text(st, 1));
+    if (r != SQLITE_DONE)
+        rc = vfi_sq_fail(s, err, "comparing vectors");
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* The source's done extractions that are not here, copied (new ids, counted in *merged), each
+ * old id mapped to its new one in temp.ext_map for the vectors. */
+static vf_status copy_extractions(sq_store *s, int64_t *merged, vf_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    vf_status rc = VF_OK;
+    int r;
+    TRY(vfi_sq_prepare(
+        s,
+        "INSERT INTO extractions (id, video_id, model_id, sampling, status, error, device,"
+        " precision, batch_size, frames, started_at, finished_at, decode_fps,"
+        " convert_fps, infer_fps, store_fps) SELECT " NEXT_EXTRACTION_ID ","
+        " p.video_id, p.model_id, e.sampling,"
+        " 'done', NULL, e.device, e.precision, e.batch_size, e.frames, e.started_at,"
+        " e.finished_at, e.decode_fps, e.convert_fps, e.infer_fps, e.store_fps FROM"
+        " pairs p JOIN src.extractions e ON e.id = p.old WHERE p.old = ? RETURNING id",
+        &st, err));
+    sqlite3_stmt *olds = NULL, *map = NULL;
+    TRY(vfi_sq_prepare(s, "SELECT old FROM pairs WHERE new IS NULL ORDER BY old", &olds, err));
+    if ((rc = vfi_sq_prepare(s, "INSERT INTO ext_map VALUES (?, ?)", &map, err)) < 0) {
+        sqlite3_finalize(olds);
+        goto fail;
+    }
+    while ((r = sqlite3_step(olds)) == SQLITE_ROW) {
+        int64_t old = sqlite3_column_int64(olds, 0);
+        sqlite3_bind_int64(st, 1, old);
+        if (sqlite3_step(st) != SQLITE_ROW) {
+            r = SQLITE_ERROR;
+            break;
+        }
+        sqlite3_bind_int64(map, 1, old);
+        sqlite3_bind_int64(map, 2, sqlite3_column_int64(st, 0));
+        sqlite3_reset(st);
+        if (sqlite3_step(map) != SQLITE_DONE) {
+            r = SQLITE_ERROR;
+            break;
+        }
+        sqlite3_reset(map);
+        (*merged)++;
+    }
+    sqlite3_finalize(olds);
+    sqlite3_finalize(map);
+    if (r != SQLITE_DONE)
+        rc = vfi_sq_fail(s, err, "copying extractions");
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
 /* Copy the done extractions of the database at `from` into s (see store.h). Conflicts: a file
  * done in both with other vectors; s's is kept and conflict() told. */
 vf_status vfi_sq_merge(vf_store *store, const char *from, vf_store_conflict_fn conflict, void *user,
@@ -72,27 +149,7 @@ vf_status vfi_sq_merge(vf_store *store, const char *from, vf_store_conflict_fn c
             " models.layer AND o.dtype = models.dtype AND o.preprocessing ="
             " models.preprocessing) WHERE text_sha256 IS NULL;",
             err));
-    /* done in both: the same vectors are one extraction; other vectors are a conflict */
-    TRY(vfi_sq_prepare(
-        s,
-        "SELECT p.path, p.sampling, (SELECT count(*) FROM src.features a WHERE"
-        " a.extraction_id = p.old) != (SELECT count(*) FROM features b WHERE"
-        " b.extraction_id = p.new) OR EXISTS (SELECT 1 FROM src.features a LEFT JOIN"
-        " features b ON b.extraction_id = p.new AND b.frame_index = a.frame_index WHERE"
-        " a.extraction_id = p.old AND (b.vec IS NULL OR b.vec != a.vec OR b.t != a.t))"
-        " FROM pairs p WHERE p.new IS NOT NULL",
-        &st, err));
-    int r;
-    while ((r = sqlite3_step(st)) == SQLITE_ROW)
-        if (sqlite3_column_int(st, 2) && conflict)
-            conflict(user, (const char *)sqlite3_column_text(st, 0),
-                     (const char *)sqlite3_column_text(st, 1));
-    if (r != SQLITE_DONE) {
-        rc = vfi_sq_fail(s, err, "comparing vectors");
-        goto fail;
-    }
-    sqlite3_finalize(st);
-    st = NULL;
+    TRY(report_conflicts(s, conflict, user, err));
     /* the rest: replace any unfinished or failed attempt here, copy extraction and vectors */
     TRY(vfi_sq_exec(
         s,
@@ -101,45 +158,7 @@ vf_status vfi_sq_merge(vf_store *store, const char *from, vf_store_conflict_fn c
         " e.sampling = p.sampling);"
         "CREATE TEMP TABLE ext_map (old INTEGER PRIMARY KEY, new INTEGER);",
         err));
-    TRY(vfi_sq_prepare(
-        s,
-        "INSERT INTO extractions (id, video_id, model_id, sampling, status, error, device,"
-        " precision, batch_size, frames, started_at, finished_at, decode_fps,"
-        " convert_fps, infer_fps, store_fps) SELECT " NEXT_EXTRACTION_ID ","
-        " p.video_id, p.model_id, e.sampling,"
-        " 'done', NULL, e.device, e.precision, e.batch_size, e.frames, e.started_at,"
-        " e.finished_at, e.decode_fps, e.convert_fps, e.infer_fps, e.store_fps FROM"
-        " pairs p JOIN src.extractions e ON e.id = p.old WHERE p.old = ? RETURNING id",
-        &st, err));
-    sqlite3_stmt *olds = NULL, *map = NULL;
-    TRY(vfi_sq_prepare(s, "SELECT old FROM pairs WHERE new IS NULL ORDER BY old", &olds, err));
-    if ((rc = vfi_sq_prepare(s, "INSERT INTO ext_map VALUES (?, ?)", &map, err)) < 0) {
-        sqlite3_finalize(olds);
-        goto fail;
-    }
-    while ((r = sqlite3_step(olds)) == SQLITE_ROW) {
-        int64_t old = sqlite3_column_int64(olds, 0);
-        sqlite3_bind_int64(st, 1, old);
-        if (sqlite3_step(st) != SQLITE_ROW) {
-            r = SQLITE_ERROR;
-            break;
-        }
-        sqlite3_bind_int64(map, 1, old);
-        sqlite3_bind_int64(map, 2, sqlite3_column_int64(st, 0));
-        sqlite3_reset(st);
-        if (sqlite3_step(map) != SQLITE_DONE) {
-            r = SQLITE_ERROR;
-            break;
-        }
-        sqlite3_reset(map);
-        (*merged)++;
-    }
-    sqlite3_finalize(olds);
-    sqlite3_finalize(map);
-    if (r != SQLITE_DONE) {
-        rc = vfi_sq_fail(s, err, "copying extractions");
-        goto fail;
-    }
+    TRY(copy_extractions(s, merged, err));
     /* a window's end time since schema 9 */
     TRY(vfi_sq_exec(s,
                     version >= 9 ? "INSERT INTO features (extraction_id, frame_index, pts, t, "
@@ -154,8 +173,6 @@ vf_status vfi_sq_merge(vf_store *store, const char *from, vf_store_conflict_fn c
                     "DROP TABLE temp.model_map; DROP TABLE temp.done_src; DROP TABLE temp.pairs;"
                     " DROP TABLE temp.ext_map;",
                     err));
-    sqlite3_finalize(st);
-    st = NULL;
     TRY(vfi_sq_exec(s, "COMMIT", err));
     return vfi_sq_exec(s, "DETACH DATABASE src", err);
 fail:

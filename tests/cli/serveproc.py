@@ -78,9 +78,16 @@ class Server:
 
 
 def wait_until(cond, seconds, step=0.05):
+    """True once cond() is; a connection refused or reset on the way (the server still counting
+    closed connections against the address) is "not yet"."""
+    def holds():
+        try:
+            return cond()
+        except OSError:
+            return False
     end = time.time() + seconds
     while time.time() < end:
-        if cond():
+        if holds():
             return True
         time.sleep(step)
-    return cond()
+    return holds()

@@ -9,6 +9,9 @@
               manifest has an address (fetch-models.sh refuses the others), an export script
               that exists, or, for a model with neither, where to put one's own copy
   missing     extracting with a model whose file is absent names the same way to get it
+  suggested   every command fetch-models.sh (with no download possible) and `vidfeat models`
+              suggest is one its script takes (an export script's names, a manifest with an
+              address to fetch), else it says where to put one's own copy
 
 usage: test_advice.py VIDFEAT SOURCE_DIR
 """
@@ -23,6 +26,29 @@ import tempfile
 from vfcheck import check
 
 MODULES = {"vfbench.py"}  # imported by the benchmark scripts, not run
+SUGGESTION = re.compile(r"scripts/[A-Za-z0-9_.-]+(?: [A-Za-z0-9_./=-]+)*")
+
+
+def runnable(src, cmd, where):
+    """A scripts/ command line a message suggests, checked as far as it can be without running
+    it: the script exists and runs; fetch-models.sh NAME has a manifest with an address (with
+    --vocab: a vocabulary's); an export script takes the command's arguments (run with --help
+    appended, so that argparse refuses a name it does not know)."""
+    words = cmd.rstrip(".,;:)").split()
+    script = os.path.join(src, words[0])
+    check(os.path.isfile(script) and os.access(script, os.X_OK),
+          "%s suggests %r: no such script" % (where, cmd))
+    if words[0] == "scripts/fetch-models.sh":
+        vocab = "--vocab" in words
+        for name in (w for w in words[1:] if not w.startswith("-")):
+            m = json.load(open(os.path.join(src, "models", name + ".json")))
+            url = (m.get("text") or {}).get("vocab_url") if vocab else m.get("url")
+            check(url, "%s suggests %r, but %s has no address to fetch from" % (where, cmd, name))
+        return
+    r = subprocess.run([script, *words[1:], "--help"], capture_output=True, text=True,
+                       timeout=120)
+    check(r.returncode == 0, "%s suggests %r, which its script refuses: %s"
+          % (where, cmd, r.stderr.strip()[-300:]))
 
 
 def named_scripts(src):
@@ -93,6 +119,35 @@ def main():
                   % (m["name"], r.returncode, said, r.stderr))
         print("ok %d models: each one's advice can be followed, and a missing file names it"
               % len(models))
+
+        # fetch-models.sh where it cannot download (no address, or no network: a proxy that
+        # refuses): every model and vocabulary, each message a way that works, as printed
+        dead = dict(os.environ, https_proxy="http://127.0.0.1:9", http_proxy="http://127.0.0.1:9",
+                    HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9")
+        suggested = 0
+        for m in models:
+            for vocab in ([], ["--vocab"]):
+                manifest = json.load(open(os.path.join(src, "models", m["name"] + ".json")))
+                if vocab and not (manifest.get("text") or {}).get("vocab"):
+                    continue
+                r = subprocess.run([os.path.join(src, "scripts", "fetch-models.sh"), *vocab,
+                                    m["name"], "--dir", os.path.join(tmp, "fetched")],
+                                   capture_output=True, text=True, env=dead, timeout=120)
+                said = [l for l in r.stderr.splitlines() if l.startswith("fetch-models:")]
+                check(r.returncode == 1 and said, "fetch-models %s %s: exit %d %r"
+                      % (" ".join(vocab), m["name"], r.returncode, r.stderr[-300:]))
+                for cmd in SUGGESTION.findall(said[-1]):
+                    runnable(src, cmd, "fetch-models %s %s" % (" ".join(vocab), m["name"]))
+                    suggested += 1
+                if not SUGGESTION.findall(said[-1]):  # then it says where to put a copy
+                    check(" into " in said[-1] and (manifest["file"] in said[-1] or vocab),
+                          "fetch-models %s %s: %r" % (" ".join(vocab), m["name"], said[-1]))
+        for m in models:  # and vidfeat's own advice for each model
+            for cmd in SUGGESTION.findall(m["get"]):
+                runnable(src, cmd, "vidfeat models (%s)" % m["name"])
+                suggested += 1
+        print("ok fetch-models without a download and vidfeat models: %d suggested commands, "
+              "each one its script takes" % suggested)
     return 0
 
 

@@ -18,7 +18,10 @@ and `hiss_b.wav`, two unrelated quiet recordings (-60 dB white noise, 2 s of cho
 Checked: exactly one match, source with reuse, source's 8-28 s at reuse's 6.5-26.5 s (to a patch,
 0.96 s, at each end, and at least 17 s long), speed 1; nothing with other.flac; the two hiss
 files, whose noise alone is alike, do not match (their patches hold nothing: the model's vectors
-of silence and hiss mark them). The same with `--video reuse.mp3` (that file as the query).
+of silence and hiss mark them). The same with `--video reuse.mp3` (that file as the query). And
+`shifted.mp3` (MP3 at 32 kHz): 7.3 s of other chords (an offset no multiple of the patch), then
+source's 10-32 s at -6 dB: one span, each end within a patch of the truth, where patches a
+little below the threshold once cut it into four pieces with gaps.
 
 usage: test_audio_matches.py VIDFEAT MODELS_DIR
 """
@@ -31,6 +34,7 @@ import tempfile
 from vfcheck import SKIP, check, ff
 
 RATE = 44100
+SHIFT_LEAD, SHIFT_FROM, SHIFT_LEN = 7.3, 10.0, 22.0
 
 
 def make_model(d, models_dir):
@@ -95,8 +99,14 @@ def make_files(d):
 
     quiet = hiss(4, 20)
     quiet[int(12 * RATE):int(14 * RATE)] += notes(2, 5, 0.2)
+    # the issue's case: 22 s of source (from 10 s) 7.3 s into another file, an offset that is
+    # no multiple of the 0.96 s patch, re-encoded, 6 dB down
+    shifted = np.concatenate([notes(SHIFT_LEAD, 8), 0.5 * source[int(SHIFT_FROM * RATE):
+                                                                 int((SHIFT_FROM + SHIFT_LEN) *
+                                                                     RATE)], notes(5, 9)])
     write(d, "source.m4a", source, "-ac", "2", "-c:a", "aac", "-b:a", "128k")
     write(d, "reuse.mp3", reuse, "-ar", "22050", "-c:a", "libmp3lame", "-b:a", "64k")
+    write(d, "shifted.mp3", shifted, "-ar", "32000", "-c:a", "libmp3lame", "-b:a", "96k")
     write(d, "other.flac", notes(30, 6), "-c:a", "flac")
     write(d, "hiss_a.wav", quiet, "-c:a", "pcm_s16le")
     write(d, "hiss_b.wav", hiss(7, 20), "-c:a", "pcm_s16le")
@@ -132,38 +142,50 @@ def main():
                            capture_output=True, text=True, timeout=300)
         check(r.returncode == 0, "extraction exit %d: %s" % (r.returncode, r.stderr))
 
-        def one(doc, what):
+        def one(doc, what, other, a0, b0, length):
+            """Exactly one match, source.m4a's [a0, a0 + length] with other's [b0, b0 + length]:
+            one span, each end within a patch (0.96 s) of the truth, speed 1."""
             found = doc["matches"]
             side = lambda m, s: {"path": os.path.basename(m[s]), "start": m[s + "_start"],
                                  "end": m[s + "_end"]}
             pairs = [(side(m, "a"), side(m, "b")) for m in found]
-            check(len(found) == 1, "%s: one match (source with reuse), got %s" % (what, pairs))
+            check(len(found) == 1, "%s: one match (source with %s), got %s" % (what, other,
+                                                                              pairs))
             m = found[0]
             a, b = pairs[0]
             if a["path"] != "source.m4a":
                 a, b = b, a
-            check(a["path"] == "source.m4a" and b["path"] == "reuse.mp3",
+            check(a["path"] == "source.m4a" and b["path"] == other,
                   "%s: the pair %s" % (what, pairs))
             # the segment's ends are matched patches' starts: within a patch of the truth
-            for got, want, end in ((a["start"], 8.0, "source start"),
-                                   (b["start"], lead, "reuse start"),
-                                   (a["end"], 8.0 + gap - 0.96, "source end"),
-                                   (b["end"], lead + gap - 0.96, "reuse end")):
+            for got, want, end in ((a["start"], a0, "source start"),
+                                   (b["start"], b0, other + " start"),
+                                   (a["end"], a0 + length - 0.96, "source end"),
+                                   (b["end"], b0 + length - 0.96, other + " end")):
                 check(abs(got - want) <= 0.96 + 1e-6, "%s: %s %.3f s, not %.2f +- 0.96 s"
                       % (what, end, got, want))
-            check(a["end"] - a["start"] >= 17.0, "%s: only %.2f s matched"
+            check(a["end"] - a["start"] >= length - 3.0, "%s: only %.2f s matched"
                   % (what, a["end"] - a["start"]))
             check(abs(m["speed"] - 1.0) < 0.02, "%s: speed %s" % (what, m["speed"]))
-            print("%s: source %.2f-%.2f s = reuse %.2f-%.2f s, score %.3f; %d patches hold "
-                  "nothing" % (what, a["start"], a["end"], b["start"], b["end"], m["score"],
-                               doc["flat"]))
+            print("%s: source %.2f-%.2f s = %s %.2f-%.2f s, score %.3f; %d patches hold "
+                  "nothing" % (what, a["start"], a["end"], other, b["start"], b["end"],
+                               m["score"], doc["flat"]))
 
         doc = matches(vidfeat, db, models)
         check(doc["flat"] >= 36, "%d patches hold nothing: hiss_b's 20 and hiss_a's 20 but "
               "the 2-3 its chords touch should" % doc["flat"])
-        one(doc, "the archive")
+        one(doc, "the archive", "reuse.mp3", 8.0, lead, gap)
         one(matches(vidfeat, db, models, "--video", os.path.join(d, "reuse.mp3")),
-            "--video reuse.mp3")
+            "--video reuse.mp3", "reuse.mp3", 8.0, lead, gap)
+        # 22 s reused 7.3 s in, re-encoded and 6 dB down: one span, not pieces with gaps
+        db2 = os.path.join(d, "shifted.db")
+        r = subprocess.run([vidfeat, "--audio", "sketch", "--models-dir", models, "-o", db2,
+                            *[os.path.join(d, n) for n in ("source.m4a", "shifted.mp3",
+                                                           "other.flac")]],
+                           capture_output=True, text=True, timeout=300)
+        check(r.returncode == 0, "extraction exit %d: %s" % (r.returncode, r.stderr))
+        one(matches(vidfeat, db2, models), "offset 7.3 s", "shifted.mp3", SHIFT_FROM, SHIFT_LEAD,
+            SHIFT_LEN)
     print("ok")
     return 0
 

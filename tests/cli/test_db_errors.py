@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Database trouble: a locked, read-only, corrupt or foreign database gives one clear line and
-exit 3 (could not start), and a database vidfeat cannot use is left untouched.
+exit 3 (could not start), and a database vidfeat cannot use is left untouched; a PostgreSQL
+address libpq cannot read never shows its password (libpq quotes such addresses).
 
 usage: test_db_errors.py VIDFEAT MODELS_DIR SAMPLES_DIR
        test_db_errors.py --read-only VIDFEAT MODELS_DIR SAMPLES_DIR
@@ -109,6 +110,23 @@ def main():
             shutil.rmtree(tmp, ignore_errors=True)
         return 0
     try:
+        # PostgreSQL addresses libpq cannot read quote themselves in libpq's message: never the
+        # password (as written or decoded), and the password warning all the same
+        secrets = {"postgresql://u:s3cr%t@h/db": ["s3cr%t", "s3cr"],
+                   "postgresql://u:pa%00ss@h/db": ["pa%00ss"],
+                   "postgresql://u:hunter2@[::1/archive": ["hunter2"],
+                   "postgresql://u:hunter2@[]/archive": ["hunter2"],
+                   "postgresql://u@h/db?password=sesame&x=%zz": ["sesame"],
+                   "postgres://u:p%40ss%2Fword@[::1/x": ["p%40ss%2Fword", "p@ss/word"]}
+        for uri, words in secrets.items():
+            for args in (["info", uri], ["--model", model, "-o", uri, clip]):
+                r = subprocess.run([exe, *args], capture_output=True, text=True, timeout=60)
+                said = r.stdout + r.stderr
+                check(r.returncode == 3 and not any(w in said for w in words) and
+                      "a password on the command line" in r.stderr and "cannot connect" in said,
+                      "%s: exit %d %r" % (" ".join(args[:1]), r.returncode, said))
+        print("ok URIs libpq cannot read: no password in any message, the warning given")
+
         # corrupt: garbage where a database should be; the file stays as it was
         bad = os.path.join(tmp, "corrupt.db")
         open(bad, "wb").write(b"this is not an SQLite database" * 100)

@@ -9,7 +9,13 @@ only regular files that a database names.
   own tables a table and an index a user added beside vidfeat's: still read
   index      an index file changed after it was built (a byte, its time set back): similar
              refuses it (exit 3) until it is rebuilt
-  fifo       an index whose recorded path is a FIFO: similar does not block on it
+  fifo       an index whose recorded path is a FIFO (or a link to one): similar does not block
+             on it, info says the index cannot be used
+  frames     `frames` replaced by a view of someone else's: info, similar, matches and export
+             refuse it (exit 3)
+  id map     an HNSW index (its recorded SHA-256 updated too) whose ids name extractions it does
+             not cover, or frames the database does not hold: refused (exit 3), never an empty
+             answer
 
 usage: test_hostile_db.py VIDFEAT MODELS_DIR
 """
@@ -127,6 +133,56 @@ def main():
         check("not a regular file" in r.stderr, "an index path that is a FIFO: %d %r"
               % (r.returncode, r.stderr))
         print("ok an index path that is a FIFO: not opened (%s)" % r.stderr.strip().splitlines()[0])
+        link = os.path.join(tmp, "link-to-pipe.faiss")
+        os.symlink(fifo, link)
+        con = sqlite3.connect(fifo_db)
+        con.execute("UPDATE indexes SET path = ?", (link,))
+        con.commit()
+        con.close()
+        r = run(exe, "info", fifo_db)
+        check("not a regular file" in r.stdout + r.stderr,
+              "info, an index path linking to a FIFO: %d %r %r" % (r.returncode, r.stdout,
+                                                                   r.stderr))
+        print("ok info on an index path linking to a FIFO: says it cannot be used")
+
+        frames = copy("frames.db", "DROP VIEW frames",
+                      "CREATE VIEW frames AS SELECT 'x' AS path, 'm' AS model, '' AS layer, 1 AS"
+                      " dim, 'float32' AS dtype, '' AS sampling, 0.0 AS t, 0 AS frame_index, 0 AS"
+                      " pts, x'00000000' AS vec, 1 AS extraction_id")
+        for args in (["info", frames], ["similar", frames, "--video", clip, "--at", "1"],
+                     ["matches", frames],
+                     ["export", frames, "--format", "csv", "-o", os.path.join(tmp, "f.csv")]):
+            r = run(exe, *args)
+            lines = r.stderr.strip().splitlines()
+            check(r.returncode == 3 and len(lines) == 1 and REFUSED in lines[0] and
+                  "view 'frames'" in lines[0], "%s: %d %r" % (args[0], r.returncode, r.stderr))
+        print("ok a frames view of someone else's: info, similar, matches, export refuse it")
+
+        import hashlib
+        import struct
+        for n_try, (how, change) in enumerate((
+                ("another extraction", lambda i: (77 << 32) | (i & 0xffffffff)),
+                ("no frame held", lambda i: i + 1000000))):
+            crafted = copy("idmap%d.db" % n_try)
+            r = run(exe, "index", "--kind", "hnsw", crafted)
+            check(r.returncode == 0, "index --kind hnsw: %d %r" % (r.returncode, r.stderr))
+            con = sqlite3.connect(crafted)
+            (ipath,) = con.execute("SELECT path FROM indexes").fetchone()
+            (n,) = con.execute("SELECT count(*) FROM features").fetchone()
+            with open(ipath, "r+b") as f:  # the id map's ids end the file
+                f.seek(-8 * n, os.SEEK_END)
+                ids = struct.unpack("<%dq" % n, f.read(8 * n))
+                f.seek(-8 * n, os.SEEK_END)
+                f.write(struct.pack("<%dq" % n, *[change(i) for i in ids]))
+            with open(ipath, "rb") as f:
+                con.execute("UPDATE indexes SET sha256 = ?", (hashlib.sha256(f.read()).hexdigest(),))
+            con.commit()
+            con.close()
+            r = run(exe, "similar", crafted, "--video", clip, "--at", "1", "-k", "3")
+            lines = r.stderr.strip().splitlines()
+            check(r.returncode == 3 and len(lines) == 1 and "a damaged index" in lines[0],
+                  "an id map naming %s: %d %r %r" % (how, r.returncode, r.stdout, r.stderr))
+        print("ok an HNSW id map naming rows outside the database: refused (%s)" % lines[0])
     return 0
 
 

@@ -7,6 +7,8 @@
              lib/pkgconfig/vidfeat.pc, lib/cmake/vidfeat (package config and version), the model
              manifests under share/vidfeat/models, the man page
   symbols    the shared library exports only the public API (vf_*)
+  paths      no installed file (command, libraries, module, Python package) holds a path of the
+             source or build tree
   pkg-config samples/example.c built with `cc $(pkg-config --cflags --libs vidfeat)` against the
              shared library, and with vidfeat-static.pc against libvidfeat.a; both run on a clip with the
              tiny CNN and print the same frames
@@ -73,6 +75,21 @@ def main():
               "exported beyond the API: %s" % [s for s in exported if not s.startswith("vf_")][:8])
         print("ok installed: %d files; libvidfeat.so exports %d vf_ symbols and nothing else"
               % (sum(len(f) for _, _, f in os.walk(prefix)), len(exported)))
+        # no installed file names the source or build tree (a moved or packaged installation
+        # would point at a directory that is gone): not the libraries' lookups, not the
+        # debug information's file names, not a run path
+        trees = {os.fsencode(t) for t in (src, build, os.path.realpath(src), os.path.realpath(build))}
+        leaks = []
+        for d, _, names in os.walk(prefix):
+            for n in names:
+                path = os.path.join(d, n)
+                if os.path.islink(path):
+                    continue
+                with open(path, "rb") as f:
+                    data = f.read()
+                leaks += [(os.path.relpath(path, prefix), t.decode()) for t in trees if t in data]
+        check(not leaks, "installed files name the build or source tree: %s" % leaks[:10])
+        print("ok no installed file names the source or build tree")
 
         env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(libdir, "pkgconfig"))
         example = os.path.join(src, "samples", "example.c")

@@ -10,6 +10,9 @@ ffmpeg and Python; no ../shared needed):
   reason     a 65535x65535 PNG: FFmpeg's own reason ("Picture size 65535x65535 is invalid"),
              not "unusable frame size 0x0"; a manifest whose file is '../x.onnx': that it must
              be a bare file name, not "not found"
+  duration   a 77 KB H.264 of 90 minutes of a still picture: failed past an hour and an hour a
+             MB of the file (1:04:38), naming --max-duration; --max-duration 0 reads it all,
+             --max-duration 10:00 fails it at ten minutes
   memory     peak memory of refusing the 8192x8192 file under 200 MB; of extracting a 4K clip
              (one decoder, tiny CNN) under 400 MB (docs/security.md states ~160 MB)
 
@@ -100,6 +103,26 @@ def main():
                                                                                  r.stderr))
         print("ok --max-streams 400 and --max-pixels 70000000 let them through")
 
+        still = os.path.join(tmp, "still.mp4")  # 90 minutes of one grey picture, ~77 KB
+        ff("-f", "lavfi", "-i", "color=c=gray:s=32x32:r=1", "-t", "5400", "-c:v", "libx264",
+           "-preset", "ultrafast", "-g", "1000", still)
+        limit = 3600 * (1 + os.path.getsize(still) / 1e6)
+        for k, (args, code, said) in enumerate((([], 1, "more than its size allows"),
+                                                (["--max-duration", "0"], 0, None),
+                                                (["--max-duration", "10:00"], 1,
+                                                 "runs past 0:10:00"))):
+            r, files = extract(exe, model, os.path.join(tmp, "s%d.db" % k), "--fps", "0.1",
+                               *args, still)
+            f = files.get("still.mp4", {})
+            check(r.returncode == code and (said is None or (said in f.get("error", "") and
+                                                             "--max-duration" in f["error"])),
+                  "a still picture of 90 minutes %s: %d %r" % (args, r.returncode, r.stderr))
+            if code == 0:
+                check(f["frames"] == 540, "--max-duration 0: %s frames" % f.get("frames"))
+        print("ok 90 minutes in %d KB: failed past %d:%02d (--max-duration 0 reads it, 10:00 "
+              "stops it there)" % (os.path.getsize(still) // 1024, limit // 3600,
+                                   limit % 3600 // 60))
+
         bad = os.path.join(tmp, "bad_models")
         os.mkdir(bad)
         manifest = json.load(open(os.path.join(models, "inception_v3.json")))
@@ -107,8 +130,8 @@ def main():
         json.dump(manifest, open(os.path.join(bad, "escaping.json"), "w"))
         r = subprocess.run([exe, "--models-dir", bad, "--model", "escaping", "-o",
                             os.path.join(tmp, "c.db"), square], capture_output=True, text=True)
-        check(r.returncode != 0 and "must be a bare file name" in r.stderr and
-              "not found" not in r.stderr, "manifest ../x.onnx: %r" % r.stderr)
+        check(r.returncode == 3 and "must be a bare file name" in r.stderr and
+              "not found" not in r.stderr, "manifest ../x.onnx: exit %d, %r" % (r.returncode, r.stderr))
         print("ok a manifest naming ../x.onnx: %s" % r.stderr.strip())
 
         kb, rc, _, err = peak_kb([exe, "--model", model, "-q", "-o", os.path.join(tmp, "d.db"),

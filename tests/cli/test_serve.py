@@ -16,6 +16,11 @@ test_serve_browser.py's.
 - an uploaded image finds its frame (its neighbourhood first); a body over the bound is 413; a
   file that is not a picture is one line, 400; a body to another URL is 413 and a fifth upload
   at once 503, unread; nothing is left in the upload directory;
+- hosts: a request addressed (Host) to another name than the bind address, localhost or
+  --allow-host's is 403 (DNS rebinding), before its body is read; another site's page (Origin)
+  may load the page but not call the API;
+- links swapped into the archive's names in a loop (a directory, a file) beside 2,000 video
+  requests and 400 thumbnails: never a byte or a frame of the outside file;
 - the token: off loopback (--bind 0.0.0.0) a request without it is 401, with the bearer header
   or the cookie that /?token= sets (HttpOnly, SameSite=Strict) it is answered; a wrong one 401;
   --token-file's token is used and not printed; --no-auth asks none; loopback asks none;
@@ -26,6 +31,7 @@ test_serve_browser.py's.
 
 usage: test_serve.py VIDFEAT MODEL_ONNX
 """
+import http.client
 import json
 import os
 import shutil
@@ -164,6 +170,18 @@ def check_doors(s, root, outside, link, unrecorded):
         st, h, body = s.get(url)
         check(st == 404, "%s answered %d: %s" % (url, st, body[:200]))
         check(b"root:" not in body, "%s leaked a file" % url)
+        # the server's own paths (its database's, its archive's place) are none of the page's
+        check(os.path.dirname(root).encode() not in body, "%s named a path: %s" % (url, body))
+    # a name the database does not hold is one indexed look-up, never the stored names resolved
+    # in turn (that cost grew with the archive, and its time told which files exist): another
+    # name of a stored file (a link beside it) is not found either
+    alias = os.path.join(root, "alias-of-a.mp4")
+    if not os.path.lexists(alias):
+        os.symlink("a.mp4", alias)
+    for url in ("/api/video" + q(path=alias), "/api/thumb" + q(path=alias, t=1),
+                "/api/similar" + q(path=alias, t=1), "/api/matches" + q(path=alias)):
+        st, _, body = s.get(url)
+        check(st == 404, "%s (another name of a stored file) answered %d" % (url, st))
     st, h, _ = s.get("/api/video")
     check(st == 400, "no path: %d" % st)
     st, h, _ = s.get("/api/status", method="DELETE")
@@ -203,6 +221,16 @@ def check_upload(s, a, tmp, upload_dirs):
     st, _, body = s.get("/api/similar", data=b"not a picture at all\n" * 50, method="POST")
     check(st == 400 and "error" in json.loads(body), "not a picture: %d %s" % (st, body))
     check(len(json.loads(body)["error"].splitlines()) == 1, body)
+    # a playlist uploaded as a picture: its references (beside it, or anywhere) are refused as
+    # the client's mistake, and the server's private directory is never named
+    for ref in ("segment0.ts", "/etc/passwd", "../../secret.ts"):
+        playlist = ("#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1.0,\n%s\n#EXT-X-ENDLIST\n"
+                    % ref).encode()
+        st, _, body = s.get("/api/similar", data=playlist, method="POST")
+        msg = json.loads(body).get("error", "") if body[:1] == b"{" else body.decode()
+        check(st == 400 and msg and "/" not in msg.replace("/etc/passwd", ""),
+              "a playlist upload (%s): %d %s" % (ref, st, body[:300]))
+        check(not any(d in msg for d in upload_dirs()), "the upload directory named: %s" % msg)
     for d in upload_dirs():
         check(not os.listdir(d), "uploads left in %s: %s" % (d, os.listdir(d)))
     print("ok upload: the frame found, 413 over the bound or to another URL, 503 for a fifth at "
@@ -224,8 +252,15 @@ def check_tokens(exe, db, root, a, tmp):
         cookie = h["Set-Cookie"] or ""
         check(st == 303 and h["Location"] == "/" and "HttpOnly" in cookie and
               "SameSite=Strict" in cookie, "/?token=: %d %s" % (st, cookie))
+        # a cookie is the host's, not the port's: its name carries the port, so another
+        # server's token (another port of this machine) is not sent in its place
+        port = s.url.rsplit(":", 1)[1]
+        check(cookie.startswith("vidfeat_token_%s=" % port), "the cookie's name: %s" % cookie)
         st, _, _ = s.get("/api/video" + q(path=a), headers={"Cookie": cookie.split(";")[0]})
         check(st == 200, "the cookie: %d" % st)
+        st, _, _ = s.get("/api/video" + q(path=a),
+                         headers={"Cookie": "vidfeat_token_1=" + s.token})
+        check(st == 401, "the token under another port's name: %d" % st)
         st, _, _ = s.get("/?token=wrong")
         check(st == 401, "a wrong ?token=: %d" % st)
     token_file = os.path.join(tmp, "token")
@@ -242,6 +277,250 @@ def check_tokens(exe, db, root, a, tmp):
         st, _, _ = s.get("/api/status")
         check(s.token is None and st == 200, "--no-auth: %d" % st)
     print("ok tokens: 401 without, bearer and cookie admitted, --token-file, --no-auth")
+
+
+def check_hosts(exe, db, root, a):
+    """Only names of the server's own are answered (DNS rebinding: a page whose name an attacker
+    points at 127.0.0.1 shares the server's origin, so only the Host header tells it apart), and
+    another site's page may load the page but not call the API; both before any body is read."""
+    video = "/api/video" + q(path=a)
+    with Server(exe, db, "--root", root) as s:
+        port = s.url.rsplit(":", 1)[1]
+        for url in (video, "/api/status", "/", "/api/thumb" + q(path=a, t=1)):
+            for host in ("evil.example:" + port, "evil.example", "127.0.0.1.evil.example:" + port,
+                         "[::1]:" + port, "10.0.0.7:" + port, "localhost:" + port + ":1", ""):
+                st, _, body = s.get(url, headers={"Host": host})
+                check(st == 403 and not body.startswith(b"\0\0\0"),
+                      "%s with Host %r answered %d" % (url, host, st))
+        st, _, body = s.get(video, headers={"Host": "evil.example:" + port})
+        check(b"--allow-host" in body, "the refusal says what to do: %r" % body)
+        for host in ("localhost:" + port, "LOCALHOST:" + port, "127.0.0.1:" + port, "localhost."):
+            st, _, _ = s.get(video, headers={"Host": host})
+            check(st == 200, "Host %r: %d" % (host, st))
+        same = "http://127.0.0.1:" + port
+        for origin in ("http://evil.example", "null", "https://127.0.0.1:" + port,
+                       "http://localhost:" + port):
+            for url in (video, "/api/status", "/api/search" + q(text="x")):
+                st, _, _ = s.get(url, headers={"Origin": origin})
+                check(st == 403, "%s from Origin %r: %d" % (url, origin, st))
+            st, _, _ = s.get("/", headers={"Origin": origin})
+            check(st == 200, "the page itself from Origin %r: %d" % (origin, st))
+        st, _, _ = s.get(video, headers={"Origin": same})
+        check(st == 200, "the same origin: %d" % st)
+        host, _ = s.url[len("http://"):].rsplit(":", 1)
+        c = http.client.HTTPConnection(host, int(port), timeout=30)
+        c.putrequest("POST", "/api/similar", skip_host=True)
+        c.putheader("Host", "evil.example:" + port)
+        c.putheader("Content-Length", str(30 << 20))
+        c.endheaders()
+        check(c.getresponse().status == 403, "a body to a name not ours is refused unread")
+        c.close()
+    with Server(exe, db, "--root", root, "--allow-host", "archive.test,Media.Example") as s:
+        port = s.url.rsplit(":", 1)[1]
+        for host in ("archive.test:" + port, "media.example", "localhost:" + port):
+            st, _, _ = s.get(video, headers={"Host": host})
+            check(st == 200, "--allow-host: Host %r: %d" % (host, st))
+        st, _, _ = s.get(video, headers={"Host": "other.test:" + port})
+        check(st == 403, "a name not allowed: %d" % st)
+    with Server(exe, db, "--root", root, "--bind", "0.0.0.0") as s:
+        port = s.url.rsplit(":", 1)[1]
+        # no token: a 30 MiB body is refused at its headers, not read whole first
+        t0 = time.time()
+        st = s.announce("/api/similar", 30 << 20)
+        check(st == 401 and time.time() - t0 < 5, "a body without the token: %d" % st)
+        bearer = {"Authorization": "Bearer " + s.token}
+        st, _, _ = s.get("/api/status", headers=dict(bearer, Host="192.168.3.4:" + port))
+        check(st == 200, "bound to 0.0.0.0, an address of the machine: %d" % st)
+        st, _, _ = s.get("/api/status", headers=dict(bearer, Host="evil.example:" + port))
+        check(st == 403, "bound to 0.0.0.0, a name: %d" % st)
+    print("ok hosts: other names 403 (before a body is read), localhost and the bind address "
+          "answered, --allow-host's names too; other sites' pages may not call the API")
+
+
+SWAPPER = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+renameat2 = libc.renameat2
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+pairs = [(a.encode(), b.encode()) for a, b in zip(sys.argv[1::2], sys.argv[2::2])]
+sys.stdout.write("swapping\n")
+sys.stdout.flush()
+while True:
+    for a, b in pairs:
+        renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE)
+"""
+
+
+def check_swaps(exe, model, tmp):
+    """A directory of the archive and a file in it swapped for links out, over and over
+    (renameat2 RENAME_EXCHANGE, as someone who can write inside the archive would), beside 2,000
+    video requests and 400 thumbnails: no byte and no frame of the outside file comes back."""
+    root = os.path.join(tmp, "swap_root")
+    out = os.path.join(tmp, "swap_outside")
+    for d in ("d", "f"):
+        os.makedirs(os.path.join(root, d))
+        os.makedirs(os.path.join(out, d))
+    inside = os.path.join(root, "d", "clip.mp4")  # red, recorded; outside: blue, the same length
+    outside = os.path.join(out, "d", "clip.mp4")
+    for path, colour in ((inside, "red"), (outside, "blue")):
+        ff("-f", "lavfi", "-i", "color=c=%s:s=128x96:r=25:d=10" % colour, "-c:v", "libx264",
+           "-pix_fmt", "yuv420p", path)
+    single = os.path.join(root, "f", "clip.mp4")
+    shutil.copy(inside, single)
+    shutil.copy(outside, os.path.join(out, "f", "clip.mp4"))
+    db = os.path.join(tmp, "swap.db")
+    r = run(exe, "--model", model, "-q", "--fps", "1", "-o", db, inside, single)
+    check(r.returncode == 0, r.stderr)
+    os.symlink(os.path.join(out, "d"), os.path.join(root, "d_link"))  # the directory's twin
+    os.symlink(os.path.join(out, "f", "clip.mp4"), os.path.join(root, "f", "link.mp4"))
+    good = open(inside, "rb").read()
+    bad = open(outside, "rb").read()
+    with Server(exe, db, "--root", root) as s:
+        st, _, red = s.get("/api/thumb" + q(path=inside, t=0))
+        st2, _, red2 = s.get("/api/thumb" + q(path=single, t=0))
+        check(st == 200 and st2 == 200 and red == red2, "the red frame: %d %d" % (st, st2))
+        swapper = subprocess.Popen(
+            [sys.executable, "-c", SWAPPER, os.path.join(root, "d"), os.path.join(root, "d_link"),
+             single, os.path.join(root, "f", "link.mp4")],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            check(swapper.stdout.readline().strip() == "swapping", "the swapper started")
+            answered = refused = 0
+            for i in range(2000):
+                st, _, body = s.get("/api/video" + q(path=inside))
+                check(st in (200, 404), "video %d: %d" % (i, st))
+                check(body != bad and (st != 200 or body == good),
+                      "video %d: %d bytes that are not the archive's file" % (i, len(body)))
+                answered += st == 200
+                refused += st == 404
+            frames = 0
+            for i in range(400):  # each a time of its own, so each is decoded, not cached
+                path = inside if i % 2 else single
+                st, _, jpg = s.get("/api/thumb" + q(path=path, t="%.3f" % (0.04 + i * 0.02)))
+                check(st in (200, 404), "thumbnail %d: %d %s" % (i, st, jpg[:200]))
+                check(st != 200 or jpg == red, "thumbnail %d: a frame that is not red" % i)
+                frames += st == 200
+        finally:
+            swapper.kill()
+            swapper.wait()
+    check(answered > 0 and frames > 0, "some requests answered: %d, %d" % (answered, frames))
+    print("ok links swapped in and out beside 2,000 video requests (%d answered, %d refused) "
+          "and 400 thumbnails (%d answered): never a byte or a frame of the outside files"
+          % (answered, refused, frames))
+
+
+def raw(s, data, wait=5.0):
+    """Send raw bytes on a new connection; (what came back, whether the server closed it)."""
+    import socket
+    host, port = s.url[len("http://"):].rsplit(":", 1)
+    c = socket.create_connection((host.strip("[]"), int(port)), timeout=wait)
+    c.sendall(data)
+    got, closed = b"", False
+    try:
+        while True:
+            chunk = c.recv(65536)
+            if not chunk:
+                closed = True
+                break
+            got += chunk
+    except OSError:  # a timeout: still open
+        pass
+    c.close()
+    return got, closed
+
+
+def check_framing(s, png):
+    """Ambiguous framing (RFC 9112 6.3) is refused and the connection closed; slow bodies lose
+    their slot; one address may hold so many connections and no more."""
+    port = s.url.rsplit(":", 1)[1]
+    head = "POST /api/similar HTTP/1.1\r\nHost: 127.0.0.1:%s\r\n" % port
+    for extra in ("Content-Length: 5\r\nContent-Length: 7\r\n",
+                  "Content-Length: 5\r\nContent-Length: 5\r\n",
+                  "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+                  "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n"):
+        got, closed = raw(s, (head + extra + "\r\n" + "5\r\nhello\r\n0\r\n\r\n" +
+                              "GET /api/status HTTP/1.1\r\nHost: 127.0.0.1:%s\r\n\r\n" % port)
+                          .encode())
+        check(got.startswith(b"HTTP/1.1 400") and got.count(b"HTTP/1.1 ") == 1 and closed,
+              "framing %r: %r, closed %s" % (extra, got[:120], closed))
+    # four uploads that trickle a byte a second hold the four upload slots only until they fall
+    # below the rate (a grace of 5 s): then an upload of a picture is answered again
+    import socket
+    host = s.url[len("http://"):].rsplit(":", 1)[0]
+    # the four must first hold the slots: on a loaded machine the connections of the tests
+    # before may still count against this address for a moment, so the four are tried again
+    slow, busy = [], None
+    picture = open(png, "rb").read()
+    for attempt in range(3):
+        for c in slow:
+            c.close()
+        slow = []
+        # the slots of an attempt before are given back only once the server sees those
+        # connections closed: until an upload is answered again, a 503 would be theirs
+        wait_until(lambda: s.get("/api/similar?k=1", data=picture, method="POST")[0] == 200, 15,
+                   0.2)
+        for _ in range(4):
+            c = socket.create_connection((host, int(port)), timeout=30)
+            c.sendall((head + "Content-Length: 1000\r\n\r\n").encode())
+            slow.append(c)
+        t0 = time.time()
+        busy = None
+        while busy != 503 and time.time() - t0 < 4:
+            busy = s.get("/api/similar?k=1", data=picture, method="POST")[0]
+            time.sleep(0.05)
+        if busy == 503:
+            # held by these four alone: still refused a moment later (a slot of a connection
+            # before them, closed but not yet seen so, would come free now)
+            again = []
+            for _ in range(3):
+                time.sleep(0.5)
+                again.append(s.get("/api/similar?k=1", data=picture, method="POST")[0])
+            if again == [503] * 3:
+                break
+            busy = None
+        time.sleep(2)
+    answered = None
+    while time.time() - t0 < 25 and answered is None:
+        for c in slow:
+            try:
+                c.send(b"x")
+            except OSError:
+                pass
+        st = s.get("/api/similar?k=1", data=open(png, "rb").read(), method="POST")[0]
+        if st == 200:
+            answered = time.time() - t0
+        time.sleep(1)
+    ended = 0  # told 408, or closed
+    for c in slow:
+        try:
+            c.settimeout(2)
+            got = c.recv(100)
+            ended += got == b"" or got.startswith(b"HTTP/1.1 408")
+        except OSError:
+            pass
+        c.close()
+    check(busy == 503 and answered is not None and ended >= 1,
+          "trickling uploads: first %d, answered after %s s, %d ended" % (busy, answered, ended))
+    # one address holds at most 32 connections at once
+    idle = []
+    for _ in range(40):
+        idle.append(socket.create_connection((host, int(port)), timeout=5))
+    time.sleep(0.5)
+    refused = 0
+    for c in idle:
+        try:
+            c.sendall(("GET /api/status HTTP/1.1\r\nHost: 127.0.0.1:%s\r\n\r\n" % port).encode())
+            c.settimeout(5)
+            refused += not c.recv(12).startswith(b"HTTP/1.1 200")
+        except OSError:
+            refused += 1
+    for c in idle:
+        c.close()
+    check(refused >= 8, "40 connections from one address: %d refused" % refused)
+    check(wait_until(lambda: s.get("/api/status")[0] == 200, 10), "answered again after")
+    print("ok framing: two lengths or a length with an encoding refused and closed; a trickled "
+          "upload loses its slot (another answered after %.0f s); one address, 32 connections"
+          % answered)
 
 
 def check_writer(exe, s, db, root, model):
@@ -314,12 +593,15 @@ def main():
             check_video(s, a)
             check_doors(s, root, outside, link, unrecorded)
             check_upload(s, a, tmp, lambda: [os.path.join(tmpdir, d) for d in os.listdir(tmpdir)])
+            check_framing(s, os.path.join(tmp, "frame.png"))
             check_writer(exe, s, db, root, model)
             code, err = s.stop()
             check(code == 0, "SIGTERM: exit %d %s" % (code, err))
             check(not os.listdir(tmpdir), "the upload directory is removed: %s" % os.listdir(tmpdir))
         print("ok SIGTERM stops it (exit 0), its upload directory removed")
         check_tokens(exe, db, root, a, tmp)
+        check_hosts(exe, db, root, a)
+        check_swaps(exe, model, tmp)
         # a queued file no worker has started is pending, on the page as in info
         r = run(exe, "enqueue", "-o", db, unrecorded)
         check(r.returncode == 0, r.stderr)

@@ -10,6 +10,8 @@ whatever they mean):
   file the browser cannot play (MPEG-4 part 2 in AVI) -> a strip of thumbnails around it;
 - "more like this" -> the clicked frame first, then the API's hits for it;
 - a file named <img src=x onerror="window.pwned=1">.webm shows as that text; no script runs;
+- a file whose name is not UTF-8 (caf\xe9.webm, Latin-1): its thumbnails load and it plays (the
+  page sends its name's bytes back as they came, not U+FFFD);
 - URLs outside the archive answer 404 (fetched by the page);
 - the reuse view shows the API's matches, each with thumbnails of both sides; the archive view
   shows the status's counts and the file that failed, with why;
@@ -70,11 +72,23 @@ def wait(d, cond, what, seconds=30):
             what, seconds, shot, d.find_element("id", "message").text))
 
 
+# A name's byte that is not UTF-8 is a lone surrogate in the page (U+DC80 + the byte), which the
+# WebDriver cannot carry: both sides compare names with such a character written as \xNN.
+ESCAPED = "s => s.replace(/[\\uDC80-\\uDCFF]/g, ch => '\\\\x' + " \
+          "(ch.charCodeAt(0) - 0xDC00).toString(16))"
+
+
+def shown(name):
+    return "".join("\\x%x" % (ord(ch) - 0xDC00) if 0xDC80 <= ord(ch) <= 0xDCFF else ch
+                   for ch in name)
+
+
 def cards(d):
     return d.execute_script(
+        "const esc = " + ESCAPED + ";"
         "return [...document.querySelectorAll('#results .card')].map(c => "
-        "[c.dataset.path, Number(c.dataset.t), c.querySelector('img').complete && "
-        "c.querySelector('img').naturalWidth > 0, c.querySelector('.name').textContent])")
+        "[esc(c.dataset.path), Number(c.dataset.t), c.querySelector('img').complete && "
+        "c.querySelector('img').naturalWidth > 0, esc(c.querySelector('.name').textContent)])")
 
 
 def api(s, path):
@@ -100,15 +114,17 @@ def check_grid(d, want, what):
     wait(d, lambda: len(cards(d)) == len(want) and all(c[2] for c in cards(d)),
          "%s: %d cards with their thumbnails" % (what, len(want)))
     got = [(c[0], c[1]) for c in cards(d)]
+    want = [(shown(p), t) for p, t in want]
     check(got == want, "%s: the grid %s\nthe API's %s" % (what, got[:5], want[:5]))
 
 
 def play(d, path, t):
     """Click path's card at t; the video must play within 0.5 s of t."""
     d.execute_script(
+        "const esc = " + ESCAPED + ";"
         "const c = [...document.querySelectorAll('#results .card')].find(c => "
-        "c.dataset.path === arguments[0] && Number(c.dataset.t) === arguments[1]);"
-        "c.querySelector('img').click();", path, t)
+        "esc(c.dataset.path) === arguments[0] && Number(c.dataset.t) === arguments[1]);"
+        "c.querySelector('img').click();", shown(path), t)
     state = "return [document.getElementById('video').currentTime, " \
             "document.getElementById('video').paused, document.getElementById('video').hidden]"
     wait(d, lambda: (lambda v: not v[1] and not v[2] and v[0] > 0)(d.execute_script(state)),
@@ -144,6 +160,9 @@ def main():
            "-deadline", "realtime", "-cpu-used", "8", "-b:v", "400k", sea)
         hostile = os.path.join(root, HOSTILE)
         shutil.copy(sea, hostile)
+        latin = os.fsdecode(os.path.join(os.fsencode(root), b"caf\xe9.webm"))
+        ff("-f", "lavfi", "-i", "testsrc=s=320x240:r=10,trim=duration=2", "-c:v", "libvpx-vp9",
+           "-deadline", "realtime", "-cpu-used", "8", "-b:v", "400k", latin)
         old = os.path.join(root, "old.avi")
         ff("-f", "lavfi", "-i", "mandelbrot=s=320x240:r=10,trim=duration=3", "-c:v", "mpeg4",
            old)
@@ -152,7 +171,7 @@ def main():
             f.write(open(sea, "rb").read()[:600])
         db = os.path.join(tmp, "archive.db")
         r = subprocess.run([exe, "--models-dir", models, "--model", "clip_vit_b32", "--fps", "2",
-                            "-q", "-o", db, sea, hostile, old, broken], capture_output=True,
+                            "-q", "-o", db, sea, hostile, latin, old, broken], capture_output=True,
                            text=True, timeout=600)
         check(r.returncode == 1 and "broken.mp4" in r.stderr, "the run: %d %s" % (
             r.returncode, r.stderr))
@@ -195,7 +214,11 @@ def main():
             shot(d, "player")
             print("ok a click plays %s at %.3f s (the hit: %.3f s)" % (os.path.basename(sea), now,
                                                                     t_sea))
-            d.find_element("id", "player-close").click()
+            from selenium.webdriver.common.keys import Keys
+            d.find_element("tag name", "body").send_keys(Keys.ESCAPE)
+            wait(d, lambda: d.execute_script("return document.getElementById('player').hidden"),
+                 "Escape closing the player")
+            print("ok Escape closes the player")
             # a file the browser cannot play: a strip of thumbnails
             t_old = [c[1] for c in cards(d) if c[0] == old]
             check(t_old, "old.avi among the hits: %s" % cards(d))
@@ -218,8 +241,30 @@ def main():
                 (h["path"], h["t"]) for h in doc["neighbours"]]
             check(want[0] == (path, t), "the query is the clicked frame: %s" % (want[0],))
             check_grid(d, want, "more like this")
-            print("ok more like this: the clicked frame first, then the API's %d hits"
-                  % (len(want) - 1))
+            asked = d.execute_script(
+                "const c = document.querySelector('#results .card');"
+                "return [c.classList.contains('query'), c.textContent, !!c.querySelector('.more'),"
+                "document.querySelectorAll('#results .card .more').length];")
+            check(asked[0] and "the frame asked" in asked[1] and "1.000" not in asked[1] and
+                  not asked[2] and asked[3] == len(want) - 1,
+                  "the asked frame's card reads as the query, not a match: %s" % (asked,))
+            print("ok more like this: the clicked frame first (said so, no score, no button), "
+                  "then the API's %d hits" % (len(want) - 1))
+            # a name that is not UTF-8: more like its frame (asked as the page asks, its name
+            # as the JSON gave it), its cards' thumbnails load and it plays
+            clear_grid(d)
+            d.execute_script(
+                "moreLike(arguments[0].replace(/\\\\x([0-9a-f]{2})/g, (m, h) => "
+                "String.fromCharCode(0xDC00 + parseInt(h, 16))), 1);", shown(latin))
+            doc = api(s, "/api/similar?path=%s&t=1&k=24" % urllib.parse.quote(os.fsencode(latin)))
+            want = [(doc["query"]["path"], doc["query"]["t"])] + [
+                (h["path"], h["t"]) for h in doc["neighbours"]]
+            check_grid(d, want, "more like a frame of caf\\xe9.webm")
+            play(d, latin, want[0][1])
+            d.find_element("tag name", "body").send_keys(Keys.ESCAPE)
+            wait(d, lambda: d.execute_script("return document.getElementById('player').hidden"),
+                 "the player closes")
+            print("ok a file named caf\\xe9.webm (Latin-1): its thumbnails load, it plays")
             # URLs outside the archive, asked by the page
             codes = d.execute_async_script(
                 "const done = arguments[arguments.length - 1];"
@@ -232,6 +277,8 @@ def main():
             print("ok URLs outside the archive answer 404 in the browser")
             # reused footage
             d.find_element("id", "tab-matches").click()
+            before = d.find_element("id", "matches-info").text
+            check("Nothing searched yet" in before, "the reuse view before a search: %r" % before)
             d.find_element("id", "find-matches").click()
             doc = api(s, "/api/matches")
             wait(d, lambda: "reused pieces" in d.find_element("id", "matches-info").text,
@@ -242,13 +289,26 @@ def main():
                 "const m = document.querySelectorAll('#matches .match'); return m.length === "
                 "arguments[0] && [...document.querySelectorAll('#matches img')].every(i => "
                 "i.complete && i.naturalWidth > 0)", n), "%d matches with thumbnails" % n)
+            # each side's bar to its own file's scale: start and end over the file's extent
+            bars = d.execute_script(
+                "return [...document.querySelectorAll('#matches .timeline span')].map(b => "
+                "[parseFloat(b.style.left), parseFloat(b.style.width)]);")
+            for k, m in enumerate(doc["matches"]):
+                for j, (start, end, length) in enumerate(((m["a_start"], m["a_end"], m["a_length"]),
+                                                          (m["b_start"], m["b_end"], m["b_length"]))):
+                    left, width = bars[2 * k + j]
+                    check(length >= end and abs(left - 100 * start / length) < 0.5 and
+                          abs(width - max(1, 100 * (end - start) / length)) < 0.5,
+                          "match %d side %d: the bar %s is not %s over %.2f s" % (
+                              k, j, (left, width), (start, end), length))
             shot(d, "matches")
-            print("ok the reuse view: %d matches, thumbnails of both sides" % n)
+            print("ok the reuse view: %d matches, thumbnails of both sides, each bar to its "
+                  "file's length" % n)
             # the archive's progress
             d.find_element("id", "tab-status").click()
             status = api(s, "/api/status")
             done = status["summary"]["done"]
-            check(done == 3 and [f["path"] for f in status["failed"]] == [broken],
+            check(done == 4 and [f["path"] for f in status["failed"]] == [broken],
                   "status: %s" % status)
             wait(d, lambda: d.execute_script(
                 "const e = document.querySelector('#st-done b'); return e && e.textContent")

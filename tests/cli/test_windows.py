@@ -269,7 +269,38 @@ def main():
         check(r.returncode != 0 and "windows of 4 frames" in r.stderr, "--window 8 on a "
               "4-frame model: %s" % r.stderr)
         print("ok refusals")
+        check_batch_memory(exe, tmp, os.path.join(clips, names[0]))
     return 0
+
+
+def check_batch_memory(exe, tmp, clip):
+    """--batch 4096 windows of 16 frames of 224x224 (39 GB of input a batch): refused as the run
+    starts (exit 3, one line saying what to do), before any of it is allocated."""
+    import torch
+    with open("/proc/meminfo") as f:
+        total = int(f.readline().split()[1]) * 1024
+    per_batch = 4096 * 3 * 16 * 224 * 224 * 4
+    if 2 * per_batch <= 0.5 * total:
+        print("ok --batch 4096 of big windows: not checked (this machine holds %d GB)"
+              % (total >> 30))
+        return
+    big = os.path.join(tmp, "big16.onnx")
+    torch.onnx.export(torch.nn.Conv3d(3, 2, (16, 224, 224), bias=False).eval(),
+                      torch.randn(1, 3, 16, 224, 224), big, input_names=["input"],
+                      output_names=["output"], opset_version=17,
+                      dynamic_axes={"input": {0: "n"}, "output": {0: "n"}})
+    p = subprocess.Popen([exe, "-q", "-m", big, "--batch", "4096", "-o",
+                          os.path.join(tmp, "big.db"), clip],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=120)
+    import resource  # the largest child of this test so far: every other one is small
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    lines = err.strip().splitlines()
+    check(p.returncode == 3 and len(lines) == 1 and "a batch of 4096" in lines[0] and
+          "--batch" in lines[0], "--batch 4096 of big windows: exit %s %r" % (p.returncode, err))
+    check(peak < 1 << 30, "--batch 4096 of big windows: %.1f GB committed first" % (peak / 1e9))
+    print("ok --batch 4096 of big windows: refused at once (exit 3, peak %.0f MB): %s"
+          % (peak / 1e6, lines[0]))
 
 
 if __name__ == "__main__":

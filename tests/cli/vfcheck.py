@@ -65,6 +65,26 @@ def check(cond, msg):
         fail(msg)
 
 
+def runs_bf16(exe):
+    """Whether the CPU backend runs bf16 here (AVX512-BF16 or AMX, under VIDFEAT_ISA or
+    ONEDNN_MAX_CPU_ISA): `vidfeat --version`'s bf16 line."""
+    r = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "vidfeat --version: exit %d" % r.returncode)
+    return "\nbf16: yes" in r.stdout
+
+
+def check_bf16_refused(exe, *args):
+    """Where runs_bf16 is false: `vidfeat ARGS --precision bf16` exits 3 with one line that names
+    the CPU's lack and --precision f32, in the user's words."""
+    r = subprocess.run([exe, *args, "--precision", "bf16"], capture_output=True, text=True,
+                       timeout=120)
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 3 and len(lines) == 1 and "AVX512-BF16 or AMX" in lines[0]
+          and "--precision f32" in lines[0] and "oneDNN" not in lines[0],
+          "--precision bf16 where the CPU cannot: exit %d, %r" % (r.returncode, r.stderr))
+    print("ok --precision bf16 refused here:", lines[0])
+
+
 def rel_err(a, b):
     """max|a - b| / max|b| of two vectors (any sequences of numbers); inf when either holds a
     value that is not finite, so no bound passes a NaN (Python's max() and a `>` loop both skip

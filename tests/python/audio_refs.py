@@ -11,7 +11,10 @@ video, Opus in WebM, a Matroska file whose timestamps jump 0.5 s ahead after its
 (the gap filled with silence: the CLI's aresample told async=1, min_hard_comp=0.02, as
 vidfeat keeps samples to timestamps), and a video without sound (refused: "no audio
 stream"); one whose timestamps jump 100 s ahead every frame is refused while read (the silence
-filling gaps is bounded).
+filling gaps is bounded). Sound at 1 kHz in frames of 16,384 samples (each resampled into
+several of vidfeat's chunks) against the CLI; one at 1 Hz is refused ("at 1 Hz"); and 18 minutes
+at 1 kHz in frames of a million samples is read in bounded memory ("bounded": the reader's peak
+grows by less than 64 MB, where resampling a frame whole took 67 MB and more).
 
 usage: audio_refs.py OUTDIR   (writes OUTDIR/cases.tsv: file, rate, reference, start or "-",
 the refusal expected or "-"; exit 77 without ffmpeg)
@@ -21,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import wave
 
 RATES = [16000, 32000]
 
@@ -57,8 +61,17 @@ def make(out):
        p("silent_video.mp4"))
     ff("-f", "lavfi", "-i", "sine=frequency=440:sample_rate=8000:duration=3", "-af",
        "asetpts='PTS+N/1024*100/TB'", "-c:a", "pcm_s16le", p("jumpy.mkv"))
+    ff("-f", "lavfi", "-i", "sine=frequency=110:sample_rate=1000:duration=40", "-af",
+       "asetnsamples=n=16384", "-c:a", "pcm_s16le", p("low_1k.mkv"))
+    ff("-f", "lavfi", "-i", "sine=frequency=110:sample_rate=1000:duration=1100", "-af",
+       "asetnsamples=n=1048576", "-c:a", "pcm_s16le", p("big_frames_1k.mkv"))
+    with wave.open(p("one_hz.wav"), "wb") as w:  # the CLI will not write a rate this low
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(1)
+        w.writeframes(bytes(65536))
     names = ["six_48k.wav", "mono_8k.wav", "av_44k.mp4", "late_start.mp4", "short_audio.mkv",
-             "opus.webm", "gap.mkv"]
+             "opus.webm", "gap.mkv", "low_1k.mkv"]
     return [p(n) for n in names], p("silent_video.mp4")
 
 
@@ -100,6 +113,8 @@ def main():
             rows.append((path, rate, ref, "%.9f" % start, "-"))
     rows.append((silent, 16000, "-", "-", "no audio stream"))
     rows.append((os.path.join(out, "jumpy.mkv"), 16000, "-", "-", "jump ahead"))
+    rows.append((os.path.join(out, "one_hz.wav"), 16000, "-", "-", "at 1 Hz"))
+    rows.append((os.path.join(out, "big_frames_1k.mkv"), 16000, "-", "-", "bounded"))
     with open(os.path.join(out, "cases.tsv"), "w") as f:
         for r in rows:
             f.write("\t".join(str(v) for v in r) + "\n")

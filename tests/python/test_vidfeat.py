@@ -218,6 +218,20 @@ def clip_of(tmp):
     return os.path.join(tmp, "clip.mp4")
 
 
+def test_precision_auto_says_what_it_chose(tmp, clip):
+    """auto settles on f32 or bf16 before it runs, says why, and the database records it."""
+    with vidfeat.Extractor(TINY, batch=2, precision="auto") as ex:
+        assert ex.info["precision"] in ("f32", "bf16")
+        assert ex.info["precision_why"].startswith(ex.info["precision"])
+        chose = ex.info["precision"]
+    with vidfeat.Extractor(TINY, batch=2) as ex:
+        assert ex.info["precision"] == "f32" and ex.info["precision_why"] is None
+    db = os.path.join(tmp, "auto.db")
+    cli("--model", TINY, "--batch", "2", "--precision", "auto", "-q", "-o", db, clip)
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT precision FROM extractions").fetchall() == [(chose,)]
+
+
 def test_extractor_images_equal_the_command_on_a_png(tmp):
     png = os.path.join(tmp, "odd.png")
     subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i",
@@ -529,3 +543,83 @@ def test_similar_text_equals_the_command(clip_models, caplog):
     assert one["neighbours"] == want[0]["neighbours"] and one["query"] == {"text": texts[0]}
     with pytest.raises(vidfeat.UsageError, match="no words"):
         d.similar(text="&nbsp;", models_dir=models)
+
+
+def test_close_during_a_run_cancels_and_waits(tmp):
+    """close() while frames() is being read, or from another thread during extract(): the run
+    is cancelled and waited for (it crashed, freeing the pipeline under the run), and what was
+    running says so with vidfeat.Error."""
+    long_clip = make_clip(os.path.join(tmp, "long.mp4"), seconds=20, size="320x240")
+    ex = vidfeat.Extractor(TINY, batch=4)
+    it = ex.frames(long_clip)
+    next(it)
+    ex.close()
+    with pytest.raises(vidfeat.Error):
+        for _ in it:
+            pass
+    for _ in range(3):
+        ex = vidfeat.Extractor(TINY, batch=4)
+        got = []
+
+        def run():
+            try:
+                got.append(ex.extract(long_clip))
+            except vidfeat.Error as e:
+                got.append(e)
+
+        th = threading.Thread(target=run)
+        th.start()
+        time.sleep(0.2)
+        ex.close()
+        th.join(60)
+        assert not th.is_alive() and len(got) == 1
+    with pytest.raises(vidfeat.Error):
+        ex.extract(long_clip)
+    with pytest.raises(vidfeat.Error):  # arrays too, once closed
+        ex(np.zeros((1, 32, 32, 3), np.uint8))
+
+
+def test_one_run_at_a_time(tmp):
+    """Two runs on one Extractor (two generators read in turn, extract from two threads) are
+    refused with vidfeat.Error, where they hung; one after the other is fine."""
+    long_clip = make_clip(os.path.join(tmp, "long2.mp4"), seconds=10, size="320x240")
+    with vidfeat.Extractor(TINY, batch=4) as ex:
+        with pytest.raises(vidfeat.Error, match="one run at a time"):
+            for pair in zip(ex.frames(long_clip), ex.frames(long_clip)):
+                pass
+        outcomes = []
+
+        def run():
+            try:
+                outcomes.append(ex.extract(long_clip).vectors.shape[0])
+            except vidfeat.Error as e:
+                outcomes.append(str(e))
+
+        threads = [threading.Thread(target=run) for _ in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(120)
+        assert len(outcomes) == 2 and any(isinstance(o, int) for o in outcomes), outcomes
+        assert all(isinstance(o, int) or "one run at a time" in o for o in outcomes), outcomes
+        assert ex.extract(long_clip).vectors.shape[0] > 0  # and again, after
+
+
+def test_options_of_the_wrong_kind(clip):
+    """An option of the wrong type is TypeError (an int taken as a char * crashed), a number a
+    field cannot hold is a UsageError (2**32 + 8 was 8), a NUL in a path a ValueError (the path
+    was cut there: another file)."""
+    with pytest.raises(TypeError):
+        vidfeat.extract(clip, model=TINY, hwdec=12345)
+    with pytest.raises(TypeError):
+        vidfeat.extract(clip, model=TINY, decoders="two")
+    with pytest.raises(vidfeat.UsageError):
+        vidfeat.extract(clip, model=TINY, batch_size=2 ** 32 + 8)
+    with pytest.raises(vidfeat.UsageError):
+        vidfeat.extract(clip, model=TINY, batch=2 ** 32 + 8)
+    with pytest.raises(ValueError):
+        vidfeat.extract(clip + "\0/etc/passwd", model=TINY)
+    with pytest.raises(ValueError):
+        vidfeat.Extractor(TINY + "\0x")
+    with pytest.raises(TypeError):
+        vidfeat.extract(12345, model=TINY)

@@ -32,7 +32,22 @@ async function api(url, options) {
   return body;
 }
 
-const q = (params) => new URLSearchParams(params).toString();
+// A value as the bytes the server knows it by: UTF-8, except that a byte of a file name that is
+// not UTF-8 comes in the JSON as a lone surrogate, U+DC80 + the byte (as Python's
+// surrogateescape), and goes back as that byte (URLSearchParams would send U+FFFD: a 404).
+function arg(value) {
+  let out = '';
+  for (const ch of String(value)) { // by code point: a lone surrogate comes alone
+    const c = ch.charCodeAt(0);
+    if (ch.length === 1 && c >= 0xdc80 && c <= 0xdcff)
+      out += '%' + (c - 0xdc00).toString(16).toUpperCase();
+    else
+      out += encodeURIComponent(ch);
+  }
+  return out;
+}
+const q = (params) =>
+  Object.entries(params).map(([k, v]) => encodeURIComponent(k) + '=' + arg(v)).join('&');
 const thumbUrl = (path, t) => '/api/thumb?' + q({path: path, t: t.toFixed(3)});
 const baseName = (path) => path.split('/').pop();
 const seconds = (t) => {
@@ -69,14 +84,21 @@ function showHits(doc, what) {
     const img = el('img', {alt: baseName(h.path) + ' at ' + seconds(h.t), loading: 'lazy',
                            src: thumbUrl(h.path, h.t)});
     img.addEventListener('click', () => play(h.path, h.t));
-    const more = el('button', {type: 'button', class: 'more', textContent: 'More like this'});
-    more.addEventListener('click', () => moreLike(h.path, h.t));
+    // the asked frame itself says so, with no score (it is not a match) and no "more like this"
+    // (it is what this is)
+    const label = h.query ? el('div', {class: 'asked', textContent: 'the frame asked'}) : null;
+    const what = seconds(h.t) + ' · frame ' + h.frame_index +
+      (h.query ? '' : ' · ' + h.similarity.toFixed(3));
     const card = el('div', {'class': h.query ? 'card query' : 'card', 'data-path': h.path,
                             'data-t': String(h.t)}, img,
-                    el('div', {class: 'meta'}, el('div', {class: 'name', textContent: h.path}),
-                       el('div', {textContent: seconds(h.t) + ' · frame ' + h.frame_index +
-                                               ' · ' + h.similarity.toFixed(3)})),
-                    more);
+                    el('div', {class: 'meta'}, ...(label ? [label] : []),
+                       el('div', {class: 'name', textContent: h.path}),
+                       el('div', {textContent: what})));
+    if (!h.query) {
+      const more = el('button', {type: 'button', class: 'more', textContent: 'More like this'});
+      more.addEventListener('click', () => moreLike(h.path, h.t));
+      card.append(more);
+    }
     grid.append(card);
   }
 }
@@ -159,10 +181,12 @@ function play(path, t) {
 
 // ---- reused footage ----
 
-function side(path, start, end) {
+// One side of a reused piece: its thumbnails, and the segment on a timeline of the whole file
+// (its extent as extracted), so that both sides' bars are to their files' scales.
+function side(path, start, end, length) {
   const line = el('div', {class: 'timeline'});
   const span = el('span');
-  const whole = Math.max(end * 1.25, end + 5);
+  const whole = Math.max(length || 0, end, 1e-3);
   span.style.left = (100 * start / whole) + '%';
   span.style.width = Math.max(1, 100 * (end - start) / whole) + '%';
   line.append(span);
@@ -188,8 +212,8 @@ async function findMatches() {
     $('matches-info').textContent = doc.matches.length + ' reused pieces of footage (' +
       doc.frames + ' frames searched, ' + doc.search + ')';
     for (const m of doc.matches)
-      list.append(el('div', {class: 'match'}, side(m.a, m.a_start, m.a_end),
-                     side(m.b, m.b_start, m.b_end),
+      list.append(el('div', {class: 'match'}, side(m.a, m.a_start, m.a_end, m.a_length),
+                     side(m.b, m.b_start, m.b_end, m.b_length),
                      el('div', {textContent: 'score ' + m.score.toFixed(3) + ', ' + m.frames +
                                              ' frames, speed ' + m.speed.toFixed(2)})));
   } catch (e) {
@@ -266,5 +290,8 @@ document.addEventListener('DOMContentLoaded', () => {
   $('player-close').addEventListener('click', closePlayer);
   $('player').addEventListener('click', (e) => {
     if (e.target === $('player')) closePlayer();
+  });
+  document.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape' && !$('player').hidden) closePlayer();
   });
 });

@@ -1,5 +1,5 @@
 /*
- * backend_dnnl.h - the oneDNN backend's plan, shared by its files: backend_dnnl.c (the backend:
+ * backend_dnnl_int.h - the oneDNN backend's plan, shared by its files: backend_dnnl.c (the backend:
  * the lowering table, planning, running), backend_dnnl_plan.c (the helpers below that build a
  * plan), backend_dnnl_cnn.c and backend_dnnl_ops.c (the operators' lowerings: the CNN ones, and
  * those transformers and text towers brought) and backend_dnnl_precision.c (int8 and bf16
@@ -11,20 +11,21 @@
  * operator's lowering function reads its node, finds its inputs' buffers in c->p->vbuf, adds
  * buffers and steps with the helpers below, and records its output's buffer in c->p->vbuf.
  */
-#ifndef VIDFEAT_BACKEND_DNNL_H
-#define VIDFEAT_BACKEND_DNNL_H
+#ifndef VIDFEAT_BACKEND_DNNL_INT_H
+#define VIDFEAT_BACKEND_DNNL_INT_H
 
 #include <stddef.h>
 
 #include <dnnl.h>
 
+#include "core/isa.h"
 #include "core/status.h"
 #include "engine/backend.h"
 #include "engine/graph.h"
 
 #define MAX_ARGS 8
 
-enum buf_kind {
+enum dbuf_kind {
     BUF_ARENA = 0, /* activation: a range of the arena */
     BUF_INPUT,     /* the input staging buffer */
     BUF_OUTPUT,    /* the output staging buffer */
@@ -35,7 +36,7 @@ enum buf_kind {
 typedef struct dbuf {
     dnnl_memory_desc_t md;
     dnnl_memory_t mem;
-    enum buf_kind kind;
+    enum dbuf_kind kind;
     int parent;      /* BUF_VIEW: the buffer whose memory this describes */
     int first, last; /* steps that touch it */
     size_t size, offset;
@@ -44,8 +45,14 @@ typedef struct dbuf {
     int value;          /* BUF_CONST: the graph value it holds; -1 otherwise */
 } dbuf;
 
-typedef struct step {
-    dnnl_primitive_t prim; /* NULL: a fill step */
+typedef struct dstep dstep;
+/* A host step's work: node nd on the step's buffers (data: the memory of s->arg_buf, in order)
+ * for the first n of the plan's `batch` inputs. The lowering that adds the step names it. */
+typedef vf_status (*vfi_dnnl_host_fn)(vf_backend *b, const vf_node *nd, const dstep *s,
+                                      void *const *data, int n, int64_t batch);
+
+struct dstep {
+    dnnl_primitive_t prim; /* NULL: a fill dstep */
     int n_args;
     int arg_kind[MAX_ARGS];
     int arg_buf[MAX_ARGS];
@@ -53,10 +60,13 @@ typedef struct step {
     dnnl_memory_t scratch;              /* over the shared scratchpad, or NULL */
     const char *impl;                   /* borrowed from the primitive descriptor */
     int host; /* a host step: 1 + the index of the node it runs (its buffers in arg_buf); 0 */
+    vfi_dnnl_host_fn run_host; /* a host step's work */
     int fill_buf;
     float fill_value;
-    int value; /* the graph value this step finishes (the last step of its node), or -1 */
-} step;
+    int value;  /* the graph value this step finishes (the last step of its node), or -1 */
+    int node;   /* the node whose lowering added it, or -1 (the plan's edges) */
+    int kernel; /* a host step of vidfeat's convolution: its vfk_algo (kernels/conv.h) */
+};
 
 typedef struct cache_entry {
     int src, dst;
@@ -64,12 +74,12 @@ typedef struct cache_entry {
 
 /* One compiled network for one batch size. The plans of a backend share the weights (where
  * their layouts agree), the arena, the scratchpad and the staging buffers: runs never overlap. */
-typedef struct plan {
+typedef struct dplan {
     int batch;
     int *vbuf; /* value -> buffer */
     dbuf *bufs;
     int n_bufs, cap_bufs;
-    step *steps;
+    dstep *steps;
     int n_steps, cap_steps;
     cache_entry *cache; /* reorders already made: (src buffer, dst buffer) */
     int n_cache, cap_cache;
@@ -77,7 +87,7 @@ typedef struct plan {
     int in_buf, out_buf;
     size_t in_size, out_size; /* bytes for a full batch */
     int wino_chunked;         /* Winograd convolutions run in chunks of images (conv_op) */
-} plan;
+} dplan;
 
 /* plans[0] runs full batches; plans[1], when there is one, runs short batches (the end of a
  * run) for a quarter of the cost instead of a full batch's worth of padding. */
@@ -99,24 +109,34 @@ typedef struct dnnl_ctx {
     int *i8node;                      /* per node: runs in int8 */
     int *f32node; /* bf16: per node, F32_COMPUTE / F32_OUTPUT of a convolution (plan_bf16) */
     int winograd;
+    vf_isa isa; /* the instructions it may use, oneDNN's included (use_isa) */
     int n_threads;
     const vf_graph *g;
     vf_graph *owner_view; /* the same graph, for releasing weights (release_weights) */
     int release_weights;
     int last_plan; /* the plan being built is the last: graph constants may go */
-    plan plans[MAX_PLANS];
+    dplan plans[MAX_PLANS];
     int n_plans;
-    plan *p; /* the plan being built or run */
+    dplan *p; /* the plan being built or run */
     void *arena;
     size_t arena_size; /* the largest plan's */
     void *scratch;
     size_t scratch_size;
     float *stage_in, *stage_out; /* the plans' input and output memory */
-    const char *node;            /* node being prepared, for messages */
+    const vf_node *node;         /* node being prepared, for messages */
+    /* while preparing: the measured choices (plan_cache.h), read when a layer first asks */
+    struct vfi_plan_cache *plans_cache;
+    /* VIDFEAT_PROFILE=FILE: the full plan's time per step, written there as JSON when the
+     * backend is freed (write_profile) */
+    char *profile_path;
+    double *step_s;      /* per step of plans[0]: seconds */
+    int64_t *step_calls; /* and runs */
     char *summary;
 } dnnl_ctx;
 
-/* A oneDNN failure as b->err (naming the node being prepared, and file:line). */
+/* A oneDNN failure as b->err, in the user's words: the node being prepared (its name, operator
+ * and shapes), what failed and what to do. oneDNN's call, status and our file:line go to the
+ * debug log only. */
 vf_status vfi_dnnl_fail(vf_backend *b, dnnl_status_t s, const char *what, const char *file,
                         int line);
 
@@ -132,7 +152,7 @@ vf_status vfi_dnnl_fail(vf_backend *b, dnnl_status_t s, const char *what, const 
     } while (0)
 
 /* A buffer of the plan being built with descriptor md; its index into *out. */
-vf_status vfi_dnnl_new_buf(vf_backend *b, const dnnl_memory_desc_t *md, enum buf_kind kind,
+vf_status vfi_dnnl_new_buf(vf_backend *b, const dnnl_memory_desc_t *md, enum dbuf_kind kind,
                            int *out);
 /* Another descriptor over buffer parent's memory (a part of it, or the same bytes seen with
  * other dims). */
@@ -142,8 +162,9 @@ vf_status vfi_dnnl_add_step(vf_backend *b, const_dnnl_primitive_desc_t pd, int n
                             const int *kinds, const int *bufs);
 /* A step filling buffer buf with value. */
 vf_status vfi_dnnl_add_fill(vf_backend *b, int buf, float value);
-/* A host step running node nd (vfi_dnnl_run_host) over buffers bufs[0..n). */
-vf_status vfi_dnnl_add_host(vf_backend *b, const vf_node *nd, int n, const int *bufs);
+/* A host step running node nd by `run` over buffers bufs[0..n). */
+vf_status vfi_dnnl_add_host(vf_backend *b, const vf_node *nd, vfi_dnnl_host_fn run, int n,
+                            const int *bufs);
 /* A byte buffer's descriptor for int64 value v at the plan's batch size (oneDNN has no int64
  * type; only host steps read such values). */
 vf_status vfi_dnnl_bytes_md(vf_backend *b, const vf_value *v, dnnl_memory_desc_t *md);
@@ -217,12 +238,30 @@ vf_status vfi_dnnl_matmul_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_dnnl_layernorm_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_dnnl_slice_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_dnnl_expand_op(vf_backend *b, const vf_node *nd);
+vf_status vfi_dnnl_prelu_op(vf_backend *b, const vf_node *nd);
 /* a text tower's: host steps (oneDNN 2.6 has no gather or argmax) */
 vf_status vfi_dnnl_lookup_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_dnnl_argmax_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_dnnl_take_op(vf_backend *b, const vf_node *nd);
-/* Run host step s of plan q for its first n inputs (the rest of the batch as padding). */
-vf_status vfi_dnnl_run_host(vf_backend *b, const plan *q, const step *s, int n);
+/* vfi_dnnl_conv_pd's algorithms: direct; Winograd where oneDNN has it for the shape, else
+ * direct; a (1, KH, KW) Conv3D as a 2-D Winograd convolution over every frame of the batch's
+ * clips ([N x T, C, H, W]), nothing else. */
+enum { CONV_DIRECT, CONV_WINO, CONV_FRAMES_WINO };
+/* The primitive descriptor of convolution node nd for `batch` images, activations and weights
+ * in whatever layout oneDNN prefers, by algorithm `wino` (above); in int8 when plan_int8 chose
+ * it for nd. The weights' and bias' user layouts go to *w_user, *b_md. */
+vf_status vfi_dnnl_conv_pd(vf_backend *b, const vf_node *nd, int64_t batch, int wino,
+                           const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *out,
+                           dnnl_memory_desc_t *w_user, dnnl_memory_desc_t *b_md);
+/* backend_dnnl_own.c. Whether vidfeat's own kernel runs convolution node nd (window cw, oneDNN
+ * attributes attr, Winograd tried for oneDNN's candidate when try_wino): *own 1 when it does,
+ * its step then added to the plan. */
+/* FC node nd on vidfeat's direct kernel where the instructions in use are AVX2's and each
+ * image is one row (every row's sums in one order: the same vector at any batch); *own 0 when
+ * not, with nothing added. backend_dnnl_own.c. */
+vf_status vfi_dnnl_fc_own(vf_backend *b, const vf_node *nd, int *own);
+vf_status vfi_dnnl_conv_own(vf_backend *b, const vf_node *nd, const vf_conv_window *cw,
+                            const_dnnl_primitive_attr_t attr, int try_wino, int *own);
 
 /* Is the batch the outermost dimension of md's layout, unblocked (nChw16c, nchw, nhwc)? Then
  * images k..k+n-1 are one contiguous slice of it. */
@@ -252,8 +291,8 @@ int vfi_dnnl_runs_int8(const dnnl_ctx *c, const vf_node *nd);
 vf_status vfi_dnnl_plan_int8(vf_backend *b);
 /* Largest |x| over the first n images of buffer k of plan q (all of it when the batch is not
  * its outermost dimension); non-finite values are ignored. */
-float vfi_dnnl_buffer_max(const plan *q, int k, int n);
+float vfi_dnnl_buffer_max(const dplan *q, int k, int n);
 /* bf16: which convolutions compute in f32 (c->f32node; none with VIDFEAT_DNNL_BF16_KEEP=0). */
 vf_status vfi_dnnl_plan_bf16(vf_backend *b);
 
-#endif /* VIDFEAT_BACKEND_DNNL_H */
+#endif /* VIDFEAT_BACKEND_DNNL_INT_H */

@@ -1,15 +1,15 @@
 /*
- * onnx_ops.h - the one API of the ONNX loader's operator handlers (implemented in onnx_node.c),
- * so that each operator family lives in a file of its own without seeing protobuf-c: the node
- * being converted (its inputs, outputs, attributes), the graph being built, and node-named
+ * onnx_handlers.h - the one API of the ONNX loader's operator handlers (implemented in
+ * onnx_node.c), so that each operator family lives in a file of its own without seeing protobuf-c:
+ * the node being converted (its inputs, outputs, attributes), the graph being built, and node-named
  * failures; then the handlers themselves, by family.
  *
  * Handlers take the loader, convert its current node into graph nodes or folded constants, and
  * return a status; a failure's message names the node. onnx.c's table lists each handler
  * against its operator's name: a new ONNX operator is a row there and a handler here.
  */
-#ifndef VIDFEAT_ONNX_OPS_H
-#define VIDFEAT_ONNX_OPS_H
+#ifndef VIDFEAT_ONNX_HANDLERS_H
+#define VIDFEAT_ONNX_HANDLERS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -158,6 +158,7 @@ vf_status vfi_onnx_take(vfi_onnx_loader *L);
 /* ---- elementwise and along one axis (onnx_math.c) ---- */
 vf_status vfi_onnx_relu(vfi_onnx_loader *L);
 vf_status vfi_onnx_leaky_relu(vfi_onnx_loader *L);
+vf_status vfi_onnx_prelu(vfi_onnx_loader *L);
 vf_status vfi_onnx_sigmoid(vfi_onnx_loader *L);
 vf_status vfi_onnx_tanh(vfi_onnx_loader *L);
 vf_status vfi_onnx_hard_sigmoid(vfi_onnx_loader *L);
@@ -189,4 +190,4 @@ vf_status vfi_onnx_constant_of_shape(vfi_onnx_loader *L);
 vf_status vfi_onnx_cast(vfi_onnx_loader *L);
 vf_status vfi_onnx_alias(vfi_onnx_loader *L); /* Identity, Dropout */
 
-#endif /* VIDFEAT_ONNX_OPS_H */
+#endif /* VIDFEAT_ONNX_HANDLERS_H */

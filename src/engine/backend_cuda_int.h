@@ -1,16 +1,18 @@
 /*
- * backend_cuda.h - the GPU backend's plan, shared by its files: backend_cuda.c (the backend:
- * planning, the CNN operators on cuDNN, precision and layout, running) and backend_cuda_ops.c
- * (the operators of transformers and text towers, and any operator on tensors whose batch is
- * not their first dimension alone, on vidfeat's kernels and cuBLAS). Internal to the module
+ * backend_cuda_int.h - the GPU backend's plan, shared by its files: backend_cuda.c (the backend:
+ * the lowering table, planning, precision and layout, running, frame conversion),
+ * backend_cuda_plan.c (the helpers that build steps), backend_cuda_cnn.c (the CNN operators on
+ * cuDNN) and backend_cuda_ops.c (the operators of transformers and text towers, and any
+ * operator on tensors whose batch is not their first dimension alone, on vidfeat's kernels and
+ * cuBLAS). Internal to the module
  * libvidfeat-cuda.so; the rest of vidfeat sees the backend through backend.h's ops table only.
  *
  * A plan is a flat list of steps over buffers (see backend_cuda.c): an operator's lowering
  * function reads its node, finds its inputs' buffers in c->vbuf, adds buffers and steps with
  * the helpers below, and records its output's buffer in c->vbuf.
  */
-#ifndef VIDFEAT_BACKEND_CUDA_H
-#define VIDFEAT_BACKEND_CUDA_H
+#ifndef VIDFEAT_BACKEND_CUDA_INT_H
+#define VIDFEAT_BACKEND_CUDA_INT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -28,7 +30,7 @@
 #define MIN_ND        4
 #define WORKSPACE_CAP ((size_t)1 << 30) /* most a convolution may ask for */
 
-enum buf_kind {
+enum cbuf_kind {
     BUF_ARENA = 0, /* activation: a range of the arena */
     BUF_CONST,     /* weights and other constants: their own allocation */
     BUF_INPUT,     /* the f32 input staging buffer */
@@ -37,7 +39,7 @@ enum buf_kind {
 };
 
 typedef struct cbuf {
-    enum buf_kind kind;
+    enum cbuf_kind kind;
     int parent;
     size_t view_offset;
     size_t size;     /* bytes for a full batch */
@@ -74,7 +76,7 @@ enum step_kind {
 
 #define MAX_VIEWS 3
 
-typedef struct step {
+typedef struct cstep {
     enum step_kind kind;
     int node;                    /* graph node index for messages, -1 for edge steps */
     int x, x2, x3, y, w, bias;   /* buffers (-1: none) */
@@ -103,7 +105,7 @@ typedef struct step {
     int to_half;
     vf_act act; /* ST_ACTK */
     int part;   /* ST_KERNEL: which input of a Concat this step copies */
-} step;
+} cstep;
 
 typedef struct conv_cache {
     int key[CONV_KEY];
@@ -129,7 +131,7 @@ typedef struct cuda_ctx {
     int n_nhwc_convs, n_relayouts;
     cbuf *bufs;
     int n_bufs, cap_bufs;
-    step *steps;
+    cstep *steps;
     int n_steps, cap_steps;
     conv_cache *convs;
     int n_convs, cap_convs;
@@ -146,20 +148,28 @@ typedef struct cuda_ctx {
     char *summary;
 } cuda_ctx;
 
-/* Record a failed CUDA, cuDNN or cuBLAS call in b->err (the library's words, the node being
- * prepared or run, file and line) and return its status. */
+/* Record a failed CUDA, cuDNN or cuBLAS call in b->err (in the user's words: the node being
+ * prepared or run, what to do; not the library's) and return its status. */
 vf_status vfi_cuda_fail(vf_backend *b, cudaError_t e, const char *what, const char *file, int line);
 vf_status vfi_cuda_dnn_fail(vf_backend *b, cudnnStatus_t s, const char *what, const char *file,
                             int line);
 vf_status vfi_cuda_blas_fail(vf_backend *b, cublasStatus_t s, const char *what, const char *file,
                              int line);
 
+/* The file a failure is in, by its name alone (a path of the source tree would be kept in the
+ * built module). */
+#ifdef __FILE_NAME__
+#define VF_CUDA_FILE_ __FILE_NAME__
+#else
+#define VF_CUDA_FILE_ "backend_cuda"
+#endif
+
 /* Each evaluates the call once; on failure records it in b->err and jumps to fail with rc set. */
 #define LIB_CHECK(type, ok, fail_fn, call)                                                         \
     do {                                                                                           \
         type v_ = (call);                                                                          \
         if (v_ != (ok)) {                                                                          \
-            rc = fail_fn(b, v_, #call, __FILE__, __LINE__);                                        \
+            rc = fail_fn(b, v_, #call, VF_CUDA_FILE_, __LINE__);                                   \
             goto fail;                                                                             \
         }                                                                                          \
     } while (0)
@@ -171,12 +181,12 @@ vf_status vfi_cuda_blas_fail(vf_backend *b, cublasStatus_t s, const char *what, 
 vf_status vfi_cuda_unsupported(vf_backend *b, const char *what);
 
 /* A new buffer of `kind` and `size` bytes (a full batch's) into *out. */
-vf_status vfi_cuda_new_buf(vf_backend *b, enum buf_kind kind, size_t size, int *out);
+vf_status vfi_cuda_new_buf(vf_backend *b, enum cbuf_kind kind, size_t size, int *out);
 /* A new step of `kind` reading buffer x and writing y (-1: none); the caller sets the rest of
  * its operands, then calls vfi_cuda_seal(). */
-vf_status vfi_cuda_new_step(vf_backend *b, enum step_kind kind, int x, int y, step **out);
+vf_status vfi_cuda_new_step(vf_backend *b, enum step_kind kind, int x, int y, cstep **out);
 /* Record the lifetimes of a finished step's operands. */
-void vfi_cuda_seal(cuda_ctx *c, const step *s);
+void vfi_cuda_seal(cuda_ctx *c, const cstep *s);
 /* Graph constant vi on the device in the activation type (reciprocals when invert). */
 vf_status vfi_cuda_upload_value(vf_backend *b, int vi, int invert, int *out);
 /* Make value vi's buffer hold layout nhwc (1) or NCHW (0). */
@@ -215,7 +225,7 @@ int vfi_cuda_act_in_place(const vf_act *act);
 vf_status vfi_cuda_act_steps(vf_backend *b, const vf_act *act, int x, int y, const tview *shape);
 /* y view <- x view (same dims; any strides, dtypes, byte offsets). */
 vf_status vfi_cuda_copy_step(vf_backend *b, int x, size_t x_off, const tview *xv, int y,
-                             size_t y_off, const tview *yv, step **out);
+                             size_t y_off, const tview *yv, cstep **out);
 vf_status vfi_cuda_fill_step(vf_backend *b, int y, const tview *yv, float value);
 /* A new buffer holding x [N, C, H, W] padded by pads (top, left, bottom, right) with `value`,
  * in x's layout (nhwc); *pv receives its view. */
@@ -224,7 +234,10 @@ vf_status vfi_cuda_padded_copy(vf_backend *b, int x, const tview *xv, int nhwc, 
 /* A step converting per_sample elements an image between f32 and half (to_half: f32 -> half). */
 vf_status vfi_cuda_convert_step(vf_backend *b, int x, int y, int64_t per_sample, int to_half);
 
-/* backend_cuda_cnn.c: the operators cuDNN runs, each lowering its node to steps. */
+/* backend_cuda_cnn.c: the operators cuDNN runs, each lowering its node to steps, or answering
+ * VFI_CUDA_ON_KERNELS for a node cuDNN cannot take (a broadcast it has not, a rank past 5):
+ * backend_cuda.c then lowers it on vidfeat's kernels. */
+#define VFI_CUDA_ON_KERNELS 2
 typedef vf_status (*vfi_cuda_lowering)(vf_backend *b, const vf_node *nd);
 vf_status vfi_cuda_conv_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_cuda_fc_op(vf_backend *b, const vf_node *nd);
@@ -247,14 +260,38 @@ vf_status vfi_cuda_lrn_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_cuda_reduce_op(vf_backend *b, const vf_node *nd);
 vf_status vfi_cuda_reshape_op(vf_backend *b, const vf_node *nd);
 
-/* backend_cuda_ops.c: whether node nd runs on vidfeat's kernels (an operator cuDNN has not, or
- * tensors cuDNN's steps cannot take), its lowering to an ST_KERNEL step, and that step's run at
- * batch n on its operands' device memory. */
+/* backend_cuda_ops.c: the operator table, one row an operator: everything this backend does for
+ * it. A kernel's call (its operands at a batch) is backend_cuda_ops.c's own. */
+typedef struct vfi_cuda_kernel_call vfi_cuda_kernel_call;
+enum {
+    CUDA_OP_KERNELS = 1 << 0,    /* always on vidfeat's kernels (cuDNN has no such operator) */
+    CUDA_OP_VIEW = 1 << 1,       /* a view of any tensor: never on the kernels */
+    CUDA_OP_ANY_LAYOUT = 1 << 2, /* its cuDNN lowering takes NHWC inputs as they are */
+    CUDA_OP_PER_INPUT = 1 << 3,  /* its kernel is a step per input (cstep.part) */
+    CUDA_OP_INDICES = 1 << 4,    /* its kernel checks indices (the bad-index flag) */
+};
+typedef struct vfi_cuda_op {
+    vfi_cuda_lowering cudnn; /* its lowering on cuDNN, or NULL */
+    /* its kernel step's run at a batch, or NULL: then only cuDNN runs it, and only on tensors
+     * whose batch is their first dimension alone */
+    vf_status (*kernel)(vf_backend *b, const vf_node *nd, const cstep *s, vfi_cuda_kernel_call *k);
+    /* (optional) which nodes of it cuDNN runs (VF_ERR_UNSUPPORTED, saying why) */
+    vf_status (*supports)(const vf_graph *g, const vf_node *nd, vf_err *err);
+    /* (optional) a kernel step's operands beyond the first, from its inputs' buffers ops[]
+     * (default: the second as x2) */
+    void (*operands)(const vf_node *nd, const int *ops, cstep *s);
+    /* (optional) what its kernel cannot take, refused before the step is made */
+    vf_status (*check)(vf_backend *b, const vf_node *nd);
+    unsigned flags; /* CUDA_OP_* */
+} vfi_cuda_op;
+extern const vfi_cuda_op vfi_cuda_ops[VF_OP_COUNT_];
+
+/* Whether node nd runs on vidfeat's kernels (an operator cuDNN has not, or tensors cuDNN's steps
+ * cannot take), its lowering to ST_KERNEL steps, and such a step's run at batch n on its
+ * operands' device memory. */
 int vfi_cuda_on_kernels(const cuda_ctx *c, const vf_node *nd);
-/* Whether the kernels run nd's operator at all. */
-int vfi_cuda_kernel_supports(const vf_node *nd);
 vf_status vfi_cuda_kernel_op(vf_backend *b, const vf_node *nd);
-vf_status vfi_cuda_kernel_run(vf_backend *b, const step *s, int n, const void *x, const void *x2,
+vf_status vfi_cuda_kernel_run(vf_backend *b, const cstep *s, int n, const void *x, const void *x2,
                               const void *x3, const void *w, const void *bias, void *y);
 
-#endif /* VIDFEAT_BACKEND_CUDA_H */
+#endif /* VIDFEAT_BACKEND_CUDA_INT_H */

@@ -208,6 +208,16 @@ typedef struct vf_config {
      *  size). 0: the default, an hour plus an hour per megabyte of the file (no bound where
      *  its size is unknown); < 0: no bound. */
     double max_duration;
+
+    /* ---- shots (appended in 0.3; docs/shots.md) ---- */
+    /** Look for cuts while decoding (every frame of the window is then decoded, whatever the
+     *  sampling keeps) and store each file's shots with its extraction: PySceneDetect's
+     *  ContentDetector. Not with keyframes (which decodes only key frames) or an audio model. */
+    int shots;
+    /** A frame whose content score reaches this starts a shot; 0: the default, 27. */
+    double shot_threshold;
+    /** The shortest shot, in frames (closer cuts merge); 0: the default, 15; < 0: none. */
+    int shot_min_frames;
 } vf_config;
 
 /** An opened model: the network compiled for one backend, batch size and precision. */

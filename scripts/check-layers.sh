@@ -41,7 +41,7 @@ scripts/check-file-circles.py "${BUILD_DIR:-build}" || circles=$?
 # (its headers in <> or, for code generated from it, in "").
 for rule in 'sqlite3\.h|src/store/store_sqlite.c src/store/store_sqlite_db.h' 'jansson\.h|src/core/json.c' \
     'openssl/|src/core/digest.c' 'dnnl|src/engine/backend_dnnl.c src/engine/backend_dnnl_int.h src/engine/backend_dnnl_cnn.c src/engine/backend_dnnl_own.c src/engine/backend_dnnl_ops.c src/engine/backend_dnnl_plan.c src/engine/backend_dnnl_precision.c' \
-    'libav|src/media/audio.c src/media/confine.c src/media/confine.h src/media/decode.c src/media/ffmpeg.c src/media/hwdev.c src/media/picture.c src/media/preprocess.c src/media/probe.c' 'libsw|src/media/audio.c src/media/decode.c src/media/ffmpeg.c src/media/picture.c src/media/preprocess.c' \
+    'libav|src/media/audio.c src/media/confine.c src/media/confine.h src/media/decode.c src/media/ffmpeg.c src/media/hwdev.c src/media/picture.c src/media/preprocess.c src/media/probe.c src/media/shot_reader.c' 'libsw|src/media/audio.c src/media/decode.c src/media/ffmpeg.c src/media/picture.c src/media/preprocess.c src/media/shot_reader.c' \
     'cudnn|cublas|src/engine/backend_cuda.c src/engine/backend_cuda_int.h src/engine/backend_cuda_cnn.c src/engine/backend_cuda_ops.c src/engine/backend_cuda_plan.c' \
     'protobuf-c|onnx\.pb-c\.h|src/engine/onnx_loader.h' 'libpq|src/store/store_pg_db.h' \
     'hdf5|src/cli/export_hdf5.c' 'faiss/|src/search/ann_faiss.cpp' \

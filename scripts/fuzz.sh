@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz every libFuzzer target for a bounded time: build them with clang (ASan + UBSan) into
-# build-fuzz/, then run each from its corpus (committed, and the build's seeds) for FUZZ_SECONDS (default 60). A crash,
+# build-fuzz/, then run each from its corpus (committed, and the build's seeds) for FUZZ_SECONDS (default 60),
+# as many side by side as there are cores. A crash,
 # leak or timeout fails the script with libFuzzer's report and leaves the input in
 # build-fuzz/crashers/; once fixed, commit that input to the target's corpus directory
 # (tests/fuzz/corpus* - replayed by ctest's fuzz_replay* tests from then on).
@@ -40,11 +41,10 @@ declare -A seeds=(
 declare -A asan_extra=([index]=":allocator_may_return_null=1:alloc_dealloc_mismatch=0")
 declare -A fuzz_extra=([index]="-fork=1 -ignore_ooms=1")
 mkdir -p "$BUILD_DIR/crashers"
-status=0
-for t in "${targets[@]}"; do
-    work="$BUILD_DIR/corpus_$t" # new inputs found this run; the committed corpus stays as it is
+# One target's run; its report is printed whole when it ends (targets run side by side).
+fuzz_one() {
+    local t=$1 work="$BUILD_DIR/corpus_$1" # new inputs found this run; the committed corpus stays
     mkdir -p "$work"
-    echo "fuzz_$t: ${SECONDS_EACH} s, seed $SEED"
     # shellcheck disable=SC2086 # the seed directories are words
     if ! ASAN_OPTIONS="detect_leaks=1:halt_on_error=1${asan_extra[$t]:-}" \
         UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -53,11 +53,28 @@ for t in "${targets[@]}"; do
         -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=3072 -max_len=262144 \
         -artifact_prefix="$BUILD_DIR/crashers/${t}-" -print_final_stats=1 \
         >"$BUILD_DIR/fuzz_$t.log" 2>&1; then
-        echo "fuzz_$t: FAILED - the input is in $BUILD_DIR/crashers/:"
-        grep -E "ERROR|SUMMARY|Test unit written|==[0-9]+==" "$BUILD_DIR/fuzz_$t.log" | head -20
-        status=1
-    else
-        grep -E "stat::number_of_executed_units|cov:" "$BUILD_DIR/fuzz_$t.log" | tail -2
+        printf 'fuzz_%s: %s s, seed %s: FAILED - the input is in %s/crashers/:\n%s\n' "$t" \
+            "$SECONDS_EACH" "$SEED" "$BUILD_DIR" \
+            "$(grep -E "ERROR|SUMMARY|Test unit written|==[0-9]+==" "$BUILD_DIR/fuzz_$t.log" | head -20)"
+        return 1
     fi
+    printf 'fuzz_%s: %s s, seed %s\n%s\n' "$t" "$SECONDS_EACH" "$SEED" \
+        "$(grep -E "stat::number_of_executed_units|cov:" "$BUILD_DIR/fuzz_$t.log" | tail -2)"
+}
+# As many targets at once as there are cores (each is one process; fuzz_index's fork mode keeps
+# one child at a time), so the whole run takes FUZZ_SECONDS x targets / cores.
+status=0
+running=0
+for t in "${targets[@]}"; do
+    if [ "$running" -ge "$(nproc)" ]; then
+        wait -n || status=1
+        running=$((running - 1))
+    fi
+    fuzz_one "$t" &
+    running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+    wait -n || status=1
+    running=$((running - 1))
 done
 exit "$status"

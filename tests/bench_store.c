@@ -83,7 +83,7 @@ static int claim_loop(const char *uri, int fd)
         vf_store_video v = {c.name, 1, 1.0, "fnv64:0", 1.0, 64, 48, 0, "h264", 25.0};
         int64_t ext = 0;
         if (vfi_store_begin(wk.s, &v, wk.w.model_id, "all", &run, &c.lease, &ext, &err) < 0 ||
-            vfi_store_finish(wk.s, ext, &c.lease, VF_END_DONE, NULL, NULL, &err) < 0)
+            vfi_store_finish(wk.s, ext, &c.lease, &(vf_store_end){.end = VF_END_DONE}, &err) < 0)
             return die("finishing", &err);
         vfi_free(c.name);
     }

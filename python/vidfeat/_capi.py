@@ -99,6 +99,9 @@ class Config(Structure):
         ("window", c_int),
         ("window_stride", c_int),
         ("max_duration", c_double),
+        ("shots", c_int),
+        ("shot_threshold", c_double),
+        ("shot_min_frames", c_int),
     ]
 
 

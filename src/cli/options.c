@@ -45,6 +45,9 @@ enum opt_id {
     OPT_MAX_FRAMES,
     OPT_WINDOW,
     OPT_WINDOW_STRIDE,
+    OPT_SHOTS,
+    OPT_SHOT_THRESHOLD,
+    OPT_SHOT_MIN_FRAMES,
     OPT_MAX_PIXELS,
     OPT_MAX_STREAMS,
     OPT_MAX_DURATION,
@@ -229,6 +232,15 @@ static const opt_def options[] = {
     {"window-stride", OPT_WINDOW_STRIDE, "S", RUNS,
      "sampled frames from one window's start to the next (default: the window, no overlap)", NULL,
      INT(cfg.window_stride, 1, 1000000)},
+    {"shots", OPT_SHOTS, NULL, CMD_EXTRACT,
+     "find each file's shots (cuts by content, every frame decoded) and store them", NULL,
+     FLAG(cfg.shots)},
+    {"shot-threshold", OPT_SHOT_THRESHOLD, "T", CMD_EXTRACT,
+     "--shots: a frame whose content score reaches T starts a shot (default 27)", NULL,
+     NUM(cfg.shot_threshold, 1, 255)},
+    {"shot-min-frames", OPT_SHOT_MIN_FRAMES, "N", CMD_EXTRACT,
+     "--shots: the shortest shot, in frames; closer cuts merge (default 15)", NULL,
+     INT(cfg.shot_min_frames, 1, 1000000)},
     {"force", OPT_FORCE, NULL, CMD_EXTRACT, "redo files the database already has", NULL,
      FLAG(cfg.force)},
     {"dtype", OPT_DTYPE, "f32|f16", CMD_EXTRACT | CMD_BENCH, "how vectors are stored (default f32)",
@@ -896,6 +908,15 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli *c, int *first)
     if (samplings > 1) {
         fprintf(stderr, "vidfeat: --fps, --every and --keyframes each choose the frames kept: give "
                         "one of them\n");
+        return EXIT_USAGE;
+    }
+    if (c->cfg.shots && c->cfg.keyframes) {
+        fprintf(stderr, "vidfeat: --shots looks at every frame and --keyframes decodes key frames "
+                        "only: sample with --fps or --every instead\n");
+        return EXIT_USAGE;
+    }
+    if (!c->cfg.shots && (c->cfg.shot_threshold > 0 || c->cfg.shot_min_frames > 0)) {
+        fprintf(stderr, "vidfeat: --shot-threshold and --shot-min-frames tune --shots: add it\n");
         return EXIT_USAGE;
     }
     /* f16 and tf32 exist only on the GPU: without asking for it, say so rather than try */

@@ -48,6 +48,7 @@
 #include "media/ffmpeg.h"
 #include "media/probe.h"
 #include "media/framenum.h"
+#include "media/shot_reader.h"
 
 #define SKIP_MIN_GAP 4.0 /* seconds: below this, decoding through is cheaper than skipping */
 #define T_EPS        1e-6
@@ -58,57 +59,6 @@
  * it is decoded instead (a key frame this rare is decoded through) */
 #define HOLD_MAX_PACKETS 4096
 #define HOLD_MAX_BYTES   (256 << 20)
-
-/* Packets owned by the decoder, oldest first: read ahead of it, or held while skipping. */
-typedef struct pktq {
-    AVPacket **p;
-    int cap, head, n;
-    size_t bytes;
-} pktq;
-
-static int pktq_push(pktq *q, AVPacket *pkt) /* takes pkt; AVERROR(ENOMEM) leaves it */
-{
-    if (q->n == q->cap) {
-        int cap = q->cap ? q->cap * 2 : 16;
-        AVPacket **p = vfi_mallocarray((size_t)cap, sizeof(*p));
-        if (!p)
-            return AVERROR(ENOMEM);
-        for (int i = 0; i < q->n; i++)
-            p[i] = q->p[(q->head + i) % q->cap];
-        vfi_free(q->p);
-        q->p = p;
-        q->cap = cap;
-        q->head = 0;
-    }
-    q->p[(q->head + q->n++) % q->cap] = pkt;
-    q->bytes += (size_t)pkt->size;
-    return 0;
-}
-
-static AVPacket *pktq_pop(pktq *q)
-{
-    if (!q->n)
-        return NULL;
-    AVPacket *pkt = q->p[q->head];
-    q->head = (q->head + 1) % q->cap;
-    q->n--;
-    q->bytes -= (size_t)pkt->size;
-    return pkt;
-}
-
-static void pktq_drop(pktq *q) /* the packets, not the storage */
-{
-    AVPacket *pkt;
-    while ((pkt = pktq_pop(q)))
-        av_packet_free(&pkt);
-}
-
-static void pktq_free(pktq *q)
-{
-    pktq_drop(q);
-    vfi_free(q->p);
-    memset(q, 0, sizeof(*q));
-}
 
 struct vf_decoder {
     AVFormatContext *fmt;
@@ -145,7 +95,7 @@ struct vf_decoder {
     int64_t next_index; /* the number after the last frame's */
     /* Packets read ahead of the decoder to number a frame (read_ahead), oldest first, and
      * what reading returned after them (0, or AVERROR_EOF or an error to act on later). */
-    pktq ahead;
+    vf_pktq ahead;
     int ahead_end;
     int start_pending; /* --start: skip_ahead once the first packet is read */
     int key_drain;     /* --keyframes: the key frame sent is being drained on its own */
@@ -156,7 +106,7 @@ struct vf_decoder {
     enum { SKIP_NONE, SKIP_TO_KEY, SKIP_HOLDING } skipping;
     int64_t skip_pos, skip_ts;
     int64_t held_to; /* the last SKIP_HOLDING's skip_ts: never held again up to there */
-    pktq held;
+    vf_pktq held;
     /* seek_exact: the index entry a seek lands on (-1 none pending), and the entries up to
      * seen_entry whose packets are shown (not marked for discarding) */
     int seek_entry;
@@ -175,7 +125,9 @@ struct vf_decoder {
     int fd;
     int got_bytes;
     AVIOContext *pb;
-    vf_confine *conf; /* what the input may read (vfi_confine_open); freed after fmt */
+    vf_confine *conf;      /* what the input may read (vfi_confine_open); freed after fmt */
+    vf_shot_reader *shots; /* opts.shots: every frame of the window measured */
+    double shots_end;      /* the end of the last frame measured, in seconds */
 };
 
 /* Timestamps are whatever a file claims, any int64: arithmetic on them saturates rather than
@@ -238,9 +190,10 @@ void vfi_decoder_free(vf_decoder **pd)
     av_packet_free(&d->pkt);
     av_frame_free(&d->tmp);
     av_frame_free(&d->sw);
+    vfi_shot_reader_free(&d->shots);
     vfi_framenum_clear(&d->ledger);
-    pktq_free(&d->ahead);
-    pktq_free(&d->held);
+    vfi_pktq_free(&d->ahead);
+    vfi_pktq_free(&d->held);
     vfi_free(d);
     *pd = NULL;
 }
@@ -432,7 +385,7 @@ static int seek_exact(vf_decoder *d, AVStream *st, int i, const AVIndexEntry *e)
     if (skipped < 0 || av_seek_frame(d->fmt, d->meta.stream_index, aim, AVSEEK_FLAG_BACKWARD) < 0)
         return 0; /* reading on is still exact */
     vfi_framenum_skip(&d->ledger, skipped);
-    pktq_drop(&d->ahead); /* read before the seek, and before its target */
+    vfi_pktq_drop(&d->ahead); /* read before the seek, and before its target */
     d->seek_entry = i;
     d->sought = i;
     return 1;
@@ -508,12 +461,12 @@ static int skip_ahead(vf_decoder *d, double t)
 static int release_held(vf_decoder *d)
 {
     AVPacket *next;
-    while ((next = pktq_pop(&d->ahead)))
-        if (pktq_push(&d->held, next) < 0) {
+    while ((next = vfi_pktq_pop(&d->ahead)))
+        if (vfi_pktq_push(&d->held, next) < 0) {
             av_packet_free(&next);
             return AVERROR(ENOMEM);
         }
-    pktq q = d->ahead;
+    vf_pktq q = d->ahead;
     d->ahead = d->held;
     d->held = q;
     d->skipping = SKIP_NONE;
@@ -533,7 +486,7 @@ static int hold_packet(vf_decoder *d)
     int before = when == AV_NOPTS_VALUE || when <= d->skip_ts;
     int key = (pkt->flags & AV_PKT_FLAG_KEY) != 0;
     if (key && before)
-        pktq_drop(&d->held); /* a later key frame before the time: decoding starts there */
+        vfi_pktq_drop(&d->held); /* a later key frame before the time: decoding starts there */
     if (!d->held.n && !key && before) {
         av_packet_unref(pkt);
         return 0;
@@ -542,7 +495,7 @@ static int hold_packet(vf_decoder *d)
     if (!mine)
         return AVERROR(ENOMEM);
     av_packet_move_ref(mine, pkt);
-    if (pktq_push(&d->held, mine) < 0) {
+    if (vfi_pktq_push(&d->held, mine) < 0) {
         av_packet_free(&mine);
         return AVERROR(ENOMEM);
     }
@@ -614,7 +567,7 @@ static int demux_packet(vf_decoder *d, AVPacket *pkt)
 /* The next packet for the decoder into d->pkt: one read ahead first, else from the demuxer. */
 static int next_packet(vf_decoder *d)
 {
-    AVPacket *pkt = pktq_pop(&d->ahead);
+    AVPacket *pkt = vfi_pktq_pop(&d->ahead);
     if (pkt) {
         av_packet_move_ref(d->pkt, pkt);
         av_packet_free(&pkt);
@@ -648,7 +601,7 @@ static vf_status read_ahead(vf_decoder *d, int64_t pts, vf_err *err)
             d->ahead_end = ret;
             break;
         }
-        if (pktq_push(&d->ahead, pkt) < 0) {
+        if (vfi_pktq_push(&d->ahead, pkt) < 0) {
             av_packet_free(&pkt);
             return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
         }
@@ -917,7 +870,7 @@ static vf_status number_frame(vf_decoder *d, int64_t ordinal, int64_t pts, int64
 /* After a frame: a wanted time far ahead is skipped to. */
 static void plan_skip(vf_decoder *d, double t)
 {
-    if (d->s.fps > 0.0 && !d->s.keyframes && d->next_t - t > SKIP_MIN_GAP)
+    if (d->s.fps > 0.0 && !d->o.shots && !d->s.keyframes && d->next_t - t > SKIP_MIN_GAP)
         skip_ahead(d, d->next_t);
 }
 
@@ -931,8 +884,8 @@ static void set_skip(vf_decoder *d, const AVPacket *pkt)
 {
     if (d->s.keyframes && d->numbered)
         return; /* AVDISCARD_NONKEY throughout */
-    int drop =
-        d->numbered && pkt->pts != AV_NOPTS_VALUE && ts_seconds(d, pkt->pts) < d->next_t - T_EPS;
+    int drop = d->numbered && !d->o.shots && pkt->pts != AV_NOPTS_VALUE &&
+               ts_seconds(d, pkt->pts) < d->next_t - T_EPS;
     d->dec->skip_frame = drop ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
     if (drop)
         note_skipped(d, pkt);
@@ -1000,6 +953,20 @@ static vf_status end_of_stream(vf_decoder *d, vf_err *err)
  * again. Each that ends the input is final: the caller marks the decoder done. */
 #define AGAIN 2 /* beside VF_OK and VF_EOF (1) */
 
+/* The frame in d->tmp, number index at t, to the shot detector (copied back first from a
+ * device: it stays in system memory). */
+static vf_status measure_shot(vf_decoder *d, int64_t index, double t, vf_err *err)
+{
+    if (d->hw_fmt != AV_PIX_FMT_NONE && d->tmp->format == d->hw_fmt) {
+        vf_status rc = download(d, err);
+        if (rc < 0)
+            return rc;
+        snprintf(d->meta.hwdec, sizeof(d->meta.hwdec), "%s", vfi_hwdev_name(d->o.hw));
+    }
+    d->shots_end = t + (double)frame_ticks(d) * av_q2d(d->tb);
+    return vfi_shot_reader_push(&d->shots, d->o.shots, d->tmp, index, t, err);
+}
+
 /* The frame the decoder gave (in d->tmp): timed, numbered and sampled; kept into f (VF_OK),
  * dropped (AGAIN), or past the window (VF_EOF). */
 static vf_status take_frame(vf_decoder *d, vf_frame *f, vf_err *err)
@@ -1030,6 +997,11 @@ static vf_status take_frame(vf_decoder *d, vf_frame *f, vf_err *err)
     if (keep < 0) {
         av_frame_unref(d->tmp);
         return VF_EOF;
+    }
+    if (d->o.shots && t >= d->s.start - T_EPS) {
+        vf_status rc = measure_shot(d, index, t, err);
+        if (rc < 0)
+            return rc;
     }
     if (!keep) {
         av_frame_unref(d->tmp);
@@ -1160,6 +1132,11 @@ static vf_status step(vf_decoder *d, vf_frame *f, vf_err *err)
         return AGAIN;
     }
     return feed(d, err);
+}
+
+vf_status vfi_decoder_shots(vf_decoder *d, const vf_shot **shots, int *n, vf_err *err)
+{
+    return vfi_shot_reader_finish(d->shots, d->shots_end, shots, n, err);
 }
 
 vf_status vfi_decoder_next(vf_decoder *d, vf_frame *f, vf_err *err)

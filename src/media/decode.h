@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "media/ffmpeg.h"
 #include "media/hwdev.h"
+#include "media/shots.h"
 
 /* Which frames to keep. */
 typedef struct vf_sampling {
@@ -72,6 +73,10 @@ typedef struct vf_decode_opts {
      * A frame larger, or a file with more streams, fails with VF_ERR_DECODE naming the limit. */
     int64_t max_pixels;
     int max_streams;
+    /* (optional, borrowed) look for cuts (media/shots.h) with these options: every frame of the
+     * window is then decoded (sampling skips none) and measured, including frames on a device
+     * (copied back); vfi_decoder_shots gives the shots after the end. */
+    const vf_shot_opts *shots;
 } vf_decode_opts;
 
 #define VF_DEFAULT_MAX_PIXELS  40000000
@@ -93,6 +98,10 @@ void vfi_decoder_counts(const vf_decoder *d, int64_t *decoded, int64_t *errors);
 /* After VF_EOF: "" for a whole file, else one line on what it lacked ("partial: 5 of 20 frames
  * the index promises", "3 corrupt packets skipped", a --start past its end). Borrowed. */
 const char *vfi_decoder_note(const vf_decoder *d);
+/* After VF_EOF, where opts->shots asked for them: the shots of the frames decoded in the window,
+ * the last ending where its last frame does (none when nothing was decoded or none was asked).
+ * Borrowed until vfi_decoder_free. VF_ERR_NOMEM. */
+vf_status vfi_decoder_shots(vf_decoder *d, const vf_shot **shots, int *n, vf_err *err);
 void vfi_decoder_free(vf_decoder **pd);
 
 /* Frames own an AVFrame: create them once (pools), release the picture after use. */

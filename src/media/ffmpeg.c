@@ -18,6 +18,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/mem.h"
 
 /* FFmpeg's own messages (concealed errors, deprecation notes) go to our log at debug level:
  * every failure that matters is reported by vidfeat itself, once, naming the file. */
@@ -112,4 +113,48 @@ int vfi_watchdog_interrupt(void *opaque)
         return 1;
     }
     return 0;
+}
+
+int vfi_pktq_push(vf_pktq *q, AVPacket *pkt)
+{
+    if (q->n == q->cap) {
+        int cap = q->cap ? q->cap * 2 : 16;
+        AVPacket **p = vfi_mallocarray((size_t)cap, sizeof(*p));
+        if (!p)
+            return AVERROR(ENOMEM);
+        for (int i = 0; i < q->n; i++)
+            p[i] = q->p[(q->head + i) % q->cap];
+        vfi_free(q->p);
+        q->p = p;
+        q->cap = cap;
+        q->head = 0;
+    }
+    q->p[(q->head + q->n++) % q->cap] = pkt;
+    q->bytes += (size_t)pkt->size;
+    return 0;
+}
+
+AVPacket *vfi_pktq_pop(vf_pktq *q)
+{
+    if (!q->n)
+        return NULL;
+    AVPacket *pkt = q->p[q->head];
+    q->head = (q->head + 1) % q->cap;
+    q->n--;
+    q->bytes -= (size_t)pkt->size;
+    return pkt;
+}
+
+void vfi_pktq_drop(vf_pktq *q)
+{
+    AVPacket *pkt;
+    while ((pkt = vfi_pktq_pop(q)))
+        av_packet_free(&pkt);
+}
+
+void vfi_pktq_free(vf_pktq *q)
+{
+    vfi_pktq_drop(q);
+    vfi_free(q->p);
+    memset(q, 0, sizeof(*q));
 }

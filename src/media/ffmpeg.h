@@ -1,6 +1,7 @@
 /*
- * ffmpeg.h - FFmpeg glue the media files share (ffmpeg.c). Its messages go to vidfeat's log at
- * debug level: every failure that matters is reported by vidfeat itself, once, naming the file.
+ * ffmpeg.h - FFmpeg glue the media files share (ffmpeg.c): its log, errors, times, a packet
+ * queue. Its messages go to vidfeat's log at debug level: every failure that matters is
+ * reported by vidfeat itself, once, naming the file.
  */
 #ifndef VIDFEAT_FFMPEG_H
 #define VIDFEAT_FFMPEG_H
@@ -27,6 +28,24 @@ void vfi_watchdog_rearm(vf_watchdog *w);
 int vfi_watchdog_interrupt(void *w);
 /* Is the deadline past (or was a read stopped on it)? */
 int vfi_watchdog_expired(const vf_watchdog *w);
+
+/* Packets, oldest first, owned by the queue (the decoder's packets read ahead of it, or held
+ * while skipping): a ring that grows by doubling. Zeroed is empty. */
+struct AVPacket;
+typedef struct vf_pktq {
+    struct AVPacket **p;
+    int cap, head, n;
+    size_t bytes; /* the packets' sizes, summed */
+} vf_pktq;
+
+/* Take pkt at the end; AVERROR(ENOMEM) leaves it with the caller. */
+int vfi_pktq_push(vf_pktq *q, struct AVPacket *pkt);
+/* The oldest packet, now the caller's; NULL when empty. */
+struct AVPacket *vfi_pktq_pop(vf_pktq *q);
+/* Free the packets, keep the storage. */
+void vfi_pktq_drop(vf_pktq *q);
+/* Free the packets and the storage: empty again. */
+void vfi_pktq_free(vf_pktq *q);
 
 /* Route FFmpeg's log into vidfeat's (once per process; any thread may call it). */
 void vfi_ff_log_init(void);

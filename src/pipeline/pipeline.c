@@ -165,9 +165,15 @@ static vf_status open_input(vf_pipeline *p, const char *path, input *in, vf_err 
     }
     vf_sampling s = {p->cfg.sample_fps, p->cfg.every,    p->cfg.keyframes,
                      p->cfg.start,      p->cfg.duration, p->cfg.max_frames};
-    vf_decode_opts dopts = {
-        p->cfg.decode_threads, p->cfg.stall_timeout,         &p->cancel,        p->hw,
-        p->keep_on_device,     p->root ? &p->archive : NULL, p->cfg.max_pixels, p->cfg.max_streams};
+    vf_decode_opts dopts = {p->cfg.decode_threads,
+                            p->cfg.stall_timeout,
+                            &p->cancel,
+                            p->hw,
+                            p->keep_on_device,
+                            p->root ? &p->archive : NULL,
+                            p->cfg.max_pixels,
+                            p->cfg.max_streams,
+                            p->cfg.shots ? &p->shot_opts : NULL};
     return vfi_decoder_open(path, &s, &dopts, &in->dec, err);
 }
 
@@ -224,6 +230,22 @@ static vf_status next_input(vf_pipeline *p, input *in, frame_item *fi, vf_err *e
         fi->t_end = where.t_end;
     }
     return rc;
+}
+
+/* A file decoded to its end: its shots (--shots) into its END, owned there. VF_EOF, or
+ * VF_ERR_NOMEM. */
+static vf_status take_shots(vf_decoder *dec, event_item *end, vf_err *err)
+{
+    const vf_shot *shots;
+    int n;
+    vf_status rc = vfi_decoder_shots(dec, &shots, &n, err);
+    if (rc < 0 || n == 0)
+        return rc < 0 ? rc : VF_EOF;
+    if (!(end->shots = vfi_mallocarray((size_t)n, sizeof(*shots))))
+        return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+    memcpy(end->shots, shots, (size_t)n * sizeof(*shots));
+    end->n_shots = n;
+    return VF_EOF;
 }
 
 /* After the input's end (status: how it ended): what END reports of it (what was decoded; a
@@ -329,6 +351,8 @@ static int decode_file(lane *ln, vf_work *w)
         }
         if (rc == VF_EOF && S_ISREG(st.st_mode))
             rc = check_unchanged(path, &st, &err);
+        if (rc == VF_EOF && in.dec && p->cfg.shots)
+            rc = take_shots(in.dec, end, &err);
         close_input(&in, rc, end);
     }
     end->status = rc == VF_EOF ? VF_OK : rc;
@@ -949,76 +973,6 @@ vf_status vf_pipeline_run_queue(vf_pipeline *p, const vf_run_hooks *hooks)
 
 /* ---- create / free ---------------------------------------------------------------------- */
 
-/* A clip model's windows as cfg asks for them (window.h), or an image model asked for none. */
-static vf_status check_window(vf_pipeline *p, const vf_config *cfg)
-{
-    if (cfg->window < 0 || cfg->window_stride < 0)
-        return vfi_fail(&p->err, VF_ERR_INVALID, "invalid window settings");
-    if (!p->info.frames && (cfg->window || cfg->window_stride))
-        return vfi_fail(&p->err, VF_ERR_INVALID,
-                        "%s takes single frames: --window and --window-stride are for clip "
-                        "models (docs/models.md)",
-                        p->info.name);
-    if (!p->info.frames)
-        return VF_OK;
-    if (cfg->window && cfg->window != p->info.frames)
-        return vfi_fail(&p->err, VF_ERR_INVALID,
-                        "%s takes windows of %d frames, not %d (its file fixes them: export it "
-                        "again for another length)",
-                        p->info.name, p->info.frames, cfg->window);
-    if (cfg->no_overlap)
-        return vfi_fail(&p->err, VF_ERR_INVALID,
-                        "the per-frame baseline (no overlap) is for image models");
-    p->window_stride = cfg->window_stride ? cfg->window_stride : p->info.frames;
-    return VF_OK;
-}
-
-/* An audio model takes every patch of a file's sound (those starting from --start, within
- * --duration): the frames' sampling does not apply. */
-static vf_status check_sound(vf_pipeline *p, const vf_config *cfg)
-{
-    const char *which = cfg->sample_fps > 0                 ? "--fps"
-                        : cfg->every > 1                    ? "--every"
-                        : cfg->keyframes                    ? "--keyframes"
-                        : cfg->window || cfg->window_stride ? "--window"
-                        : cfg->no_overlap                   ? "the per-frame baseline"
-                        : cfg->hwdec && *cfg->hwdec && strcmp(cfg->hwdec, "none") ? "--hwdec"
-                                                                                  : NULL;
-    if (which)
-        return vfi_fail(&p->err, VF_ERR_INVALID,
-                        "%s takes every patch of a file's sound (%d log-mel frames, a vector "
-                        "each): %s is for pictures",
-                        p->info.name, p->audio->patch, which);
-    return VF_OK;
-}
-
-/* The batch inputs a run holds (make_run's pools, for as many lanes as it may open, and the
- * windows' rings) against the memory this process may use: a batch too large is refused as
- * the run starts, saying what fits, rather than committed (the machine swapping) and failed
- * midway. */
-#define BATCH_MEMORY_SHARE 0.5 /* of the usable memory the batch inputs may take */
-
-static vf_status check_batch_memory(vf_pipeline *p)
-{
-    int depth = p->cfg.queue_depth > 0 ? p->cfg.queue_depth : DEFAULT_QUEUE_DEPTH;
-    double batches = depth + 2 + p->lanes_wanted;
-    double row = (double)vfi_pl_row_floats(p) * sizeof(float);
-    double ring = p->info.frames ? (double)p->lanes_wanted * p->info.frames *
-                                       (double)vfi_pl_slot_floats(p) * sizeof(float)
-                                 : 0.0;
-    double need = batches * p->info.batch_size * row + ring, usable = vfi_mem_usable();
-    if (usable <= 0.0 || need <= BATCH_MEMORY_SHARE * usable)
-        return VF_OK;
-    double fits = (BATCH_MEMORY_SHARE * usable - ring) / (batches * row);
-    const char *what = p->info.frames ? "windows" : p->audio ? "patches" : "frames";
-    return vfi_fail(&p->err, VF_ERR_NOMEM,
-                    "%s: a batch of %d %s: the %.0f batches in flight take %.1f GB, more than "
-                    "half of the %.1f GB this process may use; a batch of %d or fewer fits "
-                    "(--batch)",
-                    p->info.path ? p->info.path : "the model", p->info.batch_size, what, batches,
-                    need / 1e9, usable / 1e9, fits < 1.0 ? 0 : (int)fits);
-}
-
 vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
 {
     if (!out)
@@ -1069,7 +1023,9 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
     vf_extractor_info(p->ex, &p->info);
     p->audio = vfi_extractor_audio(p->ex);
     vfi_extractor_backend(p->ex)->cancel = &p->cancel;
-    rc = p->audio ? check_sound(p, cfg) : check_window(p, cfg);
+    rc = p->audio ? vfi_pl_check_sound(p, cfg) : vfi_pl_check_window(p, cfg);
+    if (rc >= 0)
+        rc = vfi_pl_check_shots(p, cfg);
     if (rc < 0)
         return rc;
     vfi_record_sampling(cfg, p->info.frames, p->audio, p->sampling, sizeof(p->sampling));
@@ -1111,7 +1067,7 @@ vf_status vf_pipeline_create(const vf_config *cfg, vf_pipeline **out)
     }
     /* NVDEC's frames are converted where they are when the backend can read them there */
     p->keep_on_device = p->hw && be->ops->convert && !vfi_backend_input_host(be);
-    if ((rc = check_batch_memory(p)) < 0)
+    if ((rc = vfi_pl_check_batch_memory(p)) < 0)
         return rc;
     if (p->db_path) {
         rc = vfi_store_open(p->db_path, VF_STORE_WRITE, &p->store, &p->err);

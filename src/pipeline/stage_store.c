@@ -168,12 +168,15 @@ static int store_event(vf_pipeline *p, event_item *e, file_state *fs)
                          e->convert_s > 0 ? fs->frames / e->convert_s : 0,
                          e->infer_s > 0 ? fs->frames / e->infer_s : 0,
                          fs->store_s > 0 ? fs->frames / fs->store_s : 0};
+        vf_store_end how = {.end = e->status >= 0               ? VF_END_DONE
+                                   : e->status == VF_ERR_DENIED ? VF_END_REFUSED
+                                                                : VF_END_FAILED,
+                            .error = e->status >= 0 ? e->note : e->error,
+                            .stage_fps = fps,
+                            .shots = e->shots,
+                            .n_shots = e->n_shots};
         if (rc >= 0 && p->store && !fs->lost)
-            rc = vfi_store_finish(p->store, fs->ext_id, fence_of(e->hdr.work),
-                                  e->status >= 0               ? VF_END_DONE
-                                  : e->status == VF_ERR_DENIED ? VF_END_REFUSED
-                                                               : VF_END_FAILED,
-                                  e->status >= 0 ? e->note : e->error, fps, &err);
+            rc = vfi_store_finish(p->store, fs->ext_id, fence_of(e->hdr.work), &how, &err);
         if (rc == VF_ERR_LEASE) {
             lose_file(fs, &err);
             rc = VF_OK;
@@ -240,7 +243,8 @@ void *vfi_pl_store_thread(void *arg)
         pthread_mutex_unlock(&p->lock);
         /* unfenced: the extraction is marked failed, and the lease given back by the source */
         if (p->store && lanes[i].ext_id && !lanes[i].lost)
-            vfi_store_finish(p->store, lanes[i].ext_id, NULL, VF_END_FAILED, why, NULL, &ignore);
+            vfi_store_finish(p->store, lanes[i].ext_id, NULL,
+                             &(vf_store_end){.end = VF_END_FAILED, .error = why}, &ignore);
         p->source->ops->failed(p->source, lanes[i].work, VF_ERR_CANCELLED, why, &ignore);
     }
     return NULL;

@@ -63,6 +63,7 @@ void vfi_pl_free_event(vf_pipeline *p, event_item *e)
     if (e->next)
         e->next->prev = e->prev;
     pthread_mutex_unlock(&p->lock);
+    vfi_free(e->shots);
     vfi_free(e);
 }
 

@@ -98,6 +98,8 @@ typedef struct event_item {
     double t_open;                       /* monotonic seconds when decoding started */
     double decode_s, convert_s, infer_s; /* busy time per stage */
     int64_t decoded;
+    vf_shot *shots; /* ITEM_END of a done file with --shots: its shots (owned); else NULL */
+    int n_shots;
 } event_item;
 
 /* A lane decodes one file at a time, taking the next file of the list when it is done, into its
@@ -159,7 +161,16 @@ struct vf_pipeline {
     int keep_on_device; /* hw's frames stay on the device, for the backend to convert */
     int lanes_wanted;   /* files decoded at once (cfg.decoders or automatic) */
     int window_stride;  /* a clip model (info.frames > 0): frames between windows' starts */
+    vf_shot_opts shot_opts; /* cfg.shots: how cuts are found (media/shots.h) */
 };
+
+/* What the configuration asks of the opened model (checks.c): each VF_OK, or the failure in
+ * p->err. A clip model's windows (sets p->window_stride) or none; an audio model's sound without
+ * frame sampling; shots (sets p->shot_opts); the batches in flight within memory. */
+vf_status vfi_pl_check_window(vf_pipeline *p, const vf_config *cfg);
+vf_status vfi_pl_check_sound(vf_pipeline *p, const vf_config *cfg);
+vf_status vfi_pl_check_shots(vf_pipeline *p, const vf_config *cfg);
+vf_status vfi_pl_check_batch_memory(vf_pipeline *p);
 
 /* Record the first fatal error and stop every stage (any thread). */
 void vfi_pl_stop(vf_pipeline *p, vf_status code, const char *msg);

@@ -70,6 +70,15 @@
 /* Schema 8: each index file's SHA-256 when it was written, checked before a search trusts it
  * (an index file is untrusted: one whose id map was changed would rank the wrong frames). */
 #define VFI_INDEX_SHA_COLUMN_SQL "ALTER TABLE indexes ADD COLUMN sha256 TEXT;"
+/* Schema 10 in both stores: the shots an extraction found (--shots, docs/shots.md), numbered
+ * from 0 in their order: frames first_frame..last_frame, from start_t (the first frame's time)
+ * to end_t (the next shot's start; the last one's, the end of its last frame), in seconds.
+ * Written with the extraction's end, gone with its vectors. */
+#define VFI_SHOTS_TABLE_SQL                                                                        \
+    "CREATE TABLE shots (extraction_id bigint NOT NULL REFERENCES extractions(id)"                 \
+    " ON DELETE CASCADE, shot integer NOT NULL, first_frame bigint NOT NULL,"                      \
+    " last_frame bigint NOT NULL, start_t double precision NOT NULL,"                              \
+    " end_t double precision NOT NULL, PRIMARY KEY (extraction_id, shot));"
 /* Schema 6: the search indexes built over a model row's vectors (vfi_store_index_put). */
 #define VFI_INDEXES_TABLE_SQL                                                                      \
     "CREATE TABLE indexes (path text NOT NULL PRIMARY KEY, model_id bigint NOT NULL"               \

@@ -174,8 +174,8 @@ vf_status vfi_sql_fence(vf_store *s, const vf_store_lease *fence, int *finished,
 vf_status vfi_sql_begin(vf_store *s, const vf_store_video *v, int64_t model_id,
                         const char *sampling, const vf_store_run *run, const vf_store_lease *fence,
                         int64_t *ext_id, vf_err *err);
-vf_status vfi_sql_end(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int end,
-                      const char *error, const double *stage_fps, vf_err *err);
+vf_status vfi_sql_end(vf_store *s, int64_t ext_id, const vf_store_lease *fence,
+                      const vf_store_end *e, vf_err *err);
 /* Inside a batch's transaction: the extraction's running frame count raised by n (finish sets
  * it from the rows). */
 vf_status vfi_sql_count_frames(vf_store *s, int64_t ext_id, int n, vf_err *err);

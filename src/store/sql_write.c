@@ -187,10 +187,36 @@ static vf_status end_lease(vf_store *s, const vf_store_lease *fence, int ok, con
     return vfi_sql_run(q, err);
 }
 
-vf_status vfi_sql_end(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int end,
-                      const char *error, const double *stage_fps, vf_err *err)
+/* A done extraction's shots (schema 10). */
+static vf_status add_shots(vf_store *s, int64_t ext_id, const vf_shot *shots, int n, vf_err *err)
 {
-    int ok = end == VF_END_DONE, finished = 0;
+    vf_sql *q;
+    vf_status rc = vfi_sql_prepare(s,
+                                   "INSERT INTO shots (extraction_id, shot, first_frame,"
+                                   " last_frame, start_t, end_t) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                                   "writing the shots", &q, err);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < n; i++) { /* a failure is kept, and returned by the finish */
+        vfi_sql_int64(q, 1, ext_id);
+        vfi_sql_int64(q, 2, i);
+        vfi_sql_int64(q, 3, shots[i].first);
+        vfi_sql_int64(q, 4, shots[i].last);
+        vfi_sql_double(q, 5, shots[i].start);
+        vfi_sql_double(q, 6, shots[i].end);
+        while (vfi_sql_step(q))
+            ;
+        vfi_sql_reset(q);
+    }
+    return vfi_sql_finish(q, err);
+}
+
+vf_status vfi_sql_end(vf_store *s, int64_t ext_id, const vf_store_lease *fence,
+                      const vf_store_end *e, vf_err *err)
+{
+    int end = e->end, ok = end == VF_END_DONE, finished = 0;
+    const char *error = e->error;
+    const double *stage_fps = e->stage_fps;
     vf_status rc = vfi_sql_exec(s, s->ops->sql->write, "starting a transaction", err);
     if (rc < 0)
         return rc;
@@ -207,6 +233,8 @@ vf_status vfi_sql_end(vf_store *s, int64_t ext_id, const vf_store_lease *fence, 
         if ((rc = vfi_sql_run(q, err)) < 0)
             return rolled_back(s, rc);
     }
+    if (ok && e->n_shots > 0 && (rc = add_shots(s, ext_id, e->shots, e->n_shots, err)) < 0)
+        return rolled_back(s, rc);
     if ((rc = end_extraction(s, ext_id, ok, error, stage_fps, err)) < 0 ||
         (fence && (rc = end_lease(s, fence, ok, error, err)) < 0) ||
         (rc = vfi_sql_exec(s, "COMMIT", "finishing the extraction", err)) < 0)

@@ -49,10 +49,10 @@ vf_status vfi_store_batch(vf_store *s, int64_t ext_id, const vf_store_lease *fen
     return s->ops->batch(s, ext_id, fence, n, dim, f16, frame_index, pts, t, t_end, vecs, err);
 }
 
-vf_status vfi_store_finish(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int end,
-                           const char *error, const double *stage_fps, vf_err *err)
+vf_status vfi_store_finish(vf_store *s, int64_t ext_id, const vf_store_lease *fence,
+                           const vf_store_end *e, vf_err *err)
 {
-    return s->ops->finish(s, ext_id, fence, end, error, stage_fps, err);
+    return s->ops->finish(s, ext_id, fence, e, err);
 }
 
 vf_status vfi_store_clock(vf_store *s, double *now, vf_err *err)

@@ -35,8 +35,10 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "media/shots.h"
 
 typedef struct vf_store_ops vf_store_ops;
+typedef struct vf_store_end vf_store_end; /* how an extraction ended (vfi_store_finish) */
 
 /* Each kind of store's handle begins with this. */
 typedef struct vf_store {
@@ -207,8 +209,8 @@ struct vf_store_ops {
     vf_status (*batch)(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int n, int dim,
                        int f16, const int64_t *frame_index, const int64_t *pts, const double *t,
                        const double *t_end, const float *vecs, vf_err *err);
-    vf_status (*finish)(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int end,
-                        const char *error, const double *stage_fps, vf_err *err);
+    vf_status (*finish)(vf_store *s, int64_t ext_id, const vf_store_lease *fence,
+                        const vf_store_end *e, vf_err *err);
     vf_status (*add_run)(vf_store *s, const vf_run_record *r, const char *version, vf_err *err);
 
     vf_status (*clock)(vf_store *s, double *now, vf_err *err);
@@ -294,12 +296,20 @@ enum {
     VF_END_REFUSED = 2, /* failed, and its rows go: they came from what it may not read */
 };
 
-/* Mark the extraction done or failed (with error; end is one of VF_END_*) with its stage rates
- * (decode, convert, infer, store frames/s; may be NULL). The frame count is taken from the
- * committed rows in the same step, so "done" always matches them. Fenced as begin; the lease
- * ends done or failed in the same transaction. */
-vf_status vfi_store_finish(vf_store *s, int64_t ext_id, const vf_store_lease *fence, int end,
-                           const char *error, const double *stage_fps, vf_err *err);
+/* How an extraction ended, what vfi_store_finish records (everything borrowed). */
+struct vf_store_end {
+    int end;                 /* VF_END_* */
+    const char *error;       /* why it failed, or what a done file lacked; NULL or "": nothing */
+    const double *stage_fps; /* decode, convert, infer, store frames/s; NULL: not measured */
+    const vf_shot *shots;    /* a done extraction's shots (--shots, schema 10); NULL: none */
+    int n_shots;
+};
+
+/* Mark the extraction done or failed as e says, with its stage rates and (done) its shots. The
+ * frame count is taken from the committed rows in the same step, so "done" always matches them.
+ * Fenced as begin; the lease ends done or failed in the same transaction. */
+vf_status vfi_store_finish(vf_store *s, int64_t ext_id, const vf_store_lease *fence,
+                           const vf_store_end *e, vf_err *err);
 
 /* Append one benchmark result, with the time, host name and vidfeat version. */
 vf_status vfi_store_add_run(vf_store *s, const vf_run_record *r, const char *version, vf_err *err);

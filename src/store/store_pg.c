@@ -43,7 +43,7 @@
 #include "store/sql.h"
 #include "store/store_pg_db.h"
 
-#define PG_SCHEMA_VERSION 9
+#define PG_SCHEMA_VERSION 10
 #define ADVISORY_KEY      "7419030817" /* any constant: the schema's lock */
 
 static const char *const schema =
@@ -111,6 +111,9 @@ static const char *const schema_v8 =
 
 /* schema 9: a clip model's windows' end times (record.h), as SQLite's */
 static const char *const schema_v9 = VFI_WINDOW_END_SQL "UPDATE vidfeat_schema SET version = 9;";
+
+/* schema 10: the shots an extraction found (record.h), as SQLite's */
+static const char *const schema_v10 = VFI_SHOTS_TABLE_SQL "UPDATE vidfeat_schema SET version = 10;";
 
 /* The URI as messages may show it: scheme, user, host, port and database, never a password. */
 static void pg_close(vf_store *store)
@@ -216,6 +219,8 @@ static vf_status pg_open(const char *uri, vf_store_mode mode, vf_store **out, vf
             TRY(vfi_pg_exec(s, schema_v8, "migrating the tables", err));
         if (s->version < 9)
             TRY(vfi_pg_exec(s, schema_v9, "migrating the tables", err));
+        if (s->version < 10)
+            TRY(vfi_pg_exec(s, schema_v10, "migrating the tables", err));
         s->version = PG_SCHEMA_VERSION;
         TRY(vfi_pg_exec(s, "COMMIT", "creating the tables", err));
         s->write = 1;
@@ -362,11 +367,11 @@ static vf_status pg_batch(vf_store *store, int64_t ext_id, const vf_store_lease 
     RETRYING(s, batch_once(s, ext_id, fence, n, dim, f16, frame_index, pts, t, t_end, vecs, err));
 }
 
-static vf_status pg_finish(vf_store *store, int64_t ext_id, const vf_store_lease *fence, int end,
-                           const char *error, const double *stage_fps, vf_err *err)
+static vf_status pg_finish(vf_store *store, int64_t ext_id, const vf_store_lease *fence,
+                           const vf_store_end *e, vf_err *err)
 {
     pg_store *s = (pg_store *)store;
-    RETRYING(s, vfi_sql_end(store, ext_id, fence, end, error, stage_fps, err));
+    RETRYING(s, vfi_sql_end(store, ext_id, fence, e, err));
 }
 
 /* refs' extractions and frame indexes as two bigint[] literals, in new strings */

@@ -117,10 +117,13 @@ static const char *const schema_v8 = VFI_INDEX_SHA_COLUMN_SQL;
 /* v9: a clip model's windows' end times (record.h). */
 static const char *const schema_v9 = VFI_WINDOW_END_SQL;
 
+/* v10: the shots an extraction found (record.h). */
+static const char *const schema_v10 = VFI_SHOTS_TABLE_SQL;
+
 /* migrations[v] brings a database from user_version v to v + 1 */
-static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {schema_v1, schema_v2, schema_v3,
-                                                                schema_v4, schema_v5, schema_v6,
-                                                                schema_v7, schema_v8, schema_v9};
+static const char *const migrations[VF_STORE_SCHEMA_VERSION] = {
+    schema_v1, schema_v2, schema_v3, schema_v4, schema_v5,
+    schema_v6, schema_v7, schema_v8, schema_v9, schema_v10};
 
 vf_status vfi_sq_exec(sq_store *s, const char *sql, vf_err *err)
 {

@@ -21,7 +21,7 @@ typedef struct sq_store {
     int version; /* the schema's (a database opened for writing is brought to the newest) */
 } sq_store;
 
-#define VF_STORE_SCHEMA_VERSION 9 /* the schema this build makes */
+#define VF_STORE_SCHEMA_VERSION 10 /* the schema this build makes */
 #define BUSY_TIMEOUT_MS         5000
 
 /* An extraction's id: never one given before (schema 6's extraction_ids, kept by a trigger). */

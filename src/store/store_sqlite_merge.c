@@ -169,6 +169,13 @@ vf_status vfi_sq_merge(vf_store *store, const char *from, vf_store_conflict_fn c
                                    "vec) SELECT m.new, f.frame_index, f.pts, f.t, f.vec FROM "
                                    "src.features f JOIN ext_map m ON m.old = f.extraction_id",
                     err));
+    /* and the shots found with them, since schema 10 */
+    if (version >= 10)
+        TRY(vfi_sq_exec(s,
+                        "INSERT INTO shots (extraction_id, shot, first_frame, last_frame, start_t,"
+                        " end_t) SELECT m.new, o.shot, o.first_frame, o.last_frame, o.start_t,"
+                        " o.end_t FROM src.shots o JOIN ext_map m ON m.old = o.extraction_id",
+                        err));
     TRY(vfi_sq_exec(s,
                     "DROP TABLE temp.model_map; DROP TABLE temp.done_src; DROP TABLE temp.pairs;"
                     " DROP TABLE temp.ext_map;",

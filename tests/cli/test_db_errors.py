@@ -177,6 +177,7 @@ def main():
         check(run(exe, model, old, clip).returncode == 0, "creating v1.db")
         con = sqlite3.connect(old)
         con.execute("DROP TABLE runs")
+        con.execute("DROP TABLE shots")  # schema 10's
         con.execute("DROP TABLE leases")  # schema 3's
         con.execute("DROP TABLE queue")
         con.execute("DROP VIEW frames")  # schema 4's
@@ -205,7 +206,7 @@ def main():
         views = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='view'")}
         columns = {c[1] for c in con.execute("PRAGMA table_info(models)")}
         columns |= {"features." + c[1] for c in con.execute("PRAGMA table_info(features)")}
-        check(version == 9 and {"runs", "queue", "leases", "indexes", "extraction_ids"} <= tables and
+        check(version == 10 and "shots" in tables and {"runs", "queue", "leases", "indexes", "extraction_ids"} <= tables and
               views == {"frames"} and {"weights", "text_sha256", "features.t_end"} <= columns,
               "after migration: %d %s %s" % (version, tables, columns))
         summary = json.loads(r.stdout)

@@ -141,7 +141,7 @@ def main():
         check(got == tables and latin in {g[0] for g in got},
               "info --json extractions differ from the tables:\n%r\n%r" % (got, tables))
         check(summary["database"] == db and summary["engine"].startswith("SQLite ") and
-              summary["schema"] == 9 and summary["videos"] == 3 and summary["models"] == 2 and
+              summary["schema"] == 10 and summary["videos"] == 3 and summary["models"] == 2 and
               summary["running"] == 1 and summary["done"] == len(tables) - 1 and
               summary["failed"] == 0 and summary["vectors"] == n_vectors and
               doc["benchmark_runs"] == [] and

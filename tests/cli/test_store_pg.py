@@ -51,6 +51,24 @@ def pg_rows(pg, db):
     return out
 
 
+SHOTS_SQL = ("SELECT v.path, s.shot, s.first_frame, s.last_frame, s.start_t, s.end_t FROM shots s"
+             " JOIN extractions e ON e.id = s.extraction_id JOIN videos v ON v.id = e.video_id"
+             " ORDER BY v.path, s.shot")
+
+
+def shots_sqlite(db):
+    con = sqlite3.connect(db)
+    rows = con.execute(SHOTS_SQL).fetchall()
+    con.close()
+    return [(p, int(s), int(a), int(b), float(t0), float(t1)) for p, s, a, b, t0, t1 in rows]
+
+
+def shots_pg(pg, db):
+    text = pg.psql(db, SHOTS_SQL)
+    rows = [l.split("|") for l in text.splitlines()]
+    return [(p, int(s), int(a), int(b), float(t0), float(t1)) for p, s, a, b, t0, t1 in rows]
+
+
 def outcomes_sqlite(db):
     con = sqlite3.connect(db)
     rows = con.execute("SELECT v.path, e.status, coalesce(e.error, ''), e.frames FROM"
@@ -85,8 +103,8 @@ def main():
                 dtype = ["--dtype", "f16"] if f16 else []
                 db = os.path.join(tmp, "%s.db" % name)
                 uri = pg.uri("vf_%s" % name, PASSWORD)
-                a = run(exe, "--model", model, "-o", db, "--json", *dtype, clips)
-                b = run(exe, "--model", model, "-o", uri, "--json", *dtype, clips)
+                a = run(exe, "--model", model, "-o", db, "--json", "--shots", *dtype, clips)
+                b = run(exe, "--model", model, "-o", uri, "--json", "--shots", *dtype, clips)
                 warning = ("vidfeat: warning: postgresql://postgres@127.0.0.1:%d/vf_%s: a password "
                            "on the command line can be read by other users of this machine (ps): "
                            "put it in ~/.pgpass (or the file PGPASSFILE names) or a service file "
@@ -108,6 +126,10 @@ def main():
                       "%s: rows differ (%d in SQLite, %d in PostgreSQL, %d differ)" %
                       (name, len(ra), len(rb),
                        sum(1 for k in ra if ra[k] != rb.get(k))))
+                # the shots found, as SQLite's (and each done file has at least one)
+                sh = shots_sqlite(db)
+                check(len({r[0] for r in sh}) == 2 and shots_pg(pg, "vf_%s" % name) == sh,
+                      "%s: shots differ:\n%s\n%s" % (name, sh, shots_pg(pg, "vf_%s" % name)))
                 # a rerun skips the done files, redoes the failed one
                 r = run(exe, "--model", model, "-o", uri, "--json", *dtype, clips)
                 s = json.loads(r.stdout)
@@ -117,6 +139,7 @@ def main():
                 r = run(exe, "--model", model, "-o", uri, "--json", "--force", *dtype, clips)
                 check(json.loads(r.stdout)["done"] == 2, r.stdout)
                 check(pg_rows(pg, "vf_%s" % name) == rb, "--force changed the rows")
+                check(shots_pg(pg, "vf_%s" % name) == [], "--force without --shots kept shots")
                 check(outcomes_pg(pg, "vf_%s" % name) == outcomes_sqlite(db), "after --force")
 
             # info and similar read it, without the password

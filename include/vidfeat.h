@@ -685,6 +685,13 @@ typedef struct vf_db_model {
     int frames;
 } vf_db_model;
 
+/** One shot of a file (docs/shots.md): frames first_frame..last_frame, from start to end in
+ *  seconds (end: the next shot's start; the last one's, the end of its last frame). */
+typedef struct vf_db_shot {
+    int64_t first_frame, last_frame;
+    double start, end;
+} vf_db_shot;
+
 /** One stored vector of a done extraction. Strings and vec are borrowed during the callback. */
 typedef struct vf_db_vector {
     const char *path;     /**< the file, as recorded (docs/output.md) */
@@ -697,6 +704,10 @@ typedef struct vf_db_vector {
     /** A clip model's window: its last frame's seconds; NaN for a frame's vector. (Appended
      *  in 0.2.) */
     double t_end;
+    /** The file's shots where they were found (`--shots`), in order, the same on each of its
+     *  vectors; NULL and 0 when none were. Borrowed during the callback. (Appended in 0.3.) */
+    const vf_db_shot *shots;
+    int n_shots;
 } vf_db_vector;
 
 /**

@@ -300,6 +300,15 @@ class DbModel(Structure):
     ]
 
 
+class DbShot(Structure):
+    _fields_ = [
+        ("first_frame", c_int64),
+        ("last_frame", c_int64),
+        ("start", c_double),
+        ("end", c_double),
+    ]
+
+
 class DbVector(Structure):
     _fields_ = [
         ("path", c_char_p),
@@ -310,6 +319,8 @@ class DbVector(Structure):
         ("t", c_double),
         ("vec", POINTER(c_float)),
         ("t_end", c_double),
+        ("shots", POINTER(DbShot)),
+        ("n_shots", c_int),
     ]
 
 

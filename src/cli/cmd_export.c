@@ -195,6 +195,18 @@ static int npy_begin(export_writer *w, const export_video *v)
     bad |= vfi_json_add_str(e, "path", v->path) < 0;
     bad |= vfi_json_add_str(e, "sampling", v->sampling) < 0;
     bad |= vfi_json_add_int(e, "frames", v->frames) < 0;
+    if (v->n_shots) { /* [first frame, last frame, start, end] each */
+        vf_json *shots = vfi_json_new_array();
+        bad |= !shots || vfi_json_add(e, "shots", shots) < 0;
+        for (int i = 0; !bad && i < v->n_shots; i++) {
+            vf_json *one = vfi_json_new_array();
+            bad |= !one || vfi_json_push(shots, one) < 0;
+            bad |= !bad && (vfi_json_push_int(one, v->shots[i].first_frame) < 0 ||
+                            vfi_json_push_int(one, v->shots[i].last_frame) < 0 ||
+                            vfi_json_push_real(one, v->shots[i].start, 9) < 0 ||
+                            vfi_json_push_real(one, v->shots[i].end, 9) < 0);
+        }
+    }
     if (bad || vfi_json_push(w->index, e) < 0) {
         cli_printf(stderr, "vidfeat: export: out of memory\n");
         return -1;
@@ -416,10 +428,12 @@ static int on_vector(void *user, const vf_db_vector *v)
             cli_printf(stderr, "vidfeat: export: out of memory\n");
             return 1;
         }
-        r->video = (export_video){r->name, r->path, r->sampling, v->frames};
+        r->video = (export_video){r->name, r->path, r->sampling, v->frames, v->shots, v->n_shots};
         r->left = v->frames;
         if (r->ops->begin(r->w, &r->video) < 0)
             return 1;
+        r->video.shots = NULL; /* v's, gone after this call */
+        r->video.n_shots = 0;
         r->files++;
     }
     r->frame_index[r->n] = v->frame_index;

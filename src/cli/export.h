@@ -21,6 +21,9 @@ typedef struct export_video {
     const char *path; /* as recorded */
     const char *sampling;
     int64_t frames; /* the vectors that follow */
+    /* its shots (--shots; NULL and 0: none), borrowed during begin only */
+    const vf_db_shot *shots;
+    int n_shots;
 } export_video;
 
 typedef struct export_writer export_writer;

@@ -183,6 +183,25 @@ static int h5_begin(export_writer *w, const export_video *v)
         put_str(w->group, "model_sha256", w->sha) < 0 ||
         put_str(w->group, "preprocessing", w->prep) < 0)
         return fail(w, "write a group's attributes");
+    if (v->n_shots) { /* shots: [n, 4] float64, first frame, last frame, start, end */
+        double *rows = vfi_mallocarray((size_t)v->n_shots, 4 * sizeof(double));
+        hid_t ds = rows ? make_dataset(w->group, "shots", H5T_IEEE_F64LE, 2, v->n_shots, 4) : -1;
+        for (int i = 0; rows && i < v->n_shots; i++) {
+            const vf_db_shot *s = &v->shots[i];
+            double *r = rows + 4 * i;
+            r[0] = (double)s->first_frame;
+            r[1] = (double)s->last_frame;
+            r[2] = s->start;
+            r[3] = s->end;
+        }
+        int bad = ds < 0 || write_rows(ds, H5T_NATIVE_DOUBLE, 2, 0, v->n_shots, 4, rows) < 0 ||
+                  put_str(ds, "columns", "first_frame,last_frame,start,end") < 0;
+        if (ds >= 0)
+            H5Dclose(ds);
+        vfi_free(rows);
+        if (bad)
+            return fail(w, "write the shots");
+    }
     w->row = 0;
     return 0;
 }

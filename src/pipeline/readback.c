@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "vidfeat.h"
+#include "core/mem.h"
 #include "core/status.h"
 #include "pipeline/held.h"
 #include "store/store.h"
@@ -12,13 +13,28 @@
 typedef struct relay {
     int (*vector)(void *user, const vf_db_vector *v);
     void *user;
+    int64_t extraction; /* the one whose shots are converted (0: none yet), as the API has them */
+    vf_db_shot *shots;
+    int n_shots;
 } relay;
 
 static vf_status relay_vector(void *user, const vf_store_vector *sv)
 {
-    const relay *r = user;
+    relay *r = user;
+    if (sv->ref.extraction != r->extraction) { /* a new extraction's first vector */
+        vfi_free(r->shots);
+        r->shots = sv->n_shots ? vfi_mallocarray((size_t)sv->n_shots, sizeof(*r->shots)) : NULL;
+        if (sv->n_shots && !r->shots)
+            return VF_ERR_NOMEM;
+        for (int i = 0; i < sv->n_shots; i++)
+            r->shots[i] = (vf_db_shot){sv->shots[i].first, sv->shots[i].last, sv->shots[i].start,
+                                       sv->shots[i].end};
+        r->extraction = sv->ref.extraction;
+        r->n_shots = sv->n_shots;
+    }
     vf_db_vector v = {sv->path,    sv->sampling, sv->frames, sv->ref.frame_index,
-                      sv->ref.pts, sv->ref.t,    sv->vec,    sv->t_end};
+                      sv->ref.pts, sv->ref.t,    sv->vec,    sv->t_end,
+                      r->shots,    r->n_shots};
     return r->vector(r->user, &v) ? VF_ERR_CANCELLED : VF_OK;
 }
 
@@ -48,8 +64,11 @@ vf_status vf_db_read_vectors(const char *db_path, const vf_config *cfg,
         rc = vfi_fail(&err, VF_ERR_CANCELLED, "read vectors: stopped by the caller");
         goto done;
     }
-    relay r = {vector, user};
+    relay r = {vector, user, 0, NULL, 0};
     rc = vfi_store_vectors(s, row->id, row->f16, row->dim, NULL, relay_vector, &r, &err);
+    vfi_free(r.shots);
+    if (rc == VF_ERR_NOMEM && !err.msg[0])
+        vfi_fail(&err, rc, "out of memory");
     if (rc == VF_ERR_CANCELLED && !err.msg[0])
         vfi_fail(&err, rc, "read vectors: stopped by the caller");
 done:

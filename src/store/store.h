@@ -152,8 +152,10 @@ typedef struct vf_store_vector {
     const char *path, *sampling; /* the extraction's file (as recorded) and sampling */
     int64_t frames;              /* the extraction's vector count */
     vf_store_ref ref;
-    const float *vec; /* dim floats */
-    double t_end;     /* a clip model's window: its last frame's time; NaN for a frame */
+    const float *vec;     /* dim floats */
+    double t_end;         /* a clip model's window: its last frame's time; NaN for a frame */
+    const vf_shot *shots; /* the extraction's shots (--shots, schema 10), in order; NULL: none */
+    int n_shots;
 } vf_store_vector;
 
 /* < 0 stops the reading, which returns it */

@@ -19,6 +19,7 @@ whatever the sampling (--fps 1 keeps few frames, every frame is still measured) 
 
 usage: test_shots.py VIDFEAT MODELS_DIR
 """
+import json
 import os
 import shutil
 import sqlite3
@@ -227,10 +228,36 @@ def main():
         made = make_clips(tmp)
         check("cuts.mp4" in made and "still.mkv" in made, "the H.264 clips could not be made")
         want = {"cuts.mp4": [50, 100, 150], "still.mkv": [], "vfr.webm": [50, 100, 150]}
-        shots = {}
+        shots, dbs = {}, {}
         for name in made:
             path = os.path.join(tmp, name)
-            shots[name] = check_clip(exe, model, tmp, path, want.get(name))[1]
+            dbs[name], shots[name] = check_clip(exe, model, tmp, path, want.get(name))
+
+        # exported with the vectors: index.json's "shots", HDF5's "shots" dataset
+        out = os.path.join(tmp, "cuts_npy")
+        r = subprocess.run([exe, "export", dbs["cuts.mp4"], "-o", out], capture_output=True,
+                           text=True)
+        check(r.returncode == 0, "export: %s" % r.stderr)
+        with open(os.path.join(out, "index.json")) as f:
+            entry = json.load(f)[0]
+        check([tuple(x) for x in entry["shots"]] == shots["cuts.mp4"],
+              "index.json's shots %s, the database's %s" % (entry["shots"], shots["cuts.mp4"]))
+        try:
+            import h5py
+        except ImportError:
+            h5py = None
+            print("note: no h5py (python3-h5py): the HDF5 export's shots not read back")
+        if h5py:
+            h5 = os.path.join(tmp, "cuts.h5")
+            r = subprocess.run([exe, "export", dbs["cuts.mp4"], "-o", h5], capture_output=True,
+                               text=True)
+            check(r.returncode == 0, "export hdf5: %s" % r.stderr)
+            with h5py.File(h5, "r") as f:
+                got = [tuple(row) for row in f["cuts"]["shots"][()].tolist()]
+            check(got == [tuple(float(x) for x in s) for s in shots["cuts.mp4"]],
+                  "HDF5's shots %s, the database's %s" % (got, shots["cuts.mp4"]))
+        print("ok the shots exported with the vectors (npy's index.json%s)" %
+              (", HDF5" if h5py else ""))
 
         # the same shots with every frame kept, and with two files decoded at once
         paths = [os.path.join(tmp, n) for n in made if n != "still.mkv"]

@@ -101,12 +101,15 @@ class Database:
         choose when it holds several), done files only, as a Features whose ``path`` and
         ``sampling`` are arrays too (one entry per vector; file names as os.fsdecode gives
         them). ``path``: one file's only. Files in byte order, each by frame index: the rows
-        ``vidfeat export`` writes."""
+        ``vidfeat export`` writes. ``shots``: a dict from each file (as ``path`` has it) whose
+        shots ``--shots`` found to a float64 array [n, 4] of first frame, last frame, start and
+        end seconds (docs/shots.md)."""
         opts = _Options(model=model, layer=layer)
         want = _bytes(path) if path is not None else None
         st = {"dim": 0, "n": 0, "model": None, "layer": None, "windows": False}
         cols = {}
         names, samplings = [], []
+        shots = {}
 
         def grow(need):
             cap = len(cols["t"]) if cols else 0
@@ -145,6 +148,9 @@ class Database:
             ctypes.memmove(row.ctypes.data, v.vec, row.nbytes)
             names.append(v.path)
             samplings.append(v.sampling)
+            if v.n_shots and v.path not in shots:
+                shots[v.path] = np.array([(s.first_frame, s.last_frame, s.start, s.end)
+                                          for s in v.shots[:v.n_shots]], dtype=np.float64)
             st["n"] = n + 1
             return 0
 
@@ -164,6 +170,7 @@ class Database:
         f.path = np.array([decoded.setdefault(b, os.fsdecode(b)) for b in names], dtype=object)
         f.sampling = np.array([decoded.setdefault(b, os.fsdecode(b)) for b in samplings],
                               dtype=object)
+        f.shots = {decoded.setdefault(b, os.fsdecode(b)): a for b, a in shots.items()}
         return f
 
     def similar(self, image: Optional[PathLike] = None, video: Optional[PathLike] = None,

@@ -256,8 +256,19 @@ def main():
                 got = [tuple(row) for row in f["cuts"]["shots"][()].tolist()]
             check(got == [tuple(float(x) for x in s) for s in shots["cuts.mp4"]],
                   "HDF5's shots %s, the database's %s" % (got, shots["cuts.mp4"]))
-        print("ok the shots exported with the vectors (npy's index.json%s)" %
-              (", HDF5" if h5py else ""))
+        # and the Python package's Database.frames() has them
+        pkg = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(exe)))), "python")
+        code = ("import json, sys, vidfeat; f = vidfeat.open(sys.argv[1]).frames();"
+                " print(json.dumps({k: v.tolist() for k, v in f.shots.items()}))")
+        r = subprocess.run([sys.executable, "-c", code, dbs["cuts.mp4"]], capture_output=True,
+                           text=True, env=dict(os.environ, PYTHONPATH=pkg))
+        check(r.returncode == 0, "Database.frames(): %s" % r.stderr)
+        got = json.loads(r.stdout)[os.path.abspath(os.path.join(tmp, "cuts.mp4"))]
+        check([tuple(x) for x in got] == [tuple(float(v) for v in s) for s in shots["cuts.mp4"]],
+              "Database.frames().shots %s, the database's %s" % (got, shots["cuts.mp4"]))
+        print("ok the shots exported with the vectors (npy's index.json%s) and in Python's "
+              "Database.frames()" % (", HDF5" if h5py else ""))
 
         # the same shots with every frame kept, and with two files decoded at once
         paths = [os.path.join(tmp, n) for n in made if n != "still.mkv"]

@@ -9,6 +9,48 @@
 
 #include "core/mem.h"
 
+/* OpenCV's fixed-point reciprocals, rounded: sdiv[v] = (255 << 12) / v, hdiv[d] = (180 << 12) /
+ * (6 d); 0 at 0. */
+typedef struct hsv_tables {
+    int sdiv[256], hdiv[256];
+} hsv_tables;
+
+static void make_tables(hsv_tables *t)
+{
+    t->sdiv[0] = t->hdiv[0] = 0;
+    for (int i = 1; i < 256; i++) {
+        t->sdiv[i] = (int)lrint((double)(255 << 12) / i);
+        t->hdiv[i] = (int)lrint((double)(180 << 12) / (6.0 * i));
+    }
+}
+
+static void to_hsv(const hsv_tables *t, const uint8_t *bgr, int n, uint8_t *h, uint8_t *s,
+                   uint8_t *v)
+{
+    for (int i = 0; i < n; i++) {
+        int b = bgr[3 * i], g = bgr[3 * i + 1], r = bgr[3 * i + 2];
+        int mx = b > g ? b : g, mn = b < g ? b : g;
+        mx = r > mx ? r : mx;
+        mn = r < mn ? r : mn;
+        int d = mx - mn;
+        /* the hue's sector: red's when the maximum is red, else green's, else blue's */
+        int hh = mx == r ? g - b : mx == g ? b - r + 2 * d : r - g + 4 * d;
+        hh = (hh * t->hdiv[d] + (1 << 11)) >> 12;
+        if (hh < 0)
+            hh += 180;
+        h[i] = (uint8_t)hh;
+        s[i] = (uint8_t)((d * t->sdiv[mx] + (1 << 11)) >> 12);
+        v[i] = (uint8_t)mx;
+    }
+}
+
+void vfi_shots_bgr_to_hsv(const uint8_t *bgr, int n, uint8_t *h, uint8_t *s, uint8_t *v)
+{
+    hsv_tables t;
+    make_tables(&t);
+    to_hsv(&t, bgr, n, h, s, v);
+}
+
 /* A frame the detector has seen: its number and time, and the number of the frame before it. */
 typedef struct seen {
     int64_t index, prev;
@@ -17,6 +59,7 @@ typedef struct seen {
 
 struct vf_shots {
     vf_shot_opts o;
+    hsv_tables tables;
     int w, h;
     uint8_t *planes[2]; /* HSV planes (3 x w x h) of the last frame and of the one coming */
     uint8_t *bgr;       /* a packed copy of the frame coming (rows without padding) */
@@ -32,36 +75,6 @@ struct vf_shots {
     int n_cuts, cap_cuts;
     vf_shot *shots;
 };
-
-/* OpenCV's fixed-point reciprocals: (255 << 12) / v and (180 << 12) / (6 d), rounded. */
-static int sdiv(int v)
-{
-    return v ? (int)lrint((double)(255 << 12) / v) : 0;
-}
-
-static int hdiv(int d)
-{
-    return d ? (int)lrint((double)(180 << 12) / (6.0 * d)) : 0;
-}
-
-void vfi_shots_bgr_to_hsv(const uint8_t *bgr, int n, uint8_t *h, uint8_t *s, uint8_t *v)
-{
-    for (int i = 0; i < n; i++) {
-        int b = bgr[3 * i], g = bgr[3 * i + 1], r = bgr[3 * i + 2];
-        int mx = b > g ? b : g, mn = b < g ? b : g;
-        mx = r > mx ? r : mx;
-        mn = r < mn ? r : mn;
-        int d = mx - mn;
-        /* the hue's sector: red's when the maximum is red, else green's, else blue's */
-        int hh = mx == r ? g - b : mx == g ? b - r + 2 * d : r - g + 4 * d;
-        hh = (hh * hdiv(d) + (1 << 11)) >> 12;
-        if (hh < 0)
-            hh += 180;
-        h[i] = (uint8_t)hh;
-        s[i] = (uint8_t)((d * sdiv(mx) + (1 << 11)) >> 12);
-        v[i] = (uint8_t)mx;
-    }
-}
 
 vf_status vfi_shots_new(const vf_shot_opts *o, int w, int h, vf_shots **out, vf_err *err)
 {
@@ -89,6 +102,7 @@ vf_status vfi_shots_new(const vf_shot_opts *o, int w, int h, vf_shots **out, vf_
         return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
     }
     d->o = opts;
+    make_tables(&d->tables);
     d->w = w;
     d->h = h;
     *out = d;
@@ -151,10 +165,14 @@ vf_status vfi_shots_push(vf_shots *d, const uint8_t *bgr, ptrdiff_t stride, int6
                          vf_err *err)
 {
     size_t row = 3 * (size_t)d->w, px = (size_t)d->w * (size_t)d->h;
-    for (int y = 0; y < d->h; y++)
-        memcpy(d->bgr + (size_t)y * row, bgr + (ptrdiff_t)y * stride, row);
     uint8_t *cur = d->planes[1], *last = d->planes[0];
-    vfi_shots_bgr_to_hsv(d->bgr, (int)px, cur, cur + px, cur + 2 * px);
+    if (stride == (ptrdiff_t)row) { /* packed already */
+        to_hsv(&d->tables, bgr, (int)px, cur, cur + px, cur + 2 * px);
+    } else {
+        for (int y = 0; y < d->h; y++)
+            memcpy(d->bgr + (size_t)y * row, bgr + (ptrdiff_t)y * stride, row);
+        to_hsv(&d->tables, d->bgr, (int)px, cur, cur + px, cur + 2 * px);
+    }
     seen now = {index, d->have_last ? d->last.index : index, t};
     if (!d->have_last) {
         d->first = d->above = now;

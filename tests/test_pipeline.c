@@ -175,7 +175,7 @@ int main(void)
                            "WHERE v.path LIKE '%testsrc_64x48.mp4'"),
              20);
     CHECK_EQ(vf_db_int(db, "SELECT length(vec) FROM features LIMIT 1"), DIM * 4);
-    CHECK_EQ(vf_db_int(db, "PRAGMA user_version"), 9);
+    CHECK_EQ(vf_db_int(db, "PRAGMA user_version"), 10);
     CHECK_EQ(vf_db_int(db, "SELECT count(*) FROM frames WHERE path LIKE '%testsrc_64x48.mp4'"), 20);
 
     /* Rerun: done files are skipped, failed ones are tried again. */

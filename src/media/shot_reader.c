@@ -10,6 +10,7 @@
 #include <libswscale/swscale.h>
 
 #include "core/mem.h"
+#include "core/vecmath.h"
 
 /* Where an output pixel's two taps are along one axis, and the far tap's weight (of 256). */
 typedef struct tap {
@@ -22,8 +23,11 @@ struct vf_shot_reader {
     int src_w, src_h, src_fmt; /* what sws or the taps were made for */
     int w, h;                  /* the detector's pictures */
     uint8_t *bgr;
-    /* the own path (8-bit planar YUV): taps per output column and row, luma and chroma */
+    /* the own path (8-bit planar YUV): taps per output column and row, luma and chroma; a
+     * row of each plane blended vertically (x 256), and an output row's Y', Cb, Cr (x 256) */
     tap *lx, *ly, *cx, *cy;
+    uint16_t *vy, *vu, *vv;
+    int32_t *oy, *ou, *ov;
     int full_range;
 };
 
@@ -60,9 +64,17 @@ static vf_status make_own(vf_shot_reader *r, const AVFrame *av)
     int cw = AV_CEIL_RSHIFT(av->width, d->log2_chroma_w);
     int ch = AV_CEIL_RSHIFT(av->height, d->log2_chroma_h);
     vfi_free(r->lx);
+    vfi_free(r->vy);
+    vfi_free(r->oy);
     r->lx = vfi_mallocarray(2 * (size_t)r->w + 2 * (size_t)r->h, sizeof(tap));
-    if (!r->lx)
+    r->vy = vfi_mallocarray((size_t)av->width + 2 * (size_t)cw, sizeof(uint16_t));
+    r->oy = vfi_mallocarray(3 * (size_t)r->w, sizeof(int32_t));
+    if (!r->lx || !r->vy || !r->oy)
         return VF_ERR_NOMEM;
+    r->vu = r->vy + av->width;
+    r->vv = r->vu + cw;
+    r->ou = r->oy + r->w;
+    r->ov = r->ou + r->w;
     r->cx = r->lx + r->w;
     r->ly = r->cx + r->w;
     r->cy = r->ly + r->h;
@@ -73,13 +85,19 @@ static vf_status make_own(vf_shot_reader *r, const AVFrame *av)
     return VF_OK;
 }
 
-/* Row y's two source rows a and b blended by weight wy, and by tap x along them: the sample in
- * 1/256 steps. */
-static inline int sample(const uint8_t *a, const uint8_t *b, int wy, const tap *x)
+/* Two source rows blended: out[i] = a[i] (256 - w) + b[i] w, n samples. */
+VF_VECTOR_CLONES static void blend_rows(const uint8_t *a, const uint8_t *b, int w, int n,
+                                        uint16_t *out)
 {
-    int top = a[x->i0] * (256 - x->w) + a[x->i1] * x->w;
-    int bottom = b[x->i0] * (256 - x->w) + b[x->i1] * x->w;
-    return (top * (256 - wy) + bottom * wy + (1 << 7)) >> 8;
+    for (int i = 0; i < n; i++)
+        out[i] = (uint16_t)(a[i] * (256 - w) + b[i] * w);
+}
+
+/* A blended row (x 256) resampled along its taps: out[x] x 256, rounded. */
+VF_VECTOR_CLONES static void resample_row(const uint16_t *row, const tap *t, int n, int32_t *out)
+{
+    for (int x = 0; x < n; x++)
+        out[x] = (row[t[x].i0] * (256 - t[x].w) + row[t[x].i1] * t[x].w + (1 << 7)) >> 8;
 }
 
 static inline uint8_t clip8(int v)
@@ -87,33 +105,48 @@ static inline uint8_t clip8(int v)
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
+/* R'G'B' from Y', Cb, Cr (each x 256) by coefficients x 4096: BT.601, limited range (Y' 16..235)
+ * or full. */
+typedef struct yuv_matrix {
+    int ky, y0, kr, kgu, kgv, kb;
+} yuv_matrix;
+
+/* One output row's Y', Cb, Cr (x 256) to packed BGR. */
+VF_VECTOR_CLONES static void convert_row(const yuv_matrix *m, const int32_t *ys, const int32_t *us,
+                                         const int32_t *vs, int n, uint8_t *out)
+{
+    const int half = 1 << 19;
+    for (int x = 0; x < n; x++) {
+        int Y = ys[x] - m->y0, U = us[x] - (128 << 8), V = vs[x] - (128 << 8);
+        int l = m->ky * Y + half;
+        out[3 * x] = clip8((l + m->kb * U) >> 20);
+        out[3 * x + 1] = clip8((l - m->kgu * U - m->kgv * V) >> 20);
+        out[3 * x + 2] = clip8((l + m->kr * V) >> 20);
+    }
+}
+
 /* The picture av scaled and converted by the taps into r->bgr: BT.601, as libswscale (and so
- * OpenCV's FFmpeg reader) converts untagged video. */
+ * OpenCV's FFmpeg reader) converts untagged video. Separable: each output row blends its two
+ * source rows (contiguous: vectorised), takes its columns' taps, then converts. */
 static void own_picture(vf_shot_reader *r, const AVFrame *av)
 {
-    /* R'G'B' from Y', Cb, Cr (each x 256) by coefficients x 4096: limited range (Y' 16..235), or
-     * full */
-    const int full = r->full_range, ky = full ? 4096 : 4769, y0 = full ? 0 : 16 << 8;
-    const int kr = full ? 5743 : 6537, kgu = full ? 1410 : 1605, kgv = full ? 2925 : 3330;
-    const int kb = full ? 7258 : 8263, half = 1 << 19;
-    uint8_t *out = r->bgr;
+    static const yuv_matrix limited = {4769, 16 << 8, 6537, 1605, 3330, 8263};
+    static const yuv_matrix full = {4096, 0, 5743, 1410, 2925, 7258};
+    const yuv_matrix *m = r->full_range ? &full : &limited;
+    int cw = (int)(r->vv - r->vu);
     for (int y = 0; y < r->h; y++) {
         const tap *ly = &r->ly[y], *cy = &r->cy[y];
-        const uint8_t *y_a = av->data[0] + (ptrdiff_t)ly->i0 * av->linesize[0];
-        const uint8_t *y_b = av->data[0] + (ptrdiff_t)ly->i1 * av->linesize[0];
-        const uint8_t *u_a = av->data[1] + (ptrdiff_t)cy->i0 * av->linesize[1];
-        const uint8_t *u_b = av->data[1] + (ptrdiff_t)cy->i1 * av->linesize[1];
-        const uint8_t *v_a = av->data[2] + (ptrdiff_t)cy->i0 * av->linesize[2];
-        const uint8_t *v_b = av->data[2] + (ptrdiff_t)cy->i1 * av->linesize[2];
-        for (int x = 0; x < r->w; x++) {
-            int Y = sample(y_a, y_b, ly->w, &r->lx[x]) - y0;
-            int U = sample(u_a, u_b, cy->w, &r->cx[x]) - (128 << 8);
-            int V = sample(v_a, v_b, cy->w, &r->cx[x]) - (128 << 8);
-            int l = ky * Y + half;
-            *out++ = clip8((l + kb * U) >> 20);
-            *out++ = clip8((l - kgu * U - kgv * V) >> 20);
-            *out++ = clip8((l + kr * V) >> 20);
-        }
+        const int *ls = av->linesize;
+        blend_rows(av->data[0] + (ptrdiff_t)ly->i0 * ls[0], av->data[0] + (ptrdiff_t)ly->i1 * ls[0],
+                   ly->w, av->width, r->vy);
+        blend_rows(av->data[1] + (ptrdiff_t)cy->i0 * ls[1], av->data[1] + (ptrdiff_t)cy->i1 * ls[1],
+                   cy->w, cw, r->vu);
+        blend_rows(av->data[2] + (ptrdiff_t)cy->i0 * ls[2], av->data[2] + (ptrdiff_t)cy->i1 * ls[2],
+                   cy->w, cw, r->vv);
+        resample_row(r->vy, r->lx, r->w, r->oy);
+        resample_row(r->vu, r->cx, r->w, r->ou);
+        resample_row(r->vv, r->cx, r->w, r->ov);
+        convert_row(m, r->oy, r->ou, r->ov, r->w, r->bgr + (size_t)y * 3 * (size_t)r->w);
     }
 }
 
@@ -191,6 +224,8 @@ void vfi_shot_reader_free(vf_shot_reader **pr)
     vfi_shots_free(&r->det);
     sws_freeContext(r->sws);
     vfi_free(r->lx);
+    vfi_free(r->vy);
+    vfi_free(r->oy);
     vfi_free(r->bgr);
     vfi_free(r);
     *pr = NULL;

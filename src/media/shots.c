@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/mem.h"
+#include "core/vecmath.h"
 
 /* OpenCV's fixed-point reciprocals, rounded: sdiv[v] = (255 << 12) / v, hdiv[d] = (180 << 12) /
  * (6 d); 0 at 0. */
@@ -24,8 +25,8 @@ static void make_tables(hsv_tables *t)
     }
 }
 
-static void to_hsv(const hsv_tables *t, const uint8_t *bgr, int n, uint8_t *h, uint8_t *s,
-                   uint8_t *v)
+VF_VECTOR_CLONES static void to_hsv(const hsv_tables *t, const uint8_t *bgr, int n, uint8_t *h,
+                                    uint8_t *s, uint8_t *v)
 {
     for (int i = 0; i < n; i++) {
         int b = bgr[3 * i], g = bgr[3 * i + 1], r = bgr[3 * i + 2];
@@ -110,7 +111,7 @@ vf_status vfi_shots_new(const vf_shot_opts *o, int w, int h, vf_shots **out, vf_
 }
 
 /* Mean absolute difference of two planes of n pixels. */
-static double mean_distance(const uint8_t *a, const uint8_t *b, size_t n)
+VF_VECTOR_CLONES static double mean_distance(const uint8_t *a, const uint8_t *b, size_t n)
 {
     int64_t sum = 0;
     for (size_t i = 0; i < n; i++)

@@ -293,33 +293,44 @@ out:
 /* In one read-only snapshot: the done extractions in path order (bytes), then each one's
  * vectors along its primary key, a row at a time, so nothing is sorted and memory stays one
  * vector. */
-/* Extraction ext_id's shots (statement q, all its rows read at once) into *shots (grown as
- * needed, *cap its room), *n of them. */
-static vf_status read_shots(vf_sql *q, int64_t ext_id, vf_shot **shots, int *cap, int *n,
+/* Extraction ext_id's shots (schema 10) into *shots (grown as needed, *cap its room), *n of
+ * them: a statement of its own, all its rows read at once, so that its failure (a role without
+ * the grant) is the one said. */
+static vf_status read_shots(vf_store *s, int64_t ext_id, vf_shot **shots, int *cap, int *n,
                             vf_err *err)
 {
     *n = 0;
-    vfi_sql_reset(q);
+    vf_sql *q;
+    vf_status rc = vfi_sql_prepare_all(s,
+                                       "SELECT first_frame, last_frame, start_t, end_t FROM shots"
+                                       " WHERE extraction_id = ?1 ORDER BY shot",
+                                       "reading shots", &q, err);
+    if (rc < 0)
+        return rc;
     vfi_sql_int64(q, 1, ext_id);
-    while (vfi_sql_step(q)) {
+    while (rc >= 0 && vfi_sql_step(q)) {
         if (*n == *cap) {
             int more = *cap ? 2 * *cap : 64;
             vf_shot *p = more > 0 ? vfi_realloc(*shots, (size_t)more * sizeof(*p)) : NULL;
-            if (!p)
-                return vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+            if (!p) {
+                rc = vfi_fail(err, VF_ERR_NOMEM, "out of memory");
+                break;
+            }
             *shots = p;
             *cap = more;
         }
         (*shots)[(*n)++] = (vf_shot){vfi_sql_col_int64(q, 0), vfi_sql_col_int64(q, 1),
                                      vfi_sql_col_real(q, 2), vfi_sql_col_real(q, 3)};
     }
-    return VF_OK;
+    vf_status fin = vfi_sql_finish(q, rc < 0 ? NULL : err);
+    return rc < 0 ? rc : fin;
 }
 
 vf_status vfi_sql_vectors(vf_store *s, int64_t model_id, int f16, int dim, vf_store_want_fn want,
                           vf_store_vector_fn fn, void *user, vf_err *err)
 {
-    vf_sql *ext = NULL, *q = NULL, *sq = NULL;
+    vf_sql *ext = NULL, *q = NULL;
+    int with_shots = s->ops->sql->schema(s) >= 10;
     vf_shot *shots = NULL;
     int cap = 0;
     float *v = vfi_mallocarray((size_t)(dim > 0 ? dim : 1), sizeof(float));
@@ -344,11 +355,6 @@ vf_status vfi_sql_vectors(vf_store *s, int64_t model_id, int f16, int dim, vf_st
                                  : "SELECT frame_index, pts, t, vec, NULL FROM features WHERE"
                                    " extraction_id = ?1 ORDER BY frame_index",
                              "reading features", &q, err);
-    if (rc >= 0 && s->ops->sql->schema(s) >= 10)
-        rc = vfi_sql_prepare_all(s,
-                                 "SELECT first_frame, last_frame, start_t, end_t FROM shots"
-                                 " WHERE extraction_id = ?1 ORDER BY shot",
-                                 "reading shots", &sq, err);
     if (rc >= 0)
         vfi_sql_int64(ext, 1, model_id);
     while (rc >= 0 && vfi_sql_step(ext)) {
@@ -361,7 +367,8 @@ vf_status vfi_sql_vectors(vf_store *s, int64_t model_id, int f16, int dim, vf_st
         };
         if (want && !want(user, out.ref.extraction, out.frames))
             continue;
-        if (sq && (rc = read_shots(sq, out.ref.extraction, &shots, &cap, &out.n_shots, err)) < 0)
+        if (with_shots &&
+            (rc = read_shots(s, out.ref.extraction, &shots, &cap, &out.n_shots, err)) < 0)
             break;
         out.shots = out.n_shots ? shots : NULL;
         vfi_sql_reset(q);
@@ -381,8 +388,6 @@ vf_status vfi_sql_vectors(vf_store *s, int64_t model_id, int f16, int dim, vf_st
     rc = rc < 0 ? rc : fe;
     vf_status fq = vfi_sql_finish(q, rc < 0 ? NULL : err);
     rc = rc < 0 ? rc : fq;
-    vf_status fs = vfi_sql_finish(sq, rc < 0 ? NULL : err);
-    rc = rc < 0 ? rc : fs;
     vfi_sql_exec(s, "COMMIT", "reading", NULL);
     vfi_free(shots);
     vfi_free(v);

@@ -10,7 +10,8 @@
  * stream's index lists every packet (MP4), else by reading packets without decoding them up to
  * the key frame its index names, else by holding the latest group of pictures read until that
  * time (hold_packet). Every packet skipped is still counted, so each frame's number stays
- * exact.
+ * exact. Shots (opts.shots) need every frame of the window: then only --start skips ahead, and
+ * each frame decoded goes to the shot detector (shot_reader.h) before sampling keeps or drops it.
  *
  * Time: each frame's best-effort timestamp in the stream's time base (pts, stored raw) and t =
  * pts x time base - the file's start time, which is the position `ffmpeg -ss t` seeks to.

@@ -69,8 +69,15 @@ static vf_status make_own(vf_shot_reader *r, const AVFrame *av)
     r->lx = vfi_mallocarray(2 * (size_t)r->w + 2 * (size_t)r->h, sizeof(tap));
     r->vy = vfi_mallocarray((size_t)av->width + 2 * (size_t)cw, sizeof(uint16_t));
     r->oy = vfi_mallocarray(3 * (size_t)r->w, sizeof(int32_t));
-    if (!r->lx || !r->vy || !r->oy)
+    if (!r->lx || !r->vy || !r->oy) { /* none kept: the next frame makes them again */
+        vfi_free(r->lx);
+        vfi_free(r->vy);
+        vfi_free(r->oy);
+        r->lx = NULL;
+        r->vy = r->vu = r->vv = NULL;
+        r->oy = r->ou = r->ov = NULL;
         return VF_ERR_NOMEM;
+    }
     r->vu = r->vy + av->width;
     r->vv = r->vu + cw;
     r->ou = r->oy + r->w;

@@ -37,19 +37,19 @@ class Server:
         except urllib.error.HTTPError as e:
             return e.code, e.headers, e.read()
 
-    def start_body(self, path, length):
+    def start_body(self, path, length, timeout=60):
         """A connection that has POSTed path's headers announcing length bytes, none sent."""
         host, port = self.url[len("http://"):].rsplit(":", 1)
-        conn = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=60)
+        conn = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=timeout)
         conn.putrequest("POST", path)
         conn.putheader("Content-Length", str(length))
         conn.endheaders()
         return conn
 
-    def announce(self, path, length):
+    def announce(self, path, length, timeout=60):
         """POST path announcing a body of length bytes without sending it: the status the server
-        answers the headers with."""
-        conn = self.start_body(path, length)
+        answers the headers with (a socket timeout after timeout seconds without one)."""
+        conn = self.start_body(path, length, timeout)
         try:
             return conn.getresponse().status
         finally:

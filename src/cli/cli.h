@@ -95,7 +95,7 @@ typedef struct cli {
     cli_query queries[MAX_QUERIES]; /* embed: --text and --image, in order */
     int n_queries;
     const char *bind;        /* serve --bind ADDR */
-    int port;                /* serve --port N */
+    int port;                /* serve --port N; -1: not given (0: any free port) */
     const char *token_file;  /* serve --token-file F */
     int no_auth;             /* serve --no-auth */
     const char *allow_hosts; /* serve --allow-host NAMES */

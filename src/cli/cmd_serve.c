@@ -52,7 +52,7 @@ int cmd_serve(cli *c, int argc, char **argv)
         cfg.model = NULL; /* the database's */
     vf_serve_opts o = {.root = c->cfg.root,
                        .bind = c->bind,
-                       .port = c->port ? c->port : DEFAULT_PORT,
+                       .port = c->port >= 0 ? c->port : DEFAULT_PORT,
                        .token = token[0] ? token : NULL,
                        .no_auth = c->no_auth,
                        .allow_hosts = c->allow_hosts};

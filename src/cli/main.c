@@ -123,6 +123,7 @@ int main(int argc, char **argv)
     memset(&c, 0, sizeof(c));
     c.cfg = vf_config_default();
     c.runs = 5;
+    c.port = -1; /* serve: not given (0 is "any free port") */
     c.out = stdout;
     c.err = stderr;
     if (argc < 2) {

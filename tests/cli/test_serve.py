@@ -259,6 +259,10 @@ def check_upload(s, a, tmp, upload_dirs):
 def check_tokens(exe, db, root, a, tmp):
     with Server(exe, db, "--root", root, "--bind", "0.0.0.0") as s:
         check(s.token and len(s.token) >= 32, "a token printed: %s" % s.printed)
+        # --port 0 is any free port: a second server beside this one starts on another
+        with Server(exe, db, "--root", root) as other:
+            check(other.url.rsplit(":", 1)[1] != s.url.rsplit(":", 1)[1],
+                  "two servers with --port 0: %s and %s" % (s.url, other.url))
         st, _, _ = s.get("/api/status")
         check(st == 401, "no token off loopback: %d" % st)
         st, _, _ = s.get("/")

@@ -290,9 +290,6 @@ out:
     return rc;
 }
 
-/* In one read-only snapshot: the done extractions in path order (bytes), then each one's
- * vectors along its primary key, a row at a time, so nothing is sorted and memory stays one
- * vector. */
 /* Extraction ext_id's shots (schema 10) into *shots (grown as needed, *cap its room), *n of
  * them: a statement of its own, all its rows read at once, so that its failure (a role without
  * the grant) is the one said. */
@@ -326,6 +323,9 @@ static vf_status read_shots(vf_store *s, int64_t ext_id, vf_shot **shots, int *c
     return rc < 0 ? rc : fin;
 }
 
+/* In one read-only snapshot: the done extractions in path order (bytes), then each one's
+ * vectors along its primary key, a row at a time, so nothing is sorted and memory stays one
+ * vector. */
 vf_status vfi_sql_vectors(vf_store *s, int64_t model_id, int f16, int dim, vf_store_want_fn want,
                           vf_store_vector_fn fn, void *user, vf_err *err)
 {

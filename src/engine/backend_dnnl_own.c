@@ -17,6 +17,21 @@
 #define VF_DNNL_FILE "backend_dnnl_own.c"
 #include "engine/backend_dnnl_int.h"
 
+/* The fused activation a as the clamp vidfeat's kernels apply to their outputs, lo..hi (none,
+ * ReLU, a clip); 0 when it is another (oneDNN runs the node). */
+static int act_bounds(const vf_act *a, float *lo, float *hi)
+{
+    *lo = -INFINITY;
+    *hi = INFINITY;
+    if (a->kind == VF_ACT_RELU && a->alpha == 0.0f)
+        *lo = 0.0f;
+    else if (a->kind == VF_ACT_CLIP)
+        *lo = a->alpha, *hi = a->beta;
+    else if (a->kind != VF_ACT_NONE)
+        return 0;
+    return 1;
+}
+
 /* Node nd as one of vidfeat's convolutions: f32, 2-D, one group, an activation they apply (none,
  * ReLU, a clip); 0 when it is not (oneDNN runs it). */
 static int as_vfk(const dnnl_ctx *c, const vf_node *nd, const vf_conv_window *cw, vfk_conv *k)
@@ -27,12 +42,8 @@ static int as_vfk(const dnnl_ctx *c, const vf_node *nd, const vf_conv_window *cw
     if (nd->op != VF_OP_CONV || cw->group != 1 || c->act_dt != dnnl_f32 ||
         (c->vdt && vfi_dnnl_runs_int8(c, nd)) || xv->rank != 4 || wv->rank != 4)
         return 0;
-    float lo = -INFINITY, hi = INFINITY;
-    if (a->kind == VF_ACT_RELU && a->alpha == 0.0f)
-        lo = 0.0f;
-    else if (a->kind == VF_ACT_CLIP)
-        lo = a->alpha, hi = a->beta;
-    else if (a->kind != VF_ACT_NONE)
+    float lo, hi;
+    if (!act_bounds(a, &lo, &hi))
         return 0;
     *k = (vfk_conv){.ic = (int)xv->dims[1],
                     .oc = (int)yv->dims[1],
@@ -307,12 +318,8 @@ static int as_fc(const dnnl_ctx *c, const vf_node *nd, int64_t rows, vfk_conv *k
     if (c->act_dt != dnnl_f32 || (c->vdt && vfi_dnnl_runs_int8(c, nd)) || xv->rank != 2 ||
         xv->dims[0] != 1 || wv->rank != 2)
         return 0; /* a transformer's tokens ([N x tokens, K]) stay oneDNN's */
-    float lo = -INFINITY, hi = INFINITY;
-    if (a->kind == VF_ACT_RELU && a->alpha == 0.0f)
-        lo = 0.0f;
-    else if (a->kind == VF_ACT_CLIP)
-        lo = a->alpha, hi = a->beta;
-    else if (a->kind != VF_ACT_NONE)
+    float lo, hi;
+    if (!act_bounds(a, &lo, &hi))
         return 0;
     *k = (vfk_conv){.ic = (int)wv->dims[1],
                     .oc = (int)wv->dims[0],
